@@ -1,0 +1,466 @@
+// FlashAttention-2 forward for sm80+: one templated kernel whose config names
+// the seed's steps (seeds/000), so v1..v5 are configurations, not copies.
+//
+//   O[q, :] = sum_j softmax_j(scale · Q[q]·K[j]) V[j, :]
+//
+// Work split: one CTA per (q-tile of BLOCK_Q rows, q-head, sequence); each of
+// its warps owns WARP_Q = BLOCK_Q / NUM_WARPS rows (FA2: split Q, not KV, so
+// no cross-warp reduction). The CTA walks the KV sequence in tiles of
+// BLOCK_KV keys, keeping for every row the running max m, the running sum l
+// and the output accumulator O in registers (online softmax):
+//   m' = max(m, rowmax(S)),  P = exp2(S·scale·log2e − m'),
+//   l' = l·exp2(m − m') + rowsum(P),  O' = O·exp2(m − m') + P·V
+// and normalizes O by l once at the end.
+//
+// Tensor cores: mma.m16n8k16 with f32 accumulate. Q is the A operand (loaded
+// to registers once), K the B operand of S = Q·Kᵀ (ldmatrix, non-transposed),
+// P is re-packed from the S accumulator straight into A fragments (the C
+// layout of two n8 tiles equals the A layout of one k16 tile), V is the B
+// operand of O += P·V (ldmatrix.trans).
+//
+// Config steps (what each seed version adds):
+//   kSwizzle   v2+  XOR-swizzled shared memory: ldmatrix without bank conflicts
+//   kPipeline  v3+  K and V tiles double-buffered: tile t+1 loads while t computes
+//              v5   K double-buffered, V single: V(t) loads during S = Q·K(t)ᵀ,
+//                   K(t+1) during the softmax and P·V, for 3/4 of the smem
+//   kX4        v4+  ldmatrix.x4 for K and V: half the ldmatrix instructions
+//
+// Semantics: causal (bottom-right aligned, tiles past the diagonal skipped,
+// the diagonal tiles masked), GQA (kv-head = q-head / group, no K/V copies),
+// varlen (cu_seqlens), tails of any length (zero-filled loads, masked keys,
+// guarded stores). Layouts are arbitrary strides with head_dim contiguous.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention/prefill_params.h"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/swizzle.cuh"
+
+namespace flashscope::kernels {
+
+enum class Pipeline {
+  kSerial,  // load K(t), V(t); wait; compute (v1, v2)
+  kKV2,     // K and V double-buffered (v3, v4)
+  kK2V1,    // K double-buffered, V single, loads interleaved with the two GEMMs (v5)
+};
+
+// Q_IN_SMEM: keep Q in shared memory and re-read its fragments every KV tile
+// (FlashAttention-2's choice) instead of holding them in registers; frees
+// DIM/4 · WARP_Q/16 registers for a taller warp tile. MIN_BLOCKS: CTAs per SM
+// the register allocation must allow (__launch_bounds__).
+template <int DIM, int BLOCK_Q, int BLOCK_KV, int NUM_WARPS, bool SWIZZLE, Pipeline PIPE, bool X4,
+          bool Q_IN_SMEM = false, int MIN_BLOCKS = 1>
+struct PrefillConfig {
+  static constexpr int kDim = DIM;
+  static constexpr int kBlockQ = BLOCK_Q;
+  static constexpr int kBlockKV = BLOCK_KV;
+  static constexpr int kWarps = NUM_WARPS;
+  static constexpr int kThreads = NUM_WARPS * 32;
+  static constexpr int kWarpQ = BLOCK_Q / NUM_WARPS;
+  static constexpr bool kSwizzle = SWIZZLE;
+  static constexpr Pipeline kPipe = PIPE;
+  static constexpr bool kX4 = X4;
+
+  static constexpr bool kQInSmem = Q_IN_SMEM;
+  static constexpr int kMinBlocksPerSm = MIN_BLOCKS;
+  static constexpr int kKStages = PIPE == Pipeline::kSerial ? 1 : 2;
+  static constexpr int kVStages = PIPE == Pipeline::kKV2 ? 2 : 1;
+  static constexpr int kRowBytes = DIM * 2;  // one 16-bit row of head_dim
+  static constexpr int kKVTileBytes = BLOCK_KV * kRowBytes;
+  static constexpr int kQTileBytes = BLOCK_Q * kRowBytes;
+  // Register-resident Q is staged through the start of the K/V buffers (it
+  // lives in registers after the prologue); shared-memory Q has its own region.
+  static constexpr int kKVBytes = (kKStages + kVStages) * kKVTileBytes;
+  static constexpr int kQRegionBytes = Q_IN_SMEM ? kQTileBytes : 0;
+  static constexpr int kSmemBytes =
+      Q_IN_SMEM ? kQTileBytes + kKVBytes : (kKVBytes > kQTileBytes ? kKVBytes : kQTileBytes);
+
+  static_assert(DIM == 64 || DIM == 128, "head_dim 64 or 128");
+  static_assert(kWarpQ % 16 == 0, "each warp owns whole m16 MMA tiles of rows");
+  static_assert(BLOCK_KV % 16 == 0, "KV tiles are whole k16 MMA tiles");
+};
+
+namespace detail {
+
+constexpr int kMmaM = 16;
+constexpr int kMmaN = 8;
+constexpr int kMmaK = 16;
+constexpr float kLn2 = 0.69314718055994530942f;
+
+// Copies rows [0, ROWS) of a [rows, DIM] tile (row stride `stride` elements)
+// into swizzled shared memory with cp.async; rows >= valid_rows are zero-filled.
+template <typename Cfg, int ROWS, typename T>
+__device__ __forceinline__ void load_tile(uint32_t dst, const T* src, int64_t stride, int valid_rows, int tid) {
+  constexpr int kChunksPerRow = Cfg::kDim / 8;  // 16-byte chunks
+  constexpr int kChunks = ROWS * kChunksPerRow;
+  constexpr int kIters = (kChunks + Cfg::kThreads - 1) / Cfg::kThreads;
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    const int chunk = i * Cfg::kThreads + tid;
+    if (kChunks % Cfg::kThreads != 0 && chunk >= kChunks) break;  // only when threads do not divide the tile
+    const int row = chunk / kChunksPerRow;
+    const int col = (chunk % kChunksPerRow) * 8;
+    const bool valid = row < valid_rows;
+    const T* s = valid ? src + row * stride + col : src;
+    cp_async_16(dst + swizzle<Cfg::kRowBytes, Cfg::kSwizzle>(row * Cfg::kRowBytes + col * 2), s, valid);
+  }
+}
+
+}  // namespace detail
+
+template <typename Cfg, typename T, bool kCausal>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
+    prefill_kernel(const __grid_constant__ PrefillKernelParams p) {
+  using namespace detail;
+  using Mma = MmaType<T>;
+  constexpr int DIM = Cfg::kDim;
+  constexpr int BLOCK_Q = Cfg::kBlockQ;
+  constexpr int BLOCK_KV = Cfg::kBlockKV;
+  constexpr int WARP_Q = Cfg::kWarpQ;
+  constexpr int ROW_BYTES = Cfg::kRowBytes;
+  constexpr bool SWZ = Cfg::kSwizzle;
+
+  const int tid = threadIdx.x;
+  const int warp_id = tid / 32;
+  const int lane_id = tid % 32;
+
+  // Causal CTAs near the end of the sequence see the most keys: launch them
+  // first so the long ones do not form the tail of the grid.
+  const int q_tile = gridDim.x - 1 - blockIdx.x;
+  const int q_head = blockIdx.y;
+  const int seq = blockIdx.z;
+  const int kv_head = q_head / p.group;
+
+  // Where this sequence lives: a batch slice, or a range of packed tokens.
+  int q_len = p.q_len, kv_len = p.kv_len;
+  int64_t q_token0 = 0, k_token0 = 0;
+  int64_t q_batch = seq, k_batch = seq;
+  if (p.cu_seqlens_q != nullptr) {
+    q_token0 = p.cu_seqlens_q[seq];
+    k_token0 = p.cu_seqlens_k[seq];
+    q_len = p.cu_seqlens_q[seq + 1] - static_cast<int>(q_token0);
+    kv_len = p.cu_seqlens_k[seq + 1] - static_cast<int>(k_token0);
+    q_batch = k_batch = 0;
+  }
+  const int q0 = q_tile * BLOCK_Q;
+  if (q0 >= q_len) return;  // varlen: a shorter sequence than the longest
+
+  const T* Q = static_cast<const T*>(p.q) + q_batch * p.q_batch_stride + (q_token0 + q0) * p.q_seq_stride +
+               q_head * p.q_head_stride;
+  const T* K = static_cast<const T*>(p.k) + k_batch * p.k_batch_stride + k_token0 * p.k_seq_stride +
+               kv_head * p.k_head_stride;
+  const T* V = static_cast<const T*>(p.v) + k_batch * p.v_batch_stride + k_token0 * p.v_seq_stride +
+               kv_head * p.v_head_stride;
+  T* O = static_cast<T*>(p.o) + q_batch * p.o_batch_stride + (q_token0 + q0) * p.o_seq_stride +
+         q_head * p.o_head_stride;
+
+  // Keys this tile can see. Bottom-right causal: row r may see keys
+  // j <= q0 + r + diag, so the tile's last row bounds the KV range.
+  const int diag = kv_len - q_len;
+  const int kv_end = kCausal ? min(kv_len, max(0, q0 + BLOCK_Q + diag)) : kv_len;
+  const int num_kv_tiles = (kv_end + BLOCK_KV - 1) / BLOCK_KV;
+
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t smem_base = smem_addr(smem);
+  const uint32_t Q_smem = smem_base;
+  const uint32_t K_smem = smem_base + Cfg::kQRegionBytes;
+  const uint32_t V_smem = K_smem + Cfg::kKStages * Cfg::kKVTileBytes;
+
+  // --- prologue: Q global -> shared (-> registers, for the CTA's lifetime) ---
+  load_tile<Cfg, BLOCK_Q>(Q_smem, Q, p.q_seq_stride, q_len - q0, tid);
+  cp_async_commit();  // shared-memory Q: the pipeline's first wait covers this group too
+
+  // A fragments of Q (16x16): rows lane%16, columns (lane/16)*8 of each tile.
+  const uint32_t Q_thread = swizzle<ROW_BYTES, SWZ>((warp_id * WARP_Q + lane_id % 16) * ROW_BYTES + (lane_id / 16) * 16);
+  constexpr int kQRegTiles = Cfg::kQInSmem ? 1 : WARP_Q / kMmaM;
+  constexpr int kQRegSteps = Cfg::kQInSmem ? 1 : DIM / kMmaK;
+  uint32_t Q_rmem[kQRegTiles][kQRegSteps][4];
+  if constexpr (!Cfg::kQInSmem) {
+    cp_async_wait<0>();
+    __syncthreads();  // every thread's Q chunks have landed
+#pragma unroll
+    for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
+#pragma unroll
+      for (int mma_id_d = 0; mma_id_d < DIM / kMmaK; ++mma_id_d)
+        ldmatrix_x4(Q_rmem[mma_id_q][mma_id_d], Q_smem + ((Q_thread + mma_id_q * kMmaM * ROW_BYTES) ^ (mma_id_d * kMmaK * 2)));
+    __syncthreads();  // Q_smem aliases the K/V buffers the pipeline now fills
+  }
+
+  // Per-thread ldmatrix addresses (offsets inside one tile). Row steps of 8 or
+  // 16 rows are added, column steps XOR-ed (see swizzle.cuh), and only then
+  // the tile's base, so the XOR never touches the base address.
+  //   K, B operand, non-trans: x2 reads d [0,16) of 8 keys, x4 d [0,32).
+  //   V, B operand, trans:     x2 reads 16 keys of d [0,8), x4 d [0,16).
+  const uint32_t K_thread = swizzle<ROW_BYTES, SWZ>((lane_id % 8) * ROW_BYTES + (lane_id / 8) * 8 * 2);
+  const uint32_t K_thread_x2 = swizzle<ROW_BYTES, SWZ>((lane_id % 8) * ROW_BYTES + ((lane_id / 8) % 2) * 8 * 2);
+  const uint32_t V_thread = swizzle<ROW_BYTES, SWZ>((lane_id % 16) * ROW_BYTES + (lane_id / 16) * 8 * 2);
+  const uint32_t V_thread_x2 = swizzle<ROW_BYTES, SWZ>((lane_id % 16) * ROW_BYTES);
+
+  float O_rmem[WARP_Q / kMmaM][DIM / kMmaN][4] = {};
+  // Row state. Each thread holds rows lane/4 and lane/4 + 8 of every m16 tile;
+  // l is this thread's partial sum (its 2 columns of each n8 tile), reduced
+  // across the quad only at the end, since the rescale factor is quad-uniform.
+  float m_rmem[WARP_Q / kMmaM][2];
+  float l_rmem[WARP_Q / kMmaM][2];
+#pragma unroll
+  for (int i = 0; i < WARP_Q / kMmaM; ++i)
+    for (int h = 0; h < 2; ++h) {
+      m_rmem[i][h] = -INFINITY;
+      l_rmem[i][h] = 0.0f;
+    }
+
+  auto load_K = [&](int kv_tile, int stage) {
+    const int k0 = kv_tile * BLOCK_KV;
+    load_tile<Cfg, BLOCK_KV>(K_smem + stage * Cfg::kKVTileBytes, K + k0 * p.k_seq_stride, p.k_seq_stride,
+                             kv_len - k0, tid);
+  };
+  auto load_V = [&](int kv_tile, int stage) {
+    const int k0 = kv_tile * BLOCK_KV;
+    load_tile<Cfg, BLOCK_KV>(V_smem + stage * Cfg::kKVTileBytes, V + k0 * p.v_seq_stride, p.v_seq_stride,
+                             kv_len - k0, tid);
+  };
+
+  // S = Q K(t)ᵀ for this warp's rows: [WARP_Q, BLOCK_KV] in C fragments.
+  // Outer loop over head_dim steps, so each Q fragment (registers or shared)
+  // and each K fragment is fetched once per tile and reused across the other
+  // operand's tiles.
+  auto compute_S = [&](uint32_t K_tile, float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4]) {
+    constexpr int kStep = Cfg::kX4 ? 2 : 1;  // k16 steps per K ldmatrix
+#pragma unroll
+    for (int mma_id_d = 0; mma_id_d < DIM / kMmaK; mma_id_d += kStep) {
+      uint32_t Q_cur[WARP_Q / kMmaM][kStep][4];
+#pragma unroll
+      for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
+#pragma unroll
+        for (int s = 0; s < kStep; ++s) {
+          if constexpr (Cfg::kQInSmem) {
+            ldmatrix_x4(Q_cur[mma_id_q][s],
+                        Q_smem + ((Q_thread + mma_id_q * kMmaM * ROW_BYTES) ^ ((mma_id_d + s) * kMmaK * 2)));
+          } else {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) Q_cur[mma_id_q][s][r] = Q_rmem[mma_id_q][mma_id_d + s][r];
+          }
+        }
+#pragma unroll
+      for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaN; ++mma_id_kv) {
+        uint32_t K_rmem[2 * kStep];  // b fragments for d-steps mma_id_d (and mma_id_d + 1 with x4)
+        if constexpr (Cfg::kX4) {
+          ldmatrix_x4(reinterpret_cast<uint32_t(&)[4]>(K_rmem),
+                      K_tile + ((K_thread + mma_id_kv * kMmaN * ROW_BYTES) ^ (mma_id_d * kMmaK * 2)));
+        } else {
+          ldmatrix_x2(reinterpret_cast<uint32_t(&)[2]>(K_rmem),
+                      K_tile + ((K_thread_x2 + mma_id_kv * kMmaN * ROW_BYTES) ^ (mma_id_d * kMmaK * 2)));
+        }
+#pragma unroll
+        for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
+#pragma unroll
+          for (int s = 0; s < kStep; ++s) Mma::mma(Q_cur[mma_id_q][s], K_rmem + 2 * s, S_rmem[mma_id_q][mma_id_kv]);
+      }
+    }
+  };
+
+  // O += P V(t), P given as A fragments [WARP_Q, BLOCK_KV].
+  auto compute_PV = [&](uint32_t V_tile, const uint32_t (&P_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4]) {
+#pragma unroll
+    for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaK; ++mma_id_kv) {
+      if constexpr (Cfg::kX4) {
+#pragma unroll
+        for (int mma_id_d = 0; mma_id_d < DIM / kMmaN; mma_id_d += 2) {
+          uint32_t V_rmem[4];  // b fragments for d-tiles mma_id_d and mma_id_d + 1
+          ldmatrix_x4_trans(V_rmem, V_tile + ((V_thread + mma_id_kv * kMmaK * ROW_BYTES) ^ (mma_id_d * kMmaN * 2)));
+#pragma unroll
+          for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q) {
+            Mma::mma(P_rmem[mma_id_q][mma_id_kv], V_rmem, O_rmem[mma_id_q][mma_id_d]);
+            Mma::mma(P_rmem[mma_id_q][mma_id_kv], V_rmem + 2, O_rmem[mma_id_q][mma_id_d + 1]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int mma_id_d = 0; mma_id_d < DIM / kMmaN; ++mma_id_d) {
+          uint32_t V_rmem[2];
+          ldmatrix_x2_trans(V_rmem, V_tile + ((V_thread_x2 + mma_id_kv * kMmaK * ROW_BYTES) ^ (mma_id_d * kMmaN * 2)));
+#pragma unroll
+          for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
+            Mma::mma(P_rmem[mma_id_q][mma_id_kv], V_rmem, O_rmem[mma_id_q][mma_id_d]);
+        }
+      }
+    }
+  };
+
+  // Masks tile t's logits (keys past kv_len; causal keys past each row's
+  // diagonal), updates m and l, rescales O, and packs P into A fragments.
+  auto online_softmax = [&](int kv_tile, float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4],
+                            uint32_t (&P_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4]) {
+    const int k0 = kv_tile * BLOCK_KV;
+    const int warp_row0 = q0 + warp_id * WARP_Q;
+    // Only the last tile and tiles crossing this warp's diagonal need a mask.
+    const bool need_mask = k0 + BLOCK_KV > kv_len || (kCausal && k0 + BLOCK_KV - 1 > warp_row0 + diag);
+#pragma unroll
+    for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q) {
+      if (need_mask) {
+#pragma unroll
+        for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaN; ++mma_id_kv)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int row = warp_row0 + mma_id_q * kMmaM + lane_id / 4 + (i >= 2 ? 8 : 0);
+            const int col = k0 + mma_id_kv * kMmaN + (lane_id % 4) * 2 + (i & 1);
+            const bool masked = col >= kv_len || (kCausal && col > row + diag);
+            if (masked) S_rmem[mma_id_q][mma_id_kv][i] = -INFINITY;
+          }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // h = 0: row lane/4, h = 1: row lane/4 + 8
+        float row_max = -INFINITY;
+#pragma unroll
+        for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaN; ++mma_id_kv)
+          row_max = fmaxf(row_max, fmaxf(S_rmem[mma_id_q][mma_id_kv][2 * h], S_rmem[mma_id_q][mma_id_kv][2 * h + 1]));
+        // The 4 threads of a quad hold the same row: reduce across them.
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+
+        const float m_old = m_rmem[mma_id_q][h];
+        const float m_new = fmaxf(m_old, row_max * p.scale_log2);
+        m_rmem[mma_id_q][h] = m_new;
+        // A row with every key masked so far keeps m = -inf; subtract 0 then
+        // so exp2 sees -inf - 0 (= 0) rather than -inf - -inf (= NaN).
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float rescale = fast_exp2(m_old - m_use);
+
+        float row_sum = 0.0f;
+#pragma unroll
+        for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaN; ++mma_id_kv)
+#pragma unroll
+          for (int j = 2 * h; j < 2 * h + 2; ++j) {
+            const float prob = fast_exp2(fmaf(S_rmem[mma_id_q][mma_id_kv][j], p.scale_log2, -m_use));
+            S_rmem[mma_id_q][mma_id_kv][j] = prob;
+            row_sum += prob;
+          }
+        l_rmem[mma_id_q][h] = l_rmem[mma_id_q][h] * rescale + row_sum;
+#pragma unroll
+        for (int mma_id_d = 0; mma_id_d < DIM / kMmaN; ++mma_id_d) {
+          O_rmem[mma_id_q][mma_id_d][2 * h] *= rescale;
+          O_rmem[mma_id_q][mma_id_d][2 * h + 1] *= rescale;
+        }
+      }
+      // C fragments of n8 tiles 2k and 2k+1 are exactly the A fragment of k16 tile k.
+#pragma unroll
+      for (int k = 0; k < BLOCK_KV / kMmaK; ++k) {
+        P_rmem[mma_id_q][k][0] = Mma::pack(S_rmem[mma_id_q][2 * k][0], S_rmem[mma_id_q][2 * k][1]);
+        P_rmem[mma_id_q][k][1] = Mma::pack(S_rmem[mma_id_q][2 * k][2], S_rmem[mma_id_q][2 * k][3]);
+        P_rmem[mma_id_q][k][2] = Mma::pack(S_rmem[mma_id_q][2 * k + 1][0], S_rmem[mma_id_q][2 * k + 1][1]);
+        P_rmem[mma_id_q][k][3] = Mma::pack(S_rmem[mma_id_q][2 * k + 1][2], S_rmem[mma_id_q][2 * k + 1][3]);
+      }
+    }
+  };
+
+  // --- main loop over KV tiles: the three pipelines ---
+  if constexpr (Cfg::kPipe == Pipeline::kSerial) {
+    for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
+      __syncthreads();  // all warps are done reading the previous tile's K and V
+      load_K(kv_tile, 0);
+      load_V(kv_tile, 0);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();  // the whole tile has landed, from every thread's copies
+      float S_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
+      uint32_t P_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4];
+      compute_S(K_smem, S_rmem);
+      online_softmax(kv_tile, S_rmem, P_rmem);
+      compute_PV(V_smem, P_rmem);
+    }
+  } else if constexpr (Cfg::kPipe == Pipeline::kKV2) {
+    if (num_kv_tiles > 0) {
+      load_K(0, 0);
+      load_V(0, 0);
+    }
+    cp_async_commit();
+    for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
+      const int stage = kv_tile % 2;
+      __syncthreads();  // all warps are done with tile t-1, whose buffers tile t+1 reuses
+      if (kv_tile + 1 < num_kv_tiles) {
+        load_K(kv_tile + 1, 1 - stage);
+        load_V(kv_tile + 1, 1 - stage);
+      }
+      cp_async_commit();  // possibly empty: keeps "one group per tile" so wait<1> means tile t
+      cp_async_wait<1>();
+      __syncthreads();  // tile t is visible to every warp; tile t+1 may still be in flight
+      float S_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
+      uint32_t P_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4];
+      compute_S(K_smem + stage * Cfg::kKVTileBytes, S_rmem);
+      online_softmax(kv_tile, S_rmem, P_rmem);
+      compute_PV(V_smem + stage * Cfg::kKVTileBytes, P_rmem);
+    }
+  } else {  // Pipeline::kK2V1
+    if (num_kv_tiles > 0) load_K(0, 0);
+    cp_async_commit();
+    for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
+      const int stage = kv_tile % 2;
+      __syncthreads();  // all warps are done with V(t-1) (one buffer) and K(t-1) (whose buffer K(t+1) takes)
+      load_V(kv_tile, 0);
+      cp_async_commit();
+      cp_async_wait<1>();  // K(t) has landed; V(t) may still be in flight
+      __syncthreads();     // ... for every thread's chunks of K(t)
+      float S_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
+      uint32_t P_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4];
+      compute_S(K_smem + stage * Cfg::kKVTileBytes, S_rmem);
+      if (kv_tile + 1 < num_kv_tiles) load_K(kv_tile + 1, 1 - stage);
+      cp_async_commit();  // possibly empty, so the wait below always means V(t)
+      online_softmax(kv_tile, S_rmem, P_rmem);
+      cp_async_wait<1>();  // V(t) has landed; K(t+1) may still be in flight
+      __syncthreads();     // ... for every thread's chunks of V(t)
+      compute_PV(V_smem, P_rmem);
+    }
+  }
+  cp_async_wait<0>();  // no copy may outlive the CTA's shared memory
+
+  // --- epilogue: normalize by l, store O (bf16/fp16) and the LSE ---
+  float* lse = nullptr;
+  if (p.lse != nullptr) {
+    lse = p.cu_seqlens_q != nullptr
+              ? p.lse + int64_t(q_head) * p.cu_seqlens_q[p.batch] + q_token0 + q0
+              : p.lse + (int64_t(seq) * p.q_heads + q_head) * p.q_len + q0;
+  }
+#pragma unroll
+  for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = l_rmem[mma_id_q][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // no visible key: output 0
+      const int row = warp_id * WARP_Q + mma_id_q * kMmaM + lane_id / 4 + h * 8;
+      if (q0 + row >= q_len) continue;
+      T* O_row = O + int64_t(row) * p.o_seq_stride;
+#pragma unroll
+      for (int mma_id_d = 0; mma_id_d < DIM / kMmaN; ++mma_id_d) {
+        const int col = mma_id_d * kMmaN + (lane_id % 4) * 2;
+        const float* o = O_rmem[mma_id_q][mma_id_d];
+        *reinterpret_cast<uint32_t*>(O_row + col) = Mma::pack(o[2 * h] * inv_l, o[2 * h + 1] * inv_l);
+      }
+      if (lse != nullptr && lane_id % 4 == 0) {
+        const float m = m_rmem[mma_id_q][h];
+        lse[row] = l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY;
+      }
+    }
+}
+
+// Launches one configuration. q-tiles on x (reversed inside the kernel),
+// heads on y, sequences on z; shared memory opted in above 48 KiB.
+template <typename Cfg, typename T, bool kCausal>
+cudaError_t launch_prefill(const PrefillKernelParams& p, cudaStream_t stream) {
+  auto kernel = prefill_kernel<Cfg, T, kCausal>;
+  constexpr int kSmem = Cfg::kSmemBytes;
+  if (kSmem > 48 * 1024) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    if (err != cudaSuccess) return err;
+  }
+  const dim3 grid((p.q_len + Cfg::kBlockQ - 1) / Cfg::kBlockQ, p.q_heads, p.batch);
+  kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace flashscope::kernels

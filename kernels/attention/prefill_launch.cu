@@ -1,0 +1,55 @@
+// The one place that maps a runtime kernel choice to its instantiation.
+#include "kernels/attention/prefill_launch.h"
+
+#include "kernels/attention/prefill_versions.cuh"
+
+namespace flashscope::kernels {
+
+cudaError_t launch_prefill_v1_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
+cudaError_t launch_prefill_v2_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
+cudaError_t launch_prefill_v3_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
+cudaError_t launch_prefill_v4_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
+cudaError_t launch_prefill_v5_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
+cudaError_t launch_prefill_v5_fp16(const PrefillKernelParams&, int, bool, cudaStream_t);
+
+cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
+                           cudaStream_t stream) {
+  if (type == ElemType::kFP16) {
+    return version == 5 ? launch_prefill_v5_fp16(p, head_dim, causal, stream) : cudaErrorInvalidValue;
+  }
+  switch (version) {
+    case 1: return launch_prefill_v1_bf16(p, head_dim, causal, stream);
+    case 2: return launch_prefill_v2_bf16(p, head_dim, causal, stream);
+    case 3: return launch_prefill_v3_bf16(p, head_dim, causal, stream);
+    case 4: return launch_prefill_v4_bf16(p, head_dim, causal, stream);
+    case 5: return launch_prefill_v5_bf16(p, head_dim, causal, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+namespace {
+template <template <int> class Version>
+int smem_for(int head_dim) {
+  return head_dim == 64 ? Version<64>::kSmemBytes : Version<128>::kSmemBytes;
+}
+}  // namespace
+
+int prefill_smem_bytes(int version, int head_dim) {
+  switch (version) {
+    case 1: return smem_for<PrefillV1>(head_dim);
+    case 2: return smem_for<PrefillV2>(head_dim);
+    case 3: return smem_for<PrefillV3>(head_dim);
+    case 4: return smem_for<PrefillV4>(head_dim);
+    default: return smem_for<PrefillV5>(head_dim);
+  }
+}
+
+int prefill_block_q(int version) {
+  return version == 5 ? PrefillV5<128>::kBlockQ : PrefillV1<128>::kBlockQ;
+}
+int prefill_block_kv(int version) {
+  return (version == 3 || version == 4) ? PrefillV3<128>::kBlockKV : PrefillV5<128>::kBlockKV;
+}
+int prefill_threads(int) { return PrefillV5<128>::kThreads; }
+
+}  // namespace flashscope::kernels

@@ -1,0 +1,23 @@
+// Host entry to the prefill kernels, with no CUDA headers beyond the runtime
+// API: the runtime calls this after validating the parameters.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/attention/prefill_params.h"
+
+namespace flashscope::kernels {
+
+enum class ElemType { kBF16, kFP16 };
+
+// version 1..5 (seeds/000). fp16 is built for v5 only; the runtime says so.
+cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
+                           cudaStream_t stream);
+
+// Dynamic shared memory one CTA of `version` needs at head_dim (for reports).
+int prefill_smem_bytes(int version, int head_dim);
+int prefill_block_q(int version);
+int prefill_block_kv(int version);
+int prefill_threads(int version);
+
+}  // namespace flashscope::kernels

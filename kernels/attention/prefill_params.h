@@ -1,0 +1,35 @@
+// Plain parameters of the prefill kernels: pointers, strides (elements) and
+// sizes, already validated by the runtime. Passed by value as a
+// __grid_constant__ so the kernel reads them from constant memory.
+#pragma once
+
+#include <cstdint>
+
+namespace flashscope::kernels {
+
+struct PrefillKernelParams {
+  const void* q;  // [batch, q_len, q_heads, D]   (or packed [total_q, q_heads, D])
+  const void* k;  // [batch, kv_len, kv_heads, D] (or packed [total_k, kv_heads, D])
+  const void* v;  // like k
+  void* o;        // like q
+  float* lse;     // [batch, q_heads, q_len] or packed [q_heads, total_q]; may be null
+
+  int64_t q_batch_stride, q_seq_stride, q_head_stride;
+  int64_t k_batch_stride, k_seq_stride, k_head_stride;
+  int64_t v_batch_stride, v_seq_stride, v_head_stride;
+  int64_t o_batch_stride, o_seq_stride, o_head_stride;
+
+  int batch;
+  int q_heads;
+  int kv_heads;
+  int group;   // q_heads / kv_heads: q-head h reads kv-head h / group
+  int q_len;   // the maximum over the batch when varlen
+  int kv_len;  // likewise
+
+  const int32_t* cu_seqlens_q;  // [batch + 1] or null (dense)
+  const int32_t* cu_seqlens_k;
+
+  float scale_log2;  // softmax scale * log2(e): logits go straight into exp2
+};
+
+}  // namespace flashscope::kernels

@@ -1,0 +1,62 @@
+// The seed's v1..v5 as configurations of prefill_kernel.cuh (seeds/000).
+// Tiles: 128 query rows per CTA over 8 warps (16 rows, one m16 MMA tile, per
+// warp: the accumulator of a 32-row warp tile would not fit registers at
+// head_dim 128), KV tiles of 64 keys; v3/v4 use 32-key tiles as the seed
+// does, since double-buffering both K and V doubles their shared memory.
+//
+// | version | swizzle | pipeline              | K/V ldmatrix | BLOCK_KV |
+// | v1      | no      | serial                | x2           | 64       |
+// | v2      | yes     | serial                | x2           | 64       |
+// | v3      | yes     | K, V double-buffered  | x2           | 32       |
+// | v4      | yes     | K, V double-buffered  | x4           | 32       |
+// | v5      | yes     | K double, V single    | x4           | 64       |
+// (v5 at head_dim 64: 4 warps of 32 rows, Q in shared memory; see below.)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "kernels/attention/prefill_kernel.cuh"
+
+namespace flashscope::kernels {
+
+// Registers decide occupancy: at head_dim 64 two CTAs (16 warps) fit in 128
+// registers per thread; at 128 the O accumulator alone is 64 registers, so
+// one CTA takes the register file.
+template <int D>
+constexpr int kMinBlocks = D == 64 ? 2 : 1;
+
+template <int D>
+using PrefillV1 = PrefillConfig<D, 128, 64, 8, false, Pipeline::kSerial, false, false, kMinBlocks<D>>;
+template <int D>
+using PrefillV2 = PrefillConfig<D, 128, 64, 8, true, Pipeline::kSerial, false, false, kMinBlocks<D>>;
+template <int D>
+using PrefillV3 = PrefillConfig<D, 128, 32, 8, true, Pipeline::kKV2, false, false, kMinBlocks<D>>;
+template <int D>
+using PrefillV4 = PrefillConfig<D, 128, 32, 8, true, Pipeline::kKV2, true, false, kMinBlocks<D>>;
+// v5's tiles per head_dim were chosen by bench/tile_sweep.cu on an H200
+// (bench/results/): at 64, four warps of 32 rows with Q re-read from shared
+// memory and two CTAs per SM beat eight 16-row warps by 4-6%; at 128 that
+// shape spills (the 32x128 accumulator is 128 registers) and eight 16-row
+// warps with Q in registers stay fastest.
+template <int D>
+using PrefillV5 = std::conditional_t<D == 64, PrefillConfig<64, 128, 64, 4, true, Pipeline::kK2V1, true, true, 2>,
+                                     PrefillConfig<D, 128, 64, 8, true, Pipeline::kK2V1, true, false, 1>>;
+
+// Turns the runtime head_dim and causal flag into template constants for one version.
+template <template <int> class Version, typename T>
+cudaError_t launch_version(const PrefillKernelParams& p, int head_dim, bool causal, cudaStream_t stream) {
+  switch (head_dim) {
+    case 64:
+      return causal ? launch_prefill<Version<64>, T, true>(p, stream) : launch_prefill<Version<64>, T, false>(p, stream);
+    case 128:
+      return causal ? launch_prefill<Version<128>, T, true>(p, stream)
+                    : launch_prefill<Version<128>, T, false>(p, stream);
+    default:
+      return cudaErrorInvalidValue;  // the runtime validates head_dim first
+  }
+}
+
+}  // namespace flashscope::kernels

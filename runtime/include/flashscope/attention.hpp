@@ -1,0 +1,91 @@
+// Attention prefill: O = softmax(scale · Q Kᵀ + mask) V, for every query head.
+//
+// Shapes (logical; strides live in the AttnTensor views):
+//   q, o : [batch, q_len,  q_heads,  head_dim]
+//   k, v : [batch, kv_len, kv_heads, head_dim]
+//   lse  : [batch, q_heads, q_len] float32, natural log of the softmax
+//          denominator (scale already applied); optional.
+// Varlen (packed) batches: set cu_seqlens_q / cu_seqlens_k to arrays of
+// batch + 1 int32 prefix sums on the same device as the tensors; sequence b
+// occupies tokens [cu[b], cu[b+1]) of a [total_tokens, heads, head_dim]
+// tensor (batch_stride is ignored), q_len / kv_len are the maxima over the
+// batch, and lse is [q_heads, total_q].
+//
+// GQA/MQA: q_heads must be a multiple of kv_heads; q-head h reads kv-head
+// h / (q_heads / kv_heads). Any ratio works (SmolLM2 uses 9 over 3).
+//
+// Causal masking is aligned to the bottom-right corner, so that new tokens
+// appended after a cached prefix see all of it: query i (0-based within its
+// sequence) attends key j iff j <= i + (kv_len - q_len). Query rows that see
+// no key at all (q_len > kv_len) produce zeros and lse = -inf.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashscope/status.hpp"
+#include "flashscope/tensor.hpp"
+
+namespace flashscope {
+
+// The seed's kernel steps (seeds/000), selectable for the lab and benchmarks.
+enum class PrefillKernel : uint8_t {
+  kAuto,  // dispatch picks by architecture, head_dim and problem size
+  kV1,    // basic: mma.m16n8k16 + ldmatrix + cp.async, no overlap of loads and math
+  kV2,    // + XOR-swizzled shared memory (no bank conflicts on ldmatrix)
+  kV3,    // + 2-stage pipeline of K and V tiles (next tile loads while this one computes)
+  kV4,    // + ldmatrix.x4 for K and V (half the ldmatrix instructions)
+  kV5,    // + K double buffer and a single V buffer, larger KV tile (production default)
+};
+
+const char* prefill_kernel_name(PrefillKernel k);
+// Parses "auto", "v1".."v5"; returns false for anything else.
+bool parse_prefill_kernel(const std::string& name, PrefillKernel* out);
+std::vector<PrefillKernel> all_prefill_kernels();  // v1..v5, in order
+
+struct PrefillParams {
+  AttnTensor q, k, v, o;
+  float* lse = nullptr;
+
+  Device device = Device::kCpu;
+  DType dtype = DType::kBF16;  // of q, k, v and o (bf16 or fp16)
+
+  int batch = 1;
+  int q_heads = 0;
+  int kv_heads = 0;
+  int q_len = 0;   // max over the batch when varlen
+  int kv_len = 0;  // max over the batch when varlen
+  int head_dim = 0;
+
+  const int32_t* cu_seqlens_q = nullptr;  // both set, or neither
+  const int32_t* cu_seqlens_k = nullptr;
+
+  bool causal = false;
+  float softmax_scale = 0.0f;  // 0 means 1/sqrt(head_dim)
+
+  PrefillKernel kernel = PrefillKernel::kAuto;
+  void* stream = nullptr;  // cudaStream_t for Device::kCuda; null is the default stream
+};
+
+// Checks every field before any work: null pointers, shapes, GQA ratio,
+// head_dim, dtype, 16-byte alignment of pointers and strides on CUDA.
+Status validate(const PrefillParams& p);
+
+// Runs attention on p.device. Asynchronous on CUDA (enqueued on p.stream);
+// a launch failure is reported. On error nothing was written.
+Status prefill(const PrefillParams& p);
+
+// The kernel dispatch would run for p (never kAuto). CPU runs report kAuto.
+PrefillKernel resolve_prefill_kernel(const PrefillParams& p);
+
+// head_dim values the kernels are built for.
+inline bool supported_head_dim(int d) { return d == 64 || d == 128; }
+
+// FLOPs of one prefill as the peers (PyTorch SDPA, FlashAttention) count
+// them, so TFLOPS compare: 4·batch·q_heads·Lq·Lk·D (QKᵀ and PV, one
+// multiply-add = 2), halved when causal. For varlen, summed per sequence
+// (needs host-readable cu_seqlens; pass the lengths' maxima otherwise).
+double prefill_flops(const PrefillParams& p);
+
+}  // namespace flashscope

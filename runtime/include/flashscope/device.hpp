@@ -1,0 +1,48 @@
+// What the GPU is and how fast it could possibly go (its speed of light).
+//
+// SOL is derived from the device's own properties, never a hard-coded name:
+//   dense tensor TFLOPS = SMs × max SM clock × tensor FLOPs per clock per SM
+//   DRAM GB/s           = memory clock × 2 (double data rate) × bus width / 8
+// The per-SM FLOPs/clock come from a small table by architecture (BF16 inputs,
+// FP32 accumulate, dense): it is the one number not read off the device.
+#pragma once
+
+#include <string>
+
+#include "flashscope/status.hpp"
+
+namespace flashscope {
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  double sm_clock_ghz = 0;       // peak (boost) SM clock
+  double mem_clock_ghz = 0;      // peak memory clock
+  int mem_bus_bits = 0;
+  double global_mem_gib = 0;
+  int smem_per_sm_kib = 0;
+  int smem_per_block_optin_kib = 0;
+  int l2_mib = 0;
+
+  double tensor_flops_per_clk_per_sm = 0;  // BF16 dense, FP32 accumulate
+  double sol_tflops = 0;
+  double sol_dram_gbps = 0;
+  std::string sol_formula;  // the arithmetic behind the two SOL numbers, for display
+};
+
+// True when the library was built with CUDA and a device is present. Never
+// fails: "no" is an answer (no driver, no device, CPU-only build).
+bool cuda_available();
+int cuda_device_count();
+
+// Properties and SOL of one device; kUnsupported in a CPU-only build.
+Result<DeviceInfo> query_device(int ordinal = 0);
+
+// Tensor FLOPs per clock per SM for BF16 with FP32 accumulate, dense.
+// GeForce parts of Ampere/Ada/Blackwell run FP32-accumulate MMA at half the
+// rate of their data-centre siblings, hence the name.
+double tensor_flops_per_clk_per_sm(int cc_major, int cc_minor, const std::string& name);
+
+}  // namespace flashscope

@@ -1,0 +1,72 @@
+// validate(): every check a PrefillParams must pass before any kernel runs.
+// The kernels assume what is checked here (16-byte vectors along head_dim,
+// GQA ratio integral, lengths non-negative), so nothing unchecked reaches them.
+#include <cstdint>
+#include <string>
+
+#include "flashscope/attention.hpp"
+
+namespace flashscope {
+namespace {
+
+Status check_tensor(const char* name, const AttnTensor& t, const PrefillParams& p, bool varlen) {
+  const std::string n = name;
+  if (t.data == nullptr) return invalid_argument(n + ".data is null");
+  if (t.seq_stride <= 0 || t.head_stride <= 0 || (!varlen && p.batch > 1 && t.batch_stride <= 0))
+    return invalid_argument(n + " strides must be positive (seq_stride=" + std::to_string(t.seq_stride) +
+                            ", head_stride=" + std::to_string(t.head_stride) +
+                            ", batch_stride=" + std::to_string(t.batch_stride) + ")");
+  if (t.head_stride < p.head_dim && t.seq_stride < p.head_dim)
+    return invalid_argument(n + ": head_dim must be contiguous and rows must not overlap (head_stride=" +
+                            std::to_string(t.head_stride) + " < head_dim=" + std::to_string(p.head_dim) + ")");
+  if (p.device == Device::kCuda) {
+    // cp.async moves 16 bytes: 8 bf16/fp16 elements must start on a 16-byte boundary.
+    constexpr int64_t kVec = 8;
+    if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
+      return invalid_argument(n + ".data is not 16-byte aligned");
+    if (t.seq_stride % kVec || t.head_stride % kVec || (!varlen && t.batch_stride % kVec))
+      return invalid_argument(n + " strides must be multiples of 8 elements (16 bytes) on CUDA");
+  }
+  return {};
+}
+
+}  // namespace
+
+Status validate(const PrefillParams& p) {
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
+    return unsupported(std::string("dtype ") + dtype_name(p.dtype) + " is not supported for attention (bf16, fp16)");
+  if (!supported_head_dim(p.head_dim))
+    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported (64, 128)");
+  if (p.batch < 1) return invalid_argument("batch must be >= 1");
+  if (p.q_heads < 1 || p.kv_heads < 1) return invalid_argument("q_heads and kv_heads must be >= 1");
+  if (p.q_heads % p.kv_heads != 0)
+    return invalid_argument("q_heads (" + std::to_string(p.q_heads) + ") must be a multiple of kv_heads (" +
+                            std::to_string(p.kv_heads) + ")");
+  if (p.q_len < 0 || p.kv_len < 0) return invalid_argument("q_len and kv_len must be >= 0");
+  if ((p.cu_seqlens_q == nullptr) != (p.cu_seqlens_k == nullptr))
+    return invalid_argument("cu_seqlens_q and cu_seqlens_k must both be set (varlen) or both be null");
+  if (!(p.softmax_scale >= 0.0f) || p.softmax_scale > 1e30f)
+    return invalid_argument("softmax_scale must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  if (p.q_len == 0) return {};  // nothing to compute, nothing will be touched
+  FLASHSCOPE_RETURN_IF_ERROR(check_tensor("q", p.q, p, varlen));
+  FLASHSCOPE_RETURN_IF_ERROR(check_tensor("o", p.o, p, varlen));
+  if (p.kv_len > 0) {
+    FLASHSCOPE_RETURN_IF_ERROR(check_tensor("k", p.k, p, varlen));
+    FLASHSCOPE_RETURN_IF_ERROR(check_tensor("v", p.v, p, varlen));
+  }
+  if (p.device == Device::kCpu && varlen) {
+    // On the CPU the prefix sums are readable: check they describe the batch.
+    if (p.cu_seqlens_q[0] != 0 || p.cu_seqlens_k[0] != 0) return invalid_argument("cu_seqlens must start at 0");
+    for (int b = 0; b < p.batch; ++b) {
+      const int lq = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+      const int lk = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+      if (lq < 0 || lk < 0) return invalid_argument("cu_seqlens must be non-decreasing");
+      if (lq > p.q_len || lk > p.kv_len)
+        return invalid_argument("sequence " + std::to_string(b) + " is longer than q_len/kv_len (the maxima)");
+    }
+  }
+  return {};
+}
+
+}  // namespace flashscope

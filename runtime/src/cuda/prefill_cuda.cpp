@@ -1,0 +1,82 @@
+// CUDA backend of prefill(): maps PrefillParams onto the kernels' plain
+// parameters, picks the version, launches, and turns CUDA errors into Status.
+#include "cuda/prefill_cuda.hpp"
+
+#include <cmath>
+#include <string>
+
+#if FLASHSCOPE_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/attention/prefill_launch.h"
+#endif
+
+namespace flashscope::cuda {
+
+#if FLASHSCOPE_WITH_CUDA
+
+PrefillKernel choose_prefill_kernel(const PrefillParams&) {
+  // v5 is the fastest sm80 configuration on every shape measured so far
+  // (bench/results/); Hopper-specific kernels will be chosen here when built.
+  return PrefillKernel::kV5;
+}
+
+Status prefill(const PrefillParams& p, PrefillKernel kernel) {
+  const int version = static_cast<int>(kernel);  // kV1 == 1 ... kV5 == 5
+  if (version < 1 || version > 5) return invalid_argument("prefill kernel must be v1..v5 on CUDA");
+  if (p.dtype == DType::kFP16 && kernel != PrefillKernel::kV5)
+    return unsupported(std::string("fp16 is built for the production kernel (v5/auto) only, not ") +
+                       prefill_kernel_name(kernel));
+
+  kernels::PrefillKernelParams k{};
+  k.q = p.q.data;
+  k.k = p.k.data;
+  k.v = p.v.data;
+  k.o = p.o.data;
+  k.lse = p.lse;
+  k.q_batch_stride = p.q.batch_stride;
+  k.q_seq_stride = p.q.seq_stride;
+  k.q_head_stride = p.q.head_stride;
+  k.k_batch_stride = p.k.batch_stride;
+  k.k_seq_stride = p.k.seq_stride;
+  k.k_head_stride = p.k.head_stride;
+  k.v_batch_stride = p.v.batch_stride;
+  k.v_seq_stride = p.v.seq_stride;
+  k.v_head_stride = p.v.head_stride;
+  k.o_batch_stride = p.o.batch_stride;
+  k.o_seq_stride = p.o.seq_stride;
+  k.o_head_stride = p.o.head_stride;
+  k.batch = p.batch;
+  k.q_heads = p.q_heads;
+  k.kv_heads = p.kv_heads;
+  k.group = p.q_heads / p.kv_heads;
+  k.q_len = p.q_len;
+  k.kv_len = p.kv_len;
+  k.cu_seqlens_q = p.cu_seqlens_q;
+  k.cu_seqlens_k = p.cu_seqlens_k;
+  const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
+  k.scale_log2 = scale * 1.4426950408889634f;  // log2(e)
+
+  // Grid limits: heads on y and sequences on z are capped at 65535.
+  if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
+
+  const auto type = p.dtype == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16;
+  const cudaError_t err = kernels::launch_prefill(version, type, p.head_dim, p.causal, k,
+                                                  static_cast<cudaStream_t>(p.stream));
+  if (err != cudaSuccess)
+    return device_error(std::string("prefill ") + prefill_kernel_name(kernel) + " launch failed: " +
+                        cudaGetErrorString(err));
+  return {};
+}
+
+#else  // built without CUDA
+
+PrefillKernel choose_prefill_kernel(const PrefillParams&) { return PrefillKernel::kV5; }
+
+Status prefill(const PrefillParams&, PrefillKernel) {
+  return unsupported("this build of flashscope has no CUDA backend (configure with FLASHSCOPE_CUDA=ON); use Device::kCpu");
+}
+
+#endif
+
+}  // namespace flashscope::cuda
