@@ -1,0 +1,362 @@
+// The CPU attention backend: FlashAttention-2 forward, step for step as the
+// GPU kernel does it, so a machine without a GPU gets the same numbers (to
+// rounding) and the same online-softmax story for the dashboard.
+//
+// Work item: one (sequence b, q-head h, block of kBlockQ = 64 queries), run
+// by one OpenMP thread. For each tile of kBlockKV = 64 keys the block may see:
+//   S     = Q · Kᵀ                   float32 accumulation (bf16/fp16 products are exact in float)
+//   S    *= scale · log2(e)          folded so the exponentials are exp2, as on the GPU
+//   m_new = max(m, rowmax(S))        masked keys are never looked at, i.e. count as -inf
+//   alpha = exp2(m − m_new)          rescale factor of the previous tiles' l and O
+//   P     = exp2(S − m_new)
+//   l     = alpha · l + rowsum(P)    from the unrounded float P, as FlashAttention-2 does
+//   O     = alpha · O + round(P) · V P rounded to p.dtype first: the GPU feeds P to the
+//                                    tensor cores in bf16/fp16, and that rounding is the
+//                                    largest error the kernel adds, so we add it too
+// then O /= l, stored in p.dtype, and lse = m·ln2 + ln l (natural log).
+// Rows that see no key keep l = 0 and store zeros and lse = -inf. Causal
+// blocks stop at the last tile their last row can see (the GPU's tile skip);
+// inside a tile each row reads only the keys j <= i + (kv_len − q_len).
+//
+// Layouts: q, k, v, o through the PrefillParams strides (head_dim
+// contiguous); lse dense [batch, q_heads, q_len] (varlen [q_heads, total_q]).
+//
+// Speed (about 10 GFLOP/s per core with SSE2 only, no -march): K and V tiles
+// are converted once per tile into float scratch owned by the thread, K
+// transposed ([head_dim, 64]) so both products stream contiguous float rows
+// (keys for S, head_dim for P·V). Two small register-blocked micro-kernels
+// (qk_rows, pv_rows) keep a 4-row × 8-column accumulator in registers, so
+// each K or V load feeds four query rows; plain loops that GCC and Clang
+// vectorise without -ffast-math or intrinsics. P is stored transposed
+// ([64 keys, 4 rows]): row-major P let GCC 12 vectorise pv_rows across keys
+// with scalar gathers, three times slower. Scratch is allocated once per
+// call, before the parallel region, so allocation failure is a Status and no
+// exception crosses OpenMP.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <new>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu/attention_cpu.hpp"
+#include "flashscope/half.hpp"
+
+namespace flashscope::cpu {
+namespace {
+
+constexpr int kBlockQ = 64;   // queries per work item (the GPU CTA's q tile)
+constexpr int kBlockKV = 64;  // keys per tile (the GPU's KV tile)
+constexpr int kRows = 4;      // query rows that share every K and V load of the micro-kernels
+constexpr int kLanes = 8;     // columns per accumulator row: 4×8 floats stay in SSE registers
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// The storage type of q/k/v/o: how to widen an element and how to round to it.
+struct Bf16 {
+  static float load(uint16_t x) { return bf16_to_float(x); }
+  static uint16_t store(float f) { return float_to_bf16(f); }
+  static float round(float f) { return bf16_to_float(float_to_bf16(f)); }
+};
+struct Fp16 {
+  static float load(uint16_t x) { return fp16_to_float(x); }
+  static uint16_t store(float f) { return float_to_fp16(f); }
+  static float round(float f) { return fp16_to_float(float_to_fp16(f)); }
+};
+
+// One sequence: element offsets of its token 0 in q/k/v/o, where its lse
+// rows start, and its lengths.
+struct Sequence {
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0, o_offset = 0;
+  int64_t lse_offset = 0;  // index of (head 0, query 0); heads are lse_head_stride apart
+  int q_len = 0, kv_len = 0;
+};
+
+// A block of up to kBlockQ queries of one sequence (all q-heads).
+struct Block {
+  int seq;
+  int q0;
+};
+
+constexpr size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+// Float scratch of one thread. Dp is head_dim rounded up to kLanes; the
+// padding columns are zero from allocation on and never written, so the
+// micro-kernels need no tail loops.
+//   q  [kBlockQ, Dp]      the block's queries (rows past the block's end zero)
+//   kt [Dp, kBlockKV]     the K tile, transposed
+//   v  [kBlockKV, Dp]     the V tile
+//   o  [kBlockQ, Dp]      unnormalised output
+//   s  [kRows, kBlockKV]  scores of the rows in flight
+//   pt [kBlockKV, kRows]  their rounded P, transposed: P·V reads one key's
+//                         kRows values together
+//   m, l [kBlockQ]        running max (log2 units) and running sum
+struct Scratch {
+  float *q, *kt, *v, *o, *s, *pt, *m, *l;
+};
+
+size_t padded_dim(int dim) { return round_up(static_cast<size_t>(dim), kLanes); }
+
+// Every buffer starts on a 64-byte boundary of the slab.
+size_t scratch_floats(int dim) {
+  const size_t tile = round_up(kBlockQ * padded_dim(dim), 16);
+  return 4 * tile + 2 * round_up(kRows * kBlockKV, 16) + 2 * round_up(kBlockQ, 16);
+}
+
+Scratch carve(float* base, int dim) {
+  const size_t tile = round_up(kBlockQ * padded_dim(dim), 16);
+  Scratch w;
+  w.q = base;
+  w.kt = w.q + tile;
+  w.v = w.kt + tile;
+  w.o = w.v + tile;
+  w.s = w.o + tile;
+  w.pt = w.s + round_up(kRows * kBlockKV, 16);
+  w.m = w.pt + round_up(kRows * kBlockKV, 16);
+  w.l = w.m + round_up(kBlockQ, 16);
+  return w;
+}
+
+struct Problem {
+  const PrefillParams* p;
+  const uint16_t *q, *k, *v;
+  uint16_t* o;
+  int dim, group;
+  float scale_log2;  // softmax scale · log2(e)
+  int64_t lse_head_stride;
+};
+
+// s[r][j] = scale_log2 · Σ_d q[r][d] · kt[d][j] for kRows rows, j < n rounded
+// up to kLanes (the extra columns read stale K and are never used).
+//   q [kRows, dp], kt [dp, kBlockKV], s [kRows, kBlockKV]
+// A kRows × kLanes accumulator lives in registers across the whole d loop;
+// each K load feeds kRows rows.
+void qk_rows(const float* q, const float* kt, int n, int dp, float scale_log2, float* s) {
+  for (int j0 = 0; j0 < n; j0 += kLanes) {
+    float acc[kRows][kLanes] = {};
+    for (int d = 0; d < dp; ++d) {
+      const float* k_d = kt + static_cast<size_t>(d) * kBlockKV + j0;
+      for (int r = 0; r < kRows; ++r) {
+        const float q_rd = q[static_cast<size_t>(r) * dp + d];
+        for (int c = 0; c < kLanes; ++c) acc[r][c] += q_rd * k_d[c];
+      }
+    }
+    for (int r = 0; r < kRows; ++r)
+      for (int c = 0; c < kLanes; ++c) s[r * kBlockKV + j0 + c] = acc[r][c] * scale_log2;
+  }
+}
+
+// One online-softmax step of one row over its scores s[0, keys) of this
+// tile (keys >= 1). Writes rounded P to p[j · kRows] for j < keys and 0 for
+// keys <= j < n, so the row can share the P·V product with rows that see
+// more keys. Returns alpha, the factor that rescales the row's O and l from
+// the old max to the new one.
+template <typename T>
+float softmax_row(const float* s, int keys, int n, float* m, float* l, float* p) {
+  float tile_max = s[0];
+  for (int j = 1; j < keys; ++j) tile_max = std::max(tile_max, s[j]);
+  const float m_new = std::max(*m, tile_max);
+  const float alpha = std::exp2(*m - m_new);  // 0 on the row's first tile (m = -inf)
+
+  float row_sum = 0.0f;
+  for (int j = 0; j < keys; ++j) {
+    const float pj = std::exp2(s[j] - m_new);
+    row_sum += pj;
+    p[j * kRows] = T::round(pj);
+  }
+  for (int j = keys; j < n; ++j) p[j * kRows] = 0.0f;
+  *l = *l * alpha + row_sum;
+  *m = m_new;
+  return alpha;
+}
+
+// o[r][:] = alpha[r] · o[r][:] + Σ_{j < keys} p[r][j] · v[j][:] for kRows rows.
+//   pt [kBlockKV, kRows], v [kBlockKV, dp], o [kRows, dp]
+// Same register blocking as qk_rows: each V load feeds kRows rows.
+void pv_rows(const float* pt, const float* alpha, int keys, const float* v, int dp, float* o) {
+  for (int d0 = 0; d0 < dp; d0 += kLanes) {
+    float acc[kRows][kLanes] = {};
+    for (int j = 0; j < keys; ++j) {
+      const float* v_j = v + static_cast<size_t>(j) * dp + d0;
+      for (int r = 0; r < kRows; ++r) {
+        const float p_rj = pt[j * kRows + r];
+        for (int c = 0; c < kLanes; ++c) acc[r][c] += p_rj * v_j[c];
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      float* o_r = o + static_cast<size_t>(r) * dp + d0;
+      for (int c = 0; c < kLanes; ++c) o_r[c] = o_r[c] * alpha[r] + acc[r][c];
+    }
+  }
+}
+
+// One work item: queries [q0, q0 + rows) of sequence `seq`, q-head h.
+template <typename T>
+void attend_block(const Problem& pr, const Sequence& seq, int q0, int h, const Scratch& w) {
+  const PrefillParams& p = *pr.p;
+  const int dim = pr.dim;
+  const int dp = static_cast<int>(padded_dim(dim));
+  const int kv_head = h / pr.group;
+  const int rows = std::min(kBlockQ, seq.q_len - q0);
+  const int rows_padded = static_cast<int>(round_up(static_cast<size_t>(rows), kRows));
+  const int causal_shift = seq.kv_len - seq.q_len;  // bottom-right alignment
+
+  for (int r = 0; r < rows; ++r) {
+    const uint16_t* src = pr.q + seq.q_offset + (q0 + r) * p.q.seq_stride + h * p.q.head_stride;
+    float* dst = w.q + static_cast<size_t>(r) * dp;
+    for (int d = 0; d < dim; ++d) dst[d] = T::load(src[d]);
+  }
+  // Rows past the block's end run through the micro-kernels with P = 0.
+  std::fill(w.q + static_cast<size_t>(rows) * dp, w.q + static_cast<size_t>(rows_padded) * dp, 0.0f);
+  std::fill(w.o, w.o + static_cast<size_t>(rows_padded) * dp, 0.0f);
+  std::fill(w.m, w.m + rows_padded, -std::numeric_limits<float>::infinity());
+  std::fill(w.l, w.l + rows_padded, 0.0f);
+
+  // Keys [0, kv_end) are visible to at least one row of the block.
+  int kv_end = seq.kv_len;
+  if (p.causal) kv_end = std::clamp(q0 + rows + causal_shift, 0, seq.kv_len);
+
+  for (int t0 = 0; t0 < kv_end; t0 += kBlockKV) {
+    const int n = std::min(kBlockKV, kv_end - t0);
+    for (int j = 0; j < n; ++j) {
+      const uint16_t* k_src = pr.k + seq.k_offset + (t0 + j) * p.k.seq_stride + kv_head * p.k.head_stride;
+      const uint16_t* v_src = pr.v + seq.v_offset + (t0 + j) * p.v.seq_stride + kv_head * p.v.head_stride;
+      float* v_dst = w.v + static_cast<size_t>(j) * dp;
+      for (int d = 0; d < dim; ++d) w.kt[static_cast<size_t>(d) * kBlockKV + j] = T::load(k_src[d]);
+      for (int d = 0; d < dim; ++d) v_dst[d] = T::load(v_src[d]);
+    }
+
+    for (int r0 = 0; r0 < rows; r0 += kRows) {
+      qk_rows(w.q + static_cast<size_t>(r0) * dp, w.kt, n, dp, pr.scale_log2, w.s);
+      float alpha[kRows];
+      int pv_keys = 0;  // the most keys any of these rows sees in this tile
+      for (int g = 0; g < kRows; ++g) {
+        const int r = r0 + g;
+        int keys = r < rows ? n : 0;
+        if (p.causal && r < rows) keys = std::clamp(q0 + r + causal_shift + 1 - t0, 0, n);
+        if (keys == 0) {  // nothing visible in this tile: m, l and O unchanged
+          for (int j = 0; j < n; ++j) w.pt[j * kRows + g] = 0.0f;
+          alpha[g] = 1.0f;
+          continue;
+        }
+        alpha[g] = softmax_row<T>(w.s + g * kBlockKV, keys, n, &w.m[r], &w.l[r], w.pt + g);
+        pv_keys = std::max(pv_keys, keys);
+      }
+      pv_rows(w.pt, alpha, pv_keys, w.v, dp, w.o + static_cast<size_t>(r0) * dp);
+    }
+  }
+
+  for (int r = 0; r < rows; ++r) {
+    uint16_t* dst = pr.o + seq.o_offset + (q0 + r) * p.o.seq_stride + h * p.o.head_stride;
+    const float* acc = w.o + static_cast<size_t>(r) * dp;
+    const float l = w.l[r];
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // l = 0: no key seen, acc is 0 too
+    for (int d = 0; d < dim; ++d) dst[d] = T::store(acc[d] * inv_l);
+    if (p.lse != nullptr) {
+      p.lse[seq.lse_offset + h * pr.lse_head_stride + q0 + r] =
+          l > 0.0f ? w.m[r] * kLn2 + std::log(l) : -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+template <typename T>
+void run_blocks(const Problem& pr, const std::vector<Sequence>& seqs, const std::vector<Block>& blocks,
+                float* scratch, size_t per_thread) {
+  const int64_t items = static_cast<int64_t>(blocks.size()) * pr.p->q_heads;
+#ifdef _OPENMP
+#pragma omp parallel
+#endif
+  {
+    int tid = 0;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+#endif
+    const Scratch w = carve(scratch + static_cast<size_t>(tid) * per_thread, pr.dim);
+    // Dynamic: causal blocks near the end of a sequence see many more keys.
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (int64_t item = 0; item < items; ++item) {
+      const Block& blk = blocks[static_cast<size_t>(item / pr.p->q_heads)];
+      const int h = static_cast<int>(item % pr.p->q_heads);
+      attend_block<T>(pr, seqs[static_cast<size_t>(blk.seq)], blk.q0, h, w);
+    }
+  }
+}
+
+}  // namespace
+
+Status attention_tiled(const PrefillParams& p) {
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16) {
+    return unsupported("the CPU attention backend runs bf16 or fp16 tensors only");
+  }
+  if (p.q_heads <= 0 || p.kv_heads <= 0 || p.head_dim <= 0 || p.batch <= 0) return Status::ok_status();
+  // validate() rejects this too; without it the head mapping would run past kv_heads.
+  if (p.q_heads % p.kv_heads != 0) return invalid_argument("q_heads must be a multiple of kv_heads");
+
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  Problem pr;
+  pr.p = &p;
+  pr.q = static_cast<const uint16_t*>(p.q.data);
+  pr.k = static_cast<const uint16_t*>(p.k.data);
+  pr.v = static_cast<const uint16_t*>(p.v.data);
+  pr.o = static_cast<uint16_t*>(p.o.data);
+  pr.dim = p.head_dim;
+  pr.group = p.q_heads / p.kv_heads;
+  const float scale = p.softmax_scale != 0.0f ? p.softmax_scale
+                                              : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  pr.scale_log2 = scale * kLog2e;
+  pr.lse_head_stride = varlen ? p.cu_seqlens_q[p.batch] : p.q_len;
+
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  const size_t per_thread = scratch_floats(p.head_dim);
+
+  std::vector<Sequence> seqs;
+  std::vector<Block> blocks;
+  std::vector<float> scratch;
+  try {
+    seqs.resize(static_cast<size_t>(p.batch));
+    for (int b = 0; b < p.batch; ++b) {
+      Sequence& s = seqs[static_cast<size_t>(b)];
+      if (varlen) {
+        const int64_t q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+        // A decreasing cu_seqlens is malformed; treating it as empty keeps us in bounds.
+        s.q_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_q[b + 1] - q0));
+        s.kv_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_k[b + 1] - k0));
+        s.q_offset = q0 * p.q.seq_stride;
+        s.k_offset = k0 * p.k.seq_stride;
+        s.v_offset = k0 * p.v.seq_stride;
+        s.o_offset = q0 * p.o.seq_stride;
+        s.lse_offset = q0;
+      } else {
+        s.q_len = p.q_len;
+        s.kv_len = p.kv_len;
+        s.q_offset = b * p.q.batch_stride;
+        s.k_offset = b * p.k.batch_stride;
+        s.v_offset = b * p.v.batch_stride;
+        s.o_offset = b * p.o.batch_stride;
+        s.lse_offset = static_cast<int64_t>(b) * p.q_heads * p.q_len;
+      }
+      for (int q0 = 0; q0 < s.q_len; q0 += kBlockQ) blocks.push_back({b, q0});
+    }
+    scratch.resize(per_thread * static_cast<size_t>(threads));
+  } catch (const std::bad_alloc&) {
+    return {StatusCode::kOutOfMemory, "CPU attention: cannot allocate scratch"};
+  }
+
+  if (p.dtype == DType::kBF16) {
+    run_blocks<Bf16>(pr, seqs, blocks, scratch.data(), per_thread);
+  } else {
+    run_blocks<Fp16>(pr, seqs, blocks, scratch.data(), per_thread);
+  }
+  return Status::ok_status();
+}
+
+}  // namespace flashscope::cpu
