@@ -46,6 +46,7 @@ enum class Pipeline {
   kSerial,  // load K(t), V(t); wait; compute (v1, v2)
   kKV2,     // K and V double-buffered (v3, v4)
   kK2V1,    // K double-buffered, V single, loads interleaved with the two GEMMs (v5)
+  kLookahead,  // K and V double-buffered, Q·K(t+1)ᵀ overlapped with softmax(t) in each warp (v6)
 };
 
 // Q_IN_SMEM: keep Q in shared memory and re-read its fragments every KV tile
@@ -68,7 +69,7 @@ struct PrefillConfig {
   static constexpr bool kQInSmem = Q_IN_SMEM;
   static constexpr int kMinBlocksPerSm = MIN_BLOCKS;
   static constexpr int kKStages = PIPE == Pipeline::kSerial ? 1 : 2;
-  static constexpr int kVStages = PIPE == Pipeline::kKV2 ? 2 : 1;
+  static constexpr int kVStages = PIPE == Pipeline::kKV2 || PIPE == Pipeline::kLookahead ? 2 : 1;
   static constexpr int kRowBytes = DIM * 2;  // one 16-bit row of head_dim
   static constexpr int kKVTileBytes = BLOCK_KV * kRowBytes;
   static constexpr int kQTileBytes = BLOCK_Q * kRowBytes;
@@ -291,27 +292,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     }
   };
 
-  // Masks tile t's logits (keys past kv_len; causal keys past each row's
-  // diagonal), updates m and l, rescales O, and packs P into A fragments.
-  auto online_softmax = [&](int kv_tile, float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4],
-                            uint32_t (&P_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4]) {
+  // Sets tile t's masked logits to -inf: keys past kv_len, and causal keys
+  // past each row's diagonal. Only the last tile and tiles crossing this
+  // warp's diagonal need it.
+  auto mask_tile = [&](int kv_tile, float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4]) {
     const int k0 = kv_tile * BLOCK_KV;
     const int warp_row0 = q0 + warp_id * WARP_Q;
-    // Only the last tile and tiles crossing this warp's diagonal need a mask.
     const bool need_mask = k0 + BLOCK_KV > kv_len || (kCausal && k0 + BLOCK_KV - 1 > warp_row0 + diag);
+    if (!need_mask) return;
+#pragma unroll
+    for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
+#pragma unroll
+      for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaN; ++mma_id_kv)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int row = warp_row0 + mma_id_q * kMmaM + lane_id / 4 + (i >= 2 ? 8 : 0);
+          const int col = k0 + mma_id_kv * kMmaN + (lane_id % 4) * 2 + (i & 1);
+          const bool masked = col >= kv_len || (kCausal && col > row + diag);
+          if (masked) S_rmem[mma_id_q][mma_id_kv][i] = -INFINITY;
+        }
+  };
+
+  // Online-softmax update for one tile of (masked) logits: new running max
+  // m, rescale of l and O by exp2(m_old - m_new), P = exp2(S·scale·log2e - m)
+  // packed into A fragments. Branch-free, so the compiler can interleave it
+  // with independent tensor-core work (the v6 pipeline relies on that).
+  auto softmax_update = [&](float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4],
+                            uint32_t (&P_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4]) {
 #pragma unroll
     for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q) {
-      if (need_mask) {
-#pragma unroll
-        for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaN; ++mma_id_kv)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int row = warp_row0 + mma_id_q * kMmaM + lane_id / 4 + (i >= 2 ? 8 : 0);
-            const int col = k0 + mma_id_kv * kMmaN + (lane_id % 4) * 2 + (i & 1);
-            const bool masked = col >= kv_len || (kCausal && col > row + diag);
-            if (masked) S_rmem[mma_id_q][mma_id_kv][i] = -INFINITY;
-          }
-      }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // h = 0: row lane/4, h = 1: row lane/4 + 8
         float row_max = -INFINITY;
@@ -357,6 +366,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     }
   };
 
+  auto online_softmax = [&](int kv_tile, float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4],
+                            uint32_t (&P_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4]) {
+    mask_tile(kv_tile, S_rmem);
+    softmax_update(S_rmem, P_rmem);
+  };
+
   // --- main loop over KV tiles: the three pipelines ---
   if constexpr (Cfg::kPipe == Pipeline::kSerial) {
     for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
@@ -393,6 +408,47 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       compute_S(K_smem + stage * Cfg::kKVTileBytes, S_rmem);
       online_softmax(kv_tile, S_rmem, P_rmem);
       compute_PV(V_smem + stage * Cfg::kKVTileBytes, P_rmem);
+    }
+  } else if constexpr (Cfg::kPipe == Pipeline::kLookahead) {
+    // v6: S(t+1) = Q·K(t+1)ᵀ is issued in the same straight-line block as the
+    // softmax of tile t, so one warp keeps the tensor pipe busy while its FP32
+    // and SFU work runs (FlashAttention-2 leaves that overlap to other warps).
+    // K and V are double-buffered; K runs one tile ahead of V.
+    float S_cur[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
+    if (num_kv_tiles > 0) {
+      load_K(0, 0);
+      load_V(0, 0);
+      cp_async_commit();
+      if (num_kv_tiles > 1) load_K(1, 1);
+      cp_async_commit();  // possibly empty: keeps one group per step
+      cp_async_wait<1>();
+      __syncthreads();  // K(0) and V(0) have landed for every thread
+      compute_S(K_smem, S_cur);
+    }
+    for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
+      const int stage = kv_tile % 2;
+      __syncthreads();  // all warps are done with V(t-1), whose buffer V(t+1) takes
+      if (kv_tile + 1 < num_kv_tiles) load_V(kv_tile + 1, 1 - stage);
+      cp_async_commit();
+      cp_async_wait<1>();  // K(t+1) and V(t) have landed; V(t+1) may still be in flight
+      __syncthreads();     // ... for every thread's chunks; and all warps are done with K(t)
+      if (kv_tile + 2 < num_kv_tiles) load_K(kv_tile + 2, stage);
+      cp_async_commit();
+
+      mask_tile(kv_tile, S_cur);
+      // On the last tile S_next reads a stale K buffer: wasted but harmless
+      // work that keeps this block free of branches.
+      float S_next[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
+      uint32_t P_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4];
+      compute_S(K_smem + (1 - stage) * Cfg::kKVTileBytes, S_next);
+      softmax_update(S_cur, P_rmem);
+      compute_PV(V_smem + stage * Cfg::kKVTileBytes, P_rmem);
+#pragma unroll
+      for (int i = 0; i < WARP_Q / kMmaM; ++i)
+#pragma unroll
+        for (int j = 0; j < BLOCK_KV / kMmaN; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) S_cur[i][j][r] = S_next[i][j][r];
     }
   } else {  // Pipeline::kK2V1
     if (num_kv_tiles > 0) load_K(0, 0);

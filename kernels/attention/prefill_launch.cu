@@ -11,11 +11,15 @@ cudaError_t launch_prefill_v3_bf16(const PrefillKernelParams&, int, bool, cudaSt
 cudaError_t launch_prefill_v4_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
 cudaError_t launch_prefill_v5_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
 cudaError_t launch_prefill_v5_fp16(const PrefillKernelParams&, int, bool, cudaStream_t);
+cudaError_t launch_prefill_v6_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
+cudaError_t launch_prefill_v6_fp16(const PrefillKernelParams&, int, bool, cudaStream_t);
 
 cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
                            cudaStream_t stream) {
   if (type == ElemType::kFP16) {
-    return version == 5 ? launch_prefill_v5_fp16(p, head_dim, causal, stream) : cudaErrorInvalidValue;
+    if (version == 5) return launch_prefill_v5_fp16(p, head_dim, causal, stream);
+    if (version == 6) return launch_prefill_v6_fp16(p, head_dim, causal, stream);
+    return cudaErrorInvalidValue;
   }
   switch (version) {
     case 1: return launch_prefill_v1_bf16(p, head_dim, causal, stream);
@@ -23,6 +27,7 @@ cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal
     case 3: return launch_prefill_v3_bf16(p, head_dim, causal, stream);
     case 4: return launch_prefill_v4_bf16(p, head_dim, causal, stream);
     case 5: return launch_prefill_v5_bf16(p, head_dim, causal, stream);
+    case 6: return launch_prefill_v6_bf16(p, head_dim, causal, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -40,16 +45,9 @@ int prefill_smem_bytes(int version, int head_dim) {
     case 2: return smem_for<PrefillV2>(head_dim);
     case 3: return smem_for<PrefillV3>(head_dim);
     case 4: return smem_for<PrefillV4>(head_dim);
-    default: return smem_for<PrefillV5>(head_dim);
+    case 5: return smem_for<PrefillV5>(head_dim);
+    default: return smem_for<PrefillV6>(head_dim);
   }
 }
-
-int prefill_block_q(int version) {
-  return version == 5 ? PrefillV5<128>::kBlockQ : PrefillV1<128>::kBlockQ;
-}
-int prefill_block_kv(int version) {
-  return (version == 3 || version == 4) ? PrefillV3<128>::kBlockKV : PrefillV5<128>::kBlockKV;
-}
-int prefill_threads(int) { return PrefillV5<128>::kThreads; }
 
 }  // namespace flashscope::kernels

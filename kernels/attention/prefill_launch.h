@@ -10,14 +10,12 @@ namespace flashscope::kernels {
 
 enum class ElemType { kBF16, kFP16 };
 
-// version 1..5 (seeds/000). fp16 is built for v5 only; the runtime says so.
+// version 1..6 (v1..v5 are seeds/000's steps, v6 goes beyond). fp16 is built
+// for the production kernels v5 and v6 only; the runtime says so.
 cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
                            cudaStream_t stream);
 
 // Dynamic shared memory one CTA of `version` needs at head_dim (for reports).
 int prefill_smem_bytes(int version, int head_dim);
-int prefill_block_q(int version);
-int prefill_block_kv(int version);
-int prefill_threads(int version);
 
 }  // namespace flashscope::kernels

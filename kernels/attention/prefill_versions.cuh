@@ -11,6 +11,11 @@
 // | v4      | yes     | K, V double-buffered  | x4           | 32       |
 // | v5      | yes     | K double, V single    | x4           | 64       |
 // (v5 at head_dim 64: 4 warps of 32 rows, Q in shared memory; see below.)
+// | v6      | yes     | K, V double; Q·K(t+1)ᵀ under softmax(t) | x4 | 64 |
+// v6 goes beyond the seed: each warp computes the next tile's logits in the
+// same instruction stream as this tile's softmax, so its own tensor-core work
+// hides its exp2 and max/sum latency (FlashAttention-3's intra-warpgroup
+// overlap, done with mma.sync).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -44,6 +49,9 @@ using PrefillV4 = PrefillConfig<D, 128, 32, 8, true, Pipeline::kKV2, true, false
 template <int D>
 using PrefillV5 = std::conditional_t<D == 64, PrefillConfig<64, 128, 64, 4, true, Pipeline::kK2V1, true, true, 2>,
                                      PrefillConfig<D, 128, 64, 8, true, Pipeline::kK2V1, true, false, 1>>;
+
+template <int D>
+using PrefillV6 = PrefillConfig<D, 128, 64, 8, true, Pipeline::kLookahead, true, false, kMinBlocks<D>>;
 
 // Turns the runtime head_dim and causal flag into template constants for one version.
 template <template <int> class Version, typename T>

@@ -16,13 +16,14 @@ const char* prefill_kernel_name(PrefillKernel k) {
     case PrefillKernel::kV3: return "v3";
     case PrefillKernel::kV4: return "v4";
     case PrefillKernel::kV5: return "v5";
+    case PrefillKernel::kV6: return "v6";
   }
   return "?";
 }
 
 bool parse_prefill_kernel(const std::string& name, PrefillKernel* out) {
   for (PrefillKernel k : {PrefillKernel::kAuto, PrefillKernel::kV1, PrefillKernel::kV2, PrefillKernel::kV3,
-                          PrefillKernel::kV4, PrefillKernel::kV5}) {
+                          PrefillKernel::kV4, PrefillKernel::kV5, PrefillKernel::kV6}) {
     if (name == prefill_kernel_name(k)) {
       *out = k;
       return true;
@@ -32,7 +33,8 @@ bool parse_prefill_kernel(const std::string& name, PrefillKernel* out) {
 }
 
 std::vector<PrefillKernel> all_prefill_kernels() {
-  return {PrefillKernel::kV1, PrefillKernel::kV2, PrefillKernel::kV3, PrefillKernel::kV4, PrefillKernel::kV5};
+  return {PrefillKernel::kV1, PrefillKernel::kV2, PrefillKernel::kV3,
+          PrefillKernel::kV4, PrefillKernel::kV5, PrefillKernel::kV6};
 }
 
 double prefill_flops(const PrefillParams& p) {

@@ -16,9 +16,12 @@ Status check_tensor(const char* name, const AttnTensor& t, const PrefillParams& 
     return invalid_argument(n + " strides must be positive (seq_stride=" + std::to_string(t.seq_stride) +
                             ", head_stride=" + std::to_string(t.head_stride) +
                             ", batch_stride=" + std::to_string(t.batch_stride) + ")");
-  if (t.head_stride < p.head_dim && t.seq_stride < p.head_dim)
-    return invalid_argument(n + ": head_dim must be contiguous and rows must not overlap (head_stride=" +
-                            std::to_string(t.head_stride) + " < head_dim=" + std::to_string(p.head_dim) + ")");
+  // head_dim is contiguous (stride 1), so a smaller head or token stride
+  // would make two vectors share elements.
+  if (t.head_stride < p.head_dim || t.seq_stride < p.head_dim)
+    return invalid_argument(n + ": head_dim must be contiguous and vectors must not overlap (head_stride=" +
+                            std::to_string(t.head_stride) + ", seq_stride=" + std::to_string(t.seq_stride) +
+                            ", head_dim=" + std::to_string(p.head_dim) + ")");
   if (p.device == Device::kCuda) {
     // cp.async moves 16 bytes: 8 bf16/fp16 elements must start on a 16-byte boundary.
     constexpr int64_t kVec = 8;

@@ -9,7 +9,9 @@
 // batch + 1 int32 prefix sums on the same device as the tensors; sequence b
 // occupies tokens [cu[b], cu[b+1]) of a [total_tokens, heads, head_dim]
 // tensor (batch_stride is ignored), q_len / kv_len are the maxima over the
-// batch, and lse is [q_heads, total_q].
+// batch, and lse is [q_heads, total_q] (total_q = cu_seqlens_q[batch], which
+// the CUDA kernels read on the device: no host copy of the prefix sums).
+// kv_len = 0 is allowed: every row is then zero with lse = -inf.
 //
 // GQA/MQA: q_heads must be a multiple of kv_heads; q-head h reads kv-head
 // h / (q_heads / kv_heads). Any ratio works (SmolLM2 uses 9 over 3).
@@ -36,13 +38,15 @@ enum class PrefillKernel : uint8_t {
   kV2,    // + XOR-swizzled shared memory (no bank conflicts on ldmatrix)
   kV3,    // + 2-stage pipeline of K and V tiles (next tile loads while this one computes)
   kV4,    // + ldmatrix.x4 for K and V (half the ldmatrix instructions)
-  kV5,    // + K double buffer and a single V buffer, larger KV tile (production default)
+  kV5,    // + K double buffer and a single V buffer, larger KV tile
+  kV6,    // beyond the seed: K and V double-buffered, each warp computes Q·K(t+1)ᵀ
+          // while it runs the softmax of tile t
 };
 
 const char* prefill_kernel_name(PrefillKernel k);
-// Parses "auto", "v1".."v5"; returns false for anything else.
+// Parses "auto", "v1".."v6"; returns false for anything else.
 bool parse_prefill_kernel(const std::string& name, PrefillKernel* out);
-std::vector<PrefillKernel> all_prefill_kernels();  // v1..v5, in order
+std::vector<PrefillKernel> all_prefill_kernels();  // v1..v6, in order
 
 struct PrefillParams {
   AttnTensor q, k, v, o;

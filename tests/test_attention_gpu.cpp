@@ -1,0 +1,211 @@
+// Every CUDA prefill kernel (v1..v6, bf16; v5 and v6 also fp16) against the FP64 CPU
+// reference over a grid of shapes: odd lengths (tails of every size), Lq != Lk
+// both ways, causal, GQA ratios 1/3/4/8, varlen batches, BSHD / BHSD / padded
+// strides. Outputs are poisoned with NaN before each run and surrounded by
+// guard regions, so an unwritten element or an out-of-bounds write fails.
+// Tolerances come from AttentionProblem::tolerance() (tied to the dtype; see
+// tests/support/attention_problem.hpp for the derivation).
+//
+// Without a CUDA device each case reports that it was skipped and passes:
+// CI has no GPU; the GPU machine runs the same binary.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "flashscope/attention.hpp"
+#include "flashscope/device.hpp"
+#include "flashscope/device_buffer.hpp"
+#include "support/attention_problem.hpp"
+
+using namespace flashscope;
+using flashscope::testing::AttentionProblem;
+using flashscope::testing::AttentionShape;
+using flashscope::testing::Layout;
+
+namespace {
+
+bool skip_without_gpu() {
+  if (cuda_available()) return false;
+  MESSAGE("no CUDA device: GPU case skipped");
+  return true;
+}
+
+DeviceBuffer upload(const void* host, size_t bytes) {
+  auto b = DeviceBuffer::allocate(bytes);
+  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
+  if (bytes) REQUIRE(b->upload(host, bytes).ok());
+  return std::move(b.value());
+}
+
+// Runs `kernel` on a device copy of the problem and compares with the reference.
+void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel) {
+  const AttentionShape& s = prob.shape();
+  INFO("case: ", s.describe(), " kernel ", prefill_kernel_name(kernel));
+  prob.reset_outputs();
+  DeviceBuffer dq = upload(prob.q_storage().data(), prob.q_storage().size() * 2);
+  DeviceBuffer dk = upload(prob.k_storage().data(), prob.k_storage().size() * 2);
+  DeviceBuffer dv = upload(prob.v_storage().data(), prob.v_storage().size() * 2);
+  DeviceBuffer dout = upload(prob.o_storage().data(), prob.o_storage().size() * 2);
+  DeviceBuffer dlse = upload(prob.lse_storage().data(), prob.lse_storage().size() * 4);
+  DeviceBuffer dcq = upload(prob.cu_seqlens_q().data(), prob.cu_seqlens_q().size() * 4);
+  DeviceBuffer dck = upload(prob.cu_seqlens_k().data(), prob.cu_seqlens_k().size() * 4);
+
+  flashscope::testing::AttentionBuffers bufs{dq.data(), dk.data(), dv.data(), dout.data(),
+                                            static_cast<float*>(dlse.data()),
+                                            static_cast<const int32_t*>(dcq.data()),
+                                            static_cast<const int32_t*>(dck.data())};
+  PrefillParams p = prob.params_for(bufs, Device::kCuda);
+  p.kernel = kernel;
+  const Status st = prefill(p);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  const Status sync = device_synchronize();
+  REQUIRE_MESSAGE(sync.ok(), sync.to_string());
+  REQUIRE(dout.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
+  REQUIRE(dlse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
+
+  REQUIRE_MESSAGE(prob.reference().status.ok(), prob.reference().status.to_string());
+  const auto tol = prob.tolerance();
+  const std::vector<float> out = prob.output_as_float();
+  const std::vector<float> lse = prob.lse_values();
+  CHECK_MESSAGE(prob.guards_intact(), "a write landed outside the output or lse");
+  const double nerr = prob.normalized_error(out.data());
+  const double aerr = prob.max_abs_error(out.data());
+  const double lerr = prob.lse_max_abs_error(lse.data());
+  CHECK_MESSAGE(nerr < tol.normalized, "normalized error ", nerr, " >= ", tol.normalized);
+  CHECK_MESSAGE(aerr < tol.max_abs, "max abs error ", aerr, " >= ", tol.max_abs);
+  CHECK_MESSAGE(lerr < tol.lse_abs, "lse error ", lerr, " >= ", tol.lse_abs);
+}
+
+// The dense grid: lengths that are 1, prime, a tile, a tile minus one and long,
+// each with a GQA ratio and layout chosen by position so that all ratios and
+// layouts meet both head_dims and both causal settings.
+std::vector<AttentionShape> dense_grid() {
+  const int lens[][2] = {{1, 1},     {1, 17},     {17, 17},   {17, 64},    {64, 64},   {127, 127},
+                         {127, 1000}, {1000, 127}, {1000, 1000}, {64, 4096}, {1, 4096}, {4096, 4096}};
+  const int heads[][2] = {{1, 1}, {9, 3}, {4, 1}, {8, 1}};
+  const Layout layouts[] = {Layout::kBSHD, Layout::kBHSD, Layout::kPaddedBSHD};
+  std::vector<AttentionShape> shapes;
+  int i = 0;
+  for (const auto& len : lens)
+    for (int d : {64, 128})
+      for (bool causal : {false, true}) {
+        AttentionShape s;
+        const bool long_case = len[0] * len[1] >= 1000 * 1000;
+        // Long cases keep the GQA ratio with one kv-head, so the FP64
+        // reference stays a few seconds.
+        const int ratio = heads[i % 4][0] / heads[i % 4][1];
+        s.batch = long_case ? 1 : 2;
+        s.q_heads = long_case ? ratio : heads[i % 4][0];
+        s.kv_heads = long_case ? 1 : heads[i % 4][1];
+        s.q_len = len[0];
+        s.kv_len = len[1];
+        s.head_dim = d;
+        s.causal = causal;
+        s.layout = layouts[i % 3];
+        s.seed = 1000 + i;
+        shapes.push_back(s);
+        ++i;
+      }
+  return shapes;
+}
+
+std::vector<AttentionShape> varlen_grid() {
+  std::vector<AttentionShape> shapes;
+  int i = 0;
+  for (int d : {64, 128})
+    for (bool causal : {false, true}) {
+      AttentionShape s;
+      s.varlen = true;
+      s.q_lens = {1, 17, 300, 64, 129};
+      s.kv_lens = causal ? std::vector<int>{1, 17, 700, 64, 200} : std::vector<int>{5, 1000, 300, 1, 129};
+      s.q_heads = i % 2 ? 9 : 8;
+      s.kv_heads = i % 2 ? 3 : 2;
+      s.head_dim = d;
+      s.causal = causal;
+      s.layout = Layout::kBSHD;
+      s.seed = 2000 + i++;
+      shapes.push_back(s);
+    }
+  return shapes;
+}
+
+}  // namespace
+
+TEST_CASE("gpu prefill: every kernel matches the reference on the dense grid") {
+  if (skip_without_gpu()) return;
+  for (const AttentionShape& s : dense_grid()) {
+    AttentionProblem prob(s);
+    for (PrefillKernel k : all_prefill_kernels()) check_on_gpu(prob, k);
+  }
+}
+
+TEST_CASE("gpu prefill: varlen batches, every kernel") {
+  if (skip_without_gpu()) return;
+  for (const AttentionShape& s : varlen_grid()) {
+    AttentionProblem prob(s);
+    for (PrefillKernel k : all_prefill_kernels()) check_on_gpu(prob, k);
+  }
+}
+
+TEST_CASE("gpu prefill: fp16 through the production kernels") {
+  if (skip_without_gpu()) return;
+  for (AttentionShape s : dense_grid()) {
+    if (s.q_len * s.kv_len > 1000 * 1000) continue;
+    s.dtype = DType::kFP16;
+    AttentionProblem prob(s);
+    check_on_gpu(prob, PrefillKernel::kV5);
+    check_on_gpu(prob, PrefillKernel::kV6);
+    check_on_gpu(prob, PrefillKernel::kAuto);
+  }
+}
+
+TEST_CASE("gpu prefill: custom softmax scale and causal chunk after a cached prefix") {
+  if (skip_without_gpu()) return;
+  AttentionShape s;
+  s.batch = 3;
+  s.q_heads = 8;
+  s.kv_heads = 2;
+  s.q_len = 100;   // a chunk of new tokens ...
+  s.kv_len = 612;  // ... after 512 cached ones: every row sees the prefix
+  s.head_dim = 128;
+  s.causal = true;
+  s.softmax_scale = 0.05f;
+  s.seed = 31;
+  AttentionProblem prob(s);
+  for (PrefillKernel k : all_prefill_kernels()) check_on_gpu(prob, k);
+}
+
+TEST_CASE("gpu prefill: q_len > kv_len causal leaves early rows empty (zeros, lse -inf)") {
+  if (skip_without_gpu()) return;
+  AttentionShape s;
+  s.q_heads = 4;
+  s.kv_heads = 4;
+  s.q_len = 200;
+  s.kv_len = 70;
+  s.head_dim = 64;
+  s.causal = true;
+  s.seed = 77;
+  AttentionProblem prob(s);
+  for (PrefillKernel k : all_prefill_kernels()) check_on_gpu(prob, k);
+}
+
+TEST_CASE("gpu prefill: results do not depend on the run (no races)") {
+  if (skip_without_gpu()) return;
+  AttentionShape s;
+  s.batch = 2;
+  s.q_heads = 9;
+  s.kv_heads = 3;
+  s.q_len = 777;
+  s.kv_len = 777;
+  s.head_dim = 64;
+  s.causal = true;
+  s.seed = 5;
+  AttentionProblem prob(s);
+  for (PrefillKernel k : all_prefill_kernels()) {
+    check_on_gpu(prob, k);
+    const std::vector<uint16_t> first = prob.o_storage();
+    check_on_gpu(prob, k);
+    CHECK_MESSAGE(first == prob.o_storage(), "kernel ", prefill_kernel_name(k), " gave different bits on a rerun");
+  }
+}

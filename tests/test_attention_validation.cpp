@@ -1,0 +1,166 @@
+// Invalid attention calls get the right status and a message, never a crash,
+// and leave the output untouched. These run without a GPU: validation happens
+// on the host before anything is launched, for Device::kCuda too.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "flashscope/attention.hpp"
+#include "flashscope/device.hpp"
+#include "flashscope/half.hpp"
+
+using namespace flashscope;
+
+namespace {
+
+// A small valid problem over host buffers (aligned; 16-byte friendly strides).
+struct Valid {
+  std::vector<uint16_t> q, k, v, o;
+  PrefillParams p;
+  explicit Valid(Device device = Device::kCpu, int d = 64) {
+    q.assign(size_t(2) * 4 * 33 * d, float_to_bf16(0.5f));
+    k.assign(size_t(2) * 2 * 40 * d, float_to_bf16(0.25f));
+    v = k;
+    o.assign(q.size(), 0x7777);
+    p.device = device;
+    p.batch = 2;
+    p.q_heads = 4;
+    p.kv_heads = 2;
+    p.q_len = 33;
+    p.kv_len = 40;
+    p.head_dim = d;
+    p.q = bshd(q.data(), 33, 4, d);
+    p.k = bshd(k.data(), 40, 2, d);
+    p.v = bshd(v.data(), 40, 2, d);
+    p.o = bshd(o.data(), 33, 4, d);
+  }
+  bool output_untouched() const {
+    for (uint16_t x : o)
+      if (x != 0x7777) return false;
+    return true;
+  }
+};
+
+void expect(const PrefillParams& p, StatusCode code, const char* mentions) {
+  const Status s = validate(p);
+  CHECK(s.code() == code);
+  CHECK_MESSAGE(s.message().find(mentions) != std::string::npos, "message: ", s.message());
+}
+
+}  // namespace
+
+TEST_CASE("validate: the valid baseline passes on both devices") {
+  CHECK(validate(Valid(Device::kCpu).p).ok());
+  CHECK(validate(Valid(Device::kCuda).p).ok());
+}
+
+TEST_CASE("validate: null pointers are named") {
+  for (int which = 0; which < 4; ++which) {
+    Valid c;
+    AttnTensor* t[] = {&c.p.q, &c.p.k, &c.p.v, &c.p.o};
+    const char* names[] = {"q.data", "k.data", "v.data", "o.data"};
+    t[which]->data = nullptr;
+    expect(c.p, StatusCode::kInvalidArgument, names[which]);
+    CHECK(prefill(c.p).code() == StatusCode::kInvalidArgument);
+    CHECK(c.output_untouched());
+  }
+}
+
+TEST_CASE("validate: unsupported head_dim and dtype say what is supported") {
+  Valid c;
+  c.p.head_dim = 96;
+  expect(c.p, StatusCode::kUnsupported, "(64, 128)");
+  Valid f;
+  f.p.dtype = DType::kFP32;
+  expect(f.p, StatusCode::kUnsupported, "bf16, fp16");
+}
+
+TEST_CASE("validate: GQA ratio must be whole") {
+  Valid c;
+  c.p.q_heads = 5;
+  c.p.kv_heads = 2;
+  expect(c.p, StatusCode::kInvalidArgument, "multiple of kv_heads");
+}
+
+TEST_CASE("validate: bad sizes and strides") {
+  Valid a;
+  a.p.batch = 0;
+  expect(a.p, StatusCode::kInvalidArgument, "batch");
+  Valid b;
+  b.p.kv_len = -1;
+  expect(b.p, StatusCode::kInvalidArgument, "kv_len");
+  Valid c;
+  c.p.k.seq_stride = 0;
+  expect(c.p, StatusCode::kInvalidArgument, "k strides");
+  Valid d;
+  d.p.o.head_stride = 32;  // heads of 64 elements overlapping by half
+  expect(d.p, StatusCode::kInvalidArgument, "must not overlap");
+  CHECK(prefill(d.p).code() == StatusCode::kInvalidArgument);
+  CHECK(d.output_untouched());
+  Valid e;
+  e.p.softmax_scale = -1.0f;
+  expect(e.p, StatusCode::kInvalidArgument, "softmax_scale");
+}
+
+TEST_CASE("validate: CUDA needs 16-byte aligned pointers and strides") {
+  Valid a(Device::kCuda);
+  a.p.k.data = reinterpret_cast<char*>(a.k.data()) + 2;
+  expect(a.p, StatusCode::kInvalidArgument, "16-byte aligned");
+  Valid b(Device::kCuda);
+  b.p.v.seq_stride = 2 * 64 + 4;
+  expect(b.p, StatusCode::kInvalidArgument, "multiples of 8");
+  // The CPU backend has no such requirement.
+  Valid c(Device::kCpu);
+  c.p.k.data = reinterpret_cast<char*>(c.k.data()) + 2;
+  c.p.kv_len = 39;
+  CHECK(validate(c.p).ok());
+}
+
+TEST_CASE("validate: varlen needs both prefix sums, well-formed") {
+  Valid a;
+  std::vector<int32_t> cu_q{0, 10, 33};
+  a.p.cu_seqlens_q = cu_q.data();
+  expect(a.p, StatusCode::kInvalidArgument, "both");
+  std::vector<int32_t> cu_k{0, 30, 20};
+  a.p.cu_seqlens_k = cu_k.data();
+  expect(a.p, StatusCode::kInvalidArgument, "non-decreasing");
+  std::vector<int32_t> cu_k_long{0, 41, 45};
+  a.p.cu_seqlens_k = cu_k_long.data();
+  expect(a.p, StatusCode::kInvalidArgument, "longer than");
+}
+
+TEST_CASE("prefill on CUDA without a device or CUDA build fails cleanly") {
+  if (cuda_available()) return;  // the GPU suites cover the real path
+  Valid c(Device::kCuda);
+  const Status s = prefill(c.p);
+  CHECK_FALSE(s.ok());
+  CHECK(c.output_untouched());
+}
+
+TEST_CASE("prefill: empty problems succeed without touching anything") {
+  Valid c;
+  c.p.q_len = 0;
+  CHECK(prefill(c.p).ok());
+  CHECK(c.output_untouched());
+}
+
+TEST_CASE("kernel names round-trip") {
+  for (PrefillKernel k : all_prefill_kernels()) {
+    PrefillKernel parsed = PrefillKernel::kAuto;
+    REQUIRE(parse_prefill_kernel(prefill_kernel_name(k), &parsed));
+    CHECK(parsed == k);
+  }
+  PrefillKernel k;
+  CHECK_FALSE(parse_prefill_kernel("v7", &k));
+  CHECK_FALSE(parse_prefill_kernel("V5", &k));
+}
+
+TEST_CASE("SOL table: Hopper and the reference figures") {
+  // 132 SMs x 1.83 GHz x 4096 = 989.4 TFLOPS, the H100 SXM figure.
+  CHECK(132 * 1.83 * tensor_flops_per_clk_per_sm(9, 0, "NVIDIA H100 80GB HBM3") * 1e-3 == doctest::Approx(989.4).epsilon(1e-3));
+  // RTX 5090: 170 SMs x 2.407 GHz x 512 = 209.5 TFLOPS (GeForce: half-rate FP32 accumulate).
+  CHECK(170 * 2.407 * tensor_flops_per_clk_per_sm(12, 0, "NVIDIA GeForce RTX 5090") * 1e-3 == doctest::Approx(209.5).epsilon(1e-3));
+  // A100: 108 x 1.41 x 2048 = 312 TFLOPS.
+  CHECK(108 * 1.41 * tensor_flops_per_clk_per_sm(8, 0, "NVIDIA A100-SXM4-80GB") * 1e-3 == doctest::Approx(312).epsilon(2e-3));
+}
