@@ -1,0 +1,35 @@
+// A small command-line flag parser for flashscope-cli: `--name value`,
+// `--name=value` and boolean `--flag`; everything not starting with "--" is
+// positional. Unknown flags are an error the command reports with its usage.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace flashscope::cli {
+
+class Args {
+ public:
+  // value_flags: flags that take a value; bool_flags: flags that do not.
+  Args(int argc, char** argv, const std::set<std::string>& value_flags, const std::set<std::string>& bool_flags);
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+  bool has(const std::string& name) const { return values_.count(name) > 0 || flags_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  // Parses an integer / float flag; records an error on malformed input.
+  long long get_int(const std::string& name, long long fallback);
+  double get_double(const std::string& name, double fallback);
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::set<std::string> flags_;
+  std::vector<std::string> positional_;
+  std::string error_;
+};
+
+}  // namespace flashscope::cli

@@ -1,0 +1,249 @@
+// `flashscope-cli bench prefill`: times prefill kernels on one shape.
+// Each launch is timed alone with CUDA events after a warm-up; the median of
+// the runs is reported (the minimum too), as TFLOPS (4·B·Hq·Lq·Lk·D, halved
+// when causal: the count PyTorch and FlashAttention use) and % of the
+// device's SOL from `flashscope-cli info`.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "flashscope/attention.hpp"
+#include "flashscope/device.hpp"
+#include "flashscope/device_buffer.hpp"
+#include "flashscope/half.hpp"
+
+namespace flashscope::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: flashscope-cli bench prefill [--batch B] [--q-heads H] [--kv-heads HK] [--q-len LQ] [--kv-len LK]\n"
+    "                                    [--head-dim D] [--causal] [--kernel v1..v6|auto|all] [--dtype bf16|fp16]\n"
+    "                                    [--device cuda|cpu] [--iters N] [--warmup N] [--json]\n"
+    "defaults: the seed shape 1 x 8 heads x 4096 x 8192 x 128, kernel auto, bf16, 50 iterations after 5 warm-ups\n";
+
+struct Timing {
+  double median_ms = 0, min_ms = 0;
+};
+
+// Minimal JSON string escaping for messages embedded in --json output.
+std::string json_escape(const std::string& in) {
+  std::string out;
+  for (char c : in) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::vector<uint16_t> random_halves(size_t n, DType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<uint16_t> out(n);
+  for (auto& x : out) x = dtype == DType::kBF16 ? float_to_bf16(dist(rng)) : float_to_fp16(dist(rng));
+  return out;
+}
+
+Result<Timing> time_runs(const PrefillParams& p, int warmup, int iters) {
+  std::vector<double> ms;
+  for (int i = 0; i < warmup; ++i) FLASHSCOPE_RETURN_IF_ERROR(prefill(p));
+  if (p.device == Device::kCuda) {
+    FLASHSCOPE_RETURN_IF_ERROR(device_synchronize());
+    EventTimer timer;
+    for (int i = 0; i < iters; ++i) {
+      FLASHSCOPE_RETURN_IF_ERROR(timer.start(p.stream));
+      FLASHSCOPE_RETURN_IF_ERROR(prefill(p));
+      FLASHSCOPE_RETURN_IF_ERROR(timer.stop(p.stream));
+      auto t = timer.elapsed_ms();
+      if (!t.ok()) return t.status();
+      ms.push_back(t.value());
+    }
+    FLASHSCOPE_RETURN_IF_ERROR(device_synchronize());
+  } else {
+    for (int i = 0; i < iters; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      FLASHSCOPE_RETURN_IF_ERROR(prefill(p));
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  Timing t;
+  t.median_ms = median(ms);
+  t.min_ms = *std::min_element(ms.begin(), ms.end());
+  return t;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  if (argc < 1 || std::string(argv[0]) != "prefill") {
+    std::fprintf(stderr, "flashscope-cli bench: expected 'prefill'\n%s", kUsage);
+    return 2;
+  }
+  Args args(argc - 1, argv + 1,
+            {"batch", "q-heads", "kv-heads", "q-len", "kv-len", "head-dim", "kernel", "dtype", "device", "iters",
+             "warmup"},
+            {"causal", "json", "help"});
+  if (args.has("help")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  PrefillParams p;
+  p.batch = int(args.get_int("batch", 1));
+  p.q_heads = int(args.get_int("q-heads", 8));
+  p.kv_heads = int(args.get_int("kv-heads", p.q_heads));
+  p.q_len = int(args.get_int("q-len", 4096));
+  p.kv_len = int(args.get_int("kv-len", 8192));
+  p.head_dim = int(args.get_int("head-dim", 128));
+  p.causal = args.has("causal");
+  const int iters = int(args.get_int("iters", 50));
+  const int warmup = int(args.get_int("warmup", 5));
+  const std::string dtype_s = args.get("dtype", "bf16");
+  const std::string device_s = args.get("device", cuda_available() ? "cuda" : "cpu");
+  const std::string kernel_s = args.get("kernel", "auto");
+  if (!args.ok()) {
+    std::fprintf(stderr, "flashscope-cli bench prefill: %s\n%s", args.error().c_str(), kUsage);
+    return 2;
+  }
+  if (dtype_s != "bf16" && dtype_s != "fp16") {
+    std::fprintf(stderr, "flashscope-cli bench prefill: --dtype must be bf16 or fp16\n");
+    return 2;
+  }
+  if (device_s != "cuda" && device_s != "cpu") {
+    std::fprintf(stderr, "flashscope-cli bench prefill: --device must be cuda or cpu\n");
+    return 2;
+  }
+  if (iters < 1 || warmup < 0) {
+    std::fprintf(stderr, "flashscope-cli bench prefill: --iters must be >= 1 and --warmup >= 0\n");
+    return 2;
+  }
+  p.dtype = dtype_s == "bf16" ? DType::kBF16 : DType::kFP16;
+  p.device = device_s == "cuda" ? Device::kCuda : Device::kCpu;
+
+  std::vector<PrefillKernel> kernels;
+  if (kernel_s == "all") {
+    kernels = all_prefill_kernels();
+    kernels.push_back(PrefillKernel::kAuto);
+  } else {
+    PrefillKernel k;
+    if (!parse_prefill_kernel(kernel_s, &k)) {
+      std::fprintf(stderr, "flashscope-cli bench prefill: --kernel must be v1..v6, auto or all\n");
+      return 2;
+    }
+    kernels.push_back(k);
+  }
+  if (p.device == Device::kCpu) kernels = {PrefillKernel::kAuto};
+
+  // Shapes first: a bad one is reported before any allocation.
+  p.q = bshd(reinterpret_cast<void*>(16), p.q_len, p.q_heads, p.head_dim);
+  p.k = bshd(reinterpret_cast<void*>(16), p.kv_len, p.kv_heads, p.head_dim);
+  p.v = p.k;
+  p.o = p.q;
+  if (Status s = validate(p); !s.ok()) {
+    std::fprintf(stderr, "flashscope-cli bench prefill: %s\n", s.to_string().c_str());
+    return 1;
+  }
+
+  const size_t q_elems = size_t(p.batch) * p.q_len * p.q_heads * p.head_dim;
+  const size_t kv_elems = size_t(p.batch) * p.kv_len * p.kv_heads * p.head_dim;
+  const auto hq = random_halves(q_elems, p.dtype, 1), hk = random_halves(kv_elems, p.dtype, 2),
+             hv = random_halves(kv_elems, p.dtype, 3);
+  std::vector<uint16_t> ho(q_elems);
+  DeviceBuffer dq, dk, dv, dout;
+  std::string device_name = "cpu";
+  double sol_tflops = 0;
+  if (p.device == Device::kCuda) {
+    auto info = query_device(0);
+    if (!info.ok()) {
+      std::fprintf(stderr, "flashscope-cli bench prefill: %s\n", info.status().to_string().c_str());
+      return 1;
+    }
+    device_name = info->name;
+    sol_tflops = info->sol_tflops;
+    Status s;
+    auto alloc = [&](DeviceBuffer& b, const std::vector<uint16_t>& h) {
+      auto r = DeviceBuffer::allocate(h.size() * 2);
+      if (!r.ok()) return r.status();
+      b = std::move(r.value());
+      return b.upload(h.data(), h.size() * 2);
+    };
+    for (auto [buf, host] : {std::pair{&dq, &hq}, {&dk, &hk}, {&dv, &hv}, {&dout, &ho}}) {
+      s = alloc(*buf, *host);
+      if (!s.ok()) {
+        std::fprintf(stderr, "flashscope-cli bench prefill: %s\n", s.to_string().c_str());
+        return 1;
+      }
+    }
+    p.q.data = dq.data();
+    p.k.data = dk.data();
+    p.v.data = dv.data();
+    p.o.data = dout.data();
+  } else {
+    p.q.data = const_cast<uint16_t*>(hq.data());
+    p.k.data = const_cast<uint16_t*>(hk.data());
+    p.v.data = const_cast<uint16_t*>(hv.data());
+    p.o.data = ho.data();
+  }
+
+  const double flops = prefill_flops(p);
+  const bool json = args.has("json");
+  if (!json) {
+    std::printf("prefill  B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s %s on %s\n", p.batch, p.q_heads, p.kv_heads, p.q_len,
+                p.kv_len, p.head_dim, p.causal ? "causal" : "non-causal", dtype_s.c_str(), device_name.c_str());
+    std::printf("  FLOPs counted: 4*B*Hq*Lq*Lk*D%s = %.3g; median of %d runs after %d warm-ups\n",
+                p.causal ? " / 2 (causal)" : "", flops, iters, warmup);
+    std::printf("  %-8s %10s %10s %9s %8s\n", "kernel", "ms", "min ms", "TFLOPS", "% SOL");
+  }
+  int failures = 0;
+  for (PrefillKernel k : kernels) {
+    p.kernel = k;
+    auto t = time_runs(p, warmup, iters);
+    const std::string resolved = prefill_kernel_name(resolve_prefill_kernel(p));
+    const std::string name = p.device == Device::kCpu ? "cpu-tiled" : prefill_kernel_name(k);
+    if (!t.ok()) {
+      ++failures;
+      if (json)
+        std::printf("{\"kind\":\"prefill\",\"kernel\":\"%s\",\"status\":\"%s\",\"error\":\"%s\"}\n", name.c_str(),
+                    status_code_name(t.status().code()), json_escape(t.status().message()).c_str());
+      else
+        std::printf("  %-8s failed: %s\n", name.c_str(), t.status().to_string().c_str());
+      continue;
+    }
+    const double tflops = flops / (t->median_ms * 1e-3) / 1e12;
+    const double pct = sol_tflops > 0 ? 100.0 * tflops / sol_tflops : 0.0;
+    if (json) {
+      std::printf(
+          "{\"kind\":\"prefill\",\"kernel\":\"%s\",\"resolved\":\"%s\",\"batch\":%d,\"q_heads\":%d,\"kv_heads\":%d,"
+          "\"q_len\":%d,\"kv_len\":%d,\"head_dim\":%d,\"causal\":%s,\"dtype\":\"%s\",\"ms\":%.5f,\"ms_min\":%.5f,"
+          "\"tflops\":%.2f,\"sol_tflops\":%.1f,\"sol_pct\":%.2f,\"iters\":%d,\"device\":\"%s\"}\n",
+          name.c_str(), resolved.c_str(), p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim,
+          p.causal ? "true" : "false", dtype_s.c_str(), t->median_ms, t->min_ms, tflops, sol_tflops, pct, iters,
+          device_name.c_str());
+    } else {
+      std::string label = name;
+      if (k == PrefillKernel::kAuto && p.device == Device::kCuda) label += "=" + resolved;
+      std::printf("  %-8s %10.4f %10.4f %9.1f %7.1f%%\n", label.c_str(), t->median_ms, t->min_ms, tflops, pct);
+    }
+    std::fflush(stdout);
+  }
+  return failures ? 1 : 0;
+}
+
+}  // namespace flashscope::cli

@@ -1,0 +1,36 @@
+// flashscope-cli: the runtime from a terminal — device facts, benchmarks and
+// a file-based attention call anyone can check from numpy or PyTorch.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.hpp"
+
+namespace {
+
+void print_usage() {
+  std::printf(
+      "flashscope-cli — FlashScope attention runtime\n\n"
+      "usage: flashscope-cli <command> [options]\n\n"
+      "commands:\n"
+      "  info                 device, architecture, SMs, clocks and speed of light (SOL)\n"
+      "  bench prefill        time the prefill kernels on a shape (median of many runs)\n"
+      "  attend               attention on .npy files: q, k, v in, o (and lse) out\n"
+      "  help                 this text; `flashscope-cli <command> --help` for a command's options\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "info") return flashscope::cli::cmd_info(argc - 2, argv + 2);
+  if (cmd == "bench") return flashscope::cli::cmd_bench(argc - 2, argv + 2);
+  if (cmd == "attend") return flashscope::cli::cmd_attend(argc - 2, argv + 2);
+  std::fprintf(stderr, "flashscope-cli: unknown command '%s'\n\n", cmd.c_str());
+  print_usage();
+  return 2;
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages FlashScope builds with, only those missing.
+# The CUDA toolkit is optional and never installed here: when nvcc is present
+# (on PATH or in /usr/local/cuda/bin) the CUDA backend is built, else the CPU path.
+set -euo pipefail
+packages=(cmake ninja-build g++ pkg-config python3 doctest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine and runs every test: installs missing packages,
+# builds (CUDA code too when nvcc exists: for the local GPU, or for sm_80
+# only when there is none, to keep compile time down; GPU cases then skip),
+# fetches the default model for the tests that read it, runs the doctest
+# suites through ctest, then installs the package and builds and runs the
+# example host program against it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+source scripts/env.sh
+if command -v nvcc >/dev/null 2>&1; then
+  if has_gpu; then archs=${FLASHSCOPE_CUDA_ARCHS:-native}; else archs=${FLASHSCOPE_CUDA_ARCHS:-80}; fi
+  cuda=(-DFLASHSCOPE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs")
+else
+  cuda=(-DFLASHSCOPE_CUDA=OFF)
+fi
+build=build-test
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHSCOPE_WARNINGS_AS_ERRORS=ON \
+  -DCMAKE_INSTALL_PREFIX="$PWD/$build/install" "${cuda[@]}" >/dev/null
+cmake --build $build -j "$jobs"
+[[ -x scripts/fetch_model.sh ]] && bash scripts/fetch_model.sh
+
+# The embedding path a host program takes: install, find_package, link, run.
+cmake --install $build >/dev/null
+cmake -S examples/embed_attention -B $build/example -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$build/install" >/dev/null
+cmake --build $build/example >/dev/null
+$build/example/embed_attention
+
+ctest --test-dir $build --output-on-failure -j "$jobs"
