@@ -146,7 +146,8 @@ def parse_args(argv):
                    help="also run the SmolLM2 shape as 9 q-heads over 3 kv-heads (torch enable_gqa=True)")
     p.add_argument("--shape", type=parse_shape, action="append", default=[], metavar="B,HQ[/HK],LQ,LK,D[,causal]",
                    help="an extra prefill shape to time (repeatable)")
-    p.add_argument("--only", choices=["bench", "numerics"], help="run one part only")
+    p.add_argument("--only", choices=["bench", "numerics", "decode"], help="run one part only")
+    p.add_argument("--page-size", type=int, default=16, help="page size of our decode runs (default: 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the numerics inputs (default: 0)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds allowed to one CLI call before it counts as failed (default: 600)")
@@ -615,6 +616,90 @@ def result_paths(out_dir, device, quick):
 # --- main -------------------------------------------------------------------------------
 
 
+
+# --- decode: paged KV (ours) against contiguous KV (PyTorch), same run -------------------
+
+# (B, Hq, Hkv, context, D): the anchors' decode cases.
+DECODE_SHAPES = [(1, 32, 8, 4096, 128), (64, 32, 8, 4096, 128), (64, 9, 3, 2048, 64), (8, 32, 8, 32768, 128)]
+
+
+def decode_bytes(b, hk, ctx, d):
+    """K and V bytes each decode step must read once (bf16)."""
+    return 2 * b * hk * ctx * d * 2
+
+
+def bench_decode_torch(torch, F, sdpa_kernel, SDPBackend, shape, args):
+    b, hq, hk, ctx, d = shape
+    q = torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
+    rows = {}
+    for name in TORCH_BACKENDS:
+        backend = getattr(SDPBackend, name)
+        try:
+            with sdpa_kernel(backend):
+                ms, _ = time_cuda(torch, lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                                  max(args.iters, 100), args.warmup)
+            rows[name] = {"us": ms * 1e3, "gbps": decode_bytes(b, hk, ctx, d) / (ms * 1e-3) / 1e9}
+        except Exception as ex:  # a backend that refuses the shape is recorded, not fatal
+            rows[name] = {"error": str(ex)[:160]}
+    del q, k, v
+    return rows
+
+
+def copy_ceiling(torch):
+    """Device-to-device copy of 1 GiB, bytes read + written per second (the anchors' ceiling)."""
+    x = torch.empty(1 << 30, device="cuda", dtype=torch.uint8)
+    y = torch.empty_like(x)
+    ms, _ = time_cuda(torch, lambda: y.copy_(x), 20, 3)
+    del x, y
+    torch.cuda.empty_cache()
+    return 2 * (1 << 30) / (ms * 1e-3) / 1e9
+
+
+def bench_decode_ours(cli, shape, args):
+    b, hq, hk, ctx, d = shape
+    cmd = ["bench", "decode", "--batch", str(b), "--q-heads", str(hq), "--kv-heads", str(hk), "--context", str(ctx),
+           "--head-dim", str(d), "--page-size", str(args.page_size), "--iters", str(max(args.iters, 100)),
+           "--warmup", str(args.warmup), "--json"]
+    rc, out, err = run_cli(cli, cmd, args.timeout)
+    rows = json_lines(out)
+    if rc != 0 or not rows:
+        return {"status": "failed", "error": tail(err or out)}
+    return rows[-1]
+
+
+def decode_table(rows, copy_gbps):
+    out = ["| case | ours µs (splits) | ours GB/s | torch FA2 µs | cuDNN µs | time ours / FA2 | time ours / cuDNN | ours / copy ceiling |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b, hq, hk, ctx, d = r["shape"]
+        o, t = r["ours"], r["torch"]
+        fa, cu = t.get("FLASH_ATTENTION", {}), t.get("CUDNN_ATTENTION", {})
+        if "us" not in o:
+            out.append(f"| B{b} {hq}/{hk} ctx {ctx} D{d} | failed: {o.get('error', '')[:60]} | | | | | | |")
+            continue
+        def rt(x):
+            return f"{o['us'] / x['us']:.2f}" if "us" in x else "n/a"
+        out.append(f"| B{b} {hq}/{hk} ctx {ctx} D{d} page {o.get('page_size')} | {o['us']:.1f} ({o.get('splits')}) | "
+                   f"{o['gbps']:.0f} | {fa.get('us', float('nan')):.1f} | {cu.get('us', float('nan')):.1f} | "
+                   f"{rt(fa)} | {rt(cu)} | {o['gbps'] / copy_gbps:.2f} |")
+    return "\n".join(out)
+
+
+def run_decode(torch, F, sdpa_kernel, SDPBackend, cli, args):
+    copy_gbps = copy_ceiling(torch)
+    print(f"decode timing (device-to-device copy ceiling {copy_gbps:.0f} GB/s):", flush=True)
+    rows = []
+    for shape in DECODE_SHAPES:
+        t = bench_decode_torch(torch, F, sdpa_kernel, SDPBackend, shape, args)
+        torch.cuda.empty_cache()
+        o = bench_decode_ours(cli, shape, args)
+        rows.append({"shape": list(shape), "torch": t, "ours": o})
+        print(f"  {shape}: ours {o.get('us', 'failed')} us, torch {t}", flush=True)
+    return rows, copy_gbps
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     cli = args.cli
@@ -645,7 +730,7 @@ def main(argv=None):
           f"commit {meta['git_commit']}; median of {args.iters} runs after {args.warmup} warm-ups", flush=True)
 
     bench_rows = []
-    if args.only != "numerics":
+    if args.only in (None, "bench"):
         shapes = list(QUICK_SHAPES if args.quick else ANCHOR_SHAPES)
         if args.gqa:
             shapes.append(GQA_SHAPE)
@@ -659,8 +744,12 @@ def main(argv=None):
             print_bench_row(shape, torch_rows, ours)
             bench_rows.append({"shape": asdict(shape), "flops": shape.flops(), "torch": torch_rows, "ours": ours})
 
+    decode_rows, copy_gbps = [], None
+    if args.only in (None, "decode"):
+        decode_rows, copy_gbps = run_decode(torch, F, sdpa_kernel, SDPBackend, cli, args)
+
     numeric_rows = []
-    if args.only != "bench":
+    if args.only in (None, "numerics"):
         print("numerics (bf16 inputs; o: ||o - ref|| / ||ref|| < "
               f"{O_TOL_NORMALIZED}, lse: max abs < {LSE_TOL_ABS}):", flush=True)
         numeric_rows = check_numerics(torch, F, sdpa_kernel, SDPBackend, cli, args)
@@ -668,10 +757,11 @@ def main(argv=None):
     numerics_failed = [r for r in numeric_rows if r["status"] == "failed"]
     bench_failed = [(r["shape"]["name"], k) for r in bench_rows for k, o in r["ours"].items()
                     if o.get("status") == "failed"]
+    bench_failed += [("decode", tuple(r["shape"])) for r in decode_rows if r["ours"].get("status") == "failed"]
     meta["numerics_pass"] = not numerics_failed if numeric_rows else None
     meta["bench_failures"] = len(bench_failed)
 
-    md = [f"# FlashScope prefill vs PyTorch SDPA on {device}", "",
+    md = [f"# FlashScope attention vs PyTorch SDPA on {device}", "",
           f"{meta['date']}, torch {meta['torch']} (CUDA {meta['cuda']}, cuDNN {meta['cudnn']}), "
           f"commit {meta['git_commit']}. Median of {args.iters} runs after {args.warmup} warm-ups, "
           "CUDA events; TFLOPS = 4·B·Hq·Lq·Lk·D / time, halved when causal; % SOL of "
@@ -679,6 +769,11 @@ def main(argv=None):
           f"`{meta['command']}`", ""]
     if bench_rows:
         md += ["## Prefill, bf16", "", bench_table(bench_rows, args.kernel_list), ""]
+    if decode_rows:
+        md += ["## Decode, bf16: paged KV (ours, shuffled pages) vs contiguous KV (PyTorch)", "",
+               "Time of one decode step (one new token per sequence); GB/s counts K and V read once; the copy "
+               f"ceiling is a 1 GiB device-to-device copy in the same run ({copy_gbps:.0f} GB/s, read + write).", "",
+               decode_table(decode_rows, copy_gbps), ""]
     if numeric_rows:
         md += ["## Numerics against SDPA in float32 on bf16-rounded inputs", "",
                f"Pass: o normalized error < {O_TOL_NORMALIZED}, LSE max abs error < {LSE_TOL_ABS}.", "",
@@ -687,7 +782,8 @@ def main(argv=None):
 
     json_path, md_path = result_paths(args.out_dir, device, args.quick)
     with open(json_path, "w") as f:
-        json.dump({"meta": meta, "prefill": bench_rows, "numerics": numeric_rows}, f, indent=1)
+        json.dump({"meta": meta, "prefill": bench_rows, "decode": decode_rows, "copy_gbps": copy_gbps,
+                   "numerics": numeric_rows}, f, indent=1)
         f.write("\n")
     with open(md_path, "w") as f:
         f.write(markdown)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/half.hpp"
+#include "flashscope/paged_attention.hpp"
 
 namespace flashscope::cli {
 namespace {
@@ -90,11 +92,148 @@ Result<Timing> time_runs(const PrefillParams& p, int warmup, int iters) {
   return t;
 }
 
+constexpr const char* kDecodeUsage =
+    "usage: flashscope-cli bench decode [--batch B] [--q-heads H] [--kv-heads HK] [--context L] [--head-dim D]\n"
+    "                                   [--page-size P] [--q-len N] [--splits auto|N] [--dtype bf16|fp16]\n"
+    "                                   [--iters N] [--warmup N] [--json]\n"
+    "defaults: B1, 32/8 heads, context 4096, D128, page 16, one new token, auto splits\n"
+    "K/V bytes/s counts each sequence's K and V read once; pages are scattered in a random order\n";
+
+// `bench decode`: paged attention of q_len new tokens per sequence against
+// `context` cached ones, pages handed out in a shuffled order so the block
+// tables are as fragmented as a long-running server's.
+int bench_decode(int argc, char** argv) {
+  Args args(argc, argv,
+            {"batch", "q-heads", "kv-heads", "context", "head-dim", "page-size", "q-len", "splits", "dtype", "iters",
+             "warmup"},
+            {"json", "help"});
+  if (args.has("help")) {
+    std::printf("%s", kDecodeUsage);
+    return 0;
+  }
+  PagedAttentionParams p;
+  p.batch = int(args.get_int("batch", 1));
+  p.q_heads = int(args.get_int("q-heads", 32));
+  p.kv_heads = int(args.get_int("kv-heads", 8));
+  const int context = int(args.get_int("context", 4096));
+  p.head_dim = int(args.get_int("head-dim", 128));
+  p.page_size = int(args.get_int("page-size", 16));
+  p.q_len = int(args.get_int("q-len", 1));
+  const std::string splits_s = args.get("splits", "auto");
+  const int iters = int(args.get_int("iters", 100));
+  const int warmup = int(args.get_int("warmup", 10));
+  const std::string dtype_s = args.get("dtype", "bf16");
+  if (!args.ok() || (dtype_s != "bf16" && dtype_s != "fp16") || iters < 1 || warmup < 0 || context < 1) {
+    std::fprintf(stderr, "flashscope-cli bench decode: %s\n%s", args.ok() ? "bad option value" : args.error().c_str(),
+                 kDecodeUsage);
+    return 2;
+  }
+  p.num_splits = splits_s == "auto" ? 0 : std::atoi(splits_s.c_str());
+  p.dtype = dtype_s == "bf16" ? DType::kBF16 : DType::kFP16;
+  p.device = Device::kCuda;
+  p.max_kv_len = context;
+  if (!cuda_available()) {
+    std::fprintf(stderr, "flashscope-cli bench decode: needs a CUDA device\n");
+    return 1;
+  }
+  auto info = query_device(0);
+  if (!info.ok()) {
+    std::fprintf(stderr, "flashscope-cli bench decode: %s\n", info.status().to_string().c_str());
+    return 1;
+  }
+  const int pages_per_seq = (context + p.page_size - 1) / std::max(p.page_size, 1);
+  const int num_pages = p.batch * pages_per_seq;
+  p.block_table_stride = pages_per_seq;
+  std::vector<int32_t> table(static_cast<size_t>(num_pages));
+  std::vector<int32_t> lens(static_cast<size_t>(p.batch), context);
+  for (int i = 0; i < num_pages; ++i) table[size_t(i)] = i;
+  std::shuffle(table.begin(), table.end(), std::mt19937(7));
+  const size_t page_elems = size_t(p.kv_heads) * p.page_size * p.head_dim;
+  const size_t q_elems = size_t(p.batch) * p.q_len * p.q_heads * p.head_dim;
+  p.q = bshd(reinterpret_cast<void*>(16), p.q_len, p.q_heads, p.head_dim);
+  p.o = p.q;
+  p.k_pages = p.v_pages = reinterpret_cast<void*>(16);
+  p.block_tables = table.data();
+  p.kv_lens = lens.data();
+  if (Status s = validate(p); !s.ok()) {
+    std::fprintf(stderr, "flashscope-cli bench decode: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  auto plan = plan_paged_attention(p);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "flashscope-cli bench decode: %s\n", plan.status().to_string().c_str());
+    return 1;
+  }
+  // Random pools: the kernels must not see zeros (they would hide unwritten data and run unusually fast).
+  DeviceBuffer dq, dout, dk, dv, dtable, dlens, dws;
+  auto fill = [&](DeviceBuffer& b, size_t elems, uint64_t seed) -> Status {
+    auto r = DeviceBuffer::allocate(elems * 2);
+    if (!r.ok()) return r.status();
+    b = std::move(r.value());
+    const auto h = random_halves(elems, p.dtype, seed);
+    return b.upload(h.data(), h.size() * 2);
+  };
+  auto raw = [&](DeviceBuffer& b, const void* h, size_t bytes) -> Status {
+    auto r = DeviceBuffer::allocate(bytes);
+    if (!r.ok()) return r.status();
+    b = std::move(r.value());
+    return h ? b.upload(h, bytes) : Status{};
+  };
+  for (Status s : {fill(dq, q_elems, 1), fill(dout, q_elems, 2), fill(dk, page_elems * num_pages, 3),
+                   fill(dv, page_elems * num_pages, 4), raw(dtable, table.data(), table.size() * 4),
+                   raw(dlens, lens.data(), lens.size() * 4), raw(dws, nullptr, std::max<size_t>(plan->workspace_bytes, 16))})
+    if (!s.ok()) {
+      std::fprintf(stderr, "flashscope-cli bench decode: %s\n", s.to_string().c_str());
+      return 1;
+    }
+  p.q.data = dq.data();
+  p.o.data = dout.data();
+  p.k_pages = dk.data();
+  p.v_pages = dv.data();
+  p.block_tables = static_cast<const int32_t*>(dtable.data());
+  p.kv_lens = static_cast<const int32_t*>(dlens.data());
+  p.workspace = dws.data();
+  p.workspace_bytes = dws.size();
+
+  std::vector<double> us;
+  EventTimer timer;
+  for (int i = 0; i < warmup + iters; ++i) {
+    Status s = timer.start(p.stream);
+    if (s.ok()) s = paged_attention(p);
+    if (s.ok()) s = timer.stop(p.stream);
+    auto t = s.ok() ? timer.elapsed_ms() : Result<float>(s);
+    if (!t.ok()) {
+      std::fprintf(stderr, "flashscope-cli bench decode: %s\n", t.status().to_string().c_str());
+      return 1;
+    }
+    if (i >= warmup) us.push_back(t.value() * 1e3);
+  }
+  const double med = median(us);
+  const double bytes = 2.0 * p.batch * double(context) * p.kv_heads * p.head_dim * 2;
+  const double gbps = bytes / (med * 1e-6) / 1e9;
+  const double pct = 100.0 * gbps / info->sol_dram_gbps;
+  if (args.has("json")) {
+    std::printf(
+        "{\"kind\":\"decode\",\"batch\":%d,\"q_heads\":%d,\"kv_heads\":%d,\"context\":%d,\"head_dim\":%d,"
+        "\"page_size\":%d,\"q_len\":%d,\"splits\":%d,\"dtype\":\"%s\",\"us\":%.3f,\"us_min\":%.3f,\"gbps\":%.1f,"
+        "\"sol_gbps\":%.0f,\"sol_pct\":%.2f,\"iters\":%d,\"device\":\"%s\"}\n",
+        p.batch, p.q_heads, p.kv_heads, context, p.head_dim, p.page_size, p.q_len, plan->num_splits, dtype_s.c_str(),
+        med, *std::min_element(us.begin(), us.end()), gbps, info->sol_dram_gbps, pct, iters, info->name.c_str());
+  } else {
+    std::printf("decode  B=%d Hq=%d Hkv=%d context=%d D=%d page=%d q_len=%d %s on %s\n", p.batch, p.q_heads,
+                p.kv_heads, context, p.head_dim, p.page_size, p.q_len, dtype_s.c_str(), info->name.c_str());
+    std::printf("  splits %d; median of %d runs after %d warm-ups: %.2f us, K/V %.0f GB/s = %.1f%% of DRAM SOL (%.0f GB/s)\n",
+                plan->num_splits, iters, warmup, med, gbps, pct, info->sol_dram_gbps);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
+  if (argc >= 1 && std::string(argv[0]) == "decode") return bench_decode(argc - 1, argv + 1);
   if (argc < 1 || std::string(argv[0]) != "prefill") {
-    std::fprintf(stderr, "flashscope-cli bench: expected 'prefill'\n%s", kUsage);
+    std::fprintf(stderr, "flashscope-cli bench: expected 'prefill' or 'decode'\n%s%s", kUsage, kDecodeUsage);
     return 2;
   }
   Args args(argc - 1, argv + 1,

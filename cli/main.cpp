@@ -15,6 +15,7 @@ void print_usage() {
       "commands:\n"
       "  info                 device, architecture, SMs, clocks and speed of light (SOL)\n"
       "  bench prefill        time the prefill kernels on a shape (median of many runs)\n"
+      "  bench decode         time paged-KV decode on a batch of sequences (median of many runs)\n"
       "  attend               attention on .npy files: q, k, v in, o (and lse) out\n"
       "  help                 this text; `flashscope-cli <command> --help` for a command's options\n");
 }

@@ -36,6 +36,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/attention/attention_views.cuh"
 #include "kernels/attention/prefill_params.h"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/swizzle.cuh"
@@ -92,30 +93,35 @@ constexpr int kMmaN = 8;
 constexpr int kMmaK = 16;
 constexpr float kLn2 = 0.69314718055994530942f;
 
-// Copies rows [0, ROWS) of a [rows, DIM] tile (row stride `stride` elements)
-// into swizzled shared memory with cp.async; rows >= valid_rows are zero-filled.
-template <typename Cfg, int ROWS, typename T>
-__device__ __forceinline__ void load_tile(uint32_t dst, const T* src, int64_t stride, int valid_rows, int tid) {
+// Copies rows [0, ROWS) of a [rows, DIM] tile into swizzled shared memory
+// with cp.async; row r comes from row_ptr(r), and rows >= valid_rows are
+// zero-filled (their address is never formed: for a paged source that would
+// read past the block table).
+template <typename Cfg, int ROWS, typename T, typename RowPtr>
+__device__ __forceinline__ void load_tile(uint32_t dst, RowPtr row_ptr, int valid_rows, const T* any_valid, int tid) {
   constexpr int kChunksPerRow = Cfg::kDim / 8;  // 16-byte chunks
   constexpr int kChunks = ROWS * kChunksPerRow;
   constexpr int kIters = (kChunks + Cfg::kThreads - 1) / Cfg::kThreads;
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
     const int chunk = i * Cfg::kThreads + tid;
-    if (kChunks % Cfg::kThreads != 0 && chunk >= kChunks) break;  // only when threads do not divide the tile
     const int row = chunk / kChunksPerRow;
     const int col = (chunk % kChunksPerRow) * 8;
+    // row_ptr runs on every lane (a paged source shuffles page ids across the
+    // warp); rows past valid_rows get a harmless address and copy zeros.
+    const T* src = row_ptr(row < ROWS ? row : 0) + col;
+    if (kChunks % Cfg::kThreads != 0 && chunk >= kChunks) continue;  // only when threads do not divide the tile
     const bool valid = row < valid_rows;
-    const T* s = valid ? src + row * stride + col : src;
-    cp_async_16(dst + swizzle<Cfg::kRowBytes, Cfg::kSwizzle>(row * Cfg::kRowBytes + col * 2), s, valid);
+    cp_async_16(dst + swizzle<Cfg::kRowBytes, Cfg::kSwizzle>(row * Cfg::kRowBytes + col * 2), valid ? src : any_valid,
+                valid);
   }
 }
 
 }  // namespace detail
 
-template <typename Cfg, typename T, bool kCausal>
+template <typename Cfg, typename T, bool kCausal, typename View>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
-    prefill_kernel(const __grid_constant__ PrefillKernelParams p) {
+    attention_kernel(const __grid_constant__ typename View::Params p) {
   using namespace detail;
   using Mma = MmaType<T>;
   constexpr int DIM = Cfg::kDim;
@@ -129,41 +135,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int warp_id = tid / 32;
   const int lane_id = tid % 32;
 
-  // Causal CTAs near the end of the sequence see the most keys: launch them
-  // first so the long ones do not form the tail of the grid.
-  const int q_tile = gridDim.x - 1 - blockIdx.x;
-  const int q_head = blockIdx.y;
-  const int seq = blockIdx.z;
-  const int kv_head = q_head / p.group;
-
-  // Where this sequence lives: a batch slice, or a range of packed tokens.
-  int q_len = p.q_len, kv_len = p.kv_len;
-  int64_t q_token0 = 0, k_token0 = 0;
-  int64_t q_batch = seq, k_batch = seq;
-  if (p.cu_seqlens_q != nullptr) {
-    q_token0 = p.cu_seqlens_q[seq];
-    k_token0 = p.cu_seqlens_k[seq];
-    q_len = p.cu_seqlens_q[seq + 1] - static_cast<int>(q_token0);
-    kv_len = p.cu_seqlens_k[seq + 1] - static_cast<int>(k_token0);
-    q_batch = k_batch = 0;
-  }
-  const int q0 = q_tile * BLOCK_Q;
-  if (q0 >= q_len) return;  // varlen: a shorter sequence than the longest
-
-  const T* Q = static_cast<const T*>(p.q) + q_batch * p.q_batch_stride + (q_token0 + q0) * p.q_seq_stride +
-               q_head * p.q_head_stride;
-  const T* K = static_cast<const T*>(p.k) + k_batch * p.k_batch_stride + k_token0 * p.k_seq_stride +
-               kv_head * p.k_head_stride;
-  const T* V = static_cast<const T*>(p.v) + k_batch * p.v_batch_stride + k_token0 * p.v_seq_stride +
-               kv_head * p.v_head_stride;
-  T* O = static_cast<T*>(p.o) + q_batch * p.o_batch_stride + (q_token0 + q0) * p.o_seq_stride +
-         q_head * p.o_head_stride;
-
-  // Keys this tile can see. Bottom-right causal: row r may see keys
-  // j <= q0 + r + diag, so the tile's last row bounds the KV range.
-  const int diag = kv_len - q_len;
-  const int kv_end = kCausal ? min(kv_len, max(0, q0 + BLOCK_Q + diag)) : kv_len;
-  const int num_kv_tiles = (kv_end + BLOCK_KV - 1) / BLOCK_KV;
+  // Which rows and keys this CTA owns, and where they live (attention_views.cuh).
+  const View view(p);
+  if (!view.active()) return;  // varlen: a shorter sequence than the longest
+  const int q0 = view.q0;
+  const int kv_begin = view.kv_begin;
+  const int kv_end = view.kv_end;
+  const int num_kv_tiles = kv_end > kv_begin ? (kv_end - kv_begin + BLOCK_KV - 1) / BLOCK_KV : 0;
+  const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
 
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t smem_base = smem_addr(smem);
@@ -172,7 +151,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const uint32_t V_smem = K_smem + Cfg::kKStages * Cfg::kKVTileBytes;
 
   // --- prologue: Q global -> shared (-> registers, for the CTA's lifetime) ---
-  load_tile<Cfg, BLOCK_Q>(Q_smem, Q, p.q_seq_stride, q_len - q0, tid);
+  load_tile<Cfg, BLOCK_Q>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid, tid);
   cp_async_commit();  // shared-memory Q: the pipeline's first wait covers this group too
 
   // A fragments of Q (16x16): rows lane%16, columns (lane/16)*8 of each tile.
@@ -214,15 +193,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       l_rmem[i][h] = 0.0f;
     }
 
+  // key_rows(k0) gathers what addressing a tile's keys needs (for the paged
+  // cache: its page ids, one block-table read per lane) before the copies.
   auto load_K = [&](int kv_tile, int stage) {
-    const int k0 = kv_tile * BLOCK_KV;
-    load_tile<Cfg, BLOCK_KV>(K_smem + stage * Cfg::kKVTileBytes, K + k0 * p.k_seq_stride, p.k_seq_stride,
-                             kv_len - k0, tid);
+    const int k0 = kv_begin + kv_tile * BLOCK_KV;
+    const auto keys = view.key_rows(k0, lane_id);
+    load_tile<Cfg, BLOCK_KV>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
+                             kv_end - k0, any_valid, tid);
   };
   auto load_V = [&](int kv_tile, int stage) {
-    const int k0 = kv_tile * BLOCK_KV;
-    load_tile<Cfg, BLOCK_KV>(V_smem + stage * Cfg::kKVTileBytes, V + k0 * p.v_seq_stride, p.v_seq_stride,
-                             kv_len - k0, tid);
+    const int k0 = kv_begin + kv_tile * BLOCK_KV;
+    const auto keys = view.key_rows(k0, lane_id);
+    load_tile<Cfg, BLOCK_KV>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
+                             kv_end - k0, any_valid, tid);
   };
 
   // S = Q K(t)ᵀ for this warp's rows: [WARP_Q, BLOCK_KV] in C fragments.
@@ -292,13 +275,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     }
   };
 
-  // Sets tile t's masked logits to -inf: keys past kv_len, and causal keys
-  // past each row's diagonal. Only the last tile and tiles crossing this
-  // warp's diagonal need it.
+  // Sets tile t's masked logits to -inf: keys past the CTA's range, and
+  // causal keys past each row's diagonal. Only the last tile and tiles
+  // crossing this warp's diagonal need it (last_key grows with the row).
   auto mask_tile = [&](int kv_tile, float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4]) {
-    const int k0 = kv_tile * BLOCK_KV;
+    const int k0 = kv_begin + kv_tile * BLOCK_KV;
     const int warp_row0 = q0 + warp_id * WARP_Q;
-    const bool need_mask = k0 + BLOCK_KV > kv_len || (kCausal && k0 + BLOCK_KV - 1 > warp_row0 + diag);
+    const bool need_mask = k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0));
     if (!need_mask) return;
 #pragma unroll
     for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
@@ -308,7 +291,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         for (int i = 0; i < 4; ++i) {
           const int row = warp_row0 + mma_id_q * kMmaM + lane_id / 4 + (i >= 2 ? 8 : 0);
           const int col = k0 + mma_id_kv * kMmaN + (lane_id % 4) * 2 + (i & 1);
-          const bool masked = col >= kv_len || (kCausal && col > row + diag);
+          const bool masked = col >= kv_end || (kCausal && col > view.last_key(row));
           if (masked) S_rmem[mma_id_q][mma_id_kv][i] = -INFINITY;
         }
   };
@@ -473,13 +456,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   }
   cp_async_wait<0>();  // no copy may outlive the CTA's shared memory
 
-  // --- epilogue: normalize by l, store O (bf16/fp16) and the LSE ---
-  float* lse = nullptr;
-  if (p.lse != nullptr) {
-    lse = p.cu_seqlens_q != nullptr
-              ? p.lse + int64_t(q_head) * p.cu_seqlens_q[p.batch] + q_token0 + q0
-              : p.lse + (int64_t(seq) * p.q_heads + q_head) * p.q_len + q0;
-  }
+  // --- epilogue: normalize by l, store O (bf16/fp16) and the LSE, or the
+  // float partials of this KV split for the combine kernel ---
 #pragma unroll
   for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
 #pragma unroll
@@ -488,34 +466,57 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // no visible key: output 0
-      const int row = warp_id * WARP_Q + mma_id_q * kMmaM + lane_id / 4 + h * 8;
-      if (q0 + row >= q_len) continue;
-      T* O_row = O + int64_t(row) * p.o_seq_stride;
+      const int row = q0 + warp_id * WARP_Q + mma_id_q * kMmaM + lane_id / 4 + h * 8;
+      if (row >= view.rows) continue;
+      const float lse = l > 0.0f ? (m_rmem[mma_id_q][h] + log2f(l)) * kLn2 : -INFINITY;
+      if (view.partial()) {
+        float* O_row = view.partial_o(row);
 #pragma unroll
-      for (int mma_id_d = 0; mma_id_d < DIM / kMmaN; ++mma_id_d) {
-        const int col = mma_id_d * kMmaN + (lane_id % 4) * 2;
-        const float* o = O_rmem[mma_id_q][mma_id_d];
-        *reinterpret_cast<uint32_t*>(O_row + col) = Mma::pack(o[2 * h] * inv_l, o[2 * h + 1] * inv_l);
-      }
-      if (lse != nullptr && lane_id % 4 == 0) {
-        const float m = m_rmem[mma_id_q][h];
-        lse[row] = l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY;
+        for (int mma_id_d = 0; mma_id_d < DIM / kMmaN; ++mma_id_d) {
+          const float* o = O_rmem[mma_id_q][mma_id_d];
+          *reinterpret_cast<float2*>(O_row + mma_id_d * kMmaN + (lane_id % 4) * 2) =
+              make_float2(o[2 * h] * inv_l, o[2 * h + 1] * inv_l);
+        }
+        if (lane_id % 4 == 0) view.store_partial_lse(row, lse);
+      } else {
+        T* O_row = view.o_ptr(row);
+#pragma unroll
+        for (int mma_id_d = 0; mma_id_d < DIM / kMmaN; ++mma_id_d) {
+          const float* o = O_rmem[mma_id_q][mma_id_d];
+          *reinterpret_cast<uint32_t*>(O_row + mma_id_d * kMmaN + (lane_id % 4) * 2) =
+              Mma::pack(o[2 * h] * inv_l, o[2 * h + 1] * inv_l);
+        }
+        if (lane_id % 4 == 0) view.store_lse(row, lse);
       }
     }
 }
 
-// Launches one configuration. q-tiles on x (reversed inside the kernel),
-// heads on y, sequences on z; shared memory opted in above 48 KiB.
+// Launches one configuration on dense tensors: q-tiles on x (reversed inside
+// the kernel), heads on y, sequences on z; shared memory opted in above 48 KiB.
+template <typename Cfg, typename Kernel>
+cudaError_t opt_in_smem(Kernel kernel) {
+  if (Cfg::kSmemBytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+}
+
 template <typename Cfg, typename T, bool kCausal>
 cudaError_t launch_prefill(const PrefillKernelParams& p, cudaStream_t stream) {
-  auto kernel = prefill_kernel<Cfg, T, kCausal>;
-  constexpr int kSmem = Cfg::kSmemBytes;
-  if (kSmem > 48 * 1024) {
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-    if (err != cudaSuccess) return err;
-  }
+  auto kernel = attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>>;
+  if (cudaError_t err = opt_in_smem<Cfg>(kernel); err != cudaSuccess) return err;
   const dim3 grid((p.q_len + Cfg::kBlockQ - 1) / Cfg::kBlockQ, p.q_heads, p.batch);
-  kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(p);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// Launches one configuration over the paged cache: (q-tile x split) on x,
+// kv-heads on y, sequences on z.
+template <typename Cfg, typename T, bool kCausal>
+cudaError_t launch_paged(const PagedKernelParams& p, cudaStream_t stream) {
+  auto kernel = attention_kernel<Cfg, T, kCausal, PagedView<T, Cfg::kDim, Cfg::kBlockQ, Cfg::kBlockKV, kCausal>>;
+  if (cudaError_t err = opt_in_smem<Cfg>(kernel); err != cudaSuccess) return err;
+  const int q_tiles = (p.q_len * p.group + Cfg::kBlockQ - 1) / Cfg::kBlockQ;
+  const dim3 grid(q_tiles * p.num_splits, p.kv_heads, p.batch);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 

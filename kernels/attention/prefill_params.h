@@ -33,3 +33,33 @@ struct PrefillKernelParams {
 };
 
 }  // namespace flashscope::kernels
+
+namespace flashscope::kernels {
+
+// Attention over a paged KV cache: the new tokens of each sequence (q_len of
+// them) against all its cached keys, q-heads of one kv-head packed together.
+struct PagedKernelParams {
+  const void* q;  // [batch, q_len, q_heads, D]
+  void* o;        // like q
+  float* lse;     // [batch, q_heads, q_len]; may be null
+  int64_t q_batch_stride, q_seq_stride, q_head_stride;
+  int64_t o_batch_stride, o_seq_stride, o_head_stride;
+
+  const void* k_pages;  // [num_pages, kv_heads, page_size, D]
+  const void* v_pages;
+  const int32_t* block_tables;  // [batch, block_table_stride]
+  int block_table_stride;
+  const int32_t* kv_lens;  // [batch], including the q_len new tokens
+
+  int batch, q_heads, kv_heads, group, q_len;
+  int page_size_log2;
+  float scale_log2;
+
+  // Split-KV: CTAs of split s cover keys [s·chunk, (s+1)·chunk) of their
+  // sequence and write partial results here, merged by the combine kernel.
+  int num_splits;
+  float* o_partial;    // [num_splits, batch, q_heads, q_len, D]   (num_splits > 1)
+  float* lse_partial;  // [num_splits, batch, q_heads, q_len]
+};
+
+}  // namespace flashscope::kernels

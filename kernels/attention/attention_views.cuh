@@ -1,0 +1,154 @@
+// Where an attention CTA's rows and keys live. The tile kernel in
+// prefill_kernel.cuh is written against this small interface, so the same
+// pipeline serves dense prefill and attention over the paged KV cache:
+//
+//   active()          this CTA has rows to compute
+//   q0, rows          first row of the CTA's tile; rows in the whole problem
+//   kv_begin, kv_end  the keys this CTA visits (a split of the sequence, and
+//                     for causal no further than its last row can see)
+//   q_ptr(r), o_ptr(r)  row addresses
+//   key_rows(k0, lane), k_ptr(keys, r), v_ptr(keys, r)  key k0 + r's address
+//   last_key(r)       causal: the last key row r may see
+//   store_lse(r, x)   the row's log-sum-exp, where the layout puts it
+//   partial()         write float partials for the split-KV combine instead
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention/prefill_params.h"
+
+namespace flashscope::kernels {
+
+// Dense [batch, seq, heads, D] tensors (or packed varlen): one CTA per
+// (q-tile, q-head, sequence); rows are the q-head's tokens.
+template <typename T, int BLOCK_Q, bool kCausal>
+struct DenseView {
+  using Params = PrefillKernelParams;
+  const Params& p;
+  const T *Q, *K, *V;
+  T* O;
+  float* lse = nullptr;
+  int q0 = 0, rows = 0, kv_len = 0, diag = 0, kv_begin = 0, kv_end = 0;
+
+  __device__ DenseView(const Params& params) : p(params) {
+    // Causal CTAs near the end of the sequence see the most keys: launch
+    // them first so the long ones do not form the tail of the grid.
+    const int q_tile = gridDim.x - 1 - blockIdx.x;
+    const int q_head = blockIdx.y, seq = blockIdx.z;
+    const int kv_head = q_head / p.group;
+    int q_len = p.q_len;
+    kv_len = p.kv_len;
+    int64_t q_token0 = 0, k_token0 = 0, batch = seq;
+    if (p.cu_seqlens_q != nullptr) {
+      q_token0 = p.cu_seqlens_q[seq];
+      k_token0 = p.cu_seqlens_k[seq];
+      q_len = p.cu_seqlens_q[seq + 1] - static_cast<int>(q_token0);
+      kv_len = p.cu_seqlens_k[seq + 1] - static_cast<int>(k_token0);
+      batch = 0;
+    }
+    rows = q_len;
+    q0 = q_tile * BLOCK_Q;
+    Q = static_cast<const T*>(p.q) + batch * p.q_batch_stride + q_token0 * p.q_seq_stride + q_head * p.q_head_stride;
+    K = static_cast<const T*>(p.k) + batch * p.k_batch_stride + k_token0 * p.k_seq_stride + kv_head * p.k_head_stride;
+    V = static_cast<const T*>(p.v) + batch * p.v_batch_stride + k_token0 * p.v_seq_stride + kv_head * p.v_head_stride;
+    O = static_cast<T*>(p.o) + batch * p.o_batch_stride + q_token0 * p.o_seq_stride + q_head * p.o_head_stride;
+    if (p.lse != nullptr)
+      lse = p.cu_seqlens_q != nullptr ? p.lse + int64_t(q_head) * p.cu_seqlens_q[p.batch] + q_token0
+                                      : p.lse + (int64_t(seq) * p.q_heads + q_head) * p.q_len;
+    // Bottom-right causal: row r sees keys j <= r + diag.
+    diag = kv_len - q_len;
+    kv_end = kCausal ? min(kv_len, max(0, q0 + BLOCK_Q + diag)) : kv_len;
+  }
+  __device__ bool active() const { return q0 < rows; }
+  __device__ bool partial() const { return false; }
+  __device__ const T* q_ptr(int r) const { return Q + int64_t(r) * p.q_seq_stride; }
+  __device__ T* o_ptr(int r) const { return O + int64_t(r) * p.o_seq_stride; }
+  struct Keys {
+    int k0;
+  };
+  __device__ Keys key_rows(int k0, int) const { return {k0}; }
+  __device__ const T* k_ptr(Keys keys, int r) const { return K + int64_t(keys.k0 + r) * p.k_seq_stride; }
+  __device__ const T* v_ptr(Keys keys, int r) const { return V + int64_t(keys.k0 + r) * p.v_seq_stride; }
+  __device__ int last_key(int r) const { return r + diag; }
+  __device__ void store_lse(int r, float x) const {
+    if (lse != nullptr) lse[r] = x;
+  }
+  __device__ float* partial_o(int) const { return nullptr; }
+  __device__ void store_partial_lse(int, float) const {}
+};
+
+// The paged KV cache: one CTA per (q-tile x split, kv-head, sequence). The
+// rows are all (token, q-head) pairs of the kv-head's group, token-major
+// (r = t * group + g), so every page is read once for the whole group.
+template <typename T, int DIM, int BLOCK_Q, int BLOCK_KV, bool kCausal>
+struct PagedView {
+  using Params = PagedKernelParams;
+  const Params& p;
+  const int32_t* table;
+  int seq = 0, kv_head = 0, split = 0;
+  int q0 = 0, rows = 0, kv_len = 0, kv_begin = 0, kv_end = 0;
+
+  __device__ PagedView(const Params& params) : p(params) {
+    split = blockIdx.x % p.num_splits;
+    const int q_tile = blockIdx.x / p.num_splits;
+    kv_head = blockIdx.y;
+    seq = blockIdx.z;
+    rows = p.q_len * p.group;
+    q0 = q_tile * BLOCK_Q;
+    kv_len = p.kv_lens[seq];
+    table = p.block_tables + int64_t(seq) * p.block_table_stride;
+    // Each split takes an equal share of the keys, rounded up to whole tiles,
+    // computed from the live kv_len: a captured CUDA graph stays valid.
+    const int tiles = (kv_len + BLOCK_KV - 1) / BLOCK_KV;
+    const int tiles_per_split = (tiles + p.num_splits - 1) / p.num_splits;
+    kv_begin = min(kv_len, split * tiles_per_split * BLOCK_KV);
+    kv_end = min(kv_len, kv_begin + tiles_per_split * BLOCK_KV);
+    if (kCausal) kv_end = min(kv_end, max(kv_begin, last_key(min(rows, q0 + BLOCK_Q) - 1) + 1));
+  }
+  __device__ bool active() const { return q0 < rows; }
+  __device__ bool partial() const { return p.num_splits > 1; }
+  __device__ int token(int r) const { return r / p.group; }
+  __device__ int q_head(int r) const { return kv_head * p.group + r % p.group; }
+  __device__ const T* q_ptr(int r) const {
+    return static_cast<const T*>(p.q) + seq * p.q_batch_stride + token(r) * p.q_seq_stride +
+           q_head(r) * p.q_head_stride;
+  }
+  __device__ T* o_ptr(int r) const {
+    return static_cast<T*>(p.o) + seq * p.o_batch_stride + token(r) * p.o_seq_stride + q_head(r) * p.o_head_stride;
+  }
+  // Key j lives in page table[j / page_size] at offset j % page_size; a page
+  // holds [kv_heads, page_size, DIM]. A tile of BLOCK_KV keys spans at most
+  // BLOCK_KV / 16 pages (or lies inside one): lane i reads the tile's i-th
+  // page id once, and every row's address takes it by shuffle.
+  struct Keys {
+    int k0;
+    int32_t lane_page;
+  };
+  __device__ Keys key_rows(int k0, int lane) const {
+    const int last_page = (max(kv_len, 1) - 1) >> p.page_size_log2;  // clamped: reads stay inside the table
+    const int page_index = min((k0 >> p.page_size_log2) + lane, last_page);
+    return {k0, table[page_index]};
+  }
+  __device__ int64_t key_offset(Keys keys, int r) const {
+    const int page_mask = (1 << p.page_size_log2) - 1;
+    const int local_page = ((keys.k0 & page_mask) + r) >> p.page_size_log2;
+    const int64_t page = __shfl_sync(0xffffffffu, keys.lane_page, local_page);
+    return (((page * p.kv_heads + kv_head) << p.page_size_log2) + ((keys.k0 + r) & page_mask)) * DIM;
+  }
+  __device__ const T* k_ptr(Keys keys, int r) const { return static_cast<const T*>(p.k_pages) + key_offset(keys, r); }
+  __device__ const T* v_ptr(Keys keys, int r) const { return static_cast<const T*>(p.v_pages) + key_offset(keys, r); }
+  // The new token t sits at position kv_len - q_len + t.
+  __device__ int last_key(int r) const { return kv_len - p.q_len + token(r); }
+  __device__ int64_t out_index(int r) const { return (int64_t(seq) * p.q_heads + q_head(r)) * p.q_len + token(r); }
+  __device__ void store_lse(int r, float x) const {
+    if (p.lse != nullptr) p.lse[out_index(r)] = x;
+  }
+  // Split-KV partials: the split's own normalized O (float) and its lse.
+  __device__ int64_t partial_index(int r) const {
+    return int64_t(split) * p.batch * p.q_heads * p.q_len + out_index(r);
+  }
+  __device__ float* partial_o(int r) const { return p.o_partial + partial_index(r) * DIM; }
+  __device__ void store_partial_lse(int r, float x) const { p.lse_partial[partial_index(r)] = x; }
+};
+
+}  // namespace flashscope::kernels

@@ -1,0 +1,38 @@
+// Tile configurations of attention over the paged KV cache (see paged_launch.h).
+#pragma once
+
+#include "kernels/attention/prefill_versions.cuh"
+
+namespace flashscope::kernels {
+
+// Decode: one warp, 16 rows (the kv-head's q-heads x new tokens), 64-key
+// tiles, v5's pipeline; small CTAs so many sequences and splits are in flight.
+// At head_dim 128 the 64-key tile's copy loop (32 chunks per lane per
+// matrix) plus the accumulators overflow one warp's registers: 32-key tiles.
+template <int D>
+using PagedDecodeConfig = PrefillConfig<D, 16, D == 128 ? 32 : 64, 1, true, Pipeline::kK2V1, true, false, 1>;
+// Chunked prefill over the cache: v5's tile.
+template <int D>
+using PagedPrefillConfig = PrefillConfig<D, 128, 64, 8, true, Pipeline::kK2V1, true, false, kMinBlocks<D>>;
+
+constexpr int kPagedDecodeMaxRows = 64;
+
+template <typename Cfg, typename T>
+cudaError_t launch_paged_cfg(bool causal, const PagedKernelParams& p, cudaStream_t stream) {
+  return causal ? launch_paged<Cfg, T, true>(p, stream) : launch_paged<Cfg, T, false>(p, stream);
+}
+
+// Runtime head_dim, causal and tile choice -> template constants.
+template <typename T>
+cudaError_t launch_paged_typed(int head_dim, bool causal, bool decode, const PagedKernelParams& p,
+                               cudaStream_t stream) {
+  if (head_dim == 64)
+    return decode ? launch_paged_cfg<PagedDecodeConfig<64>, T>(causal, p, stream)
+                  : launch_paged_cfg<PagedPrefillConfig<64>, T>(causal, p, stream);
+  if (head_dim == 128)
+    return decode ? launch_paged_cfg<PagedDecodeConfig<128>, T>(causal, p, stream)
+                  : launch_paged_cfg<PagedPrefillConfig<128>, T>(causal, p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace flashscope::kernels

@@ -1,0 +1,11 @@
+// Instantiates attention over the paged KV cache (fp16; head_dim 64/128;
+// causal on/off; decode and prefill tiles).
+#include "kernels/attention/paged_configs.cuh"
+
+namespace flashscope::kernels {
+
+cudaError_t launch_paged_fp16(int head_dim, bool causal, bool decode, const PagedKernelParams& p, cudaStream_t s) {
+  return launch_paged_typed<__half>(head_dim, causal, decode, p, s);
+}
+
+}  // namespace flashscope::kernels

@@ -1,0 +1,130 @@
+// CUDA backend of paged_attention(): plans the KV splits from shapes and the
+// SM count, fills the kernels' plain parameters, launches the attention
+// kernel and, when split, the combine kernel, all on p.stream.
+#include "cuda/paged_attention_cuda.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#if FLASHSCOPE_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/attention/paged_launch.h"
+#endif
+
+namespace flashscope::cuda {
+
+#if FLASHSCOPE_WITH_CUDA
+
+namespace {
+
+constexpr int kMaxSplits = 64;
+constexpr int kMinKeysPerSplit = 64;  // one or two tiles: below this a split is all fixed cost
+// Decode CTAs are one warp with 24 KiB of shared memory: nine fit on an SM.
+// Aim for about eight per SM so every SM streams pages with many loads in
+// flight (one decode CTA alone is bound by memory latency, not bandwidth).
+constexpr int kDecodeCtasPerSm = 8;
+
+int log2_exact(int x) {
+  int l = 0;
+  while ((1 << l) < x) ++l;
+  return l;
+}
+
+Result<int> sm_count() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return device_error("cannot read the SM count of the current device");
+  }
+  return sms;
+}
+
+}  // namespace
+
+Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams& p) {
+  const int group = p.q_heads / p.kv_heads;
+  const int rows = p.q_len * group;
+  const int q_tiles = (rows + kernels::paged_block_q(rows) - 1) / kernels::paged_block_q(rows);
+  const int64_t ctas = int64_t(p.batch) * p.kv_heads * q_tiles;
+  PagedAttentionPlan plan;
+  if (p.num_splits > 0) {
+    plan.num_splits = std::min(p.num_splits, kMaxSplits);
+  } else {
+    auto sms = sm_count();
+    if (!sms.ok()) return sms.status();
+    const int64_t target = int64_t(kDecodeCtasPerSm) * sms.value();
+    const int by_occupancy = int(std::max<int64_t>(1, target / std::max<int64_t>(ctas, 1)));
+    const int by_length = std::max(1, p.max_kv_len / kMinKeysPerSplit);
+    plan.num_splits = std::clamp(std::min(by_occupancy, by_length), 1, kMaxSplits);
+  }
+  if (plan.num_splits > 1) {
+    const size_t rows_total = size_t(p.batch) * p.q_heads * p.q_len;
+    plan.workspace_bytes = size_t(plan.num_splits) * rows_total * (size_t(p.head_dim) + 1) * sizeof(float);
+  }
+  return plan;
+}
+
+Status paged_attention(const PagedAttentionParams& p) {
+  auto plan = flashscope::cuda::plan_paged_attention(p);
+  if (!plan.ok()) return plan.status();
+  if (plan->num_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < plan->workspace_bytes))
+    return invalid_argument("split-KV needs a workspace of " + std::to_string(plan->workspace_bytes) +
+                            " bytes (plan_paged_attention); got " + std::to_string(p.workspace_bytes));
+
+  kernels::PagedKernelParams k{};
+  k.q = p.q.data;
+  k.o = p.o.data;
+  k.lse = p.lse;
+  k.q_batch_stride = p.q.batch_stride;
+  k.q_seq_stride = p.q.seq_stride;
+  k.q_head_stride = p.q.head_stride;
+  k.o_batch_stride = p.o.batch_stride;
+  k.o_seq_stride = p.o.seq_stride;
+  k.o_head_stride = p.o.head_stride;
+  k.k_pages = p.k_pages;
+  k.v_pages = p.v_pages;
+  k.block_tables = p.block_tables;
+  k.block_table_stride = p.block_table_stride;
+  k.kv_lens = p.kv_lens;
+  k.batch = p.batch;
+  k.q_heads = p.q_heads;
+  k.kv_heads = p.kv_heads;
+  k.group = p.q_heads / p.kv_heads;
+  k.q_len = p.q_len;
+  k.page_size_log2 = log2_exact(p.page_size);
+  const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
+  k.scale_log2 = scale * 1.4426950408889634f;
+  k.num_splits = plan->num_splits;
+  if (k.num_splits > 1) {
+    const size_t rows_total = size_t(p.batch) * p.q_heads * p.q_len;
+    k.o_partial = static_cast<float*>(p.workspace);
+    k.lse_partial = k.o_partial + size_t(k.num_splits) * rows_total * p.head_dim;
+  }
+  const int rows = p.q_len * k.group;
+  const int q_tiles = (rows + kernels::paged_block_q(rows) - 1) / kernels::paged_block_q(rows);
+  if (int64_t(q_tiles) * k.num_splits > 0x7fffffff || p.kv_heads > 65535 || p.batch > 65535)
+    return unsupported("grid too large: batch and kv_heads must be <= 65535");
+
+  const auto type = p.dtype == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16;
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  cudaError_t err = kernels::launch_paged_attention(type, p.head_dim, p.causal, k, stream);
+  if (err == cudaSuccess && k.num_splits > 1) err = kernels::launch_paged_combine(type, p.head_dim, k, stream);
+  if (err != cudaSuccess) return device_error(std::string("paged attention launch failed: ") + cudaGetErrorString(err));
+  return {};
+}
+
+#else  // built without CUDA
+
+Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams&) {
+  return unsupported("this build of flashscope has no CUDA backend");
+}
+Status paged_attention(const PagedAttentionParams&) {
+  return unsupported("this build of flashscope has no CUDA backend; use Device::kCpu");
+}
+
+#endif
+
+}  // namespace flashscope::cuda

@@ -1,0 +1,113 @@
+// validate(PagedAttentionParams): every check a paged attention call must
+// pass before any kernel runs or any scratch is allocated. The kernels (CPU
+// and CUDA) assume what is checked here: 16-byte vectors along head_dim on
+// CUDA, a whole GQA ratio, page_size a power of two (the kernels shift by
+// its log2), a block table wide enough for max_kv_len.
+//
+// What cannot be checked for CUDA: kv_lens and block_tables live on the
+// device. On the CPU they are read: every kv_lens[b] must lie in
+// [q_len, max_kv_len] and every block-table entry a sequence uses must be a
+// page id >= 0 (and < num_pages when num_pages is set). Entries past a
+// sequence's last page are never read, by validate() or by the kernels.
+#include <cstdint>
+#include <string>
+
+#include "flashscope/attention.hpp"
+#include "flashscope/paged_attention.hpp"
+
+namespace flashscope {
+namespace {
+
+bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+// q and o: [batch, q_len, q_heads, head_dim] through their strides.
+Status check_tensor(const char* name, const AttnTensor& t, const PagedAttentionParams& p) {
+  const std::string n = name;
+  if (t.data == nullptr) return invalid_argument(n + ".data is null");
+  if (t.seq_stride <= 0 || t.head_stride <= 0 || (p.batch > 1 && t.batch_stride <= 0))
+    return invalid_argument(n + " strides must be positive (seq_stride=" + std::to_string(t.seq_stride) +
+                            ", head_stride=" + std::to_string(t.head_stride) +
+                            ", batch_stride=" + std::to_string(t.batch_stride) + ")");
+  if (t.head_stride < p.head_dim || t.seq_stride < p.head_dim)
+    return invalid_argument(n + ": head_dim must be contiguous and vectors must not overlap (head_stride=" +
+                            std::to_string(t.head_stride) + ", seq_stride=" + std::to_string(t.seq_stride) +
+                            ", head_dim=" + std::to_string(p.head_dim) + ")");
+  if (p.device == Device::kCuda) {
+    constexpr int64_t kVec = 8;  // 16 bytes of bf16/fp16
+    if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return invalid_argument(n + ".data is not 16-byte aligned");
+    if (t.seq_stride % kVec || t.head_stride % kVec || (p.batch > 1 && t.batch_stride % kVec))
+      return invalid_argument(n + " strides must be multiples of 8 elements (16 bytes) on CUDA");
+  }
+  return {};
+}
+
+// Host-readable kv_lens and block tables (Device::kCpu only).
+Status check_sequences(const PagedAttentionParams& p) {
+  for (int b = 0; b < p.batch; ++b) {
+    const int32_t len = p.kv_lens[b];
+    if (len < p.q_len || len > p.max_kv_len)
+      return invalid_argument("kv_lens[" + std::to_string(b) + "] = " + std::to_string(len) + " is outside [q_len, max_kv_len] = [" +
+                              std::to_string(p.q_len) + ", " + std::to_string(p.max_kv_len) +
+                              "] (kv_lens count the new tokens too)");
+    const int pages = static_cast<int>((int64_t{len} + p.page_size - 1) / p.page_size);
+    const int32_t* row = p.block_tables + int64_t{b} * p.block_table_stride;
+    for (int i = 0; i < pages; ++i) {
+      if (row[i] < 0 || (p.num_pages > 0 && row[i] >= p.num_pages))
+        return invalid_argument("block_tables[" + std::to_string(b) + "][" + std::to_string(i) + "] = " +
+                                std::to_string(row[i]) + " is not a page id" +
+                                (p.num_pages > 0 ? " in [0, " + std::to_string(p.num_pages) + ")" : std::string(" (< 0)")));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Status validate(const PagedAttentionParams& p) {
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
+    return unsupported(std::string("dtype ") + dtype_name(p.dtype) + " is not supported for paged attention (bf16, fp16)");
+  if (!supported_head_dim(p.head_dim))
+    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported (64, 128)");
+  if (p.device != Device::kCpu && p.device != Device::kCuda) return invalid_argument("unknown device");
+  if (p.batch < 1) return invalid_argument("batch must be >= 1");
+  if (p.q_heads < 1 || p.kv_heads < 1) return invalid_argument("q_heads and kv_heads must be >= 1");
+  if (p.q_heads % p.kv_heads != 0)
+    return invalid_argument("q_heads (" + std::to_string(p.q_heads) + ") must be a multiple of kv_heads (" +
+                            std::to_string(p.kv_heads) + ")");
+  if (!is_power_of_two(p.page_size) || p.page_size < 16 || p.page_size > 256)
+    return invalid_argument("page_size must be a power of two in 16..256 (got " + std::to_string(p.page_size) + ")");
+  if (p.q_len < 1) return invalid_argument("q_len must be >= 1 (got " + std::to_string(p.q_len) + ")");
+  if (p.max_kv_len < p.q_len)
+    return invalid_argument("max_kv_len (" + std::to_string(p.max_kv_len) + ") must be >= q_len (" +
+                            std::to_string(p.q_len) + "): kv_lens count the new tokens too");
+  if (p.block_table_stride < 1 || int64_t{p.block_table_stride} * p.page_size < p.max_kv_len)
+    return invalid_argument("block_table_stride (" + std::to_string(p.block_table_stride) + ") × page_size (" +
+                            std::to_string(p.page_size) + ") must cover max_kv_len (" + std::to_string(p.max_kv_len) +
+                            ")");
+  if (p.num_pages < 0) return invalid_argument("num_pages must be >= 0 (0 = unchecked)");
+  if (p.num_splits < 0) return invalid_argument("num_splits must be >= 0 (0 = the plan decides)");
+  if (!(p.softmax_scale >= 0.0f) || p.softmax_scale > 1e30f)
+    return invalid_argument("softmax_scale must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
+
+  FLASHSCOPE_RETURN_IF_ERROR(check_tensor("q", p.q, p));
+  FLASHSCOPE_RETURN_IF_ERROR(check_tensor("o", p.o, p));
+  if (p.k_pages == nullptr || p.v_pages == nullptr) return invalid_argument("k_pages or v_pages is null");
+  if (p.block_tables == nullptr) return invalid_argument("block_tables is null");
+  if (p.kv_lens == nullptr) return invalid_argument("kv_lens is null");
+  if (p.workspace_bytes > 0 && p.workspace == nullptr)
+    return invalid_argument("workspace is null but workspace_bytes is " + std::to_string(p.workspace_bytes));
+  if (p.device == Device::kCuda) {
+    if (reinterpret_cast<uintptr_t>(p.k_pages) % 16 != 0 || reinterpret_cast<uintptr_t>(p.v_pages) % 16 != 0)
+      return invalid_argument("k_pages and v_pages must be 16-byte aligned on CUDA");
+    if (reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0)
+      return invalid_argument("workspace must be 16-byte aligned on CUDA");
+    if (reinterpret_cast<uintptr_t>(p.lse) % alignof(float) != 0) return invalid_argument("lse is not float-aligned");
+    if (reinterpret_cast<uintptr_t>(p.block_tables) % alignof(int32_t) != 0 ||
+        reinterpret_cast<uintptr_t>(p.kv_lens) % alignof(int32_t) != 0)
+      return invalid_argument("block_tables and kv_lens must be 4-byte aligned");
+    return {};
+  }
+  return check_sequences(p);
+}
+
+}  // namespace flashscope

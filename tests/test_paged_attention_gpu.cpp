@@ -1,0 +1,526 @@
+// Paged attention and the paged KV cache on CUDA, against the host.
+//
+//  * paged_attention(Device::kCuda) against the FP64 paged reference over
+//    the CPU suite's grid (batches 1..64, kv lengths 1..32k, pages 16/64/256,
+//    GQA 1/3/4/8, D 64/128, q_len 1..8, shared prefixes, fragmented pages),
+//    each with num_splits forced to 1, 2 and 7 and left to the plan. Seven
+//    splits of a 1-token cache leave most splits empty: the combine must
+//    ignore them. The split workspace is filled with NaN before each run, o
+//    starts as NaN, guards surround o and lse, and pools hold NaN wherever
+//    no sequence may read (see tests/support/paged_problem.hpp).
+//  * the plan: forced splits are honoured, the workspace it names is
+//    enough and a smaller one is refused, it ignores kv_lens' values.
+//  * append_kv's kernel against the CPU copy, bit for bit, guards included.
+//  * PagedKvCache on the device (copy-on-write by cudaMemcpy) against the
+//    same operations on a host cache, then attention over it.
+//
+// Tolerances: PagedProblem::tolerance(), tied to the dtype.
+// Without a CUDA device each case says it was skipped and passes.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/paged_attention_cpu.hpp"
+#include "flashscope/device.hpp"
+#include "flashscope/device_buffer.hpp"
+#include "flashscope/half.hpp"
+#include "flashscope/kv_cache.hpp"
+#include "flashscope/paged_attention.hpp"
+#include "support/paged_problem.hpp"
+
+using namespace flashscope;
+using flashscope::testing::PagedBuffers;
+using flashscope::testing::PagedProblem;
+using flashscope::testing::PagedShape;
+
+namespace {
+
+bool skip_without_gpu() {
+  if (cuda_available()) return false;
+  MESSAGE("no CUDA device: GPU case skipped");
+  return true;
+}
+
+DeviceBuffer upload(const void* host, size_t bytes) {
+  auto b = DeviceBuffer::allocate(bytes);
+  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
+  if (bytes) REQUIRE(b->upload(host, bytes).ok());
+  return std::move(b.value());
+}
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::vector<int> lengths(int n, int lo, int hi, uint64_t seed) {
+  std::vector<int> v(static_cast<size_t>(n));
+  uint64_t s = seed;
+  for (int i = 0; i < n; ++i) {
+    s = mix(s);
+    v[size_t(i)] = lo + int(s % uint64_t(hi - lo + 1));
+  }
+  v.front() = lo;
+  if (n > 1) v.back() = hi;
+  return v;
+}
+
+PagedShape shape(std::vector<int> kv_lens, int q_heads, int kv_heads, int q_len, int dim, int page,
+                 uint64_t seed) {
+  PagedShape s;
+  s.kv_lens = std::move(kv_lens);
+  s.q_heads = q_heads;
+  s.kv_heads = kv_heads;
+  s.q_len = q_len;
+  s.head_dim = dim;
+  s.page_size = page;
+  s.seed = seed;
+  return s;
+}
+
+// The problem's inputs on the device (uploaded once, reused for every split count).
+struct DeviceProblem {
+  DeviceBuffer q, o, lse, k, v, tables, lens;
+  explicit DeviceProblem(PagedProblem& prob)
+      : q(upload(prob.q_storage().data(), prob.q_storage().size() * 2)),
+        o(upload(prob.o_storage().data(), prob.o_storage().size() * 2)),
+        lse(upload(prob.lse_storage().data(), prob.lse_storage().size() * 4)),
+        k(upload(prob.k_pool().data(), prob.k_pool().size() * 2)),
+        v(upload(prob.v_pool().data(), prob.v_pool().size() * 2)),
+        tables(upload(prob.block_tables().data(), prob.block_tables().size() * 4)),
+        lens(upload(prob.kv_lens().data(), prob.kv_lens().size() * 4)) {}
+  PagedAttentionParams params(const PagedProblem& prob, bool with_lse = true) const {
+    PagedBuffers b;
+    b.q = q.data();
+    b.o = o.data();
+    b.lse = with_lse ? static_cast<float*>(lse.data()) : nullptr;
+    b.k_pages = k.data();
+    b.v_pages = v.data();
+    b.block_tables = static_cast<const int32_t*>(tables.data());
+    b.kv_lens = static_cast<const int32_t*>(lens.data());
+    return prob.params_for(b, Device::kCuda);
+  }
+};
+
+// One run with num_splits forced (0: the plan decides), checked against the reference.
+void check_on_gpu(PagedProblem& prob, DeviceProblem& dev, int num_splits, bool with_lse = true) {
+  INFO("case: ", prob.shape().describe(), " num_splits=", num_splits, with_lse ? "" : " no lse");
+  prob.reset_outputs();
+  REQUIRE(dev.o.upload(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
+  REQUIRE(dev.lse.upload(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
+
+  PagedAttentionParams p = dev.params(prob, with_lse);
+  p.num_splits = num_splits;
+  auto plan = plan_paged_attention(p);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+  if (num_splits > 0) CHECK(plan->num_splits == num_splits);
+  CHECK(plan->num_splits >= 1);
+  CHECK((plan->num_splits > 1) == (plan->workspace_bytes > 0));
+  DeviceBuffer workspace;
+  if (plan->workspace_bytes > 0) {
+    auto w = DeviceBuffer::allocate(plan->workspace_bytes);
+    REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+    workspace = std::move(w.value());
+    REQUIRE(workspace.fill_bytes(0xFF).ok());  // NaN: a split read before it is written shows
+    // One byte short is refused, before anything is launched.
+    p.workspace = workspace.data();
+    p.workspace_bytes = plan->workspace_bytes - 1;
+    CHECK(paged_attention(p).code() == StatusCode::kInvalidArgument);
+  }
+  p.workspace = workspace.data();
+  p.workspace_bytes = workspace.size();
+  const Status st = paged_attention(p);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  const Status sync = device_synchronize();
+  REQUIRE_MESSAGE(sync.ok(), sync.to_string());
+  REQUIRE(dev.o.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
+  REQUIRE(dev.lse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
+
+  REQUIRE_MESSAGE(prob.reference().status.ok(), prob.reference().status.to_string());
+  const auto tol = prob.tolerance();
+  const std::vector<float> out = prob.output_as_float();
+  const std::vector<float> lse = prob.lse_values();
+  CHECK_MESSAGE(prob.guards_intact(), "a write landed outside o or lse");
+  int worst_seq = -1;
+  const double nerr = prob.normalized_error(out.data());
+  const double serr = prob.worst_sequence_error(out.data(), &worst_seq);
+  const double aerr = prob.max_abs_error(out.data());
+  CHECK_MESSAGE(nerr < tol.normalized, "normalized error ", nerr, " >= ", tol.normalized);
+  CHECK_MESSAGE(serr < tol.normalized, "sequence ", worst_seq, " normalized error ", serr, " >= ", tol.normalized);
+  CHECK_MESSAGE(aerr < tol.max_abs, "max abs error ", aerr, " >= ", tol.max_abs);
+  if (with_lse) {
+    const double lerr = prob.lse_max_abs_error(lse.data());
+    CHECK_MESSAGE(lerr < tol.lse_abs, "lse error ", lerr, " >= ", tol.lse_abs);
+  } else {
+    bool untouched = true;  // lse = null: the poison must still be there
+    for (float x : lse) untouched = untouched && std::isnan(x);
+    CHECK_MESSAGE(untouched, "lse was written although p.lse is null");
+  }
+}
+
+void check_all_splits(PagedShape s) {
+  PagedProblem prob(std::move(s));
+  DeviceProblem dev(prob);
+  for (int splits : {1, 2, 7, 0}) check_on_gpu(prob, dev, splits);
+}
+
+// The CPU suite's grid, plus shapes only a GPU run makes cheap.
+std::vector<PagedShape> grid() {
+  std::vector<PagedShape> g = {
+      shape({1}, 1, 1, 1, 64, 16, 1),
+      shape({17, 1, 300}, 9, 3, 1, 64, 16, 2),
+      shape({3, 64, 65, 129, 1000}, 8, 2, 3, 128, 64, 3),
+      shape(lengths(17, 1, 2000, 4), 8, 1, 1, 128, 256, 4),
+      shape(lengths(64, 1, 1500, 5), 4, 1, 1, 64, 16, 5),
+      shape(lengths(64, 2, 600, 6), 2, 2, 2, 128, 64, 6),
+      shape(lengths(8, 8, 3000, 7), 8, 1, 8, 64, 16, 7),
+      shape(lengths(4, 5, 700, 8), 9, 3, 5, 128, 256, 8),
+      shape({255, 256, 257, 16, 15}, 3, 1, 1, 64, 256, 9),
+      shape({7, 8, 9}, 4, 1, 7, 128, 16, 10),
+      // GPU-only: every GQA ratio at both head_dims, a full decode batch of
+      // SmolLM2's shape, the largest q_len.
+      shape(lengths(64, 1, 4096, 11), 9, 3, 1, 64, 16, 11),
+      shape(lengths(32, 8, 2048, 12), 32, 8, 8, 128, 64, 12),
+      shape(lengths(16, 1, 8192, 13), 8, 1, 1, 128, 16, 13),
+      shape(lengths(16, 4, 8192, 14), 16, 4, 4, 64, 256, 14),
+      shape(lengths(24, 2, 1024, 15), 12, 4, 2, 128, 16, 15),  // kv_lens >= q_len, as the API requires
+  };
+  g[2].dtype = DType::kFP16;
+  g[4].padded_q = true;
+  g[5].max_kv_len_slack = 1000;
+  g[6].contiguous_pages = true;
+  g[7].causal = false;
+  g[8].dtype = DType::kFP16;
+  g[9].softmax_scale = 0.3f;
+  g[12].dtype = DType::kFP16;
+  g[13].causal = false;
+  g[14].padded_q = true;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("gpu paged attention: the grid, splits 1, 2, 7 and auto") {
+  if (skip_without_gpu()) return;
+  for (const PagedShape& s : grid()) check_all_splits(s);
+}
+
+TEST_CASE("gpu paged attention: long caches (32k keys)") {
+  if (skip_without_gpu()) return;
+  std::vector<PagedShape> g = {
+      shape({32768}, 4, 1, 1, 128, 256, 20),
+      shape({32000, 20001}, 8, 1, 4, 64, 64, 21),
+      shape({32768}, 1, 1, 8, 128, 16, 22),
+      shape({32768, 1, 17, 4000}, 8, 2, 1, 128, 16, 23),  // one long sequence among short ones
+  };
+  g[1].dtype = DType::kFP16;
+  for (const PagedShape& s : g) check_all_splits(s);
+}
+
+TEST_CASE("gpu paged attention: shared prefix pages") {
+  if (skip_without_gpu()) return;
+  PagedShape a = shape({48, 49, 60, 100, 20, 33}, 8, 2, 1, 64, 16, 30);
+  a.shared_prefix_pages = 3;
+  PagedShape b = shape(lengths(12, 260, 900, 31), 4, 1, 4, 128, 64, 31);
+  b.shared_prefix_pages = 4;
+  PagedShape c = shape({512, 513, 700}, 3, 3, 2, 64, 256, 32);
+  c.shared_prefix_pages = 2;
+  c.dtype = DType::kFP16;
+  for (const PagedShape& s : {a, b, c}) check_all_splits(s);
+}
+
+TEST_CASE("gpu paged attention: lse is optional") {
+  if (skip_without_gpu()) return;
+  PagedProblem prob(shape(lengths(6, 3, 900, 40), 8, 2, 3, 128, 16, 40));
+  DeviceProblem dev(prob);
+  for (int splits : {1, 3}) check_on_gpu(prob, dev, splits, /*with_lse=*/false);
+}
+
+TEST_CASE("gpu paged attention: the plan ignores kv_lens' values (graph-safe)") {
+  if (skip_without_gpu()) return;
+  PagedProblem prob(shape(lengths(4, 1, 5000, 41), 8, 1, 1, 128, 16, 41));
+  DeviceProblem dev(prob);
+  PagedAttentionParams p = dev.params(prob);
+  auto before = plan_paged_attention(p);
+  REQUIRE(before.ok());
+  std::vector<int32_t> other(prob.kv_lens().size(), 1);
+  REQUIRE(dev.lens.upload(other.data(), other.size() * 4).ok());
+  auto after = plan_paged_attention(p);
+  REQUIRE(after.ok());
+  CHECK(before->num_splits == after->num_splits);
+  CHECK(before->workspace_bytes == after->workspace_bytes);
+}
+
+// ---------------------------------------------------------------------------
+// append_kv and the cache on the device
+
+TEST_CASE("gpu append_kv: the kernel writes what the CPU writes, bit for bit") {
+  if (skip_without_gpu()) return;
+  for (int dim : {64, 128})
+    for (int page : {16, 256}) {
+      CAPTURE(dim);
+      CAPTURE(page);
+      const int H = 3, pages = 12, n = 40;
+      const size_t pool = size_t(pages) * H * page * dim;
+      std::vector<uint16_t> k_pool(pool, 0x7E57), v_pool(pool, 0x7E57);
+      // New tokens in a padded layout whose gaps hold NaN.
+      AttnTensor kt, vt;
+      kt.head_stride = dim + 8;
+      kt.seq_stride = H * kt.head_stride + 8;
+      vt = bhsd(nullptr, n, H, dim);
+      std::vector<uint16_t> k_new(size_t(n) * size_t(kt.seq_stride), 0xFFFF), v_new(size_t(n) * H * dim, 0xFFFF);
+      for (int i = 0; i < n; ++i)
+        for (int h = 0; h < H; ++h)
+          for (int d = 0; d < dim; ++d) {
+            k_new[size_t(i * kt.seq_stride + h * kt.head_stride + d)] = uint16_t(mix(uint64_t(i * 1000 + h * 200 + d)) | 1);
+            v_new[size_t(i * vt.seq_stride + h * vt.head_stride + d)] = uint16_t(mix(uint64_t(i * 1000 + h * 200 + d + 7)) | 1);
+          }
+      // Distinct scattered slots: a permutation of the pool's slots; two
+      // padding tokens (-1) and one past the pool, which the kernel skips.
+      std::vector<Slot> slots(static_cast<size_t>(n));
+      const Slot total = Slot{pages} * page;
+      for (int i = 0; i < n; ++i) slots[size_t(i)] = Slot((uint64_t(i) * 7919 + 13) % uint64_t(total));
+      slots[5] = -1;
+      slots[17] = -1;
+      slots[30] = total + 3;
+
+      DeviceBuffer dk = upload(k_pool.data(), pool * 2), dv = upload(v_pool.data(), pool * 2);
+      DeviceBuffer dkn = upload(k_new.data(), k_new.size() * 2), dvn = upload(v_new.data(), v_new.size() * 2);
+      DeviceBuffer ds = upload(slots.data(), slots.size() * sizeof(Slot));
+
+      AppendKvParams p;
+      p.num_tokens = n;
+      p.kv_heads = H;
+      p.head_dim = dim;
+      p.page_size = page;
+      p.num_pages = pages;
+      p.device = Device::kCuda;
+      p.k_new = kt;
+      p.v_new = vt;
+      p.k_new.data = dkn.data();
+      p.v_new.data = dvn.data();
+      p.slots = static_cast<const Slot*>(ds.data());
+      p.k_pages = dk.data();
+      p.v_pages = dv.data();
+      const Status st = append_kv(p);
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+      REQUIRE(device_synchronize().ok());
+
+      // The CPU rejects the slot past the pool; without it, it must agree.
+      std::vector<Slot> cpu_slots = slots;
+      cpu_slots[30] = -1;
+      AppendKvParams c = p;
+      c.device = Device::kCpu;
+      c.k_new.data = k_new.data();
+      c.v_new.data = v_new.data();
+      c.slots = cpu_slots.data();
+      c.k_pages = k_pool.data();
+      c.v_pages = v_pool.data();
+      REQUIRE(append_kv(c).ok());
+      std::vector<uint16_t> k_gpu(pool), v_gpu(pool);
+      REQUIRE(dk.download(k_gpu.data(), pool * 2).ok());
+      REQUIRE(dv.download(v_gpu.data(), pool * 2).ok());
+      CHECK(k_gpu == k_pool);
+      CHECK(v_gpu == v_pool);
+    }
+}
+
+namespace {
+
+// Copies a device KV pool [pages, H, P, D] to the host with public calls
+// only (the test does not link the CUDA runtime): append_kv, whose kernel
+// the case above checks bit for bit, moves one page at a time from the
+// pool, viewed as P tokens of H heads (seq_stride D, head_stride P·D), to
+// the same slots of a DeviceBuffer of the pool's size.
+std::vector<uint16_t> download_pool(const void* k_pool, const void* v_pool, const KvCacheConfig& c,
+                                    std::vector<uint16_t>* v_out) {
+  const int H = c.kv_heads, P = c.page_size, D = c.head_dim;
+  const size_t page_elems = size_t(H) * P * D, pool = page_elems * size_t(c.num_pages);
+  auto k_copy = DeviceBuffer::allocate(pool * 2);
+  auto v_copy = DeviceBuffer::allocate(pool * 2);
+  REQUIRE(k_copy.ok());
+  REQUIRE(v_copy.ok());
+  for (int page = 0; page < c.num_pages; ++page) {
+    std::vector<Slot> slots(static_cast<size_t>(P));
+    for (int off = 0; off < P; ++off) slots[size_t(off)] = Slot{page} * P + off;
+    DeviceBuffer dslots = upload(slots.data(), slots.size() * sizeof(Slot));
+    AppendKvParams a;
+    a.k_new = {const_cast<uint16_t*>(static_cast<const uint16_t*>(k_pool)) + size_t(page) * page_elems, 0, D,
+               int64_t{P} * D};
+    a.v_new = {const_cast<uint16_t*>(static_cast<const uint16_t*>(v_pool)) + size_t(page) * page_elems, 0, D,
+               int64_t{P} * D};
+    a.slots = static_cast<const Slot*>(dslots.data());
+    a.num_tokens = P;
+    a.k_pages = k_copy->data();
+    a.v_pages = v_copy->data();
+    a.kv_heads = H;
+    a.head_dim = D;
+    a.page_size = P;
+    a.num_pages = c.num_pages;
+    a.device = Device::kCuda;
+    REQUIRE(append_kv(a).ok());
+    REQUIRE(device_synchronize().ok());
+  }
+  std::vector<uint16_t> k(pool);
+  v_out->assign(pool, 0);
+  REQUIRE(k_copy->download(k.data(), pool * 2).ok());
+  REQUIRE(v_copy->download(v_out->data(), pool * 2).ok());
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("gpu KV cache: append, fork and copy-on-write match a host cache; attention over it") {
+  if (skip_without_gpu()) return;
+  KvCacheConfig cfg;
+  cfg.num_layers = 2;
+  cfg.num_pages = 24;
+  cfg.page_size = 16;
+  cfg.kv_heads = 2;
+  cfg.head_dim = 128;
+  const KvCacheConfig host_cfg = cfg;
+  cfg.device = Device::kCuda;
+  auto made_dev = PagedKvCache::create(cfg);
+  REQUIRE_MESSAGE(made_dev.ok(), made_dev.status().to_string());
+  auto made_host = PagedKvCache::create(host_cfg);
+  REQUIRE(made_host.ok());
+  PagedKvCache& dev = made_dev.value();
+  PagedKvCache& host = made_host.value();
+  const int H = cfg.kv_heads, D = cfg.head_dim, P = cfg.page_size, row = H * D;
+
+  // The same tokens into both caches: host through the CPU copy, device
+  // through the kernel.
+  auto append_both = [&](int seq, int n, int key) {
+    auto hs = host.append_slots(seq, n);
+    auto ds = dev.append_slots(seq, n);
+    REQUIRE_MESSAGE(ds.ok(), ds.status().to_string());
+    REQUIRE(hs.ok());
+    REQUIRE(hs.value() == ds.value());  // same bookkeeping, same page ids
+    DeviceBuffer dslots = upload(ds->data(), ds->size() * sizeof(Slot));
+    for (int l = 0; l < cfg.num_layers; ++l) {
+      std::vector<uint16_t> k(size_t(n) * row), v(size_t(n) * row);
+      for (size_t i = 0; i < k.size(); ++i) {
+        k[i] = float_to_bf16(float(int(mix(uint64_t(key * 100 + l) * 1000003 + i) % 2001) - 1000) / 400.0f);
+        v[i] = float_to_bf16(float(int(mix(uint64_t(key * 100 + l + 50) * 1000003 + i) % 2001) - 1000) / 400.0f);
+      }
+      AppendKvParams a;
+      a.k_new = bshd(k.data(), n, H, D);
+      a.v_new = bshd(v.data(), n, H, D);
+      a.slots = hs->data();
+      a.num_tokens = n;
+      a.k_pages = host.k_pages(l);
+      a.v_pages = host.v_pages(l);
+      a.kv_heads = H;
+      a.head_dim = D;
+      a.page_size = P;
+      a.num_pages = cfg.num_pages;
+      REQUIRE(append_kv(a).ok());
+      DeviceBuffer dk = upload(k.data(), k.size() * 2), dv = upload(v.data(), v.size() * 2);
+      a.device = Device::kCuda;
+      a.k_new.data = dk.data();
+      a.v_new.data = dv.data();
+      a.slots = static_cast<const Slot*>(dslots.data());
+      a.k_pages = dev.k_pages(l);
+      a.v_pages = dev.v_pages(l);
+      const Status st = append_kv(a);
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+      REQUIRE(device_synchronize().ok());
+    }
+  };
+  const int s0 = host.create_sequence();
+  REQUIRE(dev.create_sequence() == s0);
+  append_both(s0, 37, 1);
+  const int s1 = host.fork_sequence(s0).value();
+  REQUIRE(dev.fork_sequence(s0).value() == s1);
+  append_both(s1, 5, 2);  // copy-on-write on the device: cudaMemcpy of a page, both layers, K and V
+  append_both(s0, 20, 3);
+  const int s2 = host.fork_sequence(s1).value();
+  REQUIRE(dev.fork_sequence(s1).value() == s2);
+  REQUIRE(host.truncate(s2, 40).ok());
+  REQUIRE(dev.truncate(s2, 40).ok());
+  append_both(s2, 3, 4);  // into the page it shares with s1: copied again
+  const std::vector<int> seqs = {s0, s1, s2};
+  for (int s : seqs) CHECK(host.block_table(s) == dev.block_table(s));
+  CHECK(host.free_pages() == dev.free_pages());
+
+  // Every position a sequence has written holds the same bytes on both sides.
+  for (int l = 0; l < cfg.num_layers; ++l) {
+    CAPTURE(l);
+    std::vector<uint16_t> v;
+    const std::vector<uint16_t> k = download_pool(dev.k_pages(l), dev.v_pages(l), cfg, &v);
+    const auto* hk = static_cast<const uint16_t*>(host.k_pages(l));
+    const auto* hv = static_cast<const uint16_t*>(host.v_pages(l));
+    for (int s : seqs)
+      for (int pos = 0; pos < host.length(s); ++pos)
+        for (int h = 0; h < H; ++h) {
+          CAPTURE(s);
+          CAPTURE(pos);
+          const size_t at = ((size_t(host.block_table(s)[size_t(pos / P)]) * H + size_t(h)) * P + size_t(pos % P)) * D;
+          REQUIRE(std::memcmp(&k[at], &hk[at], size_t(D) * 2) == 0);
+          REQUIRE(std::memcmp(&v[at], &hv[at], size_t(D) * 2) == 0);
+        }
+  }
+
+  // Attention over the device cache against the reference over the host cache.
+  const int B = 3, Hq = 8, Lq = 3;
+  int max_len = 0;
+  std::vector<int32_t> lens(static_cast<size_t>(B));
+  for (int b = 0; b < B; ++b) max_len = std::max(max_len, lens[size_t(b)] = host.length(seqs[size_t(b)]));
+  const int stride = (max_len + P - 1) / P;
+  std::vector<int32_t> tables(size_t(B) * stride, 0);
+  for (int b = 0; b < B; ++b) {
+    const auto& t = host.block_table(seqs[size_t(b)]);
+    std::copy(t.begin(), t.end(), tables.begin() + b * stride);
+  }
+  std::vector<uint16_t> q(size_t(B) * Lq * Hq * D), o(q.size(), 0xFFFF);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = float_to_bf16(float(int(mix(i + 99) % 2001) - 1000) / 400.0f);
+  std::vector<float> ref(q.size()), ref_lse(size_t(B) * Hq * Lq);
+  PagedAttentionParams p;
+  p.q = bshd(q.data(), Lq, Hq, D);
+  p.o = bshd(o.data(), Lq, Hq, D);
+  p.k_pages = host.k_pages(1);
+  p.v_pages = host.v_pages(1);
+  p.block_tables = tables.data();
+  p.block_table_stride = stride;
+  p.kv_lens = lens.data();
+  p.batch = B;
+  p.q_heads = Hq;
+  p.kv_heads = H;
+  p.q_len = Lq;
+  p.head_dim = D;
+  p.page_size = P;
+  p.max_kv_len = max_len;
+  REQUIRE(cpu::paged_attention_reference(p, ref.data(), ref_lse.data()).ok());
+
+  DeviceBuffer dq = upload(q.data(), q.size() * 2), dout = upload(o.data(), o.size() * 2);
+  DeviceBuffer dt = upload(tables.data(), tables.size() * 4), dl = upload(lens.data(), lens.size() * 4);
+  p.device = Device::kCuda;
+  p.q.data = dq.data();
+  p.o.data = dout.data();
+  p.k_pages = dev.k_pages(1);
+  p.v_pages = dev.v_pages(1);
+  p.block_tables = static_cast<const int32_t*>(dt.data());
+  p.kv_lens = static_cast<const int32_t*>(dl.data());
+  auto plan = plan_paged_attention(p);
+  REQUIRE(plan.ok());
+  DeviceBuffer workspace;
+  if (plan->workspace_bytes > 0) workspace = std::move(DeviceBuffer::allocate(plan->workspace_bytes).value());
+  p.workspace = workspace.data();
+  p.workspace_bytes = workspace.size();
+  const Status st = paged_attention(p);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  REQUIRE(device_synchronize().ok());
+  REQUIRE(dout.download(o.data(), o.size() * 2).ok());
+  const double bound = (2 * std::ldexp(1.0, -8) + std::ldexp(1.0, -12)) * 2.5;  // |v| <= 2.5
+  for (size_t i = 0; i < o.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(std::fabs(bf16_to_float(o[i]) - ref[i]) <= bound);
+  }
+}
