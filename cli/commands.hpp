@@ -7,5 +7,6 @@ namespace flashscope::cli {
 int cmd_info(int argc, char** argv);
 int cmd_bench(int argc, char** argv);  // bench prefill ...
 int cmd_attend(int argc, char** argv);
+int cmd_generate(int argc, char** argv);  // run a GGUF model on a prompt
 
 }  // namespace flashscope::cli

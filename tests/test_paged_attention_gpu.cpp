@@ -212,6 +212,18 @@ TEST_CASE("gpu paged attention: the grid, splits 1, 2, 7 and auto") {
   for (const PagedShape& s : grid()) check_all_splits(s);
 }
 
+TEST_CASE("gpu paged attention: chunked prefill over the cache (the 128-row tile)") {
+  if (skip_without_gpu()) return;
+  // More than 64 (token, q-head) rows per kv-head switch the kernel from the
+  // one-warp decode tile to the 128-row prefill tile.
+  PagedShape turn = shape({100, 612, 1000}, 8, 2, 100, 128, 16, 80);  // a new turn after cached history
+  PagedShape fresh = shape({300, 301}, 9, 3, 300, 64, 64, 81);         // a first prompt: kv_len == q_len (almost)
+  fresh.dtype = DType::kFP16;
+  PagedShape wide = shape({129, 2000}, 4, 1, 129, 64, 256, 82);       // group 4 x 129 tokens, page 256
+  wide.causal = false;
+  for (PagedShape s : {turn, fresh, wide}) check_all_splits(s);
+}
+
 TEST_CASE("gpu paged attention: long caches (32k keys)") {
   if (skip_without_gpu()) return;
   std::vector<PagedShape> g = {

@@ -1,0 +1,217 @@
+// `flashscope-cli generate`: runs a GGUF model on a prompt and streams the
+// completion to stdout; timing (prefill and decode tokens/s, time to first
+// token) goes to stderr so stdout is only the model's text.
+//
+// Without -m the default model is looked up as assets/models/<name> under
+// $FLASHSCOPE_MODEL_DIR, the current directory, and every parent of the
+// executable's directory (so a build tree inside the repo finds the repo's
+// assets/).
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "flashscope/engine.hpp"
+#include "flashscope/model.hpp"
+
+namespace flashscope::cli {
+namespace {
+
+constexpr const char* kDefaultModel = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+constexpr const char* kUsage =
+    "usage: flashscope-cli generate [-m PATH] -p TEXT [--chat] [--system TEXT] [-n N]\n"
+    "                               [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
+    "                               [--seed S] [--ctx N] [-t N] [--device cpu]\n"
+    "  -m, --model PATH      GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
+    "  -p, --prompt TEXT     the prompt; with --chat, the user's message\n"
+    "  --chat                wrap the prompt in the model's chat format (ChatML) and answer it\n"
+    "  --system TEXT         system prompt for --chat (default: the one in the model's template)\n"
+    "  -n, --n-predict N     tokens to generate at most (default 256)\n"
+    "  --temp T              temperature; 0 is greedy (default 0.7)\n"
+    "  --top-k K             (default 40; 0 disables)   --top-p P   (default 0.95; 1 disables)\n"
+    "  --min-p P             (default 0.05; 0 disables) --repeat-penalty R (default 1.0: off)\n"
+    "  --seed S              sampling seed (default: from the clock, printed with the stats)\n"
+    "  --ctx N               KV cache size in tokens (default: the model's context length)\n"
+    "  -t, --threads N       CPU threads (default: OMP_NUM_THREADS, else all cores; fewer is faster\n"
+    "                        when other programs keep the cores busy)\n"
+    "  --device cpu|cuda     where to run (default cpu; the CUDA engine is not built yet)\n";
+
+bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Candidate locations of the default model, most specific first.
+std::vector<std::string> default_model_candidates() {
+  std::vector<std::string> out;
+  const std::string rel = std::string("assets/models/") + kDefaultModel;
+  if (const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR"); dir && *dir) {
+    out.push_back(std::string(dir) + "/" + kDefaultModel);
+  }
+  out.push_back(rel);
+  char exe[PATH_MAX];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    exe[len] = '\0';
+    std::string dir = parent_dir(exe);
+    for (int depth = 0; depth < 8; ++depth) {
+      out.push_back(dir + "/" + rel);
+      if (dir == "/") break;
+      dir = parent_dir(dir);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+  // Short flags are spelled as their long names for Args.
+  std::vector<std::string> storage;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-m") a = "--model";
+    else if (a == "-p") a = "--prompt";
+    else if (a == "-n") a = "--n-predict";
+    else if (a == "-t") a = "--threads";
+    else if (a == "-h") a = "--help";
+    storage.push_back(a);
+  }
+  std::vector<char*> av;
+  for (std::string& s : storage) av.push_back(s.data());
+  Args args(static_cast<int>(av.size()), av.data(),
+            {"model", "prompt", "system", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed",
+             "ctx", "device", "threads"},
+            {"chat", "help"});
+  if (!args.ok() || args.has("help") || !args.has("prompt")) {
+    const bool usage_error = !args.ok() || !args.has("help");
+    std::fprintf(usage_error ? stderr : stdout, "%s%s%s", args.error().c_str(), args.error().empty() ? "" : "\n",
+                 kUsage);
+    return usage_error ? 2 : 0;
+  }
+  if (!args.positional().empty()) {
+    std::fprintf(stderr, "flashscope-cli generate: unexpected argument '%s'\n%s", args.positional()[0].c_str(), kUsage);
+    return 2;
+  }
+
+  GenerateParams gp;
+  gp.max_tokens = static_cast<int>(args.get_int("n-predict", 256));
+  gp.sampling.temperature = static_cast<float>(args.get_double("temp", 0.7));
+  gp.sampling.top_k = static_cast<int>(args.get_int("top-k", 40));
+  gp.sampling.top_p = static_cast<float>(args.get_double("top-p", 0.95));
+  gp.sampling.min_p = static_cast<float>(args.get_double("min-p", 0.05));
+  gp.sampling.repetition_penalty = static_cast<float>(args.get_double("repeat-penalty", 1.0));
+  const long long clock_seed =
+      static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff);
+  gp.sampling.seed = static_cast<uint64_t>(args.get_int("seed", clock_seed));
+  const int ctx = static_cast<int>(args.get_int("ctx", 0));
+  const int threads = static_cast<int>(args.get_int("threads", 0));
+  const std::string device = args.get("device", "cpu");
+  if (!args.ok()) {
+    std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);
+    return 2;
+  }
+  ModelOptions mo;
+  mo.threads = threads;
+  if (device == "cpu") {
+    mo.device = Device::kCpu;
+  } else if (device == "cuda") {
+    mo.device = Device::kCuda;
+  } else {
+    std::fprintf(stderr, "flashscope-cli generate: --device must be cpu or cuda, not '%s'\n", device.c_str());
+    return 2;
+  }
+
+  std::string path = args.get("model");
+  if (path.empty()) {
+    for (const std::string& c : default_model_candidates()) {
+      if (file_exists(c)) {
+        path = c;
+        break;
+      }
+    }
+    if (path.empty()) {
+      std::fprintf(stderr,
+                   "flashscope-cli generate: the default model %s was not found in assets/models/ (looked in "
+                   "$FLASHSCOPE_MODEL_DIR, the current directory and above the executable).\n"
+                   "Run scripts/fetch_model.sh to download it, or pass -m PATH.\n",
+                   kDefaultModel);
+      return 1;
+    }
+  }
+
+  auto model = Model::load(path, mo);
+  if (!model.ok()) {
+    std::fprintf(stderr, "flashscope-cli generate: cannot load %s: %s\n", path.c_str(),
+                 model.status().to_string().c_str());
+    return 1;
+  }
+  const Tokenizer& tok = model->tokenizer();
+  const std::string prompt = args.get("prompt");
+  std::vector<int32_t> ids;
+  if (args.has("chat")) {
+    if (!model->chat_template().empty() && model->chat_template().find("<|im_start|>") == std::string::npos) {
+      std::fprintf(stderr, "flashscope-cli generate: warning: the model's chat template is not ChatML; --chat "
+                           "formats the prompt as ChatML anyway\n");
+    }
+    std::string system = args.get("system");
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", prompt});
+    std::string fallback = default_system_prompt_from_template(model->chat_template());
+    if (fallback.empty()) fallback = kSmolLMDefaultSystemPrompt;
+    ids = encode_chatml(tok, messages, true, fallback);
+  } else {
+    ids = tok.encode(prompt, /*parse_special=*/true);
+    if (tok.add_bos() && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
+  }
+  if (ids.empty()) {
+    std::fprintf(stderr, "flashscope-cli generate: the prompt encodes to no tokens\n");
+    return 2;
+  }
+
+  SessionOptions so;
+  so.max_tokens = ctx;
+  auto session = Session::create(*model, so);
+  if (!session.ok()) {
+    std::fprintf(stderr, "flashscope-cli generate: %s\n", session.status().to_string().c_str());
+    return 1;
+  }
+  auto stats = session->generate(ids, gp, [](const TokenEvent& e) {
+    std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!stats.ok()) {
+    std::fprintf(stderr, "flashscope-cli generate: %s\n", stats.status().to_string().c_str());
+    return 1;
+  }
+  const GenerateStats& s = stats.value();
+  const ModelConfig& c = model->config();
+  std::fprintf(stderr,
+               "\n[%s, %d layers, %.1f MB of weights, device cpu]\n"
+               "prompt    %d tokens in %.1f ms (%.1f tokens/s)\n"
+               "decode    %d tokens, %.1f tokens/s\n"
+               "ttft      %.1f ms\n"
+               "stop      %s; seed %llu; temp %.2f top-k %d top-p %.2f min-p %.2f\n",
+               c.name.empty() ? c.architecture.c_str() : c.name.c_str(), c.n_layers, model->weight_bytes() / 1e6,
+               s.prompt_tokens, s.prefill_ms, s.prefill_tokens_per_s, s.generated_tokens, s.decode_tokens_per_s,
+               s.ttft_ms, stop_reason_name(s.stop_reason), static_cast<unsigned long long>(gp.sampling.seed),
+               gp.sampling.temperature, gp.sampling.top_k, gp.sampling.top_p, gp.sampling.min_p);
+  return 0;
+}
+
+}  // namespace flashscope::cli

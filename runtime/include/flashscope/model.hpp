@@ -1,0 +1,178 @@
+// A Llama-family language model loaded from a GGUF file, and the forward
+// pass that runs a batch of new tokens of one sequence against its KV cache.
+//
+//   auto model = flashscope::Model::load("SmolLM2-135M-Instruct.Q4_1.gguf");
+//   auto seq = model->new_sequence();                  // an empty KV cache
+//   std::vector<float> logits;
+//   model->forward(*seq, prompt_ids, {}, LogitsMode::kLast, &logits);  // prefill
+//   model->forward(*seq, {next_id}, {}, LogitsMode::kLast, &logits);   // decode
+//
+// Weights stay memory-mapped in their GGUF blocks (Q4_1, Q8_0, ...): nothing
+// is expanded to float, so a model costs about its file size in memory. The
+// matrix products quantize activations to 8 bits per 32-element block and
+// use integer dot products against the weight blocks (llama.cpp's scheme);
+// other weight types fall back to dequantize-then-dot.
+//
+// Architecture: "llama" (SmolLM2, TinyLlama, Llama 2/3 without rope
+// scaling): token embedding, per layer RMSNorm → Q/K/V → RoPE on
+// consecutive pairs → causal GQA attention over the cache → O → residual →
+// RMSNorm → SwiGLU FFN → residual, then final RMSNorm and the LM head
+// (token_embd when output.weight is absent). No biases.
+//
+// Numerics: logits differ from a float reference by the 8-bit activation
+// rounding (llama.cpp's trade; tests/test_model_cpu.cpp measures it against
+// HF transformers). Prefill and decode of the same tokens agree to float
+// noise with the portable kernels; the AVX2 prefill groups tokens by four
+// and sums in another order, which the activation rounding can amplify to
+// the same size as the rounding itself. Results are deterministic for a
+// given sequence of calls.
+//
+// Threading: a Model is immutable after load; copies share it and forward()
+// may run on several threads at once for different Sequences. One Sequence
+// must not be used from two threads at once. The CPU backend uses OpenMP
+// inside every call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flashscope/gguf.hpp"
+#include "flashscope/status.hpp"
+#include "flashscope/tensor.hpp"
+#include "flashscope/tokenizer.hpp"
+
+namespace flashscope {
+
+// The shape of a model, from its GGUF metadata ("{arch}.*" keys).
+struct ModelConfig {
+  std::string architecture;  // general.architecture; "llama" is supported
+  std::string name;          // general.name (informational, may be empty)
+  int n_layers = 0;          // block_count
+  int hidden = 0;            // embedding_length
+  int n_heads = 0;           // attention.head_count
+  int n_kv_heads = 0;        // attention.head_count_kv (= n_heads when absent)
+  int head_dim = 0;          // attention.key_length, else hidden / n_heads
+  int ffn = 0;               // feed_forward_length
+  int vocab = 0;             // vocab_size, else the length of tokenizer.ggml.tokens
+  int context_length = 0;    // context_length: the longest sequence the model was trained on
+  float rope_base = 10000.0f;  // rope.freq_base
+  int rope_dim = 0;          // rope.dimension_count, else head_dim: leading dims rotated per head
+  float rms_eps = 1e-5f;     // attention.layer_norm_rms_epsilon
+  bool tied_embeddings = false;  // no output.weight: the LM head is token_embd
+
+  // Reads and checks the metadata (not the tensors). kUnsupported for an
+  // architecture other than llama, rope scaling, head_dim other than 64/128
+  // or key_length != value_length; kCorruptData for a missing key or
+  // inconsistent values, naming the key.
+  static Result<ModelConfig> from_gguf(const GgufFile& file);
+  // The consistency checks of from_gguf, for a config built by hand.
+  Status validate() const;
+};
+
+struct ModelOptions {
+  Device device = Device::kCpu;  // kCuda: not built yet (kUnsupported)
+  // CPU threads of each forward pass. 0 (auto): up to OpenMP's maximum
+  // (OMP_NUM_THREADS, else every core), less the cores other programs are
+  // keeping busy, re-measured every ~200 ms: every matmul ends in a barrier,
+  // and on a busy machine a preempted thread costs the others a whole time
+  // slice at each one (2 threads beside two compilers on 2 cores decode at
+  // 2-7 tokens/s, 1 thread at ~45).
+  int threads = 0;
+};
+
+// Which logits forward() returns.
+enum class LogitsMode : uint8_t {
+  kNone,  // none (prefill of a prefix that will be continued)
+  kLast,  // the last new token's: [vocab]
+  kAll,   // every new token's: [n, vocab], token-major
+};
+
+class Model;
+
+// One sequence's KV cache: per layer K and V in bf16, [tokens, kv_heads,
+// head_dim], with room for capacity() tokens. Memory is reserved at
+// creation but committed by the OS only as tokens arrive. Move-only.
+class Sequence {
+ public:
+  Sequence();
+  ~Sequence();
+  Sequence(Sequence&&) noexcept;
+  Sequence& operator=(Sequence&&) noexcept;
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+
+  // Tokens whose K and V are in the cache, in order.
+  int n_tokens() const;
+  int capacity() const;
+  const std::vector<int32_t>& tokens() const;
+  // Forgets every token (the memory stays reserved).
+  void clear();
+  // Keeps the first n tokens (regenerate, edit a message). kInvalidArgument
+  // when n is negative or more than n_tokens(); nothing changes then.
+  Status truncate(int n);
+  // Bytes reserved for K and V.
+  uint64_t cache_bytes() const;
+
+  struct State;  // backend-specific; opaque to callers
+
+ private:
+  friend class Model;
+  std::unique_ptr<State> state_;
+};
+
+class Model {
+ public:
+  // Maps the file, reads the config, checks every tensor the architecture
+  // needs (present, type supported, shape matching the config: errors name
+  // the tensor) and builds the tokenizer from the GGUF vocabulary. kIoError
+  // when the file cannot be read, kCorruptData / kUnsupported as the checks
+  // find.
+  static Result<Model> load(const std::string& path, const ModelOptions& options = {});
+  // The same from an opened file (in-memory models in tests).
+  static Result<Model> from_gguf(GgufFile file, const ModelOptions& options = {});
+
+  // An empty model (loaded() false). Exists for Result<Model>; use load().
+  Model();
+  bool loaded() const { return impl_ != nullptr; }
+
+  const ModelConfig& config() const;
+  const Tokenizer& tokenizer() const;
+  // tokenizer.chat_template (Jinja source), empty when the file has none.
+  const std::string& chat_template() const;
+  Device device() const;
+  // Bytes of weights the model reads (mapped from the file).
+  uint64_t weight_bytes() const;
+  // Token ids that end a reply: eos, and the control tokens named
+  // <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|> when present.
+  const std::vector<int32_t>& stop_tokens() const;
+
+  // An empty sequence with room for max_tokens tokens (0 or more than the
+  // context length: the model's context length). kOutOfMemory when the
+  // cache cannot be reserved.
+  Result<Sequence> new_sequence(int max_tokens = 0) const;
+
+  // Runs `tokens` (n ≥ 1 new tokens of `seq`) through the model, appends
+  // their K and V to the cache and writes the requested logits to *logits
+  // (resized; may be null for kNone).
+  //   positions: RoPE position of each token; empty means n_tokens() + i.
+  // Errors, with seq left exactly as it was:
+  //   kInvalidArgument  empty tokens, an id outside the vocabulary, a
+  //                     positions size other than 0 or n, a negative
+  //                     position, or n_tokens() + n > capacity() (the
+  //                     message says how many tokens fit);
+  //                     seq created by another model; a null logits pointer
+  //                     with a mode other than kNone
+  //   kOutOfMemory      scratch could not be allocated
+  Status forward(Sequence& seq, const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
+                 LogitsMode mode, std::vector<float>* logits) const;
+
+  struct Impl;
+
+ private:
+  explicit Model(std::shared_ptr<const Impl> impl);
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace flashscope

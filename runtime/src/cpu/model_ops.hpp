@@ -1,0 +1,29 @@
+// The element-wise pieces of a Llama forward pass on the CPU, each a plain
+// loop over token-major rows. These are the reference the CUDA model ops are
+// checked against, so they favour the obvious formula over speed (they are a
+// few percent of a token's time; the matrix products are the rest).
+#pragma once
+
+#include <cstdint>
+
+namespace flashscope::cpu {
+
+// y[t][i] = x[t][i] / sqrt(mean_i(x[t]²) + eps) · weight[i]
+//   x, y [n, dim] (may alias), weight [dim]. Sum of squares in double.
+void rms_norm(const float* x, const float* weight, float* y, int64_t n, int64_t dim, float eps);
+
+// cos/sin of every (token, pair) angle pos · base^(−2i/rope_dim), computed
+// in double: table [n, rope_dim / 2] each.
+void rope_table(const int32_t* positions, int64_t n, int rope_dim, float base, float* cos_out, float* sin_out);
+
+// Rotates consecutive pairs (x[2i], x[2i+1]) of the first rope_dim elements
+// of every head ("normal" RoPE, the layout of llama GGUFs, whose converter
+// permutes Q and K rows so that HF's half-split pairs become adjacent).
+//   x [n, heads, head_dim] in place; cos/sin [n, rope_dim / 2]
+void rope_pairs(float* x, int64_t n, int heads, int head_dim, int rope_dim, const float* cos_t,
+                const float* sin_t);
+
+// gate[i] = silu(gate[i]) · up[i] = gate / (1 + exp(−gate)) · up, n elements.
+void swiglu(float* gate, const float* up, int64_t n);
+
+}  // namespace flashscope::cpu

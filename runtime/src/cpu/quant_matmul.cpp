@@ -1,0 +1,481 @@
+// Quantized matrix products for the CPU engine (see quant_matmul.hpp for
+// the arithmetic). Kernels come in two builds of the same math:
+//   portable  plain integer loops, any CPU; the reference for the others
+//   avx2      AVX2 + FMA + F16C, compiled with target attributes and picked
+//             at run time, so one binary runs on any x86-64 and is fast on
+//             the CPUs that have them (every x86 server and desktop since
+//             2013-2015).
+// Two shapes of kernel:
+//   per token  one weight row · one token's blocks (decode, and prefill tails)
+//   tile       one weight row · a 4-token TileQ8 run: the weight block is
+//              unpacked once, the four int32 block sums are reduced to one
+//              vector by two rounds of hadd, and the four tokens' scales load
+//              as one vector, so a block costs ~7 instructions per token
+//              instead of ~12 (prefill ~1.5x). Same sums, same rounding per
+//              block; only the float accumulation order differs.
+#include "cpu/quant_matmul.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FLASHSCOPE_X86_KERNELS 1
+#include <immintrin.h>
+#endif
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "flashscope/half.hpp"
+
+namespace flashscope::cpu {
+namespace {
+
+// Products smaller than this many multiply-adds (about 10 µs on one core)
+// run on the calling thread: a fork/join costs a few µs on an idle machine
+// and a whole scheduler time slice when another process holds the second
+// core, so tiny decode matmuls (K and V: 576 × 192) gain nothing from it.
+constexpr int64_t kParallelMinMacs = 256 * 1024;
+
+// Bytes per 32-element weight block.
+constexpr int kQ4_0Bytes = 18;  // d, qs[16]
+constexpr int kQ4_1Bytes = 20;  // d, m, qs[16]
+constexpr int kQ5_0Bytes = 22;  // d, qh[4], qs[16]
+constexpr int kQ5_1Bytes = 24;  // d, m, qh[4], qs[16]
+constexpr int kQ8_0Bytes = 34;  // d, int8 qs[32]
+
+inline float load_fp16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return fp16_to_float(h);
+}
+
+// out[t] = Σ_blocks (weight row) · x[t·x_stride + block], t < nt.
+//   w   one weight row, nb blocks of its type
+//   x   quantized activations, token t's blocks start at x + t·x_stride
+using DotKernel = void (*)(const uint8_t* w, const BlockQ8* x, int64_t x_stride, int nt, int64_t nb, float* out);
+// out[0..4) = one weight row · the 4 tokens of a tile, tiles [nb] (see TileQ8).
+using TileKernel = void (*)(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out);
+
+// --- portable kernels ---------------------------------------------------------
+
+void dot_q8_0_portable(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = w + b * kQ8_0Bytes;
+      const auto* wq = reinterpret_cast<const int8_t*>(blk + 2);
+      const BlockQ8& xb = x[t * xs + b];
+      int32_t isum = 0;
+      for (int j = 0; j < kQ8Block; ++j) isum += wq[j] * xb.qs[j];
+      acc += load_fp16(blk) * xb.d * static_cast<float>(isum);
+    }
+    out[t] = acc;
+  }
+}
+
+// Q4_0 / Q4_1: low nibble of byte j is element j, high nibble element j+16.
+template <bool kHasMin>
+void dot_q4_portable(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = w + b * kBytes;
+      const uint8_t* qs = blk + (kHasMin ? 4 : 2);
+      const BlockQ8& xb = x[t * xs + b];
+      int32_t isum = 0;
+      for (int j = 0; j < kQ8Block / 2; ++j) isum += (qs[j] & 0x0F) * xb.qs[j] + (qs[j] >> 4) * xb.qs[j + 16];
+      const float dd = load_fp16(blk) * xb.d;
+      if (kHasMin) {
+        acc += dd * static_cast<float>(isum) + load_fp16(blk + 2) * xb.d * static_cast<float>(xb.sum);
+      } else {
+        acc += dd * static_cast<float>(isum - 8 * xb.sum);
+      }
+    }
+    out[t] = acc;
+  }
+}
+
+// Q5_0 / Q5_1: as Q4 plus a fifth bit per element, bit j of the u32 qh.
+template <bool kHasMin>
+void dot_q5_portable(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = w + b * kBytes;
+      uint32_t qh;
+      std::memcpy(&qh, blk + (kHasMin ? 4 : 2), sizeof qh);
+      const uint8_t* qs = blk + (kHasMin ? 8 : 6);
+      const BlockQ8& xb = x[t * xs + b];
+      int32_t isum = 0;
+      for (int j = 0; j < kQ8Block / 2; ++j) {
+        const int lo = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+        const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+        isum += lo * xb.qs[j] + hi * xb.qs[j + 16];
+      }
+      const float dd = load_fp16(blk) * xb.d;
+      if (kHasMin) {
+        acc += dd * static_cast<float>(isum) + load_fp16(blk + 2) * xb.d * static_cast<float>(xb.sum);
+      } else {
+        acc += dd * static_cast<float>(isum - 16 * xb.sum);
+      }
+    }
+    out[t] = acc;
+  }
+}
+
+// --- AVX2 kernels -------------------------------------------------------------
+
+#ifdef FLASHSCOPE_X86_KERNELS
+#define FS_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+FS_AVX2 inline float fp16_avx(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
+}
+
+FS_AVX2 inline float hsum_avx(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 16 bytes of nibbles → 32 unsigned bytes in element order: the low 128
+// bits hold the low nibbles (elements 0..15), the high 128 bits the high
+// nibbles (elements 16..31), matching the activation block's order.
+FS_AVX2 inline __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Σ u8 × i8 over 32 bytes as 8 int32 lanes (maddubs cannot saturate here:
+// |u| ≤ 128 and |s| ≤ 127 give pairs of at most 32512).
+FS_AVX2 inline __m256i dot_u8i8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+FS_AVX2 inline __m256i load_qs(const int8_t* qs) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)); }
+
+// Σ w·x over 32 signed bytes as 8 int32 lanes through maddubs: |w| is the
+// unsigned side and x takes w's sign (w_abs = |w|, precomputed by callers
+// that reuse it).
+FS_AVX2 inline __m256i dot_i8i8(__m256i w_abs, __m256i w, __m256i x) {
+  return dot_u8i8(w_abs, _mm256_sign_epi8(x, w));
+}
+
+// The single-token kernels keep two accumulators (even and odd blocks):
+// with one, every block waits for the previous block's FMA (4 cycles of
+// latency), which is longer than the block's own work in decode.
+
+// One token: Σ over blocks of d_w·d_x·(w_q · x_q).
+FS_AVX2 inline __m256 q8_0_block(const uint8_t* blk, const BlockQ8& x, __m256 acc) {
+  const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  const __m256i p = dot_i8i8(_mm256_sign_epi8(wq, wq), wq, load_qs(x.qs));
+  return _mm256_fmadd_ps(_mm256_set1_ps(fp16_avx(blk) * x.d), _mm256_cvtepi32_ps(p), acc);
+}
+
+FS_AVX2 void dot_q8_0_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = q8_0_block(w + b * kQ8_0Bytes, x[b], acc0);
+    acc1 = q8_0_block(w + (b + 1) * kQ8_0Bytes, x[b + 1], acc1);
+  }
+  if (b < nb) acc0 = q8_0_block(w + b * kQ8_0Bytes, x[b], acc0);
+  *out = hsum_avx(_mm256_add_ps(acc0, acc1));
+}
+
+// One token: Σ over blocks of d_w·d_x·(nib · x_q) + offset, where the offset
+// is m_w·d_x·Σx_q (Q4_1) or −8·d_w·d_x·Σx_q (Q4_0). The offset terms ride in
+// lane 0 of a second vector accumulator, so they carry no scalar chain.
+template <bool kHasMin>
+FS_AVX2 inline void q4_block(const uint8_t* blk, const BlockQ8& x, __m256* acc, __m128* offset) {
+  const float dw = fp16_avx(blk);
+  const float mw = kHasMin ? fp16_avx(blk + 2) : -8.0f * dw;
+  const __m256i wq = unpack_nibbles(blk + (kHasMin ? 4 : 2));
+  *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(dot_u8i8(wq, load_qs(x.qs))), *acc);
+  *offset = _mm_fmadd_ss(_mm_set_ss(mw * x.d), _mm_set_ss(static_cast<float>(x.sum)), *offset);
+}
+
+template <bool kHasMin>
+FS_AVX2 void dot_q4_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    q4_block<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
+    q4_block<kHasMin>(w + (b + 1) * kBytes, x[b + 1], &acc1, &off1);
+  }
+  if (b < nb) q4_block<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
+  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(off0, off1));
+}
+
+// nt tokens, one after the other.
+template <void (*kOne)(const uint8_t*, const BlockQ8*, int64_t, float*)>
+void dot_each(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
+  for (int t = 0; t < nt; ++t) kOne(w, x + t * xs, nb, out + t);
+}
+
+// Four tokens' int32 sums of one block, p[t] = 8 lanes each, reduced to
+// [t0 t1 t2 t3 | t0 t1 t2 t3] (lanes 0-3 and 4-7 of each p summed apiece):
+// one float conversion and one FMA then serve all four tokens.
+FS_AVX2 inline __m256 reduce_tile(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+  const __m256i h01 = _mm256_hadd_epi32(p0, p1);  // [p0 p0 p1 p1 | p0 p0 p1 p1] pair sums
+  const __m256i h23 = _mm256_hadd_epi32(p2, p3);
+  return _mm256_cvtepi32_ps(_mm256_hadd_epi32(h01, h23));
+}
+
+FS_AVX2 inline __m256 tile_scale(float dw, const TileQ8& t) {
+  const __m128 dd = _mm_mul_ps(_mm_set1_ps(dw), _mm_loadu_ps(t.d));
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(dd), dd, 1);
+}
+
+// out[t] = the row's dot product with token t of a 4-token tile, t < 4.
+//   tiles [nb]: block b of the four tokens at tiles[b]
+template <bool kHasMin>
+FS_AVX2 void tile_q4_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
+  __m256 acc = _mm256_setzero_ps();     // [t0..t3 | t0..t3] partial sums
+  __m128 offset = _mm_setzero_ps();     // Σ m_w · s_x per token (Q4_0: m_w = −8·d_w)
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBytes;
+    const TileQ8& t = tiles[b];
+    const float dw = fp16_avx(blk);
+    const float mw = kHasMin ? fp16_avx(blk + 2) : -8.0f * dw;
+    const __m256i wq = unpack_nibbles(blk + (kHasMin ? 4 : 2));
+    const __m256 sums = reduce_tile(dot_u8i8(wq, load_qs(t.qs[0])), dot_u8i8(wq, load_qs(t.qs[1])),
+                                    dot_u8i8(wq, load_qs(t.qs[2])), dot_u8i8(wq, load_qs(t.qs[3])));
+    acc = _mm256_fmadd_ps(tile_scale(dw, t), sums, acc);
+    offset = _mm_fmadd_ps(_mm_set1_ps(mw), _mm_loadu_ps(t.s), offset);
+  }
+  const __m128 total = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
+  _mm_storeu_ps(out, total);
+}
+
+FS_AVX2 void tile_q8_0_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kQ8_0Bytes;
+    const TileQ8& t = tiles[b];
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const __m256i w_abs = _mm256_sign_epi8(wq, wq);
+    const __m256 sums = reduce_tile(dot_i8i8(w_abs, wq, load_qs(t.qs[0])), dot_i8i8(w_abs, wq, load_qs(t.qs[1])),
+                                    dot_i8i8(w_abs, wq, load_qs(t.qs[2])), dot_i8i8(w_abs, wq, load_qs(t.qs[3])));
+    acc = _mm256_fmadd_ps(tile_scale(fp16_avx(blk), t), sums, acc);
+  }
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
+}
+
+bool cpu_has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+#else
+bool cpu_has_avx2() { return false; }
+#endif  // FLASHSCOPE_X86_KERNELS
+
+CpuIsa& isa_setting() {
+  static CpuIsa isa = detected_cpu_isa();
+  return isa;
+}
+
+DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
+#ifdef FLASHSCOPE_X86_KERNELS
+  if (isa == CpuIsa::kAvx2) {
+    switch (type) {
+      case GgmlType::kQ8_0: return dot_each<dot_q8_0_avx2>;
+      case GgmlType::kQ4_0: return dot_each<dot_q4_avx2<false>>;
+      case GgmlType::kQ4_1: return dot_each<dot_q4_avx2<true>>;
+      default: break;  // the portable kernel below
+    }
+  }
+#else
+  (void)isa;
+#endif
+  switch (type) {
+    case GgmlType::kQ8_0: return dot_q8_0_portable;
+    case GgmlType::kQ4_0: return dot_q4_portable<false>;
+    case GgmlType::kQ4_1: return dot_q4_portable<true>;
+    case GgmlType::kQ5_0: return dot_q5_portable<false>;
+    case GgmlType::kQ5_1: return dot_q5_portable<true>;
+    default: return nullptr;
+  }
+}
+
+// The 4-token tile kernel for `type`, or null where there is none (the
+// per-token kernel then runs every token).
+TileKernel pick_tile_kernel(GgmlType type, CpuIsa isa) {
+#ifdef FLASHSCOPE_X86_KERNELS
+  if (isa == CpuIsa::kAvx2) {
+    switch (type) {
+      case GgmlType::kQ8_0: return tile_q8_0_avx2;
+      case GgmlType::kQ4_0: return tile_q4_avx2<false>;
+      case GgmlType::kQ4_1: return tile_q4_avx2<true>;
+      default: break;
+    }
+  }
+#else
+  (void)type;
+  (void)isa;
+#endif
+  return nullptr;
+}
+
+// Σ a[i]·b[i] with 8 independent partial sums, which the compiler keeps in
+// one vector register (no -ffast-math needed to vectorise it).
+float dot_f32(const float* a, const float* b, int64_t n) {
+  constexpr int kLanes = 8;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
+  float s = 0.0f;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+int thread_id() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+void quantize_row_q8(const float* x, BlockQ8* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQ8Block; ++b) {
+    const float* xb = x + b * kQ8Block;
+    float amax = 0.0f;
+    for (int j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float inv_d = d > 0.0f ? 1.0f / d : 0.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < kQ8Block; ++j) {
+      const int q = static_cast<int>(std::nearbyint(xb[j] * inv_d));
+      y[b].qs[j] = static_cast<int8_t>(std::clamp(q, -127, 127));
+      sum += y[b].qs[j];
+    }
+    y[b].d = d;
+    y[b].sum = sum;
+  }
+}
+
+bool matmul_uses_q8(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ8_0: return true;
+    default: return false;
+  }
+}
+
+bool matmul_supports(GgmlType type) { return matmul_uses_q8(type) || ggml_type_can_dequantize(type); }
+
+CpuIsa detected_cpu_isa() { return cpu_has_avx2() ? CpuIsa::kAvx2 : CpuIsa::kPortable; }
+CpuIsa active_cpu_isa() { return isa_setting(); }
+void set_cpu_isa(CpuIsa isa) { isa_setting() = detected_cpu_isa() == CpuIsa::kAvx2 ? isa : CpuIsa::kPortable; }
+const char* cpu_isa_name(CpuIsa isa) { return isa == CpuIsa::kAvx2 ? "avx2" : "portable"; }
+
+void pack_q8_tiles(const BlockQ8* x, int64_t n, int64_t nb, TileQ8* tiles) {
+  for (int64_t i = 0; i < n / kTileTokens; ++i) {
+    for (int64_t b = 0; b < nb; ++b) {
+      TileQ8& tile = tiles[i * nb + b];
+      for (int t = 0; t < kTileTokens; ++t) {
+        const BlockQ8& src = x[(i * kTileTokens + t) * nb + b];
+        tile.d[t] = src.d;
+        tile.s[t] = src.d * static_cast<float>(src.sum);
+        std::memcpy(tile.qs[t], src.qs, sizeof src.qs);
+      }
+    }
+  }
+}
+
+Status matmul(const QuantMatrix& w, const float* x, int64_t ldx, const BlockQ8* xq, const TileQ8* tiles, int64_t n,
+              float* y, int64_t ldy) {
+  if (!matmul_supports(w.type)) {
+    const char* name = ggml_type_name(w.type);
+    return unsupported(std::string("matmul with ") + (name ? name : "an unknown ggml type") +
+                       " weights is not supported");
+  }
+  if (n <= 0 || w.rows <= 0) return Status::ok_status();
+  const bool q8 = matmul_uses_q8(w.type);
+  if (w.data == nullptr || y == nullptr || (q8 ? xq == nullptr : x == nullptr)) {
+    return invalid_argument("matmul: null weight, input or output");
+  }
+  const int64_t rows = w.rows;
+  const bool parallel = rows * w.cols * n >= kParallelMinMacs;
+
+  if (q8) {
+    const DotKernel kernel = pick_kernel(w.type, active_cpu_isa());
+    const TileKernel tile_kernel = tiles != nullptr ? pick_tile_kernel(w.type, active_cpu_isa()) : nullptr;
+    const int64_t nb = w.cols / kQ8Block;
+    const int64_t full_tiles = tile_kernel != nullptr ? n / kTileTokens : 0;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* w_row = w.data + static_cast<uint64_t>(r) * w.row_bytes;
+      float out[kTileTokens];
+      for (int64_t i = 0; i < full_tiles; ++i) {
+        tile_kernel(w_row, tiles + i * nb, nb, out);
+        for (int t = 0; t < kTileTokens; ++t) y[(i * kTileTokens + t) * ldy + r] = out[t];
+      }
+      for (int64_t t0 = full_tiles * kTileTokens; t0 < n; t0 += kTileTokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, n - t0));
+        kernel(w_row, xq + t0 * nb, nb, nt, nb, out);
+        for (int t = 0; t < nt; ++t) y[(t0 + t) * ldy + r] = out[t];
+      }
+    }
+    return Status::ok_status();
+  }
+
+  // Float fallback: each thread expands one weight row at a time.
+  std::vector<float> scratch;
+  try {
+    scratch.resize(static_cast<size_t>(max_threads()) * static_cast<size_t>(w.cols));
+  } catch (const std::bad_alloc&) {
+    return {StatusCode::kOutOfMemory, "matmul: cannot allocate dequantization scratch"};
+  }
+  // dequantize_row only fails on arguments checked above; remember a failure
+  // rather than returning from inside the parallel loop.
+  bool failed = false;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) reduction(|| : failed) if (parallel)
+#endif
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = scratch.data() + static_cast<size_t>(thread_id()) * static_cast<size_t>(w.cols);
+    if (!dequantize_row(w.type, w.data + static_cast<uint64_t>(r) * w.row_bytes, row, w.cols).ok()) {
+      failed = true;
+      continue;
+    }
+    for (int64_t t = 0; t < n; ++t) y[t * ldy + r] = dot_f32(row, x + t * ldx, w.cols);
+  }
+  if (failed) return {StatusCode::kCorruptData, "matmul: a weight row could not be dequantized"};
+  return Status::ok_status();
+}
+
+}  // namespace flashscope::cpu

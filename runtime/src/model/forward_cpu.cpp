@@ -1,0 +1,312 @@
+// The CPU forward pass of a llama model over one sequence's KV cache.
+//
+// New tokens run in chunks of at most kChunk (bounded scratch; a chunk's
+// activations stay in cache while every weight streams past once). For a
+// chunk of n tokens, with the cache already holding `cached` tokens:
+//
+//   x    [n, hidden]  = token_embd[ids]                         (rows dequantized)
+//   per layer:
+//     xn [n, hidden]  = rms_norm(x) · attn_norm
+//     q  [n, H·D]     = xn · Wqᵀ;  k, v [n, KV·D] = xn · Wk/vᵀ  (Q8 activations)
+//     q, k            = rope_pairs(q, k, positions)             (consecutive pairs)
+//     cache K/V [cached .. cached+n) = bf16(k), bf16(v)          [tokens, KV, D]
+//     o  [n, H·D]     = attention(bf16(q), cache[0, cached+n))   causal, bottom-right
+//                       flashscope::prefill on Device::kCpu (the tiled FA2 backend)
+//     x              += o · Woᵀ
+//     xn              = rms_norm(x) · ffn_norm
+//     x              += (silu(xn · Wgateᵀ) ⊙ (xn · Wupᵀ)) · Wdownᵀ
+//   logits [rows, vocab] = rms_norm(x[rows]) · output_norm · Woutᵀ   (rows: last or all)
+//
+// Threads: the team size of every OpenMP region of a call (matmuls and
+// attention) is ModelOptions.threads, or what the sequence's ThreadAdvisor
+// says the machine's load allows (cpu/cpu_load.hpp).
+//
+// The cache only grows: tokens are written into slots past st.tokens.size()
+// and the count moves at the very end, so a failed call leaves the sequence
+// as it was (the slots it wrote are beyond the count and get overwritten).
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu/cpu_load.hpp"
+#include "cpu/model_ops.hpp"
+#include "cpu/quant_matmul.hpp"
+#include "flashscope/attention.hpp"
+#include "flashscope/half.hpp"
+#include "model/model_impl.hpp"
+
+namespace flashscope::model {
+namespace {
+
+constexpr int kChunk = 128;  // tokens per forward chunk
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// Sets the calling thread's OpenMP team size (nthreads-var, an ICV of this
+// thread only) for the duration of a forward call, and restores it.
+class ThreadCountScope {
+ public:
+  explicit ThreadCountScope(int threads) {
+#ifdef _OPENMP
+    if (threads > 0) {
+      saved_ = omp_get_max_threads();
+      omp_set_num_threads(threads);
+    }
+#else
+    (void)threads;
+#endif
+  }
+  ~ThreadCountScope() {
+#ifdef _OPENMP
+    if (saved_ > 0) omp_set_num_threads(saved_);
+#endif
+  }
+  ThreadCountScope(const ThreadCountScope&) = delete;
+  ThreadCountScope& operator=(const ThreadCountScope&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+// Activations of one chunk, allocated on the first forward and reused.
+struct Scratch {
+  int rows = 0;  // chunk capacity in tokens
+  std::vector<float> x, xn, q, k, v, att, gate, up, rope_cos, rope_sin;
+  std::vector<uint16_t> q_bf16, o_bf16;  // attention operands
+  std::vector<cpu::BlockQ8> xq;          // quantized input of the current matmuls
+  std::vector<cpu::TileQ8> tiles;        // the same regrouped by 4-token tiles (prefill)
+};
+
+struct CpuState final : Sequence::State {
+  // K and V of every layer: [layers][capacity][kv_heads][head_dim] bf16.
+  // Left uninitialised (new T[] without ()) so the OS commits pages only as
+  // tokens are written: a full 8k context is reserved, not paid for.
+  std::unique_ptr<uint16_t[]> k_cache, v_cache;
+  int64_t layer_stride = 0;  // elements per layer: capacity · kv_heads · head_dim
+  int n_layers = 0;
+  Scratch scratch;
+  cpu::ThreadAdvisor thread_advisor;  // team size under the machine's load (options.threads == 0)
+
+  uint64_t cache_bytes() const override {
+    return 2ull * static_cast<uint64_t>(layer_stride) * static_cast<uint64_t>(n_layers) * sizeof(uint16_t);
+  }
+};
+
+Status ensure_scratch(const ModelConfig& c, int rows, Scratch* s) {
+  if (s->rows >= rows) return Status::ok_status();
+  const size_t n = static_cast<size_t>(rows);
+  const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim;
+  const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  const size_t max_cols = std::max({static_cast<size_t>(c.hidden), q_dim, static_cast<size_t>(c.ffn)});
+  try {
+    s->x.resize(n * c.hidden);
+    s->xn.resize(n * c.hidden);
+    s->q.resize(n * q_dim);
+    s->k.resize(n * kv_dim);
+    s->v.resize(n * kv_dim);
+    s->att.resize(n * q_dim);
+    s->gate.resize(n * c.ffn);
+    s->up.resize(n * c.ffn);
+    s->rope_cos.resize(n * static_cast<size_t>(c.rope_dim / 2));
+    s->rope_sin.resize(n * static_cast<size_t>(c.rope_dim / 2));
+    s->q_bf16.resize(n * q_dim);
+    s->o_bf16.resize(n * q_dim);
+    s->xq.resize(n * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
+    s->tiles.resize(n / cpu::kTileTokens * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
+  } catch (const std::bad_alloc&) {
+    return {StatusCode::kOutOfMemory, "forward: cannot allocate activation scratch for " + std::to_string(rows) +
+                                          " tokens"};
+  }
+  s->rows = rows;
+  return Status::ok_status();
+}
+
+// The input of a group of matmuls that share it (Q, K and V read the same
+// normed x): quantized (and tiled, for 4+ tokens) once, on first use by a
+// weight type that needs it.
+class MatInput {
+ public:
+  MatInput(const float* x, int64_t n, int64_t cols, Scratch& s) : x_(x), n_(n), cols_(cols), s_(s) {}
+
+  // y [n, w.rows] (row stride ldy) = x · Wᵀ
+  Status mul(const Matrix& w, float* y, int64_t ldy) {
+    const int64_t blocks = cols_ / cpu::kQ8Block;
+    if (cpu::matmul_uses_q8(w.q.type) && !quantized_) {
+      for (int64_t t = 0; t < n_; ++t) cpu::quantize_row_q8(x_ + t * cols_, s_.xq.data() + t * blocks, cols_);
+      if (n_ >= cpu::kTileTokens) cpu::pack_q8_tiles(s_.xq.data(), n_, blocks, s_.tiles.data());
+      quantized_ = true;
+    }
+    const cpu::TileQ8* tiles = n_ >= cpu::kTileTokens ? s_.tiles.data() : nullptr;
+    return cpu::matmul(w.q, x_, cols_, s_.xq.data(), tiles, n_, y, ldy);
+  }
+
+ private:
+  const float* x_;
+  int64_t n_, cols_;
+  Scratch& s_;
+  bool quantized_ = false;
+};
+
+void add_into(float* x, const float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void to_bf16(const float* x, uint16_t* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = float_to_bf16(x[i]);
+}
+
+// One chunk: tokens [0, n) of this call occupy cache slots [slot0, slot0 + n).
+// logits_out: null, or where the logits of rows [row0, n) go ([n - row0, vocab]).
+Status forward_chunk(const Model::Impl& m, CpuState& st, const int32_t* ids, const int32_t* pos, int n, int slot0,
+                     int row0, float* logits_out) {
+  const ModelConfig& c = m.config;
+  const Weights& w = m.weights;
+  Scratch& s = st.scratch;
+  const int64_t hidden = c.hidden;
+  const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+  const int kv_len = slot0 + n;
+
+  for (int i = 0; i < n; ++i) {
+    FLASHSCOPE_RETURN_IF_ERROR(dequantize_rows(*w.token_embd.tensor, ids[i], 1, s.x.data() + i * hidden));
+  }
+  cpu::rope_table(pos, n, c.rope_dim, c.rope_base, s.rope_cos.data(), s.rope_sin.data());
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    uint16_t* k_layer = st.k_cache.get() + l * st.layer_stride;
+    uint16_t* v_layer = st.v_cache.get() + l * st.layer_stride;
+
+    // Attention block.
+    cpu::rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), n, hidden, c.rms_eps);
+    {
+      MatInput in(s.xn.data(), n, hidden, s);
+      FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wq, s.q.data(), q_dim));
+      FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wk, s.k.data(), kv_dim));
+      FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wv, s.v.data(), kv_dim));
+    }
+    cpu::rope_pairs(s.q.data(), n, c.n_heads, c.head_dim, c.rope_dim, s.rope_cos.data(), s.rope_sin.data());
+    cpu::rope_pairs(s.k.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim, s.rope_cos.data(), s.rope_sin.data());
+    to_bf16(s.k.data(), k_layer + static_cast<int64_t>(slot0) * kv_dim, static_cast<size_t>(n * kv_dim));
+    to_bf16(s.v.data(), v_layer + static_cast<int64_t>(slot0) * kv_dim, static_cast<size_t>(n * kv_dim));
+    to_bf16(s.q.data(), s.q_bf16.data(), static_cast<size_t>(n * q_dim));
+
+    PrefillParams p;
+    p.q = bshd(s.q_bf16.data(), n, c.n_heads, c.head_dim);
+    p.o = bshd(s.o_bf16.data(), n, c.n_heads, c.head_dim);
+    p.k = bshd(k_layer, st.capacity, c.n_kv_heads, c.head_dim);
+    p.v = bshd(v_layer, st.capacity, c.n_kv_heads, c.head_dim);
+    p.device = Device::kCpu;
+    p.dtype = DType::kBF16;
+    p.batch = 1;
+    p.q_heads = c.n_heads;
+    p.kv_heads = c.n_kv_heads;
+    p.q_len = n;
+    p.kv_len = kv_len;
+    p.head_dim = c.head_dim;
+    p.causal = true;  // bottom-right: query i sees slots [0, slot0 + i]
+    FLASHSCOPE_RETURN_IF_ERROR(prefill(p));
+    for (int64_t i = 0; i < n * q_dim; ++i) s.att[static_cast<size_t>(i)] = bf16_to_float(s.o_bf16[static_cast<size_t>(i)]);
+    {
+      MatInput in(s.att.data(), n, q_dim, s);
+      FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wo, s.xn.data(), hidden));
+    }
+    add_into(s.x.data(), s.xn.data(), static_cast<size_t>(n * hidden));
+
+    // Feed-forward block.
+    cpu::rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), n, hidden, c.rms_eps);
+    {
+      MatInput in(s.xn.data(), n, hidden, s);
+      FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.gate, s.gate.data(), c.ffn));
+      FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.up, s.up.data(), c.ffn));
+    }
+    cpu::swiglu(s.gate.data(), s.up.data(), static_cast<int64_t>(n) * c.ffn);
+    {
+      MatInput in(s.gate.data(), n, c.ffn, s);
+      FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.down, s.xn.data(), hidden));
+    }
+    add_into(s.x.data(), s.xn.data(), static_cast<size_t>(n * hidden));
+  }
+
+  if (logits_out != nullptr && row0 < n) {
+    const int rows = n - row0;
+    const float* x_rows = s.x.data() + static_cast<int64_t>(row0) * hidden;
+    cpu::rms_norm(x_rows, w.output_norm.data(), s.xn.data(), rows, hidden, c.rms_eps);
+    MatInput in(s.xn.data(), rows, hidden, s);
+    FLASHSCOPE_RETURN_IF_ERROR(in.mul(w.output, logits_out, c.vocab));
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int capacity) {
+  const ModelConfig& c = m.config;
+  auto st = std::unique_ptr<CpuState>(new (std::nothrow) CpuState());
+  if (!st) return Status(StatusCode::kOutOfMemory, "cannot allocate a sequence");
+  st->owner = &m;
+  st->capacity = capacity;
+  st->n_layers = c.n_layers;
+  st->layer_stride = static_cast<int64_t>(capacity) * c.n_kv_heads * c.head_dim;
+  const size_t total = static_cast<size_t>(st->layer_stride) * static_cast<size_t>(c.n_layers);
+  st->k_cache.reset(new (std::nothrow) uint16_t[total]);
+  st->v_cache.reset(new (std::nothrow) uint16_t[total]);
+  if (!st->k_cache || !st->v_cache) {
+    return Status(StatusCode::kOutOfMemory, "cannot reserve a KV cache of " + std::to_string(capacity) + " tokens (" +
+                                                std::to_string(2 * total * sizeof(uint16_t) >> 20) + " MiB)");
+  }
+  try {
+    st->tokens.reserve(static_cast<size_t>(capacity));
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, "cannot allocate the token list");
+  }
+  return std::unique_ptr<Sequence::State>(std::move(st));
+}
+
+Status cpu_forward(const Model::Impl& m, Sequence::State& state, const int32_t* tokens, const int32_t* positions,
+                   int n, LogitsMode mode, std::vector<float>* logits) {
+  auto& st = static_cast<CpuState&>(state);
+  const ModelConfig& c = m.config;
+  const int cached = static_cast<int>(st.tokens.size());
+  FLASHSCOPE_RETURN_IF_ERROR(ensure_scratch(c, std::min(n, kChunk), &st.scratch));
+  if (mode != LogitsMode::kNone) {
+    const size_t rows = mode == LogitsMode::kAll ? static_cast<size_t>(n) : 1;
+    try {
+      logits->resize(rows * static_cast<size_t>(c.vocab));
+    } catch (const std::bad_alloc&) {
+      return {StatusCode::kOutOfMemory, "forward: cannot allocate logits"};
+    }
+  }
+  for (int c0 = 0; c0 < n; c0 += kChunk) {
+    const int cn = std::min(kChunk, n - c0);
+    // Per chunk, so a long prefill follows the load as decode steps do.
+    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads
+                                                         : st.thread_advisor.advise(max_threads()));
+    const bool last_chunk = c0 + cn == n;
+    int row0 = cn;  // no logits from this chunk
+    float* out = nullptr;
+    if (mode == LogitsMode::kAll) {
+      row0 = 0;
+      out = logits->data() + static_cast<size_t>(c0) * c.vocab;
+    } else if (mode == LogitsMode::kLast && last_chunk) {
+      row0 = cn - 1;
+      out = logits->data();
+    }
+    FLASHSCOPE_RETURN_IF_ERROR(forward_chunk(m, st, tokens + c0, positions + c0, cn, cached + c0, row0, out));
+  }
+  st.tokens.insert(st.tokens.end(), tokens, tokens + n);  // within the reserved capacity: no allocation
+  return Status::ok_status();
+}
+
+}  // namespace flashscope::model

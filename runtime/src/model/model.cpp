@@ -1,0 +1,247 @@
+// Model: loading (config, weights, tokenizer from one GGUF), Sequence
+// bookkeeping, and forward(): the checks every backend shares, then the
+// backend's own forward.
+#include <algorithm>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "model/model_impl.hpp"
+
+namespace flashscope {
+namespace {
+
+Status corrupt(std::string m) { return {StatusCode::kCorruptData, std::move(m)}; }
+
+// The tokenizer from tokenizer.ggml.* keys. Only byte-level BPE ("gpt2")
+// with the "smollm" pre-tokenizer is implemented; anything else would
+// tokenize differently from how the model was trained, so it is refused.
+Result<Tokenizer> load_tokenizer(const GgufFile& f, int vocab) {
+  auto model = f.get_string("tokenizer.ggml.model");
+  if (!model.ok()) return model.status();
+  if (model.value() != "gpt2") {
+    return unsupported("tokenizer model '" + model.value() + "' is not supported (supported: gpt2 byte-level BPE)");
+  }
+  const std::string pre = f.has_key("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre").value() : "";
+  if (pre != "smollm") {
+    return unsupported("pre-tokenizer '" + (pre.empty() ? std::string("(none)") : pre) +
+                       "' (tokenizer.ggml.pre) is not supported (supported: smollm)");
+  }
+  auto tokens = f.get_string_array("tokenizer.ggml.tokens");
+  if (!tokens.ok()) return tokens.status();
+  if (static_cast<int64_t>(tokens.value().size()) != vocab) {
+    return corrupt("tokenizer.ggml.tokens has " + std::to_string(tokens.value().size()) +
+                   " entries but the model's vocabulary is " + std::to_string(vocab));
+  }
+  std::vector<int32_t> types;
+  if (f.has_key("tokenizer.ggml.token_type")) {
+    auto types64 = f.get_int_array("tokenizer.ggml.token_type");
+    if (!types64.ok()) return types64.status();
+    types.assign(types64.value().begin(), types64.value().end());
+  }
+  auto merges = f.get_string_array("tokenizer.ggml.merges");
+  if (!merges.ok()) return merges.status();
+
+  SpecialTokens sp;
+  auto id_of = [&](const char* key, int32_t* out) -> Status {
+    if (!f.has_key(key)) return Status::ok_status();
+    auto v = f.get_int(key);
+    if (!v.ok()) return v.status();
+    if (v.value() < 0 || v.value() >= vocab) {
+      return corrupt(std::string(key) + " = " + std::to_string(v.value()) + " is outside the vocabulary");
+    }
+    *out = static_cast<int32_t>(v.value());
+    return Status::ok_status();
+  };
+  FLASHSCOPE_RETURN_IF_ERROR(id_of("tokenizer.ggml.bos_token_id", &sp.bos_id));
+  FLASHSCOPE_RETURN_IF_ERROR(id_of("tokenizer.ggml.eos_token_id", &sp.eos_id));
+  FLASHSCOPE_RETURN_IF_ERROR(id_of("tokenizer.ggml.unknown_token_id", &sp.unk_id));
+  FLASHSCOPE_RETURN_IF_ERROR(id_of("tokenizer.ggml.padding_token_id", &sp.pad_id));
+  if (f.has_key("tokenizer.ggml.add_bos_token")) {
+    auto add_bos = f.get_bool("tokenizer.ggml.add_bos_token");
+    if (!add_bos.ok()) return add_bos.status();
+    sp.add_bos = add_bos.value();
+  }
+  return Tokenizer::create(std::move(tokens).value(), std::move(types), std::move(merges).value(), sp);
+}
+
+std::vector<int32_t> find_stop_tokens(const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  if (tok.eos_id() >= 0) ids.push_back(tok.eos_id());
+  for (const char* piece : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>"}) {
+    const int32_t id = tok.token_id(piece);
+    if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  }
+  return ids;
+}
+
+uint64_t matrix_bytes(const model::Matrix& m) { return m.tensor != nullptr ? m.tensor->size : 0; }
+
+}  // namespace
+
+// --- Sequence -----------------------------------------------------------------
+
+Sequence::Sequence() = default;
+Sequence::~Sequence() = default;
+Sequence::Sequence(Sequence&&) noexcept = default;
+Sequence& Sequence::operator=(Sequence&&) noexcept = default;
+
+int Sequence::n_tokens() const { return state_ ? static_cast<int>(state_->tokens.size()) : 0; }
+int Sequence::capacity() const { return state_ ? state_->capacity : 0; }
+
+const std::vector<int32_t>& Sequence::tokens() const {
+  static const std::vector<int32_t> kEmpty;
+  return state_ ? state_->tokens : kEmpty;
+}
+
+void Sequence::clear() {
+  if (state_) state_->tokens.clear();
+}
+
+Status Sequence::truncate(int n) {
+  if (n < 0 || n > n_tokens()) {
+    return invalid_argument("truncate(" + std::to_string(n) + "): the sequence holds " + std::to_string(n_tokens()) +
+                            " tokens");
+  }
+  if (state_) state_->tokens.resize(static_cast<size_t>(n));  // shrinking never allocates
+  return Status::ok_status();
+}
+
+uint64_t Sequence::cache_bytes() const { return state_ ? state_->cache_bytes() : 0; }
+
+// --- Model --------------------------------------------------------------------
+
+Model::Model() = default;
+Model::Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+Result<Model> Model::load(const std::string& path, const ModelOptions& options) {
+  auto file = GgufFile::open(path);
+  if (!file.ok()) return file.status();
+  return from_gguf(std::move(file).value(), options);
+}
+
+Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
+  if (options.threads < 0) return invalid_argument("ModelOptions.threads must be >= 0 (0: all cores)");
+  if (options.device != Device::kCpu) {
+    return unsupported("the model engine runs on the CPU only in this build (Device::kCuda is not implemented yet)");
+  }
+  std::shared_ptr<Impl> impl;
+  try {
+    impl = std::make_shared<Impl>();
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, "cannot allocate the model");
+  }
+  impl->file = std::move(file);
+  impl->options = options;
+  auto config = ModelConfig::from_gguf(impl->file);
+  if (!config.ok()) return config.status();
+  impl->config = config.value();
+
+  auto weights = model::bind_weights(impl->file, impl->config);
+  if (!weights.ok()) return weights.status();
+  impl->weights = std::move(weights).value();
+
+  auto tok = load_tokenizer(impl->file, impl->config.vocab);
+  if (!tok.ok()) return tok.status();
+  impl->tokenizer = std::move(tok).value();
+  if (impl->file.has_key("tokenizer.chat_template")) {
+    auto tmpl = impl->file.get_string("tokenizer.chat_template");
+    if (!tmpl.ok()) return tmpl.status();
+    impl->chat_template = tmpl.value();
+  }
+  impl->stop_tokens = find_stop_tokens(impl->tokenizer);
+
+  const model::Weights& w = impl->weights;
+  uint64_t bytes = matrix_bytes(w.token_embd) + (impl->config.tied_embeddings ? 0 : matrix_bytes(w.output));
+  for (const model::LayerWeights& L : w.layers) {
+    for (const model::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) bytes += matrix_bytes(*m);
+  }
+  impl->weight_bytes = bytes;
+  return Model(std::move(impl));
+}
+
+const ModelConfig& Model::config() const {
+  static const ModelConfig kEmpty;
+  return impl_ ? impl_->config : kEmpty;
+}
+
+const Tokenizer& Model::tokenizer() const {
+  static const Tokenizer kEmpty;
+  return impl_ ? impl_->tokenizer : kEmpty;
+}
+
+const std::string& Model::chat_template() const {
+  static const std::string kEmpty;
+  return impl_ ? impl_->chat_template : kEmpty;
+}
+
+Device Model::device() const { return impl_ ? impl_->options.device : Device::kCpu; }
+uint64_t Model::weight_bytes() const { return impl_ ? impl_->weight_bytes : 0; }
+
+const std::vector<int32_t>& Model::stop_tokens() const {
+  static const std::vector<int32_t> kEmpty;
+  return impl_ ? impl_->stop_tokens : kEmpty;
+}
+
+Result<Sequence> Model::new_sequence(int max_tokens) const {
+  if (!impl_) return invalid_argument("new_sequence: the model is not loaded");
+  const int ctx = impl_->config.context_length;
+  const int capacity = max_tokens <= 0 || max_tokens > ctx ? ctx : max_tokens;
+  auto state = model::cpu_new_state(*impl_, capacity);
+  if (!state.ok()) return state.status();
+  Sequence seq;
+  seq.state_ = std::move(state).value();
+  return seq;
+}
+
+Status Model::forward(Sequence& seq, const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
+                      LogitsMode mode, std::vector<float>* logits) const {
+  if (!impl_) return invalid_argument("forward: the model is not loaded");
+  if (!seq.state_) return invalid_argument("forward: the sequence is empty (create it with Model::new_sequence)");
+  Sequence::State& st = *seq.state_;
+  if (st.owner != impl_.get()) return invalid_argument("forward: the sequence belongs to another model");
+  if (tokens.empty()) return invalid_argument("forward: no tokens");
+  if (mode != LogitsMode::kNone && logits == nullptr) return invalid_argument("forward: logits is null");
+  const int n = static_cast<int>(tokens.size());
+  const int cached = static_cast<int>(st.tokens.size());
+  if (tokens.size() > static_cast<size_t>(st.capacity) || cached + n > st.capacity) {
+    if (cached == 0) {
+      return invalid_argument(std::to_string(tokens.size()) + " tokens do not fit the context of " +
+                              std::to_string(st.capacity) + " tokens");
+    }
+    return invalid_argument("the context is full: " + std::to_string(cached) + " of " + std::to_string(st.capacity) +
+                            " tokens are used, " + std::to_string(st.capacity - cached) + " fit and " +
+                            std::to_string(n) + " were given");
+  }
+  const int vocab = impl_->config.vocab;
+  for (int i = 0; i < n; ++i) {
+    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= vocab) {
+      return invalid_argument("forward: token " + std::to_string(i) + " has id " +
+                              std::to_string(tokens[static_cast<size_t>(i)]) + ", outside the vocabulary of " +
+                              std::to_string(vocab));
+    }
+  }
+  std::vector<int32_t> default_positions;
+  const int32_t* pos = positions.data();
+  if (positions.empty()) {
+    try {
+      default_positions.resize(static_cast<size_t>(n));
+    } catch (const std::bad_alloc&) {
+      return Status(StatusCode::kOutOfMemory, "forward: cannot allocate positions");
+    }
+    for (int i = 0; i < n; ++i) default_positions[static_cast<size_t>(i)] = cached + i;
+    pos = default_positions.data();
+  } else if (positions.size() != tokens.size()) {
+    return invalid_argument("forward: " + std::to_string(positions.size()) + " positions for " + std::to_string(n) +
+                            " tokens");
+  } else {
+    for (int i = 0; i < n; ++i) {
+      if (positions[static_cast<size_t>(i)] < 0) {
+        return invalid_argument("forward: position " + std::to_string(i) + " is negative");
+      }
+    }
+  }
+  return model::cpu_forward(*impl_, st, tokens.data(), pos, n, mode, logits);
+}
+
+}  // namespace flashscope

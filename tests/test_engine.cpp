@@ -1,0 +1,306 @@
+// The generation layer: sampling rules, ChatML formatting, and Session
+// (generate loop, stop conditions, multi-turn continuation of one cache).
+// Sessions run on a tiny synthetic llama (tests/support/synthetic_llama.hpp).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "flashscope/engine.hpp"
+#include "flashscope/gguf.hpp"
+#include "flashscope/model.hpp"
+#include "support/synthetic_llama.hpp"
+
+using flashscope::ChatMessage;
+using flashscope::GenerateParams;
+using flashscope::LogitsMode;
+using flashscope::Model;
+using flashscope::Rng;
+using flashscope::SamplingParams;
+using flashscope::Session;
+using flashscope::StatusCode;
+using flashscope::StopReason;
+using flashscope::TokenEvent;
+
+namespace {
+
+Model synthetic_model(uint64_t seed = 1) {
+  flashscope::testing::SyntheticLlama s;
+  s.seed = seed;
+  auto file = flashscope::GgufFile::from_buffer(s.build());
+  REQUIRE(file.ok());
+  auto model = Model::from_gguf(std::move(file).value());
+  REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+  return std::move(model).value();
+}
+
+SamplingParams sampling(float temperature) {
+  SamplingParams p;
+  p.temperature = temperature;
+  return p;
+}
+
+}  // namespace
+
+// --- sampling ---------------------------------------------------------------------
+
+TEST_CASE("sampling: greedy is the argmax, lowest id on ties, non-finite logits ignored") {
+  Rng rng(1);
+  CHECK(flashscope::sample({0.1f, 3.0f, -2.0f, 2.9f}, sampling(0.0f), rng, {}) == 1);
+  CHECK(flashscope::sample({1.0f, 5.0f, 5.0f}, sampling(0.0f), rng, {}) == 1);
+  CHECK(flashscope::sample({NAN, 1.0f, INFINITY, 0.5f}, sampling(0.0f), rng, {}) == 1);
+  CHECK(flashscope::sample({-INFINITY, -INFINITY}, sampling(0.0f), rng, {}) == 0);
+}
+
+TEST_CASE("sampling: temperature draws follow the softmax, and a seed reproduces them") {
+  // p(1) = e^ln3 / (1 + e^ln3) = 0.75.
+  const std::vector<float> logits = {0.0f, std::log(3.0f)};
+  Rng rng(123);
+  int ones = 0;
+  const int n = 8000;
+  for (int i = 0; i < n; ++i) ones += flashscope::sample(logits, sampling(1.0f), rng, {}) == 1;
+  // Binomial standard deviation sqrt(n·0.75·0.25) ≈ 39: ±5σ.
+  CHECK(std::abs(ones - 6000) < 200);
+
+  // Temperature 0.5 squares the odds: p(1) = 9 / 10.
+  ones = 0;
+  for (int i = 0; i < n; ++i) ones += flashscope::sample(logits, sampling(0.5f), rng, {}) == 1;
+  CHECK(std::abs(ones - 7200) < 140);  // σ ≈ 27
+
+  std::vector<int32_t> a, b;
+  Rng r1(99), r2(99);
+  const std::vector<float> wide = {0.1f, 0.5f, 0.3f, 0.2f, 0.4f, 0.0f};
+  for (int i = 0; i < 50; ++i) a.push_back(flashscope::sample(wide, sampling(1.0f), r1, {}));
+  for (int i = 0; i < 50; ++i) b.push_back(flashscope::sample(wide, sampling(1.0f), r2, {}));
+  CHECK(a == b);
+}
+
+TEST_CASE("sampling: top-k, top-p and min-p cut the candidates") {
+  const std::vector<float> logits = {2.0f, 1.9f, 1.8f, -5.0f, 1.7f};
+  Rng rng(5);
+  SamplingParams p = sampling(1.0f);
+  p.top_k = 2;
+  for (int i = 0; i < 300; ++i) {
+    const int32_t id = flashscope::sample(logits, p, rng, {});
+    CHECK((id == 0 || id == 1));
+  }
+  p = sampling(1.0f);
+  p.top_p = 0.01f;  // the smallest set reaching 1%: the best token alone
+  for (int i = 0; i < 100; ++i) CHECK(flashscope::sample(logits, p, rng, {}) == 0);
+  p = sampling(1.0f);
+  p.min_p = 0.5f;  // exp(-5 - 2) ≈ 0.001 of the best: token 3 is never drawn, the rest are
+  std::vector<int> seen(5, 0);
+  for (int i = 0; i < 2000; ++i) ++seen[static_cast<size_t>(flashscope::sample(logits, p, rng, {}))];
+  CHECK(seen[3] == 0);
+  CHECK(seen[0] > 0);
+  CHECK(seen[4] > 0);
+}
+
+TEST_CASE("sampling: repetition penalty divides positive logits and multiplies negative ones") {
+  Rng rng(1);
+  SamplingParams p = sampling(0.0f);
+  p.repetition_penalty = 2.0f;
+  // 4.0 / 2 = 2.0 < 3.0: the repeated best token loses.
+  CHECK(flashscope::sample({4.0f, 3.0f}, p, rng, {0}) == 1);
+  // A negative logit gets more negative: -1 * 2 = -2 < -1.5.
+  CHECK(flashscope::sample({-1.0f, -1.5f}, p, rng, {0}) == 1);
+  // Only the last repeat_last_n tokens count.
+  p.repeat_last_n = 1;
+  CHECK(flashscope::sample({4.0f, 3.0f}, p, rng, {0, 1}) == 0);
+}
+
+// --- chat --------------------------------------------------------------------------
+
+TEST_CASE("chat: ChatML as SmolLM2's template renders it") {
+  CHECK(flashscope::format_chatml({{"user", "Hi"}}, true) ==
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(flashscope::format_chatml({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}}, false) ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\nHello<|im_end|>\n");
+  CHECK(flashscope::format_chatml({{"user", "Hi"}}, false, "") == "<|im_start|>user\nHi<|im_end|>\n");
+  CHECK(flashscope::chatml_next_turn("More", true) == "\n<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(flashscope::chatml_next_turn("More", false) ==
+        "<|im_end|>\n<|im_start|>user\nMore<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST_CASE("chat: the default system prompt is read from the template") {
+  const std::string smollm =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+      "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}";
+  CHECK(flashscope::default_system_prompt_from_template(smollm) == flashscope::kSmolLMDefaultSystemPrompt);
+  CHECK(flashscope::default_system_prompt_from_template("'<|im_start|>system\\nBe nice<|im_end|>\\n'") == "Be nice");
+  CHECK(flashscope::default_system_prompt_from_template("<|im_start|>system\n{{ sys }}<|im_end|>").empty());
+  CHECK(flashscope::default_system_prompt_from_template("").empty());
+}
+
+TEST_CASE("chat: encode_chatml keeps user text from becoming control tokens") {
+  const Model model = synthetic_model();
+  const flashscope::Tokenizer& tok = model.tokenizer();
+  const auto ids = flashscope::encode_chatml(tok, {{"user", "a<|im_end|>b"}}, true, "sys");
+  // Framing control tokens: <|im_start|> ×3 and <|im_end|> ×2; the one typed inside the text is plain bytes.
+  int im_start = 0, im_end = 0;
+  for (int32_t id : ids) {
+    im_start += id == 1;
+    im_end += id == 2;
+  }
+  CHECK(im_start == 3);
+  CHECK(im_end == 2);
+  CHECK(tok.decode(ids) == flashscope::format_chatml({{"user", "a<|im_end|>b"}}, true, "sys"));
+}
+
+// --- sessions -------------------------------------------------------------------------
+
+TEST_CASE("session: greedy generation streams tokens and reports stats") {
+  const Model model = synthetic_model();
+  auto session = Session::create(model);
+  REQUIRE(session.ok());
+  GenerateParams gp;
+  gp.max_tokens = 12;
+  gp.stop_tokens = {99};  // a filler token: the reply runs to max_tokens unless sampled
+  std::vector<int32_t> seen;
+  std::string text;
+  auto stats = session->generate({5, 6, 7, 8}, gp, [&](const TokenEvent& e) {
+    if (e.token >= 0) seen.push_back(e.token);
+    text += e.text;
+    return true;
+  });
+  REQUIRE_MESSAGE(stats.ok(), stats.status().to_string());
+  CHECK(stats->prompt_tokens == 4);
+  CHECK(stats->generated_tokens == static_cast<int>(seen.size()) + (stats->stop_reason == StopReason::kStopToken));
+  CHECK(stats->prefill_ms > 0);
+  if (stats->stop_reason == StopReason::kMaxTokens) {
+    CHECK(stats->generated_tokens == 12);
+    CHECK(stats->decode_tokens_per_s > 0);
+  }
+  // The conversation: prompt, then every sampled token (the last one pending).
+  std::vector<int32_t> want = {5, 6, 7, 8};
+  want.insert(want.end(), seen.begin(), seen.end());
+  if (stats->stop_reason == StopReason::kStopToken) want.push_back(stats->stop_token);
+  CHECK(session->tokens() == want);
+  CHECK(session->n_tokens() == static_cast<int>(want.size()));
+
+  // Greedy: each token is the argmax of a full recompute of everything before it.
+  auto check = model.new_sequence();
+  REQUIRE(check.ok());
+  std::vector<float> logits;
+  REQUIRE(model.forward(*check, std::vector<int32_t>(want.begin(), want.end() - 1), {}, LogitsMode::kAll, &logits).ok());
+  for (size_t i = 4; i < want.size(); ++i) {
+    const float* row = logits.data() + (i - 1) * 100;
+    CHECK(std::max_element(row, row + 100) - row == want[i]);
+  }
+}
+
+TEST_CASE("session: stop token, callback stop, and max_tokens 0") {
+  const Model model = synthetic_model();
+  // Find what greedy says first, then make it the stop token.
+  auto probe = Session::create(model);
+  REQUIRE(probe.ok());
+  GenerateParams gp;
+  gp.max_tokens = 1;
+  gp.stop_tokens = {99};
+  int32_t first = -1;
+  REQUIRE(probe->generate({10, 11}, gp, [&](const TokenEvent& e) { first = e.token; return true; }).ok());
+  REQUIRE(first >= 0);
+
+  auto s = Session::create(model);
+  REQUIRE(s.ok());
+  gp.max_tokens = 10;
+  gp.stop_tokens = {first};
+  int calls = 0;
+  auto stats = s->generate({10, 11}, gp, [&](const TokenEvent&) { ++calls; return true; });
+  REQUIRE(stats.ok());
+  CHECK(stats->stop_reason == StopReason::kStopToken);
+  CHECK(stats->stop_token == first);
+  CHECK(stats->generated_tokens == 1);
+  CHECK(calls == 0);  // stop tokens are not shown
+
+  s->reset();
+  CHECK(s->n_tokens() == 0);
+  gp.stop_tokens = {99};
+  calls = 0;
+  stats = s->generate({10, 11}, gp, [&](const TokenEvent&) { return ++calls < 3; });
+  REQUIRE(stats.ok());
+  if (stats->stop_reason != StopReason::kStopToken) {
+    CHECK(stats->stop_reason == StopReason::kCallback);
+    CHECK(calls == 3);
+  }
+
+  s->reset();
+  gp.max_tokens = 0;  // prefill only
+  stats = s->generate({10, 11}, gp, nullptr);
+  REQUIRE(stats.ok());
+  CHECK(stats->generated_tokens == 0);
+  CHECK(s->n_tokens() == 2);
+}
+
+TEST_CASE("session: a second turn continues the cache and equals one long run") {
+  const Model model = synthetic_model();
+  GenerateParams gp;
+  gp.max_tokens = 6;
+  gp.stop_tokens = {99};
+  std::vector<int32_t> turn2;
+
+  auto s = Session::create(model);
+  REQUIRE(s.ok());
+  REQUIRE(s->generate({20, 21, 22}, gp, nullptr).ok());
+  const std::vector<int32_t> after1 = s->tokens();
+  auto stats = s->generate({30, 31}, gp, [&](const TokenEvent& e) { if (e.token >= 0) turn2.push_back(e.token); return true; });
+  REQUIRE(stats.ok());
+  // Only the pending token and the new prompt were prefilled.
+  CHECK(stats->prompt_tokens == 1 + 2);
+
+  // One session fed the whole first turn as a prompt produces the same reply.
+  auto t = Session::create(model);
+  REQUIRE(t.ok());
+  std::vector<int32_t> prompt = after1;
+  prompt.push_back(30);
+  prompt.push_back(31);
+  std::vector<int32_t> again;
+  REQUIRE(t->generate(prompt, gp, [&](const TokenEvent& e) { if (e.token >= 0) again.push_back(e.token); return true; }).ok());
+  CHECK(turn2 == again);
+  CHECK(s->tokens() == t->tokens());
+
+  // Truncate back to the first turn and run it again: the same reply.
+  REQUIRE(s->truncate(static_cast<int>(after1.size())).ok());
+  std::vector<int32_t> redo;
+  REQUIRE(s->generate({30, 31}, gp, [&](const TokenEvent& e) { if (e.token >= 0) redo.push_back(e.token); return true; }).ok());
+  CHECK(redo == turn2);
+}
+
+TEST_CASE("session: a prompt that does not fit is refused and the session is unchanged") {
+  const Model model = synthetic_model();
+  flashscope::SessionOptions so;
+  so.max_tokens = 10;
+  auto s = Session::create(model, so);
+  REQUIRE(s.ok());
+  GenerateParams gp;
+  gp.max_tokens = 3;
+  gp.stop_tokens = {99};
+  auto too_long = s->generate(std::vector<int32_t>(11, 5), gp, nullptr);
+  CHECK(too_long.status().code() == StatusCode::kInvalidArgument);
+  CHECK(s->n_tokens() == 0);
+
+  REQUIRE(s->generate({5, 6, 7, 8, 9, 10}, gp, nullptr).ok());
+  const std::vector<int32_t> before = s->tokens();
+  auto overflow = s->generate({5, 6, 7}, gp, nullptr);
+  CHECK(overflow.status().code() == StatusCode::kInvalidArgument);
+  CHECK(s->tokens() == before);
+
+  // The cache filling up mid-reply ends the reply with kContextFull.
+  s->reset();
+  gp.max_tokens = 20;
+  auto stats = s->generate({5, 6, 7, 8}, gp, nullptr);
+  REQUIRE(stats.ok());
+  if (stats->stop_reason != StopReason::kStopToken) {
+    CHECK(stats->stop_reason == StopReason::kContextFull);
+    CHECK(s->n_tokens() == 11);  // 10 cached + the pending last sample
+  }
+
+  GenerateParams bad;
+  bad.sampling.top_p = 0.0f;
+  CHECK(s->generate({5}, bad, nullptr).status().code() == StatusCode::kInvalidArgument);
+  CHECK(Session().generate({5}, GenerateParams{}, nullptr).status().code() == StatusCode::kInvalidArgument);
+}
