@@ -2,29 +2,19 @@
 // completion to stdout; timing (prefill and decode tokens/s, time to first
 // token) goes to stderr so stdout is only the model's text.
 //
-// Without -m the default model is looked up as assets/models/<name> under
-// $FLASHSCOPE_MODEL_DIR, the current directory, and every parent of the
-// executable's directory (so a build tree inside the repo finds the repo's
-// assets/).
-#include <unistd.h>
-
-#include <chrono>
-#include <climits>
+// Without -m the default model is found as engine_args.hpp describes.
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "engine_args.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
 
 namespace flashscope::cli {
 namespace {
-
-constexpr const char* kDefaultModel = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 constexpr const char* kUsage =
     "usage: flashscope-cli generate [-m PATH] -p TEXT [--chat] [--system TEXT] [-n N]\n"
@@ -44,50 +34,10 @@ constexpr const char* kUsage =
     "                        when other programs keep the cores busy)\n"
     "  --device cpu|cuda     where to run (default cpu; the CUDA engine is not built yet)\n";
 
-bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
-
-std::string parent_dir(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// Candidate locations of the default model, most specific first.
-std::vector<std::string> default_model_candidates() {
-  std::vector<std::string> out;
-  const std::string rel = std::string("assets/models/") + kDefaultModel;
-  if (const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR"); dir && *dir) {
-    out.push_back(std::string(dir) + "/" + kDefaultModel);
-  }
-  out.push_back(rel);
-  char exe[PATH_MAX];
-  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (len > 0) {
-    exe[len] = '\0';
-    std::string dir = parent_dir(exe);
-    for (int depth = 0; depth < 8; ++depth) {
-      out.push_back(dir + "/" + rel);
-      if (dir == "/") break;
-      dir = parent_dir(dir);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
-  // Short flags are spelled as their long names for Args.
-  std::vector<std::string> storage;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-m") a = "--model";
-    else if (a == "-p") a = "--prompt";
-    else if (a == "-n") a = "--n-predict";
-    else if (a == "-t") a = "--threads";
-    else if (a == "-h") a = "--help";
-    storage.push_back(a);
-  }
+  std::vector<std::string> storage = expand_short_flags(argc, argv);
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
@@ -107,14 +57,7 @@ int cmd_generate(int argc, char** argv) {
 
   GenerateParams gp;
   gp.max_tokens = static_cast<int>(args.get_int("n-predict", 256));
-  gp.sampling.temperature = static_cast<float>(args.get_double("temp", 0.7));
-  gp.sampling.top_k = static_cast<int>(args.get_int("top-k", 40));
-  gp.sampling.top_p = static_cast<float>(args.get_double("top-p", 0.95));
-  gp.sampling.min_p = static_cast<float>(args.get_double("min-p", 0.05));
-  gp.sampling.repetition_penalty = static_cast<float>(args.get_double("repeat-penalty", 1.0));
-  const long long clock_seed =
-      static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff);
-  gp.sampling.seed = static_cast<uint64_t>(args.get_int("seed", clock_seed));
+  gp.sampling = parse_sampling(args);
   const int ctx = static_cast<int>(args.get_int("ctx", 0));
   const int threads = static_cast<int>(args.get_int("threads", 0));
   const std::string device = args.get("device", "cpu");
@@ -133,22 +76,10 @@ int cmd_generate(int argc, char** argv) {
     return 2;
   }
 
-  std::string path = args.get("model");
+  const std::string path = resolve_model_path(args);
   if (path.empty()) {
-    for (const std::string& c : default_model_candidates()) {
-      if (file_exists(c)) {
-        path = c;
-        break;
-      }
-    }
-    if (path.empty()) {
-      std::fprintf(stderr,
-                   "flashscope-cli generate: the default model %s was not found in assets/models/ (looked in "
-                   "$FLASHSCOPE_MODEL_DIR, the current directory and above the executable).\n"
-                   "Run scripts/fetch_model.sh to download it, or pass -m PATH.\n",
-                   kDefaultModel);
-      return 1;
-    }
+    std::fputs(missing_model_message("generate").c_str(), stderr);
+    return 1;
   }
 
   auto model = Model::load(path, mo);

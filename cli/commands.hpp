@@ -8,5 +8,6 @@ int cmd_info(int argc, char** argv);
 int cmd_bench(int argc, char** argv);  // bench prefill ...
 int cmd_attend(int argc, char** argv);
 int cmd_generate(int argc, char** argv);  // run a GGUF model on a prompt
+int cmd_chat(int argc, char** argv);      // terminal chat REPL
 
 }  // namespace flashscope::cli

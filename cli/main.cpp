@@ -17,6 +17,7 @@ void print_usage() {
       "  bench prefill        time the prefill kernels on a shape (median of many runs)\n"
       "  bench decode         time paged-KV decode on a batch of sequences (median of many runs)\n"
       "  attend               attention on .npy files: q, k, v in, o (and lse) out\n"
+      "  chat                 talk with the model in the terminal (/reset, /system, /stats, /quit)\n"
       "  generate             run a GGUF model (default SmolLM2-135M) on a prompt, streaming the reply\n"
       "  help                 this text; `flashscope-cli <command> --help` for a command's options\n");
 }
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   if (cmd == "info") return flashscope::cli::cmd_info(argc - 2, argv + 2);
   if (cmd == "bench") return flashscope::cli::cmd_bench(argc - 2, argv + 2);
   if (cmd == "attend") return flashscope::cli::cmd_attend(argc - 2, argv + 2);
+  if (cmd == "chat") return flashscope::cli::cmd_chat(argc - 2, argv + 2);
   if (cmd == "generate") return flashscope::cli::cmd_generate(argc - 2, argv + 2);
   std::fprintf(stderr, "flashscope-cli: unknown command '%s'\n\n", cmd.c_str());
   print_usage();

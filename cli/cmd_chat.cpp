@@ -1,0 +1,159 @@
+// `flashscope-cli chat`: a terminal chat with the model. Each turn prefills
+// only its new tokens: the session's KV cache keeps the conversation, so a
+// long chat costs what its new messages cost. Commands: /reset, /system TEXT,
+// /stats, /help, /quit (or end of input).
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "engine_args.hpp"
+#include "flashscope/engine.hpp"
+#include "flashscope/model.hpp"
+
+namespace flashscope::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: flashscope-cli chat [-m PATH] [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+    "                           [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
+    "  -n N             tokens per reply at most (default 512)\n"
+    "  --system TEXT    system prompt (default: the one in the model's chat template)\n"
+    "  other options as for `flashscope-cli generate`\n"
+    "in the chat: /reset  /system TEXT  /stats  /help  /quit\n";
+
+constexpr const char* kHelp = "commands: /reset (forget the conversation), /system TEXT (new system prompt, resets),\n"
+                              "          /stats (context use), /quit (or Ctrl-D)\n";
+
+// The conversation as the session holds it, and how to extend it.
+struct Chat {
+  std::string system;
+  bool started = false;       // the system message and a first turn are in the cache
+  bool reply_closed = true;   // the last reply ended with <|im_end|>
+};
+
+// Tokens of the next user turn. The framing is encoded with special tokens,
+// the user's text without them, so typed text never becomes a control token.
+std::vector<int32_t> next_turn_tokens(const Tokenizer& tok, const Chat& chat, const std::string& user,
+                                      const std::string& fallback_system) {
+  if (!chat.started) {
+    std::vector<ChatMessage> messages;
+    if (!chat.system.empty()) messages.push_back({"system", chat.system});
+    messages.push_back({"user", user});
+    return encode_chatml(tok, messages, true, fallback_system);
+  }
+  std::vector<int32_t> ids;
+  auto append = [&](const std::string& text, bool special) {
+    const auto part = tok.encode(text, special);
+    ids.insert(ids.end(), part.begin(), part.end());
+  };
+  if (!chat.reply_closed) append("<|im_end|>\n", true);
+  else append("\n", true);  // the template puts a newline after every <|im_end|>
+  append("<|im_start|>user\n", true);
+  append(user, false);
+  append("<|im_end|>\n<|im_start|>assistant\n", true);
+  return ids;
+}
+
+}  // namespace
+
+int cmd_chat(int argc, char** argv) {
+  std::vector<std::string> storage = expand_short_flags(argc, argv);
+  std::vector<char*> av;
+  for (std::string& s : storage) av.push_back(s.data());
+  Args args(static_cast<int>(av.size()), av.data(),
+            {"model", "system", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "ctx",
+             "threads"},
+            {"help"});
+  if (!args.ok() || args.has("help") || !args.positional().empty()) {
+    const bool bad = !args.ok() || !args.positional().empty();
+    std::fprintf(bad ? stderr : stdout, "%s%s%s", args.error().c_str(), args.error().empty() ? "" : "\n", kUsage);
+    return bad ? 2 : 0;
+  }
+  GenerateParams gp;
+  gp.max_tokens = static_cast<int>(args.get_int("n-predict", 512));
+  gp.sampling = parse_sampling(args);
+  SessionOptions so;
+  so.max_tokens = static_cast<int>(args.get_int("ctx", 0));
+  ModelOptions mo;
+  mo.threads = static_cast<int>(args.get_int("threads", 0));
+  if (!args.ok()) {
+    std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);
+    return 2;
+  }
+  const std::string path = resolve_model_path(args);
+  if (path.empty()) {
+    std::fputs(missing_model_message("chat").c_str(), stderr);
+    return 1;
+  }
+  auto model = Model::load(path, mo);
+  if (!model.ok()) {
+    std::fprintf(stderr, "flashscope-cli chat: cannot load %s: %s\n", path.c_str(), model.status().to_string().c_str());
+    return 1;
+  }
+  auto session = Session::create(*model, so);
+  if (!session.ok()) {
+    std::fprintf(stderr, "flashscope-cli chat: %s\n", session.status().to_string().c_str());
+    return 1;
+  }
+  std::string fallback = default_system_prompt_from_template(model->chat_template());
+  if (fallback.empty()) fallback = kSmolLMDefaultSystemPrompt;
+  Chat chat;
+  chat.system = args.get("system");
+
+  const ModelConfig& c = model->config();
+  std::fprintf(stderr, "%s — %d layers, %.0f MB, context %d tokens, CPU. /help for commands.\n",
+               c.name.empty() ? path.c_str() : c.name.c_str(), c.n_layers, model->weight_bytes() / 1e6,
+               session->capacity());
+  std::string line;
+  while (true) {
+    std::fputs("\n> ", stdout);
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty()) continue;
+    if (line == "/quit" || line == "/exit") break;
+    if (line == "/help") {
+      std::fputs(kHelp, stdout);
+      continue;
+    }
+    if (line == "/reset" || line.rfind("/system", 0) == 0) {
+      if (line.rfind("/system", 0) == 0) chat.system = line.size() > 8 ? line.substr(8) : "";
+      session->reset();
+      chat.started = false;
+      chat.reply_closed = true;
+      std::fputs(line == "/reset" ? "(conversation cleared)\n" : "(system prompt set; conversation cleared)\n",
+                 stdout);
+      continue;
+    }
+    if (line == "/stats") {
+      std::printf("context: %d of %d tokens\n", session->n_tokens(), session->capacity());
+      continue;
+    }
+    if (line[0] == '/') {
+      std::printf("unknown command %s\n%s", line.c_str(), kHelp);
+      continue;
+    }
+    const std::vector<int32_t> ids = next_turn_tokens(model->tokenizer(), chat, line, fallback);
+    auto stats = session->generate(ids, gp, [](const TokenEvent& e) {
+      std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    if (!stats.ok()) {
+      // The session is unchanged: the user can /reset or ask something shorter.
+      std::fprintf(stderr, "\n[%s — /reset to start over]\n", stats.status().message().c_str());
+      continue;
+    }
+    chat.started = true;
+    chat.reply_closed = stats->stop_reason == StopReason::kStopToken;
+    std::fprintf(stderr, "\n[%d tokens, %.1f tokens/s, first token after %.0f ms; context %d of %d]\n",
+                 stats->generated_tokens, stats->decode_tokens_per_s, stats->ttft_ms, session->n_tokens(),
+                 session->capacity());
+  }
+  std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace flashscope::cli

@@ -1,0 +1,87 @@
+#include "engine_args.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <vector>
+
+namespace flashscope::cli {
+namespace {
+
+bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Candidate locations of the default model, most specific first.
+std::vector<std::string> default_model_candidates() {
+  std::vector<std::string> out;
+  const std::string rel = std::string("assets/models/") + kDefaultModel;
+  if (const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR"); dir && *dir) {
+    out.push_back(std::string(dir) + "/" + kDefaultModel);
+  }
+  out.push_back(rel);
+  char exe[PATH_MAX];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    exe[len] = '\0';
+    std::string dir = parent_dir(exe);
+    for (int depth = 0; depth < 8; ++depth) {
+      out.push_back(dir + "/" + rel);
+      if (dir == "/") break;
+      dir = parent_dir(dir);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string resolve_model_path(const Args& args) {
+  const std::string given = args.get("model");
+  if (!given.empty()) return given;
+  for (const std::string& c : default_model_candidates())
+    if (file_exists(c)) return c;
+  return "";
+}
+
+std::string missing_model_message(const char* command) {
+  return std::string("flashscope-cli ") + command + ": the default model " + kDefaultModel +
+         " was not found in assets/models/ (looked in $FLASHSCOPE_MODEL_DIR, the current directory and above the "
+         "executable).\nRun scripts/fetch_model.sh to download it, or pass -m PATH.\n";
+}
+
+SamplingParams parse_sampling(Args& args) {
+  SamplingParams s;
+  s.temperature = static_cast<float>(args.get_double("temp", 0.7));
+  s.top_k = static_cast<int>(args.get_int("top-k", 40));
+  s.top_p = static_cast<float>(args.get_double("top-p", 0.95));
+  s.min_p = static_cast<float>(args.get_double("min-p", 0.05));
+  s.repetition_penalty = static_cast<float>(args.get_double("repeat-penalty", 1.0));
+  const long long clock_seed =
+      static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff);
+  s.seed = static_cast<uint64_t>(args.get_int("seed", clock_seed));
+  return s;
+}
+
+std::vector<std::string> expand_short_flags(int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-m") a = "--model";
+    else if (a == "-p") a = "--prompt";
+    else if (a == "-n") a = "--n-predict";
+    else if (a == "-t") a = "--threads";
+    else if (a == "-h") a = "--help";
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace flashscope::cli

@@ -1,0 +1,31 @@
+// What `generate` and `chat` share: finding the default model and reading
+// the sampling flags, so both commands behave the same.
+#pragma once
+
+#include <string>
+
+#include "args.hpp"
+#include "flashscope/engine.hpp"
+
+namespace flashscope::cli {
+
+inline constexpr const char* kDefaultModel = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+// The flags the sampling options take (value flags of Args).
+inline const char* const kSamplingFlags[] = {"temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed"};
+
+// -m PATH, else the default model under $FLASHSCOPE_MODEL_DIR, the current
+// directory's assets/models/, or assets/models/ above the executable (a
+// build tree inside the repo finds the repo's). Empty when none exists.
+std::string resolve_model_path(const Args& args);
+// The message printed when the default model is missing.
+std::string missing_model_message(const char* command);
+
+// --temp (default 0.7), --top-k 40, --top-p 0.95, --min-p 0.05,
+// --repeat-penalty 1.0, --seed (default: from the clock).
+SamplingParams parse_sampling(Args& args);
+
+// Rewrites short flags (-m, -p, -n, -t, -h) to their long names for Args.
+std::vector<std::string> expand_short_flags(int argc, char** argv);
+
+}  // namespace flashscope::cli
