@@ -28,10 +28,10 @@ if [[ $what == bench || $what == all ]]; then
 fi
 
 if [[ $what == profile || $what == all ]]; then
-  # What limits v5 on the seed shape: tensor-pipe and shared-memory utilization, warp stalls.
-  ncu --clock-control none -k regex:prefill_kernel -c 1 \
+  # What limits the default kernel on the seed shape: tensor-pipe and shared-memory utilization, warp stalls.
+  ncu --clock-control none -k regex:attention_kernel -c 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section Occupancy --section LaunchStats \
-    $cli bench prefill --kernel v5 --iters 1 --warmup 0 >"$OUT/ncu_v5_seed.txt" 2>&1
-  echo "ncu exit $?"; grep -E "Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Shared Memory Configuration|Issue Slots Busy|Stall|One or More|Bank" "$OUT/ncu_v5_seed.txt" | head -30
+    $cli bench prefill --kernel auto --iters 1 --warmup 0 >"$OUT/ncu_auto_seed.txt" 2>&1
+  echo "ncu exit $?"; grep -E "Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Shared Memory Configuration|Issue Slots Busy|Stall|One or More|Bank" "$OUT/ncu_auto_seed.txt" | head -30
 fi
