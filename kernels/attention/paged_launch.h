@@ -13,6 +13,10 @@ namespace flashscope::kernels {
 // kv-head times q_len rarely exceed 64 rows, and decode is bound by reading
 // pages, not by math), and the 128-row prefill tile for chunked prefill.
 bool paged_uses_decode_tile(int rows_per_kv_head);
+
+// The most KV splits one call may use (the combine stages their lse values in
+// shared memory).
+inline constexpr int kMaxPagedSplits = 64;
 int paged_block_q(int rows_per_kv_head);
 
 cudaError_t launch_paged_attention(ElemType type, int head_dim, bool causal, const PagedKernelParams& p,

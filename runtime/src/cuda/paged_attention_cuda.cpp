@@ -19,7 +19,7 @@ namespace flashscope::cuda {
 
 namespace {
 
-constexpr int kMaxSplits = 64;
+constexpr int kMaxSplits = kernels::kMaxPagedSplits;
 constexpr int kMinKeysPerSplit = 64;  // one or two tiles: below this a split is all fixed cost
 // Decode CTAs are one warp with 24 KiB of shared memory: nine fit on an SM.
 // Aim for about eight per SM so every SM streams pages with many loads in
