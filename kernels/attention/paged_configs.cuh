@@ -9,11 +9,10 @@ namespace flashscope::kernels {
 // tiles, v5's pipeline; small CTAs so many sequences and splits are in flight.
 // At head_dim 128 the 64-key tile's copy loop (32 chunks per lane per
 // matrix) plus the accumulators overflow one warp's registers: 32-key tiles.
-// Q stays in its own shared-memory region (Q_IN_SMEM) so the first K and V
-// loads go out with Q's instead of after it: a decode CTA only lives a few
-// tiles, and each serialized DRAM round trip is a visible share of it.
+// Q in registers: keeping it in its own shared-memory region (so K/V loads
+// start with Q's) was measured 37% slower at B64 x 4096 keys (bench/results).
 template <int D>
-using PagedDecodeConfig = PrefillConfig<D, 16, D == 128 ? 32 : 64, 1, true, Pipeline::kK2V1, true, true, 1>;
+using PagedDecodeConfig = PrefillConfig<D, 16, D == 128 ? 32 : 64, 1, true, Pipeline::kK2V1, true, false, 1>;
 // Chunked prefill over the cache: v5's tile.
 template <int D>
 using PagedPrefillConfig = PrefillConfig<D, 128, 64, 8, true, Pipeline::kK2V1, true, false, kMinBlocks<D>>;
