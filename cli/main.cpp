@@ -19,6 +19,7 @@ void print_usage() {
       "  attend               attention on .npy files: q, k, v in, o (and lse) out\n"
       "  chat                 talk with the model in the terminal (/reset, /system, /stats, /quit)\n"
       "  generate             run a GGUF model (default SmolLM2-135M) on a prompt, streaming the reply\n"
+      "  trace                capture a trace of one run to a file (prefill; decode later), or `trace info FILE`\n"
       "  help                 this text; `flashscope-cli <command> --help` for a command's options\n");
 }
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   if (cmd == "attend") return flashscope::cli::cmd_attend(argc - 2, argv + 2);
   if (cmd == "chat") return flashscope::cli::cmd_chat(argc - 2, argv + 2);
   if (cmd == "generate") return flashscope::cli::cmd_generate(argc - 2, argv + 2);
+  if (cmd == "trace") return flashscope::cli::cmd_trace(argc - 2, argv + 2);
   std::fprintf(stderr, "flashscope-cli: unknown command '%s'\n\n", cmd.c_str());
   print_usage();
   return 2;

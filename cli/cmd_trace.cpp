@@ -1,0 +1,264 @@
+// `flashscope-cli trace`: capture a trace of one attention run to a file
+// (docs/trace_format.md), or summarise a trace file.
+//   trace prefill <shape> --out FILE   random bf16/fp16 inputs (seeded), the
+//                                      CPU path with its probes; --device cuda
+//                                      will run a kernel built with probes
+//   trace decode ...                   paged decode with probes (GPU, not built yet)
+//   trace info FILE                    what the file holds, in a few lines
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "flashscope/attention.hpp"
+#include "flashscope/half.hpp"
+#include "flashscope/trace.hpp"
+
+namespace flashscope::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: flashscope-cli trace prefill [--batch B] [--q-heads H] [--kv-heads HK] [--q-len LQ] [--kv-len LK]\n"
+    "                                    [--head-dim D] [--causal] [--dtype bf16|fp16] [--device cpu|cuda]\n"
+    "                                    [--kernel v1..v6|auto] [--trace-batch B] [--trace-head H]\n"
+    "                                    [--rows R,R,...] [--sample-tiles QT:KT,...] [--seed N] --out FILE\n"
+    "       flashscope-cli trace decode ...   (paged decode with probes: needs the GPU probes)\n"
+    "       flashscope-cli trace info FILE\n"
+    "defaults: 1 x 8 heads x 1024 x 1024 x 128, bf16, device cpu, head 0 of sequence 0,\n"
+    "          rows first, middle and last of the sequence, sample tile 0:0, seed 1\n"
+    "--device cuda needs a build whose kernels carry the probes (not built yet)\n";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "flashscope-cli trace: %s\n%s", msg.c_str(), kUsage);
+  return 2;
+}
+
+int fail(const std::string& msg) {
+  std::fprintf(stderr, "flashscope-cli trace: %s\n", msg.c_str());
+  return 1;
+}
+
+// "1,2,3" → {1, 2, 3}; false on anything but non-negative integers.
+bool parse_list(const std::string& s, char sep, std::vector<int32_t>* out) {
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t end = std::min(s.find(sep, at), s.size());
+    const std::string item = s.substr(at, end - at);
+    char* stop = nullptr;
+    const long v = std::strtol(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || v < 0 || v > 1 << 30) return false;
+    out->push_back(static_cast<int32_t>(v));
+    at = end + 1;
+  }
+  return true;
+}
+
+// "0:0,3:5" → tiles; false on malformed input.
+bool parse_tiles(const std::string& s, std::vector<TileCoord>* out) {
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t end = std::min(s.find(',', at), s.size());
+    std::vector<int32_t> pair;
+    if (!parse_list(s.substr(at, end - at), ':', &pair) || pair.size() != 2) return false;
+    out->push_back({pair[0], pair[1]});
+    at = end + 1;
+  }
+  return true;
+}
+
+std::vector<uint16_t> random_halves(size_t n, DType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<uint16_t> out(n);
+  for (auto& x : out) x = dtype == DType::kBF16 ? float_to_bf16(dist(rng)) : float_to_fp16(dist(rng));
+  return out;
+}
+
+void print_summary(const Trace& t) {
+  const TraceMeta& m = t.meta;
+  const int q_tiles = (m.q_len + m.block_q - 1) / m.block_q, kv_tiles = (m.kv_len + m.block_kv - 1) / m.block_kv;
+  std::printf("  %s by %s on %s (%s), kernel %s\n", m.kind == TraceKind::kDecode ? "decode" : "prefill",
+              m.producer.c_str(), m.device_name.c_str(), m.backend.c_str(), m.kernel.c_str());
+  std::printf("  B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s%s %s, scale %.6g\n", m.batch, m.q_heads, m.kv_heads, m.q_len,
+              m.kv_len, m.head_dim, m.causal ? "causal" : "non-causal", m.varlen ? " varlen" : "",
+              dtype_name(m.dtype), m.softmax_scale);
+  std::printf("  tiles %d x %d: %d q-tiles x %d kv-tiles, %d warp%s per CTA", m.block_q, m.block_kv, q_tiles,
+              kv_tiles, m.warps, m.warps == 1 ? "" : "s");
+  if (m.page_size > 0) std::printf(", page %d", m.page_size);
+  if (m.num_splits > 0) std::printf(", %d splits", m.num_splits);
+  std::printf("\n  timer %s (%.6g ticks/us)\n", m.timer_unit == TimerUnit::kNanoseconds ? "ns" : "cycles",
+              m.timer_ticks_per_us);
+  if (m.elapsed_ms > 0) {
+    const double tflops = m.flops / (m.elapsed_ms * 1e-3) / 1e12;
+    std::printf("  run %.3f ms (probes included), %.4g FLOPs = %.3g TFLOPS", m.elapsed_ms, m.flops, tflops);
+    if (m.sol_tflops > 0) std::printf(" = %.1f%% of SOL %.0f TFLOPS (%d SMs)", 100 * tflops / m.sol_tflops,
+                                      m.sol_tflops, m.sm_count);
+    std::printf("\n");
+  }
+
+  if (!t.ctas.empty()) {
+    uint64_t first = t.ctas[0].start, last = t.ctas[0].end;
+    double busy = 0;
+    std::vector<uint32_t> sms;
+    for (const CtaRecord& c : t.ctas) {
+      first = std::min(first, c.start);
+      last = std::max(last, c.end);
+      busy += double(c.end - c.start);
+      sms.push_back(c.sm);
+    }
+    std::sort(sms.begin(), sms.end());
+    const size_t distinct = size_t(std::unique(sms.begin(), sms.end()) - sms.begin());
+    const double us = double(last - first) / m.timer_ticks_per_us;
+    std::printf("  %zu CTAs on %zu %s over %.1f us; mean CTA %.1f us\n", t.ctas.size(), distinct,
+                m.backend == "cpu" ? "threads" : "SMs", us, busy / double(t.ctas.size()) / m.timer_ticks_per_us);
+  }
+  if (!t.spans.empty()) {
+    double per_kind[kSpanKindCount] = {};
+    double total = 0;
+    for (const WarpSpanRecord& s : t.spans) {
+      per_kind[static_cast<uint32_t>(s.kind)] += double(s.end - s.start);
+      total += double(s.end - s.start);
+    }
+    std::printf("  %zu warp spans:", t.spans.size());
+    for (uint32_t k = 0; k < kSpanKindCount; ++k) {
+      if (per_kind[k] > 0)
+        std::printf(" %s %.1f%%", span_kind_name(static_cast<SpanKind>(k)), total > 0 ? 100 * per_kind[k] / total : 0);
+    }
+    std::printf("\n");
+  }
+  if (m.traced_head >= 0) std::printf("  traced: sequence %d, head %d\n", m.traced_batch, m.traced_head);
+  if (!t.softmax.empty()) {
+    std::vector<uint32_t> rows;
+    for (const SoftmaxStateRecord& r : t.softmax) rows.push_back(r.row);
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    std::printf("  %zu softmax states of %zu rows:", t.softmax.size(), rows.size());
+    for (size_t i = 0; i < std::min<size_t>(rows.size(), 8); ++i) std::printf(" %u", rows[i]);
+    std::printf("%s\n", rows.size() > 8 ? " ..." : "");
+  }
+  if (!t.tile_mass.empty()) {
+    size_t skipped = 0;
+    const TileMassRecord* top = &t.tile_mass[0];
+    for (const TileMassRecord& r : t.tile_mass) {
+      skipped += (r.flags & TileMassRecord::kSkipped) != 0;
+      if (r.mass > top->mass) top = &r;
+    }
+    std::printf("  %zu tile masses, %zu skipped by causality; heaviest block (%u, %u) holds %.1f%% of its q-tile\n",
+                t.tile_mass.size(), skipped, top->q_tile, top->kv_tile, 100.0 * top->mass);
+  }
+  if (!t.prob_samples.empty()) std::printf("  %zu probability samples\n", t.prob_samples.size());
+}
+
+int trace_info(int argc, char** argv) {
+  Args args(argc, argv, {}, {"help"});
+  if (args.has("help")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  if (!args.ok() || args.positional().size() != 1)
+    return usage_error(args.ok() ? "trace info takes one FILE" : args.error());
+  const std::string& path = args.positional()[0];
+  auto t = read_trace(path);
+  if (!t.ok()) return fail(t.status().to_string());
+  std::printf("%s: FlashScope trace, format version %u\n", path.c_str(), kTraceFormatVersion);
+  print_summary(t.value());
+  return 0;
+}
+
+int trace_prefill(int argc, char** argv) {
+  Args args(argc, argv,
+            {"batch", "q-heads", "kv-heads", "q-len", "kv-len", "head-dim", "dtype", "device", "kernel",
+             "trace-batch", "trace-head", "rows", "sample-tiles", "seed", "out"},
+            {"causal", "help"});
+  if (args.has("help")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  PrefillParams p;
+  p.batch = int(args.get_int("batch", 1));
+  p.q_heads = int(args.get_int("q-heads", 8));
+  p.kv_heads = int(args.get_int("kv-heads", p.q_heads));
+  p.q_len = int(args.get_int("q-len", 1024));
+  p.kv_len = int(args.get_int("kv-len", p.q_len));
+  p.head_dim = int(args.get_int("head-dim", 128));
+  p.causal = args.has("causal");
+  TraceOptions opt;
+  opt.batch = int(args.get_int("trace-batch", 0));
+  opt.head = int(args.get_int("trace-head", 0));
+  const uint64_t seed = uint64_t(args.get_int("seed", 1));
+  const std::string dtype_s = args.get("dtype", "bf16");
+  const std::string device_s = args.get("device", "cpu");
+  const std::string kernel_s = args.get("kernel", "auto");
+  const std::string out = args.get("out");
+  if (!args.ok()) return usage_error(args.error());
+  if (!args.positional().empty()) return usage_error("unexpected argument '" + args.positional()[0] + "'");
+  if (out.empty()) return usage_error("--out FILE is required");
+  if (dtype_s != "bf16" && dtype_s != "fp16") return usage_error("--dtype must be bf16 or fp16");
+  if (device_s != "cpu" && device_s != "cuda") return usage_error("--device must be cpu or cuda");
+  PrefillKernel kernel;
+  if (!parse_prefill_kernel(kernel_s, &kernel)) return usage_error("--kernel must be v1..v6 or auto");
+  if (args.has("rows") && !parse_list(args.get("rows"), ',', &opt.rows))
+    return usage_error("--rows expects non-negative integers separated by commas");
+  if (args.has("sample-tiles") && !parse_tiles(args.get("sample-tiles"), &opt.sample_tiles))
+    return usage_error("--sample-tiles expects QT:KT pairs separated by commas");
+  p.dtype = dtype_s == "bf16" ? DType::kBF16 : DType::kFP16;
+  p.device = device_s == "cuda" ? Device::kCuda : Device::kCpu;
+  p.kernel = kernel;
+
+  // Shapes first: a bad one is reported before any allocation.
+  p.q = bshd(reinterpret_cast<void*>(16), p.q_len, p.q_heads, p.head_dim);
+  p.k = bshd(reinterpret_cast<void*>(16), p.kv_len, p.kv_heads, p.head_dim);
+  p.v = p.k;
+  p.o = p.q;
+  if (Status s = validate(p); !s.ok()) return fail(s.to_string());
+  if (p.device == Device::kCuda)
+    return fail("GPU probes are not built yet: no kernel records a trace; use --device cpu for the CPU path");
+  if (kernel != PrefillKernel::kAuto) return usage_error("--kernel selects a GPU kernel; the CPU path is cpu-tiled");
+
+  if (!args.has("rows") && p.q_len > 0) opt.rows = {0, p.q_len / 2, p.q_len - 1};
+  if (!args.has("sample-tiles") && p.q_len > 0 && p.kv_len > 0) opt.sample_tiles = {{0, 0}};
+
+  const size_t q_elems = size_t(p.batch) * p.q_len * p.q_heads * p.head_dim;
+  const size_t kv_elems = size_t(p.batch) * p.kv_len * p.kv_heads * p.head_dim;
+  const auto hq = random_halves(q_elems, p.dtype, seed), hk = random_halves(kv_elems, p.dtype, seed + 1),
+             hv = random_halves(kv_elems, p.dtype, seed + 2);
+  std::vector<uint16_t> ho(q_elems);
+  p.q.data = const_cast<uint16_t*>(hq.data());
+  p.k.data = const_cast<uint16_t*>(hk.data());
+  p.v.data = const_cast<uint16_t*>(hv.data());
+  p.o.data = ho.data();
+
+  Trace t;
+  if (Status s = capture_cpu_prefill_trace(p, opt, &t); !s.ok()) return fail(s.to_string());
+  t.meta.producer = "flashscope-cli";
+  if (Status s = write_trace(t, out); !s.ok()) return fail(s.to_string());
+  std::printf("%s: wrote a trace (format version %u)\n", out.c_str(), kTraceFormatVersion);
+  print_summary(t);
+  return 0;
+}
+
+}  // namespace
+
+int cmd_trace(int argc, char** argv) {
+  const std::string sub = argc >= 1 ? argv[0] : "";
+  if (sub == "prefill") return trace_prefill(argc - 1, argv + 1);
+  if (sub == "info") return trace_info(argc - 1, argv + 1);
+  if (sub == "decode") {
+    if (argc >= 2 && std::string(argv[1]) == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    return fail("trace decode: GPU probes are not built yet (decode runs on the GPU only)");
+  }
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  return usage_error("expected 'prefill', 'decode' or 'info'");
+}
+
+}  // namespace flashscope::cli
