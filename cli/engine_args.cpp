@@ -1,58 +1,19 @@
 #include "engine_args.hpp"
 
-#include <unistd.h>
-
 #include <chrono>
-#include <climits>
-#include <cstdlib>
-#include <fstream>
 #include <vector>
 
+#include "flashscope/model.hpp"
+
 namespace flashscope::cli {
-namespace {
-
-bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
-
-std::string parent_dir(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// Candidate locations of the default model, most specific first.
-std::vector<std::string> default_model_candidates() {
-  std::vector<std::string> out;
-  const std::string rel = std::string("assets/models/") + kDefaultModel;
-  if (const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR"); dir && *dir) {
-    out.push_back(std::string(dir) + "/" + kDefaultModel);
-  }
-  out.push_back(rel);
-  char exe[PATH_MAX];
-  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (len > 0) {
-    exe[len] = '\0';
-    std::string dir = parent_dir(exe);
-    for (int depth = 0; depth < 8; ++depth) {
-      out.push_back(dir + "/" + rel);
-      if (dir == "/") break;
-      dir = parent_dir(dir);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string resolve_model_path(const Args& args) {
   const std::string given = args.get("model");
-  if (!given.empty()) return given;
-  for (const std::string& c : default_model_candidates())
-    if (file_exists(c)) return c;
-  return "";
+  return given.empty() ? find_default_model() : given;
 }
 
 std::string missing_model_message(const char* command) {
-  return std::string("flashscope-cli ") + command + ": the default model " + kDefaultModel +
+  return std::string("flashscope-cli ") + command + ": the default model " + kDefaultModelFile +
          " was not found in assets/models/ (looked in $FLASHSCOPE_MODEL_DIR, the current directory and above the "
          "executable).\nRun scripts/fetch_model.sh to download it, or pass -m PATH.\n";
 }

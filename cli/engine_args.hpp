@@ -9,14 +9,10 @@
 
 namespace flashscope::cli {
 
-inline constexpr const char* kDefaultModel = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
 // The flags the sampling options take (value flags of Args).
 inline const char* const kSamplingFlags[] = {"temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed"};
 
-// -m PATH, else the default model under $FLASHSCOPE_MODEL_DIR, the current
-// directory's assets/models/, or assets/models/ above the executable (a
-// build tree inside the repo finds the repo's). Empty when none exists.
+// -m PATH, else flashscope::find_default_model(). Empty when none exists.
 std::string resolve_model_path(const Args& args);
 // The message printed when the default model is missing.
 std::string missing_model_message(const char* command);

@@ -4,6 +4,11 @@
 # (on PATH or in /usr/local/cuda/bin) the CUDA backend is built, else the CPU path.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config python3 doctest-dev)
+# The desktop app: window, UI and GL (libglfw3-dev, libimgui-dev with its
+# GLFW/OpenGL 3 backends, libstb-dev for PNG, libgl-dev), its font
+# (fonts-dejavu-core), and its headless test: an X server without a display
+# (xvfb, with xauth for xvfb-run) and Mesa's software OpenGL (libgl1-mesa-dri).
+packages+=(libglfw3-dev libimgui-dev libstb-dev libgl-dev fonts-dejavu-core xvfb xauth libgl1-mesa-dri)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

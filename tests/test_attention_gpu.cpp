@@ -17,26 +17,17 @@
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "support/attention_problem.hpp"
+#include "support/gpu.hpp"
 
 using namespace flashscope;
+using flashscope::testing::skip_without_gpu;
+using flashscope::testing::upload;
 using flashscope::testing::AttentionProblem;
 using flashscope::testing::AttentionShape;
 using flashscope::testing::Layout;
 
 namespace {
 
-bool skip_without_gpu() {
-  if (cuda_available()) return false;
-  MESSAGE("no CUDA device: GPU case skipped");
-  return true;
-}
-
-DeviceBuffer upload(const void* host, size_t bytes) {
-  auto b = DeviceBuffer::allocate(bytes);
-  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
-  if (bytes) REQUIRE(b->upload(host, bytes).ok());
-  return std::move(b.value());
-}
 
 // Runs `kernel` on a device copy of the problem and compares with the reference.
 void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel) {

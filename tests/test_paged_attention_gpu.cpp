@@ -31,27 +31,17 @@
 #include "flashscope/half.hpp"
 #include "flashscope/kv_cache.hpp"
 #include "flashscope/paged_attention.hpp"
+#include "support/gpu.hpp"
 #include "support/paged_problem.hpp"
 
 using namespace flashscope;
+using flashscope::testing::skip_without_gpu;
+using flashscope::testing::upload;
 using flashscope::testing::PagedBuffers;
 using flashscope::testing::PagedProblem;
 using flashscope::testing::PagedShape;
 
 namespace {
-
-bool skip_without_gpu() {
-  if (cuda_available()) return false;
-  MESSAGE("no CUDA device: GPU case skipped");
-  return true;
-}
-
-DeviceBuffer upload(const void* host, size_t bytes) {
-  auto b = DeviceBuffer::allocate(bytes);
-  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
-  if (bytes) REQUIRE(b->upload(host, bytes).ok());
-  return std::move(b.value());
-}
 
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/mini_json.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/tokenizer.hpp"
 #include "tokenizer/byte_map.hpp"
@@ -131,156 +132,6 @@ std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bo
   *all_valid = *all_valid && is_valid_utf8(tail);
   return out + tail;
 }
-
-// --- a small JSON reader for the fixture (objects, arrays, strings, numbers,
-// true/false/null; enough for what make_tokenizer_fixture.py writes) --------
-
-struct Json {
-  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = Kind::kNull;
-  bool boolean = false;
-  double number = 0;
-  std::string string;
-  std::vector<Json> array;
-  std::map<std::string, Json> object;
-
-  const Json* get(const std::string& key) const {
-    auto it = object.find(key);
-    return it == object.end() ? nullptr : &it->second;
-  }
-};
-
-class JsonParser {
- public:
-  explicit JsonParser(const std::string& text) : s_(text) {}
-
-  bool parse(Json* out) {
-    if (!value(out)) return false;
-    skip_ws();
-    return pos_ == s_.size();
-  }
-  size_t pos() const { return pos_; }
-
- private:
-  void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) ++pos_;
-  }
-  bool literal(const char* word) {
-    const std::string w(word);
-    if (s_.compare(pos_, w.size(), w) != 0) return false;
-    pos_ += w.size();
-    return true;
-  }
-  bool hex4(uint32_t* v) {
-    if (pos_ + 4 > s_.size()) return false;
-    *v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[pos_++];
-      *v <<= 4;
-      if (c >= '0' && c <= '9') *v |= c - '0';
-      else if (c >= 'a' && c <= 'f') *v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') *v |= c - 'A' + 10;
-      else return false;
-    }
-    return true;
-  }
-  bool string(std::string* out) {
-    if (s_[pos_] != '"') return false;
-    ++pos_;
-    while (pos_ < s_.size() && s_[pos_] != '"') {
-      char c = s_[pos_++];
-      if (c != '\\') {
-        *out += c;
-        continue;
-      }
-      if (pos_ >= s_.size()) return false;
-      c = s_[pos_++];
-      switch (c) {
-        case '"': *out += '"'; break;
-        case '\\': *out += '\\'; break;
-        case '/': *out += '/'; break;
-        case 'b': *out += '\b'; break;
-        case 'f': *out += '\f'; break;
-        case 'n': *out += '\n'; break;
-        case 'r': *out += '\r'; break;
-        case 't': *out += '\t'; break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp <= 0xDBFF) {  // a surrogate pair
-            uint32_t lo = 0;
-            if (!literal("\\u") || !hex4(&lo) || lo < 0xDC00 || lo > 0xDFFF) return false;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          flashscope::tokenizer::utf8_append(cp, *out);
-          break;
-        }
-        default: return false;
-      }
-    }
-    if (pos_ >= s_.size()) return false;
-    ++pos_;
-    return true;
-  }
-  bool value(Json* out) {
-    skip_ws();
-    if (pos_ >= s_.size()) return false;
-    const char c = s_[pos_];
-    if (c == '{') {
-      out->kind = Json::Kind::kObject;
-      ++pos_;
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, true;
-      while (true) {
-        skip_ws();
-        std::string key;
-        if (pos_ >= s_.size() || !string(&key)) return false;
-        skip_ws();
-        if (pos_ >= s_.size() || s_[pos_++] != ':') return false;
-        if (!value(&out->object[key])) return false;
-        skip_ws();
-        if (pos_ >= s_.size()) return false;
-        if (s_[pos_] == ',') { ++pos_; continue; }
-        if (s_[pos_] == '}') return ++pos_, true;
-        return false;
-      }
-    }
-    if (c == '[') {
-      out->kind = Json::Kind::kArray;
-      ++pos_;
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, true;
-      while (true) {
-        out->array.emplace_back();
-        if (!value(&out->array.back())) return false;
-        skip_ws();
-        if (pos_ >= s_.size()) return false;
-        if (s_[pos_] == ',') { ++pos_; continue; }
-        if (s_[pos_] == ']') return ++pos_, true;
-        return false;
-      }
-    }
-    if (c == '"') {
-      out->kind = Json::Kind::kString;
-      return string(&out->string);
-    }
-    if (literal("true")) return out->kind = Json::Kind::kBool, out->boolean = true, true;
-    if (literal("false")) return out->kind = Json::Kind::kBool, true;
-    if (literal("null")) return true;
-    size_t end = pos_;
-    while (end < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[end])) || s_[end] == '-' ||
-                               s_[end] == '+' || s_[end] == '.' || s_[end] == 'e' || s_[end] == 'E')) {
-      ++end;
-    }
-    if (end == pos_) return false;
-    out->kind = Json::Kind::kNumber;
-    out->number = std::strtod(s_.substr(pos_, end - pos_).c_str(), nullptr);
-    pos_ = end;
-    return true;
-  }
-
-  const std::string& s_;
-  size_t pos_ = 0;
-};
 
 std::string model_path() {
   const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
@@ -613,22 +464,20 @@ TEST_CASE("tokenizer: SmolLM2 GGUF vocabulary matches the reference fixture") {
   std::stringstream buf;
   buf << in.rdbuf();
   const std::string json_text = buf.str();
-  Json root;
-  JsonParser parser(json_text);
-  REQUIRE_MESSAGE(parser.parse(&root), "fixture is not valid JSON near byte " << parser.pos());
-  const Json* cases = root.get("cases");
-  REQUIRE(cases != nullptr);
-  REQUIRE(cases->array.size() >= 200);
+  flashscope::testing::JsonValue root;
+  REQUIRE_MESSAGE(flashscope::testing::JsonReader(json_text).parse(&root), "fixture is not valid JSON");
+  const auto& cases = root["cases"].array;
+  REQUIRE(cases.size() >= 200);
 
   size_t passed = 0;
   size_t index = 0;
-  for (const Json& c : cases->array) {
-    const std::string& text = c.get("text")->string;
-    const bool parse_special = c.get("parse_special")->boolean;
+  for (const auto& c : cases) {
+    const std::string& text = c["text"].string;
+    const bool parse_special = c["parse_special"].boolean;
     std::vector<int32_t> want;
-    for (const Json& id : c.get("ids")->array) want.push_back(static_cast<int32_t>(id.number));
-    const Json* decoded = c.get("decoded");
-    const std::string& want_text = decoded ? decoded->string : text;
+    for (const auto& id : c["ids"].array) want.push_back(static_cast<int32_t>(id.number));
+    const auto& decoded = c["decoded"];
+    const std::string& want_text = decoded.kind == flashscope::testing::JsonValue::Kind::kString ? decoded.string : text;
     CAPTURE(index);
     CAPTURE(text);
     CAPTURE(parse_special);
@@ -644,8 +493,8 @@ TEST_CASE("tokenizer: SmolLM2 GGUF vocabulary matches the reference fixture") {
     if (ids == want && back == want_text && stream_valid && streamed == back) ++passed;
     ++index;
   }
-  MESSAGE(passed << " of " << cases->array.size() << " fixture strings match the reference");
-  CHECK(passed == cases->array.size());
+  MESSAGE(passed << " of " << cases.size() << " fixture strings match the reference");
+  CHECK(passed == cases.size());
 }
 
 TEST_CASE("tokenizer: SmolLM2 streams emoji and CJK split across tokens") {

@@ -45,6 +45,14 @@
 
 namespace flashscope {
 
+// The default model's file name, and where tools look for it: the first
+// existing of $FLASHSCOPE_MODEL_DIR/<file>, ./assets/models/<file>, and
+// assets/models/<file> in the running executable's directory or any parent
+// (so a build tree inside the repository finds the repository's assets/).
+// Empty when none exists; scripts/fetch_model.sh downloads it.
+inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+std::string find_default_model();
+
 // The shape of a model, from its GGUF metadata ("{arch}.*" keys).
 struct ModelConfig {
   std::string architecture;  // general.architecture; "llama" is supported

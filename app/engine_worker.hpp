@@ -1,0 +1,133 @@
+// The engine's own thread: it owns the Model and the Session (one
+// conversation's KV cache) and answers requests one at a time, so the UI
+// thread never waits on a forward pass.
+//
+//   UI thread                          worker thread
+//   submit(request) ──► queue ──────►  pop → sync the cache → Session::generate
+//   snapshot(&s)   ◄── mutex-guarded ◄─ token callback appends text, counts tokens
+//   stop()         ──► atomic id ────►  the token callback returns false
+//
+// Requests carry the whole conversation to answer (ChatML messages, system
+// prompt first). The worker encodes it and keeps the longest prefix its
+// cache already holds, so a follow-up prefills only the new turn, while
+// regenerate and "edit the last message" simply send a shorter or changed
+// conversation: the cache is cut back where it diverges.
+//
+// Stop is not queued behind the running answer: stop() records the newest
+// request id it cancels and the token callback compares against it, so a
+// stop that races a request being picked up is never lost.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flashscope/engine.hpp"
+#include "flashscope/model.hpp"
+
+namespace flashscope::app {
+
+struct EngineRequest {
+  enum class Kind : uint8_t {
+    kGenerate,  // answer `messages`
+    kReset,     // forget the KV cache (new chat, loaded conversation)
+  };
+  Kind kind = Kind::kGenerate;
+  uint64_t id = 0;  // > 0, increasing; the snapshot says which request its answer belongs to
+  std::vector<ChatMessage> messages;
+  GenerateParams params;
+};
+
+enum class EngineState : uint8_t {
+  kLoading,     // the model is being loaded
+  kIdle,        // ready for a request
+  kPrefilling,  // running the prompt through the model
+  kGenerating,  // sampling tokens
+  kFailed,      // the model could not be loaded (load_error says why)
+};
+const char* engine_state_name(EngineState s);
+
+// What the UI reads each frame: a copy, so it can be drawn without a lock.
+struct EngineSnapshot {
+  EngineState state = EngineState::kLoading;
+  std::string load_error;
+
+  // The model, once loaded.
+  std::string model_path;
+  std::string model_name;  // the file name without .gguf, else general.name
+  ModelConfig config;
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes_per_token = 0;  // K and V of all layers, bf16
+  std::string default_system_prompt;  // from the model's chat template
+  int context_capacity = 0;           // tokens the session's cache holds
+
+  // The current or latest answer.
+  uint64_t answer_id = 0;       // the request it answers; 0: none yet
+  std::string answer_text;      // streamed so far (complete UTF-8 characters only)
+  bool answer_done = false;     // finished, stopped or failed
+  std::string answer_error;     // set when generate failed
+  int answer_tokens = 0;        // tokens sampled so far
+  int answer_prompt_tokens = 0; // tokens this answer prefills (after the reused prefix)
+  int answer_reused_tokens = 0; // prefix kept from the cache
+  double answer_live_tokens_per_s = 0.0;  // since the first token, while generating
+  GenerateStats stats;          // valid when answer_done and no error
+
+  int context_used = 0;  // tokens in the cache now
+  uint64_t requests_done = 0;
+};
+
+class EngineWorker {
+ public:
+  struct Options {
+    std::string model_path;
+    int threads = 0;  // CPU threads per forward pass; 0: the runtime's load-aware auto
+    int context = 0;  // KV cache tokens; 0: the model's context length
+  };
+
+  EngineWorker() = default;
+  ~EngineWorker();  // cancels, then joins the thread
+  EngineWorker(const EngineWorker&) = delete;
+  EngineWorker& operator=(const EngineWorker&) = delete;
+
+  // Starts the thread (call one start() once), which loads the model first
+  // (state kLoading → kIdle or kFailed).
+  void start(const Options& options);
+  // Starts the thread on a model already loaded (tests: synthetic models).
+  void start(Model model, int context = 0);
+
+  // Queues a request. Never blocks on the engine.
+  void submit(EngineRequest request);
+  // Cancels the running answer and drops queued ones; the partial answer stays in the snapshot.
+  void stop();
+  // stop() then kReset.
+  void reset(uint64_t id);
+
+  void snapshot(EngineSnapshot* out) const;
+  // True while a request is queued or running.
+  bool busy() const;
+
+ private:
+  void run(std::string path, Model preloaded, int threads, int context);
+  void process(const EngineRequest& request);
+  void generate(const EngineRequest& request);
+
+  std::thread thread_;
+  mutable std::mutex mutex_;  // guards queue_, snap_, quit_
+  std::condition_variable wake_;
+  std::deque<EngineRequest> queue_;
+  EngineSnapshot snap_;
+  bool quit_ = false;
+  uint64_t newest_submitted_ = 0;
+  std::atomic<uint64_t> cancel_through_{0};  // requests with id ≤ this stop at their next token
+
+  // Worker-thread only.
+  Model model_;
+  Session session_;
+};
+
+}  // namespace flashscope::app

@@ -1,0 +1,36 @@
+// Command-line options of the `flashscope` app.
+#pragma once
+
+#include <string>
+
+namespace flashscope::app {
+
+struct AppOptions {
+  std::string model_path;   // --model; empty: the default model, looked up like the CLI does
+  int frames = 0;           // --frames N: render N frames (at most, with --prompt) and exit; 0: interactive
+  std::string screenshot;   // --screenshot PNG: written after the last frame
+  std::string layout;       // --layout JSON: where each panel was drawn on the last frame (tests)
+  std::string tab;          // --tab NAME: the dashboard tab to show
+  std::string prompt;       // --prompt TEXT: sent as the first message
+  bool has_prompt = false;
+  int max_tokens = 0;       // --max-tokens N: the answer's token limit (0: the settings' default)
+  bool has_seed = false;    // --seed S: a fixed sampling seed instead of a fresh one per answer
+  unsigned long long seed = 0;
+  bool greedy = false;      // --greedy: temperature 0
+  int width = 1600;         // --size WxH: window size in pixels at scale 1
+  int height = 1000;
+  float scale = 0.0f;       // --scale S: UI scale; 0: the monitor's content scale
+  int threads = 0;          // --threads N: CPU threads per forward pass; 0: auto
+  int context = 0;          // --ctx N: KV cache tokens; 0: the model's context length
+  bool help = false;
+
+  bool headless() const { return frames > 0 || !screenshot.empty(); }
+};
+
+extern const char* const kAppUsage;
+
+// Parses argv; false with *error set on an unknown flag or a bad value.
+// --screenshot without --frames renders a few frames (enough for the layout to settle).
+bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* error);
+
+}  // namespace flashscope::app

@@ -1,0 +1,185 @@
+// Checks a headless screenshot of the app: the PNG has the window's size,
+// is really drawn (many distinct colours, not one flat fill), and the chat
+// panel and the dashboard — where the app's layout JSON says it drew them —
+// sit left and right, fill the window, and each contain drawn content
+// (text and widgets: ink that differs from the panel's background, in many
+// shades, in the panel's top part where its header always is).
+//
+// usage: flashscope-check-screenshot SHOT.png LAYOUT.json WIDTH HEIGHT
+//        flashscope-check-screenshot --self-test   (a flat image must fail)
+// Exit 0 when every check passes, 1 with the failed checks listed.
+#include <stb_image.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "json.hpp"
+
+namespace {
+
+struct Image {
+  int w = 0, h = 0;
+  const unsigned char* rgb = nullptr;
+  uint32_t at(int x, int y) const {
+    const unsigned char* p = rgb + (static_cast<size_t>(y) * w + x) * 3;
+    return (uint32_t(p[0]) << 16) | (uint32_t(p[1]) << 8) | p[2];
+  }
+};
+
+struct Rect {
+  int x = 0, y = 0, w = 0, h = 0;
+};
+
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("  [%s] %s\n", ok ? "ok" : "FAIL", what.c_str());
+  if (!ok) ++failures;
+}
+
+int channel_distance(uint32_t a, uint32_t b) {
+  int d = 0;
+  for (int s = 0; s < 24; s += 8) d += std::abs(int((a >> s) & 0xff) - int((b >> s) & 0xff));
+  return d;
+}
+
+struct RegionStats {
+  size_t distinct = 0;
+  double ink = 0.0;  // fraction of pixels far from the most common colour
+};
+
+RegionStats region_stats(const Image& img, const Rect& r) {
+  std::unordered_map<uint32_t, size_t> counts;
+  for (int y = r.y; y < r.y + r.h; ++y) {
+    for (int x = r.x; x < r.x + r.w; ++x) ++counts[img.at(x, y)];
+  }
+  uint32_t background = 0;
+  size_t best = 0;
+  for (const auto& [c, n] : counts) {
+    if (n > best) {
+      best = n;
+      background = c;
+    }
+  }
+  size_t ink = 0;
+  for (const auto& [c, n] : counts) {
+    if (channel_distance(c, background) > 48) ink += n;
+  }
+  RegionStats s;
+  s.distinct = counts.size();
+  s.ink = r.w * r.h > 0 ? double(ink) / (double(r.w) * r.h) : 0.0;
+  return s;
+}
+
+Rect panel_rect(const flashscope::app::JsonValue& layout, const char* name) {
+  Rect r;
+  const auto* panels = layout.find("panels");
+  const auto* p = panels ? panels->find(name) : nullptr;
+  if (!p) return r;
+  r.x = static_cast<int>(p->get_number("x", 0));
+  r.y = static_cast<int>(p->get_number("y", 0));
+  r.w = static_cast<int>(p->get_number("w", 0));
+  r.h = static_cast<int>(p->get_number("h", 0));
+  return r;
+}
+
+void check_panel(const Image& img, const char* name, const Rect& r) {
+  char buf[256];
+  const bool inside = r.w > 0 && r.h > 0 && r.x >= 0 && r.y >= 0 && r.x + r.w <= img.w && r.y + r.h <= img.h;
+  std::snprintf(buf, sizeof buf, "%s panel at (%d, %d) size %dx%d lies inside the image", name, r.x, r.y, r.w, r.h);
+  check(inside, buf);
+  if (!inside) return;
+  const RegionStats all = region_stats(img, r);
+  std::snprintf(buf, sizeof buf, "%s panel is drawn: %zu distinct colours (want >= 48), %.1f%% ink (want >= 1%%)", name,
+                all.distinct, 100.0 * all.ink);
+  check(all.distinct >= 48 && all.ink >= 0.01, buf);
+  const Rect top{r.x, r.y, r.w, r.h / 4};
+  const RegionStats head = region_stats(img, top);
+  std::snprintf(buf, sizeof buf, "%s panel's top quarter has its header: %zu colours, %.1f%% ink", name, head.distinct,
+                100.0 * head.ink);
+  check(head.distinct >= 24 && head.ink >= 0.01, buf);
+}
+
+}  // namespace
+
+// Every check on one image; returns the number that failed.
+int check_image(const Image& img, const flashscope::app::JsonValue& layout, int want_w, int want_h) {
+  failures = 0;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "size %dx%d (want %dx%d)", img.w, img.h, want_w, want_h);
+  check(img.w == want_w && img.h == want_h, buf);
+  std::unordered_set<uint32_t> colours;
+  for (int y = 0; y < img.h; ++y) {
+    for (int x = 0; x < img.w; ++x) colours.insert(img.at(x, y));
+  }
+  std::snprintf(buf, sizeof buf, "not blank: %zu distinct colours (want >= 128)", colours.size());
+  check(colours.size() >= 128, buf);
+
+  const Rect chat = panel_rect(layout, "chat");
+  const Rect dash = panel_rect(layout, "dashboard");
+  check_panel(img, "chat", chat);
+  check_panel(img, "dashboard", dash);
+  check(chat.x + chat.w <= dash.x, "chat is left of the dashboard");
+  std::snprintf(buf, sizeof buf, "panels share the width sensibly: chat %.0f%%, dashboard %.0f%%",
+                100.0 * chat.w / img.w, 100.0 * dash.w / img.w);
+  check(chat.w >= img.w / 4 && dash.w >= img.w * 35 / 100 && chat.w + dash.w >= img.w * 9 / 10, buf);
+  check(chat.h >= img.h * 8 / 10 && dash.h >= img.h * 8 / 10, "both panels span most of the height");
+  std::snprintf(buf, sizeof buf, "font: %s", layout.get_string("font").c_str());
+  check(layout.get_string("font") == "DejaVu Sans", buf);
+  return failures;
+}
+
+// The checks must be able to fail: a flat image with a plausible layout
+// has to be rejected for being blank and for its empty panels.
+int self_test() {
+  const int w = 1600, h = 1000;
+  std::vector<unsigned char> flat(static_cast<size_t>(w) * h * 3, 30);
+  Image img{w, h, flat.data()};
+  flashscope::app::JsonValue layout;
+  std::string error;
+  const char* json = R"({"font": "DejaVu Sans", "panels": {
+      "chat": {"x": 12, "y": 10, "w": 653, "h": 947}, "dashboard": {"x": 687, "y": 10, "w": 901, "h": 947}}})";
+  if (!flashscope::app::json_parse(json, &layout, &error)) return 1;
+  std::printf("self-test: a flat %dx%d image must fail\n", w, h);
+  const int failed = check_image(img, layout, w, h);
+  std::printf("self-test: %d checks failed (want at least 5: blank, two panels x two)\n", failed);
+  return failed >= 5 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--self-test") return self_test();
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s SHOT.png LAYOUT.json WIDTH HEIGHT | --self-test\n", argv[0]);
+    return 2;
+  }
+  Image img;
+  int channels = 0;
+  unsigned char* data = stbi_load(argv[1], &img.w, &img.h, &channels, 3);
+  if (!data) {
+    std::printf("  [FAIL] cannot read %s as an image: %s\n", argv[1], stbi_failure_reason());
+    return 1;
+  }
+  img.rgb = data;
+  std::ifstream f(argv[2]);
+  std::stringstream text;
+  text << f.rdbuf();
+  flashscope::app::JsonValue layout;
+  std::string error;
+  if (!f || !flashscope::app::json_parse(text.str(), &layout, &error)) {
+    std::printf("  [FAIL] cannot read the layout %s: %s\n", argv[2], error.c_str());
+    stbi_image_free(data);
+    return 1;
+  }
+  std::printf("%s\n", argv[1]);
+  const int failed = check_image(img, layout, std::atoi(argv[3]), std::atoi(argv[4]));
+  stbi_image_free(data);
+  std::printf("%s\n", failed ? "screenshot check FAILED" : "screenshot check passed");
+  return failed ? 1 : 0;
+}

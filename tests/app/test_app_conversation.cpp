@@ -1,0 +1,205 @@
+// The app's files and flags: the JSON reader/writer, conversations saved
+// and loaded (and refused when malformed), the ChatML message list a request
+// carries, and the command line.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "conversation.hpp"
+#include "json.hpp"
+#include "options.hpp"
+
+using flashscope::StatusCode;
+using flashscope::app::AppOptions;
+using flashscope::app::Conversation;
+using flashscope::app::JsonValue;
+using flashscope::app::Message;
+
+namespace {
+
+bool parse(const std::string& text, JsonValue* out) {
+  std::string error;
+  return flashscope::app::json_parse(text, out, &error);
+}
+
+bool parse_args(std::vector<std::string> args, AppOptions* out, std::string* error) {
+  args.insert(args.begin(), "flashscope");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return flashscope::app::parse_app_options(static_cast<int>(argv.size()), argv.data(), out, error);
+}
+
+Conversation sample_conversation() {
+  Conversation c;
+  c.system_prompt = "Be brief.\nUse \"quotes\" and \\backslashes\\.";
+  c.settings.temperature = 0.25f;
+  c.settings.top_k = 7;
+  c.settings.max_tokens = 99;
+  c.settings.seed = 18446744073709551557ull;  // above 2^53: must survive as a string
+  c.settings.random_seed = false;
+  c.messages.push_back(flashscope::app::make_message("user", "héllo ✓ 😀\ttab\x01"));
+  Message answer = flashscope::app::make_message("assistant", "Hi!\n");
+  answer.stats.valid = true;
+  answer.stats.prompt_tokens = 31;
+  answer.stats.generated_tokens = 4;
+  answer.stats.context_tokens = 35;
+  answer.stats.prefill_ms = 12.5;
+  answer.stats.decode_tokens_per_s = 21.75;
+  answer.stats.stop_reason = "stop_token";
+  c.messages.push_back(answer);
+  c.messages.push_back(flashscope::app::make_message("user", "and again"));
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("app json: strings round-trip through write and parse, escapes and UTF-8 included") {
+  JsonValue root = JsonValue::make_object();
+  const std::string tricky = std::string("q\"b\\s/n\nr\rt\tc\x01\x1f") + "é✓😀";
+  root.object["s"] = JsonValue::of(tricky);
+  root.object["n"] = JsonValue::of(-12.5);
+  root.object["big"] = JsonValue::of(1e300);
+  root.object["a"] = JsonValue::make_array();
+  root.object["a"].array.push_back(JsonValue::of(true));
+  root.object["a"].array.push_back(JsonValue());
+  JsonValue back;
+  REQUIRE(parse(flashscope::app::json_write(root), &back));
+  CHECK(back.get_string("s") == tricky);
+  CHECK(back.get_number("n", 0) == -12.5);
+  CHECK(back.get_number("big", 0) == 1e300);
+  REQUIRE(back.find("a") != nullptr);
+  REQUIRE(back.find("a")->array.size() == 2);
+  CHECK(back.find("a")->array[0].boolean);
+  CHECK(back.find("a")->array[1].kind == JsonValue::Kind::kNull);
+}
+
+TEST_CASE("app json: \\u escapes decode to UTF-8, surrogate pairs included") {
+  JsonValue v;
+  REQUIRE(parse(R"("\u00e9\u2713\ud83d\ude00")", &v));
+  CHECK(v.string == "é✓😀");
+}
+
+TEST_CASE("app json: malformed input is refused with a position") {
+  JsonValue v;
+  std::string error;
+  CHECK_FALSE(flashscope::app::json_parse("{\"a\": 1} x", &v, &error));
+  CHECK(error.find("byte") != std::string::npos);
+  for (const char* bad : {"", "{", "[1,]", "{\"a\" 1}", "\"open", "\"\\ud800\"", "\"\\udc00x\"", "01x", "tru",
+                          "\"a\x01\"", "-", "1.", "{\"a\":}"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse(bad, &v));
+  }
+  CHECK_FALSE(parse(std::string(100, '[') + std::string(100, ']'), &v));  // deeper than 64 levels
+  CHECK(parse(std::string(60, '[') + std::string(60, ']'), &v));
+}
+
+TEST_CASE("app conversation: JSON round trip keeps prompt, settings, messages and stats") {
+  const Conversation c = sample_conversation();
+  Conversation back;
+  REQUIRE(flashscope::app::conversation_from_json(flashscope::app::conversation_to_json(c), &back).ok());
+  CHECK(back.system_prompt == c.system_prompt);
+  CHECK(back.settings.temperature == doctest::Approx(0.25));
+  CHECK(back.settings.top_k == 7);
+  CHECK(back.settings.max_tokens == 99);
+  CHECK(back.settings.seed == c.settings.seed);
+  CHECK_FALSE(back.settings.random_seed);
+  REQUIRE(back.messages.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(back.messages[i].role == c.messages[i].role);
+    CHECK(back.messages[i].content == c.messages[i].content);
+    CHECK(back.messages[i].stats.valid == c.messages[i].stats.valid);
+  }
+  const auto& s = back.messages[1].stats;
+  CHECK(s.prompt_tokens == 31);
+  CHECK(s.generated_tokens == 4);
+  CHECK(s.context_tokens == 35);
+  CHECK(s.prefill_ms == 12.5);
+  CHECK(s.decode_tokens_per_s == 21.75);
+  CHECK(s.stop_reason == "stop_token");
+}
+
+TEST_CASE("app conversation: malformed files are refused and leave the conversation alone") {
+  Conversation c = sample_conversation();
+  const std::vector<std::string> bad = {
+      "not json",
+      R"({"format": "something-else", "version": 1, "messages": []})",
+      R"({"format": "flashscope-conversation", "version": 2, "messages": []})",
+      R"({"format": "flashscope-conversation", "version": 1})",
+      R"({"format": "flashscope-conversation", "version": 1, "messages": [{"role": "user"}]})",
+      R"({"format": "flashscope-conversation", "version": 1, "messages": [{"role": "system", "content": "x"}]})",
+      R"([1, 2])",
+  };
+  for (const std::string& text : bad) {
+    CAPTURE(text);
+    const flashscope::Status s = flashscope::app::conversation_from_json(text, &c);
+    CHECK(s.code() == StatusCode::kCorruptData);
+    CHECK(c.messages.size() == 3);
+  }
+  // Unknown keys are ignored, missing settings keep their defaults.
+  Conversation minimal;
+  REQUIRE(flashscope::app::conversation_from_json(
+              R"({"format": "flashscope-conversation", "version": 1, "extra": {"x": [1]},
+                  "messages": [{"role": "user", "content": "hi", "note": 3}]})",
+              &minimal)
+              .ok());
+  CHECK(minimal.messages.size() == 1);
+  CHECK(minimal.settings.max_tokens == flashscope::app::ChatSettings().max_tokens);
+}
+
+TEST_CASE("app conversation: save and load through a file") {
+  const std::string path = "flashscope_app_test_conversation.json";
+  const Conversation c = sample_conversation();
+  REQUIRE(flashscope::app::save_conversation(path, c).ok());
+  Conversation back;
+  REQUIRE(flashscope::app::load_conversation(path, &back).ok());
+  CHECK(back.messages.size() == c.messages.size());
+  CHECK(back.messages[0].content == c.messages[0].content);
+  std::remove(path.c_str());
+  CHECK(flashscope::app::load_conversation(path, &back).code() == StatusCode::kIoError);
+  CHECK(flashscope::app::save_conversation("/nonexistent-dir/x.json", c).code() == StatusCode::kIoError);
+}
+
+TEST_CASE("app conversation: the request's messages put the system prompt first, when there is one") {
+  Conversation c = sample_conversation();
+  auto m = flashscope::app::prompt_messages(c, 2);
+  REQUIRE(m.size() == 3);
+  CHECK(m[0].role == "system");
+  CHECK(m[1].content == c.messages[0].content);
+  CHECK(m[2].role == "assistant");
+  c.system_prompt.clear();
+  m = flashscope::app::prompt_messages(c, 100);
+  REQUIRE(m.size() == 3);
+  CHECK(m[0].role == "user");
+  const std::string text = flashscope::app::conversation_as_text(c);
+  CHECK(text.rfind("User: héllo", 0) == 0);
+  CHECK(text.find("Assistant: Hi!") != std::string::npos);
+}
+
+TEST_CASE("app options: headless flags, sizes and errors") {
+  AppOptions o;
+  std::string error;
+  REQUIRE(parse_args({"--screenshot", "out.png", "--tab", "lab", "--size", "1920x1080", "--prompt", "hi"}, &o, &error));
+  CHECK(o.headless());
+  CHECK(o.frames == 5);  // enough frames for the layout to settle
+  CHECK(o.width == 1920);
+  CHECK(o.height == 1080);
+  CHECK(o.has_prompt);
+  CHECK(o.tab == "lab");
+  REQUIRE(parse_args({"--frames", "40", "--seed", "7", "--greedy", "--scale", "2"}, &o, &error));
+  CHECK(o.frames == 40);
+  CHECK(o.has_seed);
+  CHECK(o.seed == 7);
+  CHECK(o.greedy);
+  CHECK(o.scale == 2.0f);
+  REQUIRE(parse_args({}, &o, &error));
+  CHECK_FALSE(o.headless());
+  CHECK_FALSE(parse_args({"--frames", "0"}, &o, &error));
+  CHECK_FALSE(parse_args({"--size", "100x100"}, &o, &error));
+  CHECK_FALSE(parse_args({"--frames"}, &o, &error));
+  CHECK(error.find("needs a value") != std::string::npos);
+  CHECK_FALSE(parse_args({"--bogus"}, &o, &error));
+  CHECK_FALSE(parse_args({"--replay", "t.trace"}, &o, &error));
+  CHECK(error.find("not available yet") != std::string::npos);
+}

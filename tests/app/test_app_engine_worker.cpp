@@ -1,0 +1,194 @@
+// The app's engine thread on a tiny synthetic llama: an answer streamed
+// through the snapshot equals a direct Session run, follow-ups and
+// regenerations reuse the KV cache up to where the conversation changed,
+// stop and reset take effect, and failures arrive as messages.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine_worker.hpp"
+#include "flashscope/engine.hpp"
+#include "flashscope/gguf.hpp"
+#include "flashscope/model.hpp"
+#include "support/synthetic_llama.hpp"
+
+using flashscope::ChatMessage;
+using flashscope::GenerateParams;
+using flashscope::Model;
+using flashscope::StopReason;
+using flashscope::app::EngineRequest;
+using flashscope::app::EngineSnapshot;
+using flashscope::app::EngineState;
+using flashscope::app::EngineWorker;
+
+namespace {
+
+Model synthetic_model() {
+  flashscope::testing::SyntheticLlama s;
+  auto file = flashscope::GgufFile::from_buffer(s.build());
+  REQUIRE(file.ok());
+  auto model = Model::from_gguf(std::move(file).value());
+  REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+  return std::move(model).value();
+}
+
+GenerateParams greedy(int max_tokens) {
+  GenerateParams gp;
+  gp.max_tokens = max_tokens;
+  gp.stop_tokens = {99};  // a filler token: replies run to max_tokens unless greedy picks it
+  return gp;
+}
+
+EngineRequest generate_request(uint64_t id, std::vector<ChatMessage> messages, GenerateParams params) {
+  EngineRequest r;
+  r.kind = EngineRequest::Kind::kGenerate;
+  r.id = id;
+  r.messages = std::move(messages);
+  r.params = params;
+  return r;
+}
+
+// Polls the snapshot (as the UI does each frame) until `done` holds; fails after 20 s.
+template <typename Pred>
+EngineSnapshot wait_for(const EngineWorker& worker, Pred done) {
+  EngineSnapshot snap;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (true) {
+    worker.snapshot(&snap);
+    if (done(snap)) return snap;
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "the engine worker did not finish in 20 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+EngineSnapshot wait_answer(const EngineWorker& worker, uint64_t id) {
+  return wait_for(worker, [id](const EngineSnapshot& s) { return s.answer_id == id && s.answer_done; });
+}
+
+}  // namespace
+
+TEST_CASE("engine worker: an answer streams through the snapshot and equals a direct Session run") {
+  const Model model = synthetic_model();
+  const std::vector<ChatMessage> messages = {{"system", "be short"}, {"user", "hello there"}};
+  const GenerateParams gp = greedy(12);
+
+  // The reference: the same prompt through a Session on this thread.
+  auto session = flashscope::Session::create(model);
+  REQUIRE(session.ok());
+  const auto ids = flashscope::encode_chatml(model.tokenizer(), messages, true, "");
+  std::string want;
+  auto stats = session->generate(ids, gp, [&](const flashscope::TokenEvent& e) {
+    want += e.text;
+    return true;
+  });
+  REQUIRE(stats.ok());
+
+  EngineWorker worker;
+  worker.start(model);
+  const EngineSnapshot ready = wait_for(worker, [](const EngineSnapshot& s) { return s.state != EngineState::kLoading; });
+  CHECK(ready.state == EngineState::kIdle);
+  CHECK(ready.context_capacity == model.config().context_length);
+  CHECK(ready.config.n_layers == model.config().n_layers);
+
+  worker.submit(generate_request(1, messages, gp));
+  const EngineSnapshot s = wait_answer(worker, 1);
+  CHECK(s.answer_error.empty());
+  CHECK(s.answer_text == want);
+  CHECK(s.stats.generated_tokens == stats->generated_tokens);
+  CHECK(s.answer_reused_tokens == 0);
+  CHECK(s.answer_prompt_tokens == static_cast<int>(ids.size()));
+  CHECK(s.context_used == session->n_tokens());
+  CHECK(s.state == EngineState::kIdle);
+  CHECK_FALSE(worker.busy());
+}
+
+TEST_CASE("engine worker: follow-ups reuse the cache, regenerate and edits cut it back where the text changed") {
+  const Model model = synthetic_model();
+  EngineWorker worker;
+  worker.start(model);
+  std::vector<ChatMessage> messages = {{"system", "sys"}, {"user", "first question"}};
+  const auto first_ids = flashscope::encode_chatml(model.tokenizer(), messages, true, "");
+  worker.submit(generate_request(1, messages, greedy(6)));
+  EngineSnapshot s = wait_answer(worker, 1);
+  REQUIRE(s.answer_error.empty());
+
+  // A follow-up: everything up to the first answer is already cached.
+  messages.push_back({"assistant", s.answer_text});
+  messages.push_back({"user", "second"});
+  const auto second_ids = flashscope::encode_chatml(model.tokenizer(), messages, true, "");
+  worker.submit(generate_request(2, messages, greedy(6)));
+  s = wait_answer(worker, 2);
+  REQUIRE(s.answer_error.empty());
+  CHECK(s.answer_reused_tokens >= static_cast<int>(first_ids.size()));
+  CHECK(s.answer_reused_tokens + s.answer_prompt_tokens == static_cast<int>(second_ids.size()));
+
+  // Regenerate: the same conversation again; only its last token is fed anew.
+  worker.submit(generate_request(3, messages, greedy(6)));
+  s = wait_answer(worker, 3);
+  REQUIRE(s.answer_error.empty());
+  CHECK(s.answer_reused_tokens == static_cast<int>(second_ids.size()) - 1);
+  CHECK(s.answer_prompt_tokens == 1);
+
+  // Edit the first user message: the cache is kept only up to the edit.
+  std::vector<ChatMessage> edited = {{"system", "sys"}, {"user", "first questiom"}};
+  worker.submit(generate_request(4, edited, greedy(6)));
+  s = wait_answer(worker, 4);
+  REQUIRE(s.answer_error.empty());
+  CHECK(s.answer_reused_tokens < static_cast<int>(first_ids.size()));
+  CHECK(s.answer_reused_tokens > 0);  // the system prompt is still shared
+
+  // Reset empties the cache.
+  const uint64_t done_before = s.requests_done;
+  worker.reset(5);
+  s = wait_for(worker, [&](const EngineSnapshot& x) { return x.requests_done > done_before; });
+  CHECK(s.context_used == 0);
+}
+
+TEST_CASE("engine worker: stop ends the running answer, and a stopped request never starts") {
+  const Model model = synthetic_model();
+  EngineWorker worker;
+  worker.start(model);
+  const std::vector<ChatMessage> messages = {{"user", "tell me a long story"}};
+  worker.submit(generate_request(1, messages, greedy(400)));
+  worker.submit(generate_request(2, messages, greedy(400)));
+  worker.stop();  // covers both: 1 stops at its first token at the latest, 2 is answered "stopped" unrun
+  const EngineSnapshot s1 = wait_for(worker, [](const EngineSnapshot& s) { return s.answer_id >= 1 && s.answer_done; });
+  CHECK(s1.answer_tokens <= 1);
+  const EngineSnapshot s2 = wait_answer(worker, 2);
+  CHECK(s2.answer_error.empty());
+  CHECK(s2.stats.stop_reason == StopReason::kCallback);
+  CHECK(s2.answer_tokens == 0);
+  CHECK(s2.answer_text.empty());
+
+  // Later requests are not affected by the earlier stop.
+  worker.submit(generate_request(3, messages, greedy(5)));
+  const EngineSnapshot s3 = wait_answer(worker, 3);
+  CHECK(s3.stats.stop_reason != StopReason::kCallback);
+  CHECK(s3.stats.generated_tokens >= 1);
+}
+
+TEST_CASE("engine worker: a conversation longer than the context is refused with a message") {
+  EngineWorker worker;
+  worker.start(synthetic_model(), /*context=*/48);
+  worker.submit(generate_request(1, {{"user", std::string(200, 'x')}}, greedy(4)));
+  const EngineSnapshot s = wait_answer(worker, 1);
+  CHECK(s.context_capacity == 48);
+  CHECK(s.answer_error.find("context holds 48") != std::string::npos);
+  CHECK(s.state == EngineState::kIdle);
+}
+
+TEST_CASE("engine worker: a model that cannot be loaded says why, and requests get that answer") {
+  EngineWorker worker;
+  EngineWorker::Options options;
+  options.model_path = "/nonexistent/model.gguf";
+  worker.start(options);
+  const EngineSnapshot s = wait_for(worker, [](const EngineSnapshot& x) { return x.state != EngineState::kLoading; });
+  CHECK(s.state == EngineState::kFailed);
+  CHECK(s.load_error.find("/nonexistent/model.gguf") != std::string::npos);
+  worker.submit(generate_request(1, {{"user", "hi"}}, greedy(4)));
+  const EngineSnapshot a = wait_answer(worker, 1);
+  CHECK(a.answer_error.rfind("no model", 0) == 0);
+}
