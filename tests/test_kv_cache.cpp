@@ -270,7 +270,7 @@ TEST_CASE("an empty (default or moved-from) cache answers without crashing") {
 // ---------------------------------------------------------------------------
 // Fork, copy-on-write, truncate, free
 
-TEST_CASE("fork shares pages; appending into a shared partial page copies it (all layers, K and V)") {
+TEST_CASE("fork shares pages, and appending into a shared partial page copies it (all layers, K and V)") {
   for (int P : {16, 64}) {
     CAPTURE(P);
     PagedKvCache cache = make_cache(small_config(P, 16, 3));
@@ -354,7 +354,7 @@ TEST_CASE("forks of forks: every branch keeps its own tokens") {
   CHECK(holds(cache, b, 10, 19, 3));
 }
 
-TEST_CASE("truncate releases pages; appending after it into a shared page copies") {
+TEST_CASE("truncate releases pages, and appending after it into a shared page copies") {
   PagedKvCache cache = make_cache(small_config(16, 8, 2));
   fill_guard(cache);
   const int seq = cache.create_sequence();

@@ -409,7 +409,7 @@ void expect_invalid(Invalid& c, StatusCode code, const char* mentions) {
 
 }  // namespace
 
-TEST_CASE("paged validate: the valid baseline passes; the CPU plan is one split, no workspace") {
+TEST_CASE("paged validate: the valid baseline passes, and the CPU plan is one split, no workspace") {
   Invalid c;
   CHECK(validate(c.p).ok());
   auto plan = plan_paged_attention(c.p);

@@ -379,7 +379,7 @@ std::vector<uint16_t> download_pool(const void* k_pool, const void* v_pool, cons
 
 }  // namespace
 
-TEST_CASE("gpu KV cache: append, fork and copy-on-write match a host cache; attention over it") {
+TEST_CASE("gpu KV cache: append, fork and copy-on-write match a host cache, and attention over it") {
   if (skip_without_gpu()) return;
   KvCacheConfig cfg;
   cfg.num_layers = 2;

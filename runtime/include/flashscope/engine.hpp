@@ -16,8 +16,14 @@
 // not run through the model when generation stops; the session keeps it as
 // "pending" and the next generate() feeds it first, so tokens() always
 // reads as the whole conversation.
+//
+// Stopping: a reply ends at max_tokens, a stop token, a stop string, the
+// callback's false, a full cache, or Session::cancel() from another thread;
+// GenerateStats::stop_reason says which, and in every case the session
+// holds what was generated and the next generate() continues from it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -110,6 +116,13 @@ struct GenerateParams {
   // Sampling one of these ends the reply; it is not passed to the callback.
   // Empty: the model's stop_tokens().
   std::vector<int32_t> stop_tokens;
+  // The reply ends when its text contains one of these (non-empty, valid
+  // UTF-8). The stop string and anything after it are not passed to the
+  // callback; text that could be the start of one is held back until it
+  // cannot (so the callback may see a token with empty text, and the held
+  // text with a later token). The tokens that spelled it stay in the
+  // session, like a stop token.
+  std::vector<std::string> stop_strings;
 };
 
 // One generated token as the callback sees it. text is the complete UTF-8
@@ -131,6 +144,8 @@ enum class StopReason : uint8_t {
   kStopToken,    // a stop token was sampled
   kCallback,     // the callback returned false
   kContextFull,  // the cache has no room for another token
+  kStopString,   // the text contains one of GenerateParams::stop_strings
+  kCancelled,    // Session::cancel() was called during generate()
 };
 const char* stop_reason_name(StopReason r);
 
@@ -144,6 +159,7 @@ struct GenerateStats {
   double decode_tokens_per_s = 0.0;  // forward passes per second of decode
   StopReason stop_reason = StopReason::kMaxTokens;
   int32_t stop_token = -1;   // the stop token sampled, for kStopToken
+  int stop_string = -1;      // index into GenerateParams::stop_strings, for kStopString
 };
 
 struct SessionOptions {
@@ -165,6 +181,14 @@ class Session {
   Result<GenerateStats> generate(const std::vector<int32_t>& prompt_tokens, const GenerateParams& params,
                                  const TokenCallback& on_token);
 
+  // Asks the generate() running on another thread (or in its own callback)
+  // to stop: it returns after the token in progress (the prefill, a decode
+  // step, or the callback) with StopReason::kCancelled. What was generated
+  // stays in the session as after any other stop, so the next generate()
+  // continues the conversation. Thread-safe and lock-free. Every generate()
+  // starts uncancelled: a cancel() while none runs is forgotten.
+  void cancel() { cancel_.requested.store(true, std::memory_order_relaxed); }
+
   // The conversation so far: cached tokens, then the pending token if any.
   std::vector<int32_t> tokens() const;
   int n_tokens() const;  // tokens().size()
@@ -177,9 +201,23 @@ class Session {
   const Model& model() const { return model_; }
 
  private:
+  // std::atomic neither copies nor moves, and Result<Session> moves the
+  // session; the flag's value moves with it (moving a session while another
+  // thread cancels it is a race, as for any other member).
+  struct CancelFlag {
+    std::atomic<bool> requested{false};
+    CancelFlag() = default;
+    CancelFlag(CancelFlag&& o) noexcept : requested(o.requested.load()) {}
+    CancelFlag& operator=(CancelFlag&& o) noexcept {
+      requested.store(o.requested.load());
+      return *this;
+    }
+  };
+
   Model model_;
   Sequence seq_;
   int32_t pending_ = -1;  // sampled but not yet run through the model
+  CancelFlag cancel_;
 };
 
 }  // namespace flashscope

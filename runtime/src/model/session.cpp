@@ -2,13 +2,18 @@
 //
 //   feed = [pending] + prompt          one forward pass (prefill), last logits
 //   loop:
+//     cancelled → stop (the last token fed is in the cache, nothing pending)
 //     id = sample(logits, recent tokens)
 //     stop token → stop (kept pending, not shown)
-//     callback(id, text it completes) → false: stop
-//     max_tokens or a full cache → stop (id kept pending)
+//     text = stop-string filter(UTF-8 decoder(id))
+//     a stop string matched → callback(id, text before it), stop
+//     callback(id, text) → false: stop
+//     cancelled, max_tokens or a full cache → stop (id kept pending)
 //     forward([id]) → logits           (decode)
 // The sampled token that ends the loop is never run through the model
 // (nobody needs its logits); it is kept pending and fed first next time.
+// Cancellation is checked on both sides of the forward pass, so a cancel()
+// waits for at most one forward pass or one callback.
 #include <algorithm>
 #include <chrono>
 #include <new>
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "flashscope/engine.hpp"
+#include "model/stop_strings.hpp"
 
 namespace flashscope {
 namespace {
@@ -33,7 +39,7 @@ Status check_params(const GenerateParams& p) {
   if (!(s.top_p > 0.0f)) return invalid_argument("generate: top_p must be > 0 (1 disables it)");
   if (s.min_p < 0.0f || s.min_p > 1.0f) return invalid_argument("generate: min_p must be in [0, 1]");
   if (!(s.repetition_penalty > 0.0f)) return invalid_argument("generate: repetition_penalty must be > 0 (1 disables it)");
-  return Status::ok_status();
+  return check_stop_strings(p.stop_strings);
 }
 
 }  // namespace
@@ -44,6 +50,8 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::kStopToken: return "stop_token";
     case StopReason::kCallback: return "callback";
     case StopReason::kContextFull: return "context_full";
+    case StopReason::kStopString: return "stop_string";
+    case StopReason::kCancelled: return "cancelled";
   }
   return "?";
 }
@@ -87,6 +95,7 @@ Status Session::truncate(int n) {
 Result<GenerateStats> Session::generate(const std::vector<int32_t>& prompt_tokens, const GenerateParams& params,
                                         const TokenCallback& on_token) {
   if (!model_.loaded()) return invalid_argument("generate: the session has no model");
+  cancel_.requested.store(false, std::memory_order_relaxed);
   FLASHSCOPE_RETURN_IF_ERROR(check_params(params));
   std::vector<int32_t> feed;
   try {
@@ -115,11 +124,17 @@ Result<GenerateStats> Session::generate(const std::vector<int32_t>& prompt_token
   // The recent-token window of the repetition penalty: the conversation so far.
   std::vector<int32_t> recent = seq_.tokens();
   StreamDecoder decoder(tok);
+  StopStringMatcher stop_strings(params.stop_strings);
+  auto cancelled = [&] { return cancel_.requested.load(std::memory_order_relaxed); };
   stats.stop_reason = StopReason::kMaxTokens;
   int decode_steps = 0;
   Clock::time_point decode_t0 = Clock::now();
 
   for (int i = 0; i < params.max_tokens; ++i) {
+    if (cancelled()) {
+      stats.stop_reason = StopReason::kCancelled;
+      break;
+    }
     const int32_t id = sample(logits, params.sampling, rng, recent);
     if (i == 0) {
       stats.ttft_ms = ms_since(t0);
@@ -133,9 +148,19 @@ Result<GenerateStats> Session::generate(const std::vector<int32_t>& prompt_token
       stats.stop_token = id;
       break;
     }
-    const std::string text = tok.is_control(id) ? std::string() : decoder.push(id);
+    const std::string text = stop_strings.push(tok.is_control(id) ? std::string() : decoder.push(id));
+    if (stop_strings.matched()) {
+      stats.stop_reason = StopReason::kStopString;
+      stats.stop_string = stop_strings.matched_index();
+      if (on_token) on_token(TokenEvent{id, text, i});  // the text before the stop string
+      break;
+    }
     if (on_token && !on_token(TokenEvent{id, text, i})) {
       stats.stop_reason = StopReason::kCallback;
+      break;
+    }
+    if (cancelled()) {
+      stats.stop_reason = StopReason::kCancelled;
       break;
     }
     if (i + 1 == params.max_tokens) break;
@@ -151,7 +176,13 @@ Result<GenerateStats> Session::generate(const std::vector<int32_t>& prompt_token
     stats.decode_ms = ms_since(decode_t0);
     stats.decode_tokens_per_s = 1000.0 * decode_steps / stats.decode_ms;
   }
-  const std::string tail = decoder.flush();
+  // Held-back text: an incomplete character, and a tail that could have
+  // begun a stop string (nothing after a match).
+  std::string tail;
+  if (stats.stop_reason != StopReason::kStopString) {
+    tail = stop_strings.push(decoder.flush());
+    tail += stop_strings.flush();
+  }
   if (!tail.empty() && on_token) on_token(TokenEvent{-1, tail, stats.generated_tokens});
   return stats;
 }

@@ -1,0 +1,344 @@
+/* FlashScope's C ABI: load a model, hold chat sessions, stream replies.
+ *
+ *   if (flashscope_check_version(FLASHSCOPE_VERSION_MAJOR, FLASHSCOPE_VERSION_MINOR) != FLASHSCOPE_OK)
+ *     fail(flashscope_last_error());
+ *   flashscope_model* model = NULL;
+ *   flashscope_model_params mp = flashscope_model_default_params();
+ *   if (flashscope_model_load("SmolLM2-135M-Instruct.Q4_1.gguf", &mp, &model) != FLASHSCOPE_OK)
+ *     fail(flashscope_last_error());         // "io error: cannot open ...: No such file or directory"
+ *   flashscope_session* s = NULL;
+ *   flashscope_session_create(model, NULL, &s);
+ *   flashscope_session_add_message(s, "user", "Hi!");
+ *   flashscope_generate_params gp = flashscope_generate_default_params();
+ *   gp.max_tokens = 128;
+ *   flashscope_session_generate(s, &gp, print_token, NULL, NULL);   // the reply joins the history
+ *   flashscope_session_add_message(s, "user", "And then?");         // only this turn is prefilled next
+ *   flashscope_session_generate(s, &gp, print_token, NULL, NULL);
+ *   flashscope_session_free(s);
+ *   flashscope_model_free(model);
+ *
+ * Conventions (those of llama.h, with the reasons of this project's STYLE.md):
+ * - Opaque handles, created by a call that returns a flashscope_status and
+ *   writes the handle through an out pointer, released by a *_free call that
+ *   accepts NULL. Every fallible call returns a flashscope_status; its
+ *   message is flashscope_last_error(). Each call below says what a failure
+ *   leaves behind.
+ * - Parameters come in structs initialised by *_default_params(); a NULL
+ *   params pointer means the defaults. Fixed-width integer types throughout.
+ * - Buffer calls take (buf, buf_size, out_size): *out_size is the size
+ *   needed (terminating NUL included); with buf_size smaller than that the
+ *   call returns FLASHSCOPE_BUFFER_TOO_SMALL and writes nothing to buf, so
+ *   (NULL, 0, &size) asks for the size.
+ * - The library never prints and never exits. It reports through the log
+ *   callback (none by default) and return codes. No C++ exception crosses
+ *   this boundary: one inside becomes FLASHSCOPE_OUT_OF_MEMORY
+ *   (std::bad_alloc) or FLASHSCOPE_DEVICE_ERROR (anything else), with a
+ *   message.
+ * - Strings are UTF-8 and NUL-terminated.
+ *
+ * Threads: a model may be shared by sessions on any number of threads. A
+ * session is used by one thread at a time, except for
+ * flashscope_session_cancel(), which any thread may call at any time before
+ * flashscope_session_free() begins. The last error is per thread.
+ *
+ * ABI compatibility: a program compiled with this header as MAJOR.MINOR runs
+ * with a library of the same MAJOR and a MINOR at least its own once MAJOR
+ * is 1 or more: within a major version functions, enum values and status
+ * codes are only added, and the structs below keep their layout. While
+ * MAJOR is 0, a minor version may change anything, so only the same
+ * MAJOR.MINOR is compatible (the CMake package says the same:
+ * SameMinorVersion). PATCH releases never change the ABI.
+ * flashscope_check_version() applies this rule at run time.
+ */
+#ifndef FLASHSCOPE_FLASHSCOPE_H
+#define FLASHSCOPE_FLASHSCOPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exported even when the library is built with hidden visibility. */
+#if defined(__GNUC__)
+#define FLASHSCOPE_API __attribute__((visibility("default")))
+#else
+#define FLASHSCOPE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* --- version ------------------------------------------------------------- */
+
+/* The version of this header (the project's version). */
+#define FLASHSCOPE_VERSION_MAJOR 0
+#define FLASHSCOPE_VERSION_MINOR 1
+#define FLASHSCOPE_VERSION_PATCH 0
+
+/* The loaded library's version, "MAJOR.MINOR.PATCH". Never fails; static. */
+FLASHSCOPE_API const char* flashscope_version(void);
+
+/* --- status ---------------------------------------------------------------- */
+
+typedef enum flashscope_status {
+  FLASHSCOPE_OK = 0,
+  FLASHSCOPE_INVALID_ARGUMENT = 1, /* NULL where a value is needed, a malformed parameter */
+  FLASHSCOPE_UNSUPPORTED = 2,      /* well-formed, but this build or file is not supported */
+  FLASHSCOPE_DEVICE_ERROR = 3,     /* the device (or an internal error) failed */
+  FLASHSCOPE_OUT_OF_MEMORY = 4,    /* host or device allocation failed */
+  FLASHSCOPE_IO_ERROR = 5,         /* a file could not be read */
+  FLASHSCOPE_CORRUPT_DATA = 6,     /* a file's contents are inconsistent */
+  FLASHSCOPE_CANCELLED = 7,        /* flashscope_session_cancel() stopped the call */
+  FLASHSCOPE_CONTEXT_FULL = 8,     /* the session's context has no room */
+  FLASHSCOPE_BUFFER_TOO_SMALL = 9  /* a caller buffer is smaller than *out_size */
+} flashscope_status;
+
+/* "ok", "invalid_argument", ...; "unknown" for a value not listed above. */
+FLASHSCOPE_API const char* flashscope_status_name(flashscope_status status);
+
+/* The message of the calling thread's most recent failed call ("" if none
+ * failed yet), e.g. "model_load: io error: cannot open x.gguf: No such file
+ * or directory". Successful calls leave it as it was. The pointer is valid
+ * on this thread until its next failed call. FLASHSCOPE_CANCELLED and
+ * FLASHSCOPE_CONTEXT_FULL from flashscope_session_generate set it too. */
+FLASHSCOPE_API const char* flashscope_last_error(void);
+
+/* FLASHSCOPE_OK when a program compiled against header version major.minor
+ * can use this library (the rule at the top of this file); otherwise
+ * FLASHSCOPE_UNSUPPORTED, and the message says both versions. */
+FLASHSCOPE_API flashscope_status flashscope_check_version(int32_t major, int32_t minor);
+
+/* --- logging --------------------------------------------------------------- */
+
+typedef enum flashscope_log_level {
+  FLASHSCOPE_LOG_DEBUG = 0, /* per call details: prompt sizes, generation speed */
+  FLASHSCOPE_LOG_INFO = 1,  /* a model loaded, a generation cancelled */
+  FLASHSCOPE_LOG_WARN = 2,
+  FLASHSCOPE_LOG_ERROR = 3  /* every failed call's message, as flashscope_last_error() */
+} flashscope_log_level;
+
+/* message: one line, no trailing newline, valid during the call only. Called
+ * on the thread making the library call, possibly from several threads at
+ * once. It may call flashscope functions other than the one that logs. */
+typedef void (*flashscope_log_callback)(flashscope_log_level level, const char* message, void* user);
+
+/* Sets the process-wide log callback; NULL (the default) discards logs.
+ * Thread-safe; a call already logging may still use the previous callback. */
+FLASHSCOPE_API void flashscope_set_log_callback(flashscope_log_callback callback, void* user);
+
+/* --- model ------------------------------------------------------------------- */
+
+typedef struct flashscope_model flashscope_model;
+
+typedef enum flashscope_device {
+  FLASHSCOPE_DEVICE_CPU = 0,
+  FLASHSCOPE_DEVICE_CUDA = 1 /* not implemented yet: FLASHSCOPE_UNSUPPORTED */
+} flashscope_device;
+
+typedef struct flashscope_model_params {
+  int32_t device;    /* flashscope_device; default FLASHSCOPE_DEVICE_CPU */
+  int32_t n_threads; /* CPU threads per forward pass; 0 (default): all cores not busy elsewhere */
+} flashscope_model_params;
+
+FLASHSCOPE_API flashscope_model_params flashscope_model_default_params(void);
+
+/* Loads a GGUF model ("llama" architecture: SmolLM2, TinyLlama, Llama 2/3).
+ * The weights stay memory-mapped. params NULL: the defaults.
+ * On success *out_model is a new model (free it with flashscope_model_free).
+ * On failure *out_model is NULL (when out_model is not NULL) and nothing is
+ * allocated or left open:
+ *   INVALID_ARGUMENT  path or out_model NULL, an unknown device, n_threads < 0
+ *   IO_ERROR          the file cannot be opened or read
+ *   CORRUPT_DATA      not a GGUF file, or its metadata or tensors disagree
+ *   UNSUPPORTED       another architecture, a tensor type or shape this build
+ *                     does not run, or FLASHSCOPE_DEVICE_CUDA
+ *   OUT_OF_MEMORY     the memory for the model could not be had */
+FLASHSCOPE_API flashscope_status flashscope_model_load(const char* path, const flashscope_model_params* params,
+                                                       flashscope_model** out_model);
+
+/* Releases the handle. Sessions created from it stay valid (they share the
+ * weights, which go when the last of them is freed). NULL is a no-op. */
+FLASHSCOPE_API void flashscope_model_free(flashscope_model* model);
+
+/* The context length the model was trained for (the default session size);
+ * 0 for NULL. */
+FLASHSCOPE_API int32_t flashscope_model_n_ctx(const flashscope_model* model);
+/* Vocabulary size (token ids are 0 .. n_vocab-1); 0 for NULL. */
+FLASHSCOPE_API int32_t flashscope_model_n_vocab(const flashscope_model* model);
+/* Transformer layers; 0 for NULL. */
+FLASHSCOPE_API int32_t flashscope_model_n_layers(const flashscope_model* model);
+/* Bytes of weights (mapped from the file); 0 for NULL. */
+FLASHSCOPE_API uint64_t flashscope_model_size(const flashscope_model* model);
+
+/* The model's name (GGUF general.name; may be "") into buf, NUL-terminated.
+ * *out_size (when out_size is not NULL) is the size needed, NUL included.
+ *   INVALID_ARGUMENT   model NULL, or buf NULL with buf_size > 0: nothing written
+ *   BUFFER_TOO_SMALL   buf_size < the size needed: buf untouched */
+FLASHSCOPE_API flashscope_status flashscope_model_name(const flashscope_model* model, char* buf, size_t buf_size,
+                                                       size_t* out_size);
+
+/* --- session ------------------------------------------------------------------ */
+
+/* One conversation: a ChatML message history and the KV cache that holds
+ * it. Each generate prefills only what the cache does not hold yet: the
+ * messages added since the last reply. */
+typedef struct flashscope_session flashscope_session;
+
+typedef struct flashscope_session_params {
+  /* Tokens the session can hold (prompt and replies of every turn).
+   * Default 0: the model's context length. More is capped to it. */
+  int32_t n_ctx;
+  /* The system message used when the first message is not one. Default
+   * NULL: the one in the model's chat template (SmolLM2's when it has none);
+   * "": no system message. Copied by flashscope_session_create. */
+  const char* system_prompt;
+} flashscope_session_params;
+
+FLASHSCOPE_API flashscope_session_params flashscope_session_default_params(void);
+
+/* A session on `model` with an empty history; params NULL: the defaults.
+ * The cache memory is reserved now and committed as tokens arrive.
+ * On failure *out_session is NULL (when out_session is not NULL) and nothing
+ * is allocated; the model is unchanged:
+ *   INVALID_ARGUMENT  model or out_session NULL, n_ctx < 0
+ *   UNSUPPORTED       the vocabulary lacks ChatML's <|im_start|> / <|im_end|>
+ *   OUT_OF_MEMORY     the cache could not be reserved */
+FLASHSCOPE_API flashscope_status flashscope_session_create(const flashscope_model* model,
+                                                           const flashscope_session_params* params,
+                                                           flashscope_session** out_session);
+
+/* Releases the session. No call on it may be running (cancel included).
+ * NULL is a no-op. */
+FLASHSCOPE_API void flashscope_session_free(flashscope_session* session);
+
+/* Appends a message to the history; it is prefilled by the next generate.
+ * role: "system", "user" or "assistant". content is copied and encoded as
+ * plain text: "<|im_end|>" typed by a user stays text, never a control
+ * token.
+ * On failure the history is unchanged:
+ *   INVALID_ARGUMENT  session, role or content NULL, another role */
+FLASHSCOPE_API flashscope_status flashscope_session_add_message(flashscope_session* session, const char* role,
+                                                                const char* content);
+
+typedef struct flashscope_generate_params {
+  int32_t max_tokens;         /* tokens to sample at most (a final stop token counts); default 256 */
+  float temperature;          /* <= 0 (default 0): greedy, and top_k/top_p/min_p/seed are ignored */
+  int32_t top_k;              /* keep the k most likely tokens; <= 0 (default): all */
+  float top_p;                /* nucleus: the smallest set with probability >= top_p; default 1: all */
+  float min_p;                /* drop tokens below min_p x the top probability; default 0: none */
+  float repetition_penalty;   /* > 1 discourages recent tokens; default 1: off */
+  int32_t repeat_last_n;      /* how many recent tokens the penalty sees; < 0: all; default 64 */
+  uint64_t seed;              /* sampling seed (the same seed, the same reply); default 0 */
+  /* The reply ends when its text contains one of these (non-empty UTF-8;
+   * copied during the call). Neither it nor what follows reaches the
+   * callback, and text that could start one is held back until it cannot.
+   * Default NULL, 0. The model's end-of-turn tokens (<|im_end|>, eos)
+   * always end a reply. */
+  const char* const* stop_strings;
+  size_t n_stop_strings;
+} flashscope_generate_params;
+
+FLASHSCOPE_API flashscope_generate_params flashscope_generate_default_params(void);
+
+typedef enum flashscope_stop_reason {
+  FLASHSCOPE_STOP_NONE = -1,        /* the reply did not start (a failure before prefill) */
+  FLASHSCOPE_STOP_MAX_TOKENS = 0,   /* max_tokens sampled */
+  FLASHSCOPE_STOP_TOKEN = 1,        /* an end-of-turn token (not shown) */
+  FLASHSCOPE_STOP_CALLBACK = 2,     /* the token callback returned 0 */
+  FLASHSCOPE_STOP_CONTEXT_FULL = 3, /* the session is full (status FLASHSCOPE_CONTEXT_FULL) */
+  FLASHSCOPE_STOP_STRING = 4,       /* a stop string appeared (not shown) */
+  FLASHSCOPE_STOP_CANCELLED = 5     /* flashscope_session_cancel() (status FLASHSCOPE_CANCELLED) */
+} flashscope_stop_reason;
+
+typedef struct flashscope_generate_stats {
+  int32_t prompt_tokens;      /* tokens prefilled by this call */
+  int32_t generated_tokens;   /* tokens sampled (a final stop token included) */
+  int32_t stop_reason;        /* flashscope_stop_reason */
+  int32_t stop_token;         /* the token, for FLASHSCOPE_STOP_TOKEN; else -1 */
+  int32_t stop_string;        /* index into stop_strings, for FLASHSCOPE_STOP_STRING; else -1 */
+  int32_t n_tokens;           /* tokens the session holds after the call */
+  double prefill_ms;          /* the prompt's forward pass */
+  double ttft_ms;             /* from the call to the first sampled token */
+  double decode_ms;           /* the one-token forward passes after it */
+  double prefill_tokens_per_s;
+  double decode_tokens_per_s;
+} flashscope_generate_stats;
+
+/* Called for each generated token. text (NUL-terminated, len bytes without
+ * the NUL) is the complete UTF-8 text the token finishes; it may be empty
+ * (a character split across tokens, text held back for a stop string, a
+ * control token). After the last token, held-back text arrives once more
+ * with token -1. Valid during the call only. Return nonzero to go on, 0 to
+ * stop the reply (FLASHSCOPE_STOP_CALLBACK). It runs on the generating
+ * thread, must not throw or longjmp, and must not call generate, reset or
+ * free on this session (cancel is fine). */
+typedef int (*flashscope_token_callback)(const char* text, size_t len, int32_t token, void* user);
+
+/* Prefills the messages added since the last reply, then samples the
+ * assistant's reply, streaming it through callback (may be NULL). The
+ * reply's text (stop strings excluded) joins the history as an "assistant"
+ * message, so the next turn needs only add_message + generate. params NULL:
+ * the defaults. out_stats may be NULL; when not, it is always written
+ * (stop_reason FLASHSCOPE_STOP_NONE when the reply did not start).
+ * Returns:
+ *   OK                the reply ended by max_tokens, an end-of-turn token, a
+ *                     stop string or the callback (out_stats->stop_reason)
+ *   CANCELLED         flashscope_session_cancel() stopped it after the token
+ *                     in progress; what was generated is the reply, kept as
+ *                     after OK, and the next turn continues the conversation
+ *   CONTEXT_FULL      mid-reply (out_stats->prompt_tokens > 0): the reply
+ *                     so far is kept as after OK, and the session can take
+ *                     no more; before the reply (prompt_tokens == 0): the
+ *                     new messages do not fit, nothing changed and they stay
+ *                     queued. Reset the session, or start one with a larger
+ *                     n_ctx.
+ * Failures that leave the session as it was (history, cache, queued
+ * messages):
+ *   INVALID_ARGUMENT  session NULL; no message added since the last reply;
+ *                     max_tokens < 0, top_p <= 0, min_p outside [0, 1],
+ *                     repetition_penalty <= 0, stop_strings NULL with
+ *                     n_stop_strings > 0, a stop string NULL, empty or not
+ *                     UTF-8
+ *   OUT_OF_MEMORY / DEVICE_ERROR   the prompt's forward pass failed
+ * A failure during the reply (OUT_OF_MEMORY, DEVICE_ERROR) keeps what was
+ * generated before it as the reply, as CANCELLED does; out_stats then has
+ * stop_reason FLASHSCOPE_STOP_NONE and prompt_tokens > 0 (the cache holds
+ * the new messages). */
+FLASHSCOPE_API flashscope_status flashscope_session_generate(flashscope_session* session,
+                                                             const flashscope_generate_params* params,
+                                                             flashscope_token_callback callback, void* user,
+                                                             flashscope_generate_stats* out_stats);
+
+/* Makes the generate running on this session return FLASHSCOPE_CANCELLED
+ * after the token in progress (a forward pass or a callback). Any thread,
+ * any time before flashscope_session_free begins; lock-free. A cancel while
+ * no generate runs is forgotten: each generate starts uncancelled. NULL is a
+ * no-op. */
+FLASHSCOPE_API void flashscope_session_cancel(flashscope_session* session);
+
+/* Forgets the history and the cache (the memory stays reserved). NULL is a
+ * no-op. Not while a generate runs on the session. */
+FLASHSCOPE_API void flashscope_session_reset(flashscope_session* session);
+
+/* Tokens the cache holds (all turns so far); 0 for NULL. */
+FLASHSCOPE_API int32_t flashscope_session_n_tokens(const flashscope_session* session);
+/* Tokens the session can hold; 0 for NULL. */
+FLASHSCOPE_API int32_t flashscope_session_n_ctx(const flashscope_session* session);
+/* Messages in the history (replies included); 0 for NULL. */
+FLASHSCOPE_API int32_t flashscope_session_n_messages(const flashscope_session* session);
+
+/* Message `index` (0 = the first added; the default system prompt is not a
+ * message) into role_buf / content_buf, each with the buffer rule above
+ * (either buffer may be NULL with size 0 to skip it or ask its size).
+ *   INVALID_ARGUMENT   session NULL, index outside [0, n_messages)
+ *   BUFFER_TOO_SMALL   a buffer is too small: neither buffer is written,
+ *                      both *out sizes are */
+FLASHSCOPE_API flashscope_status flashscope_session_message(const flashscope_session* session, int32_t index,
+                                                            char* role_buf, size_t role_buf_size,
+                                                            size_t* out_role_size, char* content_buf,
+                                                            size_t content_buf_size, size_t* out_content_size);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* FLASHSCOPE_FLASHSCOPE_H */

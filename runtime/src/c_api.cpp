@@ -1,0 +1,550 @@
+// The C ABI (flashscope/flashscope.h) over the C++ engine.
+//
+// Every exported function is noexcept in effect: its body runs inside
+// guarded(), which turns an escaping std::bad_alloc into
+// FLASHSCOPE_OUT_OF_MEMORY and anything else into FLASHSCOPE_DEVICE_ERROR,
+// each with a message. Failures are recorded in a thread-local string
+// (flashscope_last_error) and logged at ERROR through the log callback.
+//
+// A session keeps its ChatML history beside the engine Session:
+//   history[0, n_in_cache)     messages whose tokens are in the cache
+//                              (replies included), in order
+//   history[n_in_cache, end)   messages added since the last reply: the
+//                              next generate prefills them, framed as
+//                              ChatML, then "<|im_start|>assistant\n"
+// and reply_closed says whether the cached reply ended with <|im_end|> (the
+// end-of-turn token stays pending in the Session, and is fed first) or has
+// to be closed before the next message.
+#include "flashscope/flashscope.h"
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flashscope/engine.hpp"
+#include "flashscope/model.hpp"
+#include "flashscope/status.hpp"
+
+// The handles. Defined at global scope: the header declares them there.
+struct flashscope_model {
+  flashscope::Model model;
+};
+
+struct flashscope_session {
+  flashscope::Session session;
+  std::string default_system;
+  std::vector<flashscope::ChatMessage> history;
+  size_t n_in_cache = 0;
+  bool reply_closed = true;
+  int32_t im_end = -1;
+};
+
+namespace {
+
+using flashscope::StatusCode;
+
+#define FS_STR2(x) #x
+#define FS_STR(x) FS_STR2(x)
+constexpr const char* kVersionString =
+    FS_STR(FLASHSCOPE_VERSION_MAJOR) "." FS_STR(FLASHSCOPE_VERSION_MINOR) "." FS_STR(FLASHSCOPE_VERSION_PATCH);
+
+// --- errors and logging --------------------------------------------------------
+
+thread_local std::string t_last_error;
+// Points at t_last_error, or at a literal when the message itself could not
+// be stored (no memory).
+thread_local const char* t_last_error_ptr = "";
+
+std::mutex g_log_mutex;
+flashscope_log_callback g_log_fn = nullptr;
+void* g_log_user = nullptr;
+
+void log_message(flashscope_log_level level, const char* message) noexcept {
+  flashscope_log_callback fn;
+  void* user;
+  {
+    std::lock_guard<std::mutex> lock(g_log_mutex);
+    fn = g_log_fn;
+    user = g_log_user;
+  }
+  if (fn) fn(level, message, user);
+}
+
+// Records "fn: detail" as the thread's last error and logs it. Never throws.
+flashscope_status fail(flashscope_status code, const char* fn, const char* detail,
+                       flashscope_log_level level = FLASHSCOPE_LOG_ERROR) noexcept {
+  try {
+    t_last_error.assign(fn);
+    t_last_error += ": ";
+    t_last_error += detail;
+    t_last_error_ptr = t_last_error.c_str();
+  } catch (...) {
+    t_last_error_ptr = "out of memory while recording an error message";
+  }
+  log_message(level, t_last_error_ptr);
+  return code;
+}
+
+flashscope_status fail(flashscope_status code, const char* fn, const std::string& detail,
+                       flashscope_log_level level = FLASHSCOPE_LOG_ERROR) noexcept {
+  return fail(code, fn, detail.c_str(), level);
+}
+
+flashscope_status to_c(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return FLASHSCOPE_OK;
+    case StatusCode::kInvalidArgument: return FLASHSCOPE_INVALID_ARGUMENT;
+    case StatusCode::kUnsupported: return FLASHSCOPE_UNSUPPORTED;
+    case StatusCode::kDeviceError: return FLASHSCOPE_DEVICE_ERROR;
+    case StatusCode::kOutOfMemory: return FLASHSCOPE_OUT_OF_MEMORY;
+    case StatusCode::kIoError: return FLASHSCOPE_IO_ERROR;
+    case StatusCode::kCorruptData: return FLASHSCOPE_CORRUPT_DATA;
+  }
+  return FLASHSCOPE_DEVICE_ERROR;
+}
+
+flashscope_status fail(const char* fn, const flashscope::Status& s) noexcept {
+  try {
+    return fail(to_c(s.code()), fn, s.to_string());
+  } catch (...) {
+    return fail(FLASHSCOPE_OUT_OF_MEMORY, fn, "out of memory");
+  }
+}
+
+template <typename F>
+flashscope_status guarded(const char* fn, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(FLASHSCOPE_OUT_OF_MEMORY, fn, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(FLASHSCOPE_DEVICE_ERROR, fn, (std::string("internal error: ") + e.what()).c_str());
+  } catch (...) {
+    return fail(FLASHSCOPE_DEVICE_ERROR, fn, "internal error (unknown exception)");
+  }
+}
+
+// The buffer rule of the header: the size needed always, the bytes only
+// when they fit.
+flashscope_status copy_out(const char* fn, const std::string& s, char* buf, size_t buf_size, size_t* out_size) {
+  const size_t need = s.size() + 1;
+  if (out_size) *out_size = need;
+  if (!buf && buf_size > 0) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "buf is NULL but buf_size > 0");
+  if (buf_size < need) {
+    return fail(FLASHSCOPE_BUFFER_TOO_SMALL, fn,
+                std::to_string(need) + " bytes needed, the buffer has " + std::to_string(buf_size));
+  }
+  std::memcpy(buf, s.c_str(), need);
+  return FLASHSCOPE_OK;
+}
+
+// --- sessions ----------------------------------------------------------------------
+
+bool valid_role(const char* role) {
+  return std::strcmp(role, "system") == 0 || std::strcmp(role, "user") == 0 || std::strcmp(role, "assistant") == 0;
+}
+
+// The tokens that bring the cache up to date with the queued messages and
+// open the assistant's reply. Framing is encoded with special tokens, message
+// text without, so typed text never becomes a control token.
+std::vector<int32_t> turn_tokens(const flashscope_session& s) {
+  const flashscope::Tokenizer& tok = s.session.model().tokenizer();
+  if (s.n_in_cache == 0) return flashscope::encode_chatml(tok, s.history, true, s.default_system);
+  std::vector<int32_t> ids;
+  auto add = [&](const std::string& text, bool special) {
+    const std::vector<int32_t> part = tok.encode(text, special);
+    ids.insert(ids.end(), part.begin(), part.end());
+  };
+  add(s.reply_closed ? "\n" : "<|im_end|>\n", true);  // the template puts "\n" after every <|im_end|>
+  for (size_t i = s.n_in_cache; i < s.history.size(); ++i) {
+    add("<|im_start|>" + s.history[i].role + "\n", true);
+    add(s.history[i].content, false);
+    add("<|im_end|>\n", true);
+  }
+  add("<|im_start|>assistant\n", true);
+  return ids;
+}
+
+flashscope_stop_reason to_c(flashscope::StopReason r) {
+  using flashscope::StopReason;
+  switch (r) {
+    case StopReason::kMaxTokens: return FLASHSCOPE_STOP_MAX_TOKENS;
+    case StopReason::kStopToken: return FLASHSCOPE_STOP_TOKEN;
+    case StopReason::kCallback: return FLASHSCOPE_STOP_CALLBACK;
+    case StopReason::kContextFull: return FLASHSCOPE_STOP_CONTEXT_FULL;
+    case StopReason::kStopString: return FLASHSCOPE_STOP_STRING;
+    case StopReason::kCancelled: return FLASHSCOPE_STOP_CANCELLED;
+  }
+  return FLASHSCOPE_STOP_NONE;
+}
+
+void clear_stats(flashscope_generate_stats* st, int32_t n_tokens) {
+  std::memset(st, 0, sizeof *st);
+  st->stop_reason = FLASHSCOPE_STOP_NONE;
+  st->stop_token = -1;
+  st->stop_string = -1;
+  st->n_tokens = n_tokens;
+}
+
+flashscope_status generate(flashscope_session* s, const flashscope_generate_params* params,
+                           flashscope_token_callback callback, void* user, flashscope_generate_stats* out_stats) {
+  constexpr const char* fn = "session_generate";
+  flashscope_generate_stats local_stats;
+  flashscope_generate_stats* st = out_stats ? out_stats : &local_stats;
+  clear_stats(st, s ? s->session.n_tokens() : 0);
+  if (!s) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
+
+  const flashscope_generate_params p = params ? *params : flashscope_generate_default_params();
+  flashscope::GenerateParams gp;
+  gp.max_tokens = p.max_tokens;
+  gp.sampling.temperature = p.temperature;
+  gp.sampling.top_k = p.top_k;
+  gp.sampling.top_p = p.top_p;
+  gp.sampling.min_p = p.min_p;
+  gp.sampling.repetition_penalty = p.repetition_penalty;
+  gp.sampling.repeat_last_n = p.repeat_last_n;
+  gp.sampling.seed = p.seed;
+  if (p.n_stop_strings > 0 && !p.stop_strings) {
+    return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "stop_strings is NULL but n_stop_strings > 0");
+  }
+  for (size_t i = 0; i < p.n_stop_strings; ++i) {
+    if (!p.stop_strings[i]) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "stop_strings[" + std::to_string(i) + "] is NULL");
+    }
+    gp.stop_strings.emplace_back(p.stop_strings[i]);
+  }
+  if (s->n_in_cache == s->history.size()) {
+    return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
+                s->history.empty() ? "no message: add one with flashscope_session_add_message first"
+                                   : "no message since the last reply: add one with flashscope_session_add_message");
+  }
+
+  const std::vector<int32_t> prompt = turn_tokens(*s);
+  const int before = s->session.n_tokens();
+  const int feed = static_cast<int>(prompt.size());
+  if (before + feed > s->session.capacity()) {
+    st->stop_reason = FLASHSCOPE_STOP_CONTEXT_FULL;
+    return fail(FLASHSCOPE_CONTEXT_FULL, fn,
+                "the new messages need " + std::to_string(feed) + " tokens and the session has " +
+                    std::to_string(s->session.capacity() - before) + " of " +
+                    std::to_string(s->session.capacity()) + " left; nothing changed",
+                FLASHSCOPE_LOG_INFO);
+  }
+
+  std::string reply;
+  int32_t sampled = 0;
+  std::string text;  // NUL-terminated copy for the callback
+  auto on_token = [&](const flashscope::TokenEvent& e) {
+    reply.append(e.text.data(), e.text.size());
+    if (e.token >= 0) ++sampled;
+    if (!callback) return true;
+    text.assign(e.text.data(), e.text.size());
+    return callback(text.c_str(), text.size(), e.token, user) != 0;
+  };
+  // Keeps history and cache in step whatever happened after the prefill:
+  // the queued messages are in the cache and `reply` is what was shown.
+  auto commit = [&](bool closed) {
+    if (s->session.n_tokens() == before) return false;  // the prefill did not happen
+    s->history.push_back({"assistant", reply});
+    s->n_in_cache = s->history.size();
+    s->reply_closed = closed;
+    return true;
+  };
+
+  flashscope::Result<flashscope::GenerateStats> r = flashscope::Status();
+  try {
+    r = s->session.generate(prompt, gp, on_token);
+  } catch (...) {
+    commit(false);
+    throw;
+  }
+  if (!r.ok()) {
+    if (commit(false)) {
+      st->prompt_tokens = feed;
+      st->generated_tokens = sampled;
+      st->n_tokens = s->session.n_tokens();
+    }
+    return fail(fn, r.status());
+  }
+  const flashscope::GenerateStats& g = *r;
+  commit(g.stop_reason == flashscope::StopReason::kStopToken && g.stop_token == s->im_end);
+  st->prompt_tokens = g.prompt_tokens;
+  st->generated_tokens = g.generated_tokens;
+  st->stop_reason = to_c(g.stop_reason);
+  st->stop_token = g.stop_token;
+  st->stop_string = g.stop_string;
+  st->n_tokens = s->session.n_tokens();
+  st->prefill_ms = g.prefill_ms;
+  st->ttft_ms = g.ttft_ms;
+  st->decode_ms = g.decode_ms;
+  st->prefill_tokens_per_s = g.prefill_tokens_per_s;
+  st->decode_tokens_per_s = g.decode_tokens_per_s;
+
+  char line[192];
+  std::snprintf(line, sizeof line, "generate: %d prompt tokens in %.1f ms, %d tokens at %.1f tokens/s, stop: %s",
+                g.prompt_tokens, g.prefill_ms, g.generated_tokens, g.decode_tokens_per_s,
+                flashscope::stop_reason_name(g.stop_reason));
+  log_message(FLASHSCOPE_LOG_DEBUG, line);
+  if (g.stop_reason == flashscope::StopReason::kCancelled) {
+    return fail(FLASHSCOPE_CANCELLED, fn,
+                "cancelled after " + std::to_string(g.generated_tokens) + " tokens; the reply so far is kept",
+                FLASHSCOPE_LOG_INFO);
+  }
+  if (g.stop_reason == flashscope::StopReason::kContextFull) {
+    return fail(FLASHSCOPE_CONTEXT_FULL, fn,
+                "the session is full (" + std::to_string(s->session.capacity()) +
+                    " tokens) after " + std::to_string(g.generated_tokens) + " tokens; the reply so far is kept",
+                FLASHSCOPE_LOG_INFO);
+  }
+  return FLASHSCOPE_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* flashscope_version(void) { return kVersionString; }
+
+const char* flashscope_status_name(flashscope_status status) {
+  switch (status) {
+    case FLASHSCOPE_OK: return "ok";
+    case FLASHSCOPE_INVALID_ARGUMENT: return "invalid_argument";
+    case FLASHSCOPE_UNSUPPORTED: return "unsupported";
+    case FLASHSCOPE_DEVICE_ERROR: return "device_error";
+    case FLASHSCOPE_OUT_OF_MEMORY: return "out_of_memory";
+    case FLASHSCOPE_IO_ERROR: return "io_error";
+    case FLASHSCOPE_CORRUPT_DATA: return "corrupt_data";
+    case FLASHSCOPE_CANCELLED: return "cancelled";
+    case FLASHSCOPE_CONTEXT_FULL: return "context_full";
+    case FLASHSCOPE_BUFFER_TOO_SMALL: return "buffer_too_small";
+  }
+  return "unknown";
+}
+
+const char* flashscope_last_error(void) { return t_last_error_ptr; }
+
+flashscope_status flashscope_check_version(int32_t major, int32_t minor) {
+  const bool ok = major == FLASHSCOPE_VERSION_MAJOR &&
+                  (major == 0 ? minor == FLASHSCOPE_VERSION_MINOR : minor >= 0 && minor <= FLASHSCOPE_VERSION_MINOR);
+  if (ok) return FLASHSCOPE_OK;
+  char detail[160];
+  std::snprintf(detail, sizeof detail,
+                "the program was built for FlashScope %d.%d and this library is %s (%s)", static_cast<int>(major),
+                static_cast<int>(minor), kVersionString,
+                FLASHSCOPE_VERSION_MAJOR == 0 ? "before 1.0 only the same major.minor is compatible"
+                                              : "the same major and a minor up to the library's are compatible");
+  return fail(FLASHSCOPE_UNSUPPORTED, "check_version", detail);
+}
+
+void flashscope_set_log_callback(flashscope_log_callback callback, void* user) {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  g_log_fn = callback;
+  g_log_user = user;
+}
+
+// --- model ---------------------------------------------------------------------
+
+flashscope_model_params flashscope_model_default_params(void) {
+  flashscope_model_params p;
+  p.device = FLASHSCOPE_DEVICE_CPU;
+  p.n_threads = 0;
+  return p;
+}
+
+flashscope_status flashscope_model_load(const char* path, const flashscope_model_params* params,
+                                        flashscope_model** out_model) {
+  constexpr const char* fn = "model_load";
+  if (out_model) *out_model = nullptr;
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!path) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "path is NULL");
+    if (!out_model) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "out_model is NULL");
+    const flashscope_model_params p = params ? *params : flashscope_model_default_params();
+    flashscope::ModelOptions options;
+    switch (p.device) {
+      case FLASHSCOPE_DEVICE_CPU: options.device = flashscope::Device::kCpu; break;
+      case FLASHSCOPE_DEVICE_CUDA: options.device = flashscope::Device::kCuda; break;
+      default:
+        return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
+                    "unknown device " + std::to_string(p.device) + " (FLASHSCOPE_DEVICE_CPU or _CUDA)");
+    }
+    options.threads = p.n_threads;
+    auto model = flashscope::Model::load(path, options);
+    if (!model.ok()) return fail(fn, model.status());
+    auto handle = std::make_unique<flashscope_model>();
+    handle->model = std::move(model).value();
+    const flashscope::ModelConfig& c = handle->model.config();
+    char line[256];
+    std::snprintf(line, sizeof line, "loaded %.100s: %d layers, vocabulary %d, context %d, %.0f MB of weights",
+                  c.name.empty() ? path : c.name.c_str(), c.n_layers, c.vocab, c.context_length,
+                  static_cast<double>(handle->model.weight_bytes()) / 1e6);
+    log_message(FLASHSCOPE_LOG_INFO, line);
+    *out_model = handle.release();
+    return FLASHSCOPE_OK;
+  });
+}
+
+void flashscope_model_free(flashscope_model* model) { delete model; }
+
+int32_t flashscope_model_n_ctx(const flashscope_model* model) {
+  return model ? model->model.config().context_length : 0;
+}
+int32_t flashscope_model_n_vocab(const flashscope_model* model) { return model ? model->model.config().vocab : 0; }
+int32_t flashscope_model_n_layers(const flashscope_model* model) {
+  return model ? model->model.config().n_layers : 0;
+}
+uint64_t flashscope_model_size(const flashscope_model* model) { return model ? model->model.weight_bytes() : 0; }
+
+flashscope_status flashscope_model_name(const flashscope_model* model, char* buf, size_t buf_size,
+                                        size_t* out_size) {
+  constexpr const char* fn = "model_name";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model is NULL");
+    return copy_out(fn, model->model.config().name, buf, buf_size, out_size);
+  });
+}
+
+// --- session ---------------------------------------------------------------------
+
+flashscope_session_params flashscope_session_default_params(void) {
+  flashscope_session_params p;
+  p.n_ctx = 0;
+  p.system_prompt = nullptr;
+  return p;
+}
+
+flashscope_status flashscope_session_create(const flashscope_model* model, const flashscope_session_params* params,
+                                            flashscope_session** out_session) {
+  constexpr const char* fn = "session_create";
+  if (out_session) *out_session = nullptr;
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model is NULL");
+    if (!out_session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "out_session is NULL");
+    const flashscope_session_params p = params ? *params : flashscope_session_default_params();
+    if (p.n_ctx < 0) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "n_ctx must be >= 0 (0: the model's context)");
+    const flashscope::Tokenizer& tok = model->model.tokenizer();
+    const int32_t im_end = tok.token_id("<|im_end|>");
+    if (tok.token_id("<|im_start|>") < 0 || im_end < 0) {
+      return fail(FLASHSCOPE_UNSUPPORTED, fn,
+                  "chat sessions use ChatML, and this model's vocabulary has no <|im_start|> / <|im_end|> tokens");
+    }
+    flashscope::SessionOptions so;
+    so.max_tokens = p.n_ctx;
+    auto session = flashscope::Session::create(model->model, so);
+    if (!session.ok()) return fail(fn, session.status());
+    auto handle = std::make_unique<flashscope_session>();
+    handle->session = std::move(session).value();
+    handle->im_end = im_end;
+    if (p.system_prompt) {
+      handle->default_system = p.system_prompt;
+    } else {
+      handle->default_system = flashscope::default_system_prompt_from_template(model->model.chat_template());
+      if (handle->default_system.empty()) handle->default_system = flashscope::kSmolLMDefaultSystemPrompt;
+    }
+    *out_session = handle.release();
+    return FLASHSCOPE_OK;
+  });
+}
+
+void flashscope_session_free(flashscope_session* session) { delete session; }
+
+flashscope_status flashscope_session_add_message(flashscope_session* session, const char* role,
+                                                 const char* content) {
+  constexpr const char* fn = "session_add_message";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
+    if (!role) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "role is NULL");
+    if (!content) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "content is NULL");
+    if (!valid_role(role)) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
+                  std::string("role \"") + role + "\" is not one of \"system\", \"user\", \"assistant\"");
+    }
+    session->history.push_back({role, content});
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_generate_params flashscope_generate_default_params(void) {
+  const flashscope::GenerateParams d;
+  flashscope_generate_params p;
+  p.max_tokens = d.max_tokens;
+  p.temperature = d.sampling.temperature;
+  p.top_k = d.sampling.top_k;
+  p.top_p = d.sampling.top_p;
+  p.min_p = d.sampling.min_p;
+  p.repetition_penalty = d.sampling.repetition_penalty;
+  p.repeat_last_n = d.sampling.repeat_last_n;
+  p.seed = d.sampling.seed;
+  p.stop_strings = nullptr;
+  p.n_stop_strings = 0;
+  return p;
+}
+
+flashscope_status flashscope_session_generate(flashscope_session* session, const flashscope_generate_params* params,
+                                              flashscope_token_callback callback, void* user,
+                                              flashscope_generate_stats* out_stats) {
+  return guarded("session_generate", [&] { return generate(session, params, callback, user, out_stats); });
+}
+
+void flashscope_session_cancel(flashscope_session* session) {
+  if (session) session->session.cancel();
+}
+
+void flashscope_session_reset(flashscope_session* session) {
+  if (!session) return;
+  session->session.reset();
+  session->history.clear();  // clear() keeps the capacity: no allocation, nothing to throw
+  session->n_in_cache = 0;
+  session->reply_closed = true;
+}
+
+int32_t flashscope_session_n_tokens(const flashscope_session* session) {
+  return session ? session->session.n_tokens() : 0;
+}
+int32_t flashscope_session_n_ctx(const flashscope_session* session) {
+  return session ? session->session.capacity() : 0;
+}
+int32_t flashscope_session_n_messages(const flashscope_session* session) {
+  return session ? static_cast<int32_t>(session->history.size()) : 0;
+}
+
+flashscope_status flashscope_session_message(const flashscope_session* session, int32_t index, char* role_buf,
+                                             size_t role_buf_size, size_t* out_role_size, char* content_buf,
+                                             size_t content_buf_size, size_t* out_content_size) {
+  constexpr const char* fn = "session_message";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
+    if (index < 0 || static_cast<size_t>(index) >= session->history.size()) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
+                  "index " + std::to_string(index) + " outside [0, " + std::to_string(session->history.size()) + ")");
+    }
+    const flashscope::ChatMessage& m = session->history[static_cast<size_t>(index)];
+    const size_t role_need = m.role.size() + 1;
+    const size_t content_need = m.content.size() + 1;
+    if (out_role_size) *out_role_size = role_need;
+    if (out_content_size) *out_content_size = content_need;
+    if ((!role_buf && role_buf_size > 0) || (!content_buf && content_buf_size > 0)) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "a buffer is NULL but its size > 0");
+    }
+    // Both or neither: a caller sizing one buffer at a time (NULL, 0) skips
+    // the other; a buffer given too small fails the whole call.
+    const bool role_wanted = role_buf_size > 0;
+    const bool content_wanted = content_buf_size > 0;
+    if ((role_wanted && role_buf_size < role_need) || (content_wanted && content_buf_size < content_need)) {
+      return fail(FLASHSCOPE_BUFFER_TOO_SMALL, fn,
+                  "role needs " + std::to_string(role_need) + " bytes (buffer " + std::to_string(role_buf_size) +
+                      "), content " + std::to_string(content_need) + " (buffer " + std::to_string(content_buf_size) +
+                      ")");
+    }
+    if (role_wanted) std::memcpy(role_buf, m.role.c_str(), role_need);
+    if (content_wanted) std::memcpy(content_buf, m.content.c_str(), content_need);
+    return FLASHSCOPE_OK;
+  });
+}
+
+}  // extern "C"

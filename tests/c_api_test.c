@@ -1,0 +1,413 @@
+/* The C ABI (flashscope/flashscope.h) from a C11 program, as an embedding
+ * host uses it: version check, errors with their messages and the state
+ * they leave, the buffer size protocol, a two-turn chat on the real model,
+ * stop strings, a callback that stops early, cancel from a second thread
+ * (pthreads), a full context.
+ *
+ * The checks that need no model run first. The model is
+ * $FLASHSCOPE_MODEL_DIR (else assets/models)/SmolLM2-135M-Instruct.Q4_1.gguf;
+ * when it is absent the program says so and exits 77, which ctest reports as
+ * skipped (scripts/fetch_model.sh fetches it). Generation is greedy
+ * (temperature 0), so every reply is reproducible. */
+#define _POSIX_C_SOURCE 200809L /* pthreads and sched_yield under -std=c11 */
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flashscope/flashscope.h"
+
+#define SKIP_EXIT_CODE 77
+
+static int g_failures = 0;
+
+#define CHECK(cond)                                                                               \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: \"%s\")\n", __FILE__, __LINE__, #cond, \
+              flashscope_last_error());                                                           \
+      ++g_failures;                                                                               \
+    }                                                                                             \
+  } while (0)
+
+/* A failed REQUIRE ends the program: what follows depends on it. */
+#define REQUIRE(cond)                                 \
+  do {                                                \
+    int before_ = g_failures;                         \
+    CHECK(cond);                                      \
+    if (g_failures != before_) return finish();       \
+  } while (0)
+
+#define CHECK_STATUS(expr, want)                                                                      \
+  do {                                                                                                \
+    flashscope_status got_ = (expr);                                                                  \
+    if (got_ != (want)) {                                                                             \
+      fprintf(stderr, "%s:%d: %s returned %s, want %s (last error: \"%s\")\n", __FILE__, __LINE__, #expr, \
+              flashscope_status_name(got_), flashscope_status_name(want), flashscope_last_error());       \
+      ++g_failures;                                                                                   \
+    }                                                                                                 \
+  } while (0)
+
+static int finish(void) {
+  if (g_failures) {
+    fprintf(stderr, "c_api_test: %d check(s) failed\n", g_failures);
+    return 1;
+  }
+  printf("c_api_test: all checks passed\n");
+  return 0;
+}
+
+/* --- log callback ------------------------------------------------------------------ */
+
+static atomic_int g_log_info = 0;
+static atomic_int g_log_error = 0;
+static atomic_int g_log_bad = 0; /* empty, or ending in a newline */
+
+static void on_log(flashscope_log_level level, const char* message, void* user) {
+  (void)user;
+  if (!message || !*message || message[strlen(message) - 1] == '\n') atomic_fetch_add(&g_log_bad, 1);
+  if (level == FLASHSCOPE_LOG_INFO) atomic_fetch_add(&g_log_info, 1);
+  if (level == FLASHSCOPE_LOG_ERROR) atomic_fetch_add(&g_log_error, 1);
+}
+
+/* --- token callbacks ----------------------------------------------------------------- */
+
+typedef struct {
+  char text[4096];
+  size_t len;
+  int tokens;       /* events with a token id >= 0 */
+  int stop_after;   /* return 0 after this many tokens; 0: never */
+  int bad_events;   /* text not NUL-terminated at len, or a NULL text */
+} reply_buf;
+
+static int collect(const char* text, size_t len, int32_t token, void* user) {
+  reply_buf* r = (reply_buf*)user;
+  if (!text || text[len] != '\0' || strlen(text) != len) ++r->bad_events;
+  if (r->len + len < sizeof r->text) {
+    memcpy(r->text + r->len, text, len);
+    r->len += len;
+    r->text[r->len] = '\0';
+  }
+  if (token >= 0) ++r->tokens;
+  return !(r->stop_after > 0 && r->tokens >= r->stop_after);
+}
+
+/* --- cancel from another thread ------------------------------------------------------ */
+
+typedef struct {
+  flashscope_session* session;
+  atomic_int tokens_seen;
+  atomic_int cancel_sent;
+  int thread_error_empty; /* the canceller thread has its own (empty) last error */
+} cancel_state;
+
+static void* canceller(void* arg) {
+  cancel_state* c = (cancel_state*)arg;
+  while (atomic_load(&c->tokens_seen) < 1) sched_yield();
+  flashscope_session_cancel(c->session);
+  c->thread_error_empty = flashscope_last_error()[0] == '\0';
+  atomic_store(&c->cancel_sent, 1);
+  return NULL;
+}
+
+/* Holds the first token until the other thread has cancelled, so where the
+ * reply stops does not depend on scheduling. */
+static int wait_for_cancel(const char* text, size_t len, int32_t token, void* user) {
+  (void)text;
+  (void)len;
+  cancel_state* c = (cancel_state*)user;
+  if (token >= 0 && atomic_fetch_add(&c->tokens_seen, 1) == 0) {
+    for (long spins = 0; !atomic_load(&c->cancel_sent) && spins < 2000000000L; ++spins) sched_yield();
+  }
+  return 1;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+
+static flashscope_status chat_turn(flashscope_session* s, const char* user_text, int32_t max_tokens,
+                                   reply_buf* reply, flashscope_generate_stats* stats) {
+  flashscope_status st = flashscope_session_add_message(s, "user", user_text);
+  if (st != FLASHSCOPE_OK) return st;
+  flashscope_generate_params gp = flashscope_generate_default_params();
+  gp.max_tokens = max_tokens;
+  gp.temperature = 0.0f;
+  memset(reply, 0, sizeof *reply);
+  return flashscope_session_generate(s, &gp, collect, reply, stats);
+}
+
+/* The content of message `index`, through the size protocol. */
+static char* message_content(flashscope_session* s, int32_t index, char* role, size_t role_size) {
+  size_t need = 0;
+  if (flashscope_session_message(s, index, NULL, 0, NULL, NULL, 0, &need) != FLASHSCOPE_OK) return NULL;
+  char* content = (char*)malloc(need);
+  if (!content) return NULL;
+  if (flashscope_session_message(s, index, role, role_size, NULL, content, need, NULL) != FLASHSCOPE_OK) {
+    free(content);
+    return NULL;
+  }
+  return content;
+}
+
+int main(void) {
+  /* Version: the header is the project's version, and the library agrees. */
+  char want_version[32];
+  snprintf(want_version, sizeof want_version, "%d.%d.%d", FLASHSCOPE_VERSION_MAJOR, FLASHSCOPE_VERSION_MINOR,
+           FLASHSCOPE_VERSION_PATCH);
+  CHECK(strcmp(want_version, FLASHSCOPE_PROJECT_VERSION) == 0);
+  CHECK(strcmp(flashscope_version(), want_version) == 0);
+  CHECK(flashscope_last_error()[0] == '\0');
+  CHECK_STATUS(flashscope_check_version(FLASHSCOPE_VERSION_MAJOR, FLASHSCOPE_VERSION_MINOR), FLASHSCOPE_OK);
+  CHECK_STATUS(flashscope_check_version(FLASHSCOPE_VERSION_MAJOR + 1, 0), FLASHSCOPE_UNSUPPORTED);
+  CHECK(strstr(flashscope_last_error(), want_version) != NULL);
+  CHECK_STATUS(flashscope_check_version(FLASHSCOPE_VERSION_MAJOR, FLASHSCOPE_VERSION_MINOR + 1),
+               FLASHSCOPE_UNSUPPORTED); /* a newer header than the library */
+  CHECK(strcmp(flashscope_status_name(FLASHSCOPE_CONTEXT_FULL), "context_full") == 0);
+
+  flashscope_set_log_callback(on_log, NULL);
+
+  /* A missing file: IO_ERROR, a message naming it, *out NULL. */
+  flashscope_model* model = (flashscope_model*)&g_failures; /* garbage the call must overwrite */
+  const char* missing = "/nonexistent/flashscope-c-api-test.gguf";
+  CHECK_STATUS(flashscope_model_load(missing, NULL, &model), FLASHSCOPE_IO_ERROR);
+  CHECK(model == NULL);
+  CHECK(strstr(flashscope_last_error(), missing) != NULL);
+  CHECK(strncmp(flashscope_last_error(), "model_load: ", 12) == 0);
+  CHECK(atomic_load(&g_log_error) >= 1);
+  CHECK_STATUS(flashscope_model_load(NULL, NULL, &model), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK_STATUS(flashscope_model_load(missing, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+  flashscope_model_params mp = flashscope_model_default_params();
+  CHECK(mp.device == FLASHSCOPE_DEVICE_CPU && mp.n_threads == 0);
+  mp.device = 7;
+  CHECK_STATUS(flashscope_model_load(missing, &mp, &model), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(model == NULL);
+
+  /* NULL handles: no-ops and zeros, INVALID_ARGUMENT where a status is returned. */
+  flashscope_model_free(NULL);
+  flashscope_session_free(NULL);
+  flashscope_session_cancel(NULL);
+  flashscope_session_reset(NULL);
+  CHECK(flashscope_model_n_ctx(NULL) == 0 && flashscope_session_n_tokens(NULL) == 0);
+  flashscope_session* session = (flashscope_session*)&g_failures;
+  CHECK_STATUS(flashscope_session_create(NULL, NULL, &session), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(session == NULL);
+  flashscope_generate_stats stats;
+  CHECK_STATUS(flashscope_session_generate(NULL, NULL, NULL, NULL, &stats), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(stats.stop_reason == FLASHSCOPE_STOP_NONE && stats.generated_tokens == 0);
+
+  /* The model. */
+  const char* dir = getenv("FLASHSCOPE_MODEL_DIR");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf",
+           dir && *dir ? dir : FLASHSCOPE_SOURCE_DIR "/assets/models");
+  FILE* probe = fopen(path, "rb");
+  if (!probe) {
+    if (g_failures) return finish();
+    printf("c_api_test: skipped the model checks: %s is absent (run scripts/fetch_model.sh)\n", path);
+    return SKIP_EXIT_CODE;
+  }
+  fclose(probe);
+
+  const int infos_before = atomic_load(&g_log_info);
+  REQUIRE(flashscope_model_load(path, NULL, &model) == FLASHSCOPE_OK);
+  REQUIRE(model != NULL);
+  CHECK(atomic_load(&g_log_info) > infos_before); /* "loaded ..." */
+  CHECK(flashscope_model_n_vocab(model) == 49152);
+  CHECK(flashscope_model_n_ctx(model) == 8192);
+  CHECK(flashscope_model_n_layers(model) == 30);
+  CHECK(flashscope_model_size(model) > 50u * 1000 * 1000);
+
+  /* The name through the size protocol. */
+  size_t name_size = 0;
+  CHECK_STATUS(flashscope_model_name(model, NULL, 0, &name_size), FLASHSCOPE_BUFFER_TOO_SMALL);
+  CHECK(name_size > 1);
+  char small[2] = {'#', '#'};
+  CHECK_STATUS(flashscope_model_name(model, small, sizeof small, NULL), FLASHSCOPE_BUFFER_TOO_SMALL);
+  CHECK(small[0] == '#' && small[1] == '#'); /* untouched */
+  char name[256];
+  size_t got_size = 0;
+  CHECK_STATUS(flashscope_model_name(model, name, sizeof name, &got_size), FLASHSCOPE_OK);
+  CHECK(got_size == name_size && strlen(name) + 1 == name_size);
+  printf("c_api_test: model \"%s\", %d layers, vocabulary %d\n", name, flashscope_model_n_layers(model),
+         flashscope_model_n_vocab(model));
+
+  /* --- a two-turn chat ------------------------------------------------------------ */
+  flashscope_session_params sp = flashscope_session_default_params();
+  sp.n_ctx = 1024;
+  REQUIRE(flashscope_session_create(model, &sp, &session) == FLASHSCOPE_OK);
+  CHECK(flashscope_session_n_ctx(session) == 1024);
+  /* Nothing to answer yet; a bad role. Neither changes anything. */
+  CHECK_STATUS(flashscope_session_generate(session, NULL, NULL, NULL, &stats), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK_STATUS(flashscope_session_add_message(session, "narrator", "x"), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK_STATUS(flashscope_session_add_message(session, "user", NULL), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(flashscope_session_n_messages(session) == 0 && flashscope_session_n_tokens(session) == 0);
+
+  reply_buf reply1, reply2;
+  CHECK_STATUS(chat_turn(session, "Hi! What is your name?", 8, &reply1, &stats), FLASHSCOPE_OK);
+  CHECK(reply1.bad_events == 0);
+  CHECK(stats.generated_tokens >= 1 && stats.generated_tokens <= 8);
+  CHECK(stats.prompt_tokens > 10); /* the default system prompt and the question */
+  CHECK(stats.n_tokens == flashscope_session_n_tokens(session));
+  CHECK(stats.stop_reason == FLASHSCOPE_STOP_MAX_TOKENS || stats.stop_reason == FLASHSCOPE_STOP_TOKEN);
+  CHECK(strlen(reply1.text) > 0);
+  const int32_t first_prompt = stats.prompt_tokens;
+  printf("c_api_test: turn 1: \"%s\" (%d tokens, %.1f tokens/s)\n", reply1.text, stats.generated_tokens,
+         stats.decode_tokens_per_s);
+
+  /* The reply joined the history. */
+  REQUIRE(flashscope_session_n_messages(session) == 2);
+  char role[16];
+  char* content = message_content(session, 1, role, sizeof role);
+  REQUIRE(content != NULL);
+  CHECK(strcmp(role, "assistant") == 0);
+  CHECK(strcmp(content, reply1.text) == 0);
+  free(content);
+
+  /* Turn 2 prefills only the new message (and the closing of turn 1). */
+  CHECK_STATUS(chat_turn(session, "What is 2+2?", 12, &reply2, &stats), FLASHSCOPE_OK);
+  CHECK(stats.prompt_tokens > 0 && stats.prompt_tokens < first_prompt);
+  CHECK(stats.prompt_tokens <= 24);
+  CHECK(strstr(reply2.text, "4") != NULL); /* greedy SmolLM2-135M: "2 + 2 = 4." */
+  CHECK(flashscope_session_n_messages(session) == 4);
+  printf("c_api_test: turn 2: \"%s\" (prefilled %d tokens)\n", reply2.text, stats.prompt_tokens);
+  const int32_t two_turns = flashscope_session_n_tokens(session);
+
+  /* The same conversation given as messages to a fresh session: the same
+   * tokens in the cache, so the same second reply. */
+  flashscope_session* replay = NULL;
+  REQUIRE(flashscope_session_create(model, &sp, &replay) == FLASHSCOPE_OK);
+  CHECK_STATUS(flashscope_session_add_message(replay, "user", "Hi! What is your name?"), FLASHSCOPE_OK);
+  CHECK_STATUS(flashscope_session_add_message(replay, "assistant", reply1.text), FLASHSCOPE_OK);
+  reply_buf reply2b;
+  CHECK_STATUS(chat_turn(replay, "What is 2+2?", 12, &reply2b, &stats), FLASHSCOPE_OK);
+  /* Holds while the reply's text encodes back to the tokens that were
+   * sampled, as it does for this reply. */
+  CHECK(stats.n_tokens == two_turns);
+  CHECK(strcmp(reply2.text, reply2b.text) == 0);
+  flashscope_session_free(replay);
+
+  /* --- a callback that stops early -------------------------------------------------- */
+  flashscope_session_reset(session);
+  CHECK(flashscope_session_n_tokens(session) == 0 && flashscope_session_n_messages(session) == 0);
+  CHECK_STATUS(flashscope_session_add_message(session, "user", "Tell me a story about a dragon."), FLASHSCOPE_OK);
+  reply_buf early;
+  memset(&early, 0, sizeof early);
+  early.stop_after = 2;
+  flashscope_generate_params gp = flashscope_generate_default_params();
+  gp.max_tokens = 16;
+  CHECK_STATUS(flashscope_session_generate(session, &gp, collect, &early, &stats), FLASHSCOPE_OK);
+  CHECK(stats.stop_reason == FLASHSCOPE_STOP_CALLBACK);
+  CHECK(stats.generated_tokens == 2);
+  CHECK(early.tokens == 2);
+
+  /* --- stop strings ------------------------------------------------------------------ */
+  /* Greedy says reply1 to the first question; stop at a piece of its middle. */
+  const size_t reply1_len = strlen(reply1.text);
+  if (reply1_len >= 8) {
+    char stop[4];
+    memcpy(stop, reply1.text + reply1_len / 2, 3);
+    stop[3] = '\0';
+    const char* stops[] = {"\x01never", stop};
+    const size_t at = (size_t)(strstr(reply1.text, stop) - reply1.text);
+    flashscope_session_reset(session);
+    CHECK_STATUS(flashscope_session_add_message(session, "user", "Hi! What is your name?"), FLASHSCOPE_OK);
+    gp = flashscope_generate_default_params();
+    gp.max_tokens = 8;
+    gp.stop_strings = stops;
+    gp.n_stop_strings = 2;
+    reply_buf cut;
+    memset(&cut, 0, sizeof cut);
+    CHECK_STATUS(flashscope_session_generate(session, &gp, collect, &cut, &stats), FLASHSCOPE_OK);
+    CHECK(stats.stop_reason == FLASHSCOPE_STOP_STRING);
+    CHECK(stats.stop_string == 1);
+    CHECK(cut.len == at && strncmp(cut.text, reply1.text, at) == 0);
+    content = message_content(session, 1, role, sizeof role);
+    CHECK(content && strcmp(content, cut.text) == 0); /* the history has the shown text */
+    free(content);
+  } else {
+    fprintf(stderr, "%s:%d: the first reply \"%s\" is too short to cut\n", __FILE__, __LINE__, reply1.text);
+    ++g_failures;
+  }
+  /* Malformed stop strings change nothing. */
+  const int32_t before_bad = flashscope_session_n_tokens(session);
+  CHECK_STATUS(flashscope_session_add_message(session, "user", "Hi"), FLASHSCOPE_OK);
+  gp = flashscope_generate_default_params();
+  gp.n_stop_strings = 1;
+  CHECK_STATUS(flashscope_session_generate(session, &gp, NULL, NULL, &stats), FLASHSCOPE_INVALID_ARGUMENT);
+  const char* empty_stop[] = {""};
+  gp.stop_strings = empty_stop;
+  CHECK_STATUS(flashscope_session_generate(session, &gp, NULL, NULL, &stats), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(strstr(flashscope_last_error(), "empty") != NULL);
+  CHECK(flashscope_session_n_tokens(session) == before_bad);
+
+  /* --- cancel from a second thread -------------------------------------------------- */
+  flashscope_session_cancel(session); /* while nothing runs: forgotten */
+  flashscope_session_reset(session);
+  CHECK_STATUS(flashscope_session_add_message(session, "user", "Write a long poem about the sea."), FLASHSCOPE_OK);
+  cancel_state cs;
+  cs.session = session;
+  atomic_init(&cs.tokens_seen, 0);
+  atomic_init(&cs.cancel_sent, 0);
+  cs.thread_error_empty = 0;
+  pthread_t thread;
+  REQUIRE(pthread_create(&thread, NULL, canceller, &cs) == 0);
+  gp = flashscope_generate_default_params();
+  gp.max_tokens = 64;
+  const flashscope_status cancelled = flashscope_session_generate(session, &gp, wait_for_cancel, &cs, &stats);
+  pthread_join(thread, NULL);
+  CHECK_STATUS(cancelled, FLASHSCOPE_CANCELLED);
+  CHECK(stats.stop_reason == FLASHSCOPE_STOP_CANCELLED);
+  CHECK(stats.generated_tokens == 1);
+  CHECK(strstr(flashscope_last_error(), "cancelled") != NULL);
+  CHECK(cs.thread_error_empty); /* the last error is per thread */
+  CHECK(flashscope_session_n_messages(session) == 2); /* the cut reply is kept */
+  /* The conversation goes on after a cancel. */
+  reply_buf after;
+  CHECK_STATUS(chat_turn(session, "Thanks. What is 2+2?", 8, &after, &stats), FLASHSCOPE_OK);
+  CHECK(stats.generated_tokens >= 1);
+  CHECK(flashscope_session_n_messages(session) == 4);
+
+  /* --- a full context ----------------------------------------------------------------- */
+  /* The prompt's size, from a prefill-only turn. */
+  flashscope_session_reset(session);
+  CHECK_STATUS(flashscope_session_add_message(session, "user", "What is the capital of France?"), FLASHSCOPE_OK);
+  gp = flashscope_generate_default_params();
+  gp.max_tokens = 0;
+  CHECK_STATUS(flashscope_session_generate(session, &gp, NULL, NULL, &stats), FLASHSCOPE_OK);
+  const int32_t prompt_len = stats.prompt_tokens;
+
+  flashscope_session* tiny = NULL;
+  sp.n_ctx = prompt_len - 1; /* the question does not fit: nothing happens */
+  REQUIRE(flashscope_session_create(model, &sp, &tiny) == FLASHSCOPE_OK);
+  CHECK_STATUS(flashscope_session_add_message(tiny, "user", "What is the capital of France?"), FLASHSCOPE_OK);
+  gp.max_tokens = 8;
+  CHECK_STATUS(flashscope_session_generate(tiny, &gp, NULL, NULL, &stats), FLASHSCOPE_CONTEXT_FULL);
+  CHECK(stats.prompt_tokens == 0 && flashscope_session_n_tokens(tiny) == 0);
+  CHECK(flashscope_session_n_messages(tiny) == 1); /* still queued */
+  flashscope_session_free(tiny);
+
+  sp.n_ctx = prompt_len + 3; /* it fits, the reply does not */
+  REQUIRE(flashscope_session_create(model, &sp, &tiny) == FLASHSCOPE_OK);
+  CHECK_STATUS(flashscope_session_add_message(tiny, "user", "What is the capital of France?"), FLASHSCOPE_OK);
+  reply_buf partial;
+  memset(&partial, 0, sizeof partial);
+  CHECK_STATUS(flashscope_session_generate(tiny, &gp, collect, &partial, &stats), FLASHSCOPE_CONTEXT_FULL);
+  CHECK(stats.prompt_tokens == prompt_len);
+  CHECK(stats.stop_reason == FLASHSCOPE_STOP_CONTEXT_FULL);
+  CHECK(stats.generated_tokens == 4); /* 3 fit in the cache, the 4th waits as the pending token */
+  CHECK(flashscope_session_n_messages(tiny) == 2);
+
+  /* Sessions outlive the model handle. */
+  flashscope_model_free(model);
+  flashscope_session_reset(tiny);
+  CHECK_STATUS(flashscope_session_add_message(tiny, "user", "Hi"), FLASHSCOPE_OK);
+  gp.max_tokens = 2;
+  CHECK_STATUS(flashscope_session_generate(tiny, &gp, NULL, NULL, &stats), FLASHSCOPE_OK);
+  flashscope_session_free(tiny);
+  flashscope_session_free(session);
+  flashscope_set_log_callback(NULL, NULL);
+  CHECK(atomic_load(&g_log_bad) == 0);
+  return finish();
+}
