@@ -10,6 +10,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "engine_args.hpp"
+#include "flashscope/device.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
 
@@ -18,7 +19,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli chat [-m PATH] [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
-    "                           [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
+    "                           [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N] [--device cpu|cuda]\n"
     "  -n N             tokens per reply at most (default 512)\n"
     "  --system TEXT    system prompt (default: the one in the model's chat template)\n"
     "  other options as for `flashscope-cli generate`\n"
@@ -65,7 +66,7 @@ int cmd_chat(int argc, char** argv) {
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
             {"model", "system", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "ctx",
-             "threads"},
+             "threads", "device"},
             {"help"});
   if (!args.ok() || args.has("help") || !args.positional().empty()) {
     const bool bad = !args.ok() || !args.positional().empty();
@@ -79,8 +80,17 @@ int cmd_chat(int argc, char** argv) {
   so.max_tokens = static_cast<int>(args.get_int("ctx", 0));
   ModelOptions mo;
   mo.threads = static_cast<int>(args.get_int("threads", 0));
+  const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);
+    return 2;
+  }
+  if (device == "cpu") {
+    mo.device = Device::kCpu;
+  } else if (device == "cuda") {
+    mo.device = Device::kCuda;
+  } else {
+    std::fprintf(stderr, "flashscope-cli chat: --device must be cpu or cuda, not '%s'\n", device.c_str());
     return 2;
   }
   const std::string path = resolve_model_path(args);
@@ -104,9 +114,9 @@ int cmd_chat(int argc, char** argv) {
   chat.system = args.get("system");
 
   const ModelConfig& c = model->config();
-  std::fprintf(stderr, "%s — %d layers, %.0f MB, context %d tokens, CPU. /help for commands.\n",
+  std::fprintf(stderr, "%s — %d layers, %.0f MB, context %d tokens, %s. /help for commands.\n",
                c.name.empty() ? path.c_str() : c.name.c_str(), c.n_layers, model->weight_bytes() / 1e6,
-               session->capacity());
+               session->capacity(), device == "cuda" ? "CUDA" : "CPU");
   std::string line;
   while (true) {
     std::fputs("\n> ", stdout);

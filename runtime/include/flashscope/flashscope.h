@@ -131,7 +131,7 @@ typedef struct flashscope_model flashscope_model;
 
 typedef enum flashscope_device {
   FLASHSCOPE_DEVICE_CPU = 0,
-  FLASHSCOPE_DEVICE_CUDA = 1 /* not implemented yet: FLASHSCOPE_UNSUPPORTED */
+  FLASHSCOPE_DEVICE_CUDA = 1 /* FLASHSCOPE_UNSUPPORTED in a CPU-only build or without a device */
 } flashscope_device;
 
 typedef struct flashscope_model_params {

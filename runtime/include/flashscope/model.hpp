@@ -80,7 +80,7 @@ struct ModelConfig {
 };
 
 struct ModelOptions {
-  Device device = Device::kCpu;  // kCuda: not built yet (kUnsupported)
+  Device device = Device::kCpu;  // kCuda: bf16 weights on the GPU (kUnsupported in a CPU-only build)
   // CPU threads of each forward pass. 0 (auto): up to OpenMP's maximum
   // (OMP_NUM_THREADS, else every core), less the cores other programs are
   // keeping busy, re-measured every ~200 ms: every matmul ends in a barrier,

@@ -122,8 +122,8 @@ Result<Model> Model::load(const std::string& path, const ModelOptions& options) 
 
 Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
   if (options.threads < 0) return invalid_argument("ModelOptions.threads must be >= 0 (0: all cores)");
-  if (options.device != Device::kCpu) {
-    return unsupported("the model engine runs on the CPU only in this build (Device::kCuda is not implemented yet)");
+  if (options.device != Device::kCpu && options.device != Device::kCuda) {
+    return invalid_argument("ModelOptions.device is not a known device (kCpu, kCuda)");
   }
   std::shared_ptr<Impl> impl;
   try {
@@ -157,6 +157,11 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
     for (const model::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) bytes += matrix_bytes(*m);
   }
   impl->weight_bytes = bytes;
+  if (impl->options.device == Device::kCuda) {  // last: the file is fully checked before any device work
+    auto cuda = model::cuda_load(*impl);
+    if (!cuda.ok()) return cuda.status();
+    impl->cuda = std::move(cuda).value();
+  }
   return Model(std::move(impl));
 }
 
@@ -187,7 +192,8 @@ Result<Sequence> Model::new_sequence(int max_tokens) const {
   if (!impl_) return invalid_argument("new_sequence: the model is not loaded");
   const int ctx = impl_->config.context_length;
   const int capacity = max_tokens <= 0 || max_tokens > ctx ? ctx : max_tokens;
-  auto state = model::cpu_new_state(*impl_, capacity);
+  auto state = impl_->options.device == Device::kCuda ? model::cuda_new_state(*impl_, capacity)
+                                                      : model::cpu_new_state(*impl_, capacity);
   if (!state.ok()) return state.status();
   Sequence seq;
   seq.state_ = std::move(state).value();
@@ -241,6 +247,7 @@ Status Model::forward(Sequence& seq, const std::vector<int32_t>& tokens, const s
       }
     }
   }
+  if (impl_->options.device == Device::kCuda) return model::cuda_forward(*impl_, st, tokens.data(), pos, n, mode, logits);
   return model::cpu_forward(*impl_, st, tokens.data(), pos, n, mode, logits);
 }
 

@@ -4,8 +4,9 @@
 // Backends: Model::forward validates the call (the same checks for every
 // backend) and hands it to the backend the model was loaded for. A backend
 // provides two functions, new_state and forward, and its own subclass of
-// Sequence::State. The CPU backend is forward_cpu.cpp; a CUDA backend adds
-// the same pair and a state that holds device buffers.
+// Sequence::State. The CPU backend is forward_cpu.cpp; the CUDA backend
+// (forward_cuda.cpp) adds the same pair, a load step that puts the weights
+// on the device (Impl::cuda), and a state that holds device buffers.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,10 @@ struct Weights {
   Matrix output;                   // [vocab, hidden]; token_embd when tied
 };
 
+// The CUDA backend's device side of a model: weights in bf16 on the device,
+// the cuBLAS handle (forward_cuda.cpp). Opaque here.
+struct CudaModel;
+
 }  // namespace model
 
 struct Model::Impl {
@@ -59,6 +64,7 @@ struct Model::Impl {
   std::vector<int32_t> stop_tokens;
   model::Weights weights;
   uint64_t weight_bytes = 0;
+  std::shared_ptr<model::CudaModel> cuda;  // Device::kCuda only
 };
 
 // What every backend's sequence state has; backends derive from it.
@@ -83,6 +89,17 @@ Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int
 // st.tokens.size() + n ≤ st.capacity. Leaves st unchanged on error.
 Status cpu_forward(const Model::Impl& m, Sequence::State& st, const int32_t* tokens, const int32_t* positions,
                    int n, LogitsMode mode, std::vector<float>* logits);
+
+// The CUDA backend (forward_cuda.cpp; model/cuda_backend.hpp has its extras:
+// device sampling and stats). cuda_load runs last in Model::from_gguf, on a
+// fully checked Impl: it dequantizes every matrix to bf16 and uploads it.
+// kUnsupported in a build without CUDA or on a machine without a device.
+Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m);
+Result<std::unique_ptr<Sequence::State>> cuda_new_state(const Model::Impl& m, int capacity);
+// As cpu_forward. Also accepts logits == nullptr with kLast / kAll: the
+// logits then stay on the device for cuda_sample_last (no copy).
+Status cuda_forward(const Model::Impl& m, Sequence::State& st, const int32_t* tokens, const int32_t* positions,
+                    int n, LogitsMode mode, std::vector<float>* logits);
 
 }  // namespace model
 }  // namespace flashscope

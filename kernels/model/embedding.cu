@@ -1,0 +1,38 @@
+// Embedding gather: the first op of the forward pass.
+//
+//   ids   : [n] int32
+//   table : [vocab, hidden] bf16 (token_embd, dequantized at load)
+//   x     : [n, hidden] fp32, the residual stream
+//
+// Grid: one CTA per token. The row is a few hundred to a few thousand
+// elements, read once: a plain strided loop is already bound by the load.
+#include "kernels/model/model_ops.h"
+
+namespace flashscope::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float bf16_bits_to_float(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+__global__ void __launch_bounds__(kThreads) embedding_kernel(const __grid_constant__ EmbeddingKernelParams p) {
+  const int t = blockIdx.x;
+  const int32_t id = p.ids[t];
+  float* x = p.x + int64_t(t) * p.hidden;
+  if (id < 0 || id >= p.vocab) {
+    for (int i = threadIdx.x; i < p.hidden; i += kThreads) x[i] = 0.0f;
+    return;
+  }
+  const uint16_t* row = p.table + int64_t(id) * p.hidden;
+  for (int i = threadIdx.x; i < p.hidden; i += kThreads) x[i] = bf16_bits_to_float(row[i]);
+}
+
+}  // namespace
+
+cudaError_t launch_embedding(const EmbeddingKernelParams& p, cudaStream_t stream) {
+  if (p.n <= 0) return cudaSuccess;
+  embedding_kernel<<<p.n, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace flashscope::kernels

@@ -1,0 +1,37 @@
+// SwiGLU of the feed-forward block, reading the fused gate/up GEMM output.
+//
+//   gu  : [rows, 2·ffn] fp32 (row stride gu_stride): gate in [0, ffn), up in [ffn, 2·ffn)
+//   out : [rows, ffn] bf16 (row stride out_stride), the down GEMM's input
+//   out[r][i] = bf16(gate / (1 + exp(-gate)) · up)       (cpu::swiglu's formula)
+//
+// Grid: (ceil(ffn / kThreads), rows); one element per thread. expf, not
+// __expf: the fast intrinsic loses several bits for large |gate|.
+#include <cuda_bf16.h>
+
+#include "kernels/model/model_ops.h"
+
+namespace flashscope::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void __launch_bounds__(kThreads) swiglu_kernel(const __grid_constant__ SwigluKernelParams p) {
+  const int r = blockIdx.y;
+  const int i = blockIdx.x * kThreads + threadIdx.x;
+  if (i >= p.ffn) return;
+  const float* row = p.gu + int64_t(r) * p.gu_stride;
+  const float g = row[i];
+  const float u = row[p.ffn + i];
+  p.out[int64_t(r) * p.out_stride + i] = __bfloat16_as_ushort(__float2bfloat16_rn(g / (1.0f + expf(-g)) * u));
+}
+
+}  // namespace
+
+cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream) {
+  if (p.rows <= 0 || p.ffn <= 0) return cudaSuccess;
+  const dim3 grid((p.ffn + kThreads - 1) / kThreads, p.rows);
+  swiglu_kernel<<<grid, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace flashscope::kernels

@@ -1,0 +1,329 @@
+// Checked launchers of the CUDA model ops (see model_ops_cuda.hpp): the
+// checks, then the kernels' plain parameters, then the launch.
+#include "cuda/model_ops_cuda.hpp"
+
+#include <algorithm>
+#include <new>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#if FLASHSCOPE_WITH_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "kernels/model/model_ops.h"
+#endif
+
+namespace flashscope::cuda {
+
+namespace {
+
+constexpr int kMaxSampleCandidates = 1024;
+
+}  // namespace
+
+int max_sample_candidates() { return kMaxSampleCandidates; }
+
+int sample_candidates(const SamplingParams& params, int vocab) {
+  if (params.temperature <= 0.0f) return 0;
+  return params.top_k > 0 && params.top_k < vocab ? params.top_k : vocab;
+}
+
+std::vector<int32_t> penalty_ids(const SamplingParams& params, const std::vector<int32_t>& recent, int vocab) {
+  std::vector<int32_t> ids;
+  if (params.repetition_penalty == 1.0f || !(params.repetition_penalty > 0.0f) || recent.empty()) return ids;
+  const size_t n = recent.size();
+  const size_t window = params.repeat_last_n < 0 ? n : std::min(n, static_cast<size_t>(params.repeat_last_n));
+  std::unordered_set<int32_t> seen;
+  for (size_t i = n - window; i < n; ++i) {
+    const int32_t id = recent[i];
+    if (id < 0 || id >= vocab || !seen.insert(id).second) continue;
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+#if FLASHSCOPE_WITH_CUDA
+
+static_assert(kMaxSampleCandidates == kernels::kMaxSampleCandidates, "the runtime's cap is the kernel's");
+
+namespace {
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+Status bad(const char* op, const std::string& what) { return invalid_argument(std::string(op) + ": " + what); }
+
+Status launched(cudaError_t err, const char* kernel) {
+  if (err == cudaSuccess) return {};
+  return device_error(std::string(kernel) + " launch failed: " + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+Status embedding(const EmbeddingOp& op, void* stream) {
+  const char* name = "embedding";
+  if (op.n < 0 || op.hidden < 1 || op.vocab < 1) return bad(name, "n >= 0, hidden >= 1 and vocab >= 1 are required");
+  if (op.n == 0) return {};
+  if (!op.ids || !op.table || !op.x) return bad(name, "ids, table and x must not be null");
+  kernels::EmbeddingKernelParams k{op.ids, op.table, op.x, op.n, op.hidden, op.vocab};
+  return launched(kernels::launch_embedding(k, static_cast<cudaStream_t>(stream)), "embedding");
+}
+
+Status rms_norm(const RmsNormOp& op, void* stream) {
+  const char* name = "rms_norm";
+  if (op.rows < 0 || op.dim < 1) return bad(name, "rows >= 0 and dim >= 1 are required");
+  if (op.rows == 0) return {};
+  if (!op.x || !op.weight || !op.y) return bad(name, "x, weight and y must not be null");
+  if (op.x_stride < op.dim || op.y_stride < op.dim)
+    return bad(name, "row strides (x " + std::to_string(op.x_stride) + ", y " + std::to_string(op.y_stride) +
+                         ") must be >= dim " + std::to_string(op.dim));
+  if (!(op.eps >= 0.0f)) return bad(name, "eps must be >= 0");
+  kernels::RmsNormKernelParams k{op.x, op.x_stride, op.weight, op.y, op.y_stride, op.rows, op.dim, op.eps};
+  return launched(kernels::launch_rms_norm(k, static_cast<cudaStream_t>(stream)), "rms_norm");
+}
+
+Status rope_append(const RopeAppendOp& op, void* stream) {
+  const char* name = "rope_append";
+  if (op.n < 0) return bad(name, "n must be >= 0");
+  if (op.n == 0) return {};
+  if (op.q_heads < 1 || op.kv_heads < 1 || op.head_dim < 2 || op.head_dim % 2 != 0)
+    return bad(name, "q_heads, kv_heads >= 1 and an even head_dim are required");
+  if (op.rope_dim < 0 || op.rope_dim > op.head_dim || op.rope_dim % 2 != 0)
+    return bad(name, "rope_dim " + std::to_string(op.rope_dim) + " must be even and in [0, head_dim " +
+                         std::to_string(op.head_dim) + "]");
+  if (op.page_size < 1) return bad(name, "page_size must be >= 1");
+  if (op.num_pages < 0) return bad(name, "num_pages must be >= 0 (0 = unchecked)");
+  if (!op.qkv || !op.slots || !op.q_out || !op.k_pages || !op.v_pages || (op.rope_dim > 0 && (!op.rope_cos || !op.rope_sin)))
+    return bad(name, "qkv, slots, q_out, k_pages, v_pages (and cos/sin when rope_dim > 0) must not be null");
+  const int64_t row = int64_t(op.q_heads + 2 * op.kv_heads) * op.head_dim;
+  if (op.qkv_stride < row || op.qkv_stride % 2 != 0)
+    return bad(name, "qkv_stride " + std::to_string(op.qkv_stride) + " must be even and >= (q_heads + 2·kv_heads)·head_dim = " +
+                         std::to_string(row));
+  if (op.q_stride < int64_t(op.q_heads) * op.head_dim || op.q_stride % 2 != 0)
+    return bad(name, "q_stride must be even and >= q_heads·head_dim");
+  // float2 loads of qkv, 32-bit stores of bf16 pairs.
+  if (!aligned(op.qkv, 8) || !aligned(op.q_out, 4) || !aligned(op.k_pages, 4) || !aligned(op.v_pages, 4) ||
+      !aligned(op.slots, 8))
+    return bad(name, "qkv and slots must be 8-byte aligned, q_out and the pages 4-byte aligned");
+  kernels::RopeAppendKernelParams k{};
+  k.qkv = op.qkv;
+  k.qkv_stride = op.qkv_stride;
+  k.rope_cos = op.rope_cos;
+  k.rope_sin = op.rope_sin;
+  k.slots = op.slots;
+  k.q_out = op.q_out;
+  k.q_stride = op.q_stride;
+  k.k_pages = static_cast<uint16_t*>(op.k_pages);
+  k.v_pages = static_cast<uint16_t*>(op.v_pages);
+  k.n = op.n;
+  k.q_heads = op.q_heads;
+  k.kv_heads = op.kv_heads;
+  k.head_dim = op.head_dim;
+  k.rope_dim = op.rope_dim;
+  k.page_size = op.page_size;
+  k.num_slots = int64_t(op.num_pages) * op.page_size;
+  return launched(kernels::launch_rope_append(k, static_cast<cudaStream_t>(stream)), "rope_append");
+}
+
+Status swiglu(const SwigluOp& op, void* stream) {
+  const char* name = "swiglu";
+  if (op.rows < 0 || op.ffn < 1) return bad(name, "rows >= 0 and ffn >= 1 are required");
+  if (op.rows == 0) return {};
+  if (op.rows > 65535) return bad(name, "rows must be <= 65535 (grid y)");
+  if (!op.gu || !op.out) return bad(name, "gu and out must not be null");
+  if (op.gu_stride < 2 * int64_t(op.ffn) || op.out_stride < op.ffn)
+    return bad(name, "gu_stride must be >= 2·ffn and out_stride >= ffn");
+  kernels::SwigluKernelParams k{op.gu, op.gu_stride, op.out, op.out_stride, op.rows, op.ffn};
+  return launched(kernels::launch_swiglu(k, static_cast<cudaStream_t>(stream)), "swiglu");
+}
+
+Result<CublasHandle> CublasHandle::create() {
+  cublasHandle_t h = nullptr;
+  const cublasStatus_t st = cublasCreate(&h);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    return Status(st == CUBLAS_STATUS_ALLOC_FAILED ? StatusCode::kOutOfMemory : StatusCode::kDeviceError,
+                  std::string("cublasCreate: ") + cublasGetStatusString(st));
+  }
+  CublasHandle out;
+  out.handle_ = h;
+  return out;
+}
+
+CublasHandle::~CublasHandle() {
+  if (handle_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(handle_));
+}
+
+CublasHandle::CublasHandle(CublasHandle&& o) noexcept : handle_(o.handle_) { o.handle_ = nullptr; }
+
+CublasHandle& CublasHandle::operator=(CublasHandle&& o) noexcept {
+  if (this != &o) {
+    if (handle_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(handle_));
+    handle_ = o.handle_;
+    o.handle_ = nullptr;
+  }
+  return *this;
+}
+
+Status CublasHandle::bind(void* stream, void* workspace, size_t workspace_bytes) {
+  if (handle_ == nullptr) return invalid_argument("CublasHandle::bind: no handle");
+  auto h = static_cast<cublasHandle_t>(handle_);
+  cublasStatus_t st = cublasSetStream(h, static_cast<cudaStream_t>(stream));
+  if (st != CUBLAS_STATUS_SUCCESS) return device_error(std::string("cublasSetStream: ") + cublasGetStatusString(st));
+  if (workspace != nullptr) {
+    st = cublasSetWorkspace(h, workspace, workspace_bytes);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      return device_error(std::string("cublasSetWorkspace: ") + cublasGetStatusString(st));
+  }
+  return {};
+}
+
+Status gemm_bf16(void* cublas, const GemmOp& op) {
+  const char* name = "gemm_bf16";
+  if (cublas == nullptr) return bad(name, "no cuBLAS handle");
+  if (op.rows < 0 || op.n_out < 1 || op.k < 1) return bad(name, "rows >= 0, n_out >= 1 and k >= 1 are required");
+  if (op.rows == 0) return {};
+  if (!op.w || !op.x || !op.y) return bad(name, "w, x and y must not be null");
+  if (op.ldx < op.k || op.ldy < op.n_out || op.ldx > 0x7fffffff || op.ldy > 0x7fffffff)
+    return bad(name, "ldx (" + std::to_string(op.ldx) + ") must be in [k, 2^31) and ldy (" + std::to_string(op.ldy) +
+                         ") in [n_out, 2^31)");
+  // Row-major y [rows, n_out] is column-major [n_out, rows]: y = W · x in
+  // column-major terms, W (row-major [n_out, k]) read transposed.
+  const float alpha = 1.0f, beta = op.accumulate ? 1.0f : 0.0f;
+  const cublasStatus_t st =
+      cublasGemmEx(static_cast<cublasHandle_t>(cublas), CUBLAS_OP_T, CUBLAS_OP_N, op.n_out, op.rows, op.k, &alpha,
+                   op.w, CUDA_R_16BF, op.k, op.x, CUDA_R_16BF, static_cast<int>(op.ldx), &beta, op.y, CUDA_R_32F,
+                   static_cast<int>(op.ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return device_error("cublasGemmEx (bf16 x bf16 -> fp32, m=" + std::to_string(op.n_out) + " n=" +
+                        std::to_string(op.rows) + " k=" + std::to_string(op.k) + ") failed: " + cublasGetStatusString(st));
+  return {};
+}
+
+Status sample(const SampleOp& op, void* stream) {
+  const char* name = "sample";
+  if (op.vocab < 1) return bad(name, "vocab must be >= 1");
+  if (!op.logits || !op.token_out) return bad(name, "logits and token_out must not be null");
+  if (op.num_penalty < 0 || (op.num_penalty > 0 && !op.penalty_ids))
+    return bad(name, "penalty_ids must not be null when num_penalty > 0");
+  const SamplingParams& s = op.params;
+  if (s.temperature > 0.0f) {
+    if (!(s.top_p > 0.0f)) return bad(name, "top_p must be > 0 (1 disables it)");
+    if (s.min_p < 0.0f || s.min_p > 1.0f) return bad(name, "min_p must be in [0, 1]");
+    if (!(op.uniform >= 0.0 && op.uniform < 1.0)) return bad(name, "uniform must be in [0, 1)");
+  }
+  const int keep = sample_candidates(s, op.vocab);
+  if (keep > kMaxSampleCandidates)
+    return unsupported("sampling on the device keeps at most " + std::to_string(kMaxSampleCandidates) +
+                       " candidates after top-k; top_k " + std::to_string(s.top_k) + " over a vocabulary of " +
+                       std::to_string(op.vocab) + " keeps " + std::to_string(keep));
+  const bool penalty = s.repetition_penalty != 1.0f && s.repetition_penalty > 0.0f;
+  kernels::SampleKernelParams k{};
+  k.logits = op.logits;
+  k.vocab = op.vocab;
+  k.penalty_ids = op.penalty_ids;
+  k.num_penalty = penalty ? op.num_penalty : 0;
+  k.repetition_penalty = s.repetition_penalty;
+  k.temperature = s.temperature;
+  k.keep = std::max(keep, 1);
+  k.top_p = s.top_p;
+  k.min_p = s.min_p;
+  k.uniform = op.uniform;
+  k.token_out = op.token_out;
+  return launched(kernels::launch_sample(k, static_cast<cudaStream_t>(stream)), "sample");
+}
+
+namespace {
+
+Status grow(DeviceBuffer& buf, size_t bytes, const char* what) {
+  if (buf.size() >= bytes) return {};
+  auto b = DeviceBuffer::allocate(bytes);
+  if (!b.ok()) return Status(b.status().code(), std::string(what) + ": " + b.status().message());
+  buf = std::move(b).value();
+  return {};
+}
+
+Status checked(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return {};
+  cudaGetLastError();
+  return device_error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+Result<int32_t> sample_row(float* logits, int vocab, const SamplingParams& params, Rng& rng,
+                           const std::vector<int32_t>& recent_tokens, SampleScratch& scratch, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (logits == nullptr || vocab < 1) return invalid_argument("sample_row: no logits");
+  if (sample_candidates(params, vocab) > kMaxSampleCandidates) {
+    std::vector<float> host;
+    try {
+      host.resize(static_cast<size_t>(vocab));
+    } catch (const std::bad_alloc&) {
+      return Status(StatusCode::kOutOfMemory, "sample_row: cannot allocate the logits row");
+    }
+    // Into pageable memory: returns when the copy has landed.
+    FLASHSCOPE_RETURN_IF_ERROR(checked(
+        cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost, s),
+        "cudaMemcpyAsync of the logits row"));
+    FLASHSCOPE_RETURN_IF_ERROR(checked(cudaStreamSynchronize(s), "sample_row: reading the logits row"));
+    return flashscope::sample(host, params, rng, recent_tokens);
+  }
+  const std::vector<int32_t> ids = penalty_ids(params, recent_tokens, vocab);
+  FLASHSCOPE_RETURN_IF_ERROR(grow(scratch.penalty_ids, std::max<size_t>(ids.size(), 256) * sizeof(int32_t),
+                                  "the sampler's penalty ids"));
+  FLASHSCOPE_RETURN_IF_ERROR(grow(scratch.token, 16, "the sampled token"));
+  if (!ids.empty()) {
+    // From pageable memory: staged before the call returns, ordered on s.
+    FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(scratch.penalty_ids.data(), ids.data(),
+                                                       ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s),
+                                       "cudaMemcpyAsync of the penalty ids"));
+  }
+  SampleOp op;
+  op.logits = logits;
+  op.vocab = vocab;
+  op.penalty_ids = static_cast<const int32_t*>(scratch.penalty_ids.data());
+  op.num_penalty = static_cast<int>(ids.size());
+  op.params = params;
+  op.uniform = params.temperature > 0.0f ? rng.uniform() : 0.0;
+  op.token_out = static_cast<int32_t*>(scratch.token.data());
+  FLASHSCOPE_RETURN_IF_ERROR(sample(op, stream));
+  int32_t token = -1;
+  FLASHSCOPE_RETURN_IF_ERROR(checked(
+      cudaMemcpyAsync(&token, scratch.token.data(), sizeof token, cudaMemcpyDeviceToHost, s),
+      "cudaMemcpyAsync of the sampled token"));
+  FLASHSCOPE_RETURN_IF_ERROR(checked(cudaStreamSynchronize(s), "sampling on the device"));
+  return token;
+}
+
+#else  // built without CUDA
+
+namespace {
+Status no_cuda() { return unsupported("this build of flashscope has no CUDA backend"); }
+}  // namespace
+
+Result<CublasHandle> CublasHandle::create() { return no_cuda(); }
+CublasHandle::~CublasHandle() = default;
+CublasHandle::CublasHandle(CublasHandle&& o) noexcept : handle_(o.handle_) { o.handle_ = nullptr; }
+CublasHandle& CublasHandle::operator=(CublasHandle&& o) noexcept {
+  handle_ = o.handle_;
+  o.handle_ = nullptr;
+  return *this;
+}
+Status CublasHandle::bind(void*, void*, size_t) { return no_cuda(); }
+Result<int32_t> sample_row(float*, int, const SamplingParams&, Rng&, const std::vector<int32_t>&, SampleScratch&,
+                           void*) {
+  return no_cuda();
+}
+
+Status embedding(const EmbeddingOp&, void*) { return no_cuda(); }
+Status rms_norm(const RmsNormOp&, void*) { return no_cuda(); }
+Status rope_append(const RopeAppendOp&, void*) { return no_cuda(); }
+Status swiglu(const SwigluOp&, void*) { return no_cuda(); }
+Status gemm_bf16(void*, const GemmOp&) { return no_cuda(); }
+Status sample(const SampleOp&, void*) { return no_cuda(); }
+
+#endif
+
+}  // namespace flashscope::cuda

@@ -1,0 +1,143 @@
+// The CUDA model ops the CUDA forward pass is built from: each checks its
+// shapes, pointers and alignment (kInvalidArgument naming the op and the
+// field), then launches on `stream` and reports the launch's error as
+// kDeviceError naming the kernel. Nothing here synchronizes; asynchronous
+// faults surface at the caller's next synchronization.
+//
+// All pointers are device pointers (bf16 as uint16_t). Shapes are those of
+// kernels/model/model_ops.h; the GEMM is cuBLAS (cublasGemmEx, bf16 inputs,
+// fp32 compute and output) on a handle whose stream and workspace the caller
+// has set. In a build without CUDA every call returns kUnsupported.
+//
+// These are also what tests/test_model_cuda.cpp checks one by one against
+// the CPU ops (cpu/model_ops.hpp), so a failure of the whole forward pass can
+// be traced to its op.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "flashscope/device_buffer.hpp"
+#include "flashscope/engine.hpp"
+#include "flashscope/status.hpp"
+
+namespace flashscope::cuda {
+
+struct EmbeddingOp {
+  const int32_t* ids = nullptr;     // [n]
+  const uint16_t* table = nullptr;  // [vocab, hidden] bf16
+  float* x = nullptr;               // [n, hidden]
+  int n = 0, hidden = 0, vocab = 0;
+};
+Status embedding(const EmbeddingOp& op, void* stream);
+
+struct RmsNormOp {
+  const float* x = nullptr;  // [rows, dim], row stride x_stride
+  int64_t x_stride = 0;
+  const float* weight = nullptr;  // [dim]
+  uint16_t* y = nullptr;          // [rows, dim] bf16, row stride y_stride
+  int64_t y_stride = 0;
+  int rows = 0, dim = 0;
+  float eps = 1e-5f;
+};
+Status rms_norm(const RmsNormOp& op, void* stream);
+
+struct RopeAppendOp {
+  const float* qkv = nullptr;  // [n, qkv_stride] fp32: q [H·D], k [KV·D], v [KV·D]
+  int64_t qkv_stride = 0;
+  const float* rope_cos = nullptr;  // [n, rope_dim / 2]
+  const float* rope_sin = nullptr;
+  const int64_t* slots = nullptr;  // [n]
+  uint16_t* q_out = nullptr;       // [n, H, D] bf16, row stride q_stride
+  int64_t q_stride = 0;
+  void* k_pages = nullptr;  // [num_pages, KV, page_size, D] bf16
+  void* v_pages = nullptr;
+  int n = 0, q_heads = 0, kv_heads = 0, head_dim = 0, rope_dim = 0, page_size = 0;
+  int num_pages = 0;  // > 0: slots past the pool are skipped
+};
+Status rope_append(const RopeAppendOp& op, void* stream);
+
+struct SwigluOp {
+  const float* gu = nullptr;  // [rows, 2·ffn] fp32: gate then up
+  int64_t gu_stride = 0;
+  uint16_t* out = nullptr;  // [rows, ffn] bf16
+  int64_t out_stride = 0;
+  int rows = 0, ffn = 0;
+};
+Status swiglu(const SwigluOp& op, void* stream);
+
+// An owned cuBLAS handle (cublasHandle_t as void*, so callers need no
+// cuBLAS headers). Move-only.
+class CublasHandle {
+ public:
+  static Result<CublasHandle> create();
+  CublasHandle() = default;
+  ~CublasHandle();
+  CublasHandle(CublasHandle&& o) noexcept;
+  CublasHandle& operator=(CublasHandle&& o) noexcept;
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+
+  void* get() const { return handle_; }
+  // The stream its calls go to, then the workspace they may use (in this
+  // order: cublasSetStream resets the workspace). workspace may be null
+  // (bytes 0): cuBLAS's own then.
+  Status bind(void* stream, void* workspace, size_t workspace_bytes);
+
+ private:
+  void* handle_ = nullptr;
+};
+
+// y [rows, n_out] fp32 (row stride ldy) = x [rows, k] bf16 (row stride ldx)
+// · wᵀ, w [n_out, k] bf16 row-major (a GGUF matrix); accumulate: y += instead.
+struct GemmOp {
+  const uint16_t* w = nullptr;
+  const uint16_t* x = nullptr;
+  float* y = nullptr;
+  int rows = 0, n_out = 0, k = 0;
+  int64_t ldx = 0, ldy = 0;
+  bool accumulate = false;
+};
+// cublas: a cublasHandle_t whose stream (and workspace) are set.
+Status gemm_bf16(void* cublas, const GemmOp& op);
+
+// The sampler's candidate cap (kernels' kMaxSampleCandidates).
+int max_sample_candidates();
+// How many candidates sample() keeps for these params and vocabulary:
+// top_k when 0 < top_k < vocab, else vocab (greedy: 0).
+int sample_candidates(const SamplingParams& params, int vocab);
+
+// The distinct ids the repetition penalty applies to, as sample() picks
+// them (the last repeat_last_n of recent, in range); empty when it is off.
+std::vector<int32_t> penalty_ids(const SamplingParams& params, const std::vector<int32_t>& recent, int vocab);
+
+struct SampleOp {
+  float* logits = nullptr;  // [vocab]; overwritten (working copy)
+  int vocab = 0;
+  const int32_t* penalty_ids = nullptr;  // [num_penalty] device, distinct
+  int num_penalty = 0;
+  SamplingParams params;
+  double uniform = 0.0;        // from Rng::uniform(); unused when greedy
+  int32_t* token_out = nullptr;  // [1] device
+};
+// kUnsupported when sample_candidates() > max_sample_candidates() (top_k 0
+// or above the cap with a large vocabulary): the caller samples on the host.
+Status sample(const SampleOp& op, void* stream);
+
+// Device buffers sample_row grows as it needs them.
+struct SampleScratch {
+  DeviceBuffer penalty_ids;
+  DeviceBuffer token;
+};
+
+// Picks the next token from a device logits row [vocab] as sample() would
+// from the same values with the same rng (one uniform drawn when not
+// greedy): penalty ids built and uploaded, the sampler launched, the token
+// read back (the stream is synchronized). The row is overwritten. When the
+// device sampler cannot keep that many candidates the row is downloaded and
+// sample() runs on the host. One corner differs from sample(): a row whose
+// logits are all non-finite consumes a draw (sample() returns before it).
+Result<int32_t> sample_row(float* logits, int vocab, const SamplingParams& params, Rng& rng,
+                           const std::vector<int32_t>& recent_tokens, SampleScratch& scratch, void* stream);
+
+}  // namespace flashscope::cuda
