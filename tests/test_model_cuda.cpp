@@ -63,6 +63,7 @@
 #include "flashscope/half.hpp"
 #include "flashscope/model.hpp"
 #include "model/cuda_backend.hpp"
+#include "support/gpu.hpp"
 #include "support/llama_reference.hpp"
 #include "support/mini_json.hpp"
 #include "support/synthetic_llama.hpp"
@@ -73,6 +74,8 @@ using flashscope::testing::LogitError;
 using flashscope::testing::RefModel;
 using flashscope::testing::SyntheticLlama;
 
+using flashscope::testing::skip_without_gpu;
+
 namespace {
 
 struct Bounds {
@@ -82,12 +85,6 @@ constexpr Bounds kCudaBounds = {0.07, 0.015};
 constexpr Bounds kDeepBounds = {0.14, 0.025};
 
 constexpr uint16_t kNaN16 = 0xFFFF;  // NaN in bf16 (what poisoned buffers hold)
-
-bool skip_without_gpu() {
-  if (cuda_available()) return false;
-  MESSAGE("no CUDA device: GPU case skipped");
-  return true;
-}
 
 template <typename T>
 DeviceBuffer upload(const std::vector<T>& host) {
