@@ -43,36 +43,13 @@ using flashscope::testing::PagedShape;
 
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
+// Short names for the shared grid helpers (support/paged_problem.hpp).
+uint64_t mix(uint64_t x) { return flashscope::testing::mix64(x); }
 std::vector<int> lengths(int n, int lo, int hi, uint64_t seed) {
-  std::vector<int> v(static_cast<size_t>(n));
-  uint64_t s = seed;
-  for (int i = 0; i < n; ++i) {
-    s = mix(s);
-    v[size_t(i)] = lo + int(s % uint64_t(hi - lo + 1));
-  }
-  v.front() = lo;
-  if (n > 1) v.back() = hi;
-  return v;
+  return flashscope::testing::paged_lengths(n, lo, hi, seed);
 }
-
-PagedShape shape(std::vector<int> kv_lens, int q_heads, int kv_heads, int q_len, int dim, int page,
-                 uint64_t seed) {
-  PagedShape s;
-  s.kv_lens = std::move(kv_lens);
-  s.q_heads = q_heads;
-  s.kv_heads = kv_heads;
-  s.q_len = q_len;
-  s.head_dim = dim;
-  s.page_size = page;
-  s.seed = seed;
-  return s;
+PagedShape shape(std::vector<int> kv_lens, int q_heads, int kv_heads, int q_len, int dim, int page, uint64_t seed) {
+  return flashscope::testing::paged_shape(std::move(kv_lens), q_heads, kv_heads, q_len, dim, page, seed);
 }
 
 // The problem's inputs on the device (uploaded once, reused for every split count).
