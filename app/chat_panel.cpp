@@ -47,8 +47,9 @@ void draw_header(const EngineSnapshot& snap, const UiFonts& fonts) {
       break;
     default: {
       const ModelConfig& c = snap.config;
-      ImGui::TextColored(palette::kMuted, "%s · %d layers · %d/%d heads · d=%d · %.0f MB · CPU", snap.model_name.c_str(),
-                         c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, snap.weight_bytes / 1e6);
+      ImGui::TextColored(palette::kMuted, "%s · %d layers · %d/%d heads · d=%d · %.0f MB · %s", snap.model_name.c_str(),
+                         c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, snap.weight_bytes / 1e6,
+                         snap.on_gpu ? "CUDA" : "CPU");
     }
   }
   if (snap.state == EngineState::kFailed) {

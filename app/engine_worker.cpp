@@ -5,6 +5,8 @@
 #include <limits>
 #include <utility>
 
+#include "flashscope/device.hpp"
+
 namespace flashscope::app {
 
 const char* engine_state_name(EngineState s) {
@@ -75,9 +77,16 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
   Model model = std::move(preloaded);
   std::string error;
   if (!model.loaded()) {
+    // The GPU when there is one; the CPU engine if the GPU load fails, so
+    // the chat still works (the header says which engine runs).
     ModelOptions mo;
     mo.threads = threads;
+    mo.device = cuda_available() ? Device::kCuda : Device::kCpu;
     auto loaded = Model::load(path, mo);
+    if (!loaded.ok() && mo.device == Device::kCuda) {
+      mo.device = Device::kCpu;
+      loaded = Model::load(path, mo);
+    }
     if (loaded.ok()) model = std::move(loaded).value();
     else error = "cannot load " + path + ": " + loaded.status().to_string();
   }
@@ -101,6 +110,7 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
       std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
       if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
       snap_.model_name = !stem.empty() ? stem : !c.name.empty() ? c.name : c.architecture;
+      snap_.on_gpu = model.device() == Device::kCuda;
       snap_.weight_bytes = model_.weight_bytes();
       // K and V, every layer, bf16.
       snap_.kv_bytes_per_token = static_cast<uint64_t>(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * 2;

@@ -60,6 +60,7 @@ struct EngineSnapshot {
   // The model, once loaded.
   std::string model_path;
   std::string model_name;  // the file name without .gguf, else general.name
+  bool on_gpu = false;     // the model runs on the CUDA engine
   ModelConfig config;
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes_per_token = 0;  // K and V of all layers, bf16
