@@ -26,6 +26,7 @@
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
+#include "support/llama_reference.hpp"
 #include "support/mini_json.hpp"
 #include "support/synthetic_llama.hpp"
 
@@ -59,166 +60,14 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-// --- the naive reference: every weight dequantized, plain loops, double ---------
-
-struct RefLayer {
-  std::vector<float> attn_norm, wq, wk, wv, wo, ffn_norm, gate, up, down;
-};
-
-struct RefModel {
-  ModelConfig c;
-  std::vector<float> embd, output_norm, output;
-  std::vector<RefLayer> layers;
-};
-
-std::vector<float> dequant(const GgufFile& f, const std::string& name) {
-  const flashscope::GgufTensor* t = f.find_tensor(name);
-  REQUIRE_MESSAGE(t != nullptr, name);
-  std::vector<float> out(static_cast<size_t>(t->n_elements()));
-  REQUIRE(flashscope::dequantize_rows(*t, 0, t->n_rows(), out.data()).ok());
-  return out;
-}
-
-RefModel load_reference(const std::vector<uint8_t>& bytes) {
-  auto file = GgufFile::from_buffer(bytes);
-  REQUIRE(file.ok());
-  const GgufFile& f = file.value();
-  RefModel r;
-  auto c = ModelConfig::from_gguf(f);
-  REQUIRE(c.ok());
-  r.c = c.value();
-  r.embd = dequant(f, "token_embd.weight");
-  r.output_norm = dequant(f, "output_norm.weight");
-  r.output = r.c.tied_embeddings ? r.embd : dequant(f, "output.weight");
-  for (int l = 0; l < r.c.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    RefLayer L;
-    L.attn_norm = dequant(f, p + "attn_norm.weight");
-    L.wq = dequant(f, p + "attn_q.weight");
-    L.wk = dequant(f, p + "attn_k.weight");
-    L.wv = dequant(f, p + "attn_v.weight");
-    L.wo = dequant(f, p + "attn_output.weight");
-    L.ffn_norm = dequant(f, p + "ffn_norm.weight");
-    L.gate = dequant(f, p + "ffn_gate.weight");
-    L.up = dequant(f, p + "ffn_up.weight");
-    L.down = dequant(f, p + "ffn_down.weight");
-    r.layers.push_back(std::move(L));
-  }
-  return r;
-}
-
-// y[r] = Σ_c W[r][c] x[c], W row-major [rows, cols] (a GGUF matrix's layout).
-std::vector<double> matvec(const std::vector<float>& w, const std::vector<double>& x, size_t rows) {
-  const size_t cols = x.size();
-  std::vector<double> y(rows, 0.0);
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t c = 0; c < cols; ++c) y[r] += static_cast<double>(w[r * cols + c]) * x[c];
-  return y;
-}
-
-std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<float>& w, double eps) {
-  double ss = 0;
-  for (double v : x) ss += v * v;
-  const double s = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps);
-  std::vector<double> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
-  return y;
-}
-
-// GGUF llama RoPE: rotate (v[2i], v[2i+1]) by pos · base^(−2i/rope_dim).
-void rope(std::vector<double>& v, int heads, int head_dim, int rope_dim, double base, int pos) {
-  for (int h = 0; h < heads; ++h) {
-    for (int i = 0; i < rope_dim / 2; ++i) {
-      const double theta = pos * std::pow(base, -2.0 * i / rope_dim);
-      double& a = v[static_cast<size_t>(h * head_dim + 2 * i)];
-      double& b = v[static_cast<size_t>(h * head_dim + 2 * i + 1)];
-      const double a0 = a, b0 = b;
-      a = a0 * std::cos(theta) - b0 * std::sin(theta);
-      b = a0 * std::sin(theta) + b0 * std::cos(theta);
-    }
-  }
-}
-
-// Logits of every token of `ids` (positions 0..n-1), [n][vocab].
-std::vector<std::vector<double>> reference_forward(const RefModel& m, const std::vector<int32_t>& ids) {
-  const ModelConfig& c = m.c;
-  const size_t n = ids.size(), H = static_cast<size_t>(c.hidden), D = static_cast<size_t>(c.head_dim);
-  const size_t qd = static_cast<size_t>(c.n_heads) * D, kvd = static_cast<size_t>(c.n_kv_heads) * D;
-  std::vector<std::vector<double>> x(n, std::vector<double>(H));
-  for (size_t t = 0; t < n; ++t)
-    for (size_t i = 0; i < H; ++i) x[t][i] = m.embd[static_cast<size_t>(ids[t]) * H + i];
-  for (const RefLayer& L : m.layers) {
-    std::vector<std::vector<double>> q(n), k(n), v(n);
-    for (size_t t = 0; t < n; ++t) {
-      const auto xn = rmsnorm(x[t], L.attn_norm, c.rms_eps);
-      q[t] = matvec(L.wq, xn, qd);
-      k[t] = matvec(L.wk, xn, kvd);
-      v[t] = matvec(L.wv, xn, kvd);
-      rope(q[t], c.n_heads, c.head_dim, c.rope_dim, c.rope_base, static_cast<int>(t));
-      rope(k[t], c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, static_cast<int>(t));
-    }
-    for (size_t t = 0; t < n; ++t) {
-      std::vector<double> o(qd, 0.0);
-      for (int h = 0; h < c.n_heads; ++h) {
-        const size_t kh = static_cast<size_t>(h / (c.n_heads / c.n_kv_heads));
-        std::vector<double> s(t + 1);
-        double mx = -1e300;
-        for (size_t j = 0; j <= t; ++j) {
-          double dot = 0;
-          for (size_t d = 0; d < D; ++d) dot += q[t][h * D + d] * k[j][kh * D + d];
-          s[j] = dot / std::sqrt(static_cast<double>(D));
-          mx = std::max(mx, s[j]);
-        }
-        double sum = 0;
-        for (double& e : s) sum += (e = std::exp(e - mx));
-        for (size_t j = 0; j <= t; ++j)
-          for (size_t d = 0; d < D; ++d) o[h * D + d] += s[j] / sum * v[j][kh * D + d];
-      }
-      const auto proj = matvec(L.wo, o, H);
-      for (size_t i = 0; i < H; ++i) x[t][i] += proj[i];
-      const auto xn = rmsnorm(x[t], L.ffn_norm, c.rms_eps);
-      auto g = matvec(L.gate, xn, static_cast<size_t>(c.ffn));
-      const auto u = matvec(L.up, xn, static_cast<size_t>(c.ffn));
-      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      const auto down = matvec(L.down, g, H);
-      for (size_t i = 0; i < H; ++i) x[t][i] += down[i];
-    }
-  }
-  std::vector<std::vector<double>> logits(n);
-  for (size_t t = 0; t < n; ++t) logits[t] = matvec(m.output, rmsnorm(x[t], m.output_norm, c.rms_eps), static_cast<size_t>(c.vocab));
-  return logits;
-}
-
-struct LogitError {
-  double max_abs = 0;   // max |engine − reference| over all positions and ids
-  double rms_abs = 0;   // RMS of engine − reference
-  double ref_rms = 0;   // RMS of the reference logits
-  int argmax_mismatches = 0;
-  double rel() const { return max_abs / ref_rms; }
-  double rms_rel() const { return rms_abs / ref_rms; }
-};
-
+// The naive reference (every weight dequantized, plain loops, double) is
+// tests/support/llama_reference.hpp, shared with the CUDA engine's tests.
+using flashscope::testing::LogitError;
+using flashscope::testing::load_reference;
+using flashscope::testing::reference_forward;
+using flashscope::testing::RefModel;
 LogitError compare(const std::vector<float>& got, const std::vector<std::vector<double>>& ref) {
-  LogitError e;
-  double ss = 0, se = 0;
-  size_t count = 0;
-  for (size_t t = 0; t < ref.size(); ++t) {
-    const size_t V = ref[t].size();
-    size_t best_got = 0, best_ref = 0;
-    for (size_t i = 0; i < V; ++i) {
-      const double g = got[t * V + i], r = ref[t][i];
-      e.max_abs = std::max(e.max_abs, std::fabs(g - r));
-      se += (g - r) * (g - r);
-      ss += r * r;
-      ++count;
-      if (g > got[t * V + best_got]) best_got = i;
-      if (r > ref[t][best_ref]) best_ref = i;
-    }
-    if (best_got != best_ref) ++e.argmax_mismatches;
-  }
-  e.ref_rms = std::sqrt(ss / static_cast<double>(count));
-  e.rms_abs = std::sqrt(se / static_cast<double>(count));
-  return e;
+  return flashscope::testing::compare_logits(got, ref);
 }
 
 // max |a[i] − b[i]| over a's size; b points at as many values.

@@ -33,6 +33,7 @@
 #include <omp.h>
 #endif
 
+#include "cpu/openmp.hpp"
 #include "cpu/attention_cpu.hpp"
 #include "flashscope/half.hpp"
 
@@ -71,22 +72,6 @@ RefSequence ref_sequence(const PrefillParams& p, int b) {
 
 double load(const uint16_t* data, int64_t index, bool bf16) {
   return bf16 ? bf16_to_float(data[index]) : fp16_to_float(data[index]);
-}
-
-int max_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-int thread_id() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
 }
 
 }  // namespace

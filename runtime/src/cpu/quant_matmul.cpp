@@ -13,6 +13,7 @@
 //              as one vector, so a block costs ~7 instructions per token
 //              instead of ~12 (prefill ~1.5x). Same sums, same rounding per
 //              block; only the float accumulation order differs.
+#include "cpu/openmp.hpp"
 #include "cpu/quant_matmul.hpp"
 
 #include <algorithm>
@@ -344,22 +345,6 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   for (; i < n; ++i) s += a[i] * b[i];
   for (int l = 0; l < kLanes; ++l) s += acc[l];
   return s;
-}
-
-int max_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-int thread_id() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 #include <omp.h>
 #endif
 
+#include "cpu/openmp.hpp"
 #include "cpu/cpu_load.hpp"
 #include "cpu/model_ops.hpp"
 #include "cpu/quant_matmul.hpp"
@@ -43,15 +44,9 @@
 namespace flashscope::model {
 namespace {
 
-constexpr int kChunk = 128;  // tokens per forward chunk
+using cpu::max_threads;
 
-int max_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
+constexpr int kChunk = 128;  // tokens per forward chunk
 
 // Sets the calling thread's OpenMP team size (nthreads-var, an ICV of this
 // thread only) for the duration of a forward call, and restores it.
