@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "flashscope/attention.hpp"
+#include "flashscope/paged_attention.hpp"
 #include "flashscope/status.hpp"
 
 namespace flashscope {
@@ -216,5 +217,22 @@ struct TraceOptions {
 // checked against its shape (kInvalidArgument naming the option). *out is
 // replaced only on success.
 Status capture_cpu_prefill_trace(const PrefillParams& p, const TraceOptions& opt, Trace* out);
+
+// The GPU path with its probes (CUDA builds; kUnsupported without CUDA or
+// a device). Runs `kernel` (v1..v6, or the Hopper kernel where built;
+// kAuto: what prefill() would pick) built with its probe hooks compiled in,
+// on p (device pointers, p.device == kCuda), writes p.o and p.lse as
+// prefill() does, and fills *out: CTA records (SM id, %globaltimer start and
+// end), per-warp phase spans of the CTAs that work on the traced head,
+// softmax states of opt.rows after every KV tile, and the traced head's tile
+// masses and sampled probabilities (from a second pass that uses the run's
+// LSE). The plain kernels carry none of this: the probes are a separate
+// instantiation. *out is replaced only on success.
+Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& opt, Trace* out);
+
+// The same for paged decode / chunked prefill over the page cache
+// (paged_attention() with its probes): CTA records carry the split index,
+// meta.page_size and meta.num_splits say how the KV range was divided.
+Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOptions& opt, Trace* out);
 
 }  // namespace flashscope
