@@ -41,7 +41,7 @@ import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 
-DEFAULT_KERNELS = ["v1", "v2", "v3", "v4", "v5", "v6", "auto"]
+DEFAULT_KERNELS = ["v1", "v2", "v3", "v4", "v5", "v6", "hopper", "auto"]
 TORCH_BACKENDS = ["FLASH_ATTENTION", "CUDNN_ATTENTION"]
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -165,9 +165,9 @@ def parse_args(argv):
     if kernels == ["all"]:
         args.kernel_list, args.kernel_all = list(DEFAULT_KERNELS), True
     else:
-        bad = [k for k in kernels if not re.fullmatch(r"v[1-9]|auto", k)]
+        bad = [k for k in kernels if not re.fullmatch(r"v[1-9]|hopper|auto", k)]
         if bad or not kernels:
-            p.error(f"--kernels takes v1..v6 and auto, comma-separated, or 'all'; got {args.kernels!r}")
+            p.error(f"--kernels takes v1..v6, hopper and auto, comma-separated, or 'all'; got {args.kernels!r}")
         args.kernel_list, args.kernel_all = kernels, False
     return args
 

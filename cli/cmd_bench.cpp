@@ -24,7 +24,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli bench prefill [--batch B] [--q-heads H] [--kv-heads HK] [--q-len LQ] [--kv-len LK]\n"
-    "                                    [--head-dim D] [--causal] [--kernel v1..v6|auto|all] [--dtype bf16|fp16]\n"
+    "                                    [--head-dim D] [--causal] [--kernel v1..v6|hopper|auto|all] [--dtype bf16|fp16]\n"
     "                                    [--device cuda|cpu] [--iters N] [--warmup N] [--json]\n"
     "defaults: the seed shape 1 x 8 heads x 4096 x 8192 x 128, kernel auto, bf16, 50 iterations after 5 warm-ups\n";
 
@@ -279,11 +279,12 @@ int cmd_bench(int argc, char** argv) {
   std::vector<PrefillKernel> kernels;
   if (kernel_s == "all") {
     kernels = all_prefill_kernels();
+    if (prefill_kernel_runnable(PrefillKernel::kHopper)) kernels.push_back(PrefillKernel::kHopper);
     kernels.push_back(PrefillKernel::kAuto);
   } else {
     PrefillKernel k;
     if (!parse_prefill_kernel(kernel_s, &k)) {
-      std::fprintf(stderr, "flashscope-cli bench prefill: --kernel must be v1..v6, auto or all\n");
+      std::fprintf(stderr, "flashscope-cli bench prefill: --kernel must be v1..v6, hopper, auto or all\n");
       return 2;
     }
     kernels.push_back(k);

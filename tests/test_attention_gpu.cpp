@@ -1,4 +1,5 @@
-// Every CUDA prefill kernel (v1..v6, bf16; v5 and v6 also fp16) against the FP64 CPU
+// Every CUDA prefill kernel (v1..v6 bf16, v5 and v6 also fp16; the sm_90a
+// "hopper" kernel in both dtypes where the device runs it) against the FP64 CPU
 // reference over a grid of shapes: odd lengths (tails of every size), Lq != Lk
 // both ways, causal, GQA ratios 1/3/4/8, varlen batches, BSHD / BHSD / padded
 // strides. Outputs are poisoned with NaN before each run and surrounded by
@@ -121,13 +122,20 @@ std::vector<AttentionShape> varlen_grid() {
   return shapes;
 }
 
+// v1..v6, and the Hopper kernel where this device and build run it.
+std::vector<PrefillKernel> gpu_kernels() {
+  std::vector<PrefillKernel> kernels = all_prefill_kernels();
+  if (prefill_kernel_runnable(PrefillKernel::kHopper)) kernels.push_back(PrefillKernel::kHopper);
+  return kernels;
+}
+
 }  // namespace
 
 TEST_CASE("gpu prefill: every kernel matches the reference on the dense grid") {
   if (skip_without_gpu()) return;
   for (const AttentionShape& s : dense_grid()) {
     AttentionProblem prob(s);
-    for (PrefillKernel k : all_prefill_kernels()) check_on_gpu(prob, k);
+    for (PrefillKernel k : gpu_kernels()) check_on_gpu(prob, k);
   }
 }
 
@@ -135,7 +143,7 @@ TEST_CASE("gpu prefill: varlen batches, every kernel") {
   if (skip_without_gpu()) return;
   for (const AttentionShape& s : varlen_grid()) {
     AttentionProblem prob(s);
-    for (PrefillKernel k : all_prefill_kernels()) check_on_gpu(prob, k);
+    for (PrefillKernel k : gpu_kernels()) check_on_gpu(prob, k);
   }
 }
 
@@ -148,6 +156,7 @@ TEST_CASE("gpu prefill: fp16 through the production kernels") {
     check_on_gpu(prob, PrefillKernel::kV5);
     check_on_gpu(prob, PrefillKernel::kV6);
     check_on_gpu(prob, PrefillKernel::kAuto);
+    if (prefill_kernel_runnable(PrefillKernel::kHopper)) check_on_gpu(prob, PrefillKernel::kHopper);
   }
 }
 
@@ -164,7 +173,7 @@ TEST_CASE("gpu prefill: custom softmax scale and causal chunk after a cached pre
   s.softmax_scale = 0.05f;
   s.seed = 31;
   AttentionProblem prob(s);
-  for (PrefillKernel k : all_prefill_kernels()) check_on_gpu(prob, k);
+  for (PrefillKernel k : gpu_kernels()) check_on_gpu(prob, k);
 }
 
 TEST_CASE("gpu prefill: q_len > kv_len causal leaves early rows empty (zeros, lse -inf)") {
@@ -178,7 +187,7 @@ TEST_CASE("gpu prefill: q_len > kv_len causal leaves early rows empty (zeros, ls
   s.causal = true;
   s.seed = 77;
   AttentionProblem prob(s);
-  for (PrefillKernel k : all_prefill_kernels()) check_on_gpu(prob, k);
+  for (PrefillKernel k : gpu_kernels()) check_on_gpu(prob, k);
 }
 
 TEST_CASE("gpu prefill: results do not depend on the run (no races)") {
@@ -193,10 +202,42 @@ TEST_CASE("gpu prefill: results do not depend on the run (no races)") {
   s.causal = true;
   s.seed = 5;
   AttentionProblem prob(s);
-  for (PrefillKernel k : all_prefill_kernels()) {
+  for (PrefillKernel k : gpu_kernels()) {
     check_on_gpu(prob, k);
     const std::vector<uint16_t> first = prob.o_storage();
     check_on_gpu(prob, k);
     CHECK_MESSAGE(first == prob.o_storage(), "kernel ", prefill_kernel_name(k), " gave different bits on a rerun");
   }
+}
+
+TEST_CASE("gpu prefill: the hopper kernel runs exactly where it is reported runnable") {
+  if (skip_without_gpu()) return;
+  AttentionShape s;
+  s.q_heads = 2;
+  s.kv_heads = 1;
+  s.q_len = 130;
+  s.kv_len = 257;
+  s.head_dim = 128;
+  s.seed = 9;
+  AttentionProblem prob(s);
+  const auto info = query_device();
+  REQUIRE(info.ok());
+  const bool sm90 = info->cc_major == 9 && info->cc_minor == 0;
+  if (!sm90) {
+    // Elsewhere it must say so before launching, and leave the output alone.
+    CHECK_FALSE(prefill_kernel_runnable(PrefillKernel::kHopper));
+    DeviceBuffer dq = upload(prob.q_storage().data(), prob.q_storage().size() * 2);
+    DeviceBuffer dk = upload(prob.k_storage().data(), prob.k_storage().size() * 2);
+    DeviceBuffer dv = upload(prob.v_storage().data(), prob.v_storage().size() * 2);
+    DeviceBuffer dout = upload(prob.o_storage().data(), prob.o_storage().size() * 2);
+    flashscope::testing::AttentionBuffers bufs{dq.data(), dk.data(), dv.data(), dout.data(), nullptr, nullptr, nullptr};
+    PrefillParams p = prob.params_for(bufs, Device::kCuda);
+    p.lse = nullptr;
+    p.kernel = PrefillKernel::kHopper;
+    CHECK(prefill(p).code() == StatusCode::kUnsupported);
+    return;
+  }
+  // On an H100/H200 a standard build carries the sm_90a code.
+  REQUIRE(prefill_kernel_runnable(PrefillKernel::kHopper));
+  check_on_gpu(prob, PrefillKernel::kHopper);
 }

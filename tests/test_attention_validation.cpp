@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "flashscope/attention.hpp"
@@ -152,6 +153,9 @@ TEST_CASE("kernel names round-trip") {
     CHECK(parsed == k);
   }
   PrefillKernel k;
+  REQUIRE(parse_prefill_kernel("hopper", &k));
+  CHECK(k == PrefillKernel::kHopper);
+  CHECK(std::string(prefill_kernel_name(PrefillKernel::kHopper)) == "hopper");
   CHECK_FALSE(parse_prefill_kernel("v7", &k));
   CHECK_FALSE(parse_prefill_kernel("V5", &k));
 }

@@ -17,13 +17,14 @@ const char* prefill_kernel_name(PrefillKernel k) {
     case PrefillKernel::kV4: return "v4";
     case PrefillKernel::kV5: return "v5";
     case PrefillKernel::kV6: return "v6";
+    case PrefillKernel::kHopper: return "hopper";
   }
   return "?";
 }
 
 bool parse_prefill_kernel(const std::string& name, PrefillKernel* out) {
   for (PrefillKernel k : {PrefillKernel::kAuto, PrefillKernel::kV1, PrefillKernel::kV2, PrefillKernel::kV3,
-                          PrefillKernel::kV4, PrefillKernel::kV5, PrefillKernel::kV6}) {
+                          PrefillKernel::kV4, PrefillKernel::kV5, PrefillKernel::kV6, PrefillKernel::kHopper}) {
     if (name == prefill_kernel_name(k)) {
       *out = k;
       return true;
@@ -47,6 +48,8 @@ double prefill_flops(const PrefillParams& p) {
   }
   return 4.0 * pairs * p.q_heads * p.head_dim * (p.causal ? 0.5 : 1.0);
 }
+
+bool prefill_kernel_runnable(PrefillKernel k) { return cuda::prefill_kernel_runnable(k); }
 
 PrefillKernel resolve_prefill_kernel(const PrefillParams& p) {
   if (p.device == Device::kCpu) return PrefillKernel::kAuto;

@@ -41,12 +41,18 @@ enum class PrefillKernel : uint8_t {
   kV5,    // + K double buffer and a single V buffer, larger KV tile
   kV6,    // beyond the seed: K and V double-buffered, each warp computes Q·K(t+1)ᵀ
           // while it runs the softmax of tile t
+  kHopper,  // sm_90a: wgmma from shared memory, a producer warp feeding an
+            // mbarrier ring, two consumer warpgroups (H100/H200 only)
 };
 
 const char* prefill_kernel_name(PrefillKernel k);
-// Parses "auto", "v1".."v6"; returns false for anything else.
+// Parses "auto", "v1".."v6", "hopper"; returns false for anything else.
 bool parse_prefill_kernel(const std::string& name, PrefillKernel* out);
-std::vector<PrefillKernel> all_prefill_kernels();  // v1..v6, in order
+std::vector<PrefillKernel> all_prefill_kernels();  // v1..v6, in order (every CUDA device runs them)
+// Whether `k` can run on the current CUDA device in this build: v1..v6 and
+// auto wherever CUDA works; kHopper on an sm_90 device when the library
+// carries its sm_90a code. For kernel pickers (CLI, the app's kernel lab).
+bool prefill_kernel_runnable(PrefillKernel k);
 
 struct PrefillParams {
   AttnTensor q, k, v, o;

@@ -8,26 +8,67 @@
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include <array>
+#include <atomic>
+
 #include "kernels/attention/prefill_launch.h"
+#if FLASHSCOPE_WITH_HOPPER
+#include "kernels/hopper/hopper_launch.h"
+#endif
 #endif
 
 namespace flashscope::cuda {
 
 #if FLASHSCOPE_WITH_CUDA
 
+namespace {
+
+// Whether the current device runs the sm_90a kernels, asked once per device
+// (the answer needs a function-attribute query; prefill() is called per
+// layer). 0 unknown, 1 no, 2 yes.
+bool hopper_runnable_here() {
+#if FLASHSCOPE_WITH_HOPPER
+  static std::array<std::atomic<int>, 64> cache{};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
+  int known = cache[device].load(std::memory_order_relaxed);
+  if (known == 0) {
+    known = kernels::hopper_kernels_runnable() ? 2 : 1;
+    cache[device].store(known, std::memory_order_relaxed);
+  }
+  return known == 2;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool prefill_kernel_runnable(PrefillKernel kernel) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  if (kernel == PrefillKernel::kHopper) return hopper_runnable_here();
+  return true;
+}
+
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
   // From the same-run comparisons in bench/results/ (H200): at head_dim 128
   // v6's look-ahead is 1-2% ahead of v5 on every shape; at 64, where v5 runs
   // four 32-row warps per CTA and two CTAs per SM, v5 is ahead by 8-15%.
-  // Hopper-specific kernels will be chosen here when built.
   return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 
 Status prefill(const PrefillParams& p, PrefillKernel kernel) {
-  const int version = static_cast<int>(kernel);  // kV1 == 1 ... kV6 == 6
-  if (version < 1 || version > 6) return invalid_argument("prefill kernel must be v1..v6 on CUDA");
-  if (p.dtype == DType::kFP16 && kernel != PrefillKernel::kV5 && kernel != PrefillKernel::kV6)
-    return unsupported(std::string("fp16 is built for the production kernels (v5, v6, auto) only, not ") +
+  const int version = static_cast<int>(kernel);  // kV1 == 1 ... kV6 == 6, kHopper == 7
+  if (version < 1 || version > 7) return invalid_argument("prefill kernel must be v1..v6 or hopper on CUDA");
+  if (kernel == PrefillKernel::kHopper && !hopper_runnable_here())
+    return unsupported("the hopper kernel needs an sm_90 GPU (H100/H200) and a library built with its sm_90a code");
+  if (p.dtype == DType::kFP16 && kernel != PrefillKernel::kV5 && kernel != PrefillKernel::kV6 &&
+      kernel != PrefillKernel::kHopper)
+    return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
                        prefill_kernel_name(kernel));
 
   kernels::PrefillKernelParams k{};
@@ -63,8 +104,12 @@ Status prefill(const PrefillParams& p, PrefillKernel kernel) {
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
 
   const auto type = p.dtype == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16;
-  const cudaError_t err = kernels::launch_prefill(version, type, p.head_dim, p.causal, k,
-                                                  static_cast<cudaStream_t>(p.stream));
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  cudaError_t err = cudaErrorInvalidValue;
+#if FLASHSCOPE_WITH_HOPPER
+  if (kernel == PrefillKernel::kHopper) err = kernels::launch_prefill_hopper(type, p.head_dim, p.causal, k, stream);
+#endif
+  if (kernel != PrefillKernel::kHopper) err = kernels::launch_prefill(version, type, p.head_dim, p.causal, k, stream);
   if (err != cudaSuccess)
     return device_error(std::string("prefill ") + prefill_kernel_name(kernel) + " launch failed: " +
                         cudaGetErrorString(err));
@@ -72,6 +117,8 @@ Status prefill(const PrefillParams& p, PrefillKernel kernel) {
 }
 
 #else  // built without CUDA
+
+bool prefill_kernel_runnable(PrefillKernel) { return false; }
 
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
   return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;

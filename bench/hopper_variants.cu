@@ -1,0 +1,128 @@
+// Development tool for the Hopper kernel: times its variants (HopperVariant)
+// beside v6 on the anchor shapes and checks each output against v6's (same
+// inputs). Not part of the build; on the GPU machine:
+//   nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a \
+//     bench/hopper_variants.cu kernels/hopper/hopper_prefill.cu kernels/attention/prefill_launch.cu \
+//     kernels/attention/prefill_v{1,2,3,4}.cu kernels/attention/prefill_v{5,6}_{bf16,fp16}.cu -o hopper_variants
+//   ./hopper_variants
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "kernels/attention/prefill_launch.h"
+#include "kernels/hopper/hopper_launch.h"
+
+using namespace flashscope::kernels;
+using bf16 = __nv_bfloat16;
+
+#define CHECK_CUDA(x)                                                                     \
+  do {                                                                                    \
+    cudaError_t e = (x);                                                                  \
+    if (e != cudaSuccess) {                                                               \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+struct Shape {
+  const char* name;
+  int b, h, lq, lk, d;
+  bool causal;
+};
+
+template <typename F>
+float median_ms(F&& launch, int iters) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(launch());
+  std::vector<float> ms;
+  for (int i = 0; i < iters; ++i) {
+    CHECK_CUDA(cudaEventRecord(a));
+    CHECK_CUDA(launch());
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
+  return ms[ms.size() / 2];
+}
+
+int main() {
+  if (!hopper_kernels_runnable()) {
+    std::printf("hopper kernels not runnable on this device\n");
+    return 1;
+  }
+  const Shape shapes[] = {
+      {"seed", 1, 8, 4096, 8192, 128, false},       {"8k2 D128", 1, 16, 8192, 8192, 128, false},
+      {"8k2 D128 causal", 1, 16, 8192, 8192, 128, true}, {"D64", 4, 16, 4096, 4096, 64, false},
+      {"D64 causal", 4, 16, 4096, 4096, 64, true},   {"tails 1000x777", 2, 4, 1000, 777, 128, true},
+  };
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (const Shape& s : shapes) {
+    const size_t nq = size_t(s.b) * s.lq * s.h * s.d, nk = size_t(s.b) * s.lk * s.h * s.d;
+    std::vector<bf16> hq(nq), hk(nk), hv(nk);
+    for (auto& x : hq) x = __float2bfloat16(nd(rng));
+    for (auto& x : hk) x = __float2bfloat16(nd(rng));
+    for (auto& x : hv) x = __float2bfloat16(nd(rng));
+    bf16 *q, *k, *v, *o_ref, *o;
+    float *lse_ref, *lse;
+    CHECK_CUDA(cudaMalloc(&q, nq * 2));
+    CHECK_CUDA(cudaMalloc(&k, nk * 2));
+    CHECK_CUDA(cudaMalloc(&v, nk * 2));
+    CHECK_CUDA(cudaMalloc(&o_ref, nq * 2));
+    CHECK_CUDA(cudaMalloc(&o, nq * 2));
+    CHECK_CUDA(cudaMalloc(&lse_ref, size_t(s.b) * s.h * s.lq * 4));
+    CHECK_CUDA(cudaMalloc(&lse, size_t(s.b) * s.h * s.lq * 4));
+    CHECK_CUDA(cudaMemcpy(q, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(k, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(v, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+
+    PrefillKernelParams p{};
+    p.q = q, p.k = k, p.v = v, p.o = o_ref, p.lse = lse_ref;
+    p.q_seq_stride = p.k_seq_stride = p.v_seq_stride = p.o_seq_stride = int64_t(s.h) * s.d;
+    p.q_head_stride = p.k_head_stride = p.v_head_stride = p.o_head_stride = s.d;
+    p.q_batch_stride = p.o_batch_stride = int64_t(s.lq) * s.h * s.d;
+    p.k_batch_stride = p.v_batch_stride = int64_t(s.lk) * s.h * s.d;
+    p.batch = s.b, p.q_heads = s.h, p.kv_heads = s.h, p.group = 1, p.q_len = s.lq, p.kv_len = s.lk;
+    p.scale_log2 = 1.4426950408889634f / std::sqrt(float(s.d));
+    const double flops = 4.0 * s.b * s.h * double(s.lq) * s.lk * s.d * (s.causal ? 0.5 : 1.0);
+
+    const float t_v6 = median_ms([&] { return launch_prefill(6, ElemType::kBF16, s.d, s.causal, p, nullptr); }, 20);
+    std::vector<bf16> ref(nq), got(nq);
+    CHECK_CUDA(cudaMemcpy(ref.data(), o_ref, nq * 2, cudaMemcpyDeviceToHost));
+    std::printf("%-18s v6            %8.3f ms %7.1f TFLOPS\n", s.name, t_v6, flops / t_v6 * 1e-9);
+    const HopperVariant variants[] = {HopperVariant::kDefault, HopperVariant::kSplitPV, HopperVariant::kStages3};
+    const char* names[] = {"hopper", "hopper-splitpv", "hopper-stages3"};
+    for (int vi = 0; vi < 3; ++vi) {
+      if (s.d == 64 && vi > 0) continue;
+      PrefillKernelParams ph = p;
+      ph.o = o, ph.lse = lse;
+      CHECK_CUDA(cudaMemset(o, 0xff, nq * 2));  // NaN: unwritten outputs show
+      const float t = median_ms(
+          [&] { return launch_prefill_hopper(ElemType::kBF16, s.d, s.causal, ph, nullptr, variants[vi]); }, 20);
+      CHECK_CUDA(cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost));
+      double max_diff = 0;
+      size_t nan = 0;
+      for (size_t i = 0; i < nq; ++i) {
+        const float a = __bfloat162float(got[i]), r = __bfloat162float(ref[i]);
+        if (!std::isfinite(a)) ++nan;
+        else max_diff = std::max(max_diff, double(std::fabs(a - r)));
+      }
+      std::printf("%-18s %-14s %8.3f ms %7.1f TFLOPS  x%.2f vs v6  max|diff| %.4f  nonfinite %zu\n", s.name,
+                  names[vi], t, flops / t * 1e-9, t_v6 / t, max_diff, nan);
+    }
+    cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o), cudaFree(lse_ref), cudaFree(lse);
+  }
+  return 0;
+}

@@ -1,0 +1,117 @@
+// Hopper (sm_90a) PTX wrappers the warp-specialized kernels are built from,
+// so no kernel writes this inline asm itself:
+//   mbarrier   init / arrive / expect-tx / try_wait.parity: the producer and
+//              consumer warps hand shared-memory stages to each other
+//   wgmma      fence / commit_group / wait_group around the async MMAs of
+//              wgmma_ops.cuh, and the shared-memory matrix descriptor
+//   proxies    fence.proxy.async: ordinary (generic-proxy) writes to shared
+//              memory, cp.async included, must be fenced before the tensor
+//              cores (async proxy) read them
+//   TMA        cp.async.bulk.tensor 4-D loads completing on an mbarrier
+#pragma once
+
+#include <cstdint>
+
+namespace flashscope::kernels::sm90 {
+
+// --- mbarrier ---------------------------------------------------------------------
+
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals));
+}
+
+// Makes the initialised barriers visible to the other threads and to the
+// async proxy (TMA completes on them) before anyone uses them.
+__device__ __forceinline__ void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+
+// One arrival that also tells the barrier to expect `bytes` from async copies
+// (TMA) before the phase can complete.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+
+// Blocks until the phase with this parity has completed. A fresh barrier is
+// in phase 0, so waiting on parity 1 returns at once: that is how a producer
+// finds every stage free on its first round.
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// --- proxies and named barriers ------------------------------------------------------
+
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// bar.sync on a named barrier among `threads` threads (a multiple of 32):
+// syncs one warpgroup, or the consumers, without stopping the producer.
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// --- wgmma ----------------------------------------------------------------------------
+
+// Orders this warpgroup's earlier register writes (accumulators, A fragments)
+// before the wgmma that reads them.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most N committed wgmma groups of this warpgroup are pending.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Pins an accumulator register at this point of the instruction stream: the
+// compiler sees the async wgmma's operands as written when the asm issuing it
+// returns, so without this it could read them before wgmma_wait.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// Matrix descriptor of a shared-memory operand in the 128-byte swizzle
+// layout (the layout TMA's SWIZZLE_128B writes, and our cp.async loader
+// copies): rows of 128 bytes, the 16-byte chunk index XOR-ed with row % 8,
+// atoms of 8 rows x 128 bytes that start 1024-byte aligned.
+//   K-major (A, or B of Q·Kᵀ): sbo = 1024 (next 8 rows); lbo unused.
+//   N-major (B of P·V, transposed): lbo = bytes to the next 64-column block,
+//   sbo = 1024 (next 8 keys).
+// Fields: start address >> 4 [0,14), lbo >> 4 [16,30), sbo >> 4 [32,46),
+// base offset 0 (atoms are aligned), layout type 1 = 128B swizzle [62,64).
+__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  uint64_t d = (addr & 0x3FFFFu) >> 4;
+  d |= uint64_t((lbo >> 4) & 0x3FFFu) << 16;
+  d |= uint64_t((sbo >> 4) & 0x3FFFu) << 32;
+  d |= uint64_t(1) << 62;
+  return d;
+}
+
+// --- TMA ----------------------------------------------------------------------------
+
+// Loads the box at coordinates (c0 innermost .. c3) of a 4-D tensor map into
+// shared memory; the bytes count against `bar`'s expected transactions.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map, uint32_t bar, int c0, int c1, int c2,
+                                            int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(dst),
+      "l"(tensor_map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+}  // namespace flashscope::kernels::sm90

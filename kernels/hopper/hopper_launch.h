@@ -1,0 +1,36 @@
+// Host entry to the Hopper (sm_90a) attention kernels. The kernels are
+// compiled for sm_90a alone (kernels/hopper/CMakeLists.txt), so callers ask
+// hopper_kernels_runnable() before launching on the current device.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/attention/prefill_launch.h"
+#include "kernels/attention/prefill_params.h"
+
+namespace flashscope::kernels {
+
+// Variants kept selectable for the benchmarks and the tile sweep; the runtime
+// uses kDefault.
+enum class HopperVariant {
+  kDefault,
+  kSplitPV,  // head_dim 128: P·V as two n64 wgmmas
+  kStages3,  // head_dim 128: three K/V stages instead of two
+};
+
+// True when this process carries sm_90a code and the current device runs it.
+bool hopper_kernels_runnable();
+
+// Dense or varlen prefill (PrefillKernelParams as for launch_prefill).
+cudaError_t launch_prefill_hopper(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
+                                  cudaStream_t stream, HopperVariant variant = HopperVariant::kDefault);
+
+// Attention over the paged cache with the Hopper tile: rows are (token,
+// q-head) pairs of one kv-head, 128 per CTA; the grid and the split-KV
+// partials are those of launch_paged_attention.
+cudaError_t launch_paged_hopper(ElemType type, int head_dim, bool causal, const PagedKernelParams& p,
+                                cudaStream_t stream);
+
+int hopper_prefill_smem_bytes(int head_dim);
+
+}  // namespace flashscope::kernels

@@ -1,0 +1,333 @@
+// FlashAttention forward for Hopper (sm_90a): warpgroup MMAs from shared
+// memory, a producer warp that feeds a ring of K/V stages through mbarriers,
+// and two consumer warpgroups that never load anything themselves.
+//
+//   O[q, :] = sum_j softmax_j(scale · Q[q]·K[j]) V[j, :]
+//
+// CTA of 288 threads, one per (q-tile of 128 rows, q-head, sequence):
+//   warps 0-3  consumer warpgroup 0: rows [0, 64) of the tile
+//   warps 4-7  consumer warpgroup 1: rows [64, 128)
+//   warp  8    producer: Q once, then K(t) and V(t) into stage t % STAGES
+// Warpgroups must start at a warp index divisible by 4, so the producer is
+// last. With one producer warp instead of a fourth warpgroup, 288 threads
+// leave 224 registers each (no setmaxnreg dance needed): enough for a
+// consumer's O (DIM/2 floats), S (64 floats) and P (32 registers).
+//
+// Per KV tile t, each consumer warpgroup:
+//   S = Q·K(t)ᵀ   wgmma m64n128k16, A = Q and B = K both from shared memory
+//                 (K-major, 128-byte swizzle), DIM/16 instructions
+//   softmax       mask, running max m, rescale of l and O, P = exp2(S − m),
+//                 all in registers (the accumulator layout is mma's C layout)
+//   O += P·V(t)   wgmma m64nDIMk16 with A = P from registers (C layout of two
+//                 n8 tiles = A layout of one k16 tile) and B = V from shared
+//                 memory, N-major (transposed), BLOCK_KV/16 instructions
+//   release       one arrival per warp on stage t's "empty" barrier
+// The two warpgroups run the same loop on different rows: while one does
+// its softmax on the FP32/SFU pipes, the other's wgmmas keep the tensor
+// cores busy, and the producer's copies for t+1 are already in flight.
+//
+// Shared memory (1024-byte aligned; every operand in the 128-byte swizzle
+// layout, i.e. [DIM/64 column blocks][rows][64 elements], chunk ^= row % 8):
+//   Q [128 x DIM]  |  K stages [STAGES][128 x DIM]  |  V stages  |  mbarriers
+// The producer fills them with cp.async through the same View interface as
+// the sm80 kernels (attention_views.cuh), so dense, varlen and paged K/V all
+// work; each producer lane waits for its own copies, fences them to the async
+// proxy (wgmma reads shared memory through it) and arrives on the stage's
+// "full" barrier.
+//
+// Semantics are those of prefill_kernel.cuh: causal bottom-right aligned with
+// tiles past the diagonal skipped and the diagonal masked, GQA, varlen,
+// tails of any length, optional LSE, split-KV partials for paged views.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention/attention_views.cuh"
+#include "kernels/common/hopper_ptx.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/wgmma_ops.cuh"
+
+namespace flashscope::kernels {
+
+// SPLIT_PV: at DIM 128, issue P·V as two n64 wgmmas (one per 64-column block
+// of V) instead of one n128; the n128 form reads V's second column block
+// through the descriptor's leading-byte offset.
+template <int DIM, int STAGES, bool SPLIT_PV = false>
+struct HopperPrefillConfig {
+  static constexpr int kDim = DIM;
+  static constexpr int kBlockQ = 128;
+  static constexpr int kBlockKV = 128;
+  static constexpr int kStages = STAGES;
+  static constexpr bool kSplitPV = SPLIT_PV && DIM == 128;
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kConsumerWarps = kConsumerWarpgroups * 4;
+  static constexpr int kProducerWarp = kConsumerWarps;  // warp 8
+  static constexpr int kThreads = (kConsumerWarps + 1) * 32;
+  static constexpr int kWarpgroupRows = 64;  // wgmma's M
+
+  static constexpr int kSwizzleRowBytes = 128;  // one 64-element column block row
+  static constexpr int kColumnBlocks = DIM / 64;
+  static constexpr int kQBytes = kBlockQ * DIM * 2;
+  static constexpr int kKVTileBytes = kBlockKV * DIM * 2;
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kQBytes;
+  static constexpr int kVOffset = kKOffset + STAGES * kKVTileBytes;
+  static constexpr int kBarrierOffset = kVOffset + STAGES * kKVTileBytes;
+  // full[STAGES], empty[STAGES], q_full: 8 bytes each
+  static constexpr int kBarrierBytes = (2 * STAGES + 1) * 8;
+  // +1024: the dynamic shared window is aligned up to the swizzle atom inside.
+  static constexpr int kSmemBytes = kBarrierOffset + kBarrierBytes + 1024;
+
+  static_assert(DIM == 64 || DIM == 128, "head_dim 64 or 128");
+  static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
+};
+
+namespace hopper_detail {
+
+constexpr float kLn2 = 0.69314718055994530942f;
+
+// Byte offset of element column `col` (a multiple of 8) of row `row` inside
+// a [rows x DIM] tile stored in the 128-byte swizzle layout.
+template <int ROWS>
+__device__ __forceinline__ uint32_t sw128_offset(int row, int col) {
+  const int block = col / 64;
+  const int chunk = (col % 64) / 8;
+  return block * ROWS * 128 + row * 128 + ((chunk ^ (row % 8)) << 4);
+}
+
+// One warp copies rows [0, ROWS) of a [rows, DIM] tile with cp.async; rows
+// past valid_rows are zero-filled (their address never formed). Every lane
+// runs every iteration: a paged row_ptr shuffles page ids across the warp.
+template <int ROWS, int DIM, typename T, typename RowPtr>
+__device__ __forceinline__ void warp_load_tile(uint32_t dst, RowPtr row_ptr, int valid_rows, const T* any_valid,
+                                               int lane) {
+  constexpr int kChunksPerRow = DIM / 8;
+  constexpr int kChunks = ROWS * kChunksPerRow;
+  static_assert(kChunks % 32 == 0, "whole warp iterations");
+#pragma unroll 8
+  for (int chunk = lane; chunk < kChunks; chunk += 32) {
+    const int row = chunk / kChunksPerRow;
+    const int col = (chunk % kChunksPerRow) * 8;
+    const T* src = row_ptr(row) + col;
+    const bool valid = row < valid_rows;
+    cp_async_16(dst + sw128_offset<ROWS>(row, col), valid ? src : any_valid, valid);
+  }
+}
+
+}  // namespace hopper_detail
+
+template <typename Cfg, typename T, bool kCausal, typename View>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(const __grid_constant__ typename View::Params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace hopper_detail;
+  using namespace sm90;
+  using Mma = MmaType<T>;
+  constexpr int DIM = Cfg::kDim;
+  constexpr int BLOCK_Q = Cfg::kBlockQ;
+  constexpr int BLOCK_KV = Cfg::kBlockKV;
+  constexpr int STAGES = Cfg::kStages;
+
+  const int tid = threadIdx.x;
+  const int warp_id = tid / 32;
+  const int lane_id = tid % 32;
+
+  const View view(p);
+  if (!view.active()) return;  // varlen: a shorter sequence than the longest (the whole CTA leaves)
+  const int q0 = view.q0;
+  const int kv_begin = view.kv_begin;
+  const int kv_end = view.kv_end;
+  const int num_kv_tiles = kv_end > kv_begin ? (kv_end - kv_begin + BLOCK_KV - 1) / BLOCK_KV : 0;
+
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t smem_base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t Q_smem = smem_base + Cfg::kQOffset;
+  const uint32_t K_smem = smem_base + Cfg::kKOffset;
+  const uint32_t V_smem = smem_base + Cfg::kVOffset;
+  const uint32_t full_bar = smem_base + Cfg::kBarrierOffset;  // + 8·stage
+  const uint32_t empty_bar = full_bar + 8 * STAGES;           // + 8·stage
+  const uint32_t q_full_bar = empty_bar + 8 * STAGES;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(full_bar + 8 * s, 32);                    // every producer lane arrives
+      mbarrier_init(empty_bar + 8 * s, Cfg::kConsumerWarps);  // one arrival per consumer warp
+    }
+    mbarrier_init(q_full_bar, 32);
+    mbarrier_init_fence();
+  }
+  __syncthreads();  // the barriers exist before anyone waits on them
+
+  if (warp_id == Cfg::kProducerWarp) {
+    // ---------------- producer: Q once, then K/V tiles into the ring ----------------
+    const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
+    warp_load_tile<BLOCK_Q, DIM>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid,
+                                 lane_id);
+    cp_async_commit();
+    // After issuing tile t, publish what was issued before it (Q, or tile
+    // t-1): each lane waits for its own copies, fences them to the async
+    // proxy, and arrives; the stage is full when all 32 lanes have.
+    auto publish = [&](uint32_t bar) {
+      fence_proxy_async_shared();
+      mbarrier_arrive(bar);
+    };
+    for (int t = 0; t < num_kv_tiles; ++t) {
+      const int stage = t % STAGES;
+      mbarrier_wait(empty_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);  // consumers are done with tile t - STAGES
+      const int k0 = kv_begin + t * BLOCK_KV;
+      const auto keys = view.key_rows(k0, lane_id);
+      warp_load_tile<BLOCK_KV, DIM>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
+                                    kv_end - k0, any_valid, lane_id);
+      warp_load_tile<BLOCK_KV, DIM>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
+                                    kv_end - k0, any_valid, lane_id);
+      cp_async_commit();
+      cp_async_wait<1>();  // everything but tile t has landed (this lane's copies)
+      publish(t == 0 ? q_full_bar : full_bar + 8 * ((t - 1) % STAGES));
+    }
+    cp_async_wait<0>();
+    if (num_kv_tiles > 0) publish(full_bar + 8 * ((num_kv_tiles - 1) % STAGES));
+    return;
+  }
+
+  // ---------------- consumers: two warpgroups of 64 rows each ----------------
+  const int warpgroup = warp_id / 4;
+  const int warp_in_group = warp_id % 4;
+  const int warp_row0 = q0 + warpgroup * Cfg::kWarpgroupRows + warp_in_group * 16;
+
+  float O_rmem[DIM / 2];  // [64 x DIM] of the warpgroup in the accumulator layout
+  float S_rmem[BLOCK_KV / 2];
+#pragma unroll
+  for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < BLOCK_KV / 2; ++i) S_rmem[i] = 0.0f;
+  // Row state for rows lane/4 (h = 0) and lane/4 + 8 (h = 1) of the warp's
+  // 16; l is this thread's partial sum, reduced across the quad at the end.
+  float m_rmem[2] = {-INFINITY, -INFINITY};
+  float l_rmem[2] = {0.0f, 0.0f};
+
+  if (num_kv_tiles > 0) mbarrier_wait(q_full_bar, 0);
+  const uint32_t Q_group = Q_smem + warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
+
+  for (int t = 0; t < num_kv_tiles; ++t) {
+    const int stage = t % STAGES;
+    mbarrier_wait(full_bar + 8 * stage, (t / STAGES) & 1);  // K(t), V(t) have landed
+    const uint32_t K_tile = K_smem + stage * Cfg::kKVTileBytes;
+    const uint32_t V_tile = V_smem + stage * Cfg::kKVTileBytes;
+
+    // S = Q·K(t)ᵀ: k16 step kk reads column block kk/4 at byte kk%4 · 32.
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < DIM / 16; ++kk) {
+      const uint32_t col = (kk % 4) * 32;
+      const uint64_t desc_q = smem_desc_sw128(Q_group + (kk / 4) * BLOCK_Q * 128 + col, 0, 1024);
+      const uint64_t desc_k = smem_desc_sw128(K_tile + (kk / 4) * BLOCK_KV * 128 + col, 0, 1024);
+      Wgmma<T>::template ss_n128<0>(S_rmem, desc_q, desc_k, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(S_rmem);
+
+    // Mask keys past the range, and causal keys past each row's diagonal.
+    const int k0 = kv_begin + t * BLOCK_KV;
+    if (k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0))) {
+#pragma unroll
+      for (int i = 0; i < BLOCK_KV / 2; ++i) {
+        const int row = warp_row0 + lane_id / 4 + ((i / 2) % 2) * 8;
+        const int col = k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2);
+        if (col >= kv_end || (kCausal && col > view.last_key(row))) S_rmem[i] = -INFINITY;
+      }
+    }
+
+    // Online softmax on this thread's two rows (see prefill_kernel.cuh).
+    uint32_t P_rmem[BLOCK_KV / 16][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float row_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < BLOCK_KV / 8; ++j) row_max = fmaxf(row_max, fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+      const float m_old = m_rmem[h];
+      const float m_new = fmaxf(m_old, row_max * p.scale_log2);
+      m_rmem[h] = m_new;
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: exp2(-inf - 0) = 0, not NaN
+      const float rescale = fast_exp2(m_old - m_use);
+      float row_sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_use));
+          S_rmem[4 * j + 2 * h + e] = prob;
+          row_sum += prob;
+        }
+      l_rmem[h] = l_rmem[h] * rescale + row_sum;
+#pragma unroll
+      for (int j = 0; j < DIM / 8; ++j) {
+        O_rmem[4 * j + 2 * h] *= rescale;
+        O_rmem[4 * j + 2 * h + 1] *= rescale;
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+      P_rmem[kk][0] = Mma::pack(S_rmem[8 * kk + 0], S_rmem[8 * kk + 1]);
+      P_rmem[kk][1] = Mma::pack(S_rmem[8 * kk + 2], S_rmem[8 * kk + 3]);
+      P_rmem[kk][2] = Mma::pack(S_rmem[8 * kk + 4], S_rmem[8 * kk + 5]);
+      P_rmem[kk][3] = Mma::pack(S_rmem[8 * kk + 6], S_rmem[8 * kk + 7]);
+    }
+
+    // O += P·V(t): k16 step kk reads keys [16kk, 16kk + 16) = two 8-row atoms.
+    wgmma_fence();  // the rescaled O and the fresh P are written by ordinary instructions
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+      const uint32_t keys = V_tile + kk * 16 * 128;
+      if constexpr (Cfg::kSplitPV) {
+        auto& O_lo = *reinterpret_cast<float(*)[32]>(&O_rmem[0]);
+        auto& O_hi = *reinterpret_cast<float(*)[32]>(&O_rmem[32]);
+        Wgmma<T>::template rs_n64<1>(O_lo, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
+        Wgmma<T>::template rs_n64<1>(O_hi, P_rmem[kk], smem_desc_sw128(keys + BLOCK_KV * 128, BLOCK_KV * 128, 1024), 1);
+      } else if constexpr (DIM == 128) {
+        Wgmma<T>::template rs_n128<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
+      } else {
+        Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(O_rmem);
+    __syncwarp();
+    if (lane_id == 0) mbarrier_arrive(empty_bar + 8 * stage);  // this warp is done with stage t
+  }
+
+  // ---------------- epilogue: normalize, store O and the LSE (or split partials) ----------------
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = l_rmem[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // no visible key: output 0
+    const int row = warp_row0 + lane_id / 4 + h * 8;
+    if (row >= view.rows) continue;
+    const float lse = l > 0.0f ? (m_rmem[h] + log2f(l)) * kLn2 : -INFINITY;
+    if (view.partial()) {
+      float* O_row = view.partial_o(row);
+#pragma unroll
+      for (int j = 0; j < DIM / 8; ++j)
+        *reinterpret_cast<float2*>(O_row + j * 8 + (lane_id % 4) * 2) =
+            make_float2(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
+      if (lane_id % 4 == 0) view.store_partial_lse(row, lse);
+    } else {
+      T* O_row = view.o_ptr(row);
+#pragma unroll
+      for (int j = 0; j < DIM / 8; ++j)
+        *reinterpret_cast<uint32_t*>(O_row + j * 8 + (lane_id % 4) * 2) =
+            Mma::pack(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
+      if (lane_id % 4 == 0) view.store_lse(row, lse);
+    }
+  }
+#endif  // sm_90a
+}
+
+}  // namespace flashscope::kernels
