@@ -102,10 +102,11 @@ int main() {
     std::vector<bf16> ref(nq), got(nq);
     CHECK_CUDA(cudaMemcpy(ref.data(), o_ref, nq * 2, cudaMemcpyDeviceToHost));
     std::printf("%-18s v6            %8.3f ms %7.1f TFLOPS\n", s.name, t_v6, flops / t_v6 * 1e-9);
-    const HopperVariant variants[] = {HopperVariant::kDefault, HopperVariant::kSplitPV, HopperVariant::kStages3};
-    const char* names[] = {"hopper", "hopper-splitpv", "hopper-stages3"};
-    for (int vi = 0; vi < 3; ++vi) {
-      if (s.d == 64 && vi > 0) continue;
+    const HopperVariant variants[] = {HopperVariant::kDefault, HopperVariant::kSplitPV, HopperVariant::kStages2,
+                                      HopperVariant::kCpAsync};
+    const char* names[] = {"hopper", "hopper-splitpv", "hopper-stages2", "hopper-cpasync"};
+    for (int vi = 0; vi < 4; ++vi) {
+      if (s.d == 64 && (vi == 1 || vi == 2)) continue;
       PrefillKernelParams ph = p;
       ph.o = o, ph.lse = lse;
       CHECK_CUDA(cudaMemset(o, 0xff, nq * 2));  // NaN: unwritten outputs show

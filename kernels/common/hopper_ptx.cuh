@@ -63,6 +63,20 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// --- register reallocation ----------------------------------------------------------
+
+// Moves registers between warpgroups (executed by all 128 threads of one):
+// the producer gives most of its share back, the consumers take it. Works
+// only under a launch-bounds register cap, with each role one branch.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 // --- wgmma ----------------------------------------------------------------------------
 
 // Orders this warpgroup's earlier register writes (accumulators, A fragments)

@@ -15,7 +15,8 @@ namespace flashscope::kernels {
 enum class HopperVariant {
   kDefault,
   kSplitPV,  // head_dim 128: P·V as two n64 wgmmas
-  kStages3,  // head_dim 128: three K/V stages instead of two
+  kStages2,  // head_dim 128: two K/V stages instead of three
+  kCpAsync,  // the cp.async producer even where TMA applies (dense, non-varlen)
 };
 
 // True when this process carries sm_90a code and the current device runs it.

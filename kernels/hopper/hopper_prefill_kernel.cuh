@@ -40,6 +40,7 @@
 // tails of any length, optional LSE, split-KV partials for paged views.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (a type only: nothing is linked from the driver API)
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -64,9 +65,15 @@ struct HopperPrefillConfig {
   static constexpr bool kSplitPV = SPLIT_PV && DIM == 128;
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kConsumerWarps = kConsumerWarpgroups * 4;
-  static constexpr int kProducerWarp = kConsumerWarps;  // warp 8
-  static constexpr int kThreads = (kConsumerWarps + 1) * 32;
+  static constexpr int kThreads = (kConsumerWarpgroups + 1) * 128;  // warpgroup 0 produces
   static constexpr int kWarpgroupRows = 64;  // wgmma's M
+  // Registers per thread after setmaxnreg (65536 per SM, 128 threads per
+  // warpgroup): the TMA producer needs almost none, the cp.async one some
+  // address arithmetic.
+  static constexpr int kProducerRegsTma = 40, kConsumerRegsTma = 232;
+  static constexpr int kProducerRegsCpAsync = 72, kConsumerRegsCpAsync = 216;
+  static_assert(kProducerRegsTma * 128 + kConsumerRegsTma * 256 <= 65536, "register file");
+  static_assert(kProducerRegsCpAsync * 128 + kConsumerRegsCpAsync * 256 <= 65536, "register file");
 
   static constexpr int kSwizzleRowBytes = 128;  // one 64-element column block row
   static constexpr int kColumnBlocks = DIM / 64;
@@ -119,8 +126,18 @@ __device__ __forceinline__ void warp_load_tile(uint32_t dst, RowPtr row_ptr, int
 
 }  // namespace hopper_detail
 
-template <typename Cfg, typename T, bool kCausal, typename View>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(const __grid_constant__ typename View::Params p) {
+// The kernel's parameters: the view's (pointers, strides, sizes) and, for
+// the TMA producer, tensor maps of Q, K and V as 4-D [batch, heads, seq, D]
+// boxes of 128 rows x 64 columns in the 128-byte swizzle (unused otherwise).
+template <typename ViewParams>
+struct HopperParams {
+  ViewParams view;
+  CUtensorMap q_map, k_map, v_map;
+};
+
+template <typename Cfg, typename T, bool kCausal, typename View, bool kTma>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    hopper_attention_kernel(const __grid_constant__ HopperParams<typename View::Params> hp) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace hopper_detail;
   using namespace sm90;
@@ -129,6 +146,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(cons
   constexpr int BLOCK_Q = Cfg::kBlockQ;
   constexpr int BLOCK_KV = Cfg::kBlockKV;
   constexpr int STAGES = Cfg::kStages;
+  const auto& p = hp.view;
 
   const int tid = threadIdx.x;
   const int warp_id = tid / 32;
@@ -151,53 +169,92 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(cons
   const uint32_t q_full_bar = empty_bar + 8 * STAGES;
 
   if (tid == 0) {
+    // TMA: one arrival (with the byte count) per phase; cp.async: all 32 lanes.
+    const uint32_t producer_arrivals = kTma ? 1 : 32;
     for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(full_bar + 8 * s, 32);                    // every producer lane arrives
+      mbarrier_init(full_bar + 8 * s, producer_arrivals);
       mbarrier_init(empty_bar + 8 * s, Cfg::kConsumerWarps);  // one arrival per consumer warp
     }
-    mbarrier_init(q_full_bar, 32);
+    mbarrier_init(q_full_bar, producer_arrivals);
     mbarrier_init_fence();
   }
   __syncthreads();  // the barriers exist before anyone waits on them
 
-  if (warp_id == Cfg::kProducerWarp) {
+  if (warp_id < 4) {
     // ---------------- producer: Q once, then K/V tiles into the ring ----------------
-    const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
-    warp_load_tile<BLOCK_Q, DIM>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid,
-                                 lane_id);
-    cp_async_commit();
-    // After issuing tile t, publish what was issued before it (Q, or tile
-    // t-1): each lane waits for its own copies, fences them to the async
-    // proxy, and arrives; the stage is full when all 32 lanes have.
-    auto publish = [&](uint32_t bar) {
-      fence_proxy_async_shared();
-      mbarrier_arrive(bar);
-    };
-    for (int t = 0; t < num_kv_tiles; ++t) {
-      const int stage = t % STAGES;
-      mbarrier_wait(empty_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);  // consumers are done with tile t - STAGES
-      const int k0 = kv_begin + t * BLOCK_KV;
-      const auto keys = view.key_rows(k0, lane_id);
-      warp_load_tile<BLOCK_KV, DIM>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
-                                    kv_end - k0, any_valid, lane_id);
-      warp_load_tile<BLOCK_KV, DIM>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
-                                    kv_end - k0, any_valid, lane_id);
-      cp_async_commit();
-      cp_async_wait<1>();  // everything but tile t has landed (this lane's copies)
-      publish(t == 0 ? q_full_bar : full_bar + 8 * ((t - 1) % STAGES));
+    // Warpgroup 0 hands its registers to the consumers; its first warp loads.
+    if constexpr (kTma) {
+      setmaxnreg_dec<Cfg::kProducerRegsTma>();
+    } else {
+      setmaxnreg_dec<Cfg::kProducerRegsCpAsync>();
     }
-    cp_async_wait<0>();
-    if (num_kv_tiles > 0) publish(full_bar + 8 * ((num_kv_tiles - 1) % STAGES));
+    if (warp_id != 0) return;
+    if constexpr (kTma) {
+      // One lane issues bulk tensor copies; the barrier completes when the
+      // announced bytes have landed (out-of-range rows arrive as zeros).
+      if (lane_id != 0) return;
+      const int q_head = blockIdx.y, seq = blockIdx.z, kv_head = q_head / p.group;
+      mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
+#pragma unroll
+      for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+        tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, q0, q_head, seq);
+      for (int t = 0; t < num_kv_tiles; ++t) {
+        const int stage = t % STAGES;
+        mbarrier_wait(empty_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);  // consumers are done with tile t - STAGES
+        const uint32_t bar = full_bar + 8 * stage;
+        mbarrier_arrive_expect_tx(bar, 2 * Cfg::kKVTileBytes);
+        const int k0 = kv_begin + t * BLOCK_KV;
+#pragma unroll
+        for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb) {
+          tma_load_4d(K_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.k_map, bar, cb * 64, k0, kv_head, seq);
+          tma_load_4d(V_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.v_map, bar, cb * 64, k0, kv_head, seq);
+        }
+      }
+    } else {
+      const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
+      warp_load_tile<BLOCK_Q, DIM>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid,
+                                   lane_id);
+      cp_async_commit();
+      // After issuing tile t, publish what was issued before it (Q, or tile
+      // t-1): each lane waits for its own copies, fences them to the async
+      // proxy (wgmma reads through it), and arrives; the stage is full when
+      // all 32 lanes have.
+      auto publish = [&](uint32_t bar) {
+        fence_proxy_async_shared();
+        mbarrier_arrive(bar);
+      };
+      for (int t = 0; t < num_kv_tiles; ++t) {
+        const int stage = t % STAGES;
+        mbarrier_wait(empty_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+        const int k0 = kv_begin + t * BLOCK_KV;
+        const auto keys = view.key_rows(k0, lane_id);
+        warp_load_tile<BLOCK_KV, DIM>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
+                                      kv_end - k0, any_valid, lane_id);
+        warp_load_tile<BLOCK_KV, DIM>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
+                                      kv_end - k0, any_valid, lane_id);
+        cp_async_commit();
+        cp_async_wait<1>();  // everything but tile t has landed (this lane's copies)
+        publish(t == 0 ? q_full_bar : full_bar + 8 * ((t - 1) % STAGES));
+      }
+      cp_async_wait<0>();
+      if (num_kv_tiles > 0) publish(full_bar + 8 * ((num_kv_tiles - 1) % STAGES));
+    }
     return;
   }
 
   // ---------------- consumers: two warpgroups of 64 rows each ----------------
-  const int warpgroup = warp_id / 4;
+  if constexpr (kTma) {
+    setmaxnreg_inc<Cfg::kConsumerRegsTma>();
+  } else {
+    setmaxnreg_inc<Cfg::kConsumerRegsCpAsync>();
+  }
+  const int warpgroup = warp_id / 4 - 1;
   const int warp_in_group = warp_id % 4;
   const int warp_row0 = q0 + warpgroup * Cfg::kWarpgroupRows + warp_in_group * 16;
 
   float O_rmem[DIM / 2];  // [64 x DIM] of the warpgroup in the accumulator layout
   float S_rmem[BLOCK_KV / 2];
+  uint32_t P_rmem[BLOCK_KV / 16][4];
 #pragma unroll
   for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
 #pragma unroll
@@ -207,17 +264,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(cons
   float m_rmem[2] = {-INFINITY, -INFINITY};
   float l_rmem[2] = {0.0f, 0.0f};
 
-  if (num_kv_tiles > 0) mbarrier_wait(q_full_bar, 0);
   const uint32_t Q_group = Q_smem + warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
 
-  for (int t = 0; t < num_kv_tiles; ++t) {
-    const int stage = t % STAGES;
-    mbarrier_wait(full_bar + 8 * stage, (t / STAGES) & 1);  // K(t), V(t) have landed
+  // S = Q·K(t)ᵀ, issued (not waited for): k16 step kk reads column block
+  // kk/4 at byte (kk%4)·32 of Q's and K's rows.
+  auto issue_S = [&](int stage) {
     const uint32_t K_tile = K_smem + stage * Cfg::kKVTileBytes;
-    const uint32_t V_tile = V_smem + stage * Cfg::kKVTileBytes;
-
-    // S = Q·K(t)ᵀ: k16 step kk reads column block kk/4 at byte kk%4 · 32.
-    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < DIM / 16; ++kk) {
       const uint32_t col = (kk % 4) * 32;
@@ -225,61 +277,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(cons
       const uint64_t desc_k = smem_desc_sw128(K_tile + (kk / 4) * BLOCK_KV * 128 + col, 0, 1024);
       Wgmma<T>::template ss_n128<0>(S_rmem, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_operands(S_rmem);
-
-    // Mask keys past the range, and causal keys past each row's diagonal.
-    const int k0 = kv_begin + t * BLOCK_KV;
-    if (k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0))) {
-#pragma unroll
-      for (int i = 0; i < BLOCK_KV / 2; ++i) {
-        const int row = warp_row0 + lane_id / 4 + ((i / 2) % 2) * 8;
-        const int col = k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2);
-        if (col >= kv_end || (kCausal && col > view.last_key(row))) S_rmem[i] = -INFINITY;
-      }
-    }
-
-    // Online softmax on this thread's two rows (see prefill_kernel.cuh).
-    uint32_t P_rmem[BLOCK_KV / 16][4];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float row_max = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < BLOCK_KV / 8; ++j) row_max = fmaxf(row_max, fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
-      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
-      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
-      const float m_old = m_rmem[h];
-      const float m_new = fmaxf(m_old, row_max * p.scale_log2);
-      m_rmem[h] = m_new;
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: exp2(-inf - 0) = 0, not NaN
-      const float rescale = fast_exp2(m_old - m_use);
-      float row_sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_use));
-          S_rmem[4 * j + 2 * h + e] = prob;
-          row_sum += prob;
-        }
-      l_rmem[h] = l_rmem[h] * rescale + row_sum;
-#pragma unroll
-      for (int j = 0; j < DIM / 8; ++j) {
-        O_rmem[4 * j + 2 * h] *= rescale;
-        O_rmem[4 * j + 2 * h + 1] *= rescale;
-      }
-    }
-#pragma unroll
-    for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-      P_rmem[kk][0] = Mma::pack(S_rmem[8 * kk + 0], S_rmem[8 * kk + 1]);
-      P_rmem[kk][1] = Mma::pack(S_rmem[8 * kk + 2], S_rmem[8 * kk + 3]);
-      P_rmem[kk][2] = Mma::pack(S_rmem[8 * kk + 4], S_rmem[8 * kk + 5]);
-      P_rmem[kk][3] = Mma::pack(S_rmem[8 * kk + 6], S_rmem[8 * kk + 7]);
-    }
-
-    // O += P·V(t): k16 step kk reads keys [16kk, 16kk + 16) = two 8-row atoms.
-    wgmma_fence();  // the rescaled O and the fresh P are written by ordinary instructions
+  };
+  // O += P·V(t), issued: k16 step kk reads keys [16kk, 16kk + 16), two 8-row atoms.
+  auto issue_PV = [&](int stage) {
+    const uint32_t V_tile = V_smem + stage * Cfg::kKVTileBytes;
 #pragma unroll
     for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
       const uint32_t keys = V_tile + kk * 16 * 128;
@@ -294,11 +295,112 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(cons
         Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
       }
     }
+  };
+  // Masks tile t's logits (keys past the range; causal keys past each row's
+  // diagonal), then turns S into probabilities in place: running max m,
+  // l rescaled and summed. Returns the factor O must be rescaled by, which
+  // the caller applies once the P·V still reading O has finished.
+  auto softmax = [&](int t, float (&rescale)[2]) {
+    const int k0 = kv_begin + t * BLOCK_KV;
+    if (k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0))) {
+#pragma unroll
+      for (int i = 0; i < BLOCK_KV / 2; ++i) {
+        const int row = warp_row0 + lane_id / 4 + ((i / 2) % 2) * 8;
+        const int col = k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2);
+        if (col >= kv_end || (kCausal && col > view.last_key(row))) S_rmem[i] = -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float row_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < BLOCK_KV / 8; ++j)
+        row_max = fmaxf(row_max, fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+      const float m_old = m_rmem[h];
+      const float m_new = fmaxf(m_old, row_max * p.scale_log2);
+      m_rmem[h] = m_new;
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: exp2(-inf - 0) = 0, not NaN
+      rescale[h] = fast_exp2(m_old - m_use);
+      float row_sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_use));
+          S_rmem[4 * j + 2 * h + e] = prob;
+          row_sum += prob;
+        }
+      l_rmem[h] = l_rmem[h] * rescale[h] + row_sum;
+    }
+  };
+  auto rescale_O = [&](const float (&rescale)[2]) {
+#pragma unroll
+    for (int j = 0; j < DIM / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        O_rmem[4 * j + 2 * h] *= rescale[h];
+        O_rmem[4 * j + 2 * h + 1] *= rescale[h];
+      }
+  };
+  // P as A fragments: the C layout of n8 tiles 2kk and 2kk+1 is the A layout of k16 tile kk.
+  auto pack_P = [&] {
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+      P_rmem[kk][0] = Mma::pack(S_rmem[8 * kk + 0], S_rmem[8 * kk + 1]);
+      P_rmem[kk][1] = Mma::pack(S_rmem[8 * kk + 2], S_rmem[8 * kk + 3]);
+      P_rmem[kk][2] = Mma::pack(S_rmem[8 * kk + 4], S_rmem[8 * kk + 5]);
+      P_rmem[kk][3] = Mma::pack(S_rmem[8 * kk + 6], S_rmem[8 * kk + 7]);
+    }
+  };
+  auto release = [&](int stage) {
+    __syncwarp();
+    if (lane_id == 0) mbarrier_arrive(empty_bar + 8 * stage);  // this warp is done with the stage's K and V
+  };
+
+  // The pipeline inside one warpgroup: while P(t-1)·V(t-1) runs on the
+  // tensor cores, the warps compute the softmax of tile t, whose S = Q·K(t)ᵀ
+  // was issued just before it:
+  //   issue S(t), issue PV(t-1) | wait S(t) | softmax(t) | wait PV(t-1) | O *= rescale(t), P = pack
+  if (num_kv_tiles > 0) {
+    mbarrier_wait(q_full_bar, 0);
+    mbarrier_wait(full_bar, 0);  // tile 0, stage 0
+    wgmma_fence();
+    issue_S(0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(S_rmem);
+    float rescale[2];
+    softmax(0, rescale);  // O is still zero: no rescale needed
+    pack_P();
+  }
+  for (int t = 1; t < num_kv_tiles; ++t) {
+    const int stage = t % STAGES, prev = (t - 1) % STAGES;
+    mbarrier_wait(full_bar + 8 * stage, (t / STAGES) & 1);  // K(t), V(t) have landed
+    wgmma_fence();  // P and the rescaled O were written by ordinary instructions
+    issue_S(stage);
+    wgmma_commit();
+    issue_PV(prev);
+    wgmma_commit();
+    wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
+    fence_operands(S_rmem);
+    float rescale[2];
+    softmax(t, rescale);
+    wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, stage t-1 is free
+    fence_operands(O_rmem);
+    release(prev);
+    rescale_O(rescale);
+    pack_P();
+  }
+  if (num_kv_tiles > 0) {
+    const int last = (num_kv_tiles - 1) % STAGES;
+    wgmma_fence();
+    issue_PV(last);
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(O_rmem);
-    __syncwarp();
-    if (lane_id == 0) mbarrier_arrive(empty_bar + 8 * stage);  // this warp is done with stage t
+    release(last);
   }
 
   // ---------------- epilogue: normalize, store O and the LSE (or split partials) ----------------
