@@ -102,16 +102,22 @@ int main() {
     std::vector<bf16> ref(nq), got(nq);
     CHECK_CUDA(cudaMemcpy(ref.data(), o_ref, nq * 2, cudaMemcpyDeviceToHost));
     std::printf("%-18s v6            %8.3f ms %7.1f TFLOPS\n", s.name, t_v6, flops / t_v6 * 1e-9);
-    const HopperVariant variants[] = {HopperVariant::kDefault, HopperVariant::kSplitPV, HopperVariant::kStages2,
-                                      HopperVariant::kCpAsync};
-    const char* names[] = {"hopper", "hopper-splitpv", "hopper-stages2", "hopper-cpasync"};
-    for (int vi = 0; vi < 4; ++vi) {
-      if (s.d == 64 && (vi == 1 || vi == 2)) continue;
+    const HopperVariant variants[] = {HopperVariant::kDefault,        HopperVariant::kSplitPV,
+                                      HopperVariant::kStages2,        HopperVariant::kCpAsync,
+                                      HopperVariant::kPingPong,       HopperVariant::kThreeConsumers,
+                                      HopperVariant::kThreeConsumersPingPong};
+    const char* names[] = {"hopper",          "hopper-splitpv", "hopper-stages2",  "hopper-cpasync",
+                           "hopper-pingpong", "hopper-3wg",     "hopper-3wg-pp"};
+    for (int vi = 0; vi < 7; ++vi) {
+      const HopperVariant var = variants[vi];
+      const bool d128_only = var == HopperVariant::kSplitPV || var == HopperVariant::kStages2;
+      const bool d64_only = var == HopperVariant::kThreeConsumers || var == HopperVariant::kThreeConsumersPingPong;
+      if ((s.d == 64 && d128_only) || (s.d == 128 && d64_only)) continue;
       PrefillKernelParams ph = p;
       ph.o = o, ph.lse = lse;
       CHECK_CUDA(cudaMemset(o, 0xff, nq * 2));  // NaN: unwritten outputs show
       const float t = median_ms(
-          [&] { return launch_prefill_hopper(ElemType::kBF16, s.d, s.causal, ph, nullptr, variants[vi]); }, 20);
+          [&] { return launch_prefill_hopper(ElemType::kBF16, s.d, s.causal, ph, nullptr, var); }, 20);
       CHECK_CUDA(cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost));
       double max_diff = 0;
       size_t nan = 0;

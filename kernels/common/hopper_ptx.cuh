@@ -63,6 +63,12 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// bar.arrive: counts this warp toward the named barrier without waiting (the
+// other side of a named_barrier_sync with the same thread count).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // --- register reallocation ----------------------------------------------------------
 
 // Moves registers between warpgroups (executed by all 128 threads of one):

@@ -12,11 +12,15 @@ namespace flashscope::kernels {
 
 // Variants kept selectable for the benchmarks and the tile sweep; the runtime
 // uses kDefault.
+// (bf16 only; fp16 always runs kDefault).
 enum class HopperVariant {
   kDefault,
-  kSplitPV,  // head_dim 128: P·V as two n64 wgmmas
-  kStages2,  // head_dim 128: two K/V stages instead of three
-  kCpAsync,  // the cp.async producer even where TMA applies (dense, non-varlen)
+  kSplitPV,   // head_dim 128: P·V as two n64 wgmmas
+  kStages2,   // head_dim 128: two K/V stages instead of three
+  kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
+  kPingPong,  // consumer warpgroups take turns issuing wgmmas
+  kThreeConsumers,          // head_dim 64: three consumer warpgroups (192-row q-tiles)
+  kThreeConsumersPingPong,  // head_dim 64: both
 };
 
 // True when this process carries sm_90a code and the current device runs it.

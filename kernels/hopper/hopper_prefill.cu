@@ -5,6 +5,8 @@
 
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <type_traits>
+
 #include "kernels/hopper/hopper_prefill_kernel.cuh"
 
 namespace flashscope::kernels {
@@ -103,11 +105,24 @@ cudaError_t launch_paged(const PagedKernelParams& p, cudaStream_t stream) {
 template <typename T, bool kCausal>
 cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams& p, cudaStream_t s,
                           HopperVariant v) {
+  if constexpr (std::is_same_v<T, __half>) v = v == HopperVariant::kCpAsync ? v : HopperVariant::kDefault;
   const bool tma = v != HopperVariant::kCpAsync;
-  if (head_dim == 64) return launch_dense<DefaultConfig<64>, T, kCausal>(type, p, s, tma);
+  if (head_dim == 64) {
+    switch (v) {
+      case HopperVariant::kPingPong:
+        return launch_dense<HopperPrefillConfig<64, 4, false, 2, true>, T, kCausal>(type, p, s, tma);
+      case HopperVariant::kThreeConsumers:
+        return launch_dense<HopperPrefillConfig<64, 4, false, 3, false>, T, kCausal>(type, p, s, tma);
+      case HopperVariant::kThreeConsumersPingPong:
+        return launch_dense<HopperPrefillConfig<64, 4, false, 3, true>, T, kCausal>(type, p, s, tma);
+      default: return launch_dense<DefaultConfig<64>, T, kCausal>(type, p, s, tma);
+    }
+  }
   switch (v) {
     case HopperVariant::kSplitPV: return launch_dense<HopperPrefillConfig<128, 3, true>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kStages2: return launch_dense<HopperPrefillConfig<128, 2>, T, kCausal>(type, p, s, tma);
+    case HopperVariant::kPingPong:
+      return launch_dense<HopperPrefillConfig<128, 3, false, 2, true>, T, kCausal>(type, p, s, tma);
     default: return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);
   }
 }

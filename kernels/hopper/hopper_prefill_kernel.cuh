@@ -1,39 +1,40 @@
 // FlashAttention forward for Hopper (sm_90a): warpgroup MMAs from shared
-// memory, a producer warp that feeds a ring of K/V stages through mbarriers,
-// and two consumer warpgroups that never load anything themselves.
+// memory, a producer warpgroup that feeds a ring of K/V stages through
+// mbarriers, and consumer warpgroups that never load anything themselves.
 //
 //   O[q, :] = sum_j softmax_j(scale · Q[q]·K[j]) V[j, :]
 //
-// CTA of 288 threads, one per (q-tile of 128 rows, q-head, sequence):
-//   warps 0-3  consumer warpgroup 0: rows [0, 64) of the tile
-//   warps 4-7  consumer warpgroup 1: rows [64, 128)
-//   warp  8    producer: Q once, then K(t) and V(t) into stage t % STAGES
-// Warpgroups must start at a warp index divisible by 4, so the producer is
-// last. With one producer warp instead of a fourth warpgroup, 288 threads
-// leave 224 registers each (no setmaxnreg dance needed): enough for a
-// consumer's O (DIM/2 floats), S (64 floats) and P (32 registers).
+// CTA of (1 + CONSUMERS) warpgroups, one per (q-tile of 64·CONSUMERS rows,
+// q-head, sequence):
+//   warpgroup 0   producer: gives its registers away (setmaxnreg.dec), then
+//                 loads Q once and K(t), V(t) into stage t % STAGES.
+//                 Dense tensors: one thread issues TMA bulk tensor copies
+//                 (128-row x 64-column boxes, 128-byte swizzle) that complete
+//                 on the stage's "full" mbarrier by byte count. Varlen and
+//                 the paged cache: all 128 threads copy with cp.async through
+//                 the same View interface as the sm80 kernels
+//                 (attention_views.cuh), wait for their own copies, fence
+//                 them to the async proxy and arrive.
+//   warpgroup 1+  consumers (setmaxnreg.inc), 64 rows each.
 //
 // Per KV tile t, each consumer warpgroup:
 //   S = Q·K(t)ᵀ   wgmma m64n128k16, A = Q and B = K both from shared memory
 //                 (K-major, 128-byte swizzle), DIM/16 instructions
-//   softmax       mask, running max m, rescale of l and O, P = exp2(S − m),
-//                 all in registers (the accumulator layout is mma's C layout)
-//   O += P·V(t)   wgmma m64nDIMk16 with A = P from registers (C layout of two
-//                 n8 tiles = A layout of one k16 tile) and B = V from shared
-//                 memory, N-major (transposed), BLOCK_KV/16 instructions
-//   release       one arrival per warp on stage t's "empty" barrier
-// The two warpgroups run the same loop on different rows: while one does
-// its softmax on the FP32/SFU pipes, the other's wgmmas keep the tensor
-// cores busy, and the producer's copies for t+1 are already in flight.
+//   softmax       mask, running max m, l, P = exp2(S − m) in registers (the
+//                 accumulator layout is mma's C layout)
+//   O += P·V(t)   wgmma m64nDIMk16, A = P from registers (the C layout of two
+//                 n8 tiles is the A layout of one k16 tile), B = V from
+//                 shared memory, N-major (transposed), BLOCK_KV/16 instructions
+//   release       one arrival per warp on stage t's "empty" mbarrier
+// pipelined inside the warpgroup: S(t+1) and P(t)·V(t) are issued together,
+// and the softmax of tile t+1 runs while P(t)·V(t) is on the tensor cores
+// (O is rescaled once it has finished). With PINGPONG the warpgroups also
+// take turns issuing, so one's softmax runs under another's GEMMs.
 //
 // Shared memory (1024-byte aligned; every operand in the 128-byte swizzle
-// layout, i.e. [DIM/64 column blocks][rows][64 elements], chunk ^= row % 8):
-//   Q [128 x DIM]  |  K stages [STAGES][128 x DIM]  |  V stages  |  mbarriers
-// The producer fills them with cp.async through the same View interface as
-// the sm80 kernels (attention_views.cuh), so dense, varlen and paged K/V all
-// work; each producer lane waits for its own copies, fences them to the async
-// proxy (wgmma reads shared memory through it) and arrives on the stage's
-// "full" barrier.
+// layout, i.e. [DIM/64 column blocks][rows][64 elements], chunk ^= row % 8,
+// the layout TMA writes and wgmma's descriptors name):
+//   Q [BLOCK_Q x DIM]  |  K stages [STAGES][128 x DIM]  |  V stages  |  mbarriers
 //
 // Semantics are those of prefill_kernel.cuh: causal bottom-right aligned with
 // tiles past the diagonal skipped and the diagonal masked, GQA, varlen,
@@ -56,24 +57,31 @@ namespace flashscope::kernels {
 // SPLIT_PV: at DIM 128, issue P·V as two n64 wgmmas (one per 64-column block
 // of V) instead of one n128; the n128 form reads V's second column block
 // through the descriptor's leading-byte offset.
-template <int DIM, int STAGES, bool SPLIT_PV = false>
+// CONSUMERS: warpgroups of 64 rows each, so BLOCK_Q = 64 · CONSUMERS.
+// PINGPONG: the consumer warpgroups take turns issuing their wgmmas (named
+// barriers in a ring), so one's softmax runs under another's GEMMs instead
+// of all of them contending for the tensor cores at once.
+template <int DIM, int STAGES, bool SPLIT_PV = false, int CONSUMERS = 2, bool PINGPONG = false>
 struct HopperPrefillConfig {
   static constexpr int kDim = DIM;
-  static constexpr int kBlockQ = 128;
+  static constexpr int kConsumerWarpgroups = CONSUMERS;
+  static constexpr int kBlockQ = 64 * CONSUMERS;
   static constexpr int kBlockKV = 128;
   static constexpr int kStages = STAGES;
   static constexpr bool kSplitPV = SPLIT_PV && DIM == 128;
-  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr bool kPingPong = PINGPONG;
   static constexpr int kConsumerWarps = kConsumerWarpgroups * 4;
   static constexpr int kThreads = (kConsumerWarpgroups + 1) * 128;  // warpgroup 0 produces
   static constexpr int kWarpgroupRows = 64;  // wgmma's M
   // Registers per thread after setmaxnreg (65536 per SM, 128 threads per
   // warpgroup): the TMA producer needs almost none, the cp.async one some
-  // address arithmetic.
-  static constexpr int kProducerRegsTma = 40, kConsumerRegsTma = 232;
-  static constexpr int kProducerRegsCpAsync = 72, kConsumerRegsCpAsync = 216;
-  static_assert(kProducerRegsTma * 128 + kConsumerRegsTma * 256 <= 65536, "register file");
-  static_assert(kProducerRegsCpAsync * 128 + kConsumerRegsCpAsync * 256 <= 65536, "register file");
+  // address arithmetic; the consumers share the rest (multiples of 8).
+  static constexpr int kProducerRegsTma = CONSUMERS == 2 ? 40 : 32;
+  static constexpr int kProducerRegsCpAsync = CONSUMERS == 2 ? 72 : 56;
+  static constexpr int kConsumerRegsTma = (65536 - kProducerRegsTma * 128) / (CONSUMERS * 128) / 8 * 8;
+  static constexpr int kConsumerRegsCpAsync = (65536 - kProducerRegsCpAsync * 128) / (CONSUMERS * 128) / 8 * 8;
+  static_assert(kConsumerRegsTma <= 256 && kConsumerRegsCpAsync <= 256, "setmaxnreg takes at most 256");
+  static_assert(CONSUMERS >= 2 && CONSUMERS <= 3, "two or three consumer warpgroups");
 
   static constexpr int kSwizzleRowBytes = 128;  // one 64-element column block row
   static constexpr int kColumnBlocks = DIM / 64;
@@ -105,17 +113,19 @@ __device__ __forceinline__ uint32_t sw128_offset(int row, int col) {
   return block * ROWS * 128 + row * 128 + ((chunk ^ (row % 8)) << 4);
 }
 
-// One warp copies rows [0, ROWS) of a [rows, DIM] tile with cp.async; rows
-// past valid_rows are zero-filled (their address never formed). Every lane
-// runs every iteration: a paged row_ptr shuffles page ids across the warp.
+// The producer warpgroup's 128 threads copy rows [0, ROWS) of a [rows, DIM]
+// tile with cp.async; rows past valid_rows are zero-filled (their address
+// never formed). Every lane runs every iteration: a paged row_ptr shuffles
+// page ids across its warp.
 template <int ROWS, int DIM, typename T, typename RowPtr>
-__device__ __forceinline__ void warp_load_tile(uint32_t dst, RowPtr row_ptr, int valid_rows, const T* any_valid,
-                                               int lane) {
+__device__ __forceinline__ void group_load_tile(uint32_t dst, RowPtr row_ptr, int valid_rows, const T* any_valid,
+                                                int thread) {
+  constexpr int kThreads = 128;
   constexpr int kChunksPerRow = DIM / 8;
   constexpr int kChunks = ROWS * kChunksPerRow;
-  static_assert(kChunks % 32 == 0, "whole warp iterations");
+  static_assert(kChunks % kThreads == 0, "whole iterations for every thread");
 #pragma unroll 8
-  for (int chunk = lane; chunk < kChunks; chunk += 32) {
+  for (int chunk = thread; chunk < kChunks; chunk += kThreads) {
     const int row = chunk / kChunksPerRow;
     const int col = (chunk % kChunksPerRow) * 8;
     const T* src = row_ptr(row) + col;
@@ -169,8 +179,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const uint32_t q_full_bar = empty_bar + 8 * STAGES;
 
   if (tid == 0) {
-    // TMA: one arrival (with the byte count) per phase; cp.async: all 32 lanes.
-    const uint32_t producer_arrivals = kTma ? 1 : 32;
+    // TMA: one arrival (with the byte count) per phase; cp.async: every producer thread.
+    const uint32_t producer_arrivals = kTma ? 1 : 128;
     for (int s = 0; s < STAGES; ++s) {
       mbarrier_init(full_bar + 8 * s, producer_arrivals);
       mbarrier_init(empty_bar + 8 * s, Cfg::kConsumerWarps);  // one arrival per consumer warp
@@ -182,17 +192,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (warp_id < 4) {
     // ---------------- producer: Q once, then K/V tiles into the ring ----------------
-    // Warpgroup 0 hands its registers to the consumers; its first warp loads.
+    // Warpgroup 0 hands its registers to the consumers; one thread issues
+    // TMA copies, or all 128 issue cp.async.
     if constexpr (kTma) {
       setmaxnreg_dec<Cfg::kProducerRegsTma>();
     } else {
       setmaxnreg_dec<Cfg::kProducerRegsCpAsync>();
     }
-    if (warp_id != 0) return;
     if constexpr (kTma) {
-      // One lane issues bulk tensor copies; the barrier completes when the
+      // One thread issues bulk tensor copies; the barrier completes when the
       // announced bytes have landed (out-of-range rows arrive as zeros).
-      if (lane_id != 0) return;
+      if (tid != 0) return;
       const int q_head = blockIdx.y, seq = blockIdx.z, kv_head = q_head / p.group;
       mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
 #pragma unroll
@@ -212,13 +222,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       }
     } else {
       const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
-      warp_load_tile<BLOCK_Q, DIM>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid,
-                                   lane_id);
+      group_load_tile<BLOCK_Q, DIM>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid,
+                                    tid);
       cp_async_commit();
       // After issuing tile t, publish what was issued before it (Q, or tile
-      // t-1): each lane waits for its own copies, fences them to the async
+      // t-1): each thread waits for its own copies, fences them to the async
       // proxy (wgmma reads through it), and arrives; the stage is full when
-      // all 32 lanes have.
+      // all 128 have.
       auto publish = [&](uint32_t bar) {
         fence_proxy_async_shared();
         mbarrier_arrive(bar);
@@ -228,10 +238,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         mbarrier_wait(empty_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
         const int k0 = kv_begin + t * BLOCK_KV;
         const auto keys = view.key_rows(k0, lane_id);
-        warp_load_tile<BLOCK_KV, DIM>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
-                                      kv_end - k0, any_valid, lane_id);
-        warp_load_tile<BLOCK_KV, DIM>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
-                                      kv_end - k0, any_valid, lane_id);
+        group_load_tile<BLOCK_KV, DIM>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
+                                       kv_end - k0, any_valid, tid);
+        group_load_tile<BLOCK_KV, DIM>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
+                                       kv_end - k0, any_valid, tid);
         cp_async_commit();
         cp_async_wait<1>();  // everything but tile t has landed (this lane's copies)
         publish(t == 0 ? q_full_bar : full_bar + 8 * ((t - 1) % STAGES));
@@ -363,12 +373,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // tensor cores, the warps compute the softmax of tile t, whose S = Q·K(t)ᵀ
   // was issued just before it:
   //   issue S(t), issue PV(t-1) | wait S(t) | softmax(t) | wait PV(t-1) | O *= rescale(t), P = pack
+  // Ping-pong: warpgroup g issues its wgmmas only after g-1 has issued its
+  // own (named barrier 1 + g, 256 threads: g syncs, g-1 arrives); the last
+  // warpgroup opens the ring for the first, and leaves out its final arrive
+  // so every barrier sees as many arrivals as syncs.
+  constexpr int kRing = Cfg::kConsumerWarpgroups;
+  auto take_turn = [&] {
+    if constexpr (Cfg::kPingPong) named_barrier_sync(1 + warpgroup, 256);
+  };
+  auto pass_turn = [&](bool last_round) {
+    if constexpr (Cfg::kPingPong)
+      if (!(last_round && warpgroup == kRing - 1)) named_barrier_arrive(1 + (warpgroup + 1) % kRing, 256);
+  };
+  if constexpr (Cfg::kPingPong)
+    if (num_kv_tiles > 0 && warpgroup == kRing - 1) named_barrier_arrive(1, 256);
+
   if (num_kv_tiles > 0) {
     mbarrier_wait(q_full_bar, 0);
     mbarrier_wait(full_bar, 0);  // tile 0, stage 0
+    take_turn();
     wgmma_fence();
     issue_S(0);
     wgmma_commit();
+    pass_turn(false);
     wgmma_wait<0>();
     fence_operands(S_rmem);
     float rescale[2];
@@ -378,11 +405,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   for (int t = 1; t < num_kv_tiles; ++t) {
     const int stage = t % STAGES, prev = (t - 1) % STAGES;
     mbarrier_wait(full_bar + 8 * stage, (t / STAGES) & 1);  // K(t), V(t) have landed
+    take_turn();
     wgmma_fence();  // P and the rescaled O were written by ordinary instructions
     issue_S(stage);
     wgmma_commit();
     issue_PV(prev);
     wgmma_commit();
+    pass_turn(false);
     wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
     fence_operands(S_rmem);
     float rescale[2];
@@ -395,9 +424,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   if (num_kv_tiles > 0) {
     const int last = (num_kv_tiles - 1) % STAGES;
+    take_turn();
     wgmma_fence();
     issue_PV(last);
     wgmma_commit();
+    pass_turn(true);
     wgmma_wait<0>();
     fence_operands(O_rmem);
     release(last);

@@ -55,22 +55,17 @@ bool prefill_kernel_runnable(PrefillKernel kernel) {
 }
 
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
+  // On an H100/H200 the wgmma kernel is 1.4-2.2x v6 on dense tensors, where
+  // its producer uses TMA (bench/hopper_variants.cu, H200); packed varlen
+  // tensors go through its cp.async producer, which is slower than v6.
+  if (p.cu_seqlens_q == nullptr && hopper_runnable_here()) return PrefillKernel::kHopper;
   // From the same-run comparisons in bench/results/ (H200): at head_dim 128
   // v6's look-ahead is 1-2% ahead of v5 on every shape; at 64, where v5 runs
   // four 32-row warps per CTA and two CTAs per SM, v5 is ahead by 8-15%.
   return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 
-Status prefill(const PrefillParams& p, PrefillKernel kernel) {
-  const int version = static_cast<int>(kernel);  // kV1 == 1 ... kV6 == 6, kHopper == 7
-  if (version < 1 || version > 7) return invalid_argument("prefill kernel must be v1..v6 or hopper on CUDA");
-  if (kernel == PrefillKernel::kHopper && !hopper_runnable_here())
-    return unsupported("the hopper kernel needs an sm_90 GPU (H100/H200) and a library built with its sm_90a code");
-  if (p.dtype == DType::kFP16 && kernel != PrefillKernel::kV5 && kernel != PrefillKernel::kV6 &&
-      kernel != PrefillKernel::kHopper)
-    return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
-                       prefill_kernel_name(kernel));
-
+kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
   kernels::PrefillKernelParams k{};
   k.q = p.q.data;
   k.k = p.k.data;
@@ -99,6 +94,20 @@ Status prefill(const PrefillParams& p, PrefillKernel kernel) {
   k.cu_seqlens_k = p.cu_seqlens_k;
   const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
   k.scale_log2 = scale * 1.4426950408889634f;  // log2(e)
+  return k;
+}
+
+Status prefill(const PrefillParams& p, PrefillKernel kernel) {
+  const int version = static_cast<int>(kernel);  // kV1 == 1 ... kV6 == 6, kHopper == 7
+  if (version < 1 || version > 7) return invalid_argument("prefill kernel must be v1..v6 or hopper on CUDA");
+  if (kernel == PrefillKernel::kHopper && !hopper_runnable_here())
+    return unsupported("the hopper kernel needs an sm_90 GPU (H100/H200) and a library built with its sm_90a code");
+  if (p.dtype == DType::kFP16 && kernel != PrefillKernel::kV5 && kernel != PrefillKernel::kV6 &&
+      kernel != PrefillKernel::kHopper)
+    return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
+                       prefill_kernel_name(kernel));
+
+  const kernels::PrefillKernelParams k = prefill_kernel_params(p);
 
   // Grid limits: heads on y and sequences on z are capped at 65535.
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
