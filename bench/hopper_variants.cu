@@ -102,16 +102,18 @@ int main() {
     std::vector<bf16> ref(nq), got(nq);
     CHECK_CUDA(cudaMemcpy(ref.data(), o_ref, nq * 2, cudaMemcpyDeviceToHost));
     std::printf("%-18s v6            %8.3f ms %7.1f TFLOPS\n", s.name, t_v6, flops / t_v6 * 1e-9);
-    const HopperVariant variants[] = {HopperVariant::kDefault,        HopperVariant::kSplitPV,
-                                      HopperVariant::kStages2,        HopperVariant::kCpAsync,
-                                      HopperVariant::kPingPong,       HopperVariant::kThreeConsumers,
-                                      HopperVariant::kThreeConsumersPingPong};
-    const char* names[] = {"hopper",          "hopper-splitpv", "hopper-stages2",  "hopper-cpasync",
-                           "hopper-pingpong", "hopper-3wg",     "hopper-3wg-pp"};
-    for (int vi = 0; vi < 7; ++vi) {
+    const HopperVariant variants[] = {HopperVariant::kDefault,       HopperVariant::kSplitPV,
+                                      HopperVariant::kStages2,       HopperVariant::kCpAsync,
+                                      HopperVariant::kPingPong,      HopperVariant::kTwoConsumers,
+                                      HopperVariant::kTwoConsumersPingPong, HopperVariant::kThreeConsumers};
+    const char* names[] = {"hopper",          "hopper-splitpv", "hopper-stages2", "hopper-cpasync",
+                           "hopper-pingpong", "hopper-2wg",     "hopper-2wg-pp",  "hopper-3wg-nopp"};
+    for (int vi = 0; vi < 8; ++vi) {
       const HopperVariant var = variants[vi];
-      const bool d128_only = var == HopperVariant::kSplitPV || var == HopperVariant::kStages2;
-      const bool d64_only = var == HopperVariant::kThreeConsumers || var == HopperVariant::kThreeConsumersPingPong;
+      const bool d128_only =
+          var == HopperVariant::kSplitPV || var == HopperVariant::kStages2 || var == HopperVariant::kPingPong;
+      const bool d64_only = var == HopperVariant::kTwoConsumers || var == HopperVariant::kTwoConsumersPingPong ||
+                            var == HopperVariant::kThreeConsumers;
       if ((s.d == 64 && d128_only) || (s.d == 128 && d64_only)) continue;
       PrefillKernelParams ph = p;
       ph.o = o, ph.lse = lse;

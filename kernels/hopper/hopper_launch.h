@@ -14,13 +14,14 @@ namespace flashscope::kernels {
 // uses kDefault.
 // (bf16 only; fp16 always runs kDefault).
 enum class HopperVariant {
-  kDefault,
+  kDefault,   // 128: 2 consumer warpgroups, 3 stages; 64: 3 warpgroups taking turns, 4 stages
   kSplitPV,   // head_dim 128: P·V as two n64 wgmmas
   kStages2,   // head_dim 128: two K/V stages instead of three
   kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
-  kPingPong,  // consumer warpgroups take turns issuing wgmmas
-  kThreeConsumers,          // head_dim 64: three consumer warpgroups (192-row q-tiles)
-  kThreeConsumersPingPong,  // head_dim 64: both
+  kPingPong,  // head_dim 128: the two consumer warpgroups take turns issuing wgmmas
+  kTwoConsumers,          // head_dim 64: two consumer warpgroups (128-row q-tiles)
+  kTwoConsumersPingPong,  // head_dim 64: two, taking turns
+  kThreeConsumers,        // head_dim 64: three, without turns
 };
 
 // True when this process carries sm_90a code and the current device runs it.

@@ -12,11 +12,17 @@
 namespace flashscope::kernels {
 namespace {
 
-// Three stages at 128 (32 KiB per K or V tile: Q + 6 tiles = 224 KiB), four
-// at 64 (16 KiB tiles). Measured on an H200: the third stage at 128 is
-// worth 8-15% over two (bench/hopper_variants.cu).
+// From bench/hopper_variants.cu on an H200 (results in bench/results/):
+//   128: two consumer warpgroups, three stages (32 KiB per K or V tile: Q +
+//        6 tiles = 224 KiB); the third stage is worth 40-50% over two (the
+//        producer stays two tiles ahead); ping-pong and split P·V gain nothing.
+//   64:  three consumer warpgroups (192-row q-tiles) taking turns at the
+//        tensor cores, four stages: 500 TFLOPS against 358 for two
+//        warpgroups without turns, since at 64 the softmax is twice the
+//        share of the work and needs other warpgroups' GEMMs to hide under.
 template <int DIM>
-using DefaultConfig = HopperPrefillConfig<DIM, DIM == 64 ? 4 : 3>;
+using DefaultConfig =
+    std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, false, 3, true>, HopperPrefillConfig<128, 3>>;
 
 // cuTensorMapEncodeTiled from the driver, found through the runtime so the
 // library links no libcuda. Null when the driver has none.
@@ -59,6 +65,13 @@ bool encode_map(CUtensorMap* map, ElemType type, const void* base, int head_dim,
   return r == CUDA_SUCCESS;
 }
 
+// The cp.async producer needs more registers than TMA's; three consumer
+// warpgroups would then get 152 each, too few to keep their wgmmas in flight
+// (ptxas serializes them, C7512), so the cp.async paths (varlen, paged) run
+// two consumer warpgroups.
+template <typename Cfg>
+using CpAsyncConfig = HopperPrefillConfig<Cfg::kDim, Cfg::kStages, Cfg::kSplitPV, 2, Cfg::kPingPong>;
+
 template <typename Cfg, typename Kernel>
 cudaError_t prepare(Kernel kernel) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
@@ -82,15 +95,18 @@ cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream
     if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
   } else {
-    auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, false>;
-    if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
-    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
+    using Cp = CpAsyncConfig<Cfg>;
+    auto kernel = hopper_attention_kernel<Cp, T, kCausal, DenseView<T, Cp::kBlockQ, kCausal>, false>;
+    if (cudaError_t err = prepare<Cp>(kernel); err != cudaSuccess) return err;
+    const dim3 cp_grid((p.q_len + Cp::kBlockQ - 1) / Cp::kBlockQ, p.q_heads, p.batch);
+    kernel<<<cp_grid, Cp::kThreads, Cp::kSmemBytes, stream>>>(hp);
   }
   return cudaGetLastError();
 }
 
-template <typename Cfg, typename T, bool kCausal>
+template <typename Tile, typename T, bool kCausal>
 cudaError_t launch_paged(const PagedKernelParams& p, cudaStream_t stream) {
+  using Cfg = CpAsyncConfig<Tile>;
   auto kernel = hopper_attention_kernel<Cfg, T, kCausal,
                                         PagedView<T, Cfg::kDim, Cfg::kBlockQ, Cfg::kBlockKV, kCausal>, false>;
   if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
@@ -109,12 +125,12 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
   const bool tma = v != HopperVariant::kCpAsync;
   if (head_dim == 64) {
     switch (v) {
-      case HopperVariant::kPingPong:
+      case HopperVariant::kTwoConsumers:
+        return launch_dense<HopperPrefillConfig<64, 4, false, 2, false>, T, kCausal>(type, p, s, tma);
+      case HopperVariant::kTwoConsumersPingPong:
         return launch_dense<HopperPrefillConfig<64, 4, false, 2, true>, T, kCausal>(type, p, s, tma);
       case HopperVariant::kThreeConsumers:
         return launch_dense<HopperPrefillConfig<64, 4, false, 3, false>, T, kCausal>(type, p, s, tma);
-      case HopperVariant::kThreeConsumersPingPong:
-        return launch_dense<HopperPrefillConfig<64, 4, false, 3, true>, T, kCausal>(type, p, s, tma);
       default: return launch_dense<DefaultConfig<64>, T, kCausal>(type, p, s, tma);
     }
   }
