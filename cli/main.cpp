@@ -16,9 +16,11 @@ void print_usage() {
       "  info                 device, architecture, SMs, clocks and speed of light (SOL)\n"
       "  bench prefill        time the prefill kernels on a shape (median of many runs)\n"
       "  bench decode         time paged-KV decode on a batch of sequences (median of many runs)\n"
+      "  bench e2e            the engine on a model: prompt tokens/s, time to first token, decode tokens/s at batch 1..N\n"
       "  attend               attention on .npy files: q, k, v in, o (and lse) out\n"
       "  chat                 talk with the model in the terminal (/reset, /system, /stats, /quit)\n"
       "  generate             run a GGUF model (default SmolLM2-135M) on a prompt, streaming the reply\n"
+      "  make-model           write a small llama GGUF with random weights of any shape and types\n"
       "  trace                capture a trace of one run to a file (prefill; decode later), or `trace info FILE`\n"
       "  help                 this text; `flashscope-cli <command> --help` for a command's options\n");
 }
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
   if (cmd == "chat") return flashscope::cli::cmd_chat(argc - 2, argv + 2);
   if (cmd == "generate") return flashscope::cli::cmd_generate(argc - 2, argv + 2);
   if (cmd == "trace") return flashscope::cli::cmd_trace(argc - 2, argv + 2);
+  if (cmd == "make-model") return flashscope::cli::cmd_make_model(argc - 2, argv + 2);
   std::fprintf(stderr, "flashscope-cli: unknown command '%s'\n\n", cmd.c_str());
   print_usage();
   return 2;

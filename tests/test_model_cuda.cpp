@@ -15,7 +15,14 @@
 //  * a SmolLM2-shaped synthetic model (30 layers, 49152 vocabulary) against
 //    the reference, and the real SmolLM2-135M (when its GGUF is present)
 //    against HF transformers' logits and the CPU backend, with a greedy
-//    continuation printed.
+//    continuation printed;
+//  * batched decode (Model::forward_batch over the model's shared KV page
+//    pool: one GEMM per weight with M = batch, one paged attention launch per
+//    layer): rows against each sequence's own step, batch graphs replayed, a
+//    batch of two chunks, the pool growing under live sequences, refused
+//    batches; the batched device sampler against sample(); Session and
+//    BatchGenerator sampling on the device; generate_batch's greedy replies
+//    against Session::generate's (a well-separated fixture, and SmolLM2).
 //
 // Bounds (fractions of the reference logits' RMS). The CUDA backend rounds
 // weights, GEMM inputs, q/k/v, attention probabilities and outputs to bf16
@@ -1095,4 +1102,390 @@ TEST_CASE("cuda model: SmolLM2-135M matches HF transformers and the CPU backend"
   }
   const model::CudaForwardStats totals = model::cuda_total_stats();
   CHECK_MESSAGE(totals.graph_capture_failures == 0, "graph capture failed: ", totals.last_capture_error);
+}
+
+// --- batched decode ------------------------------------------------------------------------------
+//
+// A batched step reads every sequence's pages from the model's one KV pool
+// with one paged attention launch per layer and runs each GEMM once with
+// M = batch. Against each sequence's own decode step the only difference is
+// cuBLAS's algorithm for M = batch instead of M = 1 (another summation
+// order, then bf16 roundings): held to 2% of the logit RMS, as the graph
+// test holds its replays; a wrong page, position or row is tens of percent.
+
+namespace {
+
+// Sequence i's prompt: lengths 1..40, so the batch has different kv_lens and pages.
+std::vector<int32_t> batch_prompt(int i, int vocab, uint64_t seed) {
+  return random_ids(1 + (7 * i) % 40, vocab, seed + static_cast<uint64_t>(i));
+}
+
+Sequence prefilled_sequence(const Model& m, const std::vector<int32_t>& prompt, int capacity) {
+  auto seq = m.new_sequence(capacity);
+  REQUIRE_MESSAGE(seq.ok(), seq.status().to_string());
+  const Status st = m.forward(*seq, prompt, {}, LogitsMode::kNone, nullptr);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  return std::move(seq).value();
+}
+
+std::vector<Sequence> prefilled_sequences(const Model& m, int count, int vocab, int capacity, uint64_t seed) {
+  std::vector<Sequence> seqs;
+  for (int i = 0; i < count; ++i) seqs.push_back(prefilled_sequence(m, batch_prompt(i, vocab, seed), capacity));
+  return seqs;
+}
+
+std::vector<Sequence*> pointers(std::vector<Sequence>& seqs) {
+  std::vector<Sequence*> p;
+  for (Sequence& s : seqs) p.push_back(&s);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("cuda model: forward_batch rows match each sequence's own decode step, batch graphs replay") {
+  if (skip_without_gpu()) return;
+  const auto vs = variants();
+  for (const Variant* v : {&vs[0], &vs[1], &vs[2], &vs[4]}) {
+    const std::string variant = v->name;
+    CAPTURE(variant);
+    const Model model = load(v->s.build(), Device::kCuda);
+    const int V = v->s.vocab;
+    for (int batch : {2, 5, 17}) {
+      CAPTURE(batch);
+      std::vector<Sequence> together = prefilled_sequences(model, batch, V, 128, 40);
+      std::vector<Sequence> alone = prefilled_sequences(model, batch, V, 128, 40);
+      const std::vector<Sequence*> ptrs = pointers(together);
+      const model::CudaForwardStats before = model::cuda_total_stats();
+      constexpr int kSteps = 4;
+      double worst = 0, worst_rel = 0;
+      for (int step = 0; step < kSteps; ++step) {
+        const std::vector<int32_t> next = random_ids(batch, V, 100 + static_cast<uint64_t>(step));
+        std::vector<float> rows;
+        const Status st = model.forward_batch(ptrs, next, &rows);
+        REQUIRE_MESSAGE(st.ok(), st.to_string());
+        REQUIRE(rows.size() == static_cast<size_t>(batch) * static_cast<size_t>(V));
+        for (int i = 0; i < batch; ++i) {
+          std::vector<float> want;
+          REQUIRE(model.forward(alone[static_cast<size_t>(i)], {next[static_cast<size_t>(i)]}, {}, LogitsMode::kLast, &want).ok());
+          const double diff = max_abs_diff(want, rows.data() + static_cast<size_t>(i) * V);
+          worst = std::max(worst, diff);
+          worst_rel = std::max(worst_rel, diff / rms(want));
+          CHECK_MESSAGE(diff <= 0.02 * rms(want), "row ", i, " step ", step, ": max |diff| ", diff);
+        }
+      }
+      for (int i = 0; i < batch; ++i) CHECK(together[static_cast<size_t>(i)].tokens() == alone[static_cast<size_t>(i)].tokens());
+      const model::CudaForwardStats after = model::cuda_total_stats();
+      MESSAGE(variant << ", batch " << batch << ": worst |diff| " << worst << " (" << 100 * worst_rel
+                      << "% of the row's RMS); batch graph captures " << after.batch_graph_captures - before.batch_graph_captures
+                      << ", replays " << after.batch_graph_replays - before.batch_graph_replays);
+      CHECK(after.batch_steps - before.batch_steps == kSteps);
+      CHECK(after.batch_rows - before.batch_rows == static_cast<uint64_t>(kSteps * batch));
+      // Step 1 runs plainly (loads kernels and cuBLAS's choices), step 2 is
+      // captured, every later step of the same size replays it.
+      CHECK_MESSAGE(after.graph_capture_failures == before.graph_capture_failures,
+                    "graph capture failed: ", after.last_capture_error);
+      CHECK(after.batch_graph_captures - before.batch_graph_captures == 1);
+      CHECK(after.batch_graph_replays - before.batch_graph_replays == kSteps - 1);
+    }
+  }
+}
+
+TEST_CASE("cuda model: a batch of 600 sequences (two chunks) matches the sequences' own steps") {
+  if (skip_without_gpu()) return;
+  const Model model = load(variants()[4].s.build(), Device::kCuda);  // 9 q-heads over 3, vocab 300
+  const int V = 300, batch = 600;
+  std::vector<Sequence> together = prefilled_sequences(model, batch, V, 64, 7);
+  const std::vector<Sequence*> ptrs = pointers(together);
+  const std::vector<int32_t> next = random_ids(batch, V, 8);
+  std::vector<float> rows;
+  const Status st = model.forward_batch(ptrs, next, &rows);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  for (int i : {0, 1, 37, 511, 512, 513, 599}) {
+    CAPTURE(i);
+    Sequence one = prefilled_sequence(model, batch_prompt(i, V, 7), 64);
+    std::vector<float> want;
+    REQUIRE(model.forward(one, {next[static_cast<size_t>(i)]}, {}, LogitsMode::kLast, &want).ok());
+    CHECK(max_abs_diff(want, rows.data() + static_cast<size_t>(i) * V) <= 0.02 * rms(want));
+    CHECK(together[static_cast<size_t>(i)].tokens() == one.tokens());
+  }
+}
+
+TEST_CASE("cuda model: the KV pool grows and shrinks under live sequences, and refused batches change nothing") {
+  if (skip_without_gpu()) return;
+  const auto bytes = variants()[0].s.build();
+  const Model model = load(bytes, Device::kCuda);
+  const Model reference = load(bytes, Device::kCuda);  // the same calls without the pool moving
+  const std::vector<int32_t> ids = random_ids(24, 100, 3);
+  auto step = [&](const Model& m, Sequence& seq, size_t t) {
+    std::vector<float> logits;
+    const Status s = m.forward(seq, {ids[t]}, {}, LogitsMode::kLast, &logits);
+    REQUIRE_MESSAGE(s.ok(), s.to_string());
+    return logits;
+  };
+  auto a = model.new_sequence(64), r = reference.new_sequence(64);
+  REQUIRE(a.ok());
+  REQUIRE(r.ok());
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 20);
+  REQUIRE(model.forward(*a, prompt, {}, LogitsMode::kNone, nullptr).ok());
+  REQUIRE(reference.forward(*r, prompt, {}, LogitsMode::kNone, nullptr).ok());
+  const std::vector<float> first = step(model, *a, 20);
+  CHECK(max_abs_diff(first, step(reference, *r, 20).data()) <= 1e-4 * rms(first));  // the same work: expected bit-equal
+
+  {
+    // Sequences with room for 8192 tokens: the pool grows (moves) several
+    // times while `a` holds pages and a captured graph.
+    std::vector<Sequence> big;
+    for (int i = 0; i < 6; ++i) {
+      auto s = model.new_sequence(8192);
+      REQUIRE_MESSAGE(s.ok(), s.status().to_string());
+      CHECK(s->cache_bytes() > 0);
+      big.push_back(std::move(s).value());
+    }
+    for (size_t t = 21; t < 23; ++t) {
+      const std::vector<float> got = step(model, *a, t);
+      // Plain launches here, a graph in the reference: 2% as in the graph test
+      // (a stale pool address reads NaN pages or another sequence's keys).
+      CHECK_MESSAGE(max_abs_diff(got, step(reference, *r, t).data()) <= 0.02 * rms(got), "after the pool grew, token ", t);
+    }
+    // A batch with a big sequence: its pages may be anywhere in the pool.
+    REQUIRE(model.forward(big[3], prompt, {}, LogitsMode::kNone, nullptr).ok());
+    std::vector<float> rows;
+    REQUIRE(model.forward_batch({&*a, &big[3]}, {ids[23], ids[20]}, &rows).ok());
+    const std::vector<float> want = step(reference, *r, 23);
+    CHECK(max_abs_diff(want, rows.data()) <= 0.02 * rms(want));
+  }  // the big sequences give their pages back
+
+  // Refused batches: nothing moves.
+  auto full = model.new_sequence(4);
+  REQUIRE(full.ok());
+  REQUIRE(model.forward(*full, {1, 2, 3, 4}, {}, LogitsMode::kNone, nullptr).ok());
+  const Model cpu = load(bytes, Device::kCpu);
+  auto cpu_seq = cpu.new_sequence(16);
+  REQUIRE(cpu_seq.ok());
+  std::vector<float> logits = {42.0f};
+  CHECK(model.forward_batch({&*a, &*full}, {1, 2}, &logits).code() == StatusCode::kInvalidArgument);
+  CHECK(model.forward_batch({&*a, &*cpu_seq}, {1, 2}, &logits).code() == StatusCode::kInvalidArgument);
+  CHECK(model.forward_batch({}, {}, &logits).code() == StatusCode::kInvalidArgument);
+  CHECK(model.forward_batch({&*a}, {1, 2}, &logits).code() == StatusCode::kInvalidArgument);
+  CHECK(logits == std::vector<float>{42.0f});
+  CHECK(a->n_tokens() == 24);
+  CHECK(full->n_tokens() == 4);
+
+  // Every sequence gone frees the pool; new ones start a fresh one.
+  *a = Sequence();
+  *full = Sequence();
+  auto again = model.new_sequence(64);
+  REQUIRE(again.ok());
+  REQUIRE(model.forward(*again, prompt, {}, LogitsMode::kNone, nullptr).ok());
+  auto r2 = reference.new_sequence(64);
+  REQUIRE(r2.ok());
+  REQUIRE(reference.forward(*r2, prompt, {}, LogitsMode::kNone, nullptr).ok());
+  const std::vector<float> fresh = step(model, *again, 20);
+  CHECK(max_abs_diff(fresh, step(reference, *r2, 20).data()) <= 0.02 * rms(fresh));
+}
+
+TEST_CASE("cuda model sampling: the batched device sampler picks what sample() picks, row for row") {
+  if (skip_without_gpu()) return;
+  auto params = [](float t, int k, float p, float min_p, float rep = 1.0f) {
+    SamplingParams s;
+    s.temperature = t;
+    s.top_k = k;
+    s.top_p = p;
+    s.min_p = min_p;
+    s.repetition_penalty = rep;
+    return s;
+  };
+  const std::vector<int32_t> recent = random_ids(80, 1000, 9);
+  for (int vocab : {1000, 49152}) {
+    CAPTURE(vocab);
+    // Rows: greedy, the CLI's defaults, top-k at the cap, a penalty, min-p, and
+    // top-k 0 (the host fallback over 49152; on the device over 1000).
+    const std::vector<SamplingParams> row_params = {
+        params(0.0f, 0, 1.0f, 0.0f),          params(0.7f, 40, 0.95f, 0.05f), params(1.3f, 1024, 0.9f, 0.0f),
+        params(0.9f, 20, 1.0f, 0.0f, 1.3f), params(1.0f, 0, 0.9f, 0.0f),      params(0.0f, 0, 1.0f, 0.0f, 1.3f),
+        params(1.0f, 50, 1.0f, 0.2f)};
+    const int rows = static_cast<int>(row_params.size());
+    std::mt19937_64 gen(5);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> logits(static_cast<size_t>(rows) * vocab);
+    for (float& l : logits) l = normal(gen);
+    cuda::BatchSampleScratch scratch;
+    int mismatches = 0, rng_mismatches = 0;
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      DeviceBuffer d = upload(logits);  // fresh: the sampler works in place
+      std::vector<Rng> device_rngs, host_rngs;
+      for (int r = 0; r < rows; ++r) {
+        device_rngs.emplace_back(seed * 100 + static_cast<uint64_t>(r));
+        host_rngs.emplace_back(seed * 100 + static_cast<uint64_t>(r));
+      }
+      std::vector<cuda::SampleRowInput> in(static_cast<size_t>(rows));
+      for (int r = 0; r < rows; ++r) {
+        in[static_cast<size_t>(r)].params = row_params[static_cast<size_t>(r)];
+        in[static_cast<size_t>(r)].rng = &device_rngs[static_cast<size_t>(r)];
+        in[static_cast<size_t>(r)].recent = r % 2 ? &recent : nullptr;
+      }
+      REQUIRE(cuda::enqueue_sample_rows(static_cast<float*>(d.data()), vocab, vocab, in, scratch, nullptr).ok());
+      REQUIRE(device_synchronize().ok());
+      std::vector<int32_t> got(static_cast<size_t>(rows), -1);
+      REQUIRE(cuda::finish_sample_rows(in, vocab, scratch, got.data()).ok());
+      for (int r = 0; r < rows; ++r) {
+        const std::vector<float> row(logits.begin() + static_cast<long>(r) * vocab,
+                                     logits.begin() + static_cast<long>(r + 1) * vocab);
+        const int32_t want = sample(row, row_params[static_cast<size_t>(r)], host_rngs[static_cast<size_t>(r)],
+                                    r % 2 ? recent : std::vector<int32_t>{});
+        if (got[static_cast<size_t>(r)] != want) {
+          ++mismatches;
+          MESSAGE("seed ", seed, " row ", r, ": device ", got[static_cast<size_t>(r)], ", host ", want);
+        }
+        rng_mismatches += device_rngs[static_cast<size_t>(r)].next_u64() != host_rngs[static_cast<size_t>(r)].next_u64();
+      }
+    }
+    CHECK(mismatches == 0);
+    CHECK_MESSAGE(rng_mismatches == 0, "a row consumed a different number of draws");
+  }
+}
+
+TEST_CASE("cuda model: Session and BatchGenerator sample on the device (a token id back per step, not a row)") {
+  if (skip_without_gpu()) return;
+  const Model model = load(variants()[0].s.build(), Device::kCuda);
+  auto a = Session::create(model, SessionOptions{128}), b = Session::create(model, SessionOptions{128});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  GenerateParams gp;
+  gp.max_tokens = 8;
+  gp.stop_tokens = {-1};
+  model::CudaForwardStats before = model::cuda_total_stats();
+  REQUIRE(a->generate({5, 6, 7}, gp, nullptr).ok());
+  model::CudaForwardStats after = model::cuda_total_stats();
+  CHECK(after.device_sampled_tokens - before.device_sampled_tokens == 8);
+  CHECK(after.host_sampled_tokens == before.host_sampled_tokens);
+
+  a->reset();
+  before = after;
+  auto results = generate_batch({{&*a, {5, 6, 7}, gp, nullptr}, {&*b, {8, 9}, gp, nullptr}});
+  REQUIRE(results.ok());
+  after = model::cuda_total_stats();
+  CHECK(after.device_sampled_tokens - before.device_sampled_tokens == 16);
+  CHECK(after.batch_steps - before.batch_steps == 7);  // the first tokens come from the prefills
+  // top_k 0 over a vocabulary the device sampler can keep whole (100) stays on the device too.
+  gp.sampling.temperature = 0.8f;
+  before = after;
+  a->reset();
+  REQUIRE(a->generate({5, 6, 7}, gp, nullptr).ok());
+  after = model::cuda_total_stats();
+  CHECK(after.device_sampled_tokens - before.device_sampled_tokens == 8);
+}
+
+// The greedy fixture of the generation test above (top-2 gaps >= 0.2 of the
+// logit RMS for 6 steps): batched replies must be the reference's tokens.
+// Then SmolLM2 (when present): batched greedy chat replies against each
+// session's own, token by token, until the first position where the solo
+// run's top-2 gap is small enough for bf16 rounding to flip it.
+TEST_CASE("cuda model: generate_batch greedy replies equal Session::generate's (fixture and SmolLM2)") {
+  if (skip_without_gpu()) return;
+  SyntheticLlama s;
+  s.seed = 128;
+  s.tied = false;
+  s.output_type = GgmlType::kF16;
+  const Model fixture = load(s.build(), Device::kCuda);
+  const std::vector<int32_t> prompt = random_ids(6, s.vocab, 228);
+  GenerateParams gp;
+  gp.max_tokens = 6;
+  gp.stop_tokens = {-1};
+  auto solo = Session::create(fixture);
+  REQUIRE(solo.ok());
+  std::vector<int32_t> want;
+  REQUIRE(solo->generate(prompt, gp, [&](const TokenEvent& e) {
+    if (e.token >= 0) want.push_back(e.token);
+    return true;
+  }).ok());
+  std::vector<Session> sessions;
+  std::vector<std::vector<int32_t>> got(4);
+  std::vector<BatchRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    auto session = Session::create(fixture);
+    REQUIRE(session.ok());
+    sessions.push_back(std::move(session).value());
+  }
+  for (int i = 0; i < 4; ++i) {
+    GenerateParams p = gp;
+    p.max_tokens = 3 + i;  // replies end at different steps
+    reqs.push_back({&sessions[static_cast<size_t>(i)], prompt, p, [&got, i](const TokenEvent& e) {
+                      if (e.token >= 0) got[static_cast<size_t>(i)].push_back(e.token);
+                      return true;
+                    }});
+  }
+  auto results = generate_batch(reqs);
+  REQUIRE(results.ok());
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE((*results)[static_cast<size_t>(i)].ok());
+    CHECK(got[static_cast<size_t>(i)] == std::vector<int32_t>(want.begin(), want.begin() + 3 + i));
+  }
+
+  const std::string path = model_path();
+  if (!std::ifstream(path).good()) {
+    MESSAGE("SmolLM2 half skipped: " << path << " is absent");
+    return;
+  }
+  ModelOptions o;
+  o.device = Device::kCuda;
+  auto smol = Model::load(path, o);
+  REQUIRE_MESSAGE(smol.ok(), smol.status().to_string());
+  const std::vector<std::string> questions = {"What is a GPU?", "Name a color.", "Say hello to a knight.",
+                                              "Write a haiku about rain.", "What is 2 + 2?"};
+  constexpr int kTokens = 24;
+  // Each question alone: greedy tokens and the top-2 gap at each step (logits downloaded).
+  std::vector<std::vector<int32_t>> solo_tokens(questions.size());
+  std::vector<std::vector<float>> gaps(questions.size());
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t q = 0; q < questions.size(); ++q) {
+    prompts.push_back(encode_chatml(smol->tokenizer(), {{"user", questions[q]}}, true));
+    auto seq = smol->new_sequence(512);
+    REQUIRE(seq.ok());
+    std::vector<float> logits;
+    REQUIRE(smol->forward(*seq, prompts.back(), {}, LogitsMode::kLast, &logits).ok());
+    for (int t = 0; t < kTokens; ++t) {
+      std::vector<float> sorted = logits;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      const int32_t id = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      solo_tokens[q].push_back(id);
+      gaps[q].push_back(sorted[0] - sorted[1]);
+      REQUIRE(smol->forward(*seq, {id}, {}, LogitsMode::kLast, &logits).ok());
+    }
+  }
+  std::vector<Session> chats;
+  std::vector<std::vector<int32_t>> batched(questions.size());
+  std::vector<BatchRequest> chat_reqs;
+  for (size_t q = 0; q < questions.size(); ++q) {
+    auto session = Session::create(*smol, SessionOptions{512});
+    REQUIRE(session.ok());
+    chats.push_back(std::move(session).value());
+  }
+  GenerateParams chat = gp;
+  chat.max_tokens = kTokens;
+  for (size_t q = 0; q < questions.size(); ++q) {
+    chat_reqs.push_back({&chats[q], prompts[q], chat, [&batched, q](const TokenEvent& e) {
+                           if (e.token >= 0) batched[q].push_back(e.token);
+                           return true;
+                         }});
+  }
+  auto chat_results = generate_batch(chat_reqs);
+  REQUIRE(chat_results.ok());
+  int compared = 0;
+  for (size_t q = 0; q < questions.size(); ++q) {
+    CAPTURE(questions[q]);
+    REQUIRE((*chat_results)[q].ok());
+    REQUIRE(batched[q].size() == static_cast<size_t>(kTokens));
+    for (int t = 0; t < kTokens; ++t) {
+      if (batched[q][static_cast<size_t>(t)] != solo_tokens[q][static_cast<size_t>(t)]) {
+        CHECK_MESSAGE(gaps[q][static_cast<size_t>(t)] < 0.25f, "step ", t, ": the solo top-2 gap was ",
+                      gaps[q][static_cast<size_t>(t)]);
+        break;  // the contexts differ from here on
+      }
+      ++compared;
+    }
+    MESSAGE("\"" << questions[q] << "\": " << smol->tokenizer().decode(batched[q]));
+  }
+  MESSAGE("batched = solo at " << compared << " of " << questions.size() * kTokens << " tokens");
+  CHECK(compared >= static_cast<int>(questions.size()) * kTokens / 2);
 }

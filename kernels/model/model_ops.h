@@ -101,5 +101,8 @@ struct SampleKernelParams {
   int32_t* token_out;  // [1] device
 };
 cudaError_t launch_sample(const SampleKernelParams& p, cudaStream_t stream);
+// Many rows in one launch, one CTA each: rows [n] in device memory, each
+// with its own logits row, parameters, draw and token_out (n <= 2^31 - 1).
+cudaError_t launch_sample_rows(const SampleKernelParams* rows, int n, cudaStream_t stream);
 
 }  // namespace flashscope::kernels

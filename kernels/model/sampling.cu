@@ -19,9 +19,11 @@
 //   7. one thread, in double and in sorted order like the host: drop the -inf
 //      tail, softmax, top_p, min_p, inverse-CDF draw at `uniform`
 //
-// One CTA of 1024 threads: a row is at most a few hundred KB, read ~7 times
-// from L2; splitting it over CTAs would cost a second launch for less than
-// that. Candidates are capped at kMaxSampleCandidates (the sort's shared
+// One CTA of 1024 threads per row: a row is at most a few hundred KB, read
+// ~7 times from L2; splitting it over CTAs would cost a second launch for
+// less than that. A batch of rows (one per sequence of a batched decode
+// step) is one launch with a CTA per row, each with its own parameters.
+// Candidates are capped at kMaxSampleCandidates (the sort's shared
 // buffer); the runtime refuses larger top-k (the host sampler takes over).
 #include <cfloat>
 #include <climits>
@@ -51,7 +53,9 @@ __device__ __forceinline__ bool better(float la, int ia, float lb, int ib) {
 __device__ __forceinline__ float positive_zero(float v) { return v == 0.0f ? 0.0f : v; }
 __device__ __forceinline__ float sanitize(float v) { return isfinite(v) ? positive_zero(v) : -INFINITY; }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant__ SampleKernelParams p) {
+// The whole algorithm for one row, run by one CTA. Returns early (the same
+// way in every thread where the exit is uniform; thread 0 alone in step 7).
+__device__ __forceinline__ void sample_one_row(const SampleKernelParams& p) {
   __shared__ float cand_logit_smem[kMaxCand];
   __shared__ int32_t cand_id_smem[kMaxCand];
   __shared__ double prob_smem[kMaxCand];
@@ -253,10 +257,26 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant_
   *p.token_out = token;
 }
 
+__global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant__ SampleKernelParams p) {
+  sample_one_row(p);
+}
+
+// rows [gridDim.x] in device memory: CTA b samples rows[b].
+__global__ void __launch_bounds__(kThreads) sample_rows_kernel(const SampleKernelParams* __restrict__ rows) {
+  const SampleKernelParams p = rows[blockIdx.x];
+  sample_one_row(p);
+}
+
 }  // namespace
 
 cudaError_t launch_sample(const SampleKernelParams& p, cudaStream_t stream) {
   sample_kernel<<<1, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sample_rows(const SampleKernelParams* rows, int n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  sample_rows_kernel<<<n, kThreads, 0, stream>>>(rows);
   return cudaGetLastError();
 }
 

@@ -1,11 +1,13 @@
 // A Llama-family language model loaded from a GGUF file, and the forward
-// pass that runs a batch of new tokens of one sequence against its KV cache.
+// pass that runs a batch of new tokens of one sequence against its KV cache,
+// or one new token of each of several sequences together.
 //
 //   auto model = flashscope::Model::load("SmolLM2-135M-Instruct.Q4_1.gguf");
 //   auto seq = model->new_sequence();                  // an empty KV cache
 //   std::vector<float> logits;
 //   model->forward(*seq, prompt_ids, {}, LogitsMode::kLast, &logits);  // prefill
 //   model->forward(*seq, {next_id}, {}, LogitsMode::kLast, &logits);   // decode
+//   model->forward_batch({&seq_a, &seq_b}, {next_a, next_b}, &logits); // decode both: [2, vocab]
 //
 // Weights stay memory-mapped in their GGUF blocks (Q4_1, Q8_0, ...): nothing
 // is expanded to float, so a model costs about its file size in memory. The
@@ -29,8 +31,10 @@
 //
 // Threading: a Model is immutable after load; copies share it and forward()
 // may run on several threads at once for different Sequences. One Sequence
-// must not be used from two threads at once. The CPU backend uses OpenMP
-// inside every call.
+// must not be used from two threads at once (forward_batch uses all of its
+// sequences). The CPU backend uses OpenMP inside every call. On CUDA,
+// forward_batch calls of one model run one at a time (they share the
+// model's batch scratch); forward() calls do not wait for them.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +48,10 @@
 #include "flashscope/tokenizer.hpp"
 
 namespace flashscope {
+
+namespace model {
+struct Internal;  // the engine's access to backend state (runtime/src/model/model_impl.hpp)
+}  // namespace model
 
 // The default model's file name, and where tools look for it: the first
 // existing of $FLASHSCOPE_MODEL_DIR/<file>, ./assets/models/<file>, and
@@ -99,9 +107,11 @@ enum class LogitsMode : uint8_t {
 
 class Model;
 
-// One sequence's KV cache: per layer K and V in bf16, [tokens, kv_heads,
-// head_dim], with room for capacity() tokens. Memory is reserved at
-// creation but committed by the OS only as tokens arrive. Move-only.
+// One sequence's KV cache: per layer K and V in bf16, with room for
+// capacity() tokens, reserved at creation. CPU: [tokens, kv_heads, head_dim]
+// per layer, committed by the OS only as tokens arrive. CUDA: pages of the
+// model's shared page pool (so a batched step reads every sequence's pages
+// from one pool), [pages, kv_heads, 64, head_dim]. Move-only.
 class Sequence {
  public:
   Sequence();
@@ -127,6 +137,7 @@ class Sequence {
 
  private:
   friend class Model;
+  friend struct model::Internal;
   std::unique_ptr<State> state_;
 };
 
@@ -176,11 +187,69 @@ class Model {
   Status forward(Sequence& seq, const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
                  LogitsMode mode, std::vector<float>* logits) const;
 
+  // One decode step of several sequences together: tokens[i] is the next
+  // token of *seqs[i], at position seqs[i]->n_tokens(). Every weight is read
+  // once for the whole batch (each matrix product has seqs.size() rows);
+  // attention runs per sequence over its own cache (CUDA: one paged
+  // attention launch per layer over all of them). Writes the logits to
+  // *logits as [seqs.size(), vocab], row i for seqs[i]; logits may be null
+  // (no logits, the LM head is skipped).
+  // Each row is what forward(*seqs[i], {tokens[i]}, {}, kLast, ...) gives:
+  // bit for bit on the CPU; on CUDA within bf16 rounding (a GEMM of more
+  // rows may sum in another order).
+  // Errors, with every sequence left exactly as it was (all or nothing):
+  //   kInvalidArgument  no sequences; tokens.size() != seqs.size(); a null
+  //                     or empty sequence, one listed twice, or one of
+  //                     another model; an id outside the vocabulary; a
+  //                     sequence whose cache is full (the message names its
+  //                     index: the caller drops it and runs the others)
+  //   kOutOfMemory      scratch could not be allocated
+  Status forward_batch(const std::vector<Sequence*>& seqs, const std::vector<int32_t>& tokens,
+                       std::vector<float>* logits) const;
+
   struct Impl;
 
  private:
+  friend struct model::Internal;
   explicit Model(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
 };
+
+// --- synthetic models --------------------------------------------------------------
+
+// A small llama model with random weights, for tests and GPU runs of any
+// shape (`flashscope-cli make-model` writes one). The weights are random
+// blocks of the chosen types (every bit pattern of Q4_1, Q8_0, ... is a
+// valid block) scaled so a matrix maps unit-RMS inputs to unit-RMS outputs;
+// norms are near 1. The vocabulary can spell ASCII: <|endoftext|> (0),
+// <|im_start|> (1, bos), <|im_end|> (2, eos), the byte tokens of printable
+// ASCII, space and newline, then fillers; byte-level BPE with no merges and
+// a ChatML template. The same spec always gives the same bytes.
+struct SyntheticModelSpec {
+  int n_layers = 2;
+  int hidden = 64;
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int head_dim = 64;  // 64 or 128 (written as attention.key_length)
+  int ffn = 96;
+  int vocab = 100;    // >= 99 keeps every ASCII byte token
+  int context = 512;
+  int rope_dim = 0;   // rotated dims per head; 0: head_dim
+  float rope_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied = true;   // no output.weight: the LM head is token_embd
+  GgmlType matrix_type = GgmlType::kQ4_1;  // attention and FFN matrices
+  GgmlType embd_type = GgmlType::kQ8_0;
+  GgmlType output_type = GgmlType::kQ8_0;  // when not tied
+  uint64_t seed = 1;
+};
+
+// The GGUF file of `spec`. kInvalidArgument naming the field when the spec
+// cannot make a model Model::load accepts (counts < 1, head_dim not 64/128,
+// n_heads not a multiple of n_kv_heads, a row length that is not a whole
+// number of its type's blocks, a type the engine cannot multiply, ...).
+Result<std::vector<uint8_t>> build_synthetic_model(const SyntheticModelSpec& spec);
+// The same written to `path` (kIoError when it cannot be written).
+Status write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path);
 
 }  // namespace flashscope

@@ -3,6 +3,7 @@
 #include "cuda/model_ops_cuda.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <string>
 #include <unordered_set>
@@ -201,7 +202,8 @@ Status gemm_bf16(void* cublas, const GemmOp& op) {
   return {};
 }
 
-Status sample(const SampleOp& op, void* stream) {
+// The checks of one sampler row, and its kernel parameters.
+static Result<kernels::SampleKernelParams> sample_params(const SampleOp& op) {
   const char* name = "sample";
   if (op.vocab < 1) return bad(name, "vocab must be >= 1");
   if (!op.logits || !op.token_out) return bad(name, "logits and token_out must not be null");
@@ -231,7 +233,13 @@ Status sample(const SampleOp& op, void* stream) {
   k.min_p = s.min_p;
   k.uniform = op.uniform;
   k.token_out = op.token_out;
-  return launched(kernels::launch_sample(k, static_cast<cudaStream_t>(stream)), "sample");
+  return k;
+}
+
+Status sample(const SampleOp& op, void* stream) {
+  auto k = sample_params(op);
+  if (!k.ok()) return k.status();
+  return launched(kernels::launch_sample(k.value(), static_cast<cudaStream_t>(stream)), "sample");
 }
 
 namespace {
@@ -251,6 +259,121 @@ Status checked(cudaError_t err, const char* what) {
 }
 
 }  // namespace
+
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_ != nullptr) cudaFreeHost(ptr_);
+}
+
+Status PinnedBuffer::allocate(size_t bytes, const char* what) {
+  if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+  if (bytes == 0) return {};
+  FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMallocHost(&ptr_, bytes), (std::string("cudaMallocHost for ") + what).c_str()));
+  bytes_ = bytes;
+  std::memset(ptr_, 0, bytes);
+  return {};
+}
+
+Status enqueue_sample_rows(float* logits, int64_t row_stride, int vocab, const std::vector<SampleRowInput>& rows,
+                           BatchSampleScratch& scratch, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (logits == nullptr || vocab < 1 || row_stride < vocab)
+    return invalid_argument("sample_rows: no logits, or a row stride below the vocabulary");
+  scratch.device_rows.clear();
+  scratch.host_rows_of.clear();
+  std::vector<std::vector<int32_t>> ids(rows.size());
+  size_t total_ids = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].rng == nullptr) return invalid_argument("sample_rows: row " + std::to_string(r) + " has no Rng");
+    if (sample_candidates(rows[r].params, vocab) > kMaxSampleCandidates) {
+      scratch.host_rows_of.push_back(static_cast<int>(r));
+      continue;
+    }
+    scratch.device_rows.push_back(static_cast<int>(r));
+    if (rows[r].recent != nullptr) ids[r] = penalty_ids(rows[r].params, *rows[r].recent, vocab);
+    total_ids += ids[r].size();
+  }
+  // The block: params [nd], token ids [nd], penalty ids; built in the
+  // staging copy on the host with the device addresses it will have.
+  const size_t nd = scratch.device_rows.size();
+  const size_t tokens_at = (nd * sizeof(kernels::SampleKernelParams) + 15) / 16 * 16;
+  const size_t ids_at = (tokens_at + nd * sizeof(int32_t) + 15) / 16 * 16;
+  const size_t bytes = ids_at + std::max<size_t>(total_ids, 1) * sizeof(int32_t);
+  if (scratch.block.size() < bytes) {
+    auto b = DeviceBuffer::allocate(bytes * 2);  // headroom: the penalty windows grow with the replies
+    if (!b.ok()) return Status(b.status().code(), "the batched sampler's block: " + b.status().message());
+    scratch.block = std::move(b).value();
+  }
+  if (scratch.staging.size() < scratch.block.size())
+    FLASHSCOPE_RETURN_IF_ERROR(scratch.staging.allocate(scratch.block.size(), "the batched sampler's staging"));
+  char* host = scratch.staging.data();
+  char* dev = static_cast<char*>(scratch.block.data());
+  size_t id_cursor = ids_at;
+  for (size_t j = 0; j < nd; ++j) {
+    const size_t r = static_cast<size_t>(scratch.device_rows[j]);
+    const std::vector<int32_t>& row_ids = ids[r];
+    if (!row_ids.empty()) std::memcpy(host + id_cursor, row_ids.data(), row_ids.size() * sizeof(int32_t));
+    SampleOp op;
+    op.logits = logits + static_cast<int64_t>(r) * row_stride;
+    op.vocab = vocab;
+    op.penalty_ids = reinterpret_cast<const int32_t*>(dev + id_cursor);
+    op.num_penalty = static_cast<int>(row_ids.size());
+    op.params = rows[r].params;
+    op.uniform = rows[r].params.temperature > 0.0f ? rows[r].rng->uniform() : 0.0;  // sample_row's one draw
+    op.token_out = reinterpret_cast<int32_t*>(dev + tokens_at) + j;
+    auto k = sample_params(op);
+    if (!k.ok()) return Status(k.status().code(), "sample_rows: row " + std::to_string(r) + ": " + k.status().message());
+    std::memcpy(host + j * sizeof(kernels::SampleKernelParams), &k.value(), sizeof(kernels::SampleKernelParams));
+    id_cursor += row_ids.size() * sizeof(int32_t);
+  }
+  scratch.tokens_offset = tokens_at;
+  if (nd > 0) {
+    FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s),
+                                       "cudaMemcpyAsync of the batched sampler's rows"));
+    FLASHSCOPE_RETURN_IF_ERROR(launched(
+        kernels::launch_sample_rows(reinterpret_cast<const kernels::SampleKernelParams*>(dev), static_cast<int>(nd), s),
+        "sample_rows"));
+    // Stream order: the upload above has read this staging memory before the tokens land on it.
+    FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(host + tokens_at, dev + tokens_at, nd * sizeof(int32_t),
+                                                       cudaMemcpyDeviceToHost, s),
+                                       "cudaMemcpyAsync of the sampled tokens"));
+  }
+  const size_t nh = scratch.host_rows_of.size();
+  if (nh > 0) {
+    const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
+    if (scratch.host_rows.size() < nh * row_bytes)
+      FLASHSCOPE_RETURN_IF_ERROR(scratch.host_rows.allocate(nh * row_bytes, "the logits rows sampled on the host"));
+    for (size_t j = 0; j < nh; ++j) {
+      const int64_t r = scratch.host_rows_of[j];
+      FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(scratch.host_rows.data() + j * row_bytes, logits + r * row_stride,
+                                                         row_bytes, cudaMemcpyDeviceToHost, s),
+                                         "cudaMemcpyAsync of a logits row"));
+    }
+  }
+  return {};
+}
+
+Status finish_sample_rows(const std::vector<SampleRowInput>& rows, int vocab, BatchSampleScratch& scratch,
+                          int32_t* tokens) {
+  const char* host = scratch.staging.data();
+  for (size_t j = 0; j < scratch.device_rows.size(); ++j) {
+    std::memcpy(&tokens[scratch.device_rows[j]], host + scratch.tokens_offset + j * sizeof(int32_t), sizeof(int32_t));
+  }
+  std::vector<float> row;
+  try {
+    if (!scratch.host_rows_of.empty()) row.resize(static_cast<size_t>(vocab));
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, "sample_rows: cannot allocate a logits row");
+  }
+  static const std::vector<int32_t> kNone;
+  for (size_t j = 0; j < scratch.host_rows_of.size(); ++j) {
+    const size_t r = static_cast<size_t>(scratch.host_rows_of[j]);
+    std::memcpy(row.data(), scratch.host_rows.data() + j * row.size() * sizeof(float), row.size() * sizeof(float));
+    tokens[r] = flashscope::sample(row, rows[r].params, *rows[r].rng, rows[r].recent ? *rows[r].recent : kNone);
+  }
+  return {};
+}
 
 Result<int32_t> sample_row(float* logits, int vocab, const SamplingParams& params, Rng& rng,
                            const std::vector<int32_t>& recent_tokens, SampleScratch& scratch, void* stream) {
@@ -316,6 +439,13 @@ Result<int32_t> sample_row(float*, int, const SamplingParams&, Rng&, const std::
                            void*) {
   return no_cuda();
 }
+
+PinnedBuffer::~PinnedBuffer() = default;
+Status PinnedBuffer::allocate(size_t, const char*) { return no_cuda(); }
+Status enqueue_sample_rows(float*, int64_t, int, const std::vector<SampleRowInput>&, BatchSampleScratch&, void*) {
+  return no_cuda();
+}
+Status finish_sample_rows(const std::vector<SampleRowInput>&, int, BatchSampleScratch&, int32_t*) { return no_cuda(); }
 
 Status embedding(const EmbeddingOp&, void*) { return no_cuda(); }
 Status rms_norm(const RmsNormOp&, void*) { return no_cuda(); }

@@ -130,6 +130,26 @@ struct SampleScratch {
   DeviceBuffer token;
 };
 
+// Page-locked host memory (cudaMallocHost): what truly asynchronous copies
+// read from and write to. Neither copied nor moved (its address is handed
+// to copies in flight).
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  // Frees what it held (no copy may still use it) and allocates `bytes`,
+  // zeroed; errors name `what`.
+  Status allocate(size_t bytes, const char* what);
+  char* data() const { return static_cast<char*>(ptr_); }
+  size_t size() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Picks the next token from a device logits row [vocab] as sample() would
 // from the same values with the same rng (one uniform drawn when not
 // greedy): penalty ids built and uploaded, the sampler launched, the token
@@ -139,5 +159,36 @@ struct SampleScratch {
 // logits are all non-finite consumes a draw (sample() returns before it).
 Result<int32_t> sample_row(float* logits, int vocab, const SamplingParams& params, Rng& rng,
                            const std::vector<int32_t>& recent_tokens, SampleScratch& scratch, void* stream);
+
+// One row of a batched sampling call: what sample() takes for it.
+struct SampleRowInput {
+  SamplingParams params;
+  Rng* rng = nullptr;                            // drawn from as sample_row draws
+  const std::vector<int32_t>* recent = nullptr;  // the penalty window's source; null: none
+};
+
+// What sample_rows keeps between its two halves, grown as needed.
+struct BatchSampleScratch {
+  DeviceBuffer block;      // SampleKernelParams [rows], token ids [rows], penalty ids
+  PinnedBuffer staging;    // the same block built on the host; the tokens come back into it
+  PinnedBuffer host_rows;  // logits rows the host samples [host rows, vocab]
+  std::vector<int> device_rows, host_rows_of;  // which input rows went where
+  size_t tokens_offset = 0;
+};
+
+// Batched sampling of rows.size() logits rows (row r at logits + r·row_stride,
+// on the device), each with its own params, Rng and recent tokens, by
+// sample_row's rules and draws: one launch with a CTA per row, the tokens
+// copied back (4 bytes a row). Rows the device sampler cannot keep (top_k 0
+// or > 1024 over a large vocabulary) are downloaded and sampled on the host.
+// Two halves, so a caller can put the enqueue behind its forward pass and
+// wait once: enqueue (draws the device rows' uniforms, uploads, launches,
+// starts the copies back on `stream`), then, after the stream synchronized,
+// finish (samples the host rows, writes tokens[rows.size()]). The rows are
+// overwritten. kInvalidArgument for malformed params (nothing enqueued).
+Status enqueue_sample_rows(float* logits, int64_t row_stride, int vocab, const std::vector<SampleRowInput>& rows,
+                           BatchSampleScratch& scratch, void* stream);
+Status finish_sample_rows(const std::vector<SampleRowInput>& rows, int vocab, BatchSampleScratch& scratch,
+                          int32_t* tokens);
 
 }  // namespace flashscope::cuda

@@ -1,11 +1,8 @@
-// The CUDA backend's extras beyond the backend pair of model_impl.hpp:
-// sampling on the device from the logits a forward pass left there, and the
-// counters that say how decode steps ran (CUDA graph or plain launches).
-//
-// Not public API yet: Session samples on the host from the logits row that
-// Model::forward returns. Wiring cuda_sample_last into Session needs a
-// public entry (e.g. a Model call that runs one step and samples) so that
-// decode copies 4 bytes instead of a vocab-sized row.
+// The CUDA backend's extras beyond the backend functions of model_impl.hpp:
+// sampling on the device from the logits a forward pass left there (what
+// Session and BatchGenerator use through model/next_token.hpp, so a decode
+// step copies back a token id, not a row of logits), and the counters that
+// say how decode steps ran (CUDA graph or plain launches).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +23,14 @@ struct CudaForwardStats {
   uint64_t graph_captures = 0;          // graphs instantiated (a new one after buffers move or the KV bucket grows)
   uint64_t graph_capture_failures = 0;  // captures that failed (the step ran plainly)
   uint64_t plain_decode_steps = 0;      // decode steps run with plain launches
+  // Batched decode steps (cuda_total_stats only; a sequence counts the steps it was in):
+  uint64_t batch_steps = 0;             // batched steps (one forward of several sequences)
+  uint64_t batch_rows = 0;              // sequences over all batched steps
+  uint64_t batch_graph_replays = 0;     // batched steps run by cudaGraphLaunch
+  uint64_t batch_graph_captures = 0;    // batched-step graphs instantiated
+  // Sampling from logits left on the device (cuda_total_stats only):
+  uint64_t device_sampled_tokens = 0;   // by the device sampler: one token id copied back
+  uint64_t host_sampled_tokens = 0;     // the row downloaded and sample() run on the host (top_k 0 or > 1024)
   std::string last_capture_error;       // why the last capture failed, empty if none did
 };
 
@@ -45,5 +50,20 @@ CudaForwardStats cuda_total_stats();
 // in one corner: a row of only non-finite logits consumes a draw.
 Result<int32_t> cuda_sample_last(const Model::Impl& m, Sequence::State& st, const SamplingParams& params, Rng& rng,
                                  const std::vector<int32_t>& recent_tokens);
+
+// How one sequence of a batched step picks its next token.
+struct SampleInput {
+  const SamplingParams* params = nullptr;
+  Rng* rng = nullptr;
+  const std::vector<int32_t>* recent = nullptr;  // the repetition penalty's window source
+};
+
+// cuda_forward_batch, then every row sampled on the device (the batched
+// sampler: one launch, one CTA per row; sample_row's rules and draws) in the
+// same pass over the stream, one wait at the end: next[i] for states[i].
+// The logits never leave the device. All or nothing: on any error no
+// sequence has moved.
+Status cuda_forward_batch_sample(const Model::Impl& m, Sequence::State* const* states, const int32_t* tokens, int n,
+                                 const SampleInput* sampling, int32_t* next);
 
 }  // namespace flashscope::model

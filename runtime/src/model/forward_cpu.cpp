@@ -1,4 +1,5 @@
-// The CPU forward pass of a llama model over one sequence's KV cache.
+// The CPU forward pass of a llama model over one sequence's KV cache, and
+// the batched decode step: one new token of each of n sequences.
 //
 // New tokens run in chunks of at most kChunk (bounded scratch; a chunk's
 // activations stay in cache while every weight streams past once). For a
@@ -16,6 +17,14 @@
 //     xn              = rms_norm(x) · ffn_norm
 //     x              += (silu(xn · Wgateᵀ) ⊙ (xn · Wupᵀ)) · Wdownᵀ
 //   logits [rows, vocab] = rms_norm(x[rows]) · output_norm · Woutᵀ   (rows: last or all)
+//
+// Batched decode (cpu_forward_batch): the same chunk with row i the next
+// token of sequence i, so every weight streams past once for the whole
+// batch; K/V go to each sequence's own cache and attention runs per row
+// over its own sequence. The matmuls then skip the 4-token tiles: each row
+// takes the per-token kernel a solo decode step takes, so a batched row's
+// logits are the solo step's bit for bit (tiles sum in another order).
+// The first sequence's scratch and thread advisor serve the batch.
 //
 // Threads: the team size of every OpenMP region of a call (matmuls and
 // attention) is ModelOptions.threads, or what the sequence's ThreadAdvisor
@@ -78,6 +87,7 @@ class ThreadCountScope {
 struct Scratch {
   int rows = 0;  // chunk capacity in tokens
   std::vector<float> x, xn, q, k, v, att, gate, up, rope_cos, rope_sin;
+  std::vector<int32_t> positions;        // a batch's RoPE positions (one per sequence)
   std::vector<uint16_t> q_bf16, o_bf16;  // attention operands
   std::vector<cpu::BlockQ8> xq;          // quantized input of the current matmuls
   std::vector<cpu::TileQ8> tiles;        // the same regrouped by 4-token tiles (prefill)
@@ -115,6 +125,7 @@ Status ensure_scratch(const ModelConfig& c, int rows, Scratch* s) {
     s->up.resize(n * c.ffn);
     s->rope_cos.resize(n * static_cast<size_t>(c.rope_dim / 2));
     s->rope_sin.resize(n * static_cast<size_t>(c.rope_dim / 2));
+    s->positions.resize(n);
     s->q_bf16.resize(n * q_dim);
     s->o_bf16.resize(n * q_dim);
     s->xq.resize(n * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
@@ -128,21 +139,23 @@ Status ensure_scratch(const ModelConfig& c, int rows, Scratch* s) {
 }
 
 // The input of a group of matmuls that share it (Q, K and V read the same
-// normed x): quantized (and tiled, for 4+ tokens) once, on first use by a
-// weight type that needs it.
+// normed x): quantized (and tiled, for 4+ tokens, unless rows must match
+// solo decode steps bit for bit) once, on first use by a weight type that
+// needs it.
 class MatInput {
  public:
-  MatInput(const float* x, int64_t n, int64_t cols, Scratch& s) : x_(x), n_(n), cols_(cols), s_(s) {}
+  MatInput(const float* x, int64_t n, int64_t cols, Scratch& s, bool tiled)
+      : x_(x), n_(n), cols_(cols), s_(s), tiled_(tiled && n >= cpu::kTileTokens) {}
 
   // y [n, w.rows] (row stride ldy) = x · Wᵀ
   Status mul(const Matrix& w, float* y, int64_t ldy) {
     const int64_t blocks = cols_ / cpu::kQ8Block;
     if (cpu::matmul_uses_q8(w.q.type) && !quantized_) {
       for (int64_t t = 0; t < n_; ++t) cpu::quantize_row_q8(x_ + t * cols_, s_.xq.data() + t * blocks, cols_);
-      if (n_ >= cpu::kTileTokens) cpu::pack_q8_tiles(s_.xq.data(), n_, blocks, s_.tiles.data());
+      if (tiled_) cpu::pack_q8_tiles(s_.xq.data(), n_, blocks, s_.tiles.data());
       quantized_ = true;
     }
-    const cpu::TileQ8* tiles = n_ >= cpu::kTileTokens ? s_.tiles.data() : nullptr;
+    const cpu::TileQ8* tiles = tiled_ ? s_.tiles.data() : nullptr;
     return cpu::matmul(w.q, x_, cols_, s_.xq.data(), tiles, n_, y, ldy);
   }
 
@@ -150,8 +163,39 @@ class MatInput {
   const float* x_;
   int64_t n_, cols_;
   Scratch& s_;
+  bool tiled_;
   bool quantized_ = false;
 };
+
+// Where a chunk's rows live: n consecutive tokens of one sequence (at cache
+// slots [slot0, slot0 + n)), or one token of each of n sequences (batch; row
+// i at slot batch[i]->tokens.size() of its own cache).
+struct ChunkRows {
+  CpuState* single = nullptr;
+  int slot0 = 0;
+  CpuState* const* batch = nullptr;
+};
+
+// Causal attention of q rows [q_row0, q_row0 + q_len) over one sequence's
+// cache of layer l, [0, kv_len): bf16 q/o from scratch.
+Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv_len) {
+  const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  PrefillParams p;
+  p.q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
+  p.o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
+  p.k = bshd(seq.k_cache.get() + l * seq.layer_stride, seq.capacity, c.n_kv_heads, c.head_dim);
+  p.v = bshd(seq.v_cache.get() + l * seq.layer_stride, seq.capacity, c.n_kv_heads, c.head_dim);
+  p.device = Device::kCpu;
+  p.dtype = DType::kBF16;
+  p.batch = 1;
+  p.q_heads = c.n_heads;
+  p.kv_heads = c.n_kv_heads;
+  p.q_len = q_len;
+  p.kv_len = kv_len;
+  p.head_dim = c.head_dim;
+  p.causal = true;  // bottom-right: query i sees slots [0, kv_len - q_len + i]
+  return prefill(p);
+}
 
 void add_into(float* x, const float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] += y[i];
@@ -161,17 +205,17 @@ void to_bf16(const float* x, uint16_t* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = float_to_bf16(x[i]);
 }
 
-// One chunk: tokens [0, n) of this call occupy cache slots [slot0, slot0 + n).
+// One chunk of n rows (see ChunkRows), ids and RoPE positions per row.
 // logits_out: null, or where the logits of rows [row0, n) go ([n - row0, vocab]).
-Status forward_chunk(const Model::Impl& m, CpuState& st, const int32_t* ids, const int32_t* pos, int n, int slot0,
-                     int row0, float* logits_out) {
+Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, const int32_t* ids, const int32_t* pos,
+                     int n, int row0, float* logits_out) {
   const ModelConfig& c = m.config;
   const Weights& w = m.weights;
-  Scratch& s = st.scratch;
   const int64_t hidden = c.hidden;
   const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-  const int kv_len = slot0 + n;
+  const bool batch = rows.batch != nullptr;
+  const bool tiled = !batch;
 
   for (int i = 0; i < n; ++i) {
     FLASHSCOPE_RETURN_IF_ERROR(dequantize_rows(*w.token_embd.tensor, ids[i], 1, s.x.data() + i * hidden));
@@ -180,41 +224,39 @@ Status forward_chunk(const Model::Impl& m, CpuState& st, const int32_t* ids, con
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    uint16_t* k_layer = st.k_cache.get() + l * st.layer_stride;
-    uint16_t* v_layer = st.v_cache.get() + l * st.layer_stride;
 
     // Attention block.
     cpu::rms_norm(s.x.data(), L.attn_norm.data(), s.xn.data(), n, hidden, c.rms_eps);
     {
-      MatInput in(s.xn.data(), n, hidden, s);
+      MatInput in(s.xn.data(), n, hidden, s, tiled);
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wq, s.q.data(), q_dim));
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wk, s.k.data(), kv_dim));
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wv, s.v.data(), kv_dim));
     }
     cpu::rope_pairs(s.q.data(), n, c.n_heads, c.head_dim, c.rope_dim, s.rope_cos.data(), s.rope_sin.data());
     cpu::rope_pairs(s.k.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim, s.rope_cos.data(), s.rope_sin.data());
-    to_bf16(s.k.data(), k_layer + static_cast<int64_t>(slot0) * kv_dim, static_cast<size_t>(n * kv_dim));
-    to_bf16(s.v.data(), v_layer + static_cast<int64_t>(slot0) * kv_dim, static_cast<size_t>(n * kv_dim));
     to_bf16(s.q.data(), s.q_bf16.data(), static_cast<size_t>(n * q_dim));
-
-    PrefillParams p;
-    p.q = bshd(s.q_bf16.data(), n, c.n_heads, c.head_dim);
-    p.o = bshd(s.o_bf16.data(), n, c.n_heads, c.head_dim);
-    p.k = bshd(k_layer, st.capacity, c.n_kv_heads, c.head_dim);
-    p.v = bshd(v_layer, st.capacity, c.n_kv_heads, c.head_dim);
-    p.device = Device::kCpu;
-    p.dtype = DType::kBF16;
-    p.batch = 1;
-    p.q_heads = c.n_heads;
-    p.kv_heads = c.n_kv_heads;
-    p.q_len = n;
-    p.kv_len = kv_len;
-    p.head_dim = c.head_dim;
-    p.causal = true;  // bottom-right: query i sees slots [0, slot0 + i]
-    FLASHSCOPE_RETURN_IF_ERROR(prefill(p));
+    if (!batch) {
+      CpuState& st = *rows.single;
+      uint16_t* k_layer = st.k_cache.get() + l * st.layer_stride;
+      uint16_t* v_layer = st.v_cache.get() + l * st.layer_stride;
+      to_bf16(s.k.data(), k_layer + static_cast<int64_t>(rows.slot0) * kv_dim, static_cast<size_t>(n * kv_dim));
+      to_bf16(s.v.data(), v_layer + static_cast<int64_t>(rows.slot0) * kv_dim, static_cast<size_t>(n * kv_dim));
+      FLASHSCOPE_RETURN_IF_ERROR(attend(c, s, st, l, 0, n, rows.slot0 + n));
+    } else {
+      for (int i = 0; i < n; ++i) {
+        CpuState& st = *rows.batch[i];
+        const int64_t slot = static_cast<int64_t>(st.tokens.size());
+        to_bf16(s.k.data() + i * kv_dim, st.k_cache.get() + l * st.layer_stride + slot * kv_dim,
+                static_cast<size_t>(kv_dim));
+        to_bf16(s.v.data() + i * kv_dim, st.v_cache.get() + l * st.layer_stride + slot * kv_dim,
+                static_cast<size_t>(kv_dim));
+        FLASHSCOPE_RETURN_IF_ERROR(attend(c, s, st, l, i, 1, static_cast<int>(slot) + 1));
+      }
+    }
     for (int64_t i = 0; i < n * q_dim; ++i) s.att[static_cast<size_t>(i)] = bf16_to_float(s.o_bf16[static_cast<size_t>(i)]);
     {
-      MatInput in(s.att.data(), n, q_dim, s);
+      MatInput in(s.att.data(), n, q_dim, s, tiled);
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wo, s.xn.data(), hidden));
     }
     add_into(s.x.data(), s.xn.data(), static_cast<size_t>(n * hidden));
@@ -222,23 +264,23 @@ Status forward_chunk(const Model::Impl& m, CpuState& st, const int32_t* ids, con
     // Feed-forward block.
     cpu::rms_norm(s.x.data(), L.ffn_norm.data(), s.xn.data(), n, hidden, c.rms_eps);
     {
-      MatInput in(s.xn.data(), n, hidden, s);
+      MatInput in(s.xn.data(), n, hidden, s, tiled);
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.gate, s.gate.data(), c.ffn));
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.up, s.up.data(), c.ffn));
     }
     cpu::swiglu(s.gate.data(), s.up.data(), static_cast<int64_t>(n) * c.ffn);
     {
-      MatInput in(s.gate.data(), n, c.ffn, s);
+      MatInput in(s.gate.data(), n, c.ffn, s, tiled);
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.down, s.xn.data(), hidden));
     }
     add_into(s.x.data(), s.xn.data(), static_cast<size_t>(n * hidden));
   }
 
   if (logits_out != nullptr && row0 < n) {
-    const int rows = n - row0;
+    const int head_rows = n - row0;
     const float* x_rows = s.x.data() + static_cast<int64_t>(row0) * hidden;
-    cpu::rms_norm(x_rows, w.output_norm.data(), s.xn.data(), rows, hidden, c.rms_eps);
-    MatInput in(s.xn.data(), rows, hidden, s);
+    cpu::rms_norm(x_rows, w.output_norm.data(), s.xn.data(), head_rows, hidden, c.rms_eps);
+    MatInput in(s.xn.data(), head_rows, hidden, s, tiled);
     FLASHSCOPE_RETURN_IF_ERROR(in.mul(w.output, logits_out, c.vocab));
   }
   return Status::ok_status();
@@ -298,9 +340,41 @@ Status cpu_forward(const Model::Impl& m, Sequence::State& state, const int32_t* 
       row0 = cn - 1;
       out = logits->data();
     }
-    FLASHSCOPE_RETURN_IF_ERROR(forward_chunk(m, st, tokens + c0, positions + c0, cn, cached + c0, row0, out));
+    ChunkRows rows;
+    rows.single = &st;
+    rows.slot0 = cached + c0;
+    FLASHSCOPE_RETURN_IF_ERROR(forward_chunk(m, st.scratch, rows, tokens + c0, positions + c0, cn, row0, out));
   }
   st.tokens.insert(st.tokens.end(), tokens, tokens + n);  // within the reserved capacity: no allocation
+  return Status::ok_status();
+}
+
+Status cpu_forward_batch(const Model::Impl& m, Sequence::State* const* states, const int32_t* tokens, int n,
+                         std::vector<float>* logits) {
+  auto& lead = static_cast<CpuState&>(*states[0]);
+  const ModelConfig& c = m.config;
+  Scratch& s = lead.scratch;
+  FLASHSCOPE_RETURN_IF_ERROR(ensure_scratch(c, std::min(n, kChunk), &s));
+  std::vector<CpuState*> seqs;
+  try {
+    seqs.resize(static_cast<size_t>(n));
+    if (logits != nullptr) logits->resize(static_cast<size_t>(n) * static_cast<size_t>(c.vocab));
+  } catch (const std::bad_alloc&) {
+    return {StatusCode::kOutOfMemory, "forward_batch: cannot allocate the batch's logits"};
+  }
+  for (int i = 0; i < n; ++i) seqs[static_cast<size_t>(i)] = static_cast<CpuState*>(states[i]);
+  for (int c0 = 0; c0 < n; c0 += kChunk) {
+    const int cn = std::min(kChunk, n - c0);
+    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads
+                                                         : lead.thread_advisor.advise(max_threads()));
+    for (int i = 0; i < cn; ++i) s.positions[static_cast<size_t>(i)] = static_cast<int32_t>(seqs[static_cast<size_t>(c0 + i)]->tokens.size());
+    ChunkRows rows;
+    rows.batch = seqs.data() + c0;
+    float* out = logits != nullptr ? logits->data() + static_cast<size_t>(c0) * c.vocab : nullptr;
+    FLASHSCOPE_RETURN_IF_ERROR(forward_chunk(m, s, rows, tokens + c0, s.positions.data(), cn, 0, out));
+  }
+  // Counts move last: a failed call leaves every sequence as it was.
+  for (int i = 0; i < n; ++i) seqs[static_cast<size_t>(i)]->tokens.push_back(tokens[i]);  // within capacity
   return Status::ok_status();
 }
 

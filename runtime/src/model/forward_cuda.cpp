@@ -1,4 +1,6 @@
-// The CUDA forward pass of a llama model over one sequence's paged KV cache.
+// The CUDA forward pass of a llama model over one sequence's pages of the
+// model's KV pool (cuda_model.hpp has the pool and scratch; cuda_step.cpp
+// the step itself; forward_cuda_batch.cpp the batched decode step).
 //
 // Load (cuda_load): every matrix is dequantized on the host (dequantize_rows,
 // the same values the CPU backend multiplies by) and rounded to bf16 into one
@@ -6,20 +8,9 @@
 // matrix and gate, up into one [2·ffn, hidden] matrix, so each block is one
 // GEMM. Norm weights stay fp32. Tied embeddings share token_embd.
 //
-// A chunk of n new tokens (at most kChunk), the cache holding `cached`:
-//
-//   x    [n, hidden] fp32 = token_embd[ids]                     embedding
-//   per layer:
-//     xn  [n, hidden] bf16 = rms_norm(x) · attn_norm             rms_norm
-//     qkv [n, (H+2KV)·D] fp32 = xn · Wqkvᵀ                       cuBLAS
-//     q [n, H, D] bf16, K/V pages at the new slots = rope(qkv)    rope_append
-//     o [n, H, D] bf16 = paged_attention(q, pages, q_len = n)     causal, bottom-right
-//     x += o · Woᵀ                                               cuBLAS, beta = 1
-//     xn = rms_norm(x) · ffn_norm
-//     gu  [n, 2·ffn] fp32 = xn · Wguᵀ                            cuBLAS
-//     act [n, ffn] bf16 = silu(gate) · up                        swiglu
-//     x += act · Wdownᵀ                                          cuBLAS, beta = 1
-//   logits [rows, vocab] fp32 = rms_norm(x[rows]) · output_norm · Woutᵀ
+// A call runs its n new tokens in chunks of at most kChunk, each one step of
+// cuda_step.cpp (seqs 1, q_len = the chunk's tokens); the LM head runs on the
+// rows whose logits are asked for (kAll: blocks of kLogitRows rows).
 //
 // Numerics against the CPU backend: the same dequantized weights rounded to
 // bf16 (2^-9 relative) instead of kept exact, GEMM inputs in bf16 instead of
@@ -27,16 +18,10 @@
 // the CPU. tests/test_model_cuda.cpp holds both against a float64 reference.
 //
 // Per-step inputs (token ids, slots, RoPE cos/sin from cpu::rope_table in
-// double, kv_len) are packed on the host into pinned memory and copied in one
-// cudaMemcpyAsync before the kernels; the block table has its own device
-// buffer, uploaded when the sequence's pages change. Every kernel reads them
-// through fixed device pointers, which is what lets a decode step be a CUDA
-// graph: replay = one copy + cudaGraphLaunch. A graph is captured on the
-// second decode step after any buffer moved (the first runs plainly, loading
-// every kernel and cuBLAS's choices outside the capture) and is rebuilt when
-// a buffer moves or the decode KV bucket (max_kv_len, the split-KV plan's
-// input: a power of two >= kv_len) grows. If capture fails the step runs
-// plainly and the sequence stops trying; cuda_stats() records why.
+// double, kv_len, the block table) are packed on the host into pinned memory
+// and copied in one cudaMemcpyAsync before the kernels; every kernel reads
+// them through fixed device pointers, which is what lets a decode step be a
+// CUDA graph (cuda_step.cpp says when one is captured and replayed).
 //
 // Streams and threads: each sequence has its own non-blocking stream,
 // scratch, cuBLAS workspace and graph, so sequences of one model may run on
@@ -46,9 +31,10 @@
 // stream synchronize: the host then owns the staging memory again and any
 // asynchronous fault is reported by the call that caused it.
 //
-// Failure leaves the sequence as it was: the cache's length is set back (and
-// re-synced from tokens.size() at the start of every call, which also makes
-// Sequence::truncate/clear take effect), the count of tokens moves last.
+// Failure leaves the sequence as it was: K/V written past its length are
+// never read (its count of tokens moves last) and are overwritten later.
+// Sequence::truncate / clear need nothing here: a sequence's pages are its
+// own for its lifetime and tokens.size() is its length.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -63,35 +49,12 @@
 #include "cpu/model_ops.hpp"
 #include "cuda/model_ops_cuda.hpp"
 #include "flashscope/device.hpp"
-#include "flashscope/device_buffer.hpp"
 #include "flashscope/half.hpp"
-#include "flashscope/kv_cache.hpp"
-#include "flashscope/paged_attention.hpp"
 #include "model/cuda_backend.hpp"
+#include "model/cuda_model.hpp"
 #include "model/model_impl.hpp"
 
-#if FLASHSCOPE_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
-
 namespace flashscope::model {
-
-namespace {
-
-// Process-wide sums of every sequence's CudaForwardStats.
-struct TotalStats {
-  std::atomic<uint64_t> forwards{0}, decode_steps{0}, graph_replays{0}, graph_captures{0}, graph_capture_failures{0},
-      plain_decode_steps{0};
-  std::mutex error_mutex;
-  std::string last_capture_error;
-};
-
-TotalStats& totals() {
-  static TotalStats t;  // counters only: no behaviour depends on them
-  return t;
-}
-
-}  // namespace
 
 CudaForwardStats cuda_total_stats() {
   TotalStats& t = totals();
@@ -102,116 +65,29 @@ CudaForwardStats cuda_total_stats() {
   s.graph_captures = t.graph_captures.load();
   s.graph_capture_failures = t.graph_capture_failures.load();
   s.plain_decode_steps = t.plain_decode_steps.load();
+  s.batch_steps = t.batch_steps.load();
+  s.batch_rows = t.batch_rows.load();
+  s.batch_graph_replays = t.batch_graph_replays.load();
+  s.batch_graph_captures = t.batch_graph_captures.load();
+  s.device_sampled_tokens = t.device_sampled_tokens.load();
+  s.host_sampled_tokens = t.host_sampled_tokens.load();
   std::lock_guard<std::mutex> lock(t.error_mutex);
   s.last_capture_error = t.last_capture_error;
   return s;
 }
 
+void count_sample(const SamplingParams& params, int vocab) {
+  const bool on_device = cuda::sample_candidates(params, vocab) <= cuda::max_sample_candidates();
+  (on_device ? totals().device_sampled_tokens : totals().host_sampled_tokens).fetch_add(1, std::memory_order_relaxed);
+}
+
+void record_capture_failure(const std::string& message) {
+  totals().graph_capture_failures.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(totals().error_mutex);
+  totals().last_capture_error = message;
+}
+
 #if FLASHSCOPE_WITH_CUDA
-
-namespace {
-
-constexpr int kChunk = 512;          // tokens per chunk: the activation scratch's rows at most
-constexpr int kLogitRows = 64;       // LM-head rows per GEMM with kAll (bounds the logits buffer)
-constexpr int kPageSize = 64;        // KV page size (tokens)
-constexpr int kMinKvBucket = 256;    // smallest decode max_kv_len
-constexpr size_t kAlign = 256;       // sub-allocations of the weight buffer
-constexpr size_t kStepAlign = 16;    // sub-arrays of the per-step block
-
-size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-Status cuda_check(cudaError_t err, const std::string& what) {
-  if (err == cudaSuccess) return {};
-  cudaGetLastError();  // a non-sticky error must not be blamed on the next call
-  if (err == cudaErrorMemoryAllocation) return {StatusCode::kOutOfMemory, what + ": out of device memory"};
-  return device_error(what + ": " + cudaGetErrorString(err));
-}
-
-// Makes the model's device current for a call and restores the caller's.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&saved_) != cudaSuccess) {
-      cudaGetLastError();
-      saved_ = -1;
-    }
-    if (saved_ != device) status_ = cuda_check(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceScope() {
-    if (saved_ >= 0 && status_.ok()) cudaSetDevice(saved_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-  const Status& status() const { return status_; }
-
- private:
-  int saved_ = -1;
-  Status status_;
-};
-
-// Page-locked host memory: the source of truly asynchronous uploads.
-class PinnedHost {
- public:
-  PinnedHost() = default;
-  ~PinnedHost() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  }
-  PinnedHost(const PinnedHost&) = delete;
-  PinnedHost& operator=(const PinnedHost&) = delete;
-  Status allocate(size_t bytes, const char* what) {
-    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaMallocHost(&ptr_, bytes), std::string("cudaMallocHost for ") + what));
-    bytes_ = bytes;
-    std::memset(ptr_, 0, bytes);
-    return {};
-  }
-  char* data() const { return static_cast<char*>(ptr_); }
-  size_t size() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// All-ones bytes: NaN in bf16 and fp32, so a read of never-written scratch
-// shows up as NaN logits instead of plausible garbage.
-Status poison(void* data, size_t bytes, cudaStream_t stream, const char* what) {
-  if (bytes == 0) return {};
-  return cuda_check(cudaMemsetAsync(data, 0xFF, bytes, stream), std::string("cudaMemsetAsync (poison) of ") + what);
-}
-
-Result<DeviceBuffer> device_alloc(size_t bytes, const char* what) {
-  auto b = DeviceBuffer::allocate(bytes);
-  if (!b.ok()) return Status(b.status().code(), std::string(what) + ": " + b.status().message());
-  return b;
-}
-
-}  // namespace
-
-struct CudaModel {
-  struct Layer {
-    const uint16_t* wqkv = nullptr;       // [(H + 2·KV)·D, hidden] bf16: wq rows, wk rows, wv rows
-    const uint16_t* wo = nullptr;         // [hidden, H·D]
-    const uint16_t* w_gate_up = nullptr;  // [2·ffn, hidden]: gate rows, then up rows
-    const uint16_t* w_down = nullptr;     // [hidden, ffn]
-    const float* attn_norm = nullptr;     // [hidden]
-    const float* ffn_norm = nullptr;      // [hidden]
-  };
-
-  int device = 0;
-  DeviceBuffer weights;  // every tensor below points into it
-  std::vector<Layer> layers;
-  const uint16_t* token_embd = nullptr;  // [vocab, hidden]
-  const uint16_t* output = nullptr;      // [vocab, hidden]; token_embd when tied
-  const float* output_norm = nullptr;    // [hidden]
-  cuda::CublasHandle cublas;
-  size_t cublas_workspace_bytes = 0;
-  bool graphs = true;  // FLASHSCOPE_CUDA_GRAPHS=0 turns decode graphs off (for comparisons)
-  std::mutex mutex;    // the handle's stream and workspace belong to one chunk's enqueue at a time
-
-  CudaModel() = default;
-  CudaModel(const CudaModel&) = delete;
-  CudaModel& operator=(const CudaModel&) = delete;
-};
 
 namespace {
 
@@ -349,374 +225,45 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   return cm;
 }
 
+CudaState::~CudaState() {
+  std::unique_lock<std::mutex> lock;
+  const std::shared_ptr<CudaModel> cm = model.lock();
+  if (cm) lock = std::unique_lock<std::mutex>(cm->mutex);
+  scratch.release();  // waits for this sequence's stream: nothing reads its pages after this
+  if (cm && !pages.empty()) pool_give_back(*cm, pages);
+}
+
 namespace {
-
-// Byte offsets of one chunk's inputs in the per-step block (host and device
-// alike). Computed from n, so a decode step (n = 1) always has the same ones.
-struct StepLayout {
-  size_t kv_len = 0;  // int32 [1]: cached tokens including this chunk's
-  size_t slots = 0;   // int64 [n]
-  size_t ids = 0;     // int32 [n]
-  size_t cos = 0;     // float [n, rope_dim / 2]
-  size_t sin = 0;     // float [n, rope_dim / 2]
-  size_t bytes = 0;
-};
-
-StepLayout step_layout(int n, int rope_half) {
-  StepLayout s;
-  s.kv_len = 0;
-  s.slots = kStepAlign;
-  s.ids = align_up(s.slots + 8 * static_cast<size_t>(n), kStepAlign);
-  s.cos = align_up(s.ids + 4 * static_cast<size_t>(n), kStepAlign);
-  s.sin = align_up(s.cos + 4 * static_cast<size_t>(n) * rope_half, kStepAlign);
-  s.bytes = align_up(s.sin + 4 * static_cast<size_t>(n) * rope_half, kStepAlign);
-  return s;
-}
-
-struct CudaState final : Sequence::State {
-  int n_layers = 0;
-  int max_pages = 0;  // pages of capacity tokens: the block table's width
-  PagedKvCache cache;
-  int cache_seq = -1;
-  cudaStream_t stream = nullptr;
-
-  // Activations for up to `rows` tokens. Growing them moves them (generation++).
-  int rows = 0;
-  DeviceBuffer x, xn, qkv, q, o, gu, act;
-  int logit_rows = 0;
-  DeviceBuffer logits;     // [logit_rows, vocab] fp32
-  DeviceBuffer attn_ws;    // split-KV workspace of paged attention
-  DeviceBuffer cublas_ws;  // this sequence's cuBLAS workspace (its graph replays may overlap other sequences')
-  cuda::SampleScratch sampler;
-  int last_logits_row = -1;  // row of logits holding the last token's logits, -1 when none is pending
-
-  PinnedHost step_host;  // per-step inputs, StepLayout(n)
-  DeviceBuffer step_dev;
-  PinnedHost table_host;  // int32 [max_pages]
-  DeviceBuffer table_dev;
-  std::vector<int32_t> table_uploaded;  // what table_dev holds
-
-  cudaGraphExec_t graph = nullptr;
-  int graph_bucket = 0;
-  uint64_t graph_generation = 0;
-  uint64_t generation = 1;  // bumped when a buffer a graph uses is reallocated
-  bool warm = false;         // a plain decode step ran since the last bump
-  bool graphs_failed = false;
-  CudaForwardStats stats;
-
-  uint64_t cache_bytes() const override {
-    const KvCacheConfig& k = cache.config();
-    return 2ull * static_cast<uint64_t>(k.num_layers) * static_cast<uint64_t>(k.num_pages) *
-           static_cast<uint64_t>(k.kv_heads) * static_cast<uint64_t>(k.page_size) * static_cast<uint64_t>(k.head_dim) *
-           2ull;
-  }
-
-  std::weak_ptr<CudaModel> model;  // its mutex guards frees against another thread's capture
-
-  void drop_graph() {
-    if (graph != nullptr) cudaGraphExecDestroy(graph);
-    graph = nullptr;
-  }
-
-  ~CudaState() override {
-    std::unique_lock<std::mutex> lock;
-    const std::shared_ptr<CudaModel> cm = model.lock();
-    if (cm) lock = std::unique_lock<std::mutex>(cm->mutex);
-    if (stream != nullptr) cudaStreamSynchronize(stream);
-    drop_graph();
-    // Every device allocation goes here, under the lock, not after it.
-    for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &logits, &attn_ws, &cublas_ws, &step_dev, &table_dev,
-                            &sampler.penalty_ids, &sampler.token})
-      *b = DeviceBuffer();
-    cache = PagedKvCache();
-    if (stream != nullptr) cudaStreamDestroy(stream);
-  }
-};
-
-int next_pow2(int x) {
-  int p = 1;
-  while (p < x) p <<= 1;
-  return p;
-}
-
-// The decode max_kv_len: fixed between powers of two, so a captured graph's
-// split plan stays valid while the sequence grows into the bucket.
-int kv_bucket(int kv_len, int cap_tokens) { return std::min(std::max(kMinKvBucket, next_pow2(kv_len)), cap_tokens); }
-
-void bump_generation(CudaState& st) {
-  ++st.generation;
-  st.warm = false;
-  st.drop_graph();
-}
-
-Status ensure_rows(const ModelConfig& c, CudaState& st, int rows) {
-  if (st.rows >= rows) return {};
-  const int r = std::min(kChunk, next_pow2(std::max(rows, 16)));
-  const size_t R = static_cast<size_t>(r), H = static_cast<size_t>(c.hidden), F = static_cast<size_t>(c.ffn);
-  const size_t qd = static_cast<size_t>(c.n_heads) * c.head_dim;
-  const size_t qkv_dim = qd + 2 * static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-  const struct {
-    DeviceBuffer* buf;
-    size_t bytes;
-    const char* what;
-  } plan[] = {{&st.x, R * H * 4, "activations x"},   {&st.xn, R * H * 2, "activations xn"},
-              {&st.qkv, R * qkv_dim * 4, "activations qkv"}, {&st.q, R * qd * 2, "activations q"},
-              {&st.o, R * qd * 2, "activations o"},  {&st.gu, R * 2 * F * 4, "activations gate/up"},
-              {&st.act, R * F * 2, "activations act"}};
-  DeviceBuffer fresh[7];
-  for (size_t i = 0; i < 7; ++i) {
-    auto b = device_alloc(plan[i].bytes, plan[i].what);
-    if (!b.ok()) return b.status();
-    fresh[i] = std::move(b).value();
-    FLASHSCOPE_RETURN_IF_ERROR(poison(fresh[i].data(), plan[i].bytes, st.stream, plan[i].what));
-  }
-  for (size_t i = 0; i < 7; ++i) *plan[i].buf = std::move(fresh[i]);
-  st.rows = r;
-  bump_generation(st);
-  return {};
-}
-
-Status ensure_logit_rows(const ModelConfig& c, CudaState& st, int rows) {
-  if (st.logit_rows >= rows) return {};
-  const size_t bytes = static_cast<size_t>(rows) * static_cast<size_t>(c.vocab) * 4;
-  auto b = device_alloc(bytes, "the logits buffer");
-  if (!b.ok()) return b.status();
-  FLASHSCOPE_RETURN_IF_ERROR(poison(b->data(), bytes, st.stream, "logits"));
-  st.logits = std::move(b).value();
-  st.logit_rows = rows;
-  st.last_logits_row = -1;
-  bump_generation(st);
-  return {};
-}
-
-// The attention call of layer `layer` for a chunk of n tokens with
-// max_kv_len mkl; workspace as the state has it.
-PagedAttentionParams attention_params(const ModelConfig& c, const CudaState& st, int layer, int n, int mkl,
-                                      const StepLayout& sl) {
-  PagedAttentionParams p;
-  p.q = bshd(st.q.data(), n, c.n_heads, c.head_dim);
-  p.o = bshd(st.o.data(), n, c.n_heads, c.head_dim);
-  p.k_pages = st.cache.k_pages(layer);
-  p.v_pages = st.cache.v_pages(layer);
-  p.block_tables = static_cast<const int32_t*>(st.table_dev.data());
-  p.block_table_stride = st.max_pages;
-  p.kv_lens = reinterpret_cast<const int32_t*>(static_cast<const char*>(st.step_dev.data()) + sl.kv_len);
-  p.batch = 1;
-  p.q_heads = c.n_heads;
-  p.kv_heads = c.n_kv_heads;
-  p.q_len = n;
-  p.head_dim = c.head_dim;
-  p.page_size = kPageSize;
-  p.max_kv_len = mkl;
-  p.causal = true;
-  p.dtype = DType::kBF16;
-  p.device = Device::kCuda;
-  p.stream = st.stream;
-  p.workspace = st.attn_ws.data();
-  p.workspace_bytes = st.attn_ws.size();
-  p.num_pages = st.max_pages;
-  return p;
-}
-
-// Grows the split-KV workspace to what the plan for (n, mkl) needs. The
-// plan depends only on shapes and the SM count, so the enqueue that follows
-// (captured or not) gets the same one.
-Status ensure_attention_workspace(const ModelConfig& c, CudaState& st, int n, int mkl, const StepLayout& sl) {
-  auto plan = plan_paged_attention(attention_params(c, st, 0, n, mkl, sl));
-  if (!plan.ok()) return plan.status();
-  if (plan->workspace_bytes <= st.attn_ws.size()) return {};
-  auto b = device_alloc(plan->workspace_bytes, "the split-KV attention workspace");
-  if (!b.ok()) return b.status();
-  st.attn_ws = std::move(b).value();
-  bump_generation(st);
-  return {};
-}
-
-// Everything of one chunk after the inputs are on the device: embedding,
-// the layers, and (head_rows > 0) the final norm of rows [row0, row0 +
-// head_rows) and their logits into logits rows [0, head_rows). Nothing here
-// allocates or synchronizes, so it can be captured.
-Status enqueue_chunk(const Model::Impl& m, const CudaModel& cm, CudaState& st, int n, int mkl, const StepLayout& sl,
-                     int row0, int head_rows) {
-  const ModelConfig& c = m.config;
-  void* s = st.stream;
-  const int H = c.hidden, F = c.ffn;
-  const int qd = c.n_heads * c.head_dim;
-  const int qkv_dim = qd + 2 * c.n_kv_heads * c.head_dim;
-  char* step = static_cast<char*>(st.step_dev.data());
-  auto* x = static_cast<float*>(st.x.data());
-  auto* xn = static_cast<uint16_t*>(st.xn.data());
-  auto* qkv = static_cast<float*>(st.qkv.data());
-  auto* gu = static_cast<float*>(st.gu.data());
-  auto* act = static_cast<uint16_t*>(st.act.data());
-
-  cuda::EmbeddingOp emb;
-  emb.ids = reinterpret_cast<const int32_t*>(step + sl.ids);
-  emb.table = cm.token_embd;
-  emb.x = x;
-  emb.n = n;
-  emb.hidden = H;
-  emb.vocab = c.vocab;
-  FLASHSCOPE_RETURN_IF_ERROR(cuda::embedding(emb, s));
-
-  auto norm = [&](const float* weight, int first_row, int rows) {
-    cuda::RmsNormOp op;
-    op.x = x + static_cast<int64_t>(first_row) * H;
-    op.x_stride = H;
-    op.weight = weight;
-    op.y = xn;
-    op.y_stride = H;
-    op.rows = rows;
-    op.dim = H;
-    op.eps = c.rms_eps;
-    return cuda::rms_norm(op, s);
-  };
-  auto gemm = [&](const uint16_t* w, const uint16_t* in, int64_t ldx, float* out, int64_t ldy, int rows, int n_out,
-                  int k, bool accumulate) {
-    cuda::GemmOp op;
-    op.w = w;
-    op.x = in;
-    op.y = out;
-    op.rows = rows;
-    op.n_out = n_out;
-    op.k = k;
-    op.ldx = ldx;
-    op.ldy = ldy;
-    op.accumulate = accumulate;
-    return cuda::gemm_bf16(cm.cublas.get(), op);
-  };
-
-  for (int l = 0; l < c.n_layers; ++l) {
-    const CudaModel::Layer& L = cm.layers[static_cast<size_t>(l)];
-    FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wqkv, xn, H, qkv, qkv_dim, n, qkv_dim, H, false));
-
-    cuda::RopeAppendOp ra;
-    ra.qkv = qkv;
-    ra.qkv_stride = qkv_dim;
-    ra.rope_cos = reinterpret_cast<const float*>(step + sl.cos);
-    ra.rope_sin = reinterpret_cast<const float*>(step + sl.sin);
-    ra.slots = reinterpret_cast<const int64_t*>(step + sl.slots);
-    ra.q_out = static_cast<uint16_t*>(st.q.data());
-    ra.q_stride = qd;
-    ra.k_pages = st.cache.k_pages(l);
-    ra.v_pages = st.cache.v_pages(l);
-    ra.n = n;
-    ra.q_heads = c.n_heads;
-    ra.kv_heads = c.n_kv_heads;
-    ra.head_dim = c.head_dim;
-    ra.rope_dim = c.rope_dim;
-    ra.page_size = kPageSize;
-    ra.num_pages = st.max_pages;
-    FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
-
-    FLASHSCOPE_RETURN_IF_ERROR(paged_attention(attention_params(c, st, l, n, mkl, sl)));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, static_cast<const uint16_t*>(st.o.data()), qd, x, H, n, H, qd, true));
-
-    FLASHSCOPE_RETURN_IF_ERROR(norm(L.ffn_norm, 0, n));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_gate_up, xn, H, gu, 2 * F, n, 2 * F, H, false));
-    cuda::SwigluOp sw;
-    sw.gu = gu;
-    sw.gu_stride = 2 * F;
-    sw.out = act;
-    sw.out_stride = F;
-    sw.rows = n;
-    sw.ffn = F;
-    FLASHSCOPE_RETURN_IF_ERROR(cuda::swiglu(sw, s));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_down, act, F, x, H, n, H, F, true));
-  }
-
-  if (head_rows > 0) {
-    FLASHSCOPE_RETURN_IF_ERROR(norm(cm.output_norm, row0, head_rows));
-    FLASHSCOPE_RETURN_IF_ERROR(
-        gemm(cm.output, xn, H, static_cast<float*>(st.logits.data()), c.vocab, head_rows, c.vocab, H, false));
-  }
-  return {};
-}
 
 void count(CudaState& st, uint64_t CudaForwardStats::*field, std::atomic<uint64_t> TotalStats::*total) {
   ++(st.stats.*field);
   (totals().*total).fetch_add(1, std::memory_order_relaxed);
 }
 
-// Captures one decode step (n = 1, one logits row) into st.graph.
-Status capture_decode(const Model::Impl& m, const CudaModel& cm, CudaState& st, int mkl, const StepLayout& sl) {
-  FLASHSCOPE_RETURN_IF_ERROR(
-      cuda_check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture"));
-  const Status enqueued = enqueue_chunk(m, cm, st, 1, mkl, sl, 0, 1);
-  cudaGraph_t g = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(st.stream, &g);
-  if (!enqueued.ok() || ended != cudaSuccess) {
-    if (g != nullptr) cudaGraphDestroy(g);
-    cudaGetLastError();
-    return enqueued.ok() ? device_error(std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended))
-                         : Status(enqueued.code(), "while capturing: " + enqueued.message());
+// Packs one chunk's inputs into the host staging block at layout sl: kv_len,
+// the slots of cache positions [first, first + n), ids, RoPE tables, the
+// sequence's block table.
+void pack_chunk(const ModelConfig& c, const CudaState& st, const StepLayout& sl, int first, int n,
+                const int32_t* tokens, const int32_t* positions) {
+  char* h = st.scratch.step_host.data();
+  const int32_t kv_len = first + n;
+  std::memcpy(h + sl.kv_lens, &kv_len, sizeof kv_len);
+  auto* slots = reinterpret_cast<int64_t*>(h + sl.slots);
+  for (int i = 0; i < n; ++i) slots[i] = st.slot(first + i);
+  std::memcpy(h + sl.ids, tokens, static_cast<size_t>(n) * sizeof(int32_t));
+  if (c.rope_dim / 2 > 0) {
+    cpu::rope_table(positions, n, c.rope_dim, c.rope_base, reinterpret_cast<float*>(h + sl.cos),
+                    reinterpret_cast<float*>(h + sl.sin));
   }
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t inst = cudaGraphInstantiate(&exec, g, 0);
-  cudaGraphDestroy(g);
-  FLASHSCOPE_RETURN_IF_ERROR(cuda_check(inst, "cudaGraphInstantiate"));
-  st.graph = exec;
-  st.graph_bucket = mkl;
-  st.graph_generation = st.generation;
-  return {};
+  std::memcpy(h + sl.tables, st.pages.data(), st.pages.size() * sizeof(int32_t));
 }
 
-// One decode step: the graph when there is one for this bucket and these
-// buffers (capturing it on a warm state), else plain launches.
-Status run_decode(const Model::Impl& m, const CudaModel& cm, CudaState& st, int mkl, const StepLayout& sl) {
-  count(st, &CudaForwardStats::decode_steps, &TotalStats::decode_steps);
-  if (st.graph != nullptr && (st.graph_bucket != mkl || st.graph_generation != st.generation)) st.drop_graph();
-  if (st.graph == nullptr && cm.graphs && !st.graphs_failed && st.warm) {
-    const Status cap = capture_decode(m, cm, st, mkl, sl);
-    if (cap.ok()) {
-      count(st, &CudaForwardStats::graph_captures, &TotalStats::graph_captures);
-    } else {
-      st.graphs_failed = true;
-      st.stats.last_capture_error = cap.message();
-      count(st, &CudaForwardStats::graph_capture_failures, &TotalStats::graph_capture_failures);
-      std::lock_guard<std::mutex> lock(totals().error_mutex);
-      totals().last_capture_error = cap.message();
-    }
-  }
-  if (st.graph != nullptr) {
-    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaGraphLaunch(st.graph, st.stream), "cudaGraphLaunch (decode step)"));
-    count(st, &CudaForwardStats::graph_replays, &TotalStats::graph_replays);
-    return {};
-  }
-  FLASHSCOPE_RETURN_IF_ERROR(enqueue_chunk(m, cm, st, 1, mkl, sl, 0, 1));
-  st.warm = true;
-  count(st, &CudaForwardStats::plain_decode_steps, &TotalStats::plain_decode_steps);
-  return {};
-}
-
-// Uploads the block table when the cache's pages changed.
-Status sync_block_table(CudaState& st) {
-  const std::vector<int32_t>& table = st.cache.block_table(st.cache_seq);
-  if (table == st.table_uploaded) return {};
-  if (table.size() > static_cast<size_t>(st.max_pages))
-    return invalid_argument("internal: the block table outgrew its buffer");
-  if (!table.empty()) {
-    std::memcpy(st.table_host.data(), table.data(), table.size() * sizeof(int32_t));
-    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(st.table_dev.data(), st.table_host.data(),
-                                                          table.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                                          st.stream),
-                                          "cudaMemcpyAsync of the block table"));
-  }
-  try {
-    st.table_uploaded = table;
-  } catch (const std::bad_alloc&) {
-    return {StatusCode::kOutOfMemory, "cannot copy the block table"};
-  }
-  return {};
-}
-
-// All chunks of one call. The cache already holds slots for the n tokens.
+// All chunks of one call.
 Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int32_t* tokens, const int32_t* positions,
-                  int n, const std::vector<Slot>& slots, int cached, LogitsMode mode, std::vector<float>* logits) {
+                  int n, int cached, LogitsMode mode, std::vector<float>* logits) {
   const ModelConfig& c = m.config;
+  StepScratch& sc = st.scratch;
   const int V = c.vocab;
-  const int rope_half = c.rope_dim / 2;
   st.last_logits_row = -1;
   for (int c0 = 0; c0 < n; c0 += kChunk) {
     const int cn = std::min(kChunk, n - c0);
@@ -727,59 +274,69 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
     const int out_rows = cn - row0;
     const int kv_len = cached + c0 + cn;
     const bool decode = n == 1 && out_rows == 1;
-    const int mkl = decode ? kv_bucket(kv_len, st.max_pages * kPageSize) : kv_len;
-    const StepLayout sl = step_layout(cn, rope_half);
+    StepView v;
+    v.seqs = 1;
+    v.q_len = cn;
+    v.table_stride = st.max_pages;
+    v.mkl = decode ? kv_bucket(kv_len, st.max_pages * kPageSize) : kv_len;
+    v.at = step_layout(1, cn, c.rope_dim / 2, st.max_pages);
 
     // Held while this chunk allocates and enqueues (not while it runs): the
     // handle's stream and workspace are this chunk's, and no other thread
-    // allocates or frees scratch while a decode step is being captured.
+    // allocates, frees or moves the pool while a step is being captured.
     std::unique_lock<std::mutex> lock(cm.mutex);
-    FLASHSCOPE_RETURN_IF_ERROR(ensure_rows(c, st, cn));
-    if (out_rows > 0) FLASHSCOPE_RETURN_IF_ERROR(ensure_logit_rows(c, st, std::min(out_rows, kLogitRows)));
-    FLASHSCOPE_RETURN_IF_ERROR(ensure_attention_workspace(c, st, cn, mkl, sl));
+    follow_pool(cm, sc);
+    FLASHSCOPE_RETURN_IF_ERROR(ensure_rows(c, sc, cn));
+    if (out_rows > 0) FLASHSCOPE_RETURN_IF_ERROR(ensure_logit_rows(c, sc, std::min(out_rows, kLogitRows)));
+    FLASHSCOPE_RETURN_IF_ERROR(ensure_step_bytes(sc, v.at.bytes));
+    FLASHSCOPE_RETURN_IF_ERROR(ensure_attention_workspace(c, cm, sc, v));
 
-    // The chunk's inputs, packed on the host, then one copy.
-    char* h = st.step_host.data();
-    const int32_t kv_len32 = kv_len;
-    std::memcpy(h + sl.kv_len, &kv_len32, sizeof kv_len32);
-    std::memcpy(h + sl.slots, slots.data() + c0, static_cast<size_t>(cn) * sizeof(Slot));
-    std::memcpy(h + sl.ids, tokens + c0, static_cast<size_t>(cn) * sizeof(int32_t));
-    if (rope_half > 0) {
-      cpu::rope_table(positions + c0, cn, c.rope_dim, c.rope_base, reinterpret_cast<float*>(h + sl.cos),
-                      reinterpret_cast<float*>(h + sl.sin));
-    }
-    FLASHSCOPE_RETURN_IF_ERROR(sync_block_table(st));
+    pack_chunk(c, st, v.at, cached + c0, cn, tokens + c0, positions + c0);
     FLASHSCOPE_RETURN_IF_ERROR(cuda_check(
-        cudaMemcpyAsync(st.step_dev.data(), h, sl.bytes, cudaMemcpyHostToDevice, st.stream),
+        cudaMemcpyAsync(sc.step_dev.data(), sc.step_host.data(), v.at.bytes, cudaMemcpyHostToDevice, sc.stream),
         "cudaMemcpyAsync of the step inputs"));
 
-    FLASHSCOPE_RETURN_IF_ERROR(cm.cublas.bind(st.stream, st.cublas_ws.data(), st.cublas_ws.size()));
+    FLASHSCOPE_RETURN_IF_ERROR(cm.cublas.bind(sc.stream, sc.cublas_ws.data(), sc.cublas_ws.size()));
     if (decode) {
-      FLASHSCOPE_RETURN_IF_ERROR(run_decode(m, cm, st, mkl, sl));
+      count(st, &CudaForwardStats::decode_steps, &TotalStats::decode_steps);
+      auto run = run_decode(m, cm, sc, v);
+      if (!run.ok()) return run.status();
+      if (run->captured) count(st, &CudaForwardStats::graph_captures, &TotalStats::graph_captures);
+      if (!run->capture_error.empty()) {
+        ++st.stats.graph_capture_failures;
+        st.stats.last_capture_error = run->capture_error;
+        record_capture_failure(run->capture_error);
+      }
+      if (run->replayed) {
+        count(st, &CudaForwardStats::graph_replays, &TotalStats::graph_replays);
+      } else {
+        count(st, &CudaForwardStats::plain_decode_steps, &TotalStats::plain_decode_steps);
+      }
     } else {
       const int first_rows = std::min(out_rows, kLogitRows);
-      FLASHSCOPE_RETURN_IF_ERROR(enqueue_chunk(m, cm, st, cn, mkl, sl, row0, first_rows));
+      FLASHSCOPE_RETURN_IF_ERROR(
+          enqueue_step(m, cm, sc, v, row0, first_rows, static_cast<float*>(sc.logits.data())));
     }
-    // Logits: the first block of rows is in st.logits; kAll's further
+    // Logits: the first block of rows is in sc.logits; kAll's further
     // blocks reuse the buffer after each block's copy has landed (a copy
     // into pageable memory returns when it is done).
     for (int b0 = 0; b0 < out_rows; b0 += kLogitRows) {
       const int nb = std::min(kLogitRows, out_rows - b0);
       if (b0 > 0) {
         cuda::RmsNormOp op;
-        op.x = static_cast<const float*>(st.x.data()) + static_cast<int64_t>(row0 + b0) * c.hidden;
+        op.x = static_cast<const float*>(sc.x.data()) + static_cast<int64_t>(row0 + b0) * c.hidden;
         op.x_stride = c.hidden;
         op.weight = cm.output_norm;
-        op.y = static_cast<uint16_t*>(st.xn.data());
+        op.y = static_cast<uint16_t*>(sc.xn.data());
         op.y_stride = c.hidden;
         op.rows = nb;
         op.dim = c.hidden;
         op.eps = c.rms_eps;
-        FLASHSCOPE_RETURN_IF_ERROR(cuda::rms_norm(op, st.stream));
+        FLASHSCOPE_RETURN_IF_ERROR(cuda::rms_norm(op, sc.stream));
         cuda::GemmOp g;
         g.w = cm.output;
-        g.x = static_cast<const uint16_t*>(st.xn.data());
-        g.y = static_cast<float*>(st.logits.data());
+        g.x = static_cast<const uint16_t*>(sc.xn.data());
+        g.y = static_cast<float*>(sc.logits.data());
         g.rows = nb;
         g.n_out = V;
         g.k = c.hidden;
@@ -790,9 +347,9 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
       if (logits != nullptr) {
         const size_t out_row = mode == LogitsMode::kAll ? static_cast<size_t>(c0 + b0) : 0;
         FLASHSCOPE_RETURN_IF_ERROR(
-            cuda_check(cudaMemcpyAsync(logits->data() + out_row * static_cast<size_t>(V), st.logits.data(),
+            cuda_check(cudaMemcpyAsync(logits->data() + out_row * static_cast<size_t>(V), sc.logits.data(),
                                        static_cast<size_t>(nb) * static_cast<size_t>(V) * sizeof(float),
-                                       cudaMemcpyDeviceToHost, st.stream),
+                                       cudaMemcpyDeviceToHost, sc.stream),
                        "cudaMemcpyAsync of the logits to the host"));
       }
       if (last_chunk && b0 + nb == out_rows) st.last_logits_row = nb - 1;
@@ -800,7 +357,7 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
     lock.unlock();
     // The host reuses the staging block for the next chunk; and a fault of
     // any kernel above is this call's.
-    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(st.stream), "forward on the device"));
+    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(sc.stream), "forward on the device"));
   }
   return {};
 }
@@ -815,8 +372,9 @@ Result<std::unique_ptr<Sequence::State>> cuda_new_state(const Model::Impl& m, in
   FLASHSCOPE_RETURN_IF_ERROR(device.status());
   auto st = std::unique_ptr<CudaState>(new (std::nothrow) CudaState());
   if (!st) return Status(StatusCode::kOutOfMemory, "cannot allocate a sequence");
-  // No allocation while another thread captures a decode step. (Declared
-  // after st: on failure st's destructor runs after this unlocks.)
+  // No allocation while another thread captures a decode step, and the pool
+  // is the model's. (Declared after st: on failure st's destructor, which
+  // takes the lock to give pages back, runs after this unlocks.)
   std::lock_guard<std::mutex> lock(cm.mutex);
   st->model = m.cuda;
   st->owner = &m;
@@ -825,54 +383,19 @@ Result<std::unique_ptr<Sequence::State>> cuda_new_state(const Model::Impl& m, in
   st->max_pages = (capacity + kPageSize - 1) / kPageSize;
   try {
     st->tokens.reserve(static_cast<size_t>(capacity));
-    st->table_uploaded.reserve(static_cast<size_t>(st->max_pages));
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "cannot allocate the token list");
   }
-  FLASHSCOPE_RETURN_IF_ERROR(
-      cuda_check(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
-
-  KvCacheConfig kc;
-  kc.num_layers = c.n_layers;
-  kc.num_pages = st->max_pages;
-  kc.page_size = kPageSize;
-  kc.kv_heads = c.n_kv_heads;
-  kc.head_dim = c.head_dim;
-  kc.dtype = DType::kBF16;
-  kc.device = Device::kCuda;
-  auto cache = PagedKvCache::create(kc);
-  if (!cache.ok()) {
-    return Status(cache.status().code(), "KV cache of " + std::to_string(capacity) + " tokens: " +
-                                             cache.status().message());
+  FLASHSCOPE_RETURN_IF_ERROR(st->scratch.init(cm.cublas_workspace_bytes));
+  auto pages = pool_take(cm, c, st->max_pages, st->scratch.stream);
+  if (!pages.ok()) {
+    return Status(pages.status().code(), "KV cache of " + std::to_string(capacity) + " tokens: " +
+                                             pages.status().message());
   }
-  st->cache = std::move(cache).value();
-  st->cache_seq = st->cache.create_sequence();
-  if (st->cache_seq < 0) return Status(StatusCode::kOutOfMemory, "cannot create the cache's sequence");
-  // NaN pages: attention must never read a slot this sequence did not write.
-  const size_t pool_bytes = static_cast<size_t>(st->max_pages) * c.n_kv_heads * kPageSize * c.head_dim * 2;
-  for (int l = 0; l < c.n_layers; ++l) {
-    FLASHSCOPE_RETURN_IF_ERROR(poison(st->cache.k_pages(l), pool_bytes, st->stream, "the K pages"));
-    FLASHSCOPE_RETURN_IF_ERROR(poison(st->cache.v_pages(l), pool_bytes, st->stream, "the V pages"));
-  }
-
-  const size_t step_bytes = step_layout(kChunk, c.rope_dim / 2).bytes;
-  FLASHSCOPE_RETURN_IF_ERROR(st->step_host.allocate(step_bytes, "the step inputs"));
-  auto step_dev = device_alloc(step_bytes, "the step inputs");
-  if (!step_dev.ok()) return step_dev.status();
-  st->step_dev = std::move(step_dev).value();
-  FLASHSCOPE_RETURN_IF_ERROR(poison(st->step_dev.data(), step_bytes, st->stream, "the step inputs"));
-  const size_t table_bytes = static_cast<size_t>(st->max_pages) * sizeof(int32_t);
-  FLASHSCOPE_RETURN_IF_ERROR(st->table_host.allocate(table_bytes, "the block table"));
-  auto table_dev = device_alloc(table_bytes, "the block table");
-  if (!table_dev.ok()) return table_dev.status();
-  st->table_dev = std::move(table_dev).value();
-  // Page ids past the sequence's pages are never read; 0 keeps them in range.
-  FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaMemsetAsync(st->table_dev.data(), 0, table_bytes, st->stream),
-                                        "cudaMemsetAsync of the block table"));
-  auto ws = device_alloc(cm.cublas_workspace_bytes, "the cuBLAS workspace");
-  if (!ws.ok()) return ws.status();
-  st->cublas_ws = std::move(ws).value();
-  FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(st->stream), "creating a CUDA sequence"));
+  st->pages = std::move(pages).value();
+  st->page_bytes = cm.pool.page_bytes;
+  // The poisoned pages are this sequence's before any other stream can read them.
+  FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(st->scratch.stream), "creating a CUDA sequence"));
   return std::unique_ptr<Sequence::State>(std::move(st));
 }
 
@@ -892,22 +415,13 @@ Status cuda_forward(const Model::Impl& m, Sequence::State& state, const int32_t*
       return {StatusCode::kOutOfMemory, "forward: cannot allocate logits"};
     }
   }
-  // Sequence::truncate / clear shorten tokens only: follow them here.
-  const int cache_len = st.cache.length(st.cache_seq);
-  if (cache_len > cached) FLASHSCOPE_RETURN_IF_ERROR(st.cache.truncate(st.cache_seq, cached));
-  if (st.cache.length(st.cache_seq) != cached)
-    return invalid_argument("internal: the KV cache holds " + std::to_string(st.cache.length(st.cache_seq)) +
-                            " tokens, the sequence " + std::to_string(cached));
-  auto slots = st.cache.append_slots(st.cache_seq, n);
-  if (!slots.ok()) return slots.status();
-  const Status run = run_chunks(m, cm, st, tokens, positions, n, slots.value(), cached, mode, logits);
+  const Status run = run_chunks(m, cm, st, tokens, positions, n, cached, mode, logits);
   if (!run.ok()) {
     // Work enqueued before the failure may still run: let it finish before
     // the host touches the staging memory again (its own error is the one
     // already reported, or a consequence of it).
-    cudaStreamSynchronize(st.stream);
+    cudaStreamSynchronize(st.scratch.stream);
     cudaGetLastError();
-    (void)st.cache.truncate(st.cache_seq, cached);  // shrinking cannot fail for a live sequence
     st.last_logits_row = -1;
     return run;
   }
@@ -929,9 +443,11 @@ Result<int32_t> cuda_sample_last(const Model::Impl& m, Sequence::State& state, c
   DeviceScope device(m.cuda->device);
   FLASHSCOPE_RETURN_IF_ERROR(device.status());
   const int V = m.config.vocab;
-  float* row = static_cast<float*>(st->logits.data()) + static_cast<size_t>(st->last_logits_row) * V;
+  float* row = static_cast<float*>(st->scratch.logits.data()) + static_cast<size_t>(st->last_logits_row) * V;
   st->last_logits_row = -1;  // the sampler works in place: a row is sampled once
-  return cuda::sample_row(row, V, params, rng, recent_tokens, st->sampler, st->stream);
+  auto token = cuda::sample_row(row, V, params, rng, recent_tokens, st->scratch.sampler, st->scratch.stream);
+  if (token.ok()) count_sample(params, V);
+  return token;
 }
 
 #else  // built without CUDA

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "model/internal.hpp"
 #include "model/model_impl.hpp"
 
 namespace flashscope {
@@ -203,23 +204,49 @@ Result<Sequence> Model::new_sequence(int max_tokens) const {
 Status Model::forward(Sequence& seq, const std::vector<int32_t>& tokens, const std::vector<int32_t>& positions,
                       LogitsMode mode, std::vector<float>* logits) const {
   if (!impl_) return invalid_argument("forward: the model is not loaded");
-  if (!seq.state_) return invalid_argument("forward: the sequence is empty (create it with Model::new_sequence)");
-  Sequence::State& st = *seq.state_;
-  if (st.owner != impl_.get()) return invalid_argument("forward: the sequence belongs to another model");
-  if (tokens.empty()) return invalid_argument("forward: no tokens");
   if (mode != LogitsMode::kNone && logits == nullptr) return invalid_argument("forward: logits is null");
+  return model::run_forward(*impl_, seq.state_.get(), tokens, positions, mode, logits);
+}
+
+Status Model::forward_batch(const std::vector<Sequence*>& seqs, const std::vector<int32_t>& tokens,
+                            std::vector<float>* logits) const {
+  if (!impl_) return invalid_argument("forward_batch: the model is not loaded");
+  auto states = model::check_batch(*impl_, seqs, tokens);
+  if (!states.ok()) return states.status();
+  const int n = static_cast<int>(tokens.size());
+  if (impl_->options.device == Device::kCuda)
+    return model::cuda_forward_batch(*impl_, states->data(), tokens.data(), n, logits);
+  return model::cpu_forward_batch(*impl_, states->data(), tokens.data(), n, logits);
+}
+
+namespace model {
+
+Status check_fit(const Sequence::State& st, size_t n) {
+  const size_t cached = st.tokens.size();
+  const size_t capacity = static_cast<size_t>(st.capacity);
+  if (n <= capacity && cached + n <= capacity) return Status::ok_status();
+  if (cached == 0) {
+    return invalid_argument(std::to_string(n) + " tokens do not fit the context of " + std::to_string(capacity) +
+                            " tokens");
+  }
+  return invalid_argument("the context is full: " + std::to_string(cached) + " of " + std::to_string(capacity) +
+                          " tokens are used, " + std::to_string(capacity - std::min(cached, capacity)) +
+                          " fit and " + std::to_string(n) + " were given");
+}
+
+Status run_forward(const Model::Impl& m, Sequence::State* state, const std::vector<int32_t>& tokens,
+                   const std::vector<int32_t>& positions, LogitsMode mode, std::vector<float>* logits) {
+  if (state == nullptr) return invalid_argument("forward: the sequence is empty (create it with Model::new_sequence)");
+  Sequence::State& st = *state;
+  if (st.owner != &m) return invalid_argument("forward: the sequence belongs to another model");
+  if (tokens.empty()) return invalid_argument("forward: no tokens");
+  if (mode != LogitsMode::kNone && logits == nullptr && m.options.device != Device::kCuda) {
+    return invalid_argument("forward: logits is null");
+  }
   const int n = static_cast<int>(tokens.size());
   const int cached = static_cast<int>(st.tokens.size());
-  if (tokens.size() > static_cast<size_t>(st.capacity) || cached + n > st.capacity) {
-    if (cached == 0) {
-      return invalid_argument(std::to_string(tokens.size()) + " tokens do not fit the context of " +
-                              std::to_string(st.capacity) + " tokens");
-    }
-    return invalid_argument("the context is full: " + std::to_string(cached) + " of " + std::to_string(st.capacity) +
-                            " tokens are used, " + std::to_string(st.capacity - cached) + " fit and " +
-                            std::to_string(n) + " were given");
-  }
-  const int vocab = impl_->config.vocab;
+  FLASHSCOPE_RETURN_IF_ERROR(check_fit(st, tokens.size()));
+  const int vocab = m.config.vocab;
   for (int i = 0; i < n; ++i) {
     if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= vocab) {
       return invalid_argument("forward: token " + std::to_string(i) + " has id " +
@@ -247,8 +274,43 @@ Status Model::forward(Sequence& seq, const std::vector<int32_t>& tokens, const s
       }
     }
   }
-  if (impl_->options.device == Device::kCuda) return model::cuda_forward(*impl_, st, tokens.data(), pos, n, mode, logits);
-  return model::cpu_forward(*impl_, st, tokens.data(), pos, n, mode, logits);
+  if (m.options.device == Device::kCuda) return cuda_forward(m, st, tokens.data(), pos, n, mode, logits);
+  return cpu_forward(m, st, tokens.data(), pos, n, mode, logits);
 }
 
+Result<std::vector<Sequence::State*>> check_batch(const Model::Impl& m, const std::vector<Sequence*>& seqs,
+                                                  const std::vector<int32_t>& tokens) {
+  if (seqs.empty()) return invalid_argument("forward_batch: no sequences");
+  if (tokens.size() != seqs.size()) {
+    return invalid_argument("forward_batch: " + std::to_string(tokens.size()) + " tokens for " +
+                            std::to_string(seqs.size()) + " sequences (one token each)");
+  }
+  std::vector<Sequence::State*> states;
+  try {
+    states.reserve(seqs.size());
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, "forward_batch: cannot allocate the batch");
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const std::string which = "forward_batch: sequence " + std::to_string(i);
+    if (seqs[i] == nullptr) return invalid_argument(which + " is null");
+    Sequence::State* st = Internal::state(*seqs[i]);
+    if (st == nullptr) return invalid_argument(which + " is empty (create it with Model::new_sequence)");
+    if (st->owner != &m) return invalid_argument(which + " belongs to another model");
+    if (std::find(states.begin(), states.end(), st) != states.end()) {
+      return invalid_argument(which + " is listed twice (one token per sequence and step)");
+    }
+    if (tokens[i] < 0 || tokens[i] >= m.config.vocab) {
+      return invalid_argument(which + ": token id " + std::to_string(tokens[i]) + " is outside the vocabulary of " +
+                              std::to_string(m.config.vocab));
+    }
+    if (st->tokens.size() + 1 > static_cast<size_t>(st->capacity)) {
+      return invalid_argument(which + ": the context is full (" + std::to_string(st->capacity) + " tokens)");
+    }
+    states.push_back(st);
+  }
+  return states;
+}
+
+}  // namespace model
 }  // namespace flashscope

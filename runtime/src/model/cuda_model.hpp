@@ -1,0 +1,295 @@
+// The CUDA backend's private types, shared by its files:
+//   forward_cuda.cpp        load, sequences, one sequence's forward pass,
+//                           device sampling of its last logits
+//   forward_cuda_batch.cpp  the batched decode step of many sequences
+//   cuda_step.cpp           what both run: scratch growth, the per-step
+//                           input block, the enqueue of a step, decode graphs
+//   cuda_kv_pool.cpp        the model's KV page pool
+//
+// KV memory: one page pool per model, not one per sequence. Each layer has a
+// K and a V pool [num_pages, kv_heads, kPageSize, head_dim] bf16 in one
+// device allocation, and a sequence holds ceil(capacity / kPageSize) pages of
+// it from creation to destruction (token t at pages[t / kPageSize], offset
+// t % kPageSize). Because every sequence's pages live in the same pools, a
+// batched decode step is one paged_attention launch per layer over all of
+// its sequences: block tables [batch, stride] (each row a sequence's pages,
+// padded with page 0, never read past its kv_len) and kv_lens [batch] are
+// per-step inputs. The pool grows by reallocation (at least doubling; the
+// used pages are copied, page ids stay), which happens only when a new
+// sequence does not fit; every buffer that captured the old address sees the
+// pool's generation change and drops its graphs. When the last sequence goes,
+// the pool is freed.
+//
+// Scratch: a StepScratch is the activations, per-step input block, split-KV
+// and cuBLAS workspaces, logits and graph of one stream. Each sequence has
+// one (its own forward passes, so sequences run on several threads); the
+// model has one more for batched steps, guarded by CudaModel::batch_mutex.
+//
+// Locking: CudaModel::mutex is held while a step allocates and enqueues (the
+// shared cuBLAS handle is bound to that step's stream and workspace), while
+// the pool grows or shrinks, and while sequences are created and destroyed.
+// It is not held while the GPU runs. batch_mutex (taken first) is held for a
+// whole batched step.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "model/cuda_backend.hpp"
+#include "model/model_impl.hpp"
+
+namespace flashscope::model {
+
+// Process-wide sums of every sequence's CudaForwardStats (and the batched
+// steps'), for cuda_total_stats(). Counters only: no behaviour depends on them.
+struct TotalStats {
+  std::atomic<uint64_t> forwards{0}, decode_steps{0}, graph_replays{0}, graph_captures{0}, graph_capture_failures{0},
+      plain_decode_steps{0}, batch_steps{0}, batch_rows{0}, batch_graph_replays{0}, batch_graph_captures{0},
+      device_sampled_tokens{0}, host_sampled_tokens{0};
+  std::mutex error_mutex;
+  std::string last_capture_error;
+};
+TotalStats& totals();
+// Counts a failed graph capture in the totals and remembers why.
+void record_capture_failure(const std::string& message);
+// Counts a token sampled with `params` over `vocab` (on the device, or on
+// the host where the device sampler cannot keep that many candidates).
+void count_sample(const SamplingParams& params, int vocab);
+
+}  // namespace flashscope::model
+
+#if FLASHSCOPE_WITH_CUDA
+
+#include <cuda_runtime.h>
+
+#include "cuda/model_ops_cuda.hpp"
+#include "flashscope/device_buffer.hpp"
+#include "flashscope/paged_attention.hpp"
+
+namespace flashscope::model {
+
+constexpr int kChunk = 512;        // tokens (or batch rows) per enqueue: the activation scratch's rows at most
+constexpr int kLogitRows = 64;     // LM-head rows per GEMM with kAll (bounds a sequence's logits buffer)
+constexpr int kPageSize = 64;      // KV page size (tokens)
+constexpr int kMinKvBucket = 256;  // smallest decode max_kv_len
+constexpr size_t kAlign = 256;     // sub-allocations of the weight buffer
+constexpr size_t kStepAlign = 16;  // sub-arrays of the per-step block
+
+inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+int next_pow2(int x);
+// The decode max_kv_len: fixed between powers of two, so a captured graph's
+// split plan stays valid while the sequences grow into the bucket.
+int kv_bucket(int kv_len, int cap_tokens);
+
+Status cuda_check(cudaError_t err, const std::string& what);
+Result<DeviceBuffer> device_alloc(size_t bytes, const char* what);
+// All-ones bytes: NaN in bf16 and fp32, so a read of never-written scratch
+// shows up as NaN logits instead of plausible garbage.
+Status poison(void* data, size_t bytes, cudaStream_t stream, const char* what);
+
+// Makes the model's device current for a call and restores the caller's.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  int saved_ = -1;
+  Status status_;
+};
+
+// The model's KV pages (see the top of this file).
+struct KvPool {
+  DeviceBuffer buffer;        // per layer: K pages, then V pages
+  int num_pages = 0;
+  size_t page_bytes = 0;      // kv_heads · kPageSize · head_dim · 2
+  std::vector<int32_t> free;  // ids no sequence holds; taken from the back
+  uint64_t generation = 0;    // bumped whenever `buffer` moves
+
+  void* k_pages(int layer) const { return page_base(2 * layer); }
+  void* v_pages(int layer) const { return page_base(2 * layer + 1); }
+
+ private:
+  void* page_base(int pool) const {
+    return static_cast<char*>(buffer.data()) + static_cast<size_t>(pool) * static_cast<size_t>(num_pages) * page_bytes;
+  }
+};
+
+// The key a decode graph is captured for: everything its baked-in kernel
+// parameters depend on besides the per-step data in the step block.
+struct GraphKey {
+  int rows = 0;          // sequences in the step (1 for a sequence's own decode)
+  int bucket = 0;        // max_kv_len of the split plan
+  int table_stride = 0;  // block-table entries per sequence
+  uint64_t generation = 0;
+  bool operator==(const GraphKey& o) const {
+    return rows == o.rows && bucket == o.bucket && table_stride == o.table_stride && generation == o.generation;
+  }
+};
+
+struct DecodeGraph {
+  cudaGraphExec_t exec = nullptr;
+  GraphKey key;        // what exec was captured for
+  GraphKey warm;       // the last decode step run plainly: a capture waits for one with its key
+  bool failed = false;  // a capture failed: this scratch stops trying
+  void drop();
+};
+
+// Activations, per-step inputs, workspaces, logits and decode graph of one
+// stream's forward passes. Growing a buffer moves it: generation++ (graphs
+// baked its address).
+struct StepScratch {
+  cudaStream_t stream = nullptr;
+  int rows = 0;  // tokens the activations hold
+  DeviceBuffer x, xn, qkv, q, o, gu, act;
+  int logit_rows = 0;
+  DeviceBuffer logits;     // [logit_rows, vocab] fp32
+  DeviceBuffer attn_ws;    // split-KV workspace of paged attention
+  DeviceBuffer cublas_ws;  // this stream's cuBLAS workspace (its graph replays may overlap other streams')
+  cuda::PinnedBuffer step_host;  // per-step inputs (StepLayout), packed on the host
+  DeviceBuffer step_dev;         // the same on the device, read by every kernel through fixed pointers
+  std::vector<int32_t> positions;  // a batched step's RoPE positions (host)
+  cuda::SampleScratch sampler;
+  cuda::BatchSampleScratch batch_sampler;
+  DecodeGraph graph;
+  uint64_t generation = 1;
+  uint64_t pool_generation = 0;  // the pool generation the buffers above were last used with
+
+  StepScratch() = default;
+  StepScratch(const StepScratch&) = delete;
+  StepScratch& operator=(const StepScratch&) = delete;
+  ~StepScratch() { release(); }
+
+  // Its stream and cuBLAS workspace (what is missing of them: a failed init can be retried).
+  Status init(size_t cublas_workspace_bytes);
+  // Waits for its stream, destroys the graph, frees every buffer and the
+  // stream. Idempotent. Callers hold the model's mutex where it still exists.
+  void release();
+  void bump() {
+    ++generation;
+    graph.drop();
+  }
+};
+
+struct CudaModel {
+  struct Layer {
+    const uint16_t* wqkv = nullptr;       // [(H + 2·KV)·D, hidden] bf16: wq rows, wk rows, wv rows
+    const uint16_t* wo = nullptr;         // [hidden, H·D]
+    const uint16_t* w_gate_up = nullptr;  // [2·ffn, hidden]: gate rows, then up rows
+    const uint16_t* w_down = nullptr;     // [hidden, ffn]
+    const float* attn_norm = nullptr;     // [hidden]
+    const float* ffn_norm = nullptr;      // [hidden]
+  };
+
+  int device = 0;
+  DeviceBuffer weights;  // every tensor below points into it
+  std::vector<Layer> layers;
+  const uint16_t* token_embd = nullptr;  // [vocab, hidden]
+  const uint16_t* output = nullptr;      // [vocab, hidden]; token_embd when tied
+  const float* output_norm = nullptr;    // [hidden]
+  cuda::CublasHandle cublas;
+  size_t cublas_workspace_bytes = 0;
+  bool graphs = true;  // FLASHSCOPE_CUDA_GRAPHS=0 turns decode graphs off (for comparisons)
+  std::mutex mutex;    // see the top of this file
+  KvPool pool;         // guarded by mutex
+
+  std::mutex batch_mutex;  // one batched step at a time
+  StepScratch batch;       // the batched steps' scratch (its stream made on first use)
+
+  CudaModel() = default;
+  ~CudaModel() { batch.release(); }  // its graph before the buffers it captured
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
+};
+
+// Takes `pages` pages of the pool for a new sequence, growing the pool when
+// too few are free, and poisons them (NaN) on `stream`. mutex held.
+Result<std::vector<int32_t>> pool_take(CudaModel& cm, const ModelConfig& c, int pages, cudaStream_t stream);
+// Gives a sequence's pages back; frees the pool when no page is held.
+// mutex held; nothing may still read or write those pages.
+void pool_give_back(CudaModel& cm, const std::vector<int32_t>& pages);
+
+struct CudaState final : Sequence::State {
+  int n_layers = 0;
+  int max_pages = 0;           // pages of capacity tokens
+  std::vector<int32_t> pages;  // its pool pages in token order, max_pages of them
+  StepScratch scratch;
+  int last_logits_row = -1;  // row of scratch.logits holding the last token's logits, -1 when none is pending
+  CudaForwardStats stats;
+  std::weak_ptr<CudaModel> model;  // its mutex guards frees against another thread's capture
+  size_t page_bytes = 0;
+
+  // The pool slot of the sequence's token t.
+  int64_t slot(int t) const {
+    return int64_t{pages[static_cast<size_t>(t / kPageSize)]} * kPageSize + t % kPageSize;
+  }
+  uint64_t cache_bytes() const override {
+    return 2ull * static_cast<uint64_t>(n_layers) * static_cast<uint64_t>(pages.size()) * page_bytes;
+  }
+  ~CudaState() override;
+};
+
+// Byte offsets of one step's inputs in the step block (host and device
+// alike). A function of the step's shape only, so decode steps of one shape
+// always have the same ones (what lets them be a graph).
+struct StepLayout {
+  size_t kv_lens = 0;  // int32 [seqs]: cached tokens of each sequence including this step's
+  size_t slots = 0;    // int64 [tokens]: pool slot of each new token's K/V
+  size_t ids = 0;      // int32 [tokens]
+  size_t cos = 0;      // float [tokens, rope_dim / 2]
+  size_t sin = 0;      // float [tokens, rope_dim / 2]
+  size_t tables = 0;   // int32 [seqs, table_stride]: block tables
+  size_t bytes = 0;
+};
+StepLayout step_layout(int seqs, int tokens, int rope_half, int table_stride);
+
+// One enqueue's shape: `seqs` sequences with q_len new tokens each (one
+// sequence's chunk: seqs 1; a batched decode step: q_len 1), rows
+// seqs·q_len of the activations, inputs at `at` in the step block.
+struct StepView {
+  int seqs = 1;
+  int q_len = 1;
+  int table_stride = 0;
+  int mkl = 0;  // max_kv_len of the attention plan
+  StepLayout at;
+  int tokens() const { return seqs * q_len; }
+};
+
+// Grow-only scratch (mutex held). Each move bumps sc.generation.
+Status ensure_rows(const ModelConfig& c, StepScratch& sc, int rows);
+Status ensure_logit_rows(const ModelConfig& c, StepScratch& sc, int rows);
+Status ensure_step_bytes(StepScratch& sc, size_t bytes);
+Status ensure_attention_workspace(const ModelConfig& c, const CudaModel& cm, StepScratch& sc, const StepView& v);
+// Bumps sc when the pool moved since sc last used it (mutex held).
+void follow_pool(const CudaModel& cm, StepScratch& sc);
+
+// Everything of one step after its inputs are on the device: embedding, the
+// layers, and (head_rows > 0) the final norm of rows [row0, row0 + head_rows)
+// and their logits into logits_out [head_rows, vocab]. Nothing here
+// allocates or synchronizes, so it can be captured. cm.cublas bound to
+// sc.stream and sc.cublas_ws.
+Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v, int row0,
+                    int head_rows, float* logits_out);
+
+// How run_decode ran a decode step.
+struct DecodeRun {
+  bool replayed = false;       // by cudaGraphLaunch
+  bool captured = false;       // a graph was captured for this step first
+  std::string capture_error;   // a capture failed (the step ran plainly; sc stops trying)
+};
+// A decode step (every row's logits into sc.logits rows [0, v.tokens())):
+// the graph when there is one for this key, capturing it when the previous
+// plain step had the same key, else plain launches.
+Result<DecodeRun> run_decode(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v);
+
+}  // namespace flashscope::model
+
+#endif  // FLASHSCOPE_WITH_CUDA

@@ -1,0 +1,389 @@
+// What a sequence's forward pass and a batched decode step share on CUDA
+// (cuda_model.hpp): scratch growth, the step block's layout, the enqueue of
+// one step, and decode steps as CUDA graphs.
+//
+// One step of T = seqs · q_len tokens, its inputs at fixed offsets of the
+// device step block:
+//
+//   x    [T, hidden] fp32 = token_embd[ids]                     embedding
+//   per layer:
+//     xn  [T, hidden] bf16 = rms_norm(x) · attn_norm             rms_norm
+//     qkv [T, (H+2KV)·D] fp32 = xn · Wqkvᵀ                       cuBLAS, M = T
+//     q [T, H, D] bf16, K/V pool pages at slots[T] = rope(qkv)   rope_append
+//     o [T, H, D] bf16 = paged_attention(q, pool, block tables,  one launch for every
+//                        kv_lens, batch = seqs, q_len)           sequence of the step
+//     x += o · Woᵀ                                               cuBLAS, beta = 1
+//     xn = rms_norm(x) · ffn_norm
+//     gu  [T, 2·ffn] fp32 = xn · Wguᵀ                            cuBLAS
+//     act [T, ffn] bf16 = silu(gate) · up                        swiglu
+//     x += act · Wdownᵀ                                          cuBLAS, beta = 1
+//   logits [rows, vocab] fp32 = rms_norm(x[rows]) · output_norm · Woutᵀ
+//
+// Graphs: a decode step's kernels read their inputs through fixed device
+// pointers, so replay = one copy of the step block + cudaGraphLaunch. A
+// graph is captured on a decode step whose key (rows, KV bucket, table
+// stride, buffer generation) equals the previous plain step's: that step
+// loaded every kernel and cuBLAS's choices outside the capture. A step with
+// another key drops the graph and runs plainly. If capture fails the step
+// runs plainly and the scratch stops trying (the caller records why).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "model/cuda_model.hpp"
+
+namespace flashscope::model {
+
+TotalStats& totals() {
+  static TotalStats t;
+  return t;
+}
+
+#if FLASHSCOPE_WITH_CUDA
+
+int next_pow2(int x) {
+  int p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+int kv_bucket(int kv_len, int cap_tokens) { return std::min(std::max(kMinKvBucket, next_pow2(kv_len)), cap_tokens); }
+
+Status cuda_check(cudaError_t err, const std::string& what) {
+  if (err == cudaSuccess) return {};
+  cudaGetLastError();  // a non-sticky error must not be blamed on the next call
+  if (err == cudaErrorMemoryAllocation) return {StatusCode::kOutOfMemory, what + ": out of device memory"};
+  return device_error(what + ": " + cudaGetErrorString(err));
+}
+
+Result<DeviceBuffer> device_alloc(size_t bytes, const char* what) {
+  auto b = DeviceBuffer::allocate(bytes);
+  if (!b.ok()) return Status(b.status().code(), std::string(what) + ": " + b.status().message());
+  return b;
+}
+
+Status poison(void* data, size_t bytes, cudaStream_t stream, const char* what) {
+  if (bytes == 0) return {};
+  return cuda_check(cudaMemsetAsync(data, 0xFF, bytes, stream), std::string("cudaMemsetAsync (poison) of ") + what);
+}
+
+DeviceScope::DeviceScope(int device) {
+  if (cudaGetDevice(&saved_) != cudaSuccess) {
+    cudaGetLastError();
+    saved_ = -1;
+  }
+  if (saved_ != device) status_ = cuda_check(cudaSetDevice(device), "cudaSetDevice");
+}
+
+DeviceScope::~DeviceScope() {
+  if (saved_ >= 0 && status_.ok()) cudaSetDevice(saved_);
+}
+
+void DecodeGraph::drop() {
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  exec = nullptr;
+}
+
+Status StepScratch::init(size_t cublas_workspace_bytes) {
+  if (stream == nullptr) {
+    FLASHSCOPE_RETURN_IF_ERROR(
+        cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
+  }
+  if (cublas_ws.size() < cublas_workspace_bytes) {
+    auto ws = device_alloc(cublas_workspace_bytes, "the cuBLAS workspace");
+    if (!ws.ok()) return ws.status();
+    cublas_ws = std::move(ws).value();
+  }
+  return {};
+}
+
+void StepScratch::release() {
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  graph.drop();
+  for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &logits, &attn_ws, &cublas_ws, &step_dev,
+                          &sampler.penalty_ids, &sampler.token, &batch_sampler.block})
+    *b = DeviceBuffer();
+  rows = 0;
+  logit_rows = 0;
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  stream = nullptr;
+}
+
+StepLayout step_layout(int seqs, int tokens, int rope_half, int table_stride) {
+  const size_t S = static_cast<size_t>(seqs), T = static_cast<size_t>(tokens), R = static_cast<size_t>(rope_half);
+  StepLayout s;
+  s.kv_lens = 0;
+  s.slots = align_up(4 * S, kStepAlign);
+  s.ids = align_up(s.slots + 8 * T, kStepAlign);
+  s.cos = align_up(s.ids + 4 * T, kStepAlign);
+  s.sin = align_up(s.cos + 4 * T * R, kStepAlign);
+  s.tables = align_up(s.sin + 4 * T * R, kStepAlign);
+  s.bytes = align_up(s.tables + 4 * S * static_cast<size_t>(table_stride), kStepAlign);
+  return s;
+}
+
+Status ensure_rows(const ModelConfig& c, StepScratch& sc, int rows) {
+  if (sc.rows >= rows) return {};
+  const int r = std::min(kChunk, next_pow2(std::max(rows, 16)));
+  const size_t R = static_cast<size_t>(r), H = static_cast<size_t>(c.hidden), F = static_cast<size_t>(c.ffn);
+  const size_t qd = static_cast<size_t>(c.n_heads) * c.head_dim;
+  const size_t qkv_dim = qd + 2 * static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  const struct {
+    DeviceBuffer* buf;
+    size_t bytes;
+    const char* what;
+  } plan[] = {{&sc.x, R * H * 4, "activations x"},   {&sc.xn, R * H * 2, "activations xn"},
+              {&sc.qkv, R * qkv_dim * 4, "activations qkv"}, {&sc.q, R * qd * 2, "activations q"},
+              {&sc.o, R * qd * 2, "activations o"},  {&sc.gu, R * 2 * F * 4, "activations gate/up"},
+              {&sc.act, R * F * 2, "activations act"}};
+  DeviceBuffer fresh[7];
+  for (size_t i = 0; i < 7; ++i) {
+    auto b = device_alloc(plan[i].bytes, plan[i].what);
+    if (!b.ok()) return b.status();
+    fresh[i] = std::move(b).value();
+    FLASHSCOPE_RETURN_IF_ERROR(poison(fresh[i].data(), plan[i].bytes, sc.stream, plan[i].what));
+  }
+  for (size_t i = 0; i < 7; ++i) *plan[i].buf = std::move(fresh[i]);
+  sc.rows = r;
+  sc.bump();
+  return {};
+}
+
+Status ensure_logit_rows(const ModelConfig& c, StepScratch& sc, int rows) {
+  if (sc.logit_rows >= rows) return {};
+  const size_t bytes = static_cast<size_t>(rows) * static_cast<size_t>(c.vocab) * 4;
+  auto b = device_alloc(bytes, "the logits buffer");
+  if (!b.ok()) return b.status();
+  FLASHSCOPE_RETURN_IF_ERROR(poison(b->data(), bytes, sc.stream, "logits"));
+  sc.logits = std::move(b).value();
+  sc.logit_rows = rows;
+  sc.bump();
+  return {};
+}
+
+Status ensure_step_bytes(StepScratch& sc, size_t bytes) {
+  if (sc.step_dev.size() >= bytes && sc.step_host.size() >= bytes) return {};
+  // Room to grow: a sequence's chunks and a batch's rows vary from call to call.
+  const size_t want = std::max(bytes, 2 * sc.step_dev.size());
+  // No copy reads the staging memory now: every call ends with its stream synchronized.
+  FLASHSCOPE_RETURN_IF_ERROR(sc.step_host.allocate(want, "the step inputs"));
+  auto dev = device_alloc(want, "the step inputs");
+  if (!dev.ok()) return dev.status();
+  FLASHSCOPE_RETURN_IF_ERROR(poison(dev->data(), want, sc.stream, "the step inputs"));
+  sc.step_dev = std::move(dev).value();
+  sc.bump();
+  return {};
+}
+
+void follow_pool(const CudaModel& cm, StepScratch& sc) {
+  if (sc.pool_generation == cm.pool.generation) return;
+  sc.pool_generation = cm.pool.generation;
+  sc.bump();
+}
+
+namespace {
+
+template <typename T>
+T* in_step(const StepScratch& sc, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(sc.step_dev.data()) + offset);
+}
+
+// The attention call of layer `layer` for a step of shape v.
+PagedAttentionParams attention_params(const ModelConfig& c, const CudaModel& cm, const StepScratch& sc, int layer,
+                                      const StepView& v) {
+  PagedAttentionParams p;
+  p.q = bshd(sc.q.data(), v.q_len, c.n_heads, c.head_dim);  // [seqs, q_len, H, D]
+  p.o = bshd(sc.o.data(), v.q_len, c.n_heads, c.head_dim);
+  p.k_pages = cm.pool.k_pages(layer);
+  p.v_pages = cm.pool.v_pages(layer);
+  p.block_tables = in_step<const int32_t>(sc, v.at.tables);
+  p.block_table_stride = v.table_stride;
+  p.kv_lens = in_step<const int32_t>(sc, v.at.kv_lens);
+  p.batch = v.seqs;
+  p.q_heads = c.n_heads;
+  p.kv_heads = c.n_kv_heads;
+  p.q_len = v.q_len;
+  p.head_dim = c.head_dim;
+  p.page_size = kPageSize;
+  p.max_kv_len = v.mkl;
+  p.causal = true;
+  p.dtype = DType::kBF16;
+  p.device = Device::kCuda;
+  p.stream = sc.stream;
+  p.workspace = sc.attn_ws.data();
+  p.workspace_bytes = sc.attn_ws.size();
+  p.num_pages = cm.pool.num_pages;
+  return p;
+}
+
+}  // namespace
+
+// The plan depends only on shapes and the SM count, so the enqueue that
+// follows (captured or not) gets the same one.
+Status ensure_attention_workspace(const ModelConfig& c, const CudaModel& cm, StepScratch& sc, const StepView& v) {
+  auto plan = plan_paged_attention(attention_params(c, cm, sc, 0, v));
+  if (!plan.ok()) return plan.status();
+  if (plan->workspace_bytes <= sc.attn_ws.size()) return {};
+  auto b = device_alloc(plan->workspace_bytes, "the split-KV attention workspace");
+  if (!b.ok()) return b.status();
+  sc.attn_ws = std::move(b).value();
+  sc.bump();
+  return {};
+}
+
+Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v, int row0,
+                    int head_rows, float* logits_out) {
+  const ModelConfig& c = m.config;
+  void* s = sc.stream;
+  const int n = v.tokens();
+  const int H = c.hidden, F = c.ffn;
+  const int qd = c.n_heads * c.head_dim;
+  const int qkv_dim = qd + 2 * c.n_kv_heads * c.head_dim;
+  auto* x = static_cast<float*>(sc.x.data());
+  auto* xn = static_cast<uint16_t*>(sc.xn.data());
+  auto* qkv = static_cast<float*>(sc.qkv.data());
+  auto* gu = static_cast<float*>(sc.gu.data());
+  auto* act = static_cast<uint16_t*>(sc.act.data());
+
+  cuda::EmbeddingOp emb;
+  emb.ids = in_step<const int32_t>(sc, v.at.ids);
+  emb.table = cm.token_embd;
+  emb.x = x;
+  emb.n = n;
+  emb.hidden = H;
+  emb.vocab = c.vocab;
+  FLASHSCOPE_RETURN_IF_ERROR(cuda::embedding(emb, s));
+
+  auto norm = [&](const float* weight, int first_row, int rows) {
+    cuda::RmsNormOp op;
+    op.x = x + static_cast<int64_t>(first_row) * H;
+    op.x_stride = H;
+    op.weight = weight;
+    op.y = xn;
+    op.y_stride = H;
+    op.rows = rows;
+    op.dim = H;
+    op.eps = c.rms_eps;
+    return cuda::rms_norm(op, s);
+  };
+  auto gemm = [&](const uint16_t* w, const uint16_t* in, int64_t ldx, float* out, int64_t ldy, int rows, int n_out,
+                  int k, bool accumulate) {
+    cuda::GemmOp op;
+    op.w = w;
+    op.x = in;
+    op.y = out;
+    op.rows = rows;
+    op.n_out = n_out;
+    op.k = k;
+    op.ldx = ldx;
+    op.ldy = ldy;
+    op.accumulate = accumulate;
+    return cuda::gemm_bf16(cm.cublas.get(), op);
+  };
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const CudaModel::Layer& L = cm.layers[static_cast<size_t>(l)];
+    FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wqkv, xn, H, qkv, qkv_dim, n, qkv_dim, H, false));
+
+    cuda::RopeAppendOp ra;
+    ra.qkv = qkv;
+    ra.qkv_stride = qkv_dim;
+    ra.rope_cos = in_step<const float>(sc, v.at.cos);
+    ra.rope_sin = in_step<const float>(sc, v.at.sin);
+    ra.slots = in_step<const int64_t>(sc, v.at.slots);
+    ra.q_out = static_cast<uint16_t*>(sc.q.data());
+    ra.q_stride = qd;
+    ra.k_pages = cm.pool.k_pages(l);
+    ra.v_pages = cm.pool.v_pages(l);
+    ra.n = n;
+    ra.q_heads = c.n_heads;
+    ra.kv_heads = c.n_kv_heads;
+    ra.head_dim = c.head_dim;
+    ra.rope_dim = c.rope_dim;
+    ra.page_size = kPageSize;
+    ra.num_pages = cm.pool.num_pages;
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
+
+    FLASHSCOPE_RETURN_IF_ERROR(paged_attention(attention_params(c, cm, sc, l, v)));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, static_cast<const uint16_t*>(sc.o.data()), qd, x, H, n, H, qd, true));
+
+    FLASHSCOPE_RETURN_IF_ERROR(norm(L.ffn_norm, 0, n));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_gate_up, xn, H, gu, 2 * F, n, 2 * F, H, false));
+    cuda::SwigluOp sw;
+    sw.gu = gu;
+    sw.gu_stride = 2 * F;
+    sw.out = act;
+    sw.out_stride = F;
+    sw.rows = n;
+    sw.ffn = F;
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::swiglu(sw, s));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_down, act, F, x, H, n, H, F, true));
+  }
+
+  if (head_rows > 0) {
+    FLASHSCOPE_RETURN_IF_ERROR(norm(cm.output_norm, row0, head_rows));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.output, xn, H, logits_out, c.vocab, head_rows, c.vocab, H, false));
+  }
+  return {};
+}
+
+namespace {
+
+// Captures one decode step of shape v into sc.graph.
+Status capture_decode(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v,
+                      const GraphKey& key) {
+  FLASHSCOPE_RETURN_IF_ERROR(
+      cuda_check(cudaStreamBeginCapture(sc.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture"));
+  const Status enqueued =
+      enqueue_step(m, cm, sc, v, 0, v.tokens(), static_cast<float*>(sc.logits.data()));
+  cudaGraph_t g = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(sc.stream, &g);
+  if (!enqueued.ok() || ended != cudaSuccess) {
+    if (g != nullptr) cudaGraphDestroy(g);
+    cudaGetLastError();
+    return enqueued.ok() ? device_error(std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended))
+                         : Status(enqueued.code(), "while capturing: " + enqueued.message());
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  FLASHSCOPE_RETURN_IF_ERROR(cuda_check(inst, "cudaGraphInstantiate"));
+  sc.graph.exec = exec;
+  sc.graph.key = key;
+  return {};
+}
+
+}  // namespace
+
+Result<DecodeRun> run_decode(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v) {
+  DecodeRun run;
+  GraphKey key;
+  key.rows = v.seqs;
+  key.bucket = v.mkl;
+  key.table_stride = v.table_stride;
+  key.generation = sc.generation;
+  if (sc.graph.exec != nullptr && !(sc.graph.key == key)) sc.graph.drop();
+  if (sc.graph.exec == nullptr && cm.graphs && !sc.graph.failed && sc.graph.warm == key) {
+    const Status cap = capture_decode(m, cm, sc, v, key);
+    if (cap.ok()) {
+      run.captured = true;
+    } else {
+      sc.graph.failed = true;
+      run.capture_error = cap.message();
+    }
+  }
+  if (sc.graph.exec != nullptr) {
+    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaGraphLaunch(sc.graph.exec, sc.stream), "cudaGraphLaunch (decode step)"));
+    run.replayed = true;
+    return run;
+  }
+  FLASHSCOPE_RETURN_IF_ERROR(enqueue_step(m, cm, sc, v, 0, v.tokens(), static_cast<float*>(sc.logits.data())));
+  sc.graph.warm = key;
+  return run;
+}
+
+#endif  // FLASHSCOPE_WITH_CUDA
+
+}  // namespace flashscope::model
