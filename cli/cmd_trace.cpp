@@ -1,9 +1,11 @@
 // `flashscope-cli trace`: capture a trace of one attention run to a file
 // (docs/trace_format.md), or summarise a trace file.
-//   trace prefill <shape> --out FILE   random bf16/fp16 inputs (seeded), the
-//                                      CPU path with its probes; --device cuda
-//                                      will run a kernel built with probes
-//   trace decode ...                   paged decode with probes (GPU, not built yet)
+//   trace prefill <shape> --out FILE   random bf16/fp16 inputs (seeded): the
+//                                      CPU path with its probes, or with
+//                                      --device cuda a kernel (v1..v6, auto)
+//                                      built with its probes, on the GPU
+//   trace decode <shape> --out FILE    paged decode with probes (GPU): pages
+//                                      handed out shuffled, as `bench decode`
 //   trace info FILE                    what the file holds, in a few lines
 #include <algorithm>
 #include <cstdio>
@@ -15,7 +17,10 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "flashscope/attention.hpp"
+#include "flashscope/device.hpp"
+#include "flashscope/device_buffer.hpp"
 #include "flashscope/half.hpp"
+#include "flashscope/paged_attention.hpp"
 #include "flashscope/trace.hpp"
 
 namespace flashscope::cli {
@@ -24,13 +29,20 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashscope-cli trace prefill [--batch B] [--q-heads H] [--kv-heads HK] [--q-len LQ] [--kv-len LK]\n"
     "                                    [--head-dim D] [--causal] [--dtype bf16|fp16] [--device cpu|cuda]\n"
-    "                                    [--kernel v1..v6|auto] [--trace-batch B] [--trace-head H]\n"
+    "                                    [--kernel v1..v6|hopper|auto] [--trace-batch B] [--trace-head H]\n"
     "                                    [--rows R,R,...] [--sample-tiles QT:KT,...] [--seed N] --out FILE\n"
-    "       flashscope-cli trace decode ...   (paged decode with probes: needs the GPU probes)\n"
+    "       flashscope-cli trace decode [--batch B] [--q-heads H] [--kv-heads HK] [--context L] [--head-dim D]\n"
+    "                                   [--page-size P] [--q-len 1..8] [--splits auto|N] [--dtype bf16|fp16]\n"
+    "                                   [--trace-batch B] [--trace-head H] [--rows R,R,...]\n"
+    "                                   [--sample-tiles QT:KT,...] [--seed N] --out FILE\n"
     "       flashscope-cli trace info FILE\n"
-    "defaults: 1 x 8 heads x 1024 x 1024 x 128, bf16, device cpu, head 0 of sequence 0,\n"
+    "prefill defaults: 1 x 8 heads x 1024 x 1024 x 128, bf16, device cpu, head 0 of sequence 0,\n"
     "          rows first, middle and last of the sequence, sample tile 0:0, seed 1\n"
-    "--device cuda needs a build whose kernels carry the probes (not built yet)\n";
+    "decode defaults: B1, 32/8 heads, context 4096 (new tokens included), D128, page 16, one new token,\n"
+    "          auto splits, causal, head 0 of sequence 0, every new token's row, sample tile 0:0, seed 1\n"
+    "--device cuda and decode run the kernels built with their probes on the GPU (per-CTA SM and\n"
+    "%globaltimer times, per-warp phase spans, softmax states, tile masses); they need a CUDA device.\n"
+    "--kernel auto traces prefill()'s choice, or v5/v6 where that is the hopper kernel (no probes yet)\n";
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "flashscope-cli trace: %s\n%s", msg.c_str(), kUsage);
@@ -130,6 +142,8 @@ void print_summary(const Trace& t) {
     }
     std::printf("\n");
   }
+  if (m.dropped_spans > 0)
+    std::printf("  %llu spans dropped: a warp's span storage was full\n", static_cast<unsigned long long>(m.dropped_spans));
   if (m.traced_head >= 0) std::printf("  traced: sequence %d, head %d\n", m.traced_batch, m.traced_head);
   if (!t.softmax.empty()) {
     std::vector<uint32_t> rows;
@@ -200,7 +214,7 @@ int trace_prefill(int argc, char** argv) {
   if (dtype_s != "bf16" && dtype_s != "fp16") return usage_error("--dtype must be bf16 or fp16");
   if (device_s != "cpu" && device_s != "cuda") return usage_error("--device must be cpu or cuda");
   PrefillKernel kernel;
-  if (!parse_prefill_kernel(kernel_s, &kernel)) return usage_error("--kernel must be v1..v6 or auto");
+  if (!parse_prefill_kernel(kernel_s, &kernel)) return usage_error("--kernel must be v1..v6, hopper or auto");
   if (args.has("rows") && !parse_list(args.get("rows"), ',', &opt.rows))
     return usage_error("--rows expects non-negative integers separated by commas");
   if (args.has("sample-tiles") && !parse_tiles(args.get("sample-tiles"), &opt.sample_tiles))
@@ -215,9 +229,11 @@ int trace_prefill(int argc, char** argv) {
   p.v = p.k;
   p.o = p.q;
   if (Status s = validate(p); !s.ok()) return fail(s.to_string());
-  if (p.device == Device::kCuda)
-    return fail("GPU probes are not built yet: no kernel records a trace; use --device cpu for the CPU path");
-  if (kernel != PrefillKernel::kAuto) return usage_error("--kernel selects a GPU kernel; the CPU path is cpu-tiled");
+  if (p.device == Device::kCuda && !cuda_available())
+    return fail("--device cuda: no CUDA device is present (or this build has no CUDA backend); "
+                "use --device cpu for the CPU path");
+  if (p.device == Device::kCpu && kernel != PrefillKernel::kAuto)
+    return usage_error("--kernel selects a GPU kernel (with --device cuda); the CPU path is cpu-tiled");
 
   if (!args.has("rows") && p.q_len > 0) opt.rows = {0, p.q_len / 2, p.q_len - 1};
   if (!args.has("sample-tiles") && p.q_len > 0 && p.kv_len > 0) opt.sample_tiles = {{0, 0}};
@@ -227,13 +243,134 @@ int trace_prefill(int argc, char** argv) {
   const auto hq = random_halves(q_elems, p.dtype, seed), hk = random_halves(kv_elems, p.dtype, seed + 1),
              hv = random_halves(kv_elems, p.dtype, seed + 2);
   std::vector<uint16_t> ho(q_elems);
-  p.q.data = const_cast<uint16_t*>(hq.data());
-  p.k.data = const_cast<uint16_t*>(hk.data());
-  p.v.data = const_cast<uint16_t*>(hv.data());
-  p.o.data = ho.data();
+  Trace t;
+  if (p.device == Device::kCuda) {
+    DeviceBuffer dq, dk, dv, dout;
+    for (auto [buf, host] : {std::pair{&dq, &hq}, {&dk, &hk}, {&dv, &hv}, {&dout, &ho}}) {
+      auto r = DeviceBuffer::allocate(host->size() * 2);
+      if (!r.ok()) return fail(r.status().to_string());
+      *buf = std::move(r.value());
+      if (Status s = buf->upload(host->data(), host->size() * 2); !s.ok()) return fail(s.to_string());
+    }
+    p.q.data = dq.data();
+    p.k.data = dk.data();
+    p.v.data = dv.data();
+    p.o.data = dout.data();
+    if (Status s = capture_cuda_prefill_trace(p, opt, &t); !s.ok()) return fail(s.to_string());
+  } else {
+    p.q.data = const_cast<uint16_t*>(hq.data());
+    p.k.data = const_cast<uint16_t*>(hk.data());
+    p.v.data = const_cast<uint16_t*>(hv.data());
+    p.o.data = ho.data();
+    if (Status s = capture_cpu_prefill_trace(p, opt, &t); !s.ok()) return fail(s.to_string());
+  }
+  t.meta.producer = "flashscope-cli";
+  if (Status s = write_trace(t, out); !s.ok()) return fail(s.to_string());
+  std::printf("%s: wrote a trace (format version %u)\n", out.c_str(), kTraceFormatVersion);
+  print_summary(t);
+  return 0;
+}
+
+// `trace decode`: paged attention of q_len new tokens per sequence against
+// `context` cached ones (new tokens included), with the kernels' probes.
+int trace_decode(int argc, char** argv) {
+  Args args(argc, argv,
+            {"batch", "q-heads", "kv-heads", "context", "head-dim", "page-size", "q-len", "splits", "dtype",
+             "trace-batch", "trace-head", "rows", "sample-tiles", "seed", "out"},
+            {"help"});
+  if (args.has("help")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  PagedAttentionParams p;
+  p.batch = int(args.get_int("batch", 1));
+  p.q_heads = int(args.get_int("q-heads", 32));
+  p.kv_heads = int(args.get_int("kv-heads", 8));
+  const int context = int(args.get_int("context", 4096));
+  p.head_dim = int(args.get_int("head-dim", 128));
+  p.page_size = int(args.get_int("page-size", 16));
+  p.q_len = int(args.get_int("q-len", 1));
+  p.causal = true;
+  TraceOptions opt;
+  opt.batch = int(args.get_int("trace-batch", 0));
+  opt.head = int(args.get_int("trace-head", 0));
+  const uint64_t seed = uint64_t(args.get_int("seed", 1));
+  const std::string splits_s = args.get("splits", "auto");
+  const std::string dtype_s = args.get("dtype", "bf16");
+  const std::string out = args.get("out");
+  if (!args.ok()) return usage_error(args.error());
+  if (!args.positional().empty()) return usage_error("unexpected argument '" + args.positional()[0] + "'");
+  if (out.empty()) return usage_error("--out FILE is required");
+  if (dtype_s != "bf16" && dtype_s != "fp16") return usage_error("--dtype must be bf16 or fp16");
+  if (p.q_len < 1 || p.q_len > 8) return usage_error("--q-len must be 1..8 (new tokens per sequence)");
+  if (context < p.q_len) return usage_error("--context counts the new tokens: it must be >= --q-len");
+  if (p.batch < 1 || p.page_size < 1) return usage_error("--batch and --page-size must be >= 1");
+  if (splits_s == "auto") {
+    p.num_splits = 0;
+  } else {
+    std::vector<int32_t> n;
+    if (!parse_list(splits_s, ',', &n) || n.size() != 1 || n[0] < 1) return usage_error("--splits must be auto or N >= 1");
+    p.num_splits = n[0];
+  }
+  if (args.has("rows") && !parse_list(args.get("rows"), ',', &opt.rows))
+    return usage_error("--rows expects non-negative integers separated by commas");
+  if (args.has("sample-tiles") && !parse_tiles(args.get("sample-tiles"), &opt.sample_tiles))
+    return usage_error("--sample-tiles expects QT:KT pairs separated by commas");
+  p.dtype = dtype_s == "bf16" ? DType::kBF16 : DType::kFP16;
+  p.device = Device::kCuda;
+  p.max_kv_len = context;
+
+  // Pages handed out in a shuffled order, as a long-running server's cache.
+  const int pages_per_seq = (context + p.page_size - 1) / p.page_size;
+  const int num_pages = p.batch * pages_per_seq;
+  p.block_table_stride = pages_per_seq;
+  p.num_pages = num_pages;
+  std::vector<int32_t> table(static_cast<size_t>(num_pages));
+  std::vector<int32_t> lens(static_cast<size_t>(p.batch), context);
+  for (int i = 0; i < num_pages; ++i) table[size_t(i)] = i;
+  std::shuffle(table.begin(), table.end(), std::mt19937(uint32_t(seed) + 7));
+  // Shapes first: a bad one is reported before any allocation.
+  p.q = bshd(reinterpret_cast<void*>(16), p.q_len, p.q_heads, p.head_dim);
+  p.o = p.q;
+  p.k_pages = p.v_pages = reinterpret_cast<void*>(16);
+  p.block_tables = table.data();
+  p.kv_lens = lens.data();
+  p.device = Device::kCpu;  // lets validate() check the host block table
+  if (Status s = validate(p); !s.ok()) return fail(s.to_string());
+  p.device = Device::kCuda;
+  if (!cuda_available())
+    return fail("trace decode runs the paged kernels on the GPU: no CUDA device is present "
+                "(or this build has no CUDA backend)");
+
+  if (!args.has("rows"))
+    for (int t = 0; t < p.q_len; ++t) opt.rows.push_back(t);
+  if (!args.has("sample-tiles")) opt.sample_tiles = {{0, 0}};
+
+  const size_t page_elems = size_t(p.kv_heads) * p.page_size * p.head_dim;
+  const size_t q_elems = size_t(p.batch) * p.q_len * p.q_heads * p.head_dim;
+  DeviceBuffer dq, dout, dk, dv, dtable, dlens;
+  auto put = [&](DeviceBuffer& b, const void* host, size_t bytes) -> Status {
+    auto r = DeviceBuffer::allocate(bytes);
+    if (!r.ok()) return r.status();
+    b = std::move(r.value());
+    return b.upload(host, bytes);
+  };
+  const auto hq = random_halves(q_elems, p.dtype, seed), ho = std::vector<uint16_t>(q_elems),
+             hk = random_halves(page_elems * num_pages, p.dtype, seed + 1),
+             hv = random_halves(page_elems * num_pages, p.dtype, seed + 2);
+  for (Status s : {put(dq, hq.data(), q_elems * 2), put(dout, ho.data(), q_elems * 2),
+                   put(dk, hk.data(), hk.size() * 2), put(dv, hv.data(), hv.size() * 2),
+                   put(dtable, table.data(), table.size() * 4), put(dlens, lens.data(), lens.size() * 4)})
+    if (!s.ok()) return fail(s.to_string());
+  p.q.data = dq.data();
+  p.o.data = dout.data();
+  p.k_pages = dk.data();
+  p.v_pages = dv.data();
+  p.block_tables = static_cast<const int32_t*>(dtable.data());
+  p.kv_lens = static_cast<const int32_t*>(dlens.data());
 
   Trace t;
-  if (Status s = capture_cpu_prefill_trace(p, opt, &t); !s.ok()) return fail(s.to_string());
+  if (Status s = capture_cuda_paged_trace(p, opt, &t); !s.ok()) return fail(s.to_string());
   t.meta.producer = "flashscope-cli";
   if (Status s = write_trace(t, out); !s.ok()) return fail(s.to_string());
   std::printf("%s: wrote a trace (format version %u)\n", out.c_str(), kTraceFormatVersion);
@@ -247,13 +384,7 @@ int cmd_trace(int argc, char** argv) {
   const std::string sub = argc >= 1 ? argv[0] : "";
   if (sub == "prefill") return trace_prefill(argc - 1, argv + 1);
   if (sub == "info") return trace_info(argc - 1, argv + 1);
-  if (sub == "decode") {
-    if (argc >= 2 && std::string(argv[1]) == "--help") {
-      std::printf("%s", kUsage);
-      return 0;
-    }
-    return fail("trace decode: GPU probes are not built yet (decode runs on the GPU only)");
-  }
+  if (sub == "decode") return trace_decode(argc - 1, argv + 1);
   if (sub == "--help" || sub == "-h" || sub == "help") {
     std::printf("%s", kUsage);
     return 0;

@@ -11,6 +11,10 @@
 //   last_key(r)       causal: the last key row r may see
 //   store_lse(r, x)   the row's log-sum-exp, where the layout puts it
 //   partial()         write float partials for the split-KV combine instead
+// and, for the probe build only (kernels/common/probe.cuh):
+//   probe_batch(), probe_head(), probe_split()  the CTA's coordinates
+//   holds_head(b, h)  the CTA has rows of q-head h of sequence b
+//   probe_query(r, h) row r's query index in its sequence if it is q-head h's, else -1
 #pragma once
 
 #include <cstdint>
@@ -75,6 +79,12 @@ struct DenseView {
   }
   __device__ float* partial_o(int) const { return nullptr; }
   __device__ void store_partial_lse(int, float) const {}
+
+  __device__ int probe_batch() const { return blockIdx.z; }
+  __device__ int probe_head() const { return blockIdx.y; }
+  __device__ int probe_split() const { return 0; }
+  __device__ bool holds_head(int b, int h) const { return int(blockIdx.z) == b && int(blockIdx.y) == h; }
+  __device__ int probe_query(int r, int) const { return r < rows ? r : -1; }
 };
 
 // The paged KV cache: one CTA per (q-tile x split, kv-head, sequence). The
@@ -149,6 +159,18 @@ struct PagedView {
   }
   __device__ float* partial_o(int r) const { return p.o_partial + partial_index(r) * DIM; }
   __device__ void store_partial_lse(int r, float x) const { p.lse_partial[partial_index(r)] = x; }
+
+  __device__ int probe_batch() const { return seq; }
+  __device__ int probe_head() const { return kv_head; }  // the CTA's rows span the kv-head's q-heads
+  __device__ int probe_split() const { return split; }
+  // Rows r of q-head h are r = t * group + h % group: the first one at or after q0.
+  __device__ bool holds_head(int b, int h) const {
+    if (seq != b || h / p.group != kv_head) return false;
+    const int g = h % p.group;
+    const int first = q0 + ((g - q0 % p.group) % p.group + p.group) % p.group;
+    return first < min(rows, q0 + BLOCK_Q);
+  }
+  __device__ int probe_query(int r, int h) const { return r < rows && q_head(r) == h ? token(r) : -1; }
 };
 
 }  // namespace flashscope::kernels

@@ -29,6 +29,11 @@
 // the diagonal tiles masked), GQA (kv-head = q-head / group, no K/V copies),
 // varlen (cu_seqlens), tails of any length (zero-filled loads, masked keys,
 // guarded stores). Layouts are arbitrary strides with head_dim contiguous.
+//
+// Probe (kernels/common/probe.cuh): NoProbe for the production kernels, whose
+// hooks are empty; GlobalTimerProbe for the trace capture, which stamps each
+// CTA, times each warp's phases (load issue/wait, Q·Kᵀ, softmax, P·V,
+// epilogue) and records the online-softmax state of traced rows per tile.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,6 +43,7 @@
 
 #include "kernels/attention/attention_views.cuh"
 #include "kernels/attention/prefill_params.h"
+#include "kernels/common/probe.cuh"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/swizzle.cuh"
 
@@ -119,9 +125,9 @@ __device__ __forceinline__ void load_tile(uint32_t dst, RowPtr row_ptr, int vali
 
 }  // namespace detail
 
-template <typename Cfg, typename T, bool kCausal, typename View>
+template <typename Cfg, typename T, bool kCausal, typename View, typename Probe = NoProbe>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
-    attention_kernel(const __grid_constant__ typename View::Params p) {
+    attention_kernel(const __grid_constant__ typename Probe::template Params<typename View::Params> p) {
   using namespace detail;
   using Mma = MmaType<T>;
   constexpr int DIM = Cfg::kDim;
@@ -134,6 +140,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int tid = threadIdx.x;
   const int warp_id = tid / 32;
   const int lane_id = tid % 32;
+  typename Probe::Ctx probe;
+  probe_cta_start(probe, p);
 
   // Which rows and keys this CTA owns, and where they live (attention_views.cuh).
   const View view(p);
@@ -142,6 +150,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int kv_begin = view.kv_begin;
   const int kv_end = view.kv_end;
   const int num_kv_tiles = kv_end > kv_begin ? (kv_end - kv_begin + BLOCK_KV - 1) / BLOCK_KV : 0;
+  probe_select_view(probe, view, warp_id);
+  // Closes the probe span opened at `start` for the CTA's KV tile `kv_tile`
+  // (recorded as an absolute tile: a split starts at a whole tile).
+  const int probe_tile0 = kv_begin / BLOCK_KV;
+  // The conditional loads keep their own `if` (so the production kernels
+  // compile exactly as they did before the hooks) and pass the condition here.
+  auto span = [&](ProbeSpanKind kind, int kv_tile, uint64_t start, bool happened = true) {
+    if (happened) probe_span(probe, kind, probe_tile0 + kv_tile, start);
+  };
   const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
 
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -300,7 +317,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   // m, rescale of l and O by exp2(m_old - m_new), P = exp2(S·scale·log2e - m)
   // packed into A fragments. Branch-free, so the compiler can interleave it
   // with independent tensor-core work (the v6 pipeline relies on that).
-  auto softmax_update = [&](float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4],
+  auto softmax_update = [&](int kv_tile, float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4],
                             uint32_t (&P_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4]) {
 #pragma unroll
     for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q) {
@@ -332,6 +349,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
             row_sum += prob;
           }
         l_rmem[mma_id_q][h] = l_rmem[mma_id_q][h] * rescale + row_sum;
+        if constexpr (Probe::kEnabled) {
+          // The keys of this tile the row sees: those before kv_end and, causal, up to its diagonal.
+          const int row = q0 + warp_id * WARP_Q + mma_id_q * kMmaM + lane_id / 4 + h * 8;
+          const int k0 = kv_begin + kv_tile * BLOCK_KV;
+          const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
+          probe_row_state(probe, view.probe_query(row, p.probe.traced_head), probe_tile0 + kv_tile, m_new,
+                          row_max * p.scale_log2, rescale, row_sum, l_rmem[mma_id_q][h],
+                          max(0, min(BLOCK_KV, key_end - k0)));
+        }
 #pragma unroll
         for (int mma_id_d = 0; mma_id_d < DIM / kMmaN; ++mma_id_d) {
           O_rmem[mma_id_q][mma_id_d][2 * h] *= rescale;
@@ -352,80 +378,138 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   auto online_softmax = [&](int kv_tile, float (&S_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4],
                             uint32_t (&P_rmem)[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4]) {
     mask_tile(kv_tile, S_rmem);
-    softmax_update(S_rmem, P_rmem);
+    softmax_update(kv_tile, S_rmem, P_rmem);
   };
 
   // --- main loop over KV tiles: the three pipelines ---
+  // Probe spans (`t = probe_time(probe)` ... `span(kind, tile, t)`) bracket
+  // each phase; with NoProbe they compile to nothing. A wait span covers the
+  // cp.async wait and the barrier after it; barriers before a load belong to
+  // no span.
   if constexpr (Cfg::kPipe == Pipeline::kSerial) {
     for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
       __syncthreads();  // all warps are done reading the previous tile's K and V
+      uint64_t t = probe_time(probe);
       load_K(kv_tile, 0);
+      span(ProbeSpanKind::kLoadIssueK, kv_tile, t);
+      t = probe_time(probe);
       load_V(kv_tile, 0);
       cp_async_commit();
+      span(ProbeSpanKind::kLoadIssueV, kv_tile, t);
+      t = probe_time(probe);
       cp_async_wait<0>();
       __syncthreads();  // the whole tile has landed, from every thread's copies
+      span(ProbeSpanKind::kLoadWaitK, kv_tile, t);  // K and V are one copy group: one wait
       float S_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
       uint32_t P_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4];
+      t = probe_time(probe);
       compute_S(K_smem, S_rmem);
+      span(ProbeSpanKind::kQK, kv_tile, t);
+      t = probe_time(probe);
       online_softmax(kv_tile, S_rmem, P_rmem);
+      span(ProbeSpanKind::kSoftmax, kv_tile, t);
+      t = probe_time(probe);
       compute_PV(V_smem, P_rmem);
+      span(ProbeSpanKind::kPV, kv_tile, t);
     }
   } else if constexpr (Cfg::kPipe == Pipeline::kKV2) {
     if (num_kv_tiles > 0) {
+      uint64_t t = probe_time(probe);
       load_K(0, 0);
+      span(ProbeSpanKind::kLoadIssueK, 0, t);
+      t = probe_time(probe);
       load_V(0, 0);
+      span(ProbeSpanKind::kLoadIssueV, 0, t);
     }
     cp_async_commit();
     for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
       const int stage = kv_tile % 2;
       __syncthreads();  // all warps are done with tile t-1, whose buffers tile t+1 reuses
       if (kv_tile + 1 < num_kv_tiles) {
+        uint64_t t = probe_time(probe);
         load_K(kv_tile + 1, 1 - stage);
+        span(ProbeSpanKind::kLoadIssueK, kv_tile + 1, t);
+        t = probe_time(probe);
         load_V(kv_tile + 1, 1 - stage);
+        span(ProbeSpanKind::kLoadIssueV, kv_tile + 1, t);
       }
       cp_async_commit();  // possibly empty: keeps "one group per tile" so wait<1> means tile t
+      uint64_t t = probe_time(probe);
       cp_async_wait<1>();
       __syncthreads();  // tile t is visible to every warp; tile t+1 may still be in flight
+      span(ProbeSpanKind::kLoadWaitK, kv_tile, t);  // K(t) and V(t) are one copy group: one wait
       float S_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
       uint32_t P_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4];
+      t = probe_time(probe);
       compute_S(K_smem + stage * Cfg::kKVTileBytes, S_rmem);
+      span(ProbeSpanKind::kQK, kv_tile, t);
+      t = probe_time(probe);
       online_softmax(kv_tile, S_rmem, P_rmem);
+      span(ProbeSpanKind::kSoftmax, kv_tile, t);
+      t = probe_time(probe);
       compute_PV(V_smem + stage * Cfg::kKVTileBytes, P_rmem);
+      span(ProbeSpanKind::kPV, kv_tile, t);
     }
   } else if constexpr (Cfg::kPipe == Pipeline::kLookahead) {
     // v6: S(t+1) = Q·K(t+1)ᵀ is issued in the same straight-line block as the
     // softmax of tile t, so one warp keeps the tensor pipe busy while its FP32
     // and SFU work runs (FlashAttention-2 leaves that overlap to other warps).
     // K and V are double-buffered; K runs one tile ahead of V.
+    // Probed, the span boundaries between Q·K(t+1)ᵀ, softmax(t) and P·V(t)
+    // are timer reads in that block: they record the phases one after another
+    // and keep the compiler from overlapping them as freely as in the
+    // production kernel, whose timing is the one to quote.
     float S_cur[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
     if (num_kv_tiles > 0) {
+      uint64_t t = probe_time(probe);
       load_K(0, 0);
+      span(ProbeSpanKind::kLoadIssueK, 0, t);
+      t = probe_time(probe);
       load_V(0, 0);
       cp_async_commit();
+      span(ProbeSpanKind::kLoadIssueV, 0, t);
+      t = probe_time(probe);
       if (num_kv_tiles > 1) load_K(1, 1);
+      span(ProbeSpanKind::kLoadIssueK, 1, t, num_kv_tiles > 1);
       cp_async_commit();  // possibly empty: keeps one group per step
+      t = probe_time(probe);
       cp_async_wait<1>();
       __syncthreads();  // K(0) and V(0) have landed for every thread
+      span(ProbeSpanKind::kLoadWaitK, 0, t);  // K(0) and V(0) are one copy group
+      t = probe_time(probe);
       compute_S(K_smem, S_cur);
+      span(ProbeSpanKind::kQK, 0, t);
     }
     for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
       const int stage = kv_tile % 2;
       __syncthreads();  // all warps are done with V(t-1), whose buffer V(t+1) takes
+      uint64_t t = probe_time(probe);
       if (kv_tile + 1 < num_kv_tiles) load_V(kv_tile + 1, 1 - stage);
+      span(ProbeSpanKind::kLoadIssueV, kv_tile + 1, t, kv_tile + 1 < num_kv_tiles);
       cp_async_commit();
+      t = probe_time(probe);
       cp_async_wait<1>();  // K(t+1) and V(t) have landed; V(t+1) may still be in flight
       __syncthreads();     // ... for every thread's chunks; and all warps are done with K(t)
+      span(ProbeSpanKind::kLoadWaitV, kv_tile, t);  // V(t), with K(t+1) in the same wait
+      t = probe_time(probe);
       if (kv_tile + 2 < num_kv_tiles) load_K(kv_tile + 2, stage);
+      span(ProbeSpanKind::kLoadIssueK, kv_tile + 2, t, kv_tile + 2 < num_kv_tiles);
       cp_async_commit();
 
       mask_tile(kv_tile, S_cur);
       // On the last tile S_next reads a stale K buffer: wasted but harmless
-      // work that keeps this block free of branches.
+      // work that keeps this block free of branches (and of a span).
       float S_next[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
       uint32_t P_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4];
+      t = probe_time(probe);
       compute_S(K_smem + (1 - stage) * Cfg::kKVTileBytes, S_next);
-      softmax_update(S_cur, P_rmem);
+      span(ProbeSpanKind::kQK, kv_tile + 1, t, kv_tile + 1 < num_kv_tiles);
+      t = probe_time(probe);
+      softmax_update(kv_tile, S_cur, P_rmem);
+      span(ProbeSpanKind::kSoftmax, kv_tile, t);
+      t = probe_time(probe);
       compute_PV(V_smem + stage * Cfg::kKVTileBytes, P_rmem);
+      span(ProbeSpanKind::kPV, kv_tile, t);
 #pragma unroll
       for (int i = 0; i < WARP_Q / kMmaM; ++i)
 #pragma unroll
@@ -434,30 +518,47 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           for (int r = 0; r < 4; ++r) S_cur[i][j][r] = S_next[i][j][r];
     }
   } else {  // Pipeline::kK2V1
+    const uint64_t t0 = probe_time(probe);
     if (num_kv_tiles > 0) load_K(0, 0);
+    span(ProbeSpanKind::kLoadIssueK, 0, t0, num_kv_tiles > 0);
     cp_async_commit();
     for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
       const int stage = kv_tile % 2;
       __syncthreads();  // all warps are done with V(t-1) (one buffer) and K(t-1) (whose buffer K(t+1) takes)
+      uint64_t t = probe_time(probe);
       load_V(kv_tile, 0);
       cp_async_commit();
+      span(ProbeSpanKind::kLoadIssueV, kv_tile, t);
+      t = probe_time(probe);
       cp_async_wait<1>();  // K(t) has landed; V(t) may still be in flight
       __syncthreads();     // ... for every thread's chunks of K(t)
+      span(ProbeSpanKind::kLoadWaitK, kv_tile, t);
       float S_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaN][4] = {};
       uint32_t P_rmem[WARP_Q / kMmaM][BLOCK_KV / kMmaK][4];
+      t = probe_time(probe);
       compute_S(K_smem + stage * Cfg::kKVTileBytes, S_rmem);
+      span(ProbeSpanKind::kQK, kv_tile, t);
+      t = probe_time(probe);
       if (kv_tile + 1 < num_kv_tiles) load_K(kv_tile + 1, 1 - stage);
+      span(ProbeSpanKind::kLoadIssueK, kv_tile + 1, t, kv_tile + 1 < num_kv_tiles);
       cp_async_commit();  // possibly empty, so the wait below always means V(t)
+      t = probe_time(probe);
       online_softmax(kv_tile, S_rmem, P_rmem);
+      span(ProbeSpanKind::kSoftmax, kv_tile, t);
+      t = probe_time(probe);
       cp_async_wait<1>();  // V(t) has landed; K(t+1) may still be in flight
       __syncthreads();     // ... for every thread's chunks of V(t)
+      span(ProbeSpanKind::kLoadWaitV, kv_tile, t);
+      t = probe_time(probe);
       compute_PV(V_smem, P_rmem);
+      span(ProbeSpanKind::kPV, kv_tile, t);
     }
   }
   cp_async_wait<0>();  // no copy may outlive the CTA's shared memory
 
   // --- epilogue: normalize by l, store O (bf16/fp16) and the LSE, or the
   // float partials of this KV split for the combine kernel ---
+  const uint64_t epilogue_start = probe_time(probe);
 #pragma unroll
   for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
 #pragma unroll
@@ -489,6 +590,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         if (lane_id % 4 == 0) view.store_lse(row, lse);
       }
     }
+  probe_span(probe, ProbeSpanKind::kEpilogue, -1, epilogue_start);
+  probe_cta_end(probe, {view.probe_batch(), view.probe_head(), q0, view.probe_split(), probe_tile0, num_kv_tiles},
+                warp_id);
 }
 
 // Launches one configuration on dense tensors: q-tiles on x (reversed inside
@@ -499,9 +603,11 @@ cudaError_t opt_in_smem(Kernel kernel) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
 }
 
-template <typename Cfg, typename T, bool kCausal>
-cudaError_t launch_prefill(const PrefillKernelParams& p, cudaStream_t stream) {
-  auto kernel = attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>>;
+// Probe: NoProbe (production) or GlobalTimerProbe (trace capture, whose
+// parameters carry the probe buffers after the kernel's own).
+template <typename Cfg, typename T, bool kCausal, typename Probe = NoProbe>
+cudaError_t launch_prefill(const typename Probe::template Params<PrefillKernelParams>& p, cudaStream_t stream) {
+  auto kernel = attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, Probe>;
   if (cudaError_t err = opt_in_smem<Cfg>(kernel); err != cudaSuccess) return err;
   const dim3 grid((p.q_len + Cfg::kBlockQ - 1) / Cfg::kBlockQ, p.q_heads, p.batch);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
@@ -510,9 +616,10 @@ cudaError_t launch_prefill(const PrefillKernelParams& p, cudaStream_t stream) {
 
 // Launches one configuration over the paged cache: (q-tile x split) on x,
 // kv-heads on y, sequences on z.
-template <typename Cfg, typename T, bool kCausal>
-cudaError_t launch_paged(const PagedKernelParams& p, cudaStream_t stream) {
-  auto kernel = attention_kernel<Cfg, T, kCausal, PagedView<T, Cfg::kDim, Cfg::kBlockQ, Cfg::kBlockKV, kCausal>>;
+template <typename Cfg, typename T, bool kCausal, typename Probe = NoProbe>
+cudaError_t launch_paged(const typename Probe::template Params<PagedKernelParams>& p, cudaStream_t stream) {
+  auto kernel =
+      attention_kernel<Cfg, T, kCausal, PagedView<T, Cfg::kDim, Cfg::kBlockQ, Cfg::kBlockKV, kCausal>, Probe>;
   if (cudaError_t err = opt_in_smem<Cfg>(kernel); err != cudaSuccess) return err;
   const int q_tiles = (p.q_len * p.group + Cfg::kBlockQ - 1) / Cfg::kBlockQ;
   const dim3 grid(q_tiles * p.num_splits, p.kv_heads, p.batch);

@@ -53,15 +53,19 @@ using PrefillV5 = std::conditional_t<D == 64, PrefillConfig<64, 128, 64, 4, true
 template <int D>
 using PrefillV6 = PrefillConfig<D, 128, 64, 8, true, Pipeline::kLookahead, true, false, kMinBlocks<D>>;
 
-// Turns the runtime head_dim and causal flag into template constants for one version.
-template <template <int> class Version, typename T>
-cudaError_t launch_version(const PrefillKernelParams& p, int head_dim, bool causal, cudaStream_t stream) {
+// Turns the runtime head_dim and causal flag into template constants for one
+// version; Probe as in launch_prefill (the probed instantiations live in
+// prefill_probe_*.cu).
+template <template <int> class Version, typename T, typename Probe = NoProbe>
+cudaError_t launch_version(const typename Probe::template Params<PrefillKernelParams>& p, int head_dim, bool causal,
+                           cudaStream_t stream) {
   switch (head_dim) {
     case 64:
-      return causal ? launch_prefill<Version<64>, T, true>(p, stream) : launch_prefill<Version<64>, T, false>(p, stream);
+      return causal ? launch_prefill<Version<64>, T, true, Probe>(p, stream)
+                    : launch_prefill<Version<64>, T, false, Probe>(p, stream);
     case 128:
-      return causal ? launch_prefill<Version<128>, T, true>(p, stream)
-                    : launch_prefill<Version<128>, T, false>(p, stream);
+      return causal ? launch_prefill<Version<128>, T, true, Probe>(p, stream)
+                    : launch_prefill<Version<128>, T, false, Probe>(p, stream);
     default:
       return cudaErrorInvalidValue;  // the runtime validates head_dim first
   }

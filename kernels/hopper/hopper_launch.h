@@ -7,6 +7,7 @@
 
 #include "kernels/attention/prefill_launch.h"
 #include "kernels/attention/prefill_params.h"
+#include "kernels/attention/probe_launch.h"
 
 namespace flashscope::kernels {
 
@@ -38,5 +39,12 @@ cudaError_t launch_paged_hopper(ElemType type, int head_dim, bool causal, const 
                                 cudaStream_t stream);
 
 int hopper_prefill_smem_bytes(int head_dim);
+
+// The probed build (FLASHSCOPE_KERNEL_PROBES) for the trace capture: the
+// production configuration with GlobalTimerProbe, and its tiling (varlen
+// runs the cp.async configuration, whose q-tiles may differ).
+KernelTiling hopper_prefill_tiling(int head_dim, bool varlen);
+cudaError_t launch_prefill_hopper_probed(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
+                                         const ProbeBuffers& probe, cudaStream_t stream);
 
 }  // namespace flashscope::kernels

@@ -49,6 +49,7 @@
 
 #include "kernels/attention/attention_views.cuh"
 #include "kernels/common/hopper_ptx.cuh"
+#include "kernels/common/probe.cuh"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/wgmma_ops.cuh"
 
@@ -145,9 +146,14 @@ struct HopperParams {
   CUtensorMap q_map, k_map, v_map;
 };
 
-template <typename Cfg, typename T, bool kCausal, typename View, bool kTma>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    hopper_attention_kernel(const __grid_constant__ HopperParams<typename View::Params> hp) {
+// Probe (kernels/common/probe.cuh): NoProbe in production (every hook
+// empty); GlobalTimerProbe for the trace capture: CTA stamps, the producer's
+// copy issues, each consumer warp's waits, Q·Kᵀ, softmax, P·V and epilogue,
+// and the online-softmax state of traced rows. A span of an asynchronous
+// phase runs from its issue to the wait that sees it finish.
+template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe = NoProbe>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
+    const __grid_constant__ typename Probe::template Params<HopperParams<typename View::Params>> hp) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace hopper_detail;
   using namespace sm90;
@@ -161,6 +167,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int tid = threadIdx.x;
   const int warp_id = tid / 32;
   const int lane_id = tid % 32;
+  typename Probe::Ctx probe;
+  probe_cta_start(probe, hp);
 
   const View view(p);
   if (!view.active()) return;  // varlen: a shorter sequence than the longest (the whole CTA leaves)
@@ -168,6 +176,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int kv_begin = view.kv_begin;
   const int kv_end = view.kv_end;
   const int num_kv_tiles = kv_end > kv_begin ? (kv_end - kv_begin + BLOCK_KV - 1) / BLOCK_KV : 0;
+  probe_select_view(probe, view, warp_id);
+  const int probe_tile0 = kv_begin / BLOCK_KV;  // spans and states name absolute KV tiles
+  auto span = [&](ProbeSpanKind kind, int kv_tile, uint64_t start) {
+    probe_span(probe, kind, kv_tile < 0 ? -1 : probe_tile0 + kv_tile, start);
+  };
+  // Every thread calls it once, last: with probes it ends in a CTA barrier.
+  auto cta_end = [&] {
+    probe_cta_end(probe, {view.probe_batch(), view.probe_head(), q0, view.probe_split(), probe_tile0, num_kv_tiles},
+                  warp_id);
+  };
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t smem_base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -202,7 +220,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if constexpr (kTma) {
       // One thread issues bulk tensor copies; the barrier completes when the
       // announced bytes have landed (out-of-range rows arrive as zeros).
-      if (tid != 0) return;
+      if (tid != 0) {
+        cta_end();
+        return;
+      }
       const int q_head = blockIdx.y, seq = blockIdx.z, kv_head = q_head / p.group;
       mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
 #pragma unroll
@@ -214,11 +235,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const uint32_t bar = full_bar + 8 * stage;
         mbarrier_arrive_expect_tx(bar, 2 * Cfg::kKVTileBytes);
         const int k0 = kv_begin + t * BLOCK_KV;
+        uint64_t ts = probe_time(probe);
 #pragma unroll
-        for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb) {
+        for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
           tma_load_4d(K_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.k_map, bar, cb * 64, k0, kv_head, seq);
+        span(ProbeSpanKind::kLoadIssueK, t, ts);
+        ts = probe_time(probe);
+#pragma unroll
+        for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
           tma_load_4d(V_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.v_map, bar, cb * 64, k0, kv_head, seq);
-        }
+        span(ProbeSpanKind::kLoadIssueV, t, ts);
       }
     } else {
       const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
@@ -238,10 +264,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         mbarrier_wait(empty_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
         const int k0 = kv_begin + t * BLOCK_KV;
         const auto keys = view.key_rows(k0, lane_id);
+        uint64_t ts = probe_time(probe);
         group_load_tile<BLOCK_KV, DIM>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
                                        kv_end - k0, any_valid, tid);
+        span(ProbeSpanKind::kLoadIssueK, t, ts);
+        ts = probe_time(probe);
         group_load_tile<BLOCK_KV, DIM>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
                                        kv_end - k0, any_valid, tid);
+        span(ProbeSpanKind::kLoadIssueV, t, ts);
         cp_async_commit();
         cp_async_wait<1>();  // everything but tile t has landed (this lane's copies)
         publish(t == 0 ? q_full_bar : full_bar + 8 * ((t - 1) % STAGES));
@@ -249,6 +279,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       cp_async_wait<0>();
       if (num_kv_tiles > 0) publish(full_bar + 8 * ((num_kv_tiles - 1) % STAGES));
     }
+    cta_end();
     return;
   }
 
@@ -343,6 +374,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           row_sum += prob;
         }
       l_rmem[h] = l_rmem[h] * rescale[h] + row_sum;
+      if constexpr (Probe::kEnabled) {
+        // The keys of this tile the row sees: those before kv_end and, causal, up to its diagonal.
+        const int row = warp_row0 + lane_id / 4 + h * 8;
+        const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
+        probe_row_state(probe, view.probe_query(row, hp.probe.traced_head), probe_tile0 + t, m_new,
+                        row_max * p.scale_log2, rescale[h], row_sum, l_rmem[h], max(0, min(BLOCK_KV, key_end - k0)));
+      }
     }
   };
   auto rescale_O = [&](const float (&rescale)[2]) {
@@ -388,24 +426,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if constexpr (Cfg::kPingPong)
     if (num_kv_tiles > 0 && warpgroup == kRing - 1) named_barrier_arrive(1, 256);
 
+  // Probe spans per tile t: load wait (the full barrier), Q·K(t)ᵀ from its
+  // issue to the wait that sees it done, the softmax, and P·V(t) from its
+  // issue to its wait (under which the softmax of t+1 ran).
   if (num_kv_tiles > 0) {
+    uint64_t ts = probe_time(probe);
     mbarrier_wait(q_full_bar, 0);
     mbarrier_wait(full_bar, 0);  // tile 0, stage 0
+    span(ProbeSpanKind::kLoadWaitK, 0, ts);
     take_turn();
+    ts = probe_time(probe);
     wgmma_fence();
     issue_S(0);
     wgmma_commit();
     pass_turn(false);
     wgmma_wait<0>();
     fence_operands(S_rmem);
+    span(ProbeSpanKind::kQK, 0, ts);
+    ts = probe_time(probe);
     float rescale[2];
     softmax(0, rescale);  // O is still zero: no rescale needed
     pack_P();
+    span(ProbeSpanKind::kSoftmax, 0, ts);
   }
   for (int t = 1; t < num_kv_tiles; ++t) {
     const int stage = t % STAGES, prev = (t - 1) % STAGES;
+    uint64_t ts = probe_time(probe);
     mbarrier_wait(full_bar + 8 * stage, (t / STAGES) & 1);  // K(t), V(t) have landed
+    span(ProbeSpanKind::kLoadWaitK, t, ts);
     take_turn();
+    const uint64_t t_issue = probe_time(probe);
     wgmma_fence();  // P and the rescaled O were written by ordinary instructions
     issue_S(stage);
     wgmma_commit();
@@ -414,10 +464,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     pass_turn(false);
     wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
     fence_operands(S_rmem);
+    span(ProbeSpanKind::kQK, t, t_issue);
+    ts = probe_time(probe);
     float rescale[2];
     softmax(t, rescale);
+    span(ProbeSpanKind::kSoftmax, t, ts);
     wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, stage t-1 is free
     fence_operands(O_rmem);
+    span(ProbeSpanKind::kPV, t - 1, t_issue);
     release(prev);
     rescale_O(rescale);
     pack_P();
@@ -425,14 +479,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (num_kv_tiles > 0) {
     const int last = (num_kv_tiles - 1) % STAGES;
     take_turn();
+    const uint64_t ts = probe_time(probe);
     wgmma_fence();
     issue_PV(last);
     wgmma_commit();
     pass_turn(true);
     wgmma_wait<0>();
     fence_operands(O_rmem);
+    span(ProbeSpanKind::kPV, num_kv_tiles - 1, ts);
     release(last);
   }
+  const uint64_t epilogue_start = probe_time(probe);
 
   // ---------------- epilogue: normalize, store O and the LSE (or split partials) ----------------
 #pragma unroll
@@ -460,6 +517,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (lane_id % 4 == 0) view.store_lse(row, lse);
     }
   }
+  span(ProbeSpanKind::kEpilogue, -1, epilogue_start);
+  cta_end();
 #endif  // sm_90a
 }
 

@@ -86,6 +86,10 @@ struct TraceMeta {
 
   // What the softmax / tile-mass / sample records follow; -1 when nothing.
   int32_t traced_batch = -1, traced_head = -1;
+
+  // Spans a producer had to drop because a warp's span storage was full (GPU
+  // probes); 0 when every span it timed is in the trace.
+  uint64_t dropped_spans = 0;
 };
 
 // One CTA (CPU: one work item of 64 queries × one head).

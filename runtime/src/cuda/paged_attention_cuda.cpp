@@ -67,13 +67,7 @@ Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams& p) {
   return plan;
 }
 
-Status paged_attention(const PagedAttentionParams& p) {
-  auto plan = flashscope::cuda::plan_paged_attention(p);
-  if (!plan.ok()) return plan.status();
-  if (plan->num_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < plan->workspace_bytes))
-    return invalid_argument("split-KV needs a workspace of " + std::to_string(plan->workspace_bytes) +
-                            " bytes (plan_paged_attention); got " + std::to_string(p.workspace_bytes));
-
+kernels::PagedKernelParams paged_kernel_params(const PagedAttentionParams& p, int num_splits, void* workspace) {
   kernels::PagedKernelParams k{};
   k.q = p.q.data;
   k.o = p.o.data;
@@ -97,12 +91,23 @@ Status paged_attention(const PagedAttentionParams& p) {
   k.page_size_log2 = log2_exact(p.page_size);
   const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
   k.scale_log2 = scale * 1.4426950408889634f;
-  k.num_splits = plan->num_splits;
+  k.num_splits = num_splits;
   if (k.num_splits > 1) {
     const size_t rows_total = size_t(p.batch) * p.q_heads * p.q_len;
-    k.o_partial = static_cast<float*>(p.workspace);
+    k.o_partial = static_cast<float*>(workspace);
     k.lse_partial = k.o_partial + size_t(k.num_splits) * rows_total * p.head_dim;
   }
+  return k;
+}
+
+Status paged_attention(const PagedAttentionParams& p) {
+  auto plan = flashscope::cuda::plan_paged_attention(p);
+  if (!plan.ok()) return plan.status();
+  if (plan->num_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < plan->workspace_bytes))
+    return invalid_argument("split-KV needs a workspace of " + std::to_string(plan->workspace_bytes) +
+                            " bytes (plan_paged_attention); got " + std::to_string(p.workspace_bytes));
+
+  const kernels::PagedKernelParams k = paged_kernel_params(p, plan->num_splits, p.workspace);
   const int rows = p.q_len * k.group;
   const int q_tiles = (rows + kernels::paged_block_q(rows) - 1) / kernels::paged_block_q(rows);
   if (int64_t(q_tiles) * k.num_splits > 0x7fffffff || p.kv_heads > 65535 || p.batch > 65535)

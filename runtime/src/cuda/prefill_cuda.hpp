@@ -17,3 +17,16 @@ bool prefill_kernel_runnable(PrefillKernel kernel);
 Status prefill(const PrefillParams& p, PrefillKernel kernel);
 
 }  // namespace flashscope::cuda
+
+#if FLASHSCOPE_WITH_CUDA
+#include "kernels/attention/prefill_params.h"
+
+namespace flashscope::cuda {
+
+// The kernels' plain parameters for p (validated): pointers, strides, the
+// scale in log2 units. prefill() launches on them; so does the GPU trace
+// capture (its probed kernels).
+kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p);
+
+}  // namespace flashscope::cuda
+#endif

@@ -159,7 +159,7 @@ void encode(Writer& w, const TraceMeta& m) {
   w.f64(m.sol_dram_gbps);
   w.f64(m.elapsed_ms);
   w.f64(m.flops);
-  w.zeros(8);
+  w.u64(m.dropped_spans);
 }
 
 // Field values are range-checked afterwards by validate_trace; here only the
@@ -190,6 +190,7 @@ Status decode(Cursor c, TraceMeta* m) {
   m->sol_dram_gbps = c.f64();
   m->elapsed_ms = c.f64();
   m->flops = c.f64();
+  m->dropped_spans = c.u64();
   return {};
 }
 

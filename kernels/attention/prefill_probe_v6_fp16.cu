@@ -1,0 +1,12 @@
+// Instantiates prefill v6 with probes (GlobalTimerProbe: trace capture only;
+// fp16; head_dim 64/128; causal on/off).
+#include "kernels/attention/prefill_versions.cuh"
+
+namespace flashscope::kernels {
+
+cudaError_t launch_prefill_probed_v6_fp16(const GlobalTimerProbe::Params<PrefillKernelParams>& p, int head_dim,
+                                          bool causal, cudaStream_t s) {
+  return launch_version<PrefillV6, __half, GlobalTimerProbe>(p, head_dim, causal, s);
+}
+
+}  // namespace flashscope::kernels

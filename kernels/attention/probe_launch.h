@@ -1,0 +1,70 @@
+// Host entry to the probed kernels the trace capture runs
+// (runtime/src/trace/cuda_capture.cpp) and to the capture's second pass.
+//
+// The probed kernels are the production kernels instantiated with
+// GlobalTimerProbe (kernels/common/probe.cuh): same tiles, same pipeline,
+// same results, plus records written into a ProbeBuffers. They exist only in
+// builds with FLASHSCOPE_KERNEL_PROBES (ON by default) and nothing but the
+// capture launches them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/prefill_launch.h"
+#include "kernels/attention/prefill_params.h"
+#include "kernels/common/probe_records.h"
+
+namespace flashscope::kernels {
+
+// The tiles and warps of one kernel configuration: the trace's block_q /
+// block_kv / warps, and the shape of the probe buffers.
+struct KernelTiling {
+  int block_q = 0;   // rows per CTA (paged: packed (token, q-head) rows)
+  int block_kv = 0;  // keys per KV tile
+  int warps = 0;     // warps per CTA
+};
+KernelTiling prefill_tiling(int version, int head_dim);
+KernelTiling paged_tiling(int head_dim, bool decode_tile);
+
+// prefill `version` (1..6; fp16: 5 and 6) with probes: writes what
+// launch_prefill writes, and records into `probe`. Grid as launch_prefill's:
+// (ceil(q_len / block_q), q_heads, batch).
+cudaError_t launch_prefill_probed(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
+                                  const ProbeBuffers& probe, cudaStream_t stream);
+
+// Attention over the paged cache with probes (the tile launch_paged_attention
+// picks). Grid: (ceil(q_len·group / block_q) · num_splits, kv_heads, batch).
+// With num_splits > 1 it writes the partials: the caller runs the combine.
+cudaError_t launch_paged_probed(ElemType type, int head_dim, bool causal, const PagedKernelParams& p,
+                                const ProbeBuffers& probe, cudaStream_t stream);
+
+// The capture's second pass over one traced (sequence, q-head): the final
+// probabilities p_ij = exp(scale·q_i·k_j − lse_i) from the run's lse, summed
+// and maximised per (q-tile, kv-tile) block, and written out whole for the
+// sampled blocks. Logits are recomputed in float (d ascending), not taken
+// from the run: what the block holds, not how the MMA rounded it.
+struct TileMassParams {
+  const void* q;         // query i at q + i·q_row_stride elements (head_dim contiguous)
+  int64_t q_row_stride;
+  const void* k;         // dense: key j at k + j·k_row_stride; paged: the K pool
+  int64_t k_row_stride;
+  const int32_t* block_table;  // paged when set: the sequence's page ids; key j at
+                               // k + ((table[j / P]·kv_heads + kv_head)·P + j % P)·head_dim
+  int page_size_log2, kv_heads, kv_head;
+  const float* lse;      // [q_len], natural log; -inf for a row that sees no key
+  int q_len, kv_len, head_dim;  // head_dim <= 128
+  bool causal;           // bottom-right: key j visible to query i iff j <= i + kv_len - q_len
+  float scale;           // softmax scale, natural-log units
+  int block_q, block_kv;  // the trace's tiles; block_kv <= 64
+  float* mass_sum;       // [n_q_tiles, n_kv_tiles]: sum of p over the block
+  float* max_prob;       // [n_q_tiles, n_kv_tiles]
+  const int32_t* sample_slot;  // [n_q_tiles, n_kv_tiles]: sample slot or -1; null: no samples
+  float* samples;        // [slots, block_q, block_kv]: p of every (row, key) of a sampled block, 0 masked
+};
+constexpr int kTileMassMaxBlockKV = 64;
+constexpr int kTileMassMaxDim = 128;
+cudaError_t launch_tile_mass(ElemType type, const TileMassParams& p, cudaStream_t stream);
+
+}  // namespace flashscope::kernels
