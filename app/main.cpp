@@ -3,10 +3,16 @@
 // GLFW. The loop is Dear ImGui's own: poll, new frame, UI, render, swap.
 // The model runs on EngineWorker's thread; each frame reads its snapshot.
 //
+// Beside the engine, two more threads feed the dashboard: LiveCapture traces
+// a prefill of the model's shape after each answer, and KernelLab runs the
+// lab's kernel while it is on. Both publish through snapshots the loop reads;
+// TraceSources decides which trace the trace views show.
+//
 // Headless (tests, screenshots): --frames N [--screenshot PNG] renders N
 // frames and exits; with --prompt it sends the prompt and keeps rendering
-// until the answer ends (or N frames). Run it under xvfb-run where there is
-// no display.
+// until the answer ends and its trace is captured (or N frames); with
+// --run-lab until the lab has runs and a trace. --replay FILE opens a trace
+// first. Run it under xvfb-run where there is no display.
 #include <GLFW/glfw3.h>
 #include <imgui.h>
 #include <imgui_impl_glfw.h>
@@ -26,10 +32,13 @@
 #include "engine_worker.hpp"
 #include "flashscope/model.hpp"
 #include "json.hpp"
+#include "kernel_lab.hpp"
+#include "live_capture.hpp"
 #include "metrics.hpp"
 #include "options.hpp"
 #include "paths.hpp"
 #include "screenshot.hpp"
+#include "trace_sources.hpp"
 #include "ui_theme.hpp"
 
 namespace fs = flashscope::app;
@@ -55,6 +64,16 @@ struct FrameLayout {
   PanelRect chat, dashboard, status_bar;
 };
 
+// What the loop keeps for the dashboard's live sources between frames.
+struct LiveState {
+  bool model_captured = false;  // the example capture once the model has loaded
+  size_t answers_captured = 0;  // answers a capture was requested for
+  int conversation_tokens = 0;  // of the latest capture request (re-captures for another head reuse it)
+  std::string provenance;
+  uint64_t lab_trace_serial = 0;
+  std::string capture_error;
+};
+
 PanelRect current_item_rect() {
   const ImVec2 a = ImGui::GetItemRectMin();
   const ImVec2 b = ImGui::GetItemRectMax();
@@ -62,8 +81,8 @@ PanelRect current_item_rect() {
   return {a.x * fb.x, a.y * fb.y, (b.x - a.x) * fb.x, (b.y - a.y) * fb.y};
 }
 
-void draw_status_bar(const fs::EngineSnapshot& snap, const fs::DeviceSummary& device, const fs::UiFonts& fonts,
-                     float scale) {
+void draw_status_bar(const fs::EngineSnapshot& snap, const fs::DeviceSummary& device, const fs::TraceSources& sources,
+                     const fs::UiFonts& fonts, float scale) {
   const ImGuiIO& io = ImGui::GetIO();
   ImGui::PushFont(fonts.mono);
   ImGui::TextColored(fs::palette::kMuted, "FlashScope %s", FLASHSCOPE_APP_VERSION);
@@ -78,6 +97,10 @@ void draw_status_bar(const fs::EngineSnapshot& snap, const fs::DeviceSummary& de
   if (device.cuda) ImGui::TextColored(fs::palette::kMuted, "CUDA: %s", device.info.name.c_str());
   else ImGui::TextColored(fs::palette::kMuted, "CPU backend (no CUDA device)");
   ImGui::SameLine(0.0f, ImGui::GetFontSize() * 1.5f);
+  if (const fs::TraceSlot* shown = fs::shown_slot(sources)) {
+    ImGui::TextColored(fs::palette::kMuted, "trace: %s", shown->provenance.c_str());
+    ImGui::SameLine(0.0f, ImGui::GetFontSize() * 1.5f);
+  }
   if (fonts.dejavu) {
     ImGui::TextColored(fs::palette::kMuted, "DejaVu Sans %.0f px · scale %.2f · %.0f×%.0f", fonts.body_px, scale,
                        io.DisplaySize.x, io.DisplaySize.y);
@@ -91,17 +114,23 @@ void draw_status_bar(const fs::EngineSnapshot& snap, const fs::DeviceSummary& de
 // chat and dashboard as child regions with a draggable splitter between
 // them, and the status bar along the bottom.
 void draw_main_window(FrameLayout& layout, fs::ChatPanelState& chat, fs::Conversation& conversation,
-                      fs::EngineWorker& worker, fs::DashboardState& dashboard, const fs::EngineSnapshot& snap,
-                      const fs::DeviceSummary& device, const fs::Metrics& metrics, const fs::UiFonts& fonts,
-                      float scale) {
+                      fs::EngineWorker& worker, fs::DashboardState& dashboard, fs::DashboardContext& ctx, float scale,
+                      bool* quit) {
+  const fs::EngineSnapshot& snap = ctx.snap;
+  const fs::UiFonts& fonts = ctx.fonts;
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(vp->WorkPos);
   ImGui::SetNextWindowSize(vp->WorkSize);
   // No background: glClear already paints it (one full-screen fill less, see ui_theme.cpp).
   const ImGuiWindowFlags host_flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                                       ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus |
-                                      ImGuiWindowFlags_NoBackground;
+                                      ImGuiWindowFlags_NoBackground | ImGuiWindowFlags_MenuBar;
   ImGui::Begin("FlashScope", nullptr, host_flags);
+  if (ImGui::BeginMenuBar()) {
+    fs::draw_file_menu(dashboard, ctx.sources, quit);
+    ImGui::EndMenuBar();
+  }
+  fs::draw_open_trace_dialog(dashboard, ctx.sources);
 
   const ImGuiStyle& style = ImGui::GetStyle();
   const float status_h = ImGui::GetFrameHeight();
@@ -123,12 +152,12 @@ void draw_main_window(FrameLayout& layout, fs::ChatPanelState& chat, fs::Convers
   ImGui::SameLine();
 
   ImGui::BeginChild("Dashboard", ImVec2(0.0f, body_h), true);
-  fs::draw_dashboard(dashboard, device, snap, metrics, fonts);
+  fs::draw_dashboard(dashboard, ctx);
   ImGui::EndChild();
   layout.dashboard = current_item_rect();
 
   ImGui::BeginGroup();
-  draw_status_bar(snap, device, fonts, scale);
+  draw_status_bar(snap, ctx.device, ctx.sources, fonts, scale);
   ImGui::EndGroup();
   layout.status_bar = current_item_rect();
   ImGui::End();
@@ -146,7 +175,8 @@ fs::JsonValue rect_json(const PanelRect& r) {
 // The headless report: panel rectangles and what the run produced.
 std::string layout_json(const FrameLayout& layout, const fs::DashboardState& dashboard, const fs::UiFonts& fonts,
                         int width, int height, int frames, const fs::EngineSnapshot& snap,
-                        const fs::Conversation& conversation) {
+                        const fs::Conversation& conversation, const fs::TraceSources& sources,
+                        const fs::LabSnapshot& lab) {
   fs::JsonValue root = fs::JsonValue::make_object();
   root.object["width"] = fs::JsonValue::of(width);
   root.object["height"] = fs::JsonValue::of(height);
@@ -159,8 +189,75 @@ std::string layout_json(const FrameLayout& layout, const fs::DashboardState& das
   panels.object["dashboard"] = rect_json(layout.dashboard);
   panels.object["status_bar"] = rect_json(layout.status_bar);
   root.object["panels"] = std::move(panels);
+  // The dashboard's drawn widgets (heatmaps, timelines, charts) of the last frame.
+  fs::JsonValue widgets = fs::JsonValue::make_object();
+  for (const fs::NamedRect& w : dashboard.widgets) widgets.object[w.name] = rect_json({w.x, w.y, w.w, w.h});
+  root.object["widgets"] = std::move(widgets);
   root.object["messages"] = fs::JsonValue::of(static_cast<int>(conversation.messages.size()));
+  const fs::TraceSlot* shown = fs::shown_slot(sources);
+  root.object["source"] = fs::JsonValue::of(fs::trace_origin_name(shown ? sources.shown : fs::TraceOrigin::kNone));
+  root.object["provenance"] = fs::JsonValue::of(shown ? shown->provenance : std::string());
+  root.object["trace_device"] = fs::JsonValue::of(shown ? shown->trace->meta.device_name : std::string());
+  root.object["replay_error"] = fs::JsonValue::of(sources.replay_error);
+  root.object["lab_runs"] = fs::JsonValue::of(static_cast<double>(lab.runs));
+  root.object["lab_kernel"] = fs::JsonValue::of(lab.kernel);
   return fs::json_write(root);
+}
+
+// Once per frame: requests the chat's captures (once the model has loaded,
+// after each answer, when the traced head changes), and moves finished
+// captures — the chat's and the lab's — into the trace sources.
+void update_live_traces(LiveState& live, fs::TraceSources& sources, fs::LiveCapture& capture, fs::KernelLab& lab,
+                        fs::LabSnapshot& lab_snap, fs::DashboardState& dashboard, const fs::EngineSnapshot& snap,
+                        const fs::Metrics& metrics) {
+  const bool model_ready = snap.state != fs::EngineState::kLoading && snap.state != fs::EngineState::kFailed;
+  if (model_ready) {
+    bool want = false;
+    if (!live.model_captured) {
+      live.model_captured = true;
+      live.conversation_tokens = 0;
+      live.provenance = "live \xC2\xB7 example once the model loaded";
+      want = true;
+    }
+    if (metrics.answers.size() > live.answers_captured) {
+      live.answers_captured = metrics.answers.size();
+      live.conversation_tokens = metrics.answers.back().context_tokens;
+      live.provenance = "live \xC2\xB7 after answer " + std::to_string(metrics.answers.size());
+      want = true;
+    }
+    if (dashboard.chat_head_changed) {
+      dashboard.chat_head_changed = false;
+      want = true;
+    }
+    if (want) {
+      capture.request(fs::chat_capture_job(snap.config, snap.model_name, live.conversation_tokens, dashboard.chat_head,
+                                           live.provenance));
+    }
+  }
+  fs::LiveCaptureResult done;
+  if (capture.poll(&done)) {
+    if (done.outcome.status.ok()) {
+      char took[64];
+      std::snprintf(took, sizeof took, " \xC2\xB7 captured in %.0f ms", done.outcome.wall_ms);
+      fs::set_live_trace(sources, fs::TraceOrigin::kChat,
+                         std::make_shared<const flashscope::Trace>(std::move(done.outcome.trace)), done.provenance,
+                         done.outcome.note + " \xC2\xB7 " + done.note + took);
+      live.capture_error.clear();
+    } else {
+      live.capture_error = done.outcome.status.to_string();
+    }
+  }
+  lab.snapshot(&lab_snap);
+  if (lab_snap.trace && lab_snap.trace_serial != live.lab_trace_serial) {
+    live.lab_trace_serial = lab_snap.trace_serial;
+    fs::set_live_trace(sources, fs::TraceOrigin::kLab, lab_snap.trace,
+                       "live \xC2\xB7 kernel lab, capture " + std::to_string(lab_snap.trace_serial),
+                       lab_snap.trace_note + " \xC2\xB7 synthetic inputs, " + fs::shape_label(lab_snap.shape));
+  }
+  if (dashboard.show_lab_when_ready && sources.lab.trace) {
+    fs::show_origin(sources, fs::TraceOrigin::kLab);
+    dashboard.show_lab_when_ready = false;
+  }
 }
 
 void glfw_error(int code, const char* message) { std::fprintf(stderr, "flashscope: GLFW error %d: %s\n", code, message); }
@@ -268,6 +365,23 @@ int main(int argc, char** argv) {
   fs::Metrics metrics;
   fs::EngineSnapshot snap;
   FrameLayout layout;
+  fs::TraceSources sources;
+  fs::LiveCapture live_capture;
+  fs::KernelLab lab;
+  fs::LabSnapshot lab_snap;
+  LiveState live;
+
+  bool replay_failed = false;
+  if (!opt.replay.empty() && !fs::open_replay(sources, opt.replay).ok()) {
+    std::fprintf(stderr, "flashscope: --replay: %s\n", sources.replay_error.c_str());
+    replay_failed = true;
+  }
+  if (opt.run_lab) {
+    dashboard.lab_config = fs::default_lab_config(device.cuda);
+    dashboard.lab_config_set = true;
+    dashboard.show_lab_when_ready = true;
+    lab.run(dashboard.lab_config);
+  }
 
   bool prompt_sent = false;
   int frames = 0;
@@ -290,6 +404,7 @@ int main(int argc, char** argv) {
 
     worker.snapshot(&snap);
     fs::sync_chat_with_engine(chat, conversation, snap, metrics);
+    update_live_traces(live, sources, live_capture, lab, lab_snap, dashboard, snap, metrics);
     if (opt.has_prompt && !prompt_sent && snap.state != fs::EngineState::kLoading) {
       fs::send_user_message(chat, conversation, worker, opt.prompt);  // a blank prompt sends nothing
       prompt_sent = true;
@@ -300,7 +415,10 @@ int main(int argc, char** argv) {
     // Headless: no pointer, so a cursor parked over a plot draws no tooltip.
     if (opt.headless()) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
     ImGui::NewFrame();
-    draw_main_window(layout, chat, conversation, worker, dashboard, snap, device, metrics, fonts, scale);
+    fs::DashboardContext ctx{device, snap, metrics, fonts, sources, live_capture.busy(), lab, lab_snap};
+    bool quit = false;
+    draw_main_window(layout, chat, conversation, worker, dashboard, ctx, scale, &quit);
+    if (quit) glfwSetWindowShouldClose(window, GLFW_TRUE);
     ImGui::Render();
 
     int fb_w = 0, fb_h = 0;
@@ -316,9 +434,12 @@ int main(int argc, char** argv) {
     // (so its final statistics are on screen).
     bool last = false;
     if (opt.headless()) {
-      if (prompt_sent && chat.pending_id == 0) ++frames_after_answer;
+      // With --prompt: until the answer and the trace captured after it are on screen.
+      if (prompt_sent && chat.pending_id == 0 && !live_capture.busy()) ++frames_after_answer;
       const bool answered = opt.has_prompt && frames_after_answer >= 3;
-      last = frames >= opt.frames || answered;
+      // With --run-lab: until the lab has timed a few runs and its trace is shown.
+      const bool lab_done = !opt.run_lab || (lab_snap.runs >= 5 && lab_snap.trace && sources.lab.trace);
+      last = frames >= opt.frames || (answered && lab_done) || (!opt.has_prompt && opt.run_lab && lab_done);
     }
     if (last && !opt.screenshot.empty()) {
       const flashscope::Status s = fs::write_framebuffer_png(opt.screenshot, fb_w, fb_h);
@@ -326,7 +447,7 @@ int main(int argc, char** argv) {
     }
     if (last && !opt.layout.empty()) {
       const flashscope::Status s = fs::write_text_file(
-          opt.layout, layout_json(layout, dashboard, fonts, fb_w, fb_h, frames, snap, conversation));
+          opt.layout, layout_json(layout, dashboard, fonts, fb_w, fb_h, frames, snap, conversation, sources, lab_snap));
       if (!s.ok()) screenshot_error = s.to_string();
     }
     glfwSwapBuffers(window);
@@ -372,6 +493,17 @@ int main(int argc, char** argv) {
                     1000.0 * metrics.busy_frames / metrics.busy_frame_ms_sum, metrics.busy_frame_ms_max);
       }
     }
+    if (const fs::TraceSlot* shown = fs::shown_slot(sources)) {
+      std::printf("flashscope: trace shown: %s (%s, kernel %s)\n", shown->provenance.c_str(),
+                  shown->trace->meta.device_name.c_str(), shown->trace->meta.kernel.c_str());
+    }
+    if (opt.run_lab) {
+      std::printf("flashscope: kernel lab: %llu runs of %s, last %.2f ms%s\n",
+                  static_cast<unsigned long long>(lab_snap.runs), lab_snap.kernel.c_str(), lab_snap.last_ms,
+                  lab_snap.error.empty() ? "" : (", error: " + lab_snap.error).c_str());
+    }
+    if (!live.capture_error.empty()) std::printf("flashscope: trace capture failed: %s\n", live.capture_error.c_str());
+    if (replay_failed) rc = 1;
     if (!opt.screenshot.empty()) {
       if (screenshot_error.empty()) {
         std::printf("flashscope: wrote %s\n", opt.screenshot.c_str());

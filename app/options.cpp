@@ -7,11 +7,14 @@
 namespace flashscope::app {
 
 const char* const kAppUsage =
-    "usage: flashscope [--model PATH] [--tab NAME] [--scale S] [--size WxH] [--threads N] [--ctx N]\n"
+    "usage: flashscope [--model PATH] [--tab NAME] [--replay TRACE] [--run-lab] [--scale S] [--size WxH]\n"
+    "                  [--threads N] [--ctx N]\n"
     "                  [--frames N] [--screenshot OUT.png] [--layout OUT.json]\n"
     "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy]\n"
     "  --model PATH        GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --tab NAME          dashboard tab: attention, softmax, pipeline, throughput (default), lab\n"
+    "  --replay TRACE      open a saved trace (flashscope-cli trace prefill --out TRACE) in the dashboard\n"
+    "  --run-lab           start the kernel lab's run loop (with its default or current settings)\n"
     "  --scale S           UI scale (default: the monitor's content scale, for HiDPI)\n"
     "  --size WxH          window size at scale 1 (default 1600x1000)\n"
     "  --threads N         CPU threads per forward pass (default: auto, load-aware)\n"
@@ -50,12 +53,16 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
       o.greedy = true;
       continue;
     }
+    if (flag == "--run-lab") {
+      o.run_lab = true;
+      continue;
+    }
     const bool takes_value = flag == "--model" || flag == "--frames" || flag == "--screenshot" || flag == "--layout" ||
                              flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" ||
-                             flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx";
+                             flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
+                             flag == "--replay";
     if (!takes_value) {
-      *error = flag == "--replay" ? "--replay: opening traces is not available yet (the trace format is pending)"
-                                  : "unknown argument '" + flag + "'";
+      *error = "unknown argument '" + flag + "'";
       return false;
     }
     if (i + 1 >= argc) {
@@ -80,6 +87,9 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
       o.layout = value;
     } else if (flag == "--tab") {
       o.tab = value;
+    } else if (flag == "--replay") {
+      if (*value == '\0') return bad("expected a trace file");
+      o.replay = value;
     } else if (flag == "--prompt") {
       o.prompt = value;
       o.has_prompt = true;

@@ -11,6 +11,8 @@ struct AppOptions {
   std::string screenshot;   // --screenshot PNG: written after the last frame
   std::string layout;       // --layout JSON: where each panel was drawn on the last frame (tests)
   std::string tab;          // --tab NAME: the dashboard tab to show
+  std::string replay;       // --replay TRACE: open a saved trace (docs/trace_format.md) at start
+  bool run_lab = false;     // --run-lab: start the kernel lab's loop at start (headless lab pictures)
   std::string prompt;       // --prompt TEXT: sent as the first message
   bool has_prompt = false;
   int max_tokens = 0;       // --max-tokens N: the answer's token limit (0: the settings' default)

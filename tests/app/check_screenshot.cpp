@@ -5,8 +5,17 @@
 // (text and widgets: ink that differs from the panel's background, in many
 // shades, in the panel's top part where its header always is).
 //
+// Optionally, per dashboard widget the layout names (heatmaps, timelines,
+// charts): it lies inside the dashboard, is drawn, and at least MIN% of its
+// pixels are colours of the palette it must use — viridis (attention mass,
+// probabilities), magma (time), spans (the timeline's span kinds), any (no
+// palette check) — taken from viz/ itself, so a view drawn with the wrong
+// scale, or not at all, fails. And layout fields that must hold a value
+// (the trace's source, say).
+//
 // usage: flashscope-check-screenshot SHOT.png LAYOUT.json WIDTH HEIGHT
-//        flashscope-check-screenshot --self-test   (a flat image must fail)
+//            [--widget NAME:PALETTE:MIN%]... [--expect KEY=VALUE]...
+//        flashscope-check-screenshot --self-test   (flat images must fail, a drawn heatmap pass)
 // Exit 0 when every check passes, 1 with the failed checks listed.
 #include <stb_image.h>
 
@@ -21,6 +30,8 @@
 #include <vector>
 
 #include "json.hpp"
+#include "viz/color_scale.hpp"
+#include "viz/trace_label.hpp"
 
 namespace {
 
@@ -38,6 +49,7 @@ struct Rect {
 };
 
 int failures = 0;
+using viz_rgb = flashscope::viz::Rgb;
 
 void check(bool ok, const std::string& what) {
   std::printf("  [%s] %s\n", ok ? "ok" : "FAIL", what.c_str());
@@ -107,10 +119,106 @@ void check_panel(const Image& img, const char* name, const Rect& r) {
   check(head.distinct >= 24 && head.ink >= 0.01, buf);
 }
 
+uint32_t pack(viz_rgb c) { return (uint32_t(c.r) << 16) | (uint32_t(c.g) << 8) | c.b; }
+
+// The colours a widget drawn with `name` uses; empty for "any".
+std::vector<uint32_t> palette_colors(const std::string& name) {
+  namespace viz = flashscope::viz;
+  std::vector<uint32_t> out;
+  if (name == "viridis" || name == "magma") {
+    const viz::ColorMap map = name == "magma" ? viz::ColorMap::kMagma : viz::ColorMap::kViridis;
+    for (int i = 0; i < 256; ++i) out.push_back(pack(viz::sample_colormap(map, i / 255.0f)));
+  } else if (name == "spans") {
+    for (uint32_t k = 0; k < flashscope::kSpanKindCount; ++k)
+      out.push_back(pack(viz::span_kind_color(static_cast<flashscope::SpanKind>(k))));
+  }
+  return out;
+}
+
+// Share of the rectangle's pixels within `tolerance` (summed channel
+// difference) of some palette colour.
+double palette_share(const Image& img, const Rect& r, const std::vector<uint32_t>& palette, int tolerance) {
+  std::unordered_map<uint32_t, bool> memo;
+  size_t hits = 0;
+  for (int y = r.y; y < r.y + r.h; ++y) {
+    for (int x = r.x; x < r.x + r.w; ++x) {
+      const uint32_t c = img.at(x, y);
+      auto it = memo.find(c);
+      if (it == memo.end()) {
+        bool near = false;
+        for (const uint32_t p : palette) near = near || channel_distance(c, p) <= tolerance;
+        it = memo.emplace(c, near).first;
+      }
+      hits += it->second;
+    }
+  }
+  return r.w * r.h > 0 ? double(hits) / (double(r.w) * r.h) : 0.0;
+}
+
+Rect widget_rect(const flashscope::app::JsonValue& layout, const std::string& name, bool* found) {
+  Rect r;
+  const auto* widgets = layout.find("widgets");
+  const auto* w = widgets ? widgets->find(name) : nullptr;
+  *found = w != nullptr;
+  if (!w) return r;
+  r.x = static_cast<int>(w->get_number("x", 0));
+  r.y = static_cast<int>(w->get_number("y", 0));
+  r.w = static_cast<int>(w->get_number("w", 0));
+  r.h = static_cast<int>(w->get_number("h", 0));
+  return r;
+}
+
+// "NAME:PALETTE:MIN%": the widget is there, inside the dashboard, drawn, in its palette.
+void check_widget(const Image& img, const flashscope::app::JsonValue& layout, const std::string& spec) {
+  const size_t a = spec.find(':'), b = spec.rfind(':');
+  if (a == std::string::npos || b == a) {
+    check(false, "widget spec '" + spec + "' is NAME:PALETTE:MIN%");
+    return;
+  }
+  const std::string name = spec.substr(0, a), palette = spec.substr(a + 1, b - a - 1);
+  const double min_pct = std::atof(spec.c_str() + b + 1);
+  bool found = false;
+  const Rect r = widget_rect(layout, name, &found);
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "widget %s was drawn (in the layout's widgets)", name.c_str());
+  check(found, buf);
+  if (!found) return;
+  const Rect dash = panel_rect(layout, "dashboard");
+  const bool inside = r.w >= 40 && r.h >= 20 && r.x >= dash.x && r.y >= dash.y && r.x + r.w <= dash.x + dash.w + 1 &&
+                      r.y + r.h <= dash.y + dash.h + 1 && r.x + r.w <= img.w && r.y + r.h <= img.h;
+  std::snprintf(buf, sizeof buf, "widget %s at (%d, %d) size %dx%d lies inside the dashboard, at least 40x20",
+                name.c_str(), r.x, r.y, r.w, r.h);
+  check(inside, buf);
+  if (!inside) return;
+  const RegionStats st = region_stats(img, r);
+  std::snprintf(buf, sizeof buf, "widget %s is drawn: %zu colours (want >= 8), %.1f%% ink (want >= 3%%)", name.c_str(),
+                st.distinct, 100.0 * st.ink);
+  check(st.distinct >= 8 && st.ink >= 0.03, buf);
+  const std::vector<uint32_t> colors = palette_colors(palette);
+  if (palette == "any") return;
+  if (colors.empty()) {
+    check(false, "unknown palette '" + palette + "' (viridis, magma, spans, any)");
+    return;
+  }
+  const double share = palette_share(img, r, colors, 12);
+  std::snprintf(buf, sizeof buf, "widget %s uses %s: %.1f%% of its pixels (want >= %.0f%%)", name.c_str(),
+                palette.c_str(), 100.0 * share, min_pct);
+  check(100.0 * share >= min_pct, buf);
+}
+
+// "KEY=VALUE": a string field of the layout holds VALUE.
+void check_expect(const flashscope::app::JsonValue& layout, const std::string& spec) {
+  const size_t eq = spec.find('=');
+  const std::string key = spec.substr(0, eq), want = eq == std::string::npos ? "" : spec.substr(eq + 1);
+  const std::string got = layout.get_string(key, "(absent)");
+  check(got == want, "layout " + key + " is '" + got + "' (want '" + want + "')");
+}
+
 }  // namespace
 
 // Every check on one image; returns the number that failed.
-int check_image(const Image& img, const flashscope::app::JsonValue& layout, int want_w, int want_h) {
+int check_image(const Image& img, const flashscope::app::JsonValue& layout, int want_w, int want_h,
+                const std::vector<std::string>& widgets = {}, const std::vector<std::string>& expects = {}) {
   failures = 0;
   char buf[256];
   std::snprintf(buf, sizeof buf, "size %dx%d (want %dx%d)", img.w, img.h, want_w, want_h);
@@ -133,6 +241,8 @@ int check_image(const Image& img, const flashscope::app::JsonValue& layout, int 
   check(chat.h >= img.h * 8 / 10 && dash.h >= img.h * 8 / 10, "both panels span most of the height");
   std::snprintf(buf, sizeof buf, "font: %s", layout.get_string("font").c_str());
   check(layout.get_string("font") == "DejaVu Sans", buf);
+  for (const std::string& w : widgets) check_widget(img, layout, w);
+  for (const std::string& e : expects) check_expect(layout, e);
   return failures;
 }
 
@@ -150,13 +260,54 @@ int self_test() {
   std::printf("self-test: a flat %dx%d image must fail\n", w, h);
   const int failed = check_image(img, layout, w, h);
   std::printf("self-test: %d checks failed (want at least 5: blank, two panels x two)\n", failed);
-  return failed >= 5 ? 0 : 1;
+  if (failed < 5) return 1;
+
+  // A drawn viridis heatmap in a flat dashboard: the widget checks pass
+  // for viridis and fail for magma, a missing widget and a wrong field.
+  const char* with_widget = R"({"font": "DejaVu Sans", "source": "replayed file", "panels": {
+      "chat": {"x": 12, "y": 10, "w": 653, "h": 947}, "dashboard": {"x": 687, "y": 10, "w": 901, "h": 947}},
+      "widgets": {"tiles_mass": {"x": 700, "y": 100, "w": 256, "h": 256}}})";
+  if (!flashscope::app::json_parse(with_widget, &layout, &error)) return 1;
+  for (int y = 0; y < 256; ++y) {
+    for (int x = 0; x < 256; ++x) {
+      const viz_rgb c =
+          flashscope::viz::sample_colormap(flashscope::viz::ColorMap::kViridis, ((x / 32) * 8 + y / 32) / 63.0f);
+      unsigned char* p = flat.data() + (static_cast<size_t>(100 + y) * w + 700 + x) * 3;
+      p[0] = c.r;
+      p[1] = c.g;
+      p[2] = c.b;
+    }
+  }
+  std::printf("self-test: a viridis heatmap must pass as viridis\n");
+  failures = 0;
+  check_widget(img, layout, "tiles_mass:viridis:60");
+  check_expect(layout, "source=replayed file");
+  if (failures != 0) return 1;
+  std::printf("self-test: and fail as magma, when missing, and with another source\n");
+  check_widget(img, layout, "tiles_mass:magma:60");
+  check_widget(img, layout, "tiles_time:magma:60");
+  check_expect(layout, "source=chat capture");
+  return failures == 3 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--self-test") return self_test();
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s SHOT.png LAYOUT.json WIDTH HEIGHT | --self-test\n", argv[0]);
+  std::vector<std::string> widgets, expects;
+  bool bad_args = argc < 5 || (argc - 5) % 2 != 0;
+  for (int i = 5; !bad_args && i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--widget")
+      widgets.push_back(argv[i + 1]);
+    else if (flag == "--expect")
+      expects.push_back(argv[i + 1]);
+    else
+      bad_args = true;
+  }
+  if (bad_args) {
+    std::fprintf(stderr,
+                 "usage: %s SHOT.png LAYOUT.json WIDTH HEIGHT [--widget NAME:PALETTE:MIN%%]... "
+                 "[--expect KEY=VALUE]... | --self-test\n",
+                 argv[0]);
     return 2;
   }
   Image img;
@@ -178,7 +329,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("%s\n", argv[1]);
-  const int failed = check_image(img, layout, std::atoi(argv[3]), std::atoi(argv[4]));
+  const int failed = check_image(img, layout, std::atoi(argv[3]), std::atoi(argv[4]), widgets, expects);
   stbi_image_free(data);
   std::printf("%s\n", failed ? "screenshot check FAILED" : "screenshot check passed");
   return failed ? 1 : 0;

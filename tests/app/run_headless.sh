@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# The app's headless test: renders the real window under Xvfb (Mesa's
-# software OpenGL) and checks the screenshot.
-#   render  a few frames on the Attention tiles tab; needs no model
-#   chat    sends a prompt to the default model and renders until the
-#           answer is complete; then the answer and the picture are checked
+# The app's headless tests: render the real window under Xvfb (Mesa's
+# software OpenGL) and check the screenshot — size, not blank, both panels
+# drawn — and, per mode, the dashboard's widgets (drawn, inside the
+# dashboard, in the colours their views use) and where the trace came from.
+#   render      a few frames on the Attention tiles tab; needs no model or trace
+#   chat        sends a prompt to the default model and renders until the
+#               answer is complete; then the answer and the picture are checked
+#   tiles       --replay of the committed CPU trace, Attention tiles: mass
+#               (viridis), time per tile (magma), a tile's probabilities
+#   softmax     the same trace, Online softmax: the row's four tracks
+#   pipeline    the same trace, Pipeline: warp spans and the SM chart
+#   lab         Kernel lab with --run-lab: live runs and the lab's own trace
+#   throughput  Throughput with the lab running: the prefill history chart
+#   replay_bad  --replay of a corrupt file: exit 1, the reader's message on
+#               stderr and in the layout, the window still drawn
 # Exit 77 (ctest: skipped) when xvfb-run/xauth or, for chat, the model is missing.
 #
-# usage: run_headless.sh render|chat APP CHECKER OUTDIR SOURCE_DIR
+# usage: run_headless.sh MODE APP CHECKER OUTDIR SOURCE_DIR
 set -euo pipefail
 mode=$1 app=$2 checker=$3 out=$4 src=$5
 width=1600 height=1000
@@ -18,7 +28,10 @@ for tool in xvfb-run xauth; do
   fi
 done
 model="$src/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+trace="$src/assets/traces/cpu-example.fstrace"
 args=(--size ${width}x${height} --scale 1)
+checks=()
+want_rc=0
 case $mode in
   render) args+=(--frames 8 --tab attention); tab="Attention tiles" ;;
   chat)
@@ -31,25 +44,82 @@ case $mode in
     tab=Throughput
     args+=(--model "$model" --tab throughput --frames 3000 --greedy --max-tokens 48
            --prompt "Explain what a GPU is in one sentence.") ;;
+  tiles)
+    tab="Attention tiles"
+    args+=(--replay "$trace" --tab attention --frames 8)
+    # Thresholds sit well below what the views draw (mass ~60 %, time ~55 %,
+    # probabilities ~30 %: half the block is masked) and far above 0, what a
+    # view drawn in another palette, or not at all, scores.
+    checks+=(--widget tiles_mass:viridis:35 --widget tiles_time:magma:30 --widget tiles_probs:viridis:15
+             --expect "source=replayed file" --expect "provenance=replayed from $trace") ;;
+  softmax)
+    tab="Online softmax"
+    args+=(--replay "$trace" --tab softmax --frames 8)
+    checks+=(--widget softmax_tracks:any:0 --expect "source=replayed file") ;;
+  pipeline)
+    tab=Pipeline
+    args+=(--replay "$trace" --tab pipeline --frames 8)
+    checks+=(--widget pipeline_warps:spans:8 --widget pipeline_sms:any:0 --expect "source=replayed file") ;;
+  lab)
+    tab="Kernel lab"
+    # Until the lab has run 5 times and shown its trace; at most 1500 frames.
+    args+=(--tab lab --run-lab --frames 1500)
+    checks+=(--widget lab_history:any:0 --widget lab_kernels:any:0 --widget lab_warps:spans:8 --widget lab_sms:any:0
+             --expect "source=kernel lab") ;;
+  throughput)
+    tab=Throughput
+    args+=(--replay "$trace" --tab throughput --run-lab --frames 1500)
+    checks+=(--widget throughput_prefill:any:0) ;;
+  replay_bad)
+    tab="Attention tiles"
+    mkdir -p "$out"
+    printf 'FSTRACE\0 truncated on purpose' > "$out/bad.fstrace"
+    args+=(--replay "$out/bad.fstrace" --tab attention --frames 8)
+    want_rc=1 ;;
   *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
 
 mkdir -p "$out"
 rm -f "$out/$mode.png" "$out/$mode.json"
-# A screen larger than the window, so none of it is off-screen.
-if ! xvfb-run -a -e "$out/$mode.xvfb.log" -s "-screen 0 1920x1200x24" \
-    "$app" "${args[@]}" --screenshot "$out/$mode.png" --layout "$out/$mode.json" >"$out/$mode.log" 2>&1; then
-  echo "the app failed under Xvfb:"
+# A screen larger than the window, so none of it is off-screen. The app's
+# own exit status goes to a file: xvfb-run's replaces it when its clean-up
+# stumbles (exit 5), which says nothing about the app. `xvfb-run -a` can
+# also lose the race for a display number to another Xvfb starting at the
+# same moment (another build's tests): then it runs again.
+for attempt in 1 2 3; do
+  rm -f "$out/$mode.rc"
+  xvfb-run -a -e "$out/$mode.xvfb.log" -s "-screen 0 1920x1200x24" \
+      bash -c '"$@"; echo $? > "$0"' "$out/$mode.rc" \
+      "$app" "${args[@]}" --screenshot "$out/$mode.png" --layout "$out/$mode.json" >"$out/$mode.log" 2>&1 || true
+  grep -qE "Xvfb failed to start|cannot open a window" "$out/$mode.log" || break
+  echo "Xvfb did not start (attempt $attempt); trying again"
+  sleep 1
+done
+rc=$(cat "$out/$mode.rc" 2>/dev/null || echo "none (the app did not run)")
+if [[ $rc != "$want_rc" ]]; then
+  echo "the app exited $rc under Xvfb (want $want_rc):"
   cat "$out/$mode.log" "$out/$mode.xvfb.log" 2>/dev/null || true
   exit 1
 fi
 cat "$out/$mode.log"
-"$checker" "$out/$mode.png" "$out/$mode.json" $width $height
+"$checker" "$out/$mode.png" "$out/$mode.json" $width $height "${checks[@]}"
 grep -q "\"tab\": \"$tab\"" "$out/$mode.json" || { echo "FAIL: --tab did not select the $tab tab"; exit 1; }
 
-if [[ $mode == chat ]]; then
-  # The answer arrived and finished, and both messages are in the conversation.
-  grep -Eq '^flashscope: answer: [1-9][0-9]* tokens' "$out/$mode.log" || { echo "FAIL: no finished answer"; exit 1; }
-  grep -Eq '"messages": 2' "$out/$mode.json" || { echo "FAIL: the conversation does not hold the question and the answer"; exit 1; }
-  echo "answer check passed"
-fi
+case $mode in
+  chat)
+    # The answer arrived and finished, and both messages are in the conversation.
+    grep -Eq '^flashscope: answer: [1-9][0-9]* tokens' "$out/$mode.log" || { echo "FAIL: no finished answer"; exit 1; }
+    grep -Eq '"messages": 2' "$out/$mode.json" || { echo "FAIL: the conversation does not hold the question and the answer"; exit 1; }
+    # After the answer the app traced a prefill of the model's shape; nothing else was open, so it is shown.
+    grep -q '"source": "chat capture"' "$out/$mode.json" || { echo "FAIL: no trace captured after the answer"; exit 1; }
+    echo "answer check passed" ;;
+  lab|throughput)
+    grep -Eq '^flashscope: kernel lab: ([5-9]|[1-9][0-9]+) runs' "$out/$mode.log" || { echo "FAIL: the lab did not run 5 times"; exit 1; }
+    echo "lab check passed" ;;
+  replay_bad)
+    grep -q -- "--replay: cannot open $out/bad.fstrace: corrupt data" "$out/$mode.log" ||
+      { echo "FAIL: the bad trace's error is not reported on stderr"; exit 1; }
+    grep -q '"replay_error": "cannot open .*corrupt data' "$out/$mode.json" ||
+      { echo "FAIL: the bad trace's error is not in the window"; exit 1; }
+    echo "bad replay check passed" ;;
+esac

@@ -200,6 +200,10 @@ TEST_CASE("app options: headless flags, sizes and errors") {
   CHECK_FALSE(parse_args({"--frames"}, &o, &error));
   CHECK(error.find("needs a value") != std::string::npos);
   CHECK_FALSE(parse_args({"--bogus"}, &o, &error));
-  CHECK_FALSE(parse_args({"--replay", "t.trace"}, &o, &error));
-  CHECK(error.find("not available yet") != std::string::npos);
+  REQUIRE(parse_args({"--replay", "assets/traces/cpu-example.fstrace", "--run-lab", "--frames", "3"}, &o, &error));
+  CHECK(o.replay == "assets/traces/cpu-example.fstrace");
+  CHECK(o.run_lab);
+  CHECK_FALSE(parse_args({"--replay"}, &o, &error));
+  CHECK_FALSE(parse_args({"--replay", ""}, &o, &error));
+  CHECK(error.find("expected a trace file") != std::string::npos);
 }
