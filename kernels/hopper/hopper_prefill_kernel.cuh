@@ -218,33 +218,50 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       setmaxnreg_dec<Cfg::kProducerRegsCpAsync>();
     }
     if constexpr (kTma) {
-      // One thread issues bulk tensor copies; the barrier completes when the
-      // announced bytes have landed (out-of-range rows arrive as zeros).
-      if (tid != 0) {
+      // Lane 0 of warp 0 issues the bulk tensor copies;
+      // a barrier completes when the announced bytes have landed
+      // (out-of-range rows arrive as zeros). Whole warps take each path, so
+      // the probe's closing CTA barrier sees every warp arrive once.
+      if (warp_id != 0) {
         cta_end();
         return;
       }
+      // Production: lane 0 alone (as measured); with probes the whole warp,
+      // for the closing barrier.
+      if constexpr (!Probe::kEnabled) {
+        if (lane_id != 0) return;
+      }
+      const bool leader = lane_id == 0;
       const int q_head = blockIdx.y, seq = blockIdx.z, kv_head = q_head / p.group;
-      mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
+      if (leader) {
+        mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
 #pragma unroll
-      for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-        tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, q0, q_head, seq);
+        for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+          tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, q0, q_head, seq);
+      }
       for (int t = 0; t < num_kv_tiles; ++t) {
         const int stage = t % STAGES;
         mbarrier_wait(empty_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);  // consumers are done with tile t - STAGES
         const uint32_t bar = full_bar + 8 * stage;
-        mbarrier_arrive_expect_tx(bar, 2 * Cfg::kKVTileBytes);
         const int k0 = kv_begin + t * BLOCK_KV;
         uint64_t ts = probe_time(probe);
+        if (leader) {
+          mbarrier_arrive_expect_tx(bar, 2 * Cfg::kKVTileBytes);
 #pragma unroll
-        for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-          tma_load_4d(K_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.k_map, bar, cb * 64, k0, kv_head, seq);
+          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+            tma_load_4d(K_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.k_map, bar, cb * 64, k0, kv_head,
+                        seq);
+        }
         span(ProbeSpanKind::kLoadIssueK, t, ts);
         ts = probe_time(probe);
+        if (leader) {
 #pragma unroll
-        for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-          tma_load_4d(V_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.v_map, bar, cb * 64, k0, kv_head, seq);
+          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+            tma_load_4d(V_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.v_map, bar, cb * 64, k0, kv_head,
+                        seq);
+        }
         span(ProbeSpanKind::kLoadIssueV, t, ts);
+        if constexpr (Probe::kEnabled) __syncwarp();
       }
     } else {
       const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
