@@ -750,10 +750,23 @@ TEST_CASE("gpu trace: prefill capture, every kernel: prefill()'s output, the CPU
   AttentionProblem empty_rows(shape_of(1, 1, 1, 260, 70, 64, true, 403));
   DeviceAttention empty_dev(empty_rows);
   const fs::TraceOptions empty_opt = options(0, 0, {0, 128, 189, 190, 191, 259}, {{1, 1}, {2, 0}});
+  // Sampled blocks are in the kernel's tiles: keep those its tiling has
+  // (the hopper kernel's are up to 192 x 128), and always at least one.
+  auto fit = [](fs::TraceOptions o, const AttentionProblem& prob, fs::PrefillKernel k) {
+    const ExpectedTiles tiles = prefill_tiles(k, prob.shape().head_dim, prob.shape().varlen);
+    const int q_tiles = ceil_div(prob.seq_q_len(o.batch), tiles.block_q);
+    const int kv_tiles = ceil_div(prob.seq_kv_len(o.batch), tiles.block_kv);
+    std::vector<fs::TileCoord> kept;
+    for (const fs::TileCoord& c : o.sample_tiles)
+      if (c.q_tile < q_tiles && c.kv_tile < kv_tiles) kept.push_back(c);
+    if (kept.empty()) kept.push_back({q_tiles - 1, 0});
+    o.sample_tiles = kept;
+    return o;
+  };
   for (fs::PrefillKernel k : probed_kernels()) {
-    check_prefill_capture(causal, causal_dev, k, causal_opt);
-    check_prefill_capture(full, full_dev, k, full_opt);
-    check_prefill_capture(empty_rows, empty_dev, k, empty_opt);
+    check_prefill_capture(causal, causal_dev, k, fit(causal_opt, causal, k));
+    check_prefill_capture(full, full_dev, k, fit(full_opt, full, k));
+    check_prefill_capture(empty_rows, empty_dev, k, fit(empty_opt, empty_rows, k));
   }
 }
 
