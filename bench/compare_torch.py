@@ -593,6 +593,10 @@ def slug(text):
 
 
 def git_commit():
+    # A copy of the tree without its own .git (the GPU machine runs one) may
+    # sit inside another checkout: FLASHSCOPE_COMMIT names the real commit.
+    if os.environ.get("FLASHSCOPE_COMMIT"):
+        return os.environ["FLASHSCOPE_COMMIT"]
     try:
         out = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, timeout=10)
