@@ -289,6 +289,11 @@ TEST_CASE("app kernel lab: runs, times and traces on this machine, stops, and re
     CHECK_FALSE(s.on_gpu);
     CHECK(s.device.find("CPU") == 0);
     CHECK(s.trace->meta.backend == "cpu");
+  } else {
+    // On a GPU the lab times the kernel it was given and traces it with the probes.
+    CHECK(s.on_gpu);
+    CHECK(s.trace->meta.backend == "cuda");
+    CHECK(s.trace->meta.kernel == s.kernel);
   }
   CHECK(s.trace->meta.q_len == 128);
 
