@@ -44,7 +44,9 @@ Status capture_on_gpu(SyntheticProblem& pr, const CaptureRequest& rq, const Trac
 
 }  // namespace
 
-TraceOptions dashboard_trace_options(const SyntheticShape& s, int head) {
+TraceOptions dashboard_trace_options(const SyntheticShape& s, int head, int tile_q, int tile_kv) {
+  tile_q = std::max(tile_q, 1);
+  tile_kv = std::max(tile_kv, 1);
   TraceOptions opt;
   opt.head = std::clamp(head, 0, std::max(s.q_heads - 1, 0));
   std::set<int32_t> rows;
@@ -61,12 +63,11 @@ TraceOptions dashboard_trace_options(const SyntheticShape& s, int head) {
   }
   opt.rows.assign(rows.begin(), rows.end());
 
-  const int qt = ceil_div(s.q_len, kTile), kt = ceil_div(s.kv_len, kTile);
-  const int shift_tiles = (s.kv_len - s.q_len) / kTile;  // the diagonal's column offset (chunked prefill)
+  const int qt = ceil_div(s.q_len, tile_q), kt = ceil_div(s.kv_len, tile_kv);
   std::vector<TileCoord> all;
   for (int a = 0; a < qt; ++a) {
     for (int b = 0; b < kt; ++b) {
-      const bool computed = !s.causal || b * kTile <= std::min(s.q_len, (a + 1) * kTile) - 1 + (s.kv_len - s.q_len);
+      const bool computed = !s.causal || b * tile_kv <= std::min(s.q_len, (a + 1) * tile_q) - 1 + (s.kv_len - s.q_len);
       if (computed) all.push_back({a, b});
     }
   }
@@ -75,7 +76,9 @@ TraceOptions dashboard_trace_options(const SyntheticShape& s, int head) {
   } else {
     std::set<std::pair<int, int>> picked;
     for (int a = 0; a < qt; ++a) {
-      const int diag = std::min(kt - 1, a + shift_tiles);
+      // The block holding the q-tile's last row's diagonal key (bottom-right causal).
+      const int last_row = std::min(s.q_len, (a + 1) * tile_q) - 1;
+      const int diag = std::clamp((last_row + s.kv_len - s.q_len) / tile_kv, 0, kt - 1);
       picked.insert({a, 0});
       picked.insert({a, diag});
       if (diag > 0) picked.insert({a, diag - 1});
@@ -112,7 +115,16 @@ CaptureOutcome capture_prefill(const CaptureRequest& rq) {
   const TraceOptions opt = dashboard_trace_options(rq.shape, rq.head);
   std::string gpu_note;
   if (rq.try_gpu && cuda_available()) {
-    out.status = capture_on_gpu(pr, rq, opt, &out.trace);
+    // Sampled blocks are in the kernel's own tiles (v3/v4: 128 x 32, the
+    // Hopper kernel: up to 192 x 128): a first capture without samples says
+    // which, then the real one follows blocks that exist.
+    TraceOptions tiling_opt = opt;
+    tiling_opt.sample_tiles.clear();
+    Trace tiling;
+    out.status = capture_on_gpu(pr, rq, tiling_opt, &tiling);
+    if (out.status.ok())
+      out.status = capture_on_gpu(
+          pr, rq, dashboard_trace_options(rq.shape, rq.head, tiling.meta.block_q, tiling.meta.block_kv), &out.trace);
     if (out.status.ok()) {
       out.note = "GPU probes";
     } else if (out.status.code() == StatusCode::kUnsupported) {

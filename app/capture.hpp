@@ -30,10 +30,11 @@ struct CaptureOutcome {
 };
 
 // The rows and blocks a capture follows for a grid of q_tiles × kv_tiles
-// (64-row tiles): rows at the start, end and tile edges of the sequence and
+// (tile_q rows × tile_kv keys: the CPU capture's 64 × 64 unless a GPU kernel
+// said otherwise): rows at the start, end and tile edges of the sequence and
 // spread between (at most ~24), every computed block when there are few, else
 // the diagonal, the first column and the blocks just left of the diagonal.
-TraceOptions dashboard_trace_options(const SyntheticShape& shape, int head);
+TraceOptions dashboard_trace_options(const SyntheticShape& shape, int head, int tile_q = 64, int tile_kv = 64);
 
 // FLOPs of one prefill of `s` (prefill_flops' count: 4·B·Hq·Lq·Lk·D, halved when causal).
 double shape_flops(const SyntheticShape& s);
