@@ -95,8 +95,9 @@ Result<Timing> time_runs(const PrefillParams& p, int warmup, int iters) {
 constexpr const char* kDecodeUsage =
     "usage: flashscope-cli bench decode [--batch B] [--q-heads H] [--kv-heads HK] [--context L] [--head-dim D]\n"
     "                                   [--page-size P] [--q-len N] [--splits auto|N] [--dtype bf16|fp16]\n"
-    "                                   [--iters N] [--warmup N] [--json]\n"
+    "                                   [--kernel auto|hopper] [--iters N] [--warmup N] [--json]\n"
     "defaults: B1, 32/8 heads, context 4096, D128, page 16, one new token, auto splits\n"
+    "--kernel hopper runs chunked prefill (more than 64 rows per kv-head) through the sm_90a kernel\n"
     "K/V bytes/s counts each sequence's K and V read once; pages are scattered in a random order\n";
 
 // `bench decode`: paged attention of q_len new tokens per sequence against
@@ -105,7 +106,7 @@ constexpr const char* kDecodeUsage =
 int bench_decode(int argc, char** argv) {
   Args args(argc, argv,
             {"batch", "q-heads", "kv-heads", "context", "head-dim", "page-size", "q-len", "splits", "dtype", "iters",
-             "warmup"},
+             "warmup", "kernel"},
             {"json", "help"});
   if (args.has("help")) {
     std::printf("%s", kDecodeUsage);
@@ -128,6 +129,12 @@ int bench_decode(int argc, char** argv) {
                  kDecodeUsage);
     return 2;
   }
+  const std::string kernel_s = args.get("kernel", "auto");
+  if (kernel_s != "auto" && kernel_s != "hopper") {
+    std::fprintf(stderr, "flashscope-cli bench decode: --kernel must be auto or hopper\n%s", kDecodeUsage);
+    return 2;
+  }
+  p.kernel = kernel_s == "hopper" ? PrefillKernel::kHopper : PrefillKernel::kAuto;
   p.num_splits = splits_s == "auto" ? 0 : std::atoi(splits_s.c_str());
   p.dtype = dtype_s == "bf16" ? DType::kBF16 : DType::kFP16;
   p.device = Device::kCuda;

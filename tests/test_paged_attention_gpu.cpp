@@ -77,14 +77,17 @@ struct DeviceProblem {
 };
 
 // One run with num_splits forced (0: the plan decides), checked against the reference.
-void check_on_gpu(PagedProblem& prob, DeviceProblem& dev, int num_splits, bool with_lse = true) {
-  INFO("case: ", prob.shape().describe(), " num_splits=", num_splits, with_lse ? "" : " no lse");
+void check_on_gpu(PagedProblem& prob, DeviceProblem& dev, int num_splits, bool with_lse = true,
+                  PrefillKernel kernel = PrefillKernel::kAuto) {
+  INFO("case: ", prob.shape().describe(), " num_splits=", num_splits, with_lse ? "" : " no lse", " kernel ",
+       prefill_kernel_name(kernel));
   prob.reset_outputs();
   REQUIRE(dev.o.upload(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
   REQUIRE(dev.lse.upload(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
 
   PagedAttentionParams p = dev.params(prob, with_lse);
   p.num_splits = num_splits;
+  p.kernel = kernel;
   auto plan = plan_paged_attention(p);
   REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
   if (num_splits > 0) CHECK(plan->num_splits == num_splits);
@@ -189,6 +192,17 @@ TEST_CASE("gpu paged attention: chunked prefill over the cache (the 128-row tile
   PagedShape wide = shape({129, 2000}, 4, 1, 129, 64, 256, 82);       // group 4 x 129 tokens, page 256
   wide.causal = false;
   for (PagedShape s : {turn, fresh, wide}) check_all_splits(s);
+  // The same through the sm_90a kernel where the device runs it.
+  if (!prefill_kernel_runnable(PrefillKernel::kHopper)) {
+    MESSAGE("the hopper kernel does not run here: its paged path is not tested");
+    return;
+  }
+  for (PagedShape s : {turn, fresh, wide}) {
+    PagedProblem prob(std::move(s));
+    DeviceProblem dev(prob);
+    for (int splits : {1, 2, 7, 0}) check_on_gpu(prob, dev, splits, true, PrefillKernel::kHopper);
+    check_on_gpu(prob, dev, 0, false, PrefillKernel::kHopper);
+  }
 }
 
 TEST_CASE("gpu paged attention: long caches (32k keys)") {

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "flashscope/attention.hpp"
 #include "flashscope/status.hpp"
 #include "flashscope/tensor.hpp"
 
@@ -54,6 +55,11 @@ struct PagedAttentionParams {
   void* stream = nullptr;
 
   int num_splits = 0;            // 0: the plan decides; N: force N (CUDA)
+  // The tile of chunked prefill (more than 64 (token, q-head) rows per
+  // kv-head; decode always runs the one-warp tile). kAuto and v1..v6: the
+  // sm80 128-row tile; kHopper: the sm_90a wgmma kernel with its cp.async
+  // producer (kUnsupported where prefill_kernel_runnable(kHopper) is false).
+  PrefillKernel kernel = PrefillKernel::kAuto;
   void* workspace = nullptr;     // CUDA split-KV scratch, >= plan_paged_attention(p).workspace_bytes
   size_t workspace_bytes = 0;
 

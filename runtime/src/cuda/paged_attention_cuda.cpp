@@ -11,6 +11,10 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention/paged_launch.h"
+#include "cuda/prefill_cuda.hpp"
+#if FLASHSCOPE_WITH_HOPPER
+#include "kernels/hopper/hopper_launch.h"
+#endif
 #endif
 
 namespace flashscope::cuda {
@@ -113,9 +117,19 @@ Status paged_attention(const PagedAttentionParams& p) {
   if (int64_t(q_tiles) * k.num_splits > 0x7fffffff || p.kv_heads > 65535 || p.batch > 65535)
     return unsupported("grid too large: batch and kv_heads must be <= 65535");
 
+  // The Hopper tile has the prefill tile's 128 rows, so the plan (splits,
+  // workspace) is the same for both.
+  const bool hopper = p.kernel == PrefillKernel::kHopper && !kernels::paged_uses_decode_tile(rows);
+  if (hopper && !cuda::prefill_kernel_runnable(PrefillKernel::kHopper))
+    return unsupported("the hopper kernel needs an sm_90 GPU (H100/H200) and a library built with its sm_90a code");
+
   const auto type = p.dtype == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16;
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  cudaError_t err = kernels::launch_paged_attention(type, p.head_dim, p.causal, k, stream);
+  cudaError_t err = cudaErrorInvalidValue;
+#if FLASHSCOPE_WITH_HOPPER
+  if (hopper) err = kernels::launch_paged_hopper(type, p.head_dim, p.causal, k, stream);
+#endif
+  if (!hopper) err = kernels::launch_paged_attention(type, p.head_dim, p.causal, k, stream);
   if (err == cudaSuccess && k.num_splits > 1) err = kernels::launch_paged_combine(type, p.head_dim, k, stream);
   if (err != cudaSuccess) return device_error(std::string("paged attention launch failed: ") + cudaGetErrorString(err));
   return {};
