@@ -154,38 +154,10 @@ GenerateParams greedy(int max_tokens) {
 // --- Model::forward_batch -------------------------------------------------------------
 
 TEST_CASE("forward_batch: each row is the sequence's own decode step, bit for bit (CPU)") {
+  // The shared variants but the last (its 300-token vocabulary adds nothing here).
   std::vector<std::pair<const char*, SyntheticLlama>> variants;
-  variants.push_back({"D64 GQA2 Q4_1, Q8_0 embeddings, tied", SyntheticLlama{}});
-  {
-    SyntheticLlama s;
-    s.hidden = 128;
-    s.n_heads = 6;
-    s.n_kv_heads = 2;
-    s.head_dim = 128;
-    s.rope_dim = 128;
-    s.ffn = 160;
-    s.matrix_type = GgmlType::kQ8_0;
-    s.tied = false;
-    s.output_type = GgmlType::kF16;
-    variants.push_back({"D128 GQA3 Q8_0, untied F16 head", s});
-  }
-  {
-    SyntheticLlama s;
-    s.hidden = 96;
-    s.n_heads = 8;
-    s.n_kv_heads = 1;
-    s.ffn = 128;
-    s.rope_dim = 32;
-    s.matrix_type = GgmlType::kQ4_0;
-    variants.push_back({"D64 MQA, partial RoPE, Q4_0", s});
-  }
-  {
-    SyntheticLlama s;
-    s.n_kv_heads = 4;
-    s.matrix_type = GgmlType::kF32;
-    s.embd_type = GgmlType::kF32;
-    variants.push_back({"D64 MHA, F32 (the float fallback)", s});
-  }
+  for (const auto& v : flashscope::testing::synthetic_variants()) variants.push_back({v.name, v.s});
+  variants.pop_back();
   for (const auto& [name, spec] : variants) {
     CAPTURE(name);
     const Model m = load(spec);

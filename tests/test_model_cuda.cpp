@@ -177,62 +177,9 @@ std::string model_path() {
   return std::string(dir && *dir ? dir : FLASHSCOPE_SOURCE_DIR "/assets/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-// The synthetic variants: the shapes and weight types the backend must
-// handle (head_dim 64 and 128; GQA 2, 3, 8 and none; partial RoPE; tied and
-// untied LM heads).
-struct Variant {
-  const char* name;
-  SyntheticLlama s;
-};
-
-std::vector<Variant> variants() {
-  std::vector<Variant> v;
-  {
-    SyntheticLlama s;  // hidden 64, 4 q-heads over 2 kv-heads, head_dim 64
-    v.push_back({"D64 GQA2, Q4_1 + Q8_0 embeddings, tied (the default model's mix)", s});
-  }
-  {
-    SyntheticLlama s;
-    s.hidden = 128;
-    s.n_heads = 6;
-    s.n_kv_heads = 2;
-    s.head_dim = 128;
-    s.rope_dim = 128;
-    s.ffn = 160;
-    s.matrix_type = GgmlType::kQ8_0;
-    s.tied = false;
-    s.output_type = GgmlType::kF16;
-    v.push_back({"D128 GQA3, Q8_0, untied F16 head", s});
-  }
-  {
-    SyntheticLlama s;
-    s.hidden = 96;
-    s.n_heads = 8;
-    s.n_kv_heads = 1;
-    s.ffn = 128;
-    s.rope_dim = 32;
-    s.matrix_type = GgmlType::kQ4_0;
-    v.push_back({"D64 MQA (8 q-heads over 1), partial RoPE 32, Q4_0", s});
-  }
-  {
-    SyntheticLlama s;
-    s.n_kv_heads = 4;
-    s.matrix_type = GgmlType::kF32;
-    s.embd_type = GgmlType::kF32;
-    v.push_back({"D64 MHA, F32 weights", s});
-  }
-  {
-    SyntheticLlama s;
-    s.hidden = 192;
-    s.n_heads = 9;
-    s.n_kv_heads = 3;
-    s.ffn = 256;
-    s.vocab = 300;
-    s.n_layers = 3;
-    v.push_back({"SmolLM2's head layout (9 over 3), 3 layers, vocab 300", s});
-  }
-  return v;
-}
+// The shared synthetic variants (tests/support/synthetic_llama.hpp).
+using Variant = flashscope::testing::SyntheticVariant;
+std::vector<Variant> variants() { return flashscope::testing::synthetic_variants(); }
 
 // The SmolLM2-135M shape with random Q4_1 / Q8_0 blocks (~98 MB).
 SyntheticLlama smollm2_shaped() {
