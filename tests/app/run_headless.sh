@@ -10,6 +10,8 @@
 #               (viridis), time per tile (magma), a tile's probabilities
 #   softmax     the same trace, Online softmax: the row's four tracks
 #   pipeline    the same trace, Pipeline: warp spans and the SM chart
+#   gpu_trace   --replay of the H200 trace of the Hopper kernel (assets/traces/),
+#               Pipeline and Attention tiles: what a GPU capture looks like
 #   lab         Kernel lab with --run-lab: live runs and the lab's own trace
 #   throughput  Throughput with the lab running: the prefill history chart
 #   replay_bad  --replay of a corrupt file: exit 1, the reader's message on
@@ -60,6 +62,12 @@ case $mode in
     tab=Pipeline
     args+=(--replay "$trace" --tab pipeline --frames 8)
     checks+=(--widget pipeline_warps:spans:8 --widget pipeline_sms:any:0 --expect "source=replayed file") ;;
+  gpu_trace)
+    tab=Pipeline
+    gpu="$src/assets/traces/h200-hopper-prefill-causal.fstrace"
+    args+=(--replay "$gpu" --tab pipeline --frames 8)
+    checks+=(--widget pipeline_warps:spans:8 --widget pipeline_sms:any:0 --expect "source=replayed file"
+             --expect "provenance=replayed from $gpu") ;;
   lab)
     tab="Kernel lab"
     # Until the lab has run 5 times and shown its trace; at most 1500 frames.
