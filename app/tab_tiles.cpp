@@ -221,35 +221,59 @@ void probability_view(DashboardState& s, const UiFonts& fonts) {
     if (!b.masked[i]) positive.push_back(b.prob[i]);
   }
   const viz::ColorScale scale = viz::fit_scale(positive, true, 1e-4f);
+  // At most kMaxProbCells² cells are drawn: a GPU kernel's block (the Hopper
+  // kernel's is 192 x 128) is shown in groups of sr x sk pairs, each drawn at
+  // its largest probability, so the frame stays cheap under a software
+  // renderer while the model generates. The tooltip names the group.
+  constexpr int kMaxProbCells = 64;
+  const int sr = (b.rows + kMaxProbCells - 1) / kMaxProbCells, sk = (b.keys + kMaxProbCells - 1) / kMaxProbCells;
+  const int shown_rows = (b.rows + sr - 1) / sr, shown_keys = (b.keys + sk - 1) / sk;
+  // The group's largest visible probability, or -1 when every pair in it is masked.
+  auto group_max = [&](int gr, int gk) {
+    float best = -1.0f;
+    for (int r = gr * sr; r < std::min(b.rows, (gr + 1) * sr); ++r)
+      for (int k = gk * sk; k < std::min(b.keys, (gk + 1) * sk); ++k)
+        if (!b.is_masked(r, k)) best = std::max(best, b.at(r, k));
+    return best;
+  };
   // Up to half the width; rows may be shorter than keys are wide (a 64-row
   // block in a few hundred pixels of height), at most 2:1.
   const float avail_w = ImGui::GetContentRegionAvail().x;
-  const float cell_h = std::clamp((height - ImGui::GetTextLineHeightWithSpacing() * 2.6f) / b.rows, 1.0f, 10.0f);
-  const float cell_w = std::clamp((avail_w * 0.5f) / b.keys, cell_h, cell_h * 2.0f);
+  const float cell_h =
+      std::clamp((height - ImGui::GetTextLineHeightWithSpacing() * 2.6f) / shown_rows, 1.0f, 10.0f);
+  const float cell_w = std::clamp((avail_w * 0.5f) / shown_keys, cell_h, cell_h * 2.0f);
   ImGui::BeginGroup();
   const dash::GridHit hit = dash::cell_grid(
-      "##probs", b.rows, b.keys, cell_w, cell_h,
+      "##probs", shown_rows, shown_keys, cell_w, cell_h,
       [&](int r, int k) -> ImU32 {
-        if (b.is_masked(r, k)) return dash::kSkippedFill;
-        return dash::to_u32(viz::sample_colormap(viz::ColorMap::kViridis, viz::scale_position(scale, b.at(r, k))));
+        const float p = group_max(r, k);
+        if (p < 0.0f) return dash::kSkippedFill;
+        return dash::to_u32(viz::sample_colormap(viz::ColorMap::kViridis, viz::scale_position(scale, p)));
       },
       [&](ImDrawList* dl, int r, int, ImVec2 a, ImVec2 bb) {
-        if (r == v.block_row)
+        if (v.block_row >= r * sr && v.block_row < (r + 1) * sr)
           dl->AddRectFilled(ImVec2(a.x, bb.y - 1.0f), ImVec2(bb.x, bb.y), IM_COL32(255, 255, 255, 200));
       });
   dash::note_widget(s, "tiles_probs");
   if (hit.row >= 0) {
+    const int row = hit.row * sr, key = hit.col * sk;
     ImGui::BeginTooltip();
-    if (b.is_masked(hit.row, hit.col)) {
-      ImGui::Text("query %d, key %d: masked (the key comes after the query)", b.row0 + hit.row, b.key0 + hit.col);
+    if (sr == 1 && sk == 1) {
+      if (b.is_masked(row, key)) {
+        ImGui::Text("query %d, key %d: masked (the key comes after the query)", b.row0 + row, b.key0 + key);
+      } else {
+        ImGui::Text("query %d, key %d: p = %.4g", b.row0 + row, b.key0 + key, b.at(row, key));
+      }
     } else {
-      ImGui::Text("query %d, key %d: p = %.4g", b.row0 + hit.row, b.key0 + hit.col, b.at(hit.row, hit.col));
+      const float p = group_max(hit.row, hit.col);
+      ImGui::Text("queries %d-%d, keys %d-%d: largest p = %.4g", b.row0 + row, b.row0 + std::min(b.rows, row + sr) - 1,
+                  b.key0 + key, b.key0 + std::min(b.keys, key + sk) - 1, std::max(p, 0.0f));
     }
     ImGui::TextColored(palette::kMuted, "click: list this row's keys");
     ImGui::EndTooltip();
-    if (hit.clicked) v.block_row = hit.row;
+    if (hit.clicked) v.block_row = row;
   }
-  dash::color_bar("##prob_bar", viz::ColorMap::kViridis, scale, b.keys * cell_w, [](float x) {
+  dash::color_bar("##prob_bar", viz::ColorMap::kViridis, scale, shown_keys * cell_w, [](float x) {
     char buf[24];
     std::snprintf(buf, sizeof buf, "%.1e", x);
     return std::string(buf);
