@@ -66,6 +66,9 @@ int main() {
       {"seed", 1, 8, 4096, 8192, 128, false},       {"8k2 D128", 1, 16, 8192, 8192, 128, false},
       {"8k2 D128 causal", 1, 16, 8192, 8192, 128, true}, {"D64", 4, 16, 4096, 4096, 64, false},
       {"D64 causal", 4, 16, 4096, 4096, 64, true},   {"tails 1000x777", 2, 4, 1000, 777, 128, true},
+      // Short D64 sequences (SmolLM2's prompts): where 192-row q-tiles leave rows idle.
+      {"D64 16x9x1024 c", 16, 9, 1024, 1024, 64, true}, {"D64 16x9x512 c", 16, 9, 512, 512, 64, true},
+      {"D64 8x9x2048 c", 8, 9, 2048, 2048, 64, true},   {"D64 4x9x1024", 4, 9, 1024, 1024, 64, false},
   };
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);

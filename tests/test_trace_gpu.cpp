@@ -452,11 +452,12 @@ int64_t lse_index(const AttentionProblem& prob, int b, int h, int i) {
 struct ExpectedTiles {
   int block_q, block_kv, warps;
 };
-ExpectedTiles prefill_tiles(fs::PrefillKernel k, int dim, bool varlen) {
-  // hopper (hopper_prefill.cu): 128-key tiles; at D64 dense three consumer
-  // warpgroups of 64 rows (16 warps with the producer), otherwise two (12).
+ExpectedTiles prefill_tiles(fs::PrefillKernel k, int dim, bool varlen, bool causal, int q_len) {
+  // hopper (hopper_config.cuh): 128-key tiles; at D64 dense three consumer
+  // warpgroups of 64 rows (16 warps with the producer) unless the problem is
+  // causal with at most 1024 queries; otherwise two (12).
   if (k == fs::PrefillKernel::kHopper) {
-    const bool three = dim == 64 && !varlen;
+    const bool three = dim == 64 && !varlen && !(causal && q_len <= 1024);
     return {three ? 192 : 128, 128, three ? 16 : 12};
   }
   // prefill_versions.cuh: 128-row CTAs; v3/v4 32-key tiles; v5 at D64 four warps.
@@ -497,7 +498,7 @@ void check_prefill_capture(AttentionProblem& prob, DeviceAttention& dev, fs::Pre
   CHECK_MESSAGE(std::memcmp(captured_lse.data(), prob.lse_storage().data(), captured_lse.size() * 4) == 0,
                 "the probed kernel's lse differs from prefill()'s");
 
-  const ExpectedTiles tiles = prefill_tiles(ran, sh.head_dim, sh.varlen);
+  const ExpectedTiles tiles = prefill_tiles(ran, sh.head_dim, sh.varlen, sh.causal, sh.q_len);
   const fs::TraceMeta& m = t.meta;
   check_meta(t);
   CHECK(m.kind == fs::TraceKind::kPrefill);
@@ -753,7 +754,8 @@ TEST_CASE("gpu trace: prefill capture, every kernel: prefill()'s output, the CPU
   // Sampled blocks are in the kernel's tiles: keep those its tiling has
   // (the hopper kernel's are up to 192 x 128), and always at least one.
   auto fit = [](fs::TraceOptions o, const AttentionProblem& prob, fs::PrefillKernel k) {
-    const ExpectedTiles tiles = prefill_tiles(k, prob.shape().head_dim, prob.shape().varlen);
+    const ExpectedTiles tiles =
+        prefill_tiles(k, prob.shape().head_dim, prob.shape().varlen, prob.shape().causal, prob.shape().q_len);
     const int q_tiles = ceil_div(prob.seq_q_len(o.batch), tiles.block_q);
     const int kv_tiles = ceil_div(prob.seq_kv_len(o.batch), tiles.block_kv);
     std::vector<fs::TileCoord> kept;

@@ -20,6 +20,16 @@ namespace flashscope::kernels {
 //        tensor cores, four stages: 500 TFLOPS against 358 for two
 //        warpgroups without turns, since at 64 the softmax is twice the
 //        share of the work and needs other warpgroups' GEMMs to hide under.
+// Short causal sequences at 64 (SmolLM2's prompts): 192-row q-tiles leave
+// a large share of the last tile's rows idle and the causal work per CTA
+// uneven; two consumer warpgroups (128-row tiles), still taking turns, are
+// 8-10% faster there up to 1024 queries and 3-8% slower beyond
+// (results/nvidia-h200-2026-11-22-hopper-variants-2.txt).
+using ShortCausalConfig64 = HopperPrefillConfig<64, 4, false, 2, true>;
+inline bool use_short_causal_config(int head_dim, bool causal, int q_len) {
+  return head_dim == 64 && causal && q_len <= 1024;
+}
+
 template <int DIM>
 using DefaultConfig =
     std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, false, 3, true>, HopperPrefillConfig<128, 3>>;

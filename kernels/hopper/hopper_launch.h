@@ -16,6 +16,7 @@ namespace flashscope::kernels {
 // (bf16 only; fp16 always runs kDefault).
 enum class HopperVariant {
   kDefault,   // 128: 2 consumer warpgroups, 3 stages; 64: 3 warpgroups taking turns, 4 stages
+              // (2 taking turns for causal problems of at most 1024 queries)
   kSplitPV,   // head_dim 128: P·V as two n64 wgmmas
   kStages2,   // head_dim 128: two K/V stages instead of three
   kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
@@ -41,9 +42,10 @@ cudaError_t launch_paged_hopper(ElemType type, int head_dim, bool causal, const 
 int hopper_prefill_smem_bytes(int head_dim);
 
 // The probed build (FLASHSCOPE_KERNEL_PROBES) for the trace capture: the
-// production configuration with GlobalTimerProbe, and its tiling (varlen
-// runs the cp.async configuration, whose q-tiles may differ).
-KernelTiling hopper_prefill_tiling(int head_dim, bool varlen);
+// production configuration with GlobalTimerProbe, and its tiling (it depends
+// on varlen, which runs the cp.async configuration, and at head_dim 64 on
+// causal and q_len: short causal problems run 128-row q-tiles).
+KernelTiling hopper_prefill_tiling(int head_dim, bool varlen, bool causal, int q_len);
 cudaError_t launch_prefill_hopper_probed(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
                                          const ProbeBuffers& probe, cudaStream_t stream);
 

@@ -59,7 +59,10 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
         return launch_dense<HopperPrefillConfig<64, 4, false, 2, true>, T, kCausal>(type, p, s, tma);
       case HopperVariant::kThreeConsumers:
         return launch_dense<HopperPrefillConfig<64, 4, false, 3, false>, T, kCausal>(type, p, s, tma);
-      default: return launch_dense<DefaultConfig<64>, T, kCausal>(type, p, s, tma);
+      default:
+        if (use_short_causal_config(64, kCausal, p.q_len))
+          return launch_dense<ShortCausalConfig64, T, kCausal>(type, p, s, tma);
+        return launch_dense<DefaultConfig<64>, T, kCausal>(type, p, s, tma);
     }
   }
   switch (v) {

@@ -35,18 +35,23 @@ cudaError_t launch_probed(ElemType type, const PrefillKernelParams& p, const Pro
 template <typename T>
 cudaError_t probed_typed(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
                          const ProbeBuffers& probe, cudaStream_t s) {
-  if (head_dim == 64)
+  if (head_dim == 64) {
+    if (use_short_causal_config(64, causal, p.q_len)) return launch_probed<ShortCausalConfig64, T, true>(type, p, probe, s);
     return causal ? launch_probed<DefaultConfig<64>, T, true>(type, p, probe, s)
                   : launch_probed<DefaultConfig<64>, T, false>(type, p, probe, s);
+  }
   return causal ? launch_probed<DefaultConfig<128>, T, true>(type, p, probe, s)
                 : launch_probed<DefaultConfig<128>, T, false>(type, p, probe, s);
 }
 
 }  // namespace
 
-KernelTiling hopper_prefill_tiling(int head_dim, bool varlen) {
+KernelTiling hopper_prefill_tiling(int head_dim, bool varlen, bool causal, int q_len) {
   auto tiling = [](auto cfg) { return KernelTiling{decltype(cfg)::kBlockQ, decltype(cfg)::kBlockKV, decltype(cfg)::kThreads / 32}; };
-  if (head_dim == 64) return varlen ? tiling(CpAsyncConfig<DefaultConfig<64>>{}) : tiling(DefaultConfig<64>{});
+  if (head_dim == 64) {
+    if (varlen) return tiling(CpAsyncConfig<DefaultConfig<64>>{});
+    return use_short_causal_config(64, causal, q_len) ? tiling(ShortCausalConfig64{}) : tiling(DefaultConfig<64>{});
+  }
   return varlen ? tiling(CpAsyncConfig<DefaultConfig<128>>{}) : tiling(DefaultConfig<128>{});
 }
 

@@ -560,7 +560,8 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
   };
 #if FLASHSCOPE_WITH_HOPPER
   const KernelTiling tiling =
-      hopper ? kernels::hopper_prefill_tiling(p.head_dim, varlen) : kernels::prefill_tiling(version, p.head_dim);
+      hopper ? kernels::hopper_prefill_tiling(p.head_dim, varlen, p.causal, p.q_len)
+             : kernels::prefill_tiling(version, p.head_dim);
 #else
   const KernelTiling tiling = kernels::prefill_tiling(version, p.head_dim);
 #endif
