@@ -42,6 +42,7 @@
 
 #include "flashscope/half.hpp"
 #include "flashscope/trace.hpp"
+#include "trace/prefill_meta.hpp"
 
 namespace flashscope {
 namespace {
@@ -524,17 +525,8 @@ Status capture_cpu_prefill_trace(const PrefillParams& p, const TraceOptions& opt
   m.device_name = "CPU (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
   m.backend = "cpu";
   m.kernel = "cpu-tiled";
-  m.kind = TraceKind::kPrefill;
-  m.dtype = p.dtype;
-  m.batch = p.batch;
-  m.q_heads = p.q_heads;
-  m.kv_heads = p.kv_heads;
-  m.q_len = p.q_len;
-  m.kv_len = p.kv_len;
-  m.head_dim = p.head_dim;
-  m.causal = p.causal;
-  m.varlen = varlen;
-  m.softmax_scale = scale;
+  trace_detail::fill_prefill_problem(p, varlen, &m);
+  m.softmax_scale = scale;  // the scale the capture computed with
   m.block_q = kBlockQ;
   m.block_kv = kBlockKV;
   m.warps = 1;

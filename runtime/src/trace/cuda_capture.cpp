@@ -43,6 +43,7 @@
 
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
+#include "trace/prefill_meta.hpp"
 
 #if FLASHSCOPE_WITH_CUDA && FLASHSCOPE_WITH_KERNEL_PROBES
 #include <cuda_runtime.h>
@@ -614,17 +615,7 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
     TraceMeta& m = t.meta;
     fill_device_meta(dev.value(), &m);
     m.kernel = prefill_kernel_name(kernel);
-    m.kind = TraceKind::kPrefill;
-    m.dtype = p.dtype;
-    m.batch = p.batch;
-    m.q_heads = p.q_heads;
-    m.kv_heads = p.kv_heads;
-    m.q_len = p.q_len;
-    m.kv_len = p.kv_len;
-    m.head_dim = p.head_dim;
-    m.causal = p.causal;
-    m.varlen = varlen;
-    m.softmax_scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
+    trace_detail::fill_prefill_problem(p, varlen, &m);
     m.block_q = tiling.block_q;
     m.block_kv = tiling.block_kv;
     m.warps = tiling.warps;
