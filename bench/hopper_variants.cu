@@ -14,20 +14,12 @@
 #include <random>
 #include <vector>
 
+#include "bench/cuda_check.cuh"
 #include "kernels/attention/prefill_launch.h"
 #include "kernels/hopper/hopper_launch.h"
 
 using namespace flashscope::kernels;
 using bf16 = __nv_bfloat16;
-
-#define CHECK_CUDA(x)                                                                     \
-  do {                                                                                    \
-    cudaError_t e = (x);                                                                  \
-    if (e != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 struct Shape {
   const char* name;

@@ -11,19 +11,11 @@
 #include <random>
 #include <vector>
 
+#include "bench/cuda_check.cuh"
 #include "kernels/attention/prefill_versions.cuh"
 
 using namespace flashscope::kernels;
 using bf16 = __nv_bfloat16;
-
-#define CHECK_CUDA(x)                                                                   \
-  do {                                                                                  \
-    cudaError_t e = (x);                                                                \
-    if (e != cudaSuccess) {                                                             \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 // name, config (head_dim filled in per shape)
 template <int D> using CandA = PrefillV5<D>;

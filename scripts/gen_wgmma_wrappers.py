@@ -15,48 +15,39 @@ def regs(first, count, prefix="%"):
     return ", ".join(f"{prefix}{first + i}" for i in range(count))
 
 
-def ss(n, ptx_type):
+def wrapper(n, ptx_type, a_in_registers):
+    """ss_nN (A from a shared-memory descriptor) or rs_nN (A from 4 registers)."""
     acc = n // 2
-    lines = []
-    lines.append(f"  // D[64x{n}] (+)= A[64x16] (shared, K-major) * B[16x{n}] (shared; TRANS_B: N-major)")
-    lines.append(f"  template <int TRANS_B>")
-    lines.append(f"  __device__ __forceinline__ static void ss_n{n}(float (&d)[{acc}], uint64_t desc_a, uint64_t desc_b, int scale_d) {{")
-    lines.append("    asm volatile(")
-    lines.append('        "{\\n.reg .pred p;\\n"')
-    lines.append(f'        "setp.ne.b32 p, %{acc + 2}, 0;\\n"')
-    lines.append(f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "')
+    a_ops = 4 if a_in_registers else 1  # operands after the accumulators: A, then desc_b, scale_d, TRANS_B
+    b, scale, trans = acc + a_ops, acc + a_ops + 1, acc + a_ops + 2
+    if a_in_registers:
+        head = f"D[64x{n}] (+)= A[64x16] (registers, mma A-fragment layout per warp) * B[16x{n}] (shared)"
+        params = "const uint32_t (&a)[4], uint64_t desc_b"
+        a_text = "{" + ", ".join(f"%{acc + i}" for i in range(4)) + "}"
+        a_in = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])'
+        imms = f"p, 1, 1, %{trans}"  # no transpose of A from registers
+    else:
+        head = f"D[64x{n}] (+)= A[64x16] (shared, K-major) * B[16x{n}] (shared; TRANS_B: N-major)"
+        params = "uint64_t desc_a, uint64_t desc_b"
+        a_text = f"%{acc}"
+        a_in = '"l"(desc_a)'
+        imms = f"p, 1, 1, 0, %{trans}"
+    name = "rs" if a_in_registers else "ss"
+    lines = [f"  // {head}",
+             "  template <int TRANS_B>",
+             f"  __device__ __forceinline__ static void {name}_n{n}(float (&d)[{acc}], {params}, int scale_d) {{",
+             "    asm volatile(",
+             '        "{\\n.reg .pred p;\\n"',
+             f'        "setp.ne.b32 p, %{scale}, 0;\\n"',
+             f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "',
+             '        "{" ']
     chunks = [regs(i, min(16, acc - i)) for i in range(0, acc, 16)]
-    lines.append('        "{" ')
     for i, c in enumerate(chunks):
         sep = ", " if i + 1 < len(chunks) else ""
         lines.append(f'        "{c}{sep}"')
-    lines.append(f'        "}}, %{acc}, %{acc + 1}, p, 1, 1, 0, %{acc + 3};\\n}}\\n"')
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
-    lines.append(f"        : {outs}")
-    lines.append('        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));')
-    lines.append("  }")
-    return "\n".join(lines)
-
-
-def rs(n, ptx_type):
-    acc = n // 2
-    lines = []
-    lines.append(f"  // D[64x{n}] (+)= A[64x16] (registers, mma A-fragment layout per warp) * B[16x{n}] (shared)")
-    lines.append(f"  template <int TRANS_B>")
-    lines.append(f"  __device__ __forceinline__ static void rs_n{n}(float (&d)[{acc}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {{")
-    lines.append("    asm volatile(")
-    lines.append('        "{\\n.reg .pred p;\\n"')
-    lines.append(f'        "setp.ne.b32 p, %{acc + 5}, 0;\\n"')
-    lines.append(f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "')
-    chunks = [regs(i, min(16, acc - i)) for i in range(0, acc, 16)]
-    lines.append('        "{" ')
-    for i, c in enumerate(chunks):
-        sep = ", " if i + 1 < len(chunks) else ""
-        lines.append(f'        "{c}{sep}"')
-    lines.append(f'        "}}, {{%{acc}, %{acc + 1}, %{acc + 2}, %{acc + 3}}}, %{acc + 4}, p, 1, 1, %{acc + 6};\\n}}\\n"')
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
-    lines.append(f"        : {outs}")
-    lines.append('        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));')
+    lines.append(f'        "}}, {a_text}, %{b}, {imms};\\n}}\\n"')
+    lines.append("        : " + ", ".join(f'"+f"(d[{i}])' for i in range(acc)))
+    lines.append(f'        : {a_in}, "l"(desc_b), "r"(scale_d), "n"(TRANS_B));')
     lines.append("  }")
     return "\n".join(lines)
 
@@ -86,8 +77,8 @@ def main():
         out.append("template <>")
         out.append(f"struct Wgmma<{ctype}> {{")
         for n in SHAPES:
-            out.append(ss(n, ptx_type))
-            out.append(rs(n, ptx_type))
+            out.append(wrapper(n, ptx_type, a_in_registers=False))
+            out.append(wrapper(n, ptx_type, a_in_registers=True))
         out.append("};")
     out.append("")
     out.append("}  // namespace flashscope::kernels")

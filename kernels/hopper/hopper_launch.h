@@ -39,8 +39,6 @@ cudaError_t launch_prefill_hopper(ElemType type, int head_dim, bool causal, cons
 cudaError_t launch_paged_hopper(ElemType type, int head_dim, bool causal, const PagedKernelParams& p,
                                 cudaStream_t stream);
 
-int hopper_prefill_smem_bytes(int head_dim);
-
 // The probed build (FLASHSCOPE_KERNEL_PROBES) for the trace capture: the
 // production configuration with GlobalTimerProbe, and its tiling (it depends
 // on varlen, which runs the cp.async configuration, and at head_dim 64 on

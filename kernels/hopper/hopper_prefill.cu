@@ -122,8 +122,4 @@ cudaError_t launch_paged_hopper(ElemType type, int head_dim, bool causal, const 
                                  : paged_typed<__nv_bfloat16>(head_dim, causal, p, stream);
 }
 
-int hopper_prefill_smem_bytes(int head_dim) {
-  return head_dim == 64 ? DefaultConfig<64>::kSmemBytes : DefaultConfig<128>::kSmemBytes;
-}
-
 }  // namespace flashscope::kernels
