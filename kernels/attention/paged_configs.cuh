@@ -21,21 +21,23 @@ constexpr int kPagedDecodeMaxRows = 64;
 
 template <typename Cfg, typename T, typename Probe>
 cudaError_t launch_paged_cfg(bool causal, const typename Probe::template Params<PagedKernelParams>& p,
-                             cudaStream_t stream) {
-  return causal ? launch_paged<Cfg, T, true, Probe>(p, stream) : launch_paged<Cfg, T, false, Probe>(p, stream);
+                             cudaStream_t stream, bool programmatic) {
+  return causal ? launch_paged<Cfg, T, true, Probe>(p, stream, programmatic)
+                : launch_paged<Cfg, T, false, Probe>(p, stream, programmatic);
 }
 
 // Runtime head_dim, causal and tile choice -> template constants. Probe as in
 // launch_prefill (the probed instantiations live in paged_probe_*.cu).
 template <typename T, typename Probe = NoProbe>
 cudaError_t launch_paged_typed(int head_dim, bool causal, bool decode,
-                               const typename Probe::template Params<PagedKernelParams>& p, cudaStream_t stream) {
+                               const typename Probe::template Params<PagedKernelParams>& p, cudaStream_t stream,
+                               bool programmatic = false) {
   if (head_dim == 64)
-    return decode ? launch_paged_cfg<PagedDecodeConfig<64>, T, Probe>(causal, p, stream)
-                  : launch_paged_cfg<PagedPrefillConfig<64>, T, Probe>(causal, p, stream);
+    return decode ? launch_paged_cfg<PagedDecodeConfig<64>, T, Probe>(causal, p, stream, programmatic)
+                  : launch_paged_cfg<PagedPrefillConfig<64>, T, Probe>(causal, p, stream, programmatic);
   if (head_dim == 128)
-    return decode ? launch_paged_cfg<PagedDecodeConfig<128>, T, Probe>(causal, p, stream)
-                  : launch_paged_cfg<PagedPrefillConfig<128>, T, Probe>(causal, p, stream);
+    return decode ? launch_paged_cfg<PagedDecodeConfig<128>, T, Probe>(causal, p, stream, programmatic)
+                  : launch_paged_cfg<PagedPrefillConfig<128>, T, Probe>(causal, p, stream, programmatic);
   return cudaErrorInvalidValue;
 }
 

@@ -4,8 +4,9 @@
 
 namespace flashscope::kernels {
 
-cudaError_t launch_paged_fp16(int head_dim, bool causal, bool decode, const PagedKernelParams& p, cudaStream_t s) {
-  return launch_paged_typed<__half>(head_dim, causal, decode, p, s);
+cudaError_t launch_paged_fp16(int head_dim, bool causal, bool decode, const PagedKernelParams& p, cudaStream_t s,
+                             bool programmatic) {
+  return launch_paged_typed<__half>(head_dim, causal, decode, p, s, programmatic);
 }
 
 }  // namespace flashscope::kernels

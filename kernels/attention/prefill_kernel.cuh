@@ -40,6 +40,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention/attention_views.cuh"
 #include "kernels/attention/prefill_params.h"
@@ -142,6 +143,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int lane_id = tid % 32;
   typename Probe::Ctx probe;
   probe_cta_start(probe, p);
+  // Over the paged cache the kernel may itself be launched programmatically
+  // (the engine's decode step: after the QKV product that wrote q and the new
+  // K/V): it waits for that grid before reading anything. The split-KV
+  // combine follows on the stream, launched the same way (paged_combine.cu):
+  // it may be scheduled once every CTA here has started, and waits for this
+  // grid's completion before it reads the partials, so its launch latency
+  // hides under this grid. Launched plainly, the wait returns at once. Dense
+  // instantiations compile without either.
+  constexpr bool kPaged = std::is_same_v<typename View::Params, PagedKernelParams>;
+  if constexpr (kPaged) {
+    pdl_wait();
+    pdl_launch_dependents();
+  }
 
   // Which rows and keys this CTA owns, and where they live (attention_views.cuh).
   const View view(p);
@@ -167,9 +181,38 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const uint32_t K_smem = smem_base + Cfg::kQRegionBytes;
   const uint32_t V_smem = K_smem + Cfg::kKStages * Cfg::kKVTileBytes;
 
+  // key_rows(k0) gathers what addressing a tile's keys needs (for the paged
+  // cache: its page ids, one block-table read per lane) before the copies.
+  auto load_K = [&](int kv_tile, int stage) {
+    const int k0 = kv_begin + kv_tile * BLOCK_KV;
+    const auto keys = view.key_rows(k0, lane_id);
+    load_tile<Cfg, BLOCK_KV>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
+                             kv_end - k0, any_valid, tid);
+  };
+  auto load_V = [&](int kv_tile, int stage) {
+    const int k0 = kv_begin + kv_tile * BLOCK_KV;
+    const auto keys = view.key_rows(k0, lane_id);
+    load_tile<Cfg, BLOCK_KV>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
+                             kv_end - k0, any_valid, tid);
+  };
+
   // --- prologue: Q global -> shared (-> registers, for the CTA's lifetime) ---
-  load_tile<Cfg, BLOCK_Q>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid, tid);
+  // Over the paged cache (decode: a split is one or two tiles, so the CTA's
+  // time is its chain of dependent loads) Q is staged past K's first stage,
+  // and K(0) with its block-table reads is requested beside it instead of
+  // after Q has landed: one memory round trip less per CTA.
+  constexpr bool kEarlyK0 = kPaged && Cfg::kPipe == Pipeline::kK2V1 && !Cfg::kQInSmem;
+  static_assert(!kEarlyK0 || Cfg::kKVTileBytes + Cfg::kQTileBytes <= Cfg::kSmemBytes,
+                "Q staged past K stage 0 must fit in the K/V buffers");
+  const uint32_t Q_stage = kEarlyK0 ? K_smem + Cfg::kKVTileBytes : Q_smem;
+  load_tile<Cfg, BLOCK_Q>(Q_stage, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid, tid);
   cp_async_commit();  // shared-memory Q: the pipeline's first wait covers this group too
+  if constexpr (kEarlyK0) {
+    const uint64_t t0 = probe_time(probe);
+    if (num_kv_tiles > 0) load_K(0, 0);
+    span(ProbeSpanKind::kLoadIssueK, 0, t0, num_kv_tiles > 0);
+    cp_async_commit();  // the K(0) group the pipeline's first wait expects
+  }
 
   // A fragments of Q (16x16): rows lane%16, columns (lane/16)*8 of each tile.
   const uint32_t Q_thread = swizzle<ROW_BYTES, SWZ>((warp_id * WARP_Q + lane_id % 16) * ROW_BYTES + (lane_id / 16) * 16);
@@ -177,13 +220,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   constexpr int kQRegSteps = Cfg::kQInSmem ? 1 : DIM / kMmaK;
   uint32_t Q_rmem[kQRegTiles][kQRegSteps][4];
   if constexpr (!Cfg::kQInSmem) {
-    cp_async_wait<0>();
+    if constexpr (kEarlyK0) {
+      cp_async_wait<1>();  // Q has landed; K(0) may still be in flight
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();  // every thread's Q chunks have landed
 #pragma unroll
     for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
 #pragma unroll
       for (int mma_id_d = 0; mma_id_d < DIM / kMmaK; ++mma_id_d)
-        ldmatrix_x4(Q_rmem[mma_id_q][mma_id_d], Q_smem + ((Q_thread + mma_id_q * kMmaM * ROW_BYTES) ^ (mma_id_d * kMmaK * 2)));
+        ldmatrix_x4(Q_rmem[mma_id_q][mma_id_d], Q_stage + ((Q_thread + mma_id_q * kMmaM * ROW_BYTES) ^ (mma_id_d * kMmaK * 2)));
     __syncthreads();  // Q_smem aliases the K/V buffers the pipeline now fills
   }
 
@@ -209,21 +256,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       m_rmem[i][h] = -INFINITY;
       l_rmem[i][h] = 0.0f;
     }
-
-  // key_rows(k0) gathers what addressing a tile's keys needs (for the paged
-  // cache: its page ids, one block-table read per lane) before the copies.
-  auto load_K = [&](int kv_tile, int stage) {
-    const int k0 = kv_begin + kv_tile * BLOCK_KV;
-    const auto keys = view.key_rows(k0, lane_id);
-    load_tile<Cfg, BLOCK_KV>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
-                             kv_end - k0, any_valid, tid);
-  };
-  auto load_V = [&](int kv_tile, int stage) {
-    const int k0 = kv_begin + kv_tile * BLOCK_KV;
-    const auto keys = view.key_rows(k0, lane_id);
-    load_tile<Cfg, BLOCK_KV>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
-                             kv_end - k0, any_valid, tid);
-  };
 
   // S = Q K(t)ᵀ for this warp's rows: [WARP_Q, BLOCK_KV] in C fragments.
   // Outer loop over head_dim steps, so each Q fragment (registers or shared)
@@ -518,10 +550,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           for (int r = 0; r < 4; ++r) S_cur[i][j][r] = S_next[i][j][r];
     }
   } else {  // Pipeline::kK2V1
-    const uint64_t t0 = probe_time(probe);
-    if (num_kv_tiles > 0) load_K(0, 0);
-    span(ProbeSpanKind::kLoadIssueK, 0, t0, num_kv_tiles > 0);
-    cp_async_commit();
+    if constexpr (!kEarlyK0) {
+      const uint64_t t0 = probe_time(probe);
+      if (num_kv_tiles > 0) load_K(0, 0);
+      span(ProbeSpanKind::kLoadIssueK, 0, t0, num_kv_tiles > 0);
+      cp_async_commit();
+    }
     for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
       const int stage = kv_tile % 2;
       __syncthreads();  // all warps are done with V(t-1) (one buffer) and K(t-1) (whose buffer K(t+1) takes)
@@ -617,14 +651,23 @@ cudaError_t launch_prefill(const typename Probe::template Params<PrefillKernelPa
 // Launches one configuration over the paged cache: (q-tile x split) on x,
 // kv-heads on y, sequences on z.
 template <typename Cfg, typename T, bool kCausal, typename Probe = NoProbe>
-cudaError_t launch_paged(const typename Probe::template Params<PagedKernelParams>& p, cudaStream_t stream) {
+cudaError_t launch_paged(const typename Probe::template Params<PagedKernelParams>& p, cudaStream_t stream,
+                         bool programmatic) {
   auto kernel =
       attention_kernel<Cfg, T, kCausal, PagedView<T, Cfg::kDim, Cfg::kBlockQ, Cfg::kBlockKV, kCausal>, Probe>;
   if (cudaError_t err = opt_in_smem<Cfg>(kernel); err != cudaSuccess) return err;
   const int q_tiles = (p.q_len * p.group + Cfg::kBlockQ - 1) / Cfg::kBlockQ;
-  const dim3 grid(q_tiles * p.num_splits, p.kv_heads, p.batch);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(q_tiles * p.num_splits, p.kv_heads, p.batch);
+  cfg.blockDim = dim3(Cfg::kThreads);
+  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
 }  // namespace flashscope::kernels

@@ -3,6 +3,7 @@
 //   cp.async        global -> shared, 16 bytes, bypassing registers and L1
 //   ldmatrix        shared -> registers in the mma fragment layout (x2, x4, .trans)
 //   mma.m16n8k16    D[16x8] += A[16x16] * B[16x8], f32 accumulate, bf16 or f16 inputs
+//   griddepcontrol  programmatic dependent launch (sm_90+; nothing on older targets)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -55,6 +56,26 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+}
+
+// Programmatic dependent launch. A grid launched with the attribute
+// cudaLaunchAttributeProgrammaticStreamSerialization may be scheduled once
+// every CTA of the grid before it has run pdl_launch_dependents() (or
+// exited); it must run pdl_wait() before it reads anything that grid writes:
+// the wait returns when that grid has completed and its memory is visible.
+// In a grid launched without the attribute the wait returns at once, and a
+// trigger with no dependent does nothing. Code compiled for targets below
+// sm_90 gets neither instruction, so the host must set the attribute only
+// where the waiting kernel's code is sm_90's (paged_combine_waits_on_producer).
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // "memory": no load of the producer's data moves above it
+#endif
 }
 
 // Element-type traits: the mma instruction and the float2 -> packed pair.

@@ -1,10 +1,17 @@
 // CUDA backend of paged_attention(): plans the KV splits from shapes and the
 // SM count, fills the kernels' plain parameters, launches the attention
 // kernel and, when split, the combine kernel, all on p.stream.
+//
+// A decode call is a few microseconds of GPU work, so the host path counts:
+// what the device says about itself (SM count, whether the combine may be
+// launched programmatically) is read once per device, and a call costs one
+// cudaGetDevice, an atomic load and the two launches.
 #include "cuda/paged_attention_cuda.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #if FLASHSCOPE_WITH_CUDA
@@ -24,11 +31,11 @@ namespace flashscope::cuda {
 namespace {
 
 constexpr int kMaxSplits = kernels::kMaxPagedSplits;
-constexpr int kMinKeysPerSplit = 64;  // one or two tiles: below this a split is all fixed cost
 // Decode CTAs are one warp with 24 KiB of shared memory: nine fit on an SM.
 // Aim for about eight per SM so every SM streams pages with many loads in
 // flight (one decode CTA alone is bound by memory latency, not bandwidth).
 constexpr int kDecodeCtasPerSm = 8;
+constexpr int kMinKeysPerSplit = 64;  // see plan_for
 
 int log2_exact(int x) {
   int l = 0;
@@ -36,19 +43,60 @@ int log2_exact(int x) {
   return l;
 }
 
-Result<int> sm_count() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+// What a call needs to know about the current device.
+struct DeviceFacts {
+  int sm_count = 0;
+  bool programmatic = false;  // sm_90+ and the combine's code waits for its producer (PDL)
+};
+
+// Read once per device ordinal and kept for the process (neither changes
+// while it runs): 0 = not read yet, else kKnown | pdl bit | SM count. Two
+// threads that miss together both read the same values; the stores agree.
+constexpr int kCachedDevices = 64;
+constexpr uint32_t kKnown = 1u << 31, kPdl = 1u << 30, kSmMask = kPdl - 1;
+std::atomic<uint32_t> g_device_facts[kCachedDevices];
+
+Result<DeviceFacts> read_device_facts(int device) {
+  DeviceFacts f;
+  int cc_major = 0;
+  if (cudaDeviceGetAttribute(&f.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
     cudaGetLastError();
-    return device_error("cannot read the SM count of the current device");
+    return device_error("cannot read the SM count and compute capability of device " + std::to_string(device));
   }
-  return sms;
+  // Programmatic launches exist from sm_90 on; elsewhere the attribute is
+  // not set at all. A combine with no code for this device says so at its
+  // launch, with the launch's own error.
+  bool waits = false;
+  if (cc_major >= 9 && kernels::paged_combine_waits_on_producer(&waits) != cudaSuccess) {
+    cudaGetLastError();
+    waits = false;
+  }
+  f.programmatic = cc_major >= 9 && waits;
+  return f;
 }
 
-}  // namespace
+Result<DeviceFacts> device_facts() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return device_error("cannot read the current CUDA device");
+  }
+  const bool cacheable = device >= 0 && device < kCachedDevices;
+  if (cacheable) {
+    const uint32_t v = g_device_facts[device].load(std::memory_order_relaxed);
+    if (v & kKnown) return DeviceFacts{int(v & kSmMask), (v & kPdl) != 0};
+  }
+  auto f = read_device_facts(device);
+  if (f.ok() && cacheable)
+    g_device_facts[device].store(kKnown | (f->programmatic ? kPdl : 0u) | (uint32_t(f->sm_count) & kSmMask),
+                                 std::memory_order_relaxed);
+  return f;
+}
 
-Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams& p) {
+// The plan for p on a device of `sms` SMs (read only when the plan chooses
+// the split count).
+PagedAttentionPlan plan_for(const PagedAttentionParams& p, int sms) {
   const int group = p.q_heads / p.kv_heads;
   const int rows = p.q_len * group;
   const int q_tiles = (rows + kernels::paged_block_q(rows) - 1) / kernels::paged_block_q(rows);
@@ -57,10 +105,14 @@ Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams& p) {
   if (p.num_splits > 0) {
     plan.num_splits = std::min(p.num_splits, kMaxSplits);
   } else {
-    auto sms = sm_count();
-    if (!sms.ok()) return sms.status();
-    const int64_t target = int64_t(kDecodeCtasPerSm) * sms.value();
+    const int64_t target = int64_t(kDecodeCtasPerSm) * sms;
     const int by_occupancy = int(std::max<int64_t>(1, target / std::max<int64_t>(ctas, 1)));
+    // At least 64 keys per split: one tile of the D64 decode tile and of the
+    // prefill tile, two of the D128 decode tile. One 32-key tile per split
+    // (B1 32/8 at 4096 keys, D128: 128 splits) measured slower on an H200,
+    // 19.0 µs against 16.1 at 64 splits: the combine's share grows faster
+    // than the CTAs' chains shrink. An explicit num_splits may ask for up to
+    // kMaxPagedSplits (128).
     const int by_length = std::max(1, p.max_kv_len / kMinKeysPerSplit);
     plan.num_splits = std::clamp(std::min(by_occupancy, by_length), 1, kMaxSplits);
   }
@@ -69,6 +121,18 @@ Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams& p) {
     plan.workspace_bytes = size_t(plan.num_splits) * rows_total * (size_t(p.head_dim) + 1) * sizeof(float);
   }
   return plan;
+}
+
+}  // namespace
+
+Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams& p) {
+  int sms = 0;
+  if (p.num_splits <= 0) {
+    auto facts = device_facts();
+    if (!facts.ok()) return facts.status();
+    sms = facts->sm_count;
+  }
+  return plan_for(p, sms);
 }
 
 kernels::PagedKernelParams paged_kernel_params(const PagedAttentionParams& p, int num_splits, void* workspace) {
@@ -104,14 +168,19 @@ kernels::PagedKernelParams paged_kernel_params(const PagedAttentionParams& p, in
   return k;
 }
 
-Status paged_attention(const PagedAttentionParams& p) {
-  auto plan = flashscope::cuda::plan_paged_attention(p);
-  if (!plan.ok()) return plan.status();
-  if (plan->num_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < plan->workspace_bytes))
-    return invalid_argument("split-KV needs a workspace of " + std::to_string(plan->workspace_bytes) +
+namespace {
+
+// The launches of paged_attention(); merge = false leaves a split call's
+// partials in the workspace for the caller (paged_attention_unmerged).
+Status launch(const PagedAttentionParams& p, bool merge, UnmergedOutput* out) {
+  auto facts = device_facts();
+  if (!facts.ok()) return facts.status();
+  const PagedAttentionPlan plan = plan_for(p, facts->sm_count);
+  if (plan.num_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < plan.workspace_bytes))
+    return invalid_argument("split-KV needs a workspace of " + std::to_string(plan.workspace_bytes) +
                             " bytes (plan_paged_attention); got " + std::to_string(p.workspace_bytes));
 
-  const kernels::PagedKernelParams k = paged_kernel_params(p, plan->num_splits, p.workspace);
+  const kernels::PagedKernelParams k = paged_kernel_params(p, plan.num_splits, p.workspace);
   const int rows = p.q_len * k.group;
   const int q_tiles = (rows + kernels::paged_block_q(rows) - 1) / kernels::paged_block_q(rows);
   if (int64_t(q_tiles) * k.num_splits > 0x7fffffff || p.kv_heads > 65535 || p.batch > 65535)
@@ -129,11 +198,29 @@ Status paged_attention(const PagedAttentionParams& p) {
 #if FLASHSCOPE_WITH_HOPPER
   if (hopper) err = kernels::launch_paged_hopper(type, p.head_dim, p.causal, k, stream);
 #endif
-  if (!hopper) err = kernels::launch_paged_attention(type, p.head_dim, p.causal, k, stream);
-  if (err == cudaSuccess && k.num_splits > 1) err = kernels::launch_paged_combine(type, p.head_dim, k, stream);
+  if (!hopper) err = kernels::launch_paged_attention(type, p.head_dim, p.causal, k, stream, facts->programmatic);
+  // Programmatic on sm_90: the combine grid is scheduled while the attention
+  // grid runs and waits for its completion on the GPU (captured into a CUDA
+  // graph, the same launch becomes a programmatic edge). The Hopper tile
+  // never signals early; the combine then starts at its completion, as a
+  // plain launch would.
+  if (err == cudaSuccess && k.num_splits > 1 && merge)
+    err = kernels::launch_paged_combine(type, p.head_dim, k, stream, facts->programmatic);
   if (err != cudaSuccess) return device_error(std::string("paged attention launch failed: ") + cudaGetErrorString(err));
+  if (out != nullptr) {
+    out->num_splits = merge ? 1 : k.num_splits;
+    out->o_partial = k.o_partial;
+    out->lse_partial = k.lse_partial;
+    out->partial_rows = int64_t(p.batch) * p.q_heads * p.q_len;
+  }
   return {};
 }
+
+}  // namespace
+
+Status paged_attention(const PagedAttentionParams& p) { return launch(p, true, nullptr); }
+
+Status paged_attention_unmerged(const PagedAttentionParams& p, UnmergedOutput* out) { return launch(p, false, out); }
 
 #else  // built without CUDA
 
@@ -141,6 +228,9 @@ Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams&) {
   return unsupported("this build of flashscope has no CUDA backend");
 }
 Status paged_attention(const PagedAttentionParams&) {
+  return unsupported("this build of flashscope has no CUDA backend; use Device::kCpu");
+}
+Status paged_attention_unmerged(const PagedAttentionParams&, UnmergedOutput*) {
   return unsupported("this build of flashscope has no CUDA backend; use Device::kCpu");
 }
 

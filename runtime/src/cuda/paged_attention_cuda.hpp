@@ -10,6 +10,22 @@ namespace flashscope::cuda {
 Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams& p);
 Status paged_attention(const PagedAttentionParams& p);
 
+// Where paged_attention_unmerged left its result: with num_splits > 1 the
+// split-KV partials o_partial [num_splits, partial_rows, head_dim] fp32 and
+// lse_partial [num_splits, partial_rows] in p.workspace (partial row (seq ·
+// q_heads + head) · q_len + token), not yet merged; with 1, p.o as usual.
+struct UnmergedOutput {
+  int num_splits = 1;
+  const float* o_partial = nullptr;
+  const float* lse_partial = nullptr;
+  int64_t partial_rows = 0;
+};
+// paged_attention(p) without the split-KV combine kernel: the caller merges
+// the partials where it reads the output (the engine's decode step does it in
+// its O projection, cuda::skinny_gemm with kSplitKv: one launch less per
+// layer). p has passed validate(); out must not be null.
+Status paged_attention_unmerged(const PagedAttentionParams& p, UnmergedOutput* out);
+
 }  // namespace flashscope::cuda
 
 #if FLASHSCOPE_WITH_CUDA
