@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace flashscope::kernels {
@@ -77,6 +78,62 @@ struct SwigluKernelParams {
   int rows, ffn;
 };
 cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream);
+
+// Few-token GEMM with its neighbouring element-wise op fused in front or
+// behind (kernels/model/skinny_gemm.cu): the decode step's matrix products.
+//   w [n_w, k] bf16 row-major; rows <= kSkinnyMaxRows; k a multiple of 8.
+//   input  kBf16: x [rows, k] bf16 (ldx) | kRmsNorm: rms_norm(xf [rows, k] fp32 (ldxf)) · norm_weight
+//   output kStore: y [rows, n_out] fp32 (ldy) = in · wᵀ | kAccumulate: y += in · wᵀ
+//          kRopeAppend: rope_append of in · wᵀ through `rope` (its qkv, qkv_stride, n unused; n_out
+//                       = (H + 2·KV)·D, even)
+//          kSwiglu: act [rows, n_out] bf16 (ld_act) = silu(in · w[0, n_out)ᵀ) · (in · w[n_out, 2·n_out)ᵀ)
+// Dynamic shared memory skinny_gemm_smem_bytes(rows, k) (the runtime keeps it <= 48 KiB).
+inline constexpr int kSkinnyMaxRows = 8;
+enum class SkinnyInput : int { kBf16 = 0, kRmsNorm = 1, kSplitKv = 2 };
+// kSplitKv: the input rows are paged attention's output still in split-KV
+// partials (the combine kernel not run): row t, element h·D + d is
+//   Σ_s exp(lse_s − M) · o_s[d] / Σ_s exp(lse_s − M)      (M = max_s lse_s)
+// over o_partial [splits, partial_rows, D] and lse_partial [splits,
+// partial_rows] at partial row ((t / q_len) · q_heads + h) · q_len + t % q_len,
+// rounded to bf16 as the combine would store it; k = q_heads · D.
+struct SkinnySplitKvInput {
+  const float* o_partial;
+  const float* lse_partial;
+  int num_splits, q_heads, head_dim, q_len;
+  int64_t partial_rows;
+};
+enum class SkinnyOutput : int { kStore = 0, kAccumulate = 1, kRopeAppend = 2, kSwiglu = 3 };
+struct SkinnyGemmKernelParams {
+  SkinnyInput input;
+  SkinnyOutput output;
+  int rows, n_out, k;
+  const uint16_t* w;
+  const uint16_t* x;
+  int64_t ldx;
+  const float* xf;
+  int64_t ldxf;
+  const float* norm_weight;
+  float eps;
+  float* y;
+  int64_t ldy;
+  uint16_t* act;
+  int64_t ld_act;
+  RopeAppendKernelParams rope;
+  SkinnySplitKvInput split_kv;
+  int units_per_warp;  // set by the launcher
+};
+// Tokens the kernel is instantiated for at `rows` (1, 2, 4 or 8): the shared
+// memory holds that many input rows.
+int skinny_gemm_tokens(int rows);
+size_t skinny_gemm_smem_bytes(int rows, int k);
+// programmatic: launch with programmatic stream serialization (sm_90 PDL):
+// the kernel requests its weights while the kernel before it on the stream
+// finishes, and waits for that kernel on the GPU before reading its input.
+// Only where skinny_gemm_waits_on_producer() said yes.
+cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic);
+// Whether the kernel's code on the current device waits for its producer
+// (compiled for sm_90 or later; code JIT-compiled from sm_80 PTX does not).
+cudaError_t skinny_gemm_waits_on_producer(bool* waits);
 
 // The most candidates the sampler keeps after top-k: they are sorted in
 // shared memory by one CTA.

@@ -3,6 +3,7 @@
 #include "cuda/model_ops_cuda.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <string>
@@ -85,10 +86,15 @@ Status rms_norm(const RmsNormOp& op, void* stream) {
   return launched(kernels::launch_rms_norm(k, static_cast<cudaStream_t>(stream)), "rms_norm");
 }
 
-Status rope_append(const RopeAppendOp& op, void* stream) {
-  const char* name = "rope_append";
-  if (op.n < 0) return bad(name, "n must be >= 0");
-  if (op.n == 0) return {};
+namespace {
+
+// Without opting in to more (cudaFuncSetAttribute), a CTA gets 48 KiB of
+// dynamic shared memory; 8 rows of k = 3072 fit.
+constexpr size_t kSkinnySmemLimit = 48 * 1024;
+
+// What rope_append and the kRopeAppend skinny GEMM both write to: q_out, the
+// pages, the RoPE tables and slots. The qkv input is checked by the caller.
+Status check_rope_target(const RopeAppendOp& op, const char* name) {
   if (op.q_heads < 1 || op.kv_heads < 1 || op.head_dim < 2 || op.head_dim % 2 != 0)
     return bad(name, "q_heads, kv_heads >= 1 and an even head_dim are required");
   if (op.rope_dim < 0 || op.rope_dim > op.head_dim || op.rope_dim % 2 != 0)
@@ -96,18 +102,17 @@ Status rope_append(const RopeAppendOp& op, void* stream) {
                          std::to_string(op.head_dim) + "]");
   if (op.page_size < 1) return bad(name, "page_size must be >= 1");
   if (op.num_pages < 0) return bad(name, "num_pages must be >= 0 (0 = unchecked)");
-  if (!op.qkv || !op.slots || !op.q_out || !op.k_pages || !op.v_pages || (op.rope_dim > 0 && (!op.rope_cos || !op.rope_sin)))
-    return bad(name, "qkv, slots, q_out, k_pages, v_pages (and cos/sin when rope_dim > 0) must not be null");
-  const int64_t row = int64_t(op.q_heads + 2 * op.kv_heads) * op.head_dim;
-  if (op.qkv_stride < row || op.qkv_stride % 2 != 0)
-    return bad(name, "qkv_stride " + std::to_string(op.qkv_stride) + " must be even and >= (q_heads + 2·kv_heads)·head_dim = " +
-                         std::to_string(row));
+  if (!op.slots || !op.q_out || !op.k_pages || !op.v_pages || (op.rope_dim > 0 && (!op.rope_cos || !op.rope_sin)))
+    return bad(name, "slots, q_out, k_pages, v_pages (and cos/sin when rope_dim > 0) must not be null");
   if (op.q_stride < int64_t(op.q_heads) * op.head_dim || op.q_stride % 2 != 0)
     return bad(name, "q_stride must be even and >= q_heads·head_dim");
-  // float2 loads of qkv, 32-bit stores of bf16 pairs.
-  if (!aligned(op.qkv, 8) || !aligned(op.q_out, 4) || !aligned(op.k_pages, 4) || !aligned(op.v_pages, 4) ||
-      !aligned(op.slots, 8))
-    return bad(name, "qkv and slots must be 8-byte aligned, q_out and the pages 4-byte aligned");
+  // 32-bit stores of bf16 pairs.
+  if (!aligned(op.q_out, 4) || !aligned(op.k_pages, 4) || !aligned(op.v_pages, 4) || !aligned(op.slots, 8))
+    return bad(name, "slots must be 8-byte aligned, q_out and the pages 4-byte aligned");
+  return {};
+}
+
+kernels::RopeAppendKernelParams rope_params(const RopeAppendOp& op) {
   kernels::RopeAppendKernelParams k{};
   k.qkv = op.qkv;
   k.qkv_stride = op.qkv_stride;
@@ -125,7 +130,138 @@ Status rope_append(const RopeAppendOp& op, void* stream) {
   k.rope_dim = op.rope_dim;
   k.page_size = op.page_size;
   k.num_slots = int64_t(op.num_pages) * op.page_size;
-  return launched(kernels::launch_rope_append(k, static_cast<cudaStream_t>(stream)), "rope_append");
+  return k;
+}
+
+// Whether skinny GEMMs launch programmatically on the current device (sm_90
+// and code that waits for its producer), asked once per device.
+bool skinny_programmatic() {
+  constexpr int kDevices = 64;
+  static std::atomic<int8_t> known[kDevices];  // 0 not asked yet, 1 no, 2 yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) {
+    cudaGetLastError();
+    return false;
+  }
+  int8_t v = known[device].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int major = 0;
+    bool waits = false;
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                    kernels::skinny_gemm_waits_on_producer(&waits) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    v = ok && major >= 9 && waits ? 2 : 1;
+    known[device].store(v, std::memory_order_relaxed);
+  }
+  return v == 2;
+}
+
+kernels::SkinnyOutput kernel_output(SkinnyOutput o) {
+  switch (o) {
+    case SkinnyOutput::kAccumulate: return kernels::SkinnyOutput::kAccumulate;
+    case SkinnyOutput::kRopeAppend: return kernels::SkinnyOutput::kRopeAppend;
+    case SkinnyOutput::kSwiglu: return kernels::SkinnyOutput::kSwiglu;
+    case SkinnyOutput::kStore: break;
+  }
+  return kernels::SkinnyOutput::kStore;
+}
+
+}  // namespace
+
+Status rope_append(const RopeAppendOp& op, void* stream) {
+  const char* name = "rope_append";
+  if (op.n < 0) return bad(name, "n must be >= 0");
+  if (op.n == 0) return {};
+  FLASHSCOPE_RETURN_IF_ERROR(check_rope_target(op, name));
+  if (!op.qkv) return bad(name, "qkv must not be null");
+  const int64_t row = int64_t(op.q_heads + 2 * op.kv_heads) * op.head_dim;
+  if (op.qkv_stride < row || op.qkv_stride % 2 != 0)
+    return bad(name, "qkv_stride " + std::to_string(op.qkv_stride) + " must be even and >= (q_heads + 2·kv_heads)·head_dim = " +
+                         std::to_string(row));
+  if (!aligned(op.qkv, 8)) return bad(name, "qkv must be 8-byte aligned (float2 loads)");
+  return launched(kernels::launch_rope_append(rope_params(op), static_cast<cudaStream_t>(stream)), "rope_append");
+}
+
+bool skinny_gemm_supported(int rows, int k) {
+  return rows >= 1 && rows <= kernels::kSkinnyMaxRows && k >= 8 && k % 8 == 0 &&
+         kernels::skinny_gemm_smem_bytes(rows, k) <= kSkinnySmemLimit;
+}
+
+Status skinny_gemm(const SkinnyGemmOp& op, void* stream) {
+  const char* name = "skinny_gemm";
+  if (op.rows < 0 || op.n_out < 1 || op.k < 1) return bad(name, "rows >= 0, n_out >= 1 and k >= 1 are required");
+  if (op.rows == 0) return {};
+  if (op.rows > kernels::kSkinnyMaxRows)
+    return unsupported("skinny_gemm takes at most " + std::to_string(kernels::kSkinnyMaxRows) + " rows; got " +
+                       std::to_string(op.rows) + " (use gemm_bf16)");
+  if (op.k % 8 != 0) return bad(name, "k " + std::to_string(op.k) + " must be a multiple of 8 (16-byte chunks)");
+  if (!skinny_gemm_supported(op.rows, op.k))
+    return unsupported("skinny_gemm: " + std::to_string(op.rows) + " rows of k = " + std::to_string(op.k) +
+                       " need more than " + std::to_string(kSkinnySmemLimit) + " bytes of shared memory");
+  if (!op.w || !aligned(op.w, 16)) return bad(name, "w must be non-null and 16-byte aligned");
+  if (op.input == SkinnyInput::kBf16) {
+    if (!op.x || !aligned(op.x, 16) || op.ldx < op.k || op.ldx % 8 != 0)
+      return bad(name, "x must be non-null and 16-byte aligned, ldx >= k and a multiple of 8");
+  } else if (op.input == SkinnyInput::kSplitKv) {
+    const SkinnySplitKv& s = op.split_kv;
+    if (!s.o_partial || !s.lse_partial || !aligned(s.o_partial, 16))
+      return bad(name, "split_kv: o_partial (16-byte aligned) and lse_partial must not be null");
+    if (s.num_splits < 1 || s.q_heads < 1 || s.q_len < 1 || s.head_dim < 8 || s.head_dim % 8 != 0)
+      return bad(name, "split_kv: num_splits, q_heads, q_len >= 1 and head_dim a multiple of 8 are required");
+    if (int64_t(s.q_heads) * s.head_dim != op.k)
+      return bad(name, "split_kv: k must be q_heads·head_dim = " + std::to_string(int64_t(s.q_heads) * s.head_dim));
+    if (op.rows % s.q_len != 0 || int64_t(op.rows) * s.q_heads > s.partial_rows)
+      return bad(name, "split_kv: rows must be whole sequences of q_len tokens within partial_rows");
+  } else {
+    if (!op.xf || !aligned(op.xf, 16) || op.ldxf < op.k || op.ldxf % 4 != 0)
+      return bad(name, "xf must be non-null and 16-byte aligned, ldxf >= k and a multiple of 4");
+    if (!op.norm_weight) return bad(name, "norm_weight must not be null");
+    if (!(op.eps >= 0.0f)) return bad(name, "eps must be >= 0");
+  }
+  switch (op.output) {
+    case SkinnyOutput::kStore:
+    case SkinnyOutput::kAccumulate:
+      if (!op.y || op.ldy < op.n_out) return bad(name, "y must not be null and ldy >= n_out");
+      break;
+    case SkinnyOutput::kSwiglu:
+      if (!op.act || op.ld_act < op.n_out) return bad(name, "act must not be null and ld_act >= n_out");
+      break;
+    case SkinnyOutput::kRopeAppend: {
+      FLASHSCOPE_RETURN_IF_ERROR(check_rope_target(op.rope, name));
+      const int64_t row = int64_t(op.rope.q_heads + 2 * op.rope.kv_heads) * op.rope.head_dim;
+      if (op.n_out != row)
+        return bad(name, "n_out " + std::to_string(op.n_out) + " must be (q_heads + 2·kv_heads)·head_dim = " +
+                             std::to_string(row) + " for the RoPE epilogue");
+      break;
+    }
+  }
+  kernels::SkinnyGemmKernelParams k{};
+  k.input = op.input == SkinnyInput::kBf16      ? kernels::SkinnyInput::kBf16
+            : op.input == SkinnyInput::kRmsNorm ? kernels::SkinnyInput::kRmsNorm
+                                                : kernels::SkinnyInput::kSplitKv;
+  if (op.input == SkinnyInput::kSplitKv) {
+    k.split_kv = {op.split_kv.o_partial, op.split_kv.lse_partial, op.split_kv.num_splits,
+                  op.split_kv.q_heads,   op.split_kv.head_dim,    op.split_kv.q_len,
+                  op.split_kv.partial_rows};
+  }
+  k.output = kernel_output(op.output);
+  k.rows = op.rows;
+  k.n_out = op.n_out;
+  k.k = op.k;
+  k.w = op.w;
+  k.x = op.x;
+  k.ldx = op.ldx;
+  k.xf = op.xf;
+  k.ldxf = op.ldxf;
+  k.norm_weight = op.norm_weight;
+  k.eps = op.eps;
+  k.y = op.y;
+  k.ldy = op.ldy;
+  k.act = op.act;
+  k.ld_act = op.ld_act;
+  if (op.output == SkinnyOutput::kRopeAppend) k.rope = rope_params(op.rope);
+  return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), skinny_programmatic()),
+                  "skinny_gemm");
 }
 
 Status swiglu(const SwigluOp& op, void* stream) {
@@ -452,6 +588,8 @@ Status rms_norm(const RmsNormOp&, void*) { return no_cuda(); }
 Status rope_append(const RopeAppendOp&, void*) { return no_cuda(); }
 Status swiglu(const SwigluOp&, void*) { return no_cuda(); }
 Status gemm_bf16(void*, const GemmOp&) { return no_cuda(); }
+bool skinny_gemm_supported(int, int) { return false; }
+Status skinny_gemm(const SkinnyGemmOp&, void*) { return no_cuda(); }
 Status sample(const SampleOp&, void*) { return no_cuda(); }
 
 #endif

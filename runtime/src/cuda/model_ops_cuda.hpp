@@ -101,6 +101,54 @@ struct GemmOp {
 // cublas: a cublasHandle_t whose stream (and workspace) are set.
 Status gemm_bf16(void* cublas, const GemmOp& op);
 
+// The decode step's few-token GEMM with its neighbours fused
+// (kernels/model/skinny_gemm.cu): w [n_out, k] bf16 (kSwiglu: [2·n_out, k],
+// gate rows then up rows), 1..8 rows, k a multiple of 8.
+//   input  kBf16: x [rows, k] bf16 (ldx)
+//          kRmsNorm: rms_norm(xf [rows, k] fp32 (ldxf)) · norm_weight, as rms_norm() computes it
+//   output kStore: y [rows, n_out] fp32 (ldy) = in · wᵀ;  kAccumulate: y += in · wᵀ
+//          kRopeAppend: what rope_append(`rope`) does with in · wᵀ as its qkv (rope.qkv,
+//                       qkv_stride and n are ignored; n_out = (H + 2·KV)·D)
+//          kSwiglu: act [rows, n_out] bf16 (ld_act) = silu(in · w_gateᵀ) · (in · w_upᵀ)
+// The results equal the unfused ops' (rms_norm, gemm_bf16, rope_append,
+// swiglu) up to fp32 summation order. kUnsupported when rows > 8 or the input
+// rows need more than 48 KiB of shared memory (skinny_gemm_supported).
+//          kSplitKv: paged attention's output left as split-KV partials (see
+//                    SkinnyGemmOp::split_kv), merged here as the combine kernel would
+enum class SkinnyInput { kBf16, kRmsNorm, kSplitKv };
+// Where the kSplitKv partials are: o_partial [num_splits, partial_rows,
+// head_dim] fp32 and lse_partial [num_splits, partial_rows] (the workspace of
+// a paged attention call that did not merge), partial row (seq · q_heads +
+// head) · q_len + token; the step's input row t is token t % q_len of
+// sequence t / q_len, and k = q_heads · head_dim.
+struct SkinnySplitKv {
+  const float* o_partial = nullptr;
+  const float* lse_partial = nullptr;
+  int num_splits = 0, q_heads = 0, head_dim = 0, q_len = 1;
+  int64_t partial_rows = 0;
+};
+enum class SkinnyOutput { kStore, kAccumulate, kRopeAppend, kSwiglu };
+struct SkinnyGemmOp {
+  SkinnyInput input = SkinnyInput::kBf16;
+  SkinnyOutput output = SkinnyOutput::kStore;
+  const uint16_t* w = nullptr;
+  int rows = 0, n_out = 0, k = 0;
+  const uint16_t* x = nullptr;
+  int64_t ldx = 0;
+  const float* xf = nullptr;
+  int64_t ldxf = 0;
+  const float* norm_weight = nullptr;
+  float eps = 1e-5f;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  uint16_t* act = nullptr;
+  int64_t ld_act = 0;
+  RopeAppendOp rope;
+  SkinnySplitKv split_kv;
+};
+bool skinny_gemm_supported(int rows, int k);
+Status skinny_gemm(const SkinnyGemmOp& op, void* stream);
+
 // The sampler's candidate cap (kernels' kMaxSampleCandidates).
 int max_sample_candidates();
 // How many candidates sample() keeps for these params and vocabulary:

@@ -31,6 +31,8 @@ struct CudaForwardStats {
   // Sampling from logits left on the device (cuda_total_stats only):
   uint64_t device_sampled_tokens = 0;   // by the device sampler: one token id copied back
   uint64_t host_sampled_tokens = 0;     // the row downloaded and sample() run on the host (top_k 0 or > 1024)
+  // Steps enqueued (plainly or into a graph) with the fused few-token GEMMs (cuda_total_stats only):
+  uint64_t fused_step_enqueues = 0;
   std::string last_capture_error;       // why the last capture failed, empty if none did
 };
 

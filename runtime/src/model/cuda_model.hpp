@@ -50,7 +50,7 @@ namespace flashscope::model {
 struct TotalStats {
   std::atomic<uint64_t> forwards{0}, decode_steps{0}, graph_replays{0}, graph_captures{0}, graph_capture_failures{0},
       plain_decode_steps{0}, batch_steps{0}, batch_rows{0}, batch_graph_replays{0}, batch_graph_captures{0},
-      device_sampled_tokens{0}, host_sampled_tokens{0};
+      device_sampled_tokens{0}, host_sampled_tokens{0}, fused_step_enqueues{0};
   std::mutex error_mutex;
   std::string last_capture_error;
 };
@@ -77,6 +77,7 @@ constexpr int kChunk = 512;        // tokens (or batch rows) per enqueue: the ac
 constexpr int kLogitRows = 64;     // LM-head rows per GEMM with kAll (bounds a sequence's logits buffer)
 constexpr int kPageSize = 64;      // KV page size (tokens)
 constexpr int kMinKvBucket = 256;  // smallest decode max_kv_len
+constexpr int kSkinnyRows = 4;     // steps of at most this many tokens take the fused few-token GEMMs (8: slower than cuBLAS, bench/results)
 constexpr size_t kAlign = 256;     // sub-allocations of the weight buffer
 constexpr size_t kStepAlign = 16;  // sub-arrays of the per-step block
 
@@ -198,6 +199,10 @@ struct CudaModel {
   cuda::CublasHandle cublas;
   size_t cublas_workspace_bytes = 0;
   bool graphs = true;  // FLASHSCOPE_CUDA_GRAPHS=0 turns decode graphs off (for comparisons)
+  // Steps of at most kSkinnyMaxRows tokens run their matrix products as
+  // fused few-token GEMMs (cuda::skinny_gemm); FLASHSCOPE_CUDA_SKINNY=0
+  // keeps them on cuBLAS with the separate norm / RoPE / SwiGLU kernels.
+  bool skinny = true;
   std::mutex mutex;    // see the top of this file
   KvPool pool;         // guarded by mutex
 
@@ -217,12 +222,22 @@ Result<std::vector<int32_t>> pool_take(CudaModel& cm, const ModelConfig& c, int 
 // mutex held; nothing may still read or write those pages.
 void pool_give_back(CudaModel& cm, const std::vector<int32_t>& pages);
 
+struct CudaState;
+// Waits for the sequence's enqueued work when a forward left it running
+// (CudaState::unsettled); its errors are reported here.
+Status settle_sequence(CudaState& st);
+
 struct CudaState final : Sequence::State {
   int n_layers = 0;
   int max_pages = 0;           // pages of capacity tokens
   std::vector<int32_t> pages;  // its pool pages in token order, max_pages of them
   StepScratch scratch;
   int last_logits_row = -1;  // row of scratch.logits holding the last token's logits, -1 when none is pending
+  // A kLast forward whose logits stay on the device returns once its work is
+  // enqueued: the sampler's wait for its token ends it (one host round trip a
+  // decoded token instead of two). Until then scratch.stream may still run
+  // it; every other use of the sequence settles it first (settle_sequence).
+  bool unsettled = false;
   CudaForwardStats stats;
   std::weak_ptr<CudaModel> model;  // its mutex guards frees against another thread's capture
   size_t page_bytes = 0;

@@ -19,6 +19,22 @@
 //     x += act · Wdownᵀ                                          cuBLAS, beta = 1
 //   logits [rows, vocab] fp32 = rms_norm(x[rows]) · output_norm · Woutᵀ
 //
+// A step of at most kSkinnyRows tokens (a decode step, a small batch) runs
+// each layer as four fused few-token GEMMs (cuda::skinny_gemm) around the
+// attention instead of nine launches:
+//     q, K/V pages = rope(rms_norm(x) · Wqkvᵀ)        kRmsNorm → kRopeAppend
+//     x += o · Woᵀ                                     kBf16 → kAccumulate, or kSplitKv:
+//                                                      the attention's split-KV partials merged
+//                                                      here (no combine launch)
+//     act = swiglu(rms_norm(x) · Wguᵀ)                 kRmsNorm → kSwiglu
+//     x += act · Wdownᵀ                                kBf16 → kAccumulate
+// Same roundings as the cuBLAS path (bf16 inputs, fp32 sums and residual);
+// only the summation order differs. Measured on an H200 with SmolLM2-135M's
+// shapes (bench/skinny_gemm_sweep.cu, per launch in a graph, one token):
+// QKV 2.6 µs vs cuBLAS 3.5 + norm + RoPE, O 1.7 vs 3.0, gate/up 3.5 vs 3.1 +
+// norm + SwiGLU, down 1.9 vs 4.6. Past 4 tokens cuBLAS wins (its cost is flat
+// in M; ours grows with the rows), so larger steps keep it.
+//
 // Graphs: a decode step's kernels read their inputs through fixed device
 // pointers, so replay = one copy of the step block + cudaGraphLaunch. A
 // graph is captured on a decode step whose key (rows, KV bucket, table
@@ -31,6 +47,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda/paged_attention_cuda.hpp"
 #include "model/cuda_model.hpp"
 
 namespace flashscope::model {
@@ -282,11 +299,31 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     return cuda::gemm_bf16(cm.cublas.get(), op);
   };
 
+  // The fused few-token path (see the top of this file) when every product
+  // of the step fits it.
+  const bool skinny = cm.skinny && n <= kSkinnyRows && cuda::skinny_gemm_supported(n, H) &&
+                      cuda::skinny_gemm_supported(n, qd) && cuda::skinny_gemm_supported(n, F);
+  if (skinny) totals().fused_step_enqueues.fetch_add(1, std::memory_order_relaxed);
+  auto fused = [&](cuda::SkinnyInput input, cuda::SkinnyOutput output, const uint16_t* w, int n_out, int k) {
+    cuda::SkinnyGemmOp op;
+    op.input = input;
+    op.output = output;
+    op.w = w;
+    op.rows = n;
+    op.n_out = n_out;
+    op.k = k;
+    op.xf = x;
+    op.ldxf = H;
+    op.eps = c.rms_eps;
+    op.y = x;
+    op.ldy = H;
+    op.act = act;
+    op.ld_act = F;
+    return op;
+  };
+
   for (int l = 0; l < c.n_layers; ++l) {
     const CudaModel::Layer& L = cm.layers[static_cast<size_t>(l)];
-    FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wqkv, xn, H, qkv, qkv_dim, n, qkv_dim, H, false));
-
     cuda::RopeAppendOp ra;
     ra.qkv = qkv;
     ra.qkv_stride = qkv_dim;
@@ -304,10 +341,42 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     ra.rope_dim = c.rope_dim;
     ra.page_size = kPageSize;
     ra.num_pages = cm.pool.num_pages;
-    FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
+    const auto* o = static_cast<const uint16_t*>(sc.o.data());
 
+    if (skinny) {
+      cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeAppend, L.wqkv,
+                                        qkv_dim, H);
+      qkv_op.norm_weight = L.attn_norm;
+      qkv_op.rope = ra;
+      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
+      const PagedAttentionParams ap = attention_params(c, cm, sc, l, v);
+      FLASHSCOPE_RETURN_IF_ERROR(validate(ap));
+      cuda::UnmergedOutput attn;
+      FLASHSCOPE_RETURN_IF_ERROR(cuda::paged_attention_unmerged(ap, &attn));
+      cuda::SkinnyGemmOp wo_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.wo, H, qd);
+      wo_op.x = o;
+      wo_op.ldx = qd;
+      if (attn.num_splits > 1) {  // the split-KV merge happens where o is read
+        wo_op.input = cuda::SkinnyInput::kSplitKv;
+        wo_op.split_kv = {attn.o_partial, attn.lse_partial, attn.num_splits, c.n_heads, c.head_dim, v.q_len,
+                          attn.partial_rows};
+      }
+      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(wo_op, s));
+      cuda::SkinnyGemmOp gu_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kSwiglu, L.w_gate_up, F, H);
+      gu_op.norm_weight = L.ffn_norm;
+      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(gu_op, s));
+      cuda::SkinnyGemmOp down_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.w_down, H, F);
+      down_op.x = act;
+      down_op.ldx = F;
+      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(down_op, s));
+      continue;
+    }
+
+    FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wqkv, xn, H, qkv, qkv_dim, n, qkv_dim, H, false));
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
     FLASHSCOPE_RETURN_IF_ERROR(paged_attention(attention_params(c, cm, sc, l, v)));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, static_cast<const uint16_t*>(sc.o.data()), qd, x, H, n, H, qd, true));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, x, H, n, H, qd, true));
 
     FLASHSCOPE_RETURN_IF_ERROR(norm(L.ffn_norm, 0, n));
     FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_gate_up, xn, H, gu, 2 * F, n, 2 * F, H, false));
@@ -322,6 +391,9 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_down, act, F, x, H, n, H, F, true));
   }
 
+  // The LM head stays on cuBLAS: 49152 × 576 streams at 3.5 TB/s there (16
+  // µs on an H200), at 2 TB/s through the skinny kernel (28 µs with the norm;
+  // bench/skinny_gemm_sweep.cu).
   if (head_rows > 0) {
     FLASHSCOPE_RETURN_IF_ERROR(norm(cm.output_norm, row0, head_rows));
     FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.output, xn, H, logits_out, c.vocab, head_rows, c.vocab, H, false));

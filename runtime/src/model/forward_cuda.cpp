@@ -71,6 +71,7 @@ CudaForwardStats cuda_total_stats() {
   s.batch_graph_captures = t.batch_graph_captures.load();
   s.device_sampled_tokens = t.device_sampled_tokens.load();
   s.host_sampled_tokens = t.host_sampled_tokens.load();
+  s.fused_step_enqueues = t.fused_step_enqueues.load();
   std::lock_guard<std::mutex> lock(t.error_mutex);
   s.last_capture_error = t.last_capture_error;
   return s;
@@ -222,6 +223,8 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   cm->cublas_workspace_bytes = cc_major >= 9 ? (size_t{32} << 20) : (size_t{4} << 20);
   const char* graphs = std::getenv("FLASHSCOPE_CUDA_GRAPHS");
   cm->graphs = !(graphs != nullptr && std::strcmp(graphs, "0") == 0);
+  const char* skinny = std::getenv("FLASHSCOPE_CUDA_SKINNY");
+  cm->skinny = !(skinny != nullptr && std::strcmp(skinny, "0") == 0);
   return cm;
 }
 
@@ -231,6 +234,12 @@ CudaState::~CudaState() {
   if (cm) lock = std::unique_lock<std::mutex>(cm->mutex);
   scratch.release();  // waits for this sequence's stream: nothing reads its pages after this
   if (cm && !pages.empty()) pool_give_back(*cm, pages);
+}
+
+Status settle_sequence(CudaState& st) {
+  if (!st.unsettled) return {};
+  st.unsettled = false;
+  return cuda_check(cudaStreamSynchronize(st.scratch.stream), "forward on the device");
 }
 
 namespace {
@@ -264,6 +273,7 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
   const ModelConfig& c = m.config;
   StepScratch& sc = st.scratch;
   const int V = c.vocab;
+  FLASHSCOPE_RETURN_IF_ERROR(settle_sequence(st));  // the staging block is the host's again
   st.last_logits_row = -1;
   for (int c0 = 0; c0 < n; c0 += kChunk) {
     const int cn = std::min(kChunk, n - c0);
@@ -356,8 +366,13 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
     }
     lock.unlock();
     // The host reuses the staging block for the next chunk; and a fault of
-    // any kernel above is this call's.
-    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(sc.stream), "forward on the device"));
+    // any kernel above is this call's. Except for logits left on the device
+    // for the sampler (CudaState::unsettled): its wait ends this call's work.
+    if (last_chunk && mode == LogitsMode::kLast && logits == nullptr) {
+      st.unsettled = true;
+    } else {
+      FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(sc.stream), "forward on the device"));
+    }
   }
   return {};
 }
@@ -417,6 +432,7 @@ Status cuda_forward(const Model::Impl& m, Sequence::State& state, const int32_t*
   }
   const Status run = run_chunks(m, cm, st, tokens, positions, n, cached, mode, logits);
   if (!run.ok()) {
+    st.unsettled = false;
     // Work enqueued before the failure may still run: let it finish before
     // the host touches the staging memory again (its own error is the one
     // already reported, or a consequence of it).
@@ -446,7 +462,13 @@ Result<int32_t> cuda_sample_last(const Model::Impl& m, Sequence::State& state, c
   float* row = static_cast<float*>(st->scratch.logits.data()) + static_cast<size_t>(st->last_logits_row) * V;
   st->last_logits_row = -1;  // the sampler works in place: a row is sampled once
   auto token = cuda::sample_row(row, V, params, rng, recent_tokens, st->scratch.sampler, st->scratch.stream);
-  if (token.ok()) count_sample(params, V);
+  if (token.ok()) {
+    st->unsettled = false;  // sample_row waited for the stream, the forward's work before its own
+    count_sample(params, V);
+    return token;
+  }
+  const Status settled = settle_sequence(*st);  // it may have refused before waiting
+  if (!settled.ok()) return Status(settled.code(), settled.message() + " (before sampling: " + token.status().message() + ")");
   return token;
 }
 

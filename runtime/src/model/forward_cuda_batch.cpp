@@ -188,6 +188,8 @@ Status batch_step(const Model::Impl& m, Sequence::State* const* states, const in
     }
   }
 
+  // A sequence's own forward may still run on its stream (CudaState::unsettled).
+  for (CudaState* st : seqs) FLASHSCOPE_RETURN_IF_ERROR(settle_sequence(*st));
   std::lock_guard<std::mutex> batch_lock(cm.batch_mutex);
   const Status run = run_batch(m, cm, seqs, tokens, logits, sampling != nullptr ? &rows : nullptr, next);
   if (!run.ok()) {

@@ -1,0 +1,507 @@
+// Few-token GEMM for decode steps, with the neighbouring element-wise op
+// fused in front of it (RMSNorm) or behind it (RoPE + K/V append, SwiGLU,
+// the residual add).
+//
+//   w   : [n_w, k] bf16 row-major (a fused weight: Wqkv, Wo, Wgate|up, Wdown, Wout)
+//   in  : kBf16     x [rows, k] bf16 (row stride ldx)
+//         kSplitKv  paged attention's split-KV partials, merged here (the combine kernel's job)
+//         kRmsNorm  xf [rows, k] fp32 (row stride ldxf), normalized here exactly as
+//                   rms_norm_kernel does: bf16(x · (1/sqrt(Σx²/k + eps)) · weight)
+//   out : kStore      y [rows, n_out] fp32  = in · wᵀ           (logits)
+//         kAccumulate y [rows, n_out] fp32 += in · wᵀ           (residual stream)
+//         kRopeAppend the rope_append op on in · wᵀ              (QKV → q, K/V pages)
+//         kSwiglu     act [rows, n_out] bf16 = silu(in · w_gateᵀ) · (in · w_upᵀ),
+//                     gate rows [0, n_out), up rows [n_out, 2·n_out) of w
+//   rows <= kSkinnyMaxRows (8).
+//
+// Why: with 1..8 tokens a decode step is a chain of GEMVs that each read a
+// weight matrix once; cuBLAS takes a few µs per call plus the separate
+// norm / rope / swiglu launches around it (SmolLM2 on an H200: 274 kernels a
+// step, ~4.4 µs each). Here a layer is four launches, each one pass over its
+// weights at close to DRAM speed.
+//
+// Grid: one warp per output unit (several in turn for the LM head) — two adjacent weight rows (kStore,
+// kAccumulate, kRopeAppend: outputs 2u and 2u+1, which is also a RoPE pair,
+// so the rotation needs nothing from another warp) or a gate row and its up
+// row (kSwiglu: output u). kWarps warps per CTA. Each lane owns 16-byte
+// chunks lane, lane+32, ... of a row; a pass covers kChunksPerLane chunks
+// per lane (2048 elements) so the first pass's weights are requested before
+// the CTA stages its input rows in shared memory (the two latencies overlap).
+// Lanes then reduce their partial dot products with shuffles and lane t
+// writes token t's outputs.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "kernels/common/ptx.cuh"
+#include "kernels/model/model_ops.h"
+
+namespace flashscope::kernels {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kChunkElems = 8;      // bf16 per 16-byte chunk
+constexpr int kChunksPerLane = 8;   // per pass: 32 lanes × 8 chunks × 8 = 2048 elements of a row
+constexpr int kPassElems = 32 * kChunksPerLane * kChunkElems;
+
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const uint32_t a = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
+  const uint32_t b = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
+  return a | (b << 16);
+}
+
+// Σ of 8 products of two chunks of bf16, in order, onto acc.
+__device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc) {
+  acc = fmaf(bf16_lo(w.x), bf16_lo(x.x), acc);
+  acc = fmaf(bf16_hi(w.x), bf16_hi(x.x), acc);
+  acc = fmaf(bf16_lo(w.y), bf16_lo(x.y), acc);
+  acc = fmaf(bf16_hi(w.y), bf16_hi(x.y), acc);
+  acc = fmaf(bf16_lo(w.z), bf16_lo(x.z), acc);
+  acc = fmaf(bf16_hi(w.z), bf16_hi(x.z), acc);
+  acc = fmaf(bf16_lo(w.w), bf16_lo(x.w), acc);
+  acc = fmaf(bf16_hi(w.w), bf16_hi(x.w), acc);
+  return acc;
+}
+
+// Weights are read once per step and never by this CTA again: don't keep them in L1.
+__device__ __forceinline__ uint4 load_streaming(const uint16_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Staging the input rows: each thread has kStageChunks chunks in flight per
+// round, all loads issued before any is used (a loop that loads and stores
+// chunk by chunk pays one memory latency per chunk: 12 in a row for 8 rows
+// of k = 1536, measured as the slowest part of the kernel).
+constexpr int kStageChunks = 4;
+constexpr int kStageRound = kThreads * kStageChunks;
+
+// x [rows, k] bf16 → x_smem [kTok][kc]; rows past p.rows are zero.
+template <int kTok>
+__device__ void stage_bf16(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
+  const int total = kTok * kc;
+  for (int base = 0; base < total; base += kStageRound) {
+    uint4 v_rmem[kStageChunks];
+#pragma unroll
+    for (int j = 0; j < kStageChunks; ++j) {
+      const int idx = base + j * kThreads + threadIdx.x;
+      const int t = idx / kc, c = idx % kc;
+      v_rmem[j] = idx < total && t < p.rows ? *reinterpret_cast<const uint4*>(p.x + t * p.ldx + c * kChunkElems)
+                                            : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kStageChunks; ++j) {
+      const int idx = base + j * kThreads + threadIdx.x;
+      if (idx < total) x_smem[idx] = v_rmem[j];
+    }
+  }
+}
+
+// rms_norm(xf [rows, k] fp32) · norm_weight → x_smem [kTok][kc] bf16, with
+// rms_norm_kernel's formula (x · scale) · weight; rows past p.rows are zero.
+// Two passes over the rows: the sums of squares (every thread a slice of
+// every row, per-token partials reduced by warps then across warps in
+// shared memory), then the scaled values (the second read of x hits L1).
+template <int kTok>
+__device__ void stage_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
+  __shared__ float ss_smem[kTok][kWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int total = kTok * kc;
+  float part[kTok];
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) part[t] = 0.0f;
+
+  // Rows that fit one round (a decode step: 1 row of k <= 4096): x and the
+  // norm weight are requested together and x stays in registers, so the
+  // staging costs one memory round trip instead of two.
+  if (total <= kStageRound) {
+    float4 a_rmem[kStageChunks], b_rmem[kStageChunks], wa_rmem[kStageChunks], wb_rmem[kStageChunks];
+#pragma unroll
+    for (int j = 0; j < kStageChunks; ++j) {
+      const int idx = j * kThreads + threadIdx.x;
+      const int t = idx / kc, c = idx % kc;
+      const bool live = idx < total && t < p.rows;
+      const float* xc = p.xf + t * p.ldxf + c * kChunkElems;
+      const float* wc = p.norm_weight + c * kChunkElems;
+      a_rmem[j] = live ? *reinterpret_cast<const float4*>(xc) : make_float4(0, 0, 0, 0);
+      b_rmem[j] = live ? *reinterpret_cast<const float4*>(xc + 4) : make_float4(0, 0, 0, 0);
+      wa_rmem[j] = live ? make_float4(wc[0], wc[1], wc[2], wc[3]) : make_float4(0, 0, 0, 0);
+      wb_rmem[j] = live ? make_float4(wc[4], wc[5], wc[6], wc[7]) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kStageChunks; ++j) {
+      const int t = (j * kThreads + threadIdx.x) / kc;
+      const float4 a = a_rmem[j], b = b_rmem[j];
+      const float ss = a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+#pragma unroll
+      for (int tt = 0; tt < kTok; ++tt) part[tt] += t == tt ? ss : 0.0f;
+    }
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) part[t] += __shfl_xor_sync(0xffffffffu, part[t], offset);
+      if (lane == 0) ss_smem[t][warp] = part[t];
+    }
+    __syncthreads();  // every warp's partial sums are in shared memory before the scales are formed
+#pragma unroll
+    for (int j = 0; j < kStageChunks; ++j) {
+      const int idx = j * kThreads + threadIdx.x;
+      if (idx >= total) continue;
+      const int t = idx / kc;
+      float total_ss = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) total_ss += ss_smem[t][w];
+      const float sc = 1.0f / sqrtf(total_ss / float(p.k) + p.eps);
+      const float4 a = a_rmem[j], b = b_rmem[j], wa = wa_rmem[j], wb = wb_rmem[j];
+      x_smem[idx] = make_uint4(pack_bf16x2(a.x * sc * wa.x, a.y * sc * wa.y), pack_bf16x2(a.z * sc * wa.z, a.w * sc * wa.w),
+                               pack_bf16x2(b.x * sc * wb.x, b.y * sc * wb.y), pack_bf16x2(b.z * sc * wb.z, b.w * sc * wb.w));
+    }
+    return;
+  }
+  for (int base = 0; base < total; base += kStageRound) {
+    float4 a_rmem[kStageChunks], b_rmem[kStageChunks];
+#pragma unroll
+    for (int j = 0; j < kStageChunks; ++j) {
+      const int idx = base + j * kThreads + threadIdx.x;
+      const int t = idx / kc, c = idx % kc;
+      const bool live = idx < total && t < p.rows;
+      const float* xc = p.xf + t * p.ldxf + c * kChunkElems;
+      a_rmem[j] = live ? *reinterpret_cast<const float4*>(xc) : make_float4(0, 0, 0, 0);
+      b_rmem[j] = live ? *reinterpret_cast<const float4*>(xc + 4) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kStageChunks; ++j) {
+      const int t = (base + j * kThreads + threadIdx.x) / kc;
+      const float4 a = a_rmem[j], b = b_rmem[j];
+      const float ss = a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+#pragma unroll
+      for (int tt = 0; tt < kTok; ++tt) part[tt] += t == tt ? ss : 0.0f;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) part[t] += __shfl_xor_sync(0xffffffffu, part[t], offset);
+    if (lane == 0) ss_smem[t][warp] = part[t];
+  }
+  __syncthreads();  // every warp's partial sums are in shared memory before the scales are formed
+  float scale[kTok];
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) {
+    float total_ss = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total_ss += ss_smem[t][w];
+    scale[t] = 1.0f / sqrtf(total_ss / float(p.k) + p.eps);
+  }
+  for (int base = 0; base < total; base += kStageRound) {
+    float4 a_rmem[kStageChunks], b_rmem[kStageChunks], wa_rmem[kStageChunks], wb_rmem[kStageChunks];
+#pragma unroll
+    for (int j = 0; j < kStageChunks; ++j) {
+      const int idx = base + j * kThreads + threadIdx.x;
+      const int t = idx / kc, c = idx % kc;
+      const bool live = idx < total && t < p.rows;
+      const float* xc = p.xf + t * p.ldxf + c * kChunkElems;
+      const float* wc = p.norm_weight + c * kChunkElems;
+      a_rmem[j] = live ? *reinterpret_cast<const float4*>(xc) : make_float4(0, 0, 0, 0);
+      b_rmem[j] = live ? *reinterpret_cast<const float4*>(xc + 4) : make_float4(0, 0, 0, 0);
+      wa_rmem[j] = live ? make_float4(wc[0], wc[1], wc[2], wc[3]) : make_float4(0, 0, 0, 0);
+      wb_rmem[j] = live ? make_float4(wc[4], wc[5], wc[6], wc[7]) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kStageChunks; ++j) {
+      const int idx = base + j * kThreads + threadIdx.x;
+      if (idx >= total) continue;
+      const int t = idx / kc;
+      float sc = 0.0f;
+#pragma unroll
+      for (int tt = 0; tt < kTok; ++tt) sc = t == tt ? scale[tt] : sc;
+      const float4 a = a_rmem[j], b = b_rmem[j], wa = wa_rmem[j], wb = wb_rmem[j];
+      x_smem[idx] = make_uint4(pack_bf16x2(a.x * sc * wa.x, a.y * sc * wa.y), pack_bf16x2(a.z * sc * wa.z, a.w * sc * wa.w),
+                               pack_bf16x2(b.x * sc * wb.x, b.y * sc * wb.y), pack_bf16x2(b.z * sc * wb.z, b.w * sc * wb.w));
+    }
+  }
+}
+
+// Paged attention's split-KV partials → x_smem [kTok][kc] bf16: the combine
+// kernel's merge, done here for the rows this CTA needs (every CTA of the O
+// projection merges the same few rows from L2: cheaper than a launch of its
+// own in a decode step). A chunk of 8 columns lies inside one head; its
+// thread reads every split's lse and 8 columns of its partial.
+constexpr int kMergeBatch = 8;  // splits whose loads are in flight together
+template <int kTok>
+__device__ void stage_split_kv(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
+  const SkinnySplitKvInput& s = p.split_kv;
+  const int total = kTok * kc;
+  for (int idx = threadIdx.x; idx < total; idx += kThreads) {
+    const int t = idx / kc, c = idx % kc;
+    if (t >= p.rows) {
+      x_smem[idx] = make_uint4(0, 0, 0, 0);
+      continue;
+    }
+    const int h = c * kChunkElems / s.head_dim, d0 = c * kChunkElems % s.head_dim;
+    const int64_t row = (int64_t(t / s.q_len) * s.q_heads + h) * s.q_len + t % s.q_len;
+    // One pass, kMergeBatch splits' loads at a time, rescaling what is summed
+    // so far when a batch raises the max (the online softmax over splits).
+    float m = -INFINITY, sum = 0.0f, acc[kChunkElems] = {};
+    for (int s0 = 0; s0 < s.num_splits; s0 += kMergeBatch) {
+      float lse_rmem[kMergeBatch];
+      float4 lo_rmem[kMergeBatch], hi_rmem[kMergeBatch];
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        const bool live = s0 + j < s.num_splits;
+        const float* o = s.o_partial + ((s0 + j) * s.partial_rows + row) * s.head_dim + d0;
+        lse_rmem[j] = live ? __ldcg(s.lse_partial + (s0 + j) * s.partial_rows + row) : -INFINITY;
+        lo_rmem[j] = live ? __ldcg(reinterpret_cast<const float4*>(o)) : make_float4(0, 0, 0, 0);
+        hi_rmem[j] = live ? __ldcg(reinterpret_cast<const float4*>(o) + 1) : make_float4(0, 0, 0, 0);
+      }
+      float m_new = m;
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) m_new = fmaxf(m_new, lse_rmem[j]);
+      if (m_new == -INFINITY) continue;  // no split so far saw a key
+      const float rescale = __expf(m - m_new);  // 0 while m is still -inf
+      sum *= rescale;
+#pragma unroll
+      for (int e = 0; e < kChunkElems; ++e) acc[e] *= rescale;
+      m = m_new;
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        const float w = __expf(lse_rmem[j] - m);  // 0 for a split that saw no key
+        sum += w;
+        acc[0] += w * lo_rmem[j].x;
+        acc[1] += w * lo_rmem[j].y;
+        acc[2] += w * lo_rmem[j].z;
+        acc[3] += w * lo_rmem[j].w;
+        acc[4] += w * hi_rmem[j].x;
+        acc[5] += w * hi_rmem[j].y;
+        acc[6] += w * hi_rmem[j].z;
+        acc[7] += w * hi_rmem[j].w;
+      }
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    x_smem[idx] = make_uint4(pack_bf16x2(acc[0] * inv, acc[1] * inv), pack_bf16x2(acc[2] * inv, acc[3] * inv),
+                             pack_bf16x2(acc[4] * inv, acc[5] * inv), pack_bf16x2(acc[6] * inv, acc[7] * inv));
+  }
+}
+
+// What an output unit's epilogue reads besides its sums (the residual it
+// adds to, the RoPE angle and the K/V slot), for token t of the unit whose
+// first row is r. Requested while the input rows are staged, so the stores
+// at the end wait for no load.
+struct EpilogueInputs {
+  float y0 = 0.0f, y1 = 0.0f;  // kAccumulate: y[t][r], y[t][r + 1]
+  float c = 1.0f, s = 0.0f;    // kRopeAppend: cos, sin of the pair's angle (identity when not rotated)
+  int64_t slot = -1;           // kRopeAppend, k and v heads: the token's pool slot
+};
+
+__device__ EpilogueInputs load_epilogue_inputs(const SkinnyGemmKernelParams& p, int t, int r, bool has1) {
+  EpilogueInputs e;
+  if (p.output == SkinnyOutput::kAccumulate) {
+    e.y0 = p.y[t * p.ldy + r];
+    if (has1) e.y1 = p.y[t * p.ldy + r + 1];
+  } else if (p.output == SkinnyOutput::kRopeAppend) {
+    const RopeAppendKernelParams& q = p.rope;
+    const int head = r / q.head_dim, i = (r % q.head_dim) / 2;
+    if (head < q.q_heads + q.kv_heads && 2 * i < q.rope_dim) {
+      const int rope_pairs = q.rope_dim / 2;
+      e.c = q.rope_cos[t * rope_pairs + i];
+      e.s = q.rope_sin[t * rope_pairs + i];
+    }
+    if (head >= q.q_heads) e.slot = q.slots[t];
+  }
+  return e;
+}
+
+// RoPE on the pair (a, b) = outputs (r, r+1) of the QKV row space, then q out
+// or K/V into its page slot: rope_append_kernel's arithmetic, element for element.
+__device__ void rope_append_pair(const RopeAppendKernelParams& p, int t, int r, float a, float b,
+                                 const EpilogueInputs& e) {
+  const int head = r / p.head_dim;
+  const int i = (r % p.head_dim) / 2;
+  const bool is_v = head >= p.q_heads + p.kv_heads;
+  if (!is_v && 2 * i < p.rope_dim) {
+    const float x0 = a, x1 = b;
+    a = x0 * e.c - x1 * e.s;
+    b = x0 * e.s + x1 * e.c;
+  }
+  const uint32_t packed = pack_bf16x2(a, b);
+  if (head < p.q_heads) {
+    *reinterpret_cast<uint32_t*>(p.q_out + t * p.q_stride + r) = packed;
+    return;
+  }
+  const int64_t slot = e.slot;
+  if (slot < 0 || (p.num_slots > 0 && slot >= p.num_slots)) return;
+  const int64_t page = slot / p.page_size, offset = slot % p.page_size;
+  const int kv_head = is_v ? head - p.q_heads - p.kv_heads : head - p.q_heads;
+  const int64_t dst = ((page * p.kv_heads + kv_head) * p.page_size + offset) * p.head_dim + 2 * i;
+  *reinterpret_cast<uint32_t*>((is_v ? p.v_pages : p.k_pages) + dst) = packed;
+}
+
+template <int kTok>
+__global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
+  extern __shared__ uint4 x_smem[];  // [kTok][k / 8] bf16 chunks of the (normalized) input rows
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kc = p.k / kChunkElems;
+  const bool swiglu = p.output == SkinnyOutput::kSwiglu;
+  const int passes = (p.k + kPassElems - 1) / kPassElems;
+
+  // Unit u of this warp: its two weight rows and whether each exists.
+  struct Rows {
+    int unit, row0, row1;
+    bool has0, has1;
+  };
+  auto rows_of = [&](int u) {
+    Rows r;
+    r.unit = (blockIdx.x * p.units_per_warp + u) * kWarps + warp;
+    r.row0 = swiglu ? r.unit : 2 * r.unit;
+    r.row1 = swiglu ? r.unit + p.n_out : 2 * r.unit + 1;
+    r.has0 = swiglu ? r.unit < p.n_out : r.row0 < p.n_out;
+    r.has1 = swiglu ? r.has0 : r.row1 < p.n_out;
+    return r;
+  };
+  uint4 w_rmem[2][kChunksPerLane];
+  auto load_pass = [&](const Rows& r, int pass) {
+    const uint16_t* w0 = p.w + int64_t(r.row0) * p.k;
+    const uint16_t* w1 = p.w + int64_t(r.row1) * p.k;
+#pragma unroll
+    for (int i = 0; i < kChunksPerLane; ++i) {
+      const int c = pass * 32 * kChunksPerLane + i * 32 + lane;
+      w_rmem[0][i] = r.has0 && c < kc ? load_streaming(w0 + c * kChunkElems) : make_uint4(0, 0, 0, 0);
+      w_rmem[1][i] = r.has1 && c < kc ? load_streaming(w1 + c * kChunkElems) : make_uint4(0, 0, 0, 0);
+    }
+  };
+
+  // The weights do not depend on the kernel before this one: request them,
+  // then wait for that kernel's outputs (x, o or act; programmatic dependent
+  // launch, see launch_skinny_gemm), and let the next kernel start its own
+  // weight requests while this one finishes.
+  load_pass(rows_of(0), 0);
+  pdl_wait();
+  pdl_launch_dependents();
+  // Lane t's epilogue inputs for token t of unit 0 (later units load theirs at the end).
+  EpilogueInputs epi;
+  {
+    const Rows r0 = rows_of(0);
+    if (lane < kTok && lane < p.rows && r0.has0 && !swiglu) epi = load_epilogue_inputs(p, lane, r0.row0, r0.has1);
+  }
+  if (p.input == SkinnyInput::kBf16) {
+    stage_bf16<kTok>(p, x_smem, kc);
+  } else if (p.input == SkinnyInput::kRmsNorm) {
+    stage_rms_norm<kTok>(p, x_smem, kc);
+  } else {
+    stage_split_kv<kTok>(p, x_smem, kc);
+  }
+  __syncthreads();  // every input row is in shared memory before any warp reads one
+
+  // A warp takes units_per_warp units in turn (the LM head's 24576 units in
+  // 512 CTAs: the staging above is paid once per 48 units, not per 4).
+  for (int u = 0; u < p.units_per_warp; ++u) {
+    const Rows r = rows_of(u);
+    float acc_rmem[2][kTok];
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) acc_rmem[0][t] = acc_rmem[1][t] = 0.0f;
+    for (int pass = 0; pass < passes; ++pass) {
+      // Pass 0 of unit u was requested before (the prologue, or unit u-1) when a row is one pass.
+      if (pass > 0 || (u > 0 && passes > 1)) load_pass(r, pass);
+#pragma unroll
+      for (int i = 0; i < kChunksPerLane; ++i) {
+        const int c = pass * 32 * kChunksPerLane + i * 32 + lane;
+        if (c >= kc) break;
+#pragma unroll
+        for (int t = 0; t < kTok; ++t) {
+          const uint4 x = x_smem[t * kc + c];
+          acc_rmem[0][t] = dot8(w_rmem[0][i], x, acc_rmem[0][t]);
+          acc_rmem[1][t] = dot8(w_rmem[1][i], x, acc_rmem[1][t]);
+        }
+      }
+    }
+    // The next unit's weights are in flight during this one's reduction and stores.
+    if (passes == 1 && u + 1 < p.units_per_warp) load_pass(rows_of(u + 1), 0);
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        acc_rmem[0][t] += __shfl_xor_sync(0xffffffffu, acc_rmem[0][t], offset);
+        acc_rmem[1][t] += __shfl_xor_sync(0xffffffffu, acc_rmem[1][t], offset);
+      }
+    }
+    if (!r.has0) break;  // units only grow with u
+
+    // Lane t writes token t (the loop keeps acc_rmem's indices compile-time).
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+      if (lane != t || t >= p.rows) continue;
+      const float a = acc_rmem[0][t], b = acc_rmem[1][t];
+      if (u > 0 && !swiglu) epi = load_epilogue_inputs(p, t, r.row0, r.has1);
+      switch (p.output) {
+        case SkinnyOutput::kStore:
+          p.y[t * p.ldy + r.row0] = a;
+          if (r.has1) p.y[t * p.ldy + r.row1] = b;
+          break;
+        case SkinnyOutput::kAccumulate:
+          p.y[t * p.ldy + r.row0] = epi.y0 + a;
+          if (r.has1) p.y[t * p.ldy + r.row1] = epi.y1 + b;
+          break;
+        case SkinnyOutput::kSwiglu:
+          p.act[t * p.ld_act + r.unit] = __bfloat16_as_ushort(__float2bfloat16_rn(a / (1.0f + expf(-a)) * b));
+          break;
+        case SkinnyOutput::kRopeAppend:
+          rope_append_pair(p.rope, t, r.row0, a, b, epi);
+          break;
+      }
+    }
+  }
+}
+
+// Above this many CTAs a warp takes several units (the LM head); below, one
+// (a layer's products: 72 to 384 CTAs, every one on its own SM slot).
+constexpr int kMaxCtas = 512;
+
+template <int kTok>
+cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool programmatic) {
+  const int units = p.output == SkinnyOutput::kSwiglu ? p.n_out : (p.n_out + 1) / 2;
+  const int warps = (units + kWarps - 1) / kWarps * kWarps;
+  p.units_per_warp = std::max(1, warps / (kMaxCtas * kWarps));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = size_t(kTok) * p.k * sizeof(uint16_t);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<kTok>, p);
+}
+
+}  // namespace
+
+int skinny_gemm_tokens(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8; }
+
+size_t skinny_gemm_smem_bytes(int rows, int k) { return size_t(skinny_gemm_tokens(rows)) * k * sizeof(uint16_t); }
+
+cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
+  if (p.rows <= 0) return cudaSuccess;
+  switch (skinny_gemm_tokens(p.rows)) {
+    case 1: return launch_tokens<1>(p, stream, programmatic);
+    case 2: return launch_tokens<2>(p, stream, programmatic);
+    case 4: return launch_tokens<4>(p, stream, programmatic);
+    default: return launch_tokens<8>(p, stream, programmatic);
+  }
+}
+
+cudaError_t skinny_gemm_waits_on_producer(bool* waits) {
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, skinny_gemm_kernel<1>);
+  *waits = err == cudaSuccess && attr.ptxVersion >= 90;
+  return err;
+}
+
+}  // namespace flashscope::kernels

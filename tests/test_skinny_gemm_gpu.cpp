@@ -1,0 +1,524 @@
+// The decode step's fused few-token GEMM (cuda::skinny_gemm) against the
+// unfused ops it replaces, run on the same inputs on the device:
+//   kRmsNorm input  = rms_norm, then the GEMM on its bf16 output
+//   kStore / kAccumulate = gemm_bf16 (accumulate: into the same start values)
+//   kRopeAppend     = gemm_bf16 into fp32 qkv, then rope_append
+//   kSwiglu         = gemm_bf16 into fp32 gate|up, then swiglu
+//   kSplitKv input  = attention partials merged on the host in double, rounded
+//                     to bf16, then the kBf16 kernel
+// over 1..8 rows, SmolLM2's shapes (k 576 and 1536, the 49152-row head), a
+// k past one pass of the kernel (2048 elements) and odd n_out. Outputs and
+// K/V pages start poisoned (NaN); padding, unused rows and slots nobody
+// owns must stay NaN in both.
+//
+// Bounds. Both sides sum fp32 products of the same bf16 values, in another
+// order: 1e-4 of Σ|w·x| covers that (k <= 3072). The kRmsNorm input differs
+// once more: the sum of squares is taken in another order, so an element of
+// the normalized row may round to the neighbouring bf16 (one ulp, 2^-8): we
+// allow four such flips, 2^-6 of the largest |product|. Outputs rounded to
+// bf16 (q, K/V, act) may then round apart by one ulp: 2^-7 of the value,
+// plus 1e-3 of the tensor's RMS for values near zero. Bugs (a wrong row, a
+// token's input read for another, a RoPE pair off by one, gate and up
+// swapped) are errors of the order of the values themselves.
+// Without a CUDA device every case says it was skipped and passes.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/model_ops_cuda.hpp"
+#include "flashscope/device.hpp"
+#include "flashscope/device_buffer.hpp"
+#include "flashscope/half.hpp"
+#include "support/gpu.hpp"
+
+using namespace flashscope;
+using flashscope::testing::skip_without_gpu;
+
+namespace {
+
+template <typename T>
+DeviceBuffer to_device(const std::vector<T>& host) {
+  auto b = DeviceBuffer::allocate(std::max<size_t>(host.size() * sizeof(T), 16));
+  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
+  if (!host.empty()) REQUIRE(b->upload(host.data(), host.size() * sizeof(T)).ok());
+  return std::move(b.value());
+}
+
+DeviceBuffer nan_filled(size_t bytes) {
+  auto b = DeviceBuffer::allocate(std::max<size_t>(bytes, 16));
+  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
+  REQUIRE(b->fill_bytes(0xFF).ok());
+  return std::move(b.value());
+}
+
+template <typename T>
+std::vector<T> from_device(const DeviceBuffer& b, size_t count) {
+  const Status sync = device_synchronize();
+  REQUIRE_MESSAGE(sync.ok(), sync.to_string());
+  std::vector<T> host(count);
+  REQUIRE(b.download(host.data(), count * sizeof(T)).ok());
+  return host;
+}
+
+std::vector<uint16_t> random_bf16(size_t n, std::mt19937_64& rng, float sigma = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<uint16_t> v(n);
+  for (uint16_t& x : v) x = float_to_bf16(normal(rng));
+  return v;
+}
+
+std::vector<float> random_f32(size_t n, std::mt19937_64& rng, float sigma = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// One problem: weights, the input rows (bf16 and fp32 forms), the norm weight.
+struct Problem {
+  int rows, n_w, k;
+  std::vector<uint16_t> w, x;  // [n_w, k], [rows, k]
+  std::vector<float> xf, norm_weight;
+  DeviceBuffer d_w, d_x, d_xf, d_norm;
+  DeviceBuffer d_xn;  // the unfused path's normalized rows (bf16)
+
+  Problem(int rows_, int n_w_, int k_, uint64_t seed) : rows(rows_), n_w(n_w_), k(k_) {
+    std::mt19937_64 rng(seed);
+    // Weights of a trained layer's scale (~1/sqrt(k)), inputs of a residual stream's.
+    w = random_bf16(size_t(n_w) * k, rng, 1.0f / std::sqrt(float(k)));
+    x = random_bf16(size_t(rows) * k, rng);
+    xf = random_f32(size_t(rows) * k, rng, 3.0f);
+    norm_weight = random_f32(size_t(k), rng, 0.5f);
+    d_w = to_device(w);
+    d_x = to_device(x);
+    d_xf = to_device(xf);
+    d_norm = to_device(norm_weight);
+    d_xn = nan_filled(size_t(rows) * k * 2);
+  }
+
+  // The unfused input of the GEMM: x itself, or rms_norm(xf) on the device.
+  const uint16_t* unfused_input(cuda::SkinnyInput input) {
+    if (input == cuda::SkinnyInput::kBf16) return static_cast<const uint16_t*>(d_x.data());
+    cuda::RmsNormOp op;
+    op.x = static_cast<const float*>(d_xf.data());
+    op.x_stride = k;
+    op.weight = static_cast<const float*>(d_norm.data());
+    op.y = static_cast<uint16_t*>(d_xn.data());
+    op.y_stride = k;
+    op.rows = rows;
+    op.dim = k;
+    op.eps = 1e-5f;
+    const Status s = cuda::rms_norm(op, nullptr);
+    REQUIRE_MESSAGE(s.ok(), s.to_string());
+    return static_cast<const uint16_t*>(d_xn.data());
+  }
+
+  cuda::SkinnyGemmOp fused_op(cuda::SkinnyInput input, cuda::SkinnyOutput output, int n_out) const {
+    cuda::SkinnyGemmOp op;
+    op.input = input;
+    op.output = output;
+    op.w = static_cast<const uint16_t*>(d_w.data());
+    op.rows = rows;
+    op.n_out = n_out;
+    op.k = k;
+    op.x = static_cast<const uint16_t*>(d_x.data());
+    op.ldx = k;
+    op.xf = static_cast<const float*>(d_xf.data());
+    op.ldxf = k;
+    op.norm_weight = static_cast<const float*>(d_norm.data());
+    op.eps = 1e-5f;
+    return op;
+  }
+
+  // Σ|w·x| and max|w·x| of output row c for token t, over the unfused input.
+  void magnitude(const std::vector<uint16_t>& in, int t, int c, double* sum, double* max) const {
+    *sum = 0;
+    *max = 0;
+    for (int i = 0; i < k; ++i) {
+      const double p = std::fabs(double(bf16_to_float(w[size_t(c) * k + i])) * bf16_to_float(in[size_t(t) * k + i]));
+      *sum += p;
+      *max = std::max(*max, p);
+    }
+  }
+};
+
+double fp32_bound(const Problem& pb, const std::vector<uint16_t>& in, int t, int c, cuda::SkinnyInput input) {
+  double sum = 0, max = 0;
+  pb.magnitude(in, t, c, &sum, &max);
+  return 1e-4 * sum + (input == cuda::SkinnyInput::kRmsNorm ? std::ldexp(max, -6) : 0.0) + 1e-7;
+}
+
+double rms_of(const std::vector<uint16_t>& v) {
+  double s = 0;
+  size_t n = 0;
+  for (uint16_t b : v) {
+    const float f = bf16_to_float(b);
+    if (std::isnan(f)) continue;
+    s += double(f) * f;
+    ++n;
+  }
+  return n ? std::sqrt(s / n) : 0.0;
+}
+
+// Element-wise: both NaN (untouched) or within a bf16 rounding apart.
+int bf16_mismatches(const std::vector<uint16_t>& fused, const std::vector<uint16_t>& ref, double* worst) {
+  const double floor = 1e-3 * rms_of(ref);
+  int bad = 0;
+  *worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const float a = bf16_to_float(fused[i]), b = bf16_to_float(ref[i]);
+    if (std::isnan(a) || std::isnan(b)) {
+      bad += std::isnan(a) != std::isnan(b);
+      continue;
+    }
+    const double err = std::fabs(double(a) - b);
+    *worst = std::max(*worst, err);
+    bad += !(err <= std::ldexp(std::fabs(double(b)), -7) + floor);
+  }
+  return bad;
+}
+
+const char* input_name(cuda::SkinnyInput i) { return i == cuda::SkinnyInput::kBf16 ? "bf16" : "rms_norm"; }
+
+}  // namespace
+
+TEST_CASE("skinny gemm: kStore and kAccumulate equal the cuBLAS GEMM (1..8 rows, tails, two passes)") {
+  if (skip_without_gpu()) return;
+  auto handle = cuda::CublasHandle::create();
+  REQUIRE_MESSAGE(handle.ok(), handle.status().to_string());
+  REQUIRE(handle->bind(nullptr, nullptr, 0).ok());
+  struct Shape {
+    int rows, n_out, k;
+  };
+  const Shape shapes[] = {{1, 49152, 576},  // SmolLM2's LM head in decode
+                          {1, 576, 1536},   // its down projection
+                          {3, 577, 576},    // odd n_out: the last warp has one row
+                          {5, 130, 2816},   // two passes of 2048 elements
+                          {8, 576, 576},    // a batch of 8 through Wo
+                          {2, 7, 8}};       // the smallest k
+  uint64_t seed = 11;
+  for (const Shape& s : shapes) {
+    for (const auto input : {cuda::SkinnyInput::kBf16, cuda::SkinnyInput::kRmsNorm}) {
+      for (const bool accumulate : {false, true}) {
+        INFO("rows ", s.rows, " n_out ", s.n_out, " k ", s.k, " input ", input_name(input), " accumulate ", accumulate);
+        Problem pb(s.rows, s.n_out, s.k, seed++);
+        const int64_t ldy = s.n_out + 3;  // padding that must stay NaN
+        std::vector<float> y0(size_t(s.rows) * ldy, std::numeric_limits<float>::quiet_NaN());
+        std::mt19937_64 rng(seed);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        if (accumulate)
+          for (int t = 0; t < s.rows; ++t)
+            for (int c = 0; c < s.n_out; ++c) y0[size_t(t) * ldy + c] = normal(rng);
+        DeviceBuffer d_fused = to_device(y0), d_ref = to_device(y0);
+
+        cuda::SkinnyGemmOp op =
+            pb.fused_op(input, accumulate ? cuda::SkinnyOutput::kAccumulate : cuda::SkinnyOutput::kStore, s.n_out);
+        op.y = static_cast<float*>(d_fused.data());
+        op.ldy = ldy;
+        const Status st = cuda::skinny_gemm(op, nullptr);
+        REQUIRE_MESSAGE(st.ok(), st.to_string());
+
+        cuda::GemmOp g;
+        g.w = static_cast<const uint16_t*>(pb.d_w.data());
+        g.x = pb.unfused_input(input);
+        g.y = static_cast<float*>(d_ref.data());
+        g.rows = s.rows;
+        g.n_out = s.n_out;
+        g.k = s.k;
+        g.ldx = s.k;
+        g.ldy = ldy;
+        g.accumulate = accumulate;
+        const Status gs = cuda::gemm_bf16(handle->get(), g);
+        REQUIRE_MESSAGE(gs.ok(), gs.to_string());
+
+        const auto fused = from_device<float>(d_fused, y0.size());
+        const auto ref = from_device<float>(d_ref, y0.size());
+        const auto in = from_device<uint16_t>(input == cuda::SkinnyInput::kBf16 ? pb.d_x : pb.d_xn,
+                                              size_t(s.rows) * s.k);
+        int bad = 0, padding = 0;
+        for (int t = 0; t < s.rows; ++t) {
+          for (int c = 0; c < s.n_out; ++c) {
+            const size_t i = size_t(t) * ldy + c;
+            bad += !(std::fabs(double(fused[i]) - ref[i]) <= fp32_bound(pb, in, t, c, input));
+          }
+          for (int64_t c = s.n_out; c < ldy; ++c) padding += !std::isnan(fused[size_t(t) * ldy + c]);
+        }
+        CHECK_MESSAGE(bad == 0, bad, " outputs off");
+        CHECK_MESSAGE(padding == 0, "wrote past n_out in ", padding, " places");
+      }
+    }
+  }
+}
+
+TEST_CASE("skinny gemm: kRopeAppend equals the GEMM then rope_append (q and K/V pages, skipped slots)") {
+  if (skip_without_gpu()) return;
+  auto handle = cuda::CublasHandle::create();
+  REQUIRE_MESSAGE(handle.ok(), handle.status().to_string());
+  REQUIRE(handle->bind(nullptr, nullptr, 0).ok());
+  struct Shape {
+    int rows, q_heads, kv_heads, head_dim, rope_dim, hidden;
+  };
+  const Shape shapes[] = {{1, 9, 3, 64, 64, 576},     // SmolLM2 decode
+                          {4, 9, 3, 64, 64, 576},     // a batch of 4
+                          {8, 8, 2, 128, 128, 1024},  // head_dim 128
+                          {3, 4, 4, 64, 32, 256}};    // partial rotary, no GQA
+  constexpr int kPageSize = 16, kPages = 6;
+  uint64_t seed = 101;
+  for (const Shape& s : shapes) {
+    INFO("rows ", s.rows, " heads ", s.q_heads, "/", s.kv_heads, " D ", s.head_dim, " rope_dim ", s.rope_dim);
+    const int n_out = (s.q_heads + 2 * s.kv_heads) * s.head_dim;
+    Problem pb(s.rows, n_out, s.hidden, seed++);
+    std::mt19937_64 rng(seed);
+    // Distinct slots scattered over the pool; the last token's is -1 (skipped) when there are several.
+    std::vector<int64_t> slots(size_t(s.rows));
+    std::vector<int64_t> all(kPages * kPageSize);
+    for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+    std::shuffle(all.begin(), all.end(), rng);
+    for (int t = 0; t < s.rows; ++t) slots[size_t(t)] = all[size_t(t)];
+    if (s.rows > 1) slots.back() = -1;
+    const int pairs = s.rope_dim / 2;
+    std::vector<float> cos_t(size_t(s.rows) * std::max(pairs, 1)), sin_t(cos_t.size());
+    std::uniform_real_distribution<float> angle(-3.0f, 3.0f);
+    for (size_t i = 0; i < cos_t.size(); ++i) {
+      const float a = angle(rng);
+      cos_t[i] = std::cos(a);
+      sin_t[i] = std::sin(a);
+    }
+    DeviceBuffer d_slots = to_device(slots), d_cos = to_device(cos_t), d_sin = to_device(sin_t);
+    const size_t q_elems = size_t(s.rows) * s.q_heads * s.head_dim;
+    const size_t page_elems = size_t(kPages) * s.kv_heads * kPageSize * s.head_dim;
+    struct Outputs {
+      DeviceBuffer q, k, v;
+    };
+    Outputs fused{nan_filled(q_elems * 2), nan_filled(page_elems * 2), nan_filled(page_elems * 2)};
+    Outputs ref{nan_filled(q_elems * 2), nan_filled(page_elems * 2), nan_filled(page_elems * 2)};
+    auto rope_op = [&](Outputs& o) {
+      cuda::RopeAppendOp r;
+      r.rope_cos = static_cast<const float*>(d_cos.data());
+      r.rope_sin = static_cast<const float*>(d_sin.data());
+      r.slots = static_cast<const int64_t*>(d_slots.data());
+      r.q_out = static_cast<uint16_t*>(o.q.data());
+      r.q_stride = int64_t(s.q_heads) * s.head_dim;
+      r.k_pages = o.k.data();
+      r.v_pages = o.v.data();
+      r.n = s.rows;
+      r.q_heads = s.q_heads;
+      r.kv_heads = s.kv_heads;
+      r.head_dim = s.head_dim;
+      r.rope_dim = s.rope_dim;
+      r.page_size = kPageSize;
+      r.num_pages = kPages;
+      return r;
+    };
+    for (const auto input : {cuda::SkinnyInput::kBf16, cuda::SkinnyInput::kRmsNorm}) {
+      INFO("input ", input_name(input));
+      REQUIRE(fused.q.fill_bytes(0xFF).ok());
+      REQUIRE(fused.k.fill_bytes(0xFF).ok());
+      REQUIRE(fused.v.fill_bytes(0xFF).ok());
+      REQUIRE(ref.q.fill_bytes(0xFF).ok());
+      REQUIRE(ref.k.fill_bytes(0xFF).ok());
+      REQUIRE(ref.v.fill_bytes(0xFF).ok());
+      cuda::SkinnyGemmOp op = pb.fused_op(input, cuda::SkinnyOutput::kRopeAppend, n_out);
+      op.rope = rope_op(fused);
+      const Status st = cuda::skinny_gemm(op, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+
+      DeviceBuffer d_qkv = nan_filled(size_t(s.rows) * n_out * 4);
+      cuda::GemmOp g;
+      g.w = static_cast<const uint16_t*>(pb.d_w.data());
+      g.x = pb.unfused_input(input);
+      g.y = static_cast<float*>(d_qkv.data());
+      g.rows = s.rows;
+      g.n_out = n_out;
+      g.k = s.hidden;
+      g.ldx = s.hidden;
+      g.ldy = n_out;
+      REQUIRE(cuda::gemm_bf16(handle->get(), g).ok());
+      cuda::RopeAppendOp r = rope_op(ref);
+      r.qkv = static_cast<const float*>(d_qkv.data());
+      r.qkv_stride = n_out;
+      const Status rs = cuda::rope_append(r, nullptr);
+      REQUIRE_MESSAGE(rs.ok(), rs.to_string());
+
+      double worst = 0;
+      CHECK_MESSAGE(bf16_mismatches(from_device<uint16_t>(fused.q, q_elems), from_device<uint16_t>(ref.q, q_elems),
+                                    &worst) == 0,
+                    "q differs (worst ", worst, ")");
+      CHECK_MESSAGE(bf16_mismatches(from_device<uint16_t>(fused.k, page_elems),
+                                    from_device<uint16_t>(ref.k, page_elems), &worst) == 0,
+                    "K pages differ (worst ", worst, ")");
+      CHECK_MESSAGE(bf16_mismatches(from_device<uint16_t>(fused.v, page_elems),
+                                    from_device<uint16_t>(ref.v, page_elems), &worst) == 0,
+                    "V pages differ (worst ", worst, ")");
+      // Only the tokens' own slots were written.
+      const auto kp = from_device<uint16_t>(fused.k, page_elems);
+      size_t written = 0;
+      for (uint16_t b : kp) written += !std::isnan(bf16_to_float(b));
+      const size_t owned = size_t(std::count_if(slots.begin(), slots.end(), [](int64_t x) { return x >= 0; }));
+      CHECK(written == owned * s.kv_heads * s.head_dim);
+    }
+  }
+}
+
+TEST_CASE("skinny gemm: kSwiglu equals the gate/up GEMM then swiglu") {
+  if (skip_without_gpu()) return;
+  auto handle = cuda::CublasHandle::create();
+  REQUIRE_MESSAGE(handle.ok(), handle.status().to_string());
+  REQUIRE(handle->bind(nullptr, nullptr, 0).ok());
+  struct Shape {
+    int rows, ffn, hidden;
+  };
+  const Shape shapes[] = {{1, 1536, 576}, {6, 1536, 576}, {2, 101, 2056}};
+  uint64_t seed = 303;
+  for (const Shape& s : shapes) {
+    for (const auto input : {cuda::SkinnyInput::kBf16, cuda::SkinnyInput::kRmsNorm}) {
+      INFO("rows ", s.rows, " ffn ", s.ffn, " hidden ", s.hidden, " input ", input_name(input));
+      Problem pb(s.rows, 2 * s.ffn, s.hidden, seed++);
+      const int64_t ld_act = s.ffn + 5;
+      DeviceBuffer d_fused = nan_filled(size_t(s.rows) * ld_act * 2), d_ref = nan_filled(size_t(s.rows) * ld_act * 2);
+      cuda::SkinnyGemmOp op = pb.fused_op(input, cuda::SkinnyOutput::kSwiglu, s.ffn);
+      op.act = static_cast<uint16_t*>(d_fused.data());
+      op.ld_act = ld_act;
+      const Status st = cuda::skinny_gemm(op, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+
+      DeviceBuffer d_gu = nan_filled(size_t(s.rows) * 2 * s.ffn * 4);
+      cuda::GemmOp g;
+      g.w = static_cast<const uint16_t*>(pb.d_w.data());
+      g.x = pb.unfused_input(input);
+      g.y = static_cast<float*>(d_gu.data());
+      g.rows = s.rows;
+      g.n_out = 2 * s.ffn;
+      g.k = s.hidden;
+      g.ldx = s.hidden;
+      g.ldy = 2 * s.ffn;
+      REQUIRE(cuda::gemm_bf16(handle->get(), g).ok());
+      cuda::SwigluOp sw;
+      sw.gu = static_cast<const float*>(d_gu.data());
+      sw.gu_stride = 2 * s.ffn;
+      sw.out = static_cast<uint16_t*>(d_ref.data());
+      sw.out_stride = ld_act;
+      sw.rows = s.rows;
+      sw.ffn = s.ffn;
+      REQUIRE(cuda::swiglu(sw, nullptr).ok());
+
+      double worst = 0;
+      const size_t n = size_t(s.rows) * ld_act;
+      CHECK_MESSAGE(bf16_mismatches(from_device<uint16_t>(d_fused, n), from_device<uint16_t>(d_ref, n), &worst) == 0,
+                    "act differs (worst ", worst, ")");
+    }
+  }
+}
+
+TEST_CASE("skinny gemm: kSplitKv merges attention partials as the combine would, then multiplies") {
+  if (skip_without_gpu()) return;
+  struct Shape {
+    int rows, q_len, q_heads, head_dim, splits, n_out;
+  };
+  const Shape shapes[] = {{1, 1, 9, 64, 16, 576},    // SmolLM2's O projection after a 16-way split
+                          {3, 1, 4, 128, 5, 130},    // three sequences' decode rows
+                          {4, 4, 2, 64, 64, 96},     // one sequence's 4-token chunk, 64 splits
+                          {2, 1, 8, 64, 1, 64}};     // a single split
+  std::mt19937_64 rng(909);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const Shape& s : shapes) {
+    INFO("rows ", s.rows, " q_len ", s.q_len, " heads ", s.q_heads, " D ", s.head_dim, " splits ", s.splits);
+    const int k = s.q_heads * s.head_dim;
+    const int64_t partial_rows = int64_t(s.rows) * s.q_heads + 3;  // room past the rows, never read
+    std::vector<float> o_part(size_t(s.splits) * partial_rows * s.head_dim), lse(size_t(s.splits) * partial_rows);
+    for (float& v : o_part) v = normal(rng);
+    for (size_t i = 0; i < lse.size(); ++i) lse[i] = i % 7 == 3 ? -INFINITY : 4.0f * normal(rng);  // some splits saw no key
+    // The merged rows on the host in double, rounded to bf16: what kBf16 is given.
+    std::vector<uint16_t> merged(size_t(s.rows) * k);
+    for (int t = 0; t < s.rows; ++t)
+      for (int h = 0; h < s.q_heads; ++h) {
+        const int64_t row = (int64_t(t / s.q_len) * s.q_heads + h) * s.q_len + t % s.q_len;
+        double m = -INFINITY;
+        for (int sp = 0; sp < s.splits; ++sp) m = std::max(m, double(lse[size_t(sp * partial_rows + row)]));
+        for (int d = 0; d < s.head_dim; ++d) {
+          double sum = 0, acc = 0;
+          for (int sp = 0; sp < s.splits; ++sp) {
+            const double w = std::isinf(m) ? 0.0 : std::exp(double(lse[size_t(sp * partial_rows + row)]) - m);
+            sum += w;
+            acc += w * o_part[size_t((sp * partial_rows + row) * s.head_dim + d)];
+          }
+          merged[size_t(t) * k + size_t(h) * s.head_dim + d] = float_to_bf16(sum > 0 ? float(acc / sum) : 0.0f);
+        }
+      }
+    Problem pb(s.rows, s.n_out, k, 5000 + uint64_t(s.splits));
+    pb.x = merged;
+    pb.d_x = to_device(merged);
+    DeviceBuffer d_o = to_device(o_part), d_lse = to_device(lse);
+    DeviceBuffer d_fused = nan_filled(size_t(s.rows) * s.n_out * 4), d_ref = nan_filled(size_t(s.rows) * s.n_out * 4);
+
+    cuda::SkinnyGemmOp op = pb.fused_op(cuda::SkinnyInput::kSplitKv, cuda::SkinnyOutput::kStore, s.n_out);
+    op.split_kv.o_partial = static_cast<const float*>(d_o.data());
+    op.split_kv.lse_partial = static_cast<const float*>(d_lse.data());
+    op.split_kv.num_splits = s.splits;
+    op.split_kv.q_heads = s.q_heads;
+    op.split_kv.head_dim = s.head_dim;
+    op.split_kv.q_len = s.q_len;
+    op.split_kv.partial_rows = partial_rows;
+    op.y = static_cast<float*>(d_fused.data());
+    op.ldy = s.n_out;
+    const Status st = cuda::skinny_gemm(op, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    cuda::SkinnyGemmOp ref = pb.fused_op(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kStore, s.n_out);
+    ref.y = static_cast<float*>(d_ref.data());
+    ref.ldy = s.n_out;
+    REQUIRE(cuda::skinny_gemm(ref, nullptr).ok());
+
+    const auto fused = from_device<float>(d_fused, size_t(s.rows) * s.n_out);
+    const auto want = from_device<float>(d_ref, size_t(s.rows) * s.n_out);
+    int bad = 0;
+    for (int t = 0; t < s.rows; ++t)
+      for (int c = 0; c < s.n_out; ++c) {
+        // The device merges in fp32 (__expf): a merged element may round to
+        // the neighbouring bf16, as with the normalized inputs above.
+        const size_t i = size_t(t) * s.n_out + c;
+        bad += !(std::fabs(double(fused[i]) - want[i]) <= fp32_bound(pb, merged, t, c, cuda::SkinnyInput::kRmsNorm));
+      }
+    CHECK_MESSAGE(bad == 0, bad, " outputs off");
+  }
+}
+
+TEST_CASE("skinny gemm: refusals name the problem and launch nothing") {
+  // The checks run on the host before any launch: they hold on a machine
+  // without a GPU too. A build without CUDA refuses everything.
+  cuda::SkinnyGemmOp op;
+  op.rows = 9;
+  op.n_out = 8;
+  op.k = 64;
+#if FLASHSCOPE_WITH_CUDA
+  CHECK(cuda::skinny_gemm_supported(1, 576));
+  CHECK(cuda::skinny_gemm_supported(8, 3072));
+  CHECK_FALSE(cuda::skinny_gemm_supported(8, 3080));  // 8 rows of 3080 bf16 > 48 KiB
+  CHECK_FALSE(cuda::skinny_gemm_supported(9, 64));
+  CHECK_FALSE(cuda::skinny_gemm_supported(1, 60));    // not a multiple of 8
+
+  const Status many = cuda::skinny_gemm(op, nullptr);
+  CHECK(many.code() == StatusCode::kUnsupported);
+  CHECK(many.message().find("at most 8 rows") != std::string::npos);
+  op.rows = 1;
+  op.k = 60;
+  CHECK(cuda::skinny_gemm(op, nullptr).code() == StatusCode::kInvalidArgument);
+  op.k = 64;
+  const Status no_w = cuda::skinny_gemm(op, nullptr);
+  CHECK(no_w.code() == StatusCode::kInvalidArgument);
+  CHECK(no_w.message().find("w must be") != std::string::npos);
+  op.w = reinterpret_cast<const uint16_t*>(uintptr_t{256});  // never dereferenced: x is missing
+  op.output = cuda::SkinnyOutput::kStore;
+  const Status no_x = cuda::skinny_gemm(op, nullptr);
+  CHECK(no_x.code() == StatusCode::kInvalidArgument);
+  CHECK(no_x.message().find("x must be") != std::string::npos);
+#else
+  CHECK(cuda::skinny_gemm(op, nullptr).code() == StatusCode::kUnsupported);
+  CHECK_FALSE(cuda::skinny_gemm_supported(1, 576));
+#endif
+}
