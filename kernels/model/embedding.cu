@@ -5,13 +5,14 @@
 //   x     : [n, hidden] fp32, the residual stream
 //
 // Grid: one CTA per token. The row is a few hundred to a few thousand
-// elements, read once: a plain strided loop is already bound by the load.
+// elements, read once, with every thread's loads issued together.
 #include "kernels/model/model_ops.h"
 
 namespace flashscope::kernels {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kBatch = 4;
 
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
 
@@ -24,7 +25,16 @@ __global__ void __launch_bounds__(kThreads) embedding_kernel(const __grid_consta
     return;
   }
   const uint16_t* row = p.table + int64_t(id) * p.hidden;
-  for (int i = threadIdx.x; i < p.hidden; i += kThreads) x[i] = bf16_bits_to_float(row[i]);
+  // kBatch loads in flight per thread before any store (a load-store loop
+  // pays a memory round trip per element it visits).
+  for (int base = threadIdx.x; base < p.hidden; base += kThreads * kBatch) {
+    uint16_t v_rmem[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) v_rmem[j] = base + j * kThreads < p.hidden ? row[base + j * kThreads] : 0;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (base + j * kThreads < p.hidden) x[base + j * kThreads] = bf16_bits_to_float(v_rmem[j]);
+  }
 }
 
 }  // namespace
