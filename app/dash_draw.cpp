@@ -50,32 +50,47 @@ void note_widget(DashboardState& s, const char* name) {
   s.widgets.push_back({name, a.x * fb.x, a.y * fb.y, (b.x - a.x) * fb.x, (b.y - a.y) * fb.y});
 }
 
-GridHit cell_grid(const char* id, int rows, int cols, float cell_w, float cell_h,
+namespace {
+
+// Cells smaller than 4 px get no gap: the gaps would be most of the picture.
+float cell_gap(float cell_w, float cell_h) { return std::min(cell_w, cell_h) >= 4.0f ? 1.0f : 0.0f; }
+
+}  // namespace
+
+void grid_cell_rect(const GridHit& grid, int r, int c, ImVec2* min, ImVec2* max) {
+  const float gap = cell_gap(grid.cell_w, grid.cell_h);
+  *min = ImVec2(grid.origin.x + c * grid.cell_w, grid.origin.y + r * grid.cell_h);
+  *max = ImVec2(min->x + grid.cell_w - gap, min->y + grid.cell_h - gap);
+}
+
+GridHit cell_grid(const char* id, BakedPicture& picture, int rows, int cols, float cell_w, float cell_h,
                   const std::function<ImU32(int, int)>& fill,
                   const std::function<void(ImDrawList*, int, int, ImVec2, ImVec2)>& decorate) {
   GridHit hit;
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  hit.origin = ImGui::GetCursorScreenPos();
+  hit.cell_w = cell_w;
+  hit.cell_h = cell_h;
   const ImVec2 size(std::max(1.0f, cols * cell_w), std::max(1.0f, rows * cell_h));
   ImGui::InvisibleButton(id, size);
   const bool hovered = ImGui::IsItemHovered();
   hit.clicked = ImGui::IsItemClicked();
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  // Cells smaller than 4 px get no gap: the gaps would be most of the picture.
-  const float gap = std::min(cell_w, cell_h) >= 4.0f ? 1.0f : 0.0f;
+  ImDrawList* dl = picture.begin(hit.origin, ImVec2(hit.origin.x + size.x, hit.origin.y + size.y));
   for (int r = 0; r < rows; ++r) {
     for (int c = 0; c < cols; ++c) {
-      const ImVec2 a(origin.x + c * cell_w, origin.y + r * cell_h);
-      const ImVec2 b(a.x + cell_w - gap, a.y + cell_h - gap);
+      ImVec2 a, b;
+      grid_cell_rect(hit, r, c, &a, &b);
       dl->AddRectFilled(a, b, fill(r, c));
       if (decorate) decorate(dl, r, c, a, b);
     }
   }
+  picture.end();
   if (hovered) {
     const ImVec2 m = ImGui::GetIO().MousePos;
-    hit.col = std::clamp(static_cast<int>((m.x - origin.x) / cell_w), 0, cols - 1);
-    hit.row = std::clamp(static_cast<int>((m.y - origin.y) / cell_h), 0, rows - 1);
-    const ImVec2 a(origin.x + hit.col * cell_w, origin.y + hit.row * cell_h);
-    dl->AddRect(a, ImVec2(a.x + cell_w - gap, a.y + cell_h - gap), IM_COL32(255, 255, 255, 160));
+    hit.col = std::clamp(static_cast<int>((m.x - hit.origin.x) / cell_w), 0, cols - 1);
+    hit.row = std::clamp(static_cast<int>((m.y - hit.origin.y) / cell_h), 0, rows - 1);
+    ImVec2 a, b;
+    grid_cell_rect(hit, hit.row, hit.col, &a, &b);
+    ImGui::GetWindowDrawList()->AddRect(a, b, IM_COL32(255, 255, 255, 160));
   } else {
     hit.clicked = false;
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "baked_picture.hpp"
 #include "dashboard.hpp"
 #include "viz/color_scale.hpp"
 
@@ -36,16 +37,22 @@ void help_marker(const char* text);
 void note_widget(DashboardState& s, const char* name);
 
 // A rows × cols grid of cells of cell_w × cell_h at the cursor (1 px gaps),
-// filled by fill(r, c), decorated by decorate(r, c, min, max) when given.
-// Reserves the space with an InvisibleButton `id`; returns the hovered cell
-// and whether it was clicked.
+// filled by fill(r, c), decorated by decorate(r, c, min, max) when given —
+// both into `picture`, so they are rendered only when they change; the
+// hovered cell's outline is drawn over it each frame. Reserves the space
+// with an InvisibleButton `id`; returns the hovered cell, whether it was
+// clicked, and where the grid lies (for grid_cell_rect).
 struct GridHit {
   int row = -1, col = -1;
   bool clicked = false;
+  ImVec2 origin;
+  float cell_w = 0, cell_h = 0;
 };
-GridHit cell_grid(const char* id, int rows, int cols, float cell_w, float cell_h,
+GridHit cell_grid(const char* id, BakedPicture& picture, int rows, int cols, float cell_w, float cell_h,
                   const std::function<ImU32(int, int)>& fill,
                   const std::function<void(ImDrawList*, int, int, ImVec2, ImVec2)>& decorate = nullptr);
+// The rectangle cell (r, c) of that grid fills (its gap left out).
+void grid_cell_rect(const GridHit& grid, int r, int c, ImVec2* min, ImVec2* max);
 
 // A horizontal colour bar `width` wide with labels under its ends and middle.
 void color_bar(const char* id, viz::ColorMap map, const viz::ColorScale& scale, float width,

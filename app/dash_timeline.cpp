@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "dash_draw.hpp"
 #include "dashboard_tabs.hpp"
@@ -90,7 +91,9 @@ void draw_warp_timeline(DashboardState& s, const Trace& t, const viz::CtaPipelin
   dash::note_widget(s, widget);
   const bool hovered = ImGui::IsItemHovered();
   const ImVec2 mouse = ImGui::GetIO().MousePos;
-  ImDrawList* dl = ImGui::GetWindowDrawList();
+  // Baked but for the warps' labels (it changes with the CTA, the trace or the size); hover only sets the tooltip.
+  BakedPicture& picture = s.pictures.get(widget);
+  ImDrawList* dl = picture.begin(o, ImVec2(o.x + width, o.y + used_h));
   const float x0 = o.x + label_w, x1 = o.x + width - 6.0f;
   const double span = std::max<double>(1.0, static_cast<double>(p.t1 - p.t0));
   auto x_of = [&](uint64_t tick) {
@@ -101,15 +104,21 @@ void draw_warp_timeline(DashboardState& s, const Trace& t, const viz::CtaPipelin
   const bool small_font_fits = row_h >= fs * 0.95f;
   std::string tip;
 
-  // Lane backgrounds and labels.
+  // Lane backgrounds; their labels go over the picture after it (a label
+  // centred on a lane thinner than the font reaches above the first one).
+  struct Label {
+    ImVec2 at;
+    char text[24];
+  };
+  std::vector<Label> labels;
   for (const viz::WarpLanes& w : p.warps) {
     for (int l = 0; l < w.lanes; ++l) {
       const float y = o.y + (w.first_lane + l) * row_h;
       dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + row_h - 1.0f), IM_COL32(28, 30, 34, 255));
       if (l == 0 && (small_font_fits || w.first_lane % std::max(1, static_cast<int>(fs / row_h) + 1) == 0)) {
-        char b[24];
-        std::snprintf(b, sizeof b, m.backend == "cpu" ? "thread" : "warp %u", w.warp);
-        dl->AddText(ImVec2(o.x, y + (row_h - fs) * 0.5f), muted, b);
+        Label& lab = labels.emplace_back();
+        lab.at = ImVec2(o.x, y + (row_h - fs) * 0.5f);
+        std::snprintf(lab.text, sizeof lab.text, m.backend == "cpu" ? "thread" : "warp %u", w.warp);
       }
     }
   }
@@ -169,6 +178,8 @@ void draw_warp_timeline(DashboardState& s, const Trace& t, const viz::CtaPipelin
     }
   }
   dash::time_axis(dl, x0, x1, o.y + row_h * total_rows + sep + 2.0f, 0.0, viz::ticks_to_us(m, span));
+  picture.end();
+  for (const Label& lab : labels) ImGui::GetWindowDrawList()->AddText(lab.at, muted, lab.text);
   if (!tip.empty()) ImGui::SetTooltip("%s", tip.c_str());
 }
 
@@ -192,7 +203,9 @@ void draw_sm_chart(DashboardState& s, const Trace& t, const viz::Occupancy& occ,
   dash::note_widget(s, widget);
   const bool hovered = ImGui::IsItemHovered();
   const ImVec2 mouse = ImGui::GetIO().MousePos;
-  ImDrawList* dl = ImGui::GetWindowDrawList();
+  // Baked but for the highlighted CTA's outline, drawn over it: on the chart's edge the outline reaches past it.
+  BakedPicture& picture = s.pictures.get(widget);
+  ImDrawList* dl = picture.begin(o, ImVec2(o.x + width, o.y + used_h));
   const float x0 = o.x + label_w, x1 = o.x + width - 6.0f;
   const double span = std::max<double>(1.0, static_cast<double>(occ.t1 - occ.t0));
   auto x_of = [&](uint64_t tick) {
@@ -235,8 +248,6 @@ void draw_sm_chart(DashboardState& s, const Trace& t, const viz::Occupancy& occ,
       tip = buf;
     }
   }
-  if (hi != nullptr)
-    dl->AddRect(ImVec2(hi_a.x - 1, hi_a.y - 1), ImVec2(hi_b.x + 1, hi_b.y + 1), dash::kSelect, 0.0f, 0, 2.0f);
   // The tail: from when only the last tail_share of the SMs still run, to the end.
   const float tx = x_of(occ.tail_start);
   if (occ.tail_fraction > 0) {
@@ -257,6 +268,11 @@ void draw_sm_chart(DashboardState& s, const Trace& t, const viz::Occupancy& occ,
     dl->AddRectFilled(ImVec2(a, by + busy_h * (1.0f - f)), ImVec2(e + 0.5f, by + busy_h), IM_COL32(118, 186, 0, 200));
   }
   dash::time_axis(dl, x0, x1, by + busy_h + 2.0f, 0.0, viz::ticks_to_us(m, span));
+  picture.end();
+  if (hi != nullptr) {
+    ImGui::GetWindowDrawList()->AddRect(ImVec2(hi_a.x - 1, hi_a.y - 1), ImVec2(hi_b.x + 1, hi_b.y + 1), dash::kSelect,
+                                        0.0f, 0, 2.0f);
+  }
   if (!tip.empty()) ImGui::SetTooltip("%s", tip.c_str());
 }
 

@@ -197,6 +197,7 @@ DeviceSummary query_device_summary() {
 
 void draw_dashboard(DashboardState& state, DashboardContext& ctx) {
   state.widgets.clear();
+  state.pictures.collect(ImGui::GetFrameCount());
   ImGui::PushFont(ctx.fonts.title);
   ImGui::TextUnformatted("Dashboard");
   ImGui::PopFont();

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "baked_picture.hpp"
 #include "engine_worker.hpp"
 #include "flashscope/device.hpp"
 #include "kernel_lab.hpp"
@@ -115,6 +116,7 @@ struct DashboardState {
   std::string open_path = "assets/traces/cpu-example.fstrace";
 
   std::vector<NamedRect> widgets;  // drawn this frame (cleared by draw_dashboard)
+  PictureStore pictures;           // the views' baked pictures, by widget name
 };
 
 // Everything the dashboard reads, and the two things it drives.

@@ -27,6 +27,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include "chat_panel.hpp"
 #include "conversation.hpp"
 #include "dashboard.hpp"
@@ -194,6 +196,16 @@ std::string layout_json(const FrameLayout& layout, const fs::DashboardState& das
   fs::JsonValue widgets = fs::JsonValue::make_object();
   for (const fs::NamedRect& w : dashboard.widgets) widgets.object[w.name] = rect_json({w.x, w.y, w.w, w.h});
   root.object["widgets"] = std::move(widgets);
+  // The baked pictures (baked_picture.hpp): how often each was rendered into
+  // its texture, and how many frames it was shown from it unchanged.
+  fs::JsonValue pictures = fs::JsonValue::make_object();
+  for (const auto& [name, p] : dashboard.pictures.pictures()) {
+    fs::JsonValue o = fs::JsonValue::make_object();
+    o.object["renders"] = fs::JsonValue::of(p.renders());
+    o.object["shows"] = fs::JsonValue::of(p.shows());
+    pictures.object[name] = std::move(o);
+  }
+  root.object["pictures"] = std::move(pictures);
   root.object["messages"] = fs::JsonValue::of(static_cast<int>(conversation.messages.size()));
   const fs::TraceSlot* shown = fs::shown_slot(sources);
   root.object["source"] = fs::JsonValue::of(fs::trace_origin_name(shown ? sources.shown : fs::TraceOrigin::kNone));
@@ -273,11 +285,36 @@ void share_cores_with_software_gl() {
   setenv("LP_NUM_THREADS", threads.c_str(), /*overwrite=*/0);
 }
 
+// GCC's OpenMP lets a thread that reaches a barrier spin (~300k polls)
+// before it sleeps. The CPU engine's team is as large as the machine (the
+// UI's threads count as its own, see cpu_load.hpp), so on a small machine
+// the UI thread or the rasterizer preempts a member at almost every barrier
+// while the others spin on the cores those two need. Measured on 2 cores
+// while the engine answered (medians of 4 runs per tab, software GL): the
+// UI at 28-35 fps and the engine at 19-21 tokens/s as is; 37-55 fps and
+// 30-36 tokens/s with OMP_WAIT_POLICY=passive (threads sleep at once). The
+// engine alone (flashscope-cli, no window) is ~10% slower with it, so it is
+// the app's choice, not the library's. libgomp reads the variable when it
+// loads, before main(), so the app sets it and starts itself again. Only
+// on up to 4 hardware threads, where it was measured (with cores to spare,
+// spinning makes a barrier cheaper), and never over a value the user set.
+void prefer_sleeping_openmp_threads(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::thread::hardware_concurrency() > 4) return;
+  // The binary's own path, not /proc/self/exe: the process keeps its name (ps, pgrep, perf).
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
+  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/1);
+  execv(self, argv);  // returns only if it failed: then go on as we are
+}
+
 void glfw_error(int code, const char* message) { std::fprintf(stderr, "flashscope: GLFW error %d: %s\n", code, message); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  prefer_sleeping_openmp_threads(argv);
   fs::AppOptions opt;
   std::string error;
   if (!fs::parse_app_options(argc, argv, &opt, &error)) {
@@ -528,6 +565,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  dashboard.pictures.release_all();  // their textures, while the context is current
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();

@@ -55,7 +55,9 @@ void draw_tracks(DashboardState& s, const viz::SoftmaxSeries& ser, int n_tiles, 
   ImGui::InvisibleButton("##tracks", ImVec2(width, height));
   dash::note_widget(s, "softmax_tracks");
   const bool hovered = ImGui::IsItemHovered();
-  ImDrawList* dl = ImGui::GetWindowDrawList();
+  // Everything but the hovered tile's highlight is baked: it changes only with the row or the size.
+  BakedPicture& picture = s.pictures.get("softmax_tracks");
+  ImDrawList* dl = picture.begin(p, ImVec2(p.x + width, p.y + height));
   const Track tracks[] = {
       {"running max m", "m after the tile (line) and the tile's own max (circles), natural-log units"},
       {"running sum l", "l = rescale\xC2\xB7l_old + \xCE\xA3 exp(s \xE2\x88\x92 m), relative to the current m"},
@@ -166,13 +168,15 @@ void draw_tracks(DashboardState& s, const viz::SoftmaxSeries& ser, int n_tiles, 
     dl->AddText(ImVec2(slot_x(t) - ImGui::CalcTextSize(b).x * 0.5f, ay), muted, b);
   }
   dl->AddText(ImVec2(p.x, ay), muted, "KV tile \xE2\x86\x92");
+  picture.end();
 
   if (hovered) {
     const float mx = ImGui::GetIO().MousePos.x;
     if (mx >= x0 && mx < x1) {
       const int t = std::clamp(static_cast<int>((mx - x0) / slot), 0, n_tiles - 1);
-      dl->AddRectFilled(ImVec2(x0 + t * slot, p.y), ImVec2(x0 + (t + 1) * slot, p.y + height - axis_h),
-                        IM_COL32(255, 255, 255, 28));
+      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(x0 + t * slot, p.y),
+                                                ImVec2(x0 + (t + 1) * slot, p.y + height - axis_h),
+                                                IM_COL32(255, 255, 255, 28));
       ImGui::BeginTooltip();
       const viz::SoftmaxStep* st = nullptr;
       for (const viz::SoftmaxStep& x : ser.steps) {

@@ -60,7 +60,8 @@ void tile_labels(ImDrawList* dl, ImVec2 origin, int rows, int cols, float cell_w
 }
 
 // Marks shared by both heatmaps: the masked triangle of diagonal tiles, a
-// stroke through skipped ones, a dot on sampled ones, the selection.
+// stroke through skipped ones, a dot on sampled ones. (The selection is
+// drawn over the baked grid: its outline reaches past the grid's edge.)
 void decorate_tile(const TilesView& v, ImDrawList* dl, int q, int k, ImVec2 a, ImVec2 b) {
   const viz::TileCell& c = v.grid.at(q, k);
   const float w = b.x - a.x, h = b.y - a.y;
@@ -78,8 +79,6 @@ void decorate_tile(const TilesView& v, ImDrawList* dl, int q, int k, ImVec2 a, I
     dl->AddCircleFilled(ImVec2(a.x + r + 2.0f, b.y - r - 2.0f), r, IM_COL32(255, 255, 255, 230));
     dl->AddCircle(ImVec2(a.x + r + 2.0f, b.y - r - 2.0f), r, IM_COL32(0, 0, 0, 200));
   }
-  if (q == v.sel_q && k == v.sel_k)
-    dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), dash::kSelect, 0.0f, 0, 2.5f);
 }
 
 void tile_tooltip(const TilesView& v, const TraceMeta& m, int q, int k) {
@@ -129,10 +128,17 @@ bool tile_heatmap(DashboardState& s, const Trace& t, const char* id, const char*
     if (!(c.flags & viz::kTileHasMass)) return dash::kNoDataFill;
     return dash::to_u32(viz::sample_colormap(map, viz::scale_position(scale, c.mass)));
   };
+  const char* widget = time ? "tiles_time" : "tiles_mass";
   const dash::GridHit hit =
-      dash::cell_grid(id, g.q_tiles, g.kv_tiles, cell_w, cell_h, fill,
+      dash::cell_grid(id, s.pictures.get(widget), g.q_tiles, g.kv_tiles, cell_w, cell_h, fill,
                       [&](ImDrawList* dl, int q, int k, ImVec2 a, ImVec2 b) { decorate_tile(v, dl, q, k, a, b); });
-  dash::note_widget(s, time ? "tiles_time" : "tiles_mass");
+  dash::note_widget(s, widget);
+  if (v.sel_q >= 0 && v.sel_q < g.q_tiles && v.sel_k >= 0 && v.sel_k < g.kv_tiles) {
+    ImVec2 a, b;
+    dash::grid_cell_rect(hit, v.sel_q, v.sel_k, &a, &b);
+    ImGui::GetWindowDrawList()->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), dash::kSelect, 0.0f, 0,
+                                        2.5f);
+  }
   tile_labels(ImGui::GetWindowDrawList(), origin, g.q_tiles, g.kv_tiles, cell_w, cell_h);
   if (hit.row >= 0) tile_tooltip(v, t.meta, hit.row, hit.col);
   ImGui::SetCursorScreenPos(ImVec2(origin.x, ImGui::GetCursorScreenPos().y + 2.0f));
@@ -244,7 +250,7 @@ void probability_view(DashboardState& s, const UiFonts& fonts) {
   const float cell_w = std::clamp((avail_w * 0.5f) / shown_keys, cell_h, cell_h * 2.0f);
   ImGui::BeginGroup();
   const dash::GridHit hit = dash::cell_grid(
-      "##probs", shown_rows, shown_keys, cell_w, cell_h,
+      "##probs", s.pictures.get("tiles_probs"), shown_rows, shown_keys, cell_w, cell_h,
       [&](int r, int k) -> ImU32 {
         const float p = group_max(r, k);
         if (p < 0.0f) return dash::kSkippedFill;

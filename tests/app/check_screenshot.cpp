@@ -11,10 +11,14 @@
 // probabilities), magma (time), spans (the timeline's span kinds), any (no
 // palette check) — taken from viz/ itself, so a view drawn with the wrong
 // scale, or not at all, fails. And layout fields that must hold a value
-// (the trace's source, say).
+// (the trace's source, say). And per baked picture (app/baked_picture.hpp:
+// a view rendered into a texture once, then shown from it) that the run
+// rendered it, then showed it unchanged from its texture in most frames
+// rather than rendering it again each frame; the widget's palette check
+// says the texture shows the view.
 //
 // usage: flashscope-check-screenshot SHOT.png LAYOUT.json WIDTH HEIGHT
-//            [--widget NAME:PALETTE:MIN%]... [--expect KEY=VALUE]...
+//            [--widget NAME:PALETTE:MIN%]... [--expect KEY=VALUE]... [--baked NAME]...
 //        flashscope-check-screenshot --self-test   (flat images must fail, a drawn heatmap pass)
 // Exit 0 when every check passes, 1 with the failed checks listed.
 #include <stb_image.h>
@@ -214,11 +218,25 @@ void check_expect(const flashscope::app::JsonValue& layout, const std::string& s
   check(got == want, "layout " + key + " is '" + got + "' (want '" + want + "')");
 }
 
+// "NAME": the picture was rendered into its texture, and then shown from it
+// unchanged — rendered in at most half of the run's frames, shown in one at least.
+void check_baked(const flashscope::app::JsonValue& layout, const std::string& name) {
+  const auto* pictures = layout.find("pictures");
+  const auto* p = pictures ? pictures->find(name) : nullptr;
+  const double renders = p ? p->get_number("renders", -1) : -1, shows = p ? p->get_number("shows", -1) : -1;
+  const double frames = layout.get_number("frames", 0);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "picture %s: rendered %.0f times, shown unchanged %.0f times in %.0f frames",
+                name.c_str(), renders, shows, frames);
+  check(renders >= 1 && shows >= 1 && renders <= frames / 2, buf);
+}
+
 }  // namespace
 
 // Every check on one image; returns the number that failed.
 int check_image(const Image& img, const flashscope::app::JsonValue& layout, int want_w, int want_h,
-                const std::vector<std::string>& widgets = {}, const std::vector<std::string>& expects = {}) {
+                const std::vector<std::string>& widgets = {}, const std::vector<std::string>& expects = {},
+                const std::vector<std::string>& baked = {}) {
   failures = 0;
   char buf[256];
   std::snprintf(buf, sizeof buf, "size %dx%d (want %dx%d)", img.w, img.h, want_w, want_h);
@@ -243,6 +261,7 @@ int check_image(const Image& img, const flashscope::app::JsonValue& layout, int 
   check(layout.get_string("font") == "DejaVu Sans", buf);
   for (const std::string& w : widgets) check_widget(img, layout, w);
   for (const std::string& e : expects) check_expect(layout, e);
+  for (const std::string& b : baked) check_baked(layout, b);
   return failures;
 }
 
@@ -287,12 +306,27 @@ int self_test() {
   check_widget(img, layout, "tiles_mass:magma:60");
   check_widget(img, layout, "tiles_time:magma:60");
   check_expect(layout, "source=chat capture");
+  if (failures != 3) return 1;
+
+  // Baked pictures: one rendered once and then shown passes; one rendered
+  // every frame, one never shown from its texture, and a missing one fail.
+  const char* with_pictures = R"({"frames": 8, "pictures": {"tiles_mass": {"renders": 1, "shows": 7},
+      "tiles_time": {"renders": 8, "shows": 0}, "tiles_probs": {"renders": 1, "shows": 0}}})";
+  if (!flashscope::app::json_parse(with_pictures, &layout, &error)) return 1;
+  std::printf("self-test: a picture rendered once and shown after must pass\n");
+  failures = 0;
+  check_baked(layout, "tiles_mass");
+  if (failures != 0) return 1;
+  std::printf("self-test: and one rendered each frame, never shown, or absent fail\n");
+  check_baked(layout, "tiles_time");
+  check_baked(layout, "tiles_probs");
+  check_baked(layout, "pipeline_sms");
   return failures == 3 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--self-test") return self_test();
-  std::vector<std::string> widgets, expects;
+  std::vector<std::string> widgets, expects, baked;
   bool bad_args = argc < 5 || (argc - 5) % 2 != 0;
   for (int i = 5; !bad_args && i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -300,13 +334,15 @@ int main(int argc, char** argv) {
       widgets.push_back(argv[i + 1]);
     else if (flag == "--expect")
       expects.push_back(argv[i + 1]);
+    else if (flag == "--baked")
+      baked.push_back(argv[i + 1]);
     else
       bad_args = true;
   }
   if (bad_args) {
     std::fprintf(stderr,
                  "usage: %s SHOT.png LAYOUT.json WIDTH HEIGHT [--widget NAME:PALETTE:MIN%%]... "
-                 "[--expect KEY=VALUE]... | --self-test\n",
+                 "[--expect KEY=VALUE]... [--baked NAME]... | --self-test\n",
                  argv[0]);
     return 2;
   }
@@ -329,7 +365,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("%s\n", argv[1]);
-  const int failed = check_image(img, layout, std::atoi(argv[3]), std::atoi(argv[4]), widgets, expects);
+  const int failed = check_image(img, layout, std::atoi(argv[3]), std::atoi(argv[4]), widgets, expects, baked);
   stbi_image_free(data);
   std::printf("%s\n", failed ? "screenshot check FAILED" : "screenshot check passed");
   return failed ? 1 : 0;

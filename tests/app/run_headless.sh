@@ -2,7 +2,9 @@
 # The app's headless tests: render the real window under Xvfb (Mesa's
 # software OpenGL) and check the screenshot — size, not blank, both panels
 # drawn — and, per mode, the dashboard's widgets (drawn, inside the
-# dashboard, in the colours their views use) and where the trace came from.
+# dashboard, in the colours their views use), where the trace came from, and
+# that the trace views' baked pictures were rendered once and then shown
+# from their textures (app/baked_picture.hpp).
 #   render      a few frames on the Attention tiles tab; needs no model or trace
 #   chat        sends a prompt to the default model and renders until the
 #               answer is complete; then the answer and the picture are checked
@@ -53,21 +55,23 @@ case $mode in
     # probabilities ~30 %: half the block is masked) and far above 0, what a
     # view drawn in another palette, or not at all, scores.
     checks+=(--widget tiles_mass:viridis:35 --widget tiles_time:magma:30 --widget tiles_probs:viridis:15
-             --expect "source=replayed file" --expect "provenance=replayed from $trace") ;;
+             --expect "source=replayed file" --expect "provenance=replayed from $trace"
+             --baked tiles_mass --baked tiles_time --baked tiles_probs) ;;
   softmax)
     tab="Online softmax"
     args+=(--replay "$trace" --tab softmax --frames 8)
-    checks+=(--widget softmax_tracks:any:0 --expect "source=replayed file") ;;
+    checks+=(--widget softmax_tracks:any:0 --expect "source=replayed file" --baked softmax_tracks) ;;
   pipeline)
     tab=Pipeline
     args+=(--replay "$trace" --tab pipeline --frames 8)
-    checks+=(--widget pipeline_warps:spans:8 --widget pipeline_sms:any:0 --expect "source=replayed file") ;;
+    checks+=(--widget pipeline_warps:spans:8 --widget pipeline_sms:any:0 --expect "source=replayed file"
+             --baked pipeline_warps --baked pipeline_sms) ;;
   gpu_trace)
     tab=Pipeline
     gpu="$src/assets/traces/h200-hopper-prefill-causal.fstrace"
     args+=(--replay "$gpu" --tab pipeline --frames 8)
     checks+=(--widget pipeline_warps:spans:8 --widget pipeline_sms:any:0 --expect "source=replayed file"
-             --expect "provenance=replayed from $gpu") ;;
+             --expect "provenance=replayed from $gpu" --baked pipeline_warps --baked pipeline_sms) ;;
   lab)
     tab="Kernel lab"
     # Until the lab has run 5 times and shown its trace; at most 1500 frames.
