@@ -19,7 +19,9 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // The GPU capture on device copies of the problem. kUnsupported when the
 // device or the probes are missing; the caller falls back.
-Status capture_on_gpu(SyntheticProblem& pr, const CaptureRequest& rq, const TraceOptions& opt, Trace* out) {
+// Sampled blocks are in the kernel's own tiles (v3/v4: 128 x 32, the Hopper
+// kernel: up to 192 x 128): the runtime says which before the capture.
+Status capture_on_gpu(SyntheticProblem& pr, const CaptureRequest& rq, Trace* out) {
   auto q = DeviceBuffer::allocate(pr.q.size() * 2);
   auto k = DeviceBuffer::allocate(pr.k.size() * 2);
   auto v = DeviceBuffer::allocate(pr.v.size() * 2);
@@ -39,7 +41,10 @@ Status capture_on_gpu(SyntheticProblem& pr, const CaptureRequest& rq, const Trac
   p.lse = static_cast<float*>(lse.value().data());
   p.device = Device::kCuda;
   p.kernel = rq.kernel;
-  return capture_cuda_prefill_trace(p, opt, out);
+  auto tiling = cuda_prefill_trace_tiling(p);
+  if (!tiling.ok()) return tiling.status();
+  return capture_cuda_prefill_trace(
+      p, dashboard_trace_options(rq.shape, rq.head, tiling->block_q, tiling->block_kv), out);
 }
 
 }  // namespace
@@ -115,16 +120,7 @@ CaptureOutcome capture_prefill(const CaptureRequest& rq) {
   const TraceOptions opt = dashboard_trace_options(rq.shape, rq.head);
   std::string gpu_note;
   if (rq.try_gpu && cuda_available()) {
-    // Sampled blocks are in the kernel's own tiles (v3/v4: 128 x 32, the
-    // Hopper kernel: up to 192 x 128): a first capture without samples says
-    // which, then the real one follows blocks that exist.
-    TraceOptions tiling_opt = opt;
-    tiling_opt.sample_tiles.clear();
-    Trace tiling;
-    out.status = capture_on_gpu(pr, rq, tiling_opt, &tiling);
-    if (out.status.ok())
-      out.status = capture_on_gpu(
-          pr, rq, dashboard_trace_options(rq.shape, rq.head, tiling.meta.block_q, tiling.meta.block_kv), &out.trace);
+    out.status = capture_on_gpu(pr, rq, &out.trace);
     if (out.status.ok()) {
       out.note = "GPU probes";
     } else if (out.status.code() == StatusCode::kUnsupported) {

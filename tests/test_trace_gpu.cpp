@@ -477,6 +477,11 @@ void check_prefill_capture(AttentionProblem& prob, DeviceAttention& dev, fs::Pre
   fs::Trace t;
   const fs::Status st = fs::capture_cuda_prefill_trace(dev.params(prob, kernel), opt, &t);
   REQUIRE_MESSAGE(st.ok(), st.to_string());
+  // What the tiling query says beforehand is what the capture recorded in.
+  const fs::Result<fs::TraceTiling> tiling = fs::cuda_prefill_trace_tiling(dev.params(prob, kernel));
+  REQUIRE_MESSAGE(tiling.ok(), tiling.status().to_string());
+  CHECK(tiling->block_q == t.meta.block_q);
+  CHECK(tiling->block_kv == t.meta.block_kv);
   dev.read(prob);
   const std::vector<uint16_t> captured_o = prob.o_storage();
   const std::vector<float> captured_lse = prob.lse_storage();
@@ -912,6 +917,7 @@ TEST_CASE("trace: without a CUDA device the GPU capture answers kUnsupported") {
   const fs::Status s = fs::capture_cuda_prefill_trace(p, fs::TraceOptions{}, &t);
   CHECK(s.code() == fs::StatusCode::kUnsupported);
   CHECK(!s.message().empty());
+  CHECK(fs::cuda_prefill_trace_tiling(p).status().code() == fs::StatusCode::kUnsupported);
 
   fs::PagedAttentionParams pp;
   pp.device = fs::Device::kCuda;

@@ -510,11 +510,15 @@ kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemT
 
 const uint16_t* element(const void* base, int64_t offset) { return static_cast<const uint16_t*>(base) + offset; }
 
-}  // namespace
+// The probed kernel a capture of p runs, after the checks every GPU prefill
+// capture makes (kernel, device, dtype).
+struct TracedKernel {
+  PrefillKernel kernel;
+  int version;  // v1..v6; the Hopper kernel's enum value otherwise
+  bool hopper;
+};
 
-Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& opt, const CudaCaptureLimits& limits,
-                                  Trace* out) {
-  if (out == nullptr) return invalid_argument("capture_cuda_prefill_trace: out is null");
+Result<TracedKernel> traced_kernel(const PrefillParams& p) {
   if (p.device != Device::kCuda)
     return invalid_argument(
         "capture_cuda_prefill_trace runs CUDA tensors (device cuda); CPU traces come from capture_cpu_prefill_trace");
@@ -533,6 +537,33 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
   if (p.dtype == DType::kFP16 && kernel != PrefillKernel::kV5 && kernel != PrefillKernel::kV6 && !hopper)
     return unsupported(std::string("fp16 is built for the production kernels (v5, v6, auto) only, not ") +
                        prefill_kernel_name(kernel));
+  return TracedKernel{kernel, version, hopper};
+}
+
+KernelTiling traced_tiling(const PrefillParams& p, const TracedKernel& tk) {
+#if FLASHSCOPE_WITH_HOPPER
+  if (tk.hopper) return kernels::hopper_prefill_tiling(p.head_dim, p.cu_seqlens_q != nullptr, p.causal, p.q_len);
+#endif
+  return kernels::prefill_tiling(tk.version, p.head_dim);
+}
+
+}  // namespace
+
+Result<TraceTiling> prefill_trace_tiling(const PrefillParams& p) {
+  auto tk = traced_kernel(p);
+  if (!tk.ok()) return tk.status();
+  const KernelTiling t = traced_tiling(p, tk.value());
+  return TraceTiling{t.block_q, t.block_kv};
+}
+
+Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& opt, const CudaCaptureLimits& limits,
+                                  Trace* out) {
+  if (out == nullptr) return invalid_argument("capture_cuda_prefill_trace: out is null");
+  auto tk = traced_kernel(p);
+  if (!tk.ok()) return tk.status();
+  const PrefillKernel kernel = tk->kernel;
+  const int version = tk->version;
+  const bool hopper = tk->hopper;
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
   if (opt.batch < 0 || opt.batch >= p.batch)
     return invalid_argument("TraceOptions.batch = " + std::to_string(opt.batch) + " is out of range (batch = " +
@@ -559,13 +590,7 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
     const std::vector<int32_t>& cu = q ? cu_q : cu_k;
     return int(cu[size_t(b) + 1] - cu[size_t(b)]);
   };
-#if FLASHSCOPE_WITH_HOPPER
-  const KernelTiling tiling =
-      hopper ? kernels::hopper_prefill_tiling(p.head_dim, varlen, p.causal, p.q_len)
-             : kernels::prefill_tiling(version, p.head_dim);
-#else
-  const KernelTiling tiling = kernels::prefill_tiling(version, p.head_dim);
-#endif
+  const KernelTiling tiling = traced_tiling(p, tk.value());
   TracedSeq seq;
   seq.q_len = seq_len(opt.batch, true);
   seq.kv_len = seq_len(opt.batch, false);
@@ -829,6 +854,7 @@ Status no_probes() {
 }
 }  // namespace
 
+Result<TraceTiling> prefill_trace_tiling(const PrefillParams&) { return no_probes(); }
 Status capture_cuda_prefill_trace(const PrefillParams&, const TraceOptions&, const CudaCaptureLimits&, Trace*) {
   return no_probes();
 }
@@ -843,6 +869,8 @@ Status capture_cuda_paged_trace(const PagedAttentionParams&, const TraceOptions&
 Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& opt, Trace* out) {
   return trace_internal::capture_cuda_prefill_trace(p, opt, trace_internal::CudaCaptureLimits{}, out);
 }
+
+Result<TraceTiling> cuda_prefill_trace_tiling(const PrefillParams& p) { return trace_internal::prefill_trace_tiling(p); }
 
 Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOptions& opt, Trace* out) {
   return trace_internal::capture_cuda_paged_trace(p, opt, trace_internal::CudaCaptureLimits{}, out);
