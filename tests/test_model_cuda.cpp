@@ -81,7 +81,10 @@ using flashscope::testing::LogitError;
 using flashscope::testing::RefModel;
 using flashscope::testing::SyntheticLlama;
 
+using flashscope::testing::download;
+using flashscope::testing::poisoned;
 using flashscope::testing::skip_without_gpu;
+using flashscope::testing::upload;
 
 namespace {
 
@@ -92,30 +95,6 @@ constexpr Bounds kCudaBounds = {0.07, 0.015};
 constexpr Bounds kDeepBounds = {0.14, 0.025};
 
 constexpr uint16_t kNaN16 = 0xFFFF;  // NaN in bf16 (what poisoned buffers hold)
-
-template <typename T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  auto b = DeviceBuffer::allocate(std::max<size_t>(host.size() * sizeof(T), 16));
-  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
-  if (!host.empty()) REQUIRE(b->upload(host.data(), host.size() * sizeof(T)).ok());
-  return std::move(b.value());
-}
-
-DeviceBuffer poisoned(size_t bytes) {
-  auto b = DeviceBuffer::allocate(std::max<size_t>(bytes, 16));
-  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
-  REQUIRE(b->fill_bytes(0xFF).ok());
-  return std::move(b.value());
-}
-
-template <typename T>
-std::vector<T> download(const DeviceBuffer& b, size_t count) {
-  const Status sync = device_synchronize();
-  REQUIRE_MESSAGE(sync.ok(), sync.to_string());
-  std::vector<T> host(count);
-  REQUIRE(b.download(host.data(), count * sizeof(T)).ok());
-  return host;
-}
 
 std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -38,33 +38,12 @@
 #include "support/gpu.hpp"
 
 using namespace flashscope;
+using flashscope::testing::download;
+using flashscope::testing::poisoned;
 using flashscope::testing::skip_without_gpu;
+using flashscope::testing::upload;
 
 namespace {
-
-template <typename T>
-DeviceBuffer to_device(const std::vector<T>& host) {
-  auto b = DeviceBuffer::allocate(std::max<size_t>(host.size() * sizeof(T), 16));
-  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
-  if (!host.empty()) REQUIRE(b->upload(host.data(), host.size() * sizeof(T)).ok());
-  return std::move(b.value());
-}
-
-DeviceBuffer nan_filled(size_t bytes) {
-  auto b = DeviceBuffer::allocate(std::max<size_t>(bytes, 16));
-  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
-  REQUIRE(b->fill_bytes(0xFF).ok());
-  return std::move(b.value());
-}
-
-template <typename T>
-std::vector<T> from_device(const DeviceBuffer& b, size_t count) {
-  const Status sync = device_synchronize();
-  REQUIRE_MESSAGE(sync.ok(), sync.to_string());
-  std::vector<T> host(count);
-  REQUIRE(b.download(host.data(), count * sizeof(T)).ok());
-  return host;
-}
 
 std::vector<uint16_t> random_bf16(size_t n, std::mt19937_64& rng, float sigma = 1.0f) {
   std::normal_distribution<float> normal(0.0f, sigma);
@@ -95,11 +74,11 @@ struct Problem {
     x = random_bf16(size_t(rows) * k, rng);
     xf = random_f32(size_t(rows) * k, rng, 3.0f);
     norm_weight = random_f32(size_t(k), rng, 0.5f);
-    d_w = to_device(w);
-    d_x = to_device(x);
-    d_xf = to_device(xf);
-    d_norm = to_device(norm_weight);
-    d_xn = nan_filled(size_t(rows) * k * 2);
+    d_w = upload(w);
+    d_x = upload(x);
+    d_xf = upload(xf);
+    d_norm = upload(norm_weight);
+    d_xn = poisoned(size_t(rows) * k * 2);
   }
 
   // The unfused input of the GEMM: x itself, or rms_norm(xf) on the device.
@@ -215,7 +194,7 @@ TEST_CASE("skinny gemm: kStore and kAccumulate equal the cuBLAS GEMM (1..8 rows,
         if (accumulate)
           for (int t = 0; t < s.rows; ++t)
             for (int c = 0; c < s.n_out; ++c) y0[size_t(t) * ldy + c] = normal(rng);
-        DeviceBuffer d_fused = to_device(y0), d_ref = to_device(y0);
+        DeviceBuffer d_fused = upload(y0), d_ref = upload(y0);
 
         cuda::SkinnyGemmOp op =
             pb.fused_op(input, accumulate ? cuda::SkinnyOutput::kAccumulate : cuda::SkinnyOutput::kStore, s.n_out);
@@ -237,9 +216,9 @@ TEST_CASE("skinny gemm: kStore and kAccumulate equal the cuBLAS GEMM (1..8 rows,
         const Status gs = cuda::gemm_bf16(handle->get(), g);
         REQUIRE_MESSAGE(gs.ok(), gs.to_string());
 
-        const auto fused = from_device<float>(d_fused, y0.size());
-        const auto ref = from_device<float>(d_ref, y0.size());
-        const auto in = from_device<uint16_t>(input == cuda::SkinnyInput::kBf16 ? pb.d_x : pb.d_xn,
+        const auto fused = download<float>(d_fused, y0.size());
+        const auto ref = download<float>(d_ref, y0.size());
+        const auto in = download<uint16_t>(input == cuda::SkinnyInput::kBf16 ? pb.d_x : pb.d_xn,
                                               size_t(s.rows) * s.k);
         int bad = 0, padding = 0;
         for (int t = 0; t < s.rows; ++t) {
@@ -290,14 +269,14 @@ TEST_CASE("skinny gemm: kRopeAppend equals the GEMM then rope_append (q and K/V 
       cos_t[i] = std::cos(a);
       sin_t[i] = std::sin(a);
     }
-    DeviceBuffer d_slots = to_device(slots), d_cos = to_device(cos_t), d_sin = to_device(sin_t);
+    DeviceBuffer d_slots = upload(slots), d_cos = upload(cos_t), d_sin = upload(sin_t);
     const size_t q_elems = size_t(s.rows) * s.q_heads * s.head_dim;
     const size_t page_elems = size_t(kPages) * s.kv_heads * kPageSize * s.head_dim;
     struct Outputs {
       DeviceBuffer q, k, v;
     };
-    Outputs fused{nan_filled(q_elems * 2), nan_filled(page_elems * 2), nan_filled(page_elems * 2)};
-    Outputs ref{nan_filled(q_elems * 2), nan_filled(page_elems * 2), nan_filled(page_elems * 2)};
+    Outputs fused{poisoned(q_elems * 2), poisoned(page_elems * 2), poisoned(page_elems * 2)};
+    Outputs ref{poisoned(q_elems * 2), poisoned(page_elems * 2), poisoned(page_elems * 2)};
     auto rope_op = [&](Outputs& o) {
       cuda::RopeAppendOp r;
       r.rope_cos = static_cast<const float*>(d_cos.data());
@@ -329,7 +308,7 @@ TEST_CASE("skinny gemm: kRopeAppend equals the GEMM then rope_append (q and K/V 
       const Status st = cuda::skinny_gemm(op, nullptr);
       REQUIRE_MESSAGE(st.ok(), st.to_string());
 
-      DeviceBuffer d_qkv = nan_filled(size_t(s.rows) * n_out * 4);
+      DeviceBuffer d_qkv = poisoned(size_t(s.rows) * n_out * 4);
       cuda::GemmOp g;
       g.w = static_cast<const uint16_t*>(pb.d_w.data());
       g.x = pb.unfused_input(input);
@@ -347,17 +326,17 @@ TEST_CASE("skinny gemm: kRopeAppend equals the GEMM then rope_append (q and K/V 
       REQUIRE_MESSAGE(rs.ok(), rs.to_string());
 
       double worst = 0;
-      CHECK_MESSAGE(bf16_mismatches(from_device<uint16_t>(fused.q, q_elems), from_device<uint16_t>(ref.q, q_elems),
+      CHECK_MESSAGE(bf16_mismatches(download<uint16_t>(fused.q, q_elems), download<uint16_t>(ref.q, q_elems),
                                     &worst) == 0,
                     "q differs (worst ", worst, ")");
-      CHECK_MESSAGE(bf16_mismatches(from_device<uint16_t>(fused.k, page_elems),
-                                    from_device<uint16_t>(ref.k, page_elems), &worst) == 0,
+      CHECK_MESSAGE(bf16_mismatches(download<uint16_t>(fused.k, page_elems),
+                                    download<uint16_t>(ref.k, page_elems), &worst) == 0,
                     "K pages differ (worst ", worst, ")");
-      CHECK_MESSAGE(bf16_mismatches(from_device<uint16_t>(fused.v, page_elems),
-                                    from_device<uint16_t>(ref.v, page_elems), &worst) == 0,
+      CHECK_MESSAGE(bf16_mismatches(download<uint16_t>(fused.v, page_elems),
+                                    download<uint16_t>(ref.v, page_elems), &worst) == 0,
                     "V pages differ (worst ", worst, ")");
       // Only the tokens' own slots were written.
-      const auto kp = from_device<uint16_t>(fused.k, page_elems);
+      const auto kp = download<uint16_t>(fused.k, page_elems);
       size_t written = 0;
       for (uint16_t b : kp) written += !std::isnan(bf16_to_float(b));
       const size_t owned = size_t(std::count_if(slots.begin(), slots.end(), [](int64_t x) { return x >= 0; }));
@@ -381,14 +360,14 @@ TEST_CASE("skinny gemm: kSwiglu equals the gate/up GEMM then swiglu") {
       INFO("rows ", s.rows, " ffn ", s.ffn, " hidden ", s.hidden, " input ", input_name(input));
       Problem pb(s.rows, 2 * s.ffn, s.hidden, seed++);
       const int64_t ld_act = s.ffn + 5;
-      DeviceBuffer d_fused = nan_filled(size_t(s.rows) * ld_act * 2), d_ref = nan_filled(size_t(s.rows) * ld_act * 2);
+      DeviceBuffer d_fused = poisoned(size_t(s.rows) * ld_act * 2), d_ref = poisoned(size_t(s.rows) * ld_act * 2);
       cuda::SkinnyGemmOp op = pb.fused_op(input, cuda::SkinnyOutput::kSwiglu, s.ffn);
       op.act = static_cast<uint16_t*>(d_fused.data());
       op.ld_act = ld_act;
       const Status st = cuda::skinny_gemm(op, nullptr);
       REQUIRE_MESSAGE(st.ok(), st.to_string());
 
-      DeviceBuffer d_gu = nan_filled(size_t(s.rows) * 2 * s.ffn * 4);
+      DeviceBuffer d_gu = poisoned(size_t(s.rows) * 2 * s.ffn * 4);
       cuda::GemmOp g;
       g.w = static_cast<const uint16_t*>(pb.d_w.data());
       g.x = pb.unfused_input(input);
@@ -410,7 +389,7 @@ TEST_CASE("skinny gemm: kSwiglu equals the gate/up GEMM then swiglu") {
 
       double worst = 0;
       const size_t n = size_t(s.rows) * ld_act;
-      CHECK_MESSAGE(bf16_mismatches(from_device<uint16_t>(d_fused, n), from_device<uint16_t>(d_ref, n), &worst) == 0,
+      CHECK_MESSAGE(bf16_mismatches(download<uint16_t>(d_fused, n), download<uint16_t>(d_ref, n), &worst) == 0,
                     "act differs (worst ", worst, ")");
     }
   }
@@ -453,9 +432,9 @@ TEST_CASE("skinny gemm: kSplitKv merges attention partials as the combine would,
       }
     Problem pb(s.rows, s.n_out, k, 5000 + uint64_t(s.splits));
     pb.x = merged;
-    pb.d_x = to_device(merged);
-    DeviceBuffer d_o = to_device(o_part), d_lse = to_device(lse);
-    DeviceBuffer d_fused = nan_filled(size_t(s.rows) * s.n_out * 4), d_ref = nan_filled(size_t(s.rows) * s.n_out * 4);
+    pb.d_x = upload(merged);
+    DeviceBuffer d_o = upload(o_part), d_lse = upload(lse);
+    DeviceBuffer d_fused = poisoned(size_t(s.rows) * s.n_out * 4), d_ref = poisoned(size_t(s.rows) * s.n_out * 4);
 
     cuda::SkinnyGemmOp op = pb.fused_op(cuda::SkinnyInput::kSplitKv, cuda::SkinnyOutput::kStore, s.n_out);
     op.split_kv.o_partial = static_cast<const float*>(d_o.data());
@@ -474,8 +453,8 @@ TEST_CASE("skinny gemm: kSplitKv merges attention partials as the combine would,
     ref.ldy = s.n_out;
     REQUIRE(cuda::skinny_gemm(ref, nullptr).ok());
 
-    const auto fused = from_device<float>(d_fused, size_t(s.rows) * s.n_out);
-    const auto want = from_device<float>(d_ref, size_t(s.rows) * s.n_out);
+    const auto fused = download<float>(d_fused, size_t(s.rows) * s.n_out);
+    const auto want = download<float>(d_ref, size_t(s.rows) * s.n_out);
     int bad = 0;
     for (int t = 0; t < s.rows; ++t)
       for (int c = 0; c < s.n_out; ++c) {

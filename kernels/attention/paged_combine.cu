@@ -198,16 +198,9 @@ template <typename T, int DIM>
 cudaError_t combine_typed(const PagedKernelParams& p, cudaStream_t stream, bool programmatic) {
   const CombineLayout layout = combine_layout<DIM>(p.num_splits);
   const int64_t slices = int64_t(p.batch) * p.q_heads * p.q_len * (DIM / 4 / layout.slice_chunks);
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned((slices + layout.slices_per_block - 1) / layout.slices_per_block));
-  cfg.blockDim = dim3(unsigned(layout.slices_per_block * layout.groups * layout.slice_chunks));
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = programmatic ? 1 : 0;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, combine_kernel<T, DIM>, p, layout);
+  const cudaError_t err = launch_maybe_programmatic(
+      combine_kernel<T, DIM>, dim3(unsigned((slices + layout.slices_per_block - 1) / layout.slices_per_block)),
+      dim3(unsigned(layout.slices_per_block * layout.groups * layout.slice_chunks)), 0, stream, programmatic, p, layout);
   if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind for the next call
   return err;
 }

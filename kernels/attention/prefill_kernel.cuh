@@ -657,17 +657,8 @@ cudaError_t launch_paged(const typename Probe::template Params<PagedKernelParams
       attention_kernel<Cfg, T, kCausal, PagedView<T, Cfg::kDim, Cfg::kBlockQ, Cfg::kBlockKV, kCausal>, Probe>;
   if (cudaError_t err = opt_in_smem<Cfg>(kernel); err != cudaSuccess) return err;
   const int q_tiles = (p.q_len * p.group + Cfg::kBlockQ - 1) / Cfg::kBlockQ;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(q_tiles * p.num_splits, p.kv_heads, p.batch);
-  cfg.blockDim = dim3(Cfg::kThreads);
-  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = programmatic ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, p);
+  return launch_maybe_programmatic(kernel, dim3(q_tiles * p.num_splits, p.kv_heads, p.batch), dim3(Cfg::kThreads),
+                                   Cfg::kSmemBytes, stream, programmatic, p);
 }
 
 }  // namespace flashscope::kernels

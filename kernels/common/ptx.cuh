@@ -8,7 +8,10 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
 #include <cstdint>
+#include <utility>
 
 namespace flashscope::kernels {
 
@@ -76,6 +79,25 @@ __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");  // "memory": no load of the producer's data moves above it
 #endif
+}
+
+// The host side: launches kernel<<<grid, block, smem, stream>>>(args...),
+// with programmatic stream serialization when `programmatic` (the kernel must
+// then run pdl_wait() before it reads its producer's output).
+template <typename... Params, typename... Args>
+cudaError_t launch_maybe_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                      cudaStream_t stream, bool programmatic, Args&&... args) {
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // Element-type traits: the mma instruction and the float2 -> packed pair.

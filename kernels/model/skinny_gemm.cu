@@ -468,17 +468,9 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
   const int units = p.output == SkinnyOutput::kSwiglu ? p.n_out : (p.n_out + 1) / 2;
   const int warps = (units + kWarps - 1) / kWarps * kWarps;
   p.units_per_warp = std::max(1, warps / (kMaxCtas * kWarps));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = size_t(kTok) * p.k * sizeof(uint16_t);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = programmatic ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<kTok>, p);
+  return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,
+                                   dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
+                                   dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
 }
 
 }  // namespace

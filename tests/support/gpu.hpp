@@ -4,8 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
@@ -25,6 +27,35 @@ inline DeviceBuffer upload(const void* host, size_t bytes) {
   REQUIRE_MESSAGE(b.ok(), b.status().to_string());
   if (bytes) REQUIRE(b->upload(host, bytes).ok());
   return std::move(b.value());
+}
+
+// A device copy of a host vector (at least 16 bytes, so an empty one still
+// gets an aligned, non-null pointer).
+template <typename T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  auto b = DeviceBuffer::allocate(std::max<size_t>(host.size() * sizeof(T), 16));
+  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
+  if (!host.empty()) REQUIRE(b->upload(host.data(), host.size() * sizeof(T)).ok());
+  return std::move(b.value());
+}
+
+// `bytes` of device memory filled with 0xFF: NaN as fp32 and as bf16, so an
+// output a kernel should not have written still reads NaN.
+inline DeviceBuffer poisoned(size_t bytes) {
+  auto b = DeviceBuffer::allocate(std::max<size_t>(bytes, 16));
+  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
+  REQUIRE(b->fill_bytes(0xFF).ok());
+  return std::move(b.value());
+}
+
+// The first `count` elements of b, after the device has finished its work.
+template <typename T>
+std::vector<T> download(const DeviceBuffer& b, size_t count) {
+  const Status sync = device_synchronize();
+  REQUIRE_MESSAGE(sync.ok(), sync.to_string());
+  std::vector<T> host(count);
+  REQUIRE(b.download(host.data(), count * sizeof(T)).ok());
+  return host;
 }
 
 }  // namespace flashscope::testing
