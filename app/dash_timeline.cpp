@@ -24,6 +24,41 @@ constexpr ImU32 kHeadColors[] = {
 
 ImU32 with_alpha(ImU32 c, int a) { return (c & 0x00FFFFFFu) | (static_cast<ImU32>(a) << 24); }
 
+// What both time charts set up the same way: a widget `used_h` tall across
+// the content width (hover, the layout report's rectangle), its baked
+// picture's draw list, and ticks [t0, t1] mapped onto the plot right of the
+// row labels.
+struct TimeChart {
+  ImVec2 o;
+  float x0 = 0, x1 = 0;
+  bool hovered = false;
+  ImVec2 mouse;
+  BakedPicture* picture = nullptr;
+  ImDrawList* dl = nullptr;
+  uint64_t t0 = 0;
+  double span = 1.0;
+  float x_of(uint64_t tick) const { return x0 + static_cast<float>(static_cast<double>(tick - t0) / span) * (x1 - x0); }
+};
+
+TimeChart begin_time_chart(DashboardState& s, const char* widget, float used_h, const TraceMeta& m, uint64_t t0,
+                           uint64_t t1) {
+  TimeChart c;
+  const float label_w = ImGui::CalcTextSize(m.sm_count > 0 ? "busy SMs" : "busy threads").x + ImGui::GetFontSize();
+  const float width = ImGui::GetContentRegionAvail().x;
+  c.o = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton(widget, ImVec2(width, used_h));
+  dash::note_widget(s, widget);
+  c.hovered = ImGui::IsItemHovered();
+  c.mouse = ImGui::GetIO().MousePos;
+  c.picture = &s.pictures.get(widget);
+  c.dl = c.picture->begin(c.o, ImVec2(c.o.x + width, c.o.y + used_h));
+  c.x0 = c.o.x + label_w;
+  c.x1 = c.o.x + width - 6.0f;
+  c.t0 = t0;
+  c.span = std::max<double>(1.0, static_cast<double>(t1 - t0));
+  return c;
+}
+
 }  // namespace
 
 void refresh_pipeline_view(PipelineView& v, const Trace& t, uint64_t version) {
@@ -84,21 +119,14 @@ void draw_warp_timeline(DashboardState& s, const Trace& t, const viz::CtaPipelin
   const float sep = 8.0f;
   const float row_h = std::clamp((height - axis_h - sep) / std::max(total_rows, 1), 6.0f, ImGui::GetFontSize() * 1.5f);
   const float used_h = row_h * total_rows + sep + axis_h;
-  const float label_w = ImGui::CalcTextSize(m.sm_count > 0 ? "busy SMs" : "busy threads").x + ImGui::GetFontSize();
-  const float width = ImGui::GetContentRegionAvail().x;
-  const ImVec2 o = ImGui::GetCursorScreenPos();
-  ImGui::InvisibleButton(widget, ImVec2(width, used_h));
-  dash::note_widget(s, widget);
-  const bool hovered = ImGui::IsItemHovered();
-  const ImVec2 mouse = ImGui::GetIO().MousePos;
   // Baked but for the warps' labels (it changes with the CTA, the trace or the size); hover only sets the tooltip.
-  BakedPicture& picture = s.pictures.get(widget);
-  ImDrawList* dl = picture.begin(o, ImVec2(o.x + width, o.y + used_h));
-  const float x0 = o.x + label_w, x1 = o.x + width - 6.0f;
-  const double span = std::max<double>(1.0, static_cast<double>(p.t1 - p.t0));
-  auto x_of = [&](uint64_t tick) {
-    return x0 + static_cast<float>((static_cast<double>(tick - p.t0)) / span) * (x1 - x0);
-  };
+  const TimeChart chart = begin_time_chart(s, widget, used_h, m, p.t0, p.t1);
+  const ImVec2 o = chart.o, mouse = chart.mouse;
+  const bool hovered = chart.hovered;
+  ImDrawList* dl = chart.dl;
+  const float x0 = chart.x0, x1 = chart.x1;
+  const double span = chart.span;
+  auto x_of = [&chart](uint64_t tick) { return chart.x_of(tick); };
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), muted = ImGui::GetColorU32(palette::kMuted);
   const float fs = ImGui::GetFontSize();
   const bool small_font_fits = row_h >= fs * 0.95f;
@@ -178,7 +206,7 @@ void draw_warp_timeline(DashboardState& s, const Trace& t, const viz::CtaPipelin
     }
   }
   dash::time_axis(dl, x0, x1, o.y + row_h * total_rows + sep + 2.0f, 0.0, viz::ticks_to_us(m, span));
-  picture.end();
+  chart.picture->end();
   for (const Label& lab : labels) ImGui::GetWindowDrawList()->AddText(lab.at, muted, lab.text);
   if (!tip.empty()) ImGui::SetTooltip("%s", tip.c_str());
 }
@@ -196,21 +224,14 @@ void draw_sm_chart(DashboardState& s, const Trace& t, const viz::Occupancy& occ,
                                  ImGui::GetFontSize() * (rows <= 8 ? 2.2f : 1.4f));
   const float chart_h = row_h * rows;
   const float used_h = chart_h + 6.0f + busy_h + axis_h;
-  const float label_w = ImGui::CalcTextSize(m.sm_count > 0 ? "busy SMs" : "busy threads").x + ImGui::GetFontSize();
-  const float width = ImGui::GetContentRegionAvail().x;
-  const ImVec2 o = ImGui::GetCursorScreenPos();
-  ImGui::InvisibleButton(widget, ImVec2(width, used_h));
-  dash::note_widget(s, widget);
-  const bool hovered = ImGui::IsItemHovered();
-  const ImVec2 mouse = ImGui::GetIO().MousePos;
   // Baked but for the highlighted CTA's outline, drawn over it: on the chart's edge the outline reaches past it.
-  BakedPicture& picture = s.pictures.get(widget);
-  ImDrawList* dl = picture.begin(o, ImVec2(o.x + width, o.y + used_h));
-  const float x0 = o.x + label_w, x1 = o.x + width - 6.0f;
-  const double span = std::max<double>(1.0, static_cast<double>(occ.t1 - occ.t0));
-  auto x_of = [&](uint64_t tick) {
-    return x0 + static_cast<float>(static_cast<double>(tick - occ.t0) / span) * (x1 - x0);
-  };
+  const TimeChart chart = begin_time_chart(s, widget, used_h, m, occ.t0, occ.t1);
+  const ImVec2 o = chart.o, mouse = chart.mouse;
+  const bool hovered = chart.hovered;
+  ImDrawList* dl = chart.dl;
+  const float x0 = chart.x0, x1 = chart.x1;
+  const double span = chart.span;
+  auto x_of = [&chart](uint64_t tick) { return chart.x_of(tick); };
   const ImU32 muted = ImGui::GetColorU32(palette::kMuted);
   const float fs = ImGui::GetFontSize();
   const bool cpu = m.sm_count <= 0;
@@ -268,7 +289,7 @@ void draw_sm_chart(DashboardState& s, const Trace& t, const viz::Occupancy& occ,
     dl->AddRectFilled(ImVec2(a, by + busy_h * (1.0f - f)), ImVec2(e + 0.5f, by + busy_h), IM_COL32(118, 186, 0, 200));
   }
   dash::time_axis(dl, x0, x1, by + busy_h + 2.0f, 0.0, viz::ticks_to_us(m, span));
-  picture.end();
+  chart.picture->end();
   if (hi != nullptr) {
     ImGui::GetWindowDrawList()->AddRect(ImVec2(hi_a.x - 1, hi_a.y - 1), ImVec2(hi_b.x + 1, hi_b.y + 1), dash::kSelect,
                                         0.0f, 0, 2.0f);

@@ -2,8 +2,9 @@
 // checks, then the kernels' plain parameters, then the launch.
 #include "cuda/model_ops_cuda.hpp"
 
+#include "cuda/device_facts.hpp"
+
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <new>
 #include <string>
@@ -133,29 +134,6 @@ kernels::RopeAppendKernelParams rope_params(const RopeAppendOp& op) {
   return k;
 }
 
-// Whether skinny GEMMs launch programmatically on the current device (sm_90
-// and code that waits for its producer), asked once per device.
-bool skinny_programmatic() {
-  constexpr int kDevices = 64;
-  static std::atomic<int8_t> known[kDevices];  // 0 not asked yet, 1 no, 2 yes
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) {
-    cudaGetLastError();
-    return false;
-  }
-  int8_t v = known[device].load(std::memory_order_relaxed);
-  if (v == 0) {
-    int major = 0;
-    bool waits = false;
-    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                    kernels::skinny_gemm_waits_on_producer(&waits) == cudaSuccess;
-    if (!ok) cudaGetLastError();
-    v = ok && major >= 9 && waits ? 2 : 1;
-    known[device].store(v, std::memory_order_relaxed);
-  }
-  return v == 2;
-}
-
 kernels::SkinnyOutput kernel_output(SkinnyOutput o) {
   switch (o) {
     case SkinnyOutput::kAccumulate: return kernels::SkinnyOutput::kAccumulate;
@@ -260,7 +238,9 @@ Status skinny_gemm(const SkinnyGemmOp& op, void* stream) {
   k.act = op.act;
   k.ld_act = op.ld_act;
   if (op.output == SkinnyOutput::kRopeAppend) k.rope = rope_params(op.rope);
-  return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), skinny_programmatic()),
+  auto facts = device_facts();
+  if (!facts.ok()) return facts.status();
+  return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), facts->programmatic),
                   "skinny_gemm");
 }
 

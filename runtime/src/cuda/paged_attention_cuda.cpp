@@ -3,16 +3,17 @@
 // kernel and, when split, the combine kernel, all on p.stream.
 //
 // A decode call is a few microseconds of GPU work, so the host path counts:
-// what the device says about itself (SM count, whether the combine may be
-// launched programmatically) is read once per device, and a call costs one
-// cudaGetDevice, an atomic load and the two launches.
+// what the device says about itself (SM count, whether the kernels may be
+// launched programmatically) comes from device_facts.hpp's table, and a call
+// costs one cudaGetDevice, an atomic load and the two launches.
 #include "cuda/paged_attention_cuda.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
+
+#include "cuda/device_facts.hpp"
 
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
@@ -41,57 +42,6 @@ int log2_exact(int x) {
   int l = 0;
   while ((1 << l) < x) ++l;
   return l;
-}
-
-// What a call needs to know about the current device.
-struct DeviceFacts {
-  int sm_count = 0;
-  bool programmatic = false;  // sm_90+ and the combine's code waits for its producer (PDL)
-};
-
-// Read once per device ordinal and kept for the process (neither changes
-// while it runs): 0 = not read yet, else kKnown | pdl bit | SM count. Two
-// threads that miss together both read the same values; the stores agree.
-constexpr int kCachedDevices = 64;
-constexpr uint32_t kKnown = 1u << 31, kPdl = 1u << 30, kSmMask = kPdl - 1;
-std::atomic<uint32_t> g_device_facts[kCachedDevices];
-
-Result<DeviceFacts> read_device_facts(int device) {
-  DeviceFacts f;
-  int cc_major = 0;
-  if (cudaDeviceGetAttribute(&f.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-    cudaGetLastError();
-    return device_error("cannot read the SM count and compute capability of device " + std::to_string(device));
-  }
-  // Programmatic launches exist from sm_90 on; elsewhere the attribute is
-  // not set at all. A combine with no code for this device says so at its
-  // launch, with the launch's own error.
-  bool waits = false;
-  if (cc_major >= 9 && kernels::paged_combine_waits_on_producer(&waits) != cudaSuccess) {
-    cudaGetLastError();
-    waits = false;
-  }
-  f.programmatic = cc_major >= 9 && waits;
-  return f;
-}
-
-Result<DeviceFacts> device_facts() {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return device_error("cannot read the current CUDA device");
-  }
-  const bool cacheable = device >= 0 && device < kCachedDevices;
-  if (cacheable) {
-    const uint32_t v = g_device_facts[device].load(std::memory_order_relaxed);
-    if (v & kKnown) return DeviceFacts{int(v & kSmMask), (v & kPdl) != 0};
-  }
-  auto f = read_device_facts(device);
-  if (f.ok() && cacheable)
-    g_device_facts[device].store(kKnown | (f->programmatic ? kPdl : 0u) | (uint32_t(f->sm_count) & kSmMask),
-                                 std::memory_order_relaxed);
-  return f;
 }
 
 // The plan for p on a device of `sms` SMs (read only when the plan chooses

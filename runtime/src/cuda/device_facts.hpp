@@ -1,0 +1,23 @@
+// What the CUDA launch paths need to know about the current device, read once
+// per device and kept for the process (neither fact changes while it runs):
+// a decode call is a few microseconds of GPU work, so its host path must not
+// query the driver each time.
+#pragma once
+
+#include "flashscope/status.hpp"
+
+namespace flashscope::cuda {
+
+struct DeviceFacts {
+  int sm_count = 0;
+  // Programmatic dependent launch (PDL) may be used: an sm_90+ device, and
+  // the library's kernels carry code for it that waits for its producer
+  // (griddepcontrol.wait). Code JIT-compiled from sm_80 PTX has no wait, so
+  // launching it programmatically would race even on an sm_90 device.
+  bool programmatic = false;
+};
+
+// The current device's facts; kDeviceError when the device cannot be read.
+Result<DeviceFacts> device_facts();
+
+}  // namespace flashscope::cuda
