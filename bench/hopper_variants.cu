@@ -97,19 +97,25 @@ int main() {
     std::vector<bf16> ref(nq), got(nq);
     CHECK_CUDA(cudaMemcpy(ref.data(), o_ref, nq * 2, cudaMemcpyDeviceToHost));
     std::printf("%-18s v6            %8.3f ms %7.1f TFLOPS\n", s.name, t_v6, flops / t_v6 * 1e-9);
-    const HopperVariant variants[] = {HopperVariant::kDefault,       HopperVariant::kSplitPV,
-                                      HopperVariant::kStages2,       HopperVariant::kCpAsync,
-                                      HopperVariant::kPingPong,      HopperVariant::kTwoConsumers,
-                                      HopperVariant::kTwoConsumersPingPong, HopperVariant::kThreeConsumers};
-    const char* names[] = {"hopper",          "hopper-splitpv", "hopper-stages2", "hopper-cpasync",
-                           "hopper-pingpong", "hopper-2wg",     "hopper-2wg-pp",  "hopper-3wg-nopp"};
-    for (int vi = 0; vi < 8; ++vi) {
-      const HopperVariant var = variants[vi];
-      const bool d128_only =
-          var == HopperVariant::kSplitPV || var == HopperVariant::kStages2 || var == HopperVariant::kPingPong;
-      const bool d64_only = var == HopperVariant::kTwoConsumers || var == HopperVariant::kTwoConsumersPingPong ||
-                            var == HopperVariant::kThreeConsumers;
-      if ((s.d == 64 && d128_only) || (s.d == 128 && d64_only)) continue;
+    struct Variant {
+      HopperVariant v;
+      const char* name;
+      int dim;  // 0: both head dims
+    };
+    const Variant variants[] = {
+        {HopperVariant::kDefault, "hopper", 0},
+        {HopperVariant::kStages2, "hopper-stages2", 128},
+        {HopperVariant::kPingPong, "hopper-pingpong", 128},
+        {HopperVariant::kBlockKV176, "hopper-n176", 128},
+        {HopperVariant::kBlockKV176PingPong, "hopper-n176-pp", 128},
+        {HopperVariant::kBlockKV192, "hopper-n192", 128},
+        {HopperVariant::kCpAsync, "hopper-cpasync", 0},
+        {HopperVariant::kTwoConsumersPingPong, "hopper-2wg-pp", 64},
+        {HopperVariant::kThreeConsumers, "hopper-3wg-nopp", 64},
+    };
+    for (const Variant& variant : variants) {
+      if (variant.dim != 0 && variant.dim != s.d) continue;
+      const HopperVariant var = variant.v;
       PrefillKernelParams ph = p;
       ph.o = o, ph.lse = lse;
       CHECK_CUDA(cudaMemset(o, 0xff, nq * 2));  // NaN: unwritten outputs show
@@ -124,7 +130,7 @@ int main() {
         else max_diff = std::max(max_diff, double(std::fabs(a - r)));
       }
       std::printf("%-18s %-14s %8.3f ms %7.1f TFLOPS  x%.2f vs v6  max|diff| %.4f  nonfinite %zu\n", s.name,
-                  names[vi], t, flops / t * 1e-9, t_v6 / t, max_diff, nan);
+                  variant.name, t, flops / t * 1e-9, t_v6 / t, max_diff, nan);
     }
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o), cudaFree(lse_ref), cudaFree(lse);
   }

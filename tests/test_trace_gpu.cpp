@@ -286,7 +286,7 @@ void check_spans(const fs::Trace& t, const std::function<bool(const fs::CtaRecor
 
 // The Hopper kernel's spans: warp 0 (the producer) issues each tile's K and
 // V copies, warps 1-3 record nothing, and every consumer warp (4..) has one
-// load wait, Q·Kᵀ, softmax and P·V per tile the CTA visited and one
+// wait for K, one for V, Q·Kᵀ, softmax and P·V per tile the CTA visited and one
 // epilogue, after all of them. Its phases are asynchronous, so spans of one
 // warp overlap (Q·K(t)ᵀ and P·V(t-1) are issued together).
 void check_hopper_spans(const fs::Trace& t, const std::function<bool(const fs::CtaRecord&)>& traced) {
@@ -321,7 +321,8 @@ void check_hopper_spans(const fs::Trace& t, const std::function<bool(const fs::C
         continue;
       }
       CHECK(tiles[fs::SpanKind::kQK] == want);
-      for (fs::SpanKind k : {fs::SpanKind::kLoadWaitK, fs::SpanKind::kSoftmax, fs::SpanKind::kPV}) {
+      for (fs::SpanKind k :
+           {fs::SpanKind::kLoadWaitK, fs::SpanKind::kLoadWaitV, fs::SpanKind::kSoftmax, fs::SpanKind::kPV}) {
         std::vector<int32_t> v = tiles[k];
         std::sort(v.begin(), v.end());
         CHECK(v == want);

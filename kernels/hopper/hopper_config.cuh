@@ -79,8 +79,11 @@ inline bool encode_map(CUtensorMap* map, ElemType type, const void* base, int he
 // warpgroups would then get 152 each, too few to keep their wgmmas in flight
 // (ptxas serializes them, C7512), so the cp.async paths (varlen, paged) run
 // two consumer warpgroups.
+// Its tiles stay 128 keys wide with at least three stages: it publishes a
+// tile only once the next is issued, so it needs the deeper ring.
 template <typename Cfg>
-using CpAsyncConfig = HopperPrefillConfig<Cfg::kDim, Cfg::kStages, Cfg::kSplitPV, 2, Cfg::kPingPong>;
+using CpAsyncConfig =
+    HopperPrefillConfig<Cfg::kDim, (Cfg::kStages < 3 ? 3 : Cfg::kStages), Cfg::kSplitPV, 2, Cfg::kPingPong>;
 
 // Fills hp's three maps for dense (not packed varlen) tensors; false when TMA
 // cannot describe them (then the cp.async producer runs).

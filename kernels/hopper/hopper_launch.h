@@ -24,6 +24,9 @@ enum class HopperVariant {
   kTwoConsumers,          // head_dim 64: two consumer warpgroups (128-row q-tiles)
   kTwoConsumersPingPong,  // head_dim 64: two, taking turns
   kThreeConsumers,        // head_dim 64: three, without turns
+  kBlockKV176,            // head_dim 128: 176-key tiles, two stages
+  kBlockKV176PingPong,    // head_dim 128: 176-key tiles, two stages, warpgroups taking turns
+  kBlockKV192,            // head_dim 128: 192-key tiles, two stages
 };
 
 // True when this process carries sm_90a code and the current device runs it.

@@ -62,12 +62,15 @@ namespace flashscope::kernels {
 // PINGPONG: the consumer warpgroups take turns issuing their wgmmas (named
 // barriers in a ring), so one's softmax runs under another's GEMMs instead
 // of all of them contending for the tensor cores at once.
-template <int DIM, int STAGES, bool SPLIT_PV = false, int CONSUMERS = 2, bool PINGPONG = false>
+// BLOCK_KV: keys per tile, the N of S = Q·Kᵀ (a multiple of 16, at most 256
+// for one wgmma and one TMA box): wider tiles spread the per-tile softmax
+// bookkeeping (row max, O rescale, barriers) over more keys.
+template <int DIM, int STAGES, bool SPLIT_PV = false, int CONSUMERS = 2, bool PINGPONG = false, int BLOCK_KV = 128>
 struct HopperPrefillConfig {
   static constexpr int kDim = DIM;
   static constexpr int kConsumerWarpgroups = CONSUMERS;
   static constexpr int kBlockQ = 64 * CONSUMERS;
-  static constexpr int kBlockKV = 128;
+  static constexpr int kBlockKV = BLOCK_KV;
   static constexpr int kStages = STAGES;
   static constexpr bool kSplitPV = SPLIT_PV && DIM == 128;
   static constexpr bool kPingPong = PINGPONG;
@@ -77,7 +80,7 @@ struct HopperPrefillConfig {
   // Registers per thread after setmaxnreg (65536 per SM, 128 threads per
   // warpgroup): the TMA producer needs almost none, the cp.async one some
   // address arithmetic; the consumers share the rest (multiples of 8).
-  static constexpr int kProducerRegsTma = CONSUMERS == 2 ? 40 : 32;
+  static constexpr int kProducerRegsTma = CONSUMERS == 2 ? 24 : 32;
   static constexpr int kProducerRegsCpAsync = CONSUMERS == 2 ? 72 : 56;
   static constexpr int kConsumerRegsTma = (65536 - kProducerRegsTma * 128) / (CONSUMERS * 128) / 8 * 8;
   static constexpr int kConsumerRegsCpAsync = (65536 - kProducerRegsCpAsync * 128) / (CONSUMERS * 128) / 8 * 8;
@@ -92,12 +95,16 @@ struct HopperPrefillConfig {
   static constexpr int kKOffset = kQBytes;
   static constexpr int kVOffset = kKOffset + STAGES * kKVTileBytes;
   static constexpr int kBarrierOffset = kVOffset + STAGES * kKVTileBytes;
-  // full[STAGES], empty[STAGES], q_full: 8 bytes each
-  static constexpr int kBarrierBytes = (2 * STAGES + 1) * 8;
+  // K and V have their own barriers, so a stage's K is released as soon as
+  // S = Q·Kᵀ has read it and is refilled while P·V still reads its V:
+  // full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES], q_full,
+  // 8 bytes each.
+  static constexpr int kBarrierBytes = (4 * STAGES + 1) * 8;
   // +1024: the dynamic shared window is aligned up to the swizzle atom inside.
   static constexpr int kSmemBytes = kBarrierOffset + kBarrierBytes + 1024;
 
   static_assert(DIM == 64 || DIM == 128, "head_dim 64 or 128");
+  static_assert(BLOCK_KV % 16 == 0 && BLOCK_KV <= 256, "one wgmma N and one TMA box of keys");
   static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
 };
 
@@ -192,16 +199,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   const uint32_t Q_smem = smem_base + Cfg::kQOffset;
   const uint32_t K_smem = smem_base + Cfg::kKOffset;
   const uint32_t V_smem = smem_base + Cfg::kVOffset;
-  const uint32_t full_bar = smem_base + Cfg::kBarrierOffset;  // + 8·stage
-  const uint32_t empty_bar = full_bar + 8 * STAGES;           // + 8·stage
-  const uint32_t q_full_bar = empty_bar + 8 * STAGES;
+  // Each array holds one 8-byte barrier per stage (+ 8·stage).
+  const uint32_t full_k_bar = smem_base + Cfg::kBarrierOffset;
+  const uint32_t full_v_bar = full_k_bar + 8 * STAGES;
+  const uint32_t empty_k_bar = full_v_bar + 8 * STAGES;
+  const uint32_t empty_v_bar = empty_k_bar + 8 * STAGES;
+  const uint32_t q_full_bar = empty_v_bar + 8 * STAGES;
 
   if (tid == 0) {
     // TMA: one arrival (with the byte count) per phase; cp.async: every producer thread.
     const uint32_t producer_arrivals = kTma ? 1 : 128;
     for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(full_bar + 8 * s, producer_arrivals);
-      mbarrier_init(empty_bar + 8 * s, Cfg::kConsumerWarps);  // one arrival per consumer warp
+      mbarrier_init(full_k_bar + 8 * s, producer_arrivals);
+      mbarrier_init(full_v_bar + 8 * s, producer_arrivals);
+      mbarrier_init(empty_k_bar + 8 * s, Cfg::kConsumerWarps);  // one arrival per consumer warp
+      mbarrier_init(empty_v_bar + 8 * s, Cfg::kConsumerWarps);
     }
     mbarrier_init(q_full_bar, producer_arrivals);
     mbarrier_init_fence();
@@ -233,6 +245,40 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       }
       const bool leader = lane_id == 0;
       const int q_head = blockIdx.y, seq = blockIdx.z, kv_head = q_head / p.group;
+      // Tile t's K goes into K stage t % STAGES once the consumers have
+      // released that stage's K (after their Q·K(t - STAGES)ᵀ); its V once
+      // they have released the V stage (after P·V(t - STAGES)). The order
+      // is that of the consumers' needs: K(t+1) before V(t), since S(t+1)
+      // is issued together with P(t)·V(t).
+      auto load_k = [&](int t) {
+        const int stage = t % STAGES;
+        mbarrier_wait(empty_k_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+        const uint64_t ts = probe_time(probe);
+        if (leader) {
+          const uint32_t bar = full_k_bar + 8 * stage;
+          mbarrier_arrive_expect_tx(bar, Cfg::kKVTileBytes);
+#pragma unroll
+          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+            tma_load_4d(K_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.k_map, bar, cb * 64,
+                        kv_begin + t * BLOCK_KV, kv_head, seq);
+        }
+        span(ProbeSpanKind::kLoadIssueK, t, ts);
+      };
+      auto load_v = [&](int t) {
+        const int stage = t % STAGES;
+        mbarrier_wait(empty_v_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+        const uint64_t ts = probe_time(probe);
+        if (leader) {
+          const uint32_t bar = full_v_bar + 8 * stage;
+          mbarrier_arrive_expect_tx(bar, Cfg::kKVTileBytes);
+#pragma unroll
+          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+            tma_load_4d(V_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.v_map, bar, cb * 64,
+                        kv_begin + t * BLOCK_KV, kv_head, seq);
+        }
+        span(ProbeSpanKind::kLoadIssueV, t, ts);
+      };
+      if (num_kv_tiles > 0) load_k(0);  // beside Q: the first S needs both
       if (leader) {
         mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
 #pragma unroll
@@ -240,27 +286,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
           tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, q0, q_head, seq);
       }
       for (int t = 0; t < num_kv_tiles; ++t) {
-        const int stage = t % STAGES;
-        mbarrier_wait(empty_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);  // consumers are done with tile t - STAGES
-        const uint32_t bar = full_bar + 8 * stage;
-        const int k0 = kv_begin + t * BLOCK_KV;
-        uint64_t ts = probe_time(probe);
-        if (leader) {
-          mbarrier_arrive_expect_tx(bar, 2 * Cfg::kKVTileBytes);
-#pragma unroll
-          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-            tma_load_4d(K_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.k_map, bar, cb * 64, k0, kv_head,
-                        seq);
-        }
-        span(ProbeSpanKind::kLoadIssueK, t, ts);
-        ts = probe_time(probe);
-        if (leader) {
-#pragma unroll
-          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-            tma_load_4d(V_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.v_map, bar, cb * 64, k0, kv_head,
-                        seq);
-        }
-        span(ProbeSpanKind::kLoadIssueV, t, ts);
+        if (t + 1 < num_kv_tiles) load_k(t + 1);
+        load_v(t);
         if constexpr (Probe::kEnabled) __syncwarp();
       }
     } else {
@@ -276,9 +303,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
         fence_proxy_async_shared();
         mbarrier_arrive(bar);
       };
+      // Tile t is published (K and V together) once tile t+1 is issued.
+      auto publish_tile = [&](int t) {
+        fence_proxy_async_shared();
+        mbarrier_arrive(full_k_bar + 8 * (t % STAGES));
+        mbarrier_arrive(full_v_bar + 8 * (t % STAGES));
+      };
       for (int t = 0; t < num_kv_tiles; ++t) {
         const int stage = t % STAGES;
-        mbarrier_wait(empty_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+        mbarrier_wait(empty_k_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+        mbarrier_wait(empty_v_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
         const int k0 = kv_begin + t * BLOCK_KV;
         const auto keys = view.key_rows(k0, lane_id);
         uint64_t ts = probe_time(probe);
@@ -291,10 +325,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
         span(ProbeSpanKind::kLoadIssueV, t, ts);
         cp_async_commit();
         cp_async_wait<1>();  // everything but tile t has landed (this lane's copies)
-        publish(t == 0 ? q_full_bar : full_bar + 8 * ((t - 1) % STAGES));
+        if (t == 0) publish(q_full_bar);
+        else publish_tile(t - 1);
       }
       cp_async_wait<0>();
-      if (num_kv_tiles > 0) publish(full_bar + 8 * ((num_kv_tiles - 1) % STAGES));
+      if (num_kv_tiles > 0) publish_tile(num_kv_tiles - 1);
     }
     cta_end();
     return;
@@ -333,7 +368,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       const uint32_t col = (kk % 4) * 32;
       const uint64_t desc_q = smem_desc_sw128(Q_group + (kk / 4) * BLOCK_Q * 128 + col, 0, 1024);
       const uint64_t desc_k = smem_desc_sw128(K_tile + (kk / 4) * BLOCK_KV * 128 + col, 0, 1024);
-      Wgmma<T>::template ss_n128<0>(S_rmem, desc_q, desc_k, kk > 0 ? 1 : 0);
+      Wgmma<T>::template ss<BLOCK_KV, 0>(S_rmem, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
   };
   // O += P·V(t), issued: k16 step kk reads keys [16kk, 16kk + 16), two 8-row atoms.
@@ -419,15 +454,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       P_rmem[kk][3] = Mma::pack(S_rmem[8 * kk + 6], S_rmem[8 * kk + 7]);
     }
   };
-  auto release = [&](int stage) {
+  // One arrival per warp: this warp's wgmmas are done reading the stage's K (or V).
+  auto release = [&](uint32_t empty_bar, int stage) {
     __syncwarp();
-    if (lane_id == 0) mbarrier_arrive(empty_bar + 8 * stage);  // this warp is done with the stage's K and V
+    if (lane_id == 0) mbarrier_arrive(empty_bar + 8 * stage);
   };
 
   // The pipeline inside one warpgroup: while P(t-1)·V(t-1) runs on the
   // tensor cores, the warps compute the softmax of tile t, whose S = Q·K(t)ᵀ
-  // was issued just before it:
-  //   issue S(t), issue PV(t-1) | wait S(t) | softmax(t) | wait PV(t-1) | O *= rescale(t), P = pack
+  // was issued just before it; O takes the previous softmax's rescale while
+  // S(t) runs, so the tensor cores never wait on it:
+  //   issue S(t) | O *= rescale(t-1) | issue PV(t-1) | wait S(t), release K(t) |
+  //   softmax(t) | wait PV(t-1), release V(t-1) | P = pack
   // Ping-pong: warpgroup g issues its wgmmas only after g-1 has issued its
   // own (named barrier 1 + g, 256 threads: g syncs, g-1 arrives); the last
   // warpgroup opens the ring for the first, and leaves out its final arrive
@@ -443,13 +481,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   if constexpr (Cfg::kPingPong)
     if (num_kv_tiles > 0 && warpgroup == kRing - 1) named_barrier_arrive(1, 256);
 
-  // Probe spans per tile t: load wait (the full barrier), Q·K(t)ᵀ from its
+  // P(t-1)·V(t-1) into O, once O has taken the rescale of softmax(t-1)
+  // (issued while S(t) runs, when there is one).
+  auto rescale_and_issue_PV = [&](int t, const float (&rescale)[2]) {
+    rescale_O(rescale);
+    fence_operands(O_rmem);
+    const int stage = t % STAGES;
+    const uint64_t ts = probe_time(probe);
+    mbarrier_wait(full_v_bar + 8 * stage, (t / STAGES) & 1);  // V(t) has landed
+    span(ProbeSpanKind::kLoadWaitV, t, ts);
+    wgmma_fence();  // the rescaled O and P were written by ordinary instructions
+    issue_PV(stage);
+    wgmma_commit();
+  };
+
+  // Probe spans per tile t: the waits for K(t) and V(t), Q·K(t)ᵀ from its
   // issue to the wait that sees it done, the softmax, and P·V(t) from its
   // issue to its wait (under which the softmax of t+1 ran).
+  float rescale[2] = {1.0f, 1.0f};  // softmax(t-1)'s factor for O, applied before P(t-1)·V(t-1)
   if (num_kv_tiles > 0) {
     uint64_t ts = probe_time(probe);
     mbarrier_wait(q_full_bar, 0);
-    mbarrier_wait(full_bar, 0);  // tile 0, stage 0
+    mbarrier_wait(full_k_bar, 0);  // K(0), stage 0
     span(ProbeSpanKind::kLoadWaitK, 0, ts);
     take_turn();
     ts = probe_time(probe);
@@ -459,52 +512,48 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     pass_turn(false);
     wgmma_wait<0>();
     fence_operands(S_rmem);
+    release(empty_k_bar, 0);
     span(ProbeSpanKind::kQK, 0, ts);
     ts = probe_time(probe);
-    float rescale[2];
-    softmax(0, rescale);  // O is still zero: no rescale needed
+    softmax(0, rescale);  // O is still zero: its rescale (0) changes nothing
     pack_P();
     span(ProbeSpanKind::kSoftmax, 0, ts);
   }
   for (int t = 1; t < num_kv_tiles; ++t) {
     const int stage = t % STAGES, prev = (t - 1) % STAGES;
     uint64_t ts = probe_time(probe);
-    mbarrier_wait(full_bar + 8 * stage, (t / STAGES) & 1);  // K(t), V(t) have landed
+    mbarrier_wait(full_k_bar + 8 * stage, (t / STAGES) & 1);  // K(t) has landed
     span(ProbeSpanKind::kLoadWaitK, t, ts);
     take_turn();
     const uint64_t t_issue = probe_time(probe);
-    wgmma_fence();  // P and the rescaled O were written by ordinary instructions
+    wgmma_fence();  // P was written by ordinary instructions
     issue_S(stage);
     wgmma_commit();
-    issue_PV(prev);
-    wgmma_commit();
+    rescale_and_issue_PV(t - 1, rescale);
     pass_turn(false);
     wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
     fence_operands(S_rmem);
+    release(empty_k_bar, stage);
     span(ProbeSpanKind::kQK, t, t_issue);
     ts = probe_time(probe);
-    float rescale[2];
     softmax(t, rescale);
     span(ProbeSpanKind::kSoftmax, t, ts);
-    wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, stage t-1 is free
+    wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, V(t-1) is free
     fence_operands(O_rmem);
     span(ProbeSpanKind::kPV, t - 1, t_issue);
-    release(prev);
-    rescale_O(rescale);
+    release(empty_v_bar, prev);
     pack_P();
   }
   if (num_kv_tiles > 0) {
-    const int last = (num_kv_tiles - 1) % STAGES;
+    const int last = num_kv_tiles - 1;
     take_turn();
     const uint64_t ts = probe_time(probe);
-    wgmma_fence();
-    issue_PV(last);
-    wgmma_commit();
+    rescale_and_issue_PV(last, rescale);
     pass_turn(true);
     wgmma_wait<0>();
     fence_operands(O_rmem);
-    span(ProbeSpanKind::kPV, num_kv_tiles - 1, ts);
-    release(last);
+    span(ProbeSpanKind::kPV, last, ts);
+    release(empty_v_bar, last % STAGES);
   }
   const uint64_t epilogue_start = probe_time(probe);
 
