@@ -104,11 +104,11 @@ int main() {
     };
     const Variant variants[] = {
         {HopperVariant::kDefault, "hopper", 0},
-        {HopperVariant::kStages2, "hopper-stages2", 128},
-        {HopperVariant::kPingPong, "hopper-pingpong", 128},
-        {HopperVariant::kBlockKV176, "hopper-n176", 128},
-        {HopperVariant::kBlockKV176PingPong, "hopper-n176-pp", 128},
-        {HopperVariant::kBlockKV192, "hopper-n192", 128},
+        {HopperVariant::kBlockKV128, "hopper-n128", 128},
+        {HopperVariant::kStages2, "hopper-n128-st2", 128},
+        {HopperVariant::kPingPong, "hopper-n128-pp", 128},
+        {HopperVariant::kBlockKV176, "hopper-n176-nopp", 128},
+        {HopperVariant::kBlockKV192, "hopper-n192-pp", 128},
         {HopperVariant::kCpAsync, "hopper-cpasync", 0},
         {HopperVariant::kTwoConsumersPingPong, "hopper-2wg-pp", 64},
         {HopperVariant::kThreeConsumers, "hopper-3wg-nopp", 64},

@@ -13,9 +13,13 @@ namespace flashscope::kernels {
 
 
 // From bench/hopper_variants.cu on an H200 (results in bench/results/):
-//   128: two consumer warpgroups, three stages (32 KiB per K or V tile: Q +
-//        6 tiles = 224 KiB); the third stage is worth 40-50% over two (the
-//        producer stays two tiles ahead); ping-pong and split P·V gain nothing.
+//   128: two consumer warpgroups taking turns at the tensor cores, 176-key
+//        tiles, two stages (Q 32 KiB + 4 tiles of 44 KiB = 208 KiB). With K
+//        and V released separately two stages keep the producer ahead as
+//        three did; the wider tile spreads each tile's fixed costs (row
+//        maxima, O's rescale, barriers) over 37% more keys: 8k x 8k 700
+//        TFLOPS against 667 for 128-key tiles and three stages, 694 for
+//        192-key tiles (nvidia-h200-2026-11-22-hopper-variants-3.txt).
 //   64:  three consumer warpgroups (192-row q-tiles) taking turns at the
 //        tensor cores, four stages: 500 TFLOPS against 358 for two
 //        warpgroups without turns, since at 64 the softmax is twice the
@@ -31,8 +35,8 @@ inline bool use_short_causal_config(int head_dim, bool causal, int q_len) {
 }
 
 template <int DIM>
-using DefaultConfig =
-    std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, false, 3, true>, HopperPrefillConfig<128, 3>>;
+using DefaultConfig = std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, false, 3, true>,
+                                         HopperPrefillConfig<128, 2, false, 2, true, 176>>;
 
 // cuTensorMapEncodeTiled from the driver, found through the runtime so the
 // library links no libcuda. Null when the driver has none.
@@ -79,11 +83,13 @@ inline bool encode_map(CUtensorMap* map, ElemType type, const void* base, int he
 // warpgroups would then get 152 each, too few to keep their wgmmas in flight
 // (ptxas serializes them, C7512), so the cp.async paths (varlen, paged) run
 // two consumer warpgroups.
-// Its tiles stay 128 keys wide with at least three stages: it publishes a
-// tile only once the next is issued, so it needs the deeper ring.
+// Its tiles stay 128 keys wide with at least three stages (it publishes a
+// tile only once the next is issued, so it needs the deeper ring), and at
+// head_dim 128 the warpgroups do not take turns: the configuration measured
+// for it before the TMA path moved to 176-key tiles.
 template <typename Cfg>
-using CpAsyncConfig =
-    HopperPrefillConfig<Cfg::kDim, (Cfg::kStages < 3 ? 3 : Cfg::kStages), Cfg::kSplitPV, 2, Cfg::kPingPong>;
+using CpAsyncConfig = HopperPrefillConfig<Cfg::kDim, (Cfg::kStages < 3 ? 3 : Cfg::kStages), false, 2,
+                                          Cfg::kDim == 64 && Cfg::kPingPong>;
 
 // Fills hp's three maps for dense (not packed varlen) tensors; false when TMA
 // cannot describe them (then the cp.async producer runs).

@@ -15,18 +15,18 @@ namespace flashscope::kernels {
 // uses kDefault.
 // (bf16 only; fp16 always runs kDefault).
 enum class HopperVariant {
-  kDefault,   // 128: 2 consumer warpgroups, 3 stages; 64: 3 warpgroups taking turns, 4 stages
-              // (2 taking turns for causal problems of at most 1024 queries)
-  kSplitPV,   // head_dim 128: P·V as two n64 wgmmas
-  kStages2,   // head_dim 128: two K/V stages instead of three
+  kDefault,   // 128: 176-key tiles, 2 stages, the 2 consumer warpgroups taking turns;
+              // 64: 3 warpgroups taking turns, 4 stages (2 taking turns for causal
+              // problems of at most 1024 queries)
+  kBlockKV128,  // head_dim 128: 128-key tiles, 3 stages, no turns (the default until 2026-11-22)
+  kStages2,     // head_dim 128: 128-key tiles, 2 stages
+  kPingPong,    // head_dim 128: 128-key tiles, 3 stages, taking turns
+  kBlockKV176,  // head_dim 128: 176-key tiles, 2 stages, no turns
+  kBlockKV192,  // head_dim 128: 192-key tiles, 2 stages, taking turns
   kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
-  kPingPong,  // head_dim 128: the two consumer warpgroups take turns issuing wgmmas
   kTwoConsumers,          // head_dim 64: two consumer warpgroups (128-row q-tiles)
   kTwoConsumersPingPong,  // head_dim 64: two, taking turns
   kThreeConsumers,        // head_dim 64: three, without turns
-  kBlockKV176,            // head_dim 128: 176-key tiles, two stages
-  kBlockKV176PingPong,    // head_dim 128: 176-key tiles, two stages, warpgroups taking turns
-  kBlockKV192,            // head_dim 128: 192-key tiles, two stages
 };
 
 // True when this process carries sm_90a code and the current device runs it.

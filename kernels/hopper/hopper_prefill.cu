@@ -66,16 +66,14 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
     }
   }
   switch (v) {
-    case HopperVariant::kSplitPV: return launch_dense<HopperPrefillConfig<128, 3, true>, T, kCausal>(type, p, s, tma);
+    case HopperVariant::kBlockKV128: return launch_dense<HopperPrefillConfig<128, 3>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kStages2: return launch_dense<HopperPrefillConfig<128, 2>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kPingPong:
       return launch_dense<HopperPrefillConfig<128, 3, false, 2, true>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kBlockKV176:
       return launch_dense<HopperPrefillConfig<128, 2, false, 2, false, 176>, T, kCausal>(type, p, s, tma);
-    case HopperVariant::kBlockKV176PingPong:
-      return launch_dense<HopperPrefillConfig<128, 2, false, 2, true, 176>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kBlockKV192:
-      return launch_dense<HopperPrefillConfig<128, 2, false, 2, false, 192>, T, kCausal>(type, p, s, tma);
+      return launch_dense<HopperPrefillConfig<128, 2, false, 2, true, 192>, T, kCausal>(type, p, s, tma);
     default: return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);
   }
 }

@@ -394,12 +394,11 @@ Status run_mass(MassInputs in, const TracedSeq& seq, const TraceOptions& opt, cu
   const bool want_mass = opt.record_tile_mass;
   if ((!want_mass && opt.sample_tiles.empty()) || seq.q_tiles() == 0 || seq.kv_tiles() == 0) return {};
   // The mass kernel takes KV tiles of at most kTileMassMaxBlockKV keys; a
-  // wider trace tile (the Hopper kernel's 128) is computed as `split`
-  // sub-tiles and merged here: masses add, maxima take the max, sampled
-  // blocks are stitched from their sub-blocks.
-  const int split = (seq.block_kv + kernels::kTileMassMaxBlockKV - 1) / kernels::kTileMassMaxBlockKV;
-  if (seq.block_kv % split != 0)
-    return unsupported("GPU trace capture: KV tiles of " + std::to_string(seq.block_kv) + " keys");
+  // wider trace tile (the Hopper kernel's 128 or 176) is computed as `split`
+  // equal sub-tiles (176 = 4 x 44) and merged here: masses add, maxima take
+  // the max, sampled blocks are stitched from their sub-blocks.
+  int split = (seq.block_kv + kernels::kTileMassMaxBlockKV - 1) / kernels::kTileMassMaxBlockKV;
+  while (seq.block_kv % split != 0) ++split;  // ends at block_kv at the latest
   const int sub_kv = seq.block_kv / split;
   const int sub_tiles = (seq.kv_len + sub_kv - 1) / sub_kv;
   const size_t blocks = size_t(seq.q_tiles()) * size_t(sub_tiles);
