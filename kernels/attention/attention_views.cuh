@@ -33,16 +33,12 @@ struct DenseView {
   T* O;
   float* lse = nullptr;
   int q0 = 0, rows = 0, kv_len = 0, diag = 0, kv_begin = 0, kv_end = 0;
-  int head = 0, seq = 0;  // the q-head and sequence (batch index) of the CTA's rows
 
-  // Causal CTAs near the end of the sequence see the most keys: launch
-  // them first so the long ones do not form the tail of the grid.
-  __device__ DenseView(const Params& params)
-      : DenseView(params, int(gridDim.x - 1 - blockIdx.x), int(blockIdx.y), int(blockIdx.z)) {}
-
-  // The rows of one (q-tile, q-head, sequence) work tile, wherever the CTA is.
-  __device__ DenseView(const Params& params, int q_tile, int q_head, int seq_index)
-      : p(params), head(q_head), seq(seq_index) {
+  __device__ DenseView(const Params& params) : p(params) {
+    // Causal CTAs near the end of the sequence see the most keys: launch
+    // them first so the long ones do not form the tail of the grid.
+    const int q_tile = gridDim.x - 1 - blockIdx.x;
+    const int q_head = blockIdx.y, seq = blockIdx.z;
     const int kv_head = q_head / p.group;
     int q_len = p.q_len;
     kv_len = p.kv_len;

@@ -15,8 +15,7 @@ namespace flashscope::kernels {
 // uses kDefault.
 // (bf16 only; fp16 always runs kDefault).
 enum class HopperVariant {
-  kDefault,   // 128: 176-key tiles, 2 stages, the 2 consumer warpgroups taking turns,
-              // persistent CTAs when not causal;
+  kDefault,   // 128: 176-key tiles, 2 stages, the 2 consumer warpgroups taking turns;
               // 64: 3 warpgroups taking turns, 4 stages (2 taking turns for causal
               // problems of at most 1024 queries)
   kBlockKV128,  // head_dim 128: 128-key tiles, 3 stages, no turns (the default until 2026-11-22)
@@ -24,7 +23,6 @@ enum class HopperVariant {
   kPingPong,    // head_dim 128: 128-key tiles, 3 stages, taking turns
   kBlockKV176,  // head_dim 128: 176-key tiles, 2 stages, no turns
   kBlockKV192,  // head_dim 128: 192-key tiles, 2 stages, taking turns
-  kNotPersistent,  // the default tiles, one CTA per work tile where the default is persistent
   kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
   kTwoConsumers,          // head_dim 64: two consumer warpgroups (128-row q-tiles)
   kTwoConsumersPingPong,  // head_dim 64: two, taking turns

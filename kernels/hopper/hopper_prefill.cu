@@ -11,39 +11,13 @@ cudaError_t prepare(Kernel kernel) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
 }
 
-// SMs of the current device (the persistent grid's size); 0 when unknown.
-int device_sm_count() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return sms;
-}
-
-// Persistent CTAs pay off where every work tile costs the same (not causal):
-// one CTA per SM walks the tile list with the next tile's loads under the
-// last one's epilogue. Causal tiles differ in length, and the hardware's
-// CTA dispatch, longest first, balances them better than a fixed stride.
 template <typename Cfg, typename T, bool kCausal>
-cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream_t stream, bool allow_tma,
-                         bool allow_persistent = true) {
+cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream_t stream, bool allow_tma) {
   HopperParams<PrefillKernelParams> hp{};
   hp.view = p;
   // TMA needs whole tensors it can describe: dense (not packed varlen).
   const bool tma = allow_tma && encode_dense_maps<Cfg>(type, p, &hp);
   const dim3 grid((p.q_len + Cfg::kBlockQ - 1) / Cfg::kBlockQ, p.q_heads, p.batch);
-  if constexpr (!kCausal) {
-    const int64_t work_tiles = int64_t(grid.x) * grid.y * grid.z;
-    const int sms = tma && allow_persistent ? device_sm_count() : 0;
-    if (sms > 0 && work_tiles > sms && work_tiles < (int64_t(1) << 31)) {
-      auto kernel = hopper_attention_kernel<Cfg, T, false, DenseView<T, Cfg::kBlockQ, false>, true, NoProbe, true>;
-      if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
-      kernel<<<sms, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
-      return cudaGetLastError();
-    }
-  }
   if (tma) {
     auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true>;
     if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
@@ -85,10 +59,6 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
         return launch_dense<HopperPrefillConfig<64, 4, false, 2, true>, T, kCausal>(type, p, s, tma);
       case HopperVariant::kThreeConsumers:
         return launch_dense<HopperPrefillConfig<64, 4, false, 3, false>, T, kCausal>(type, p, s, tma);
-      case HopperVariant::kNotPersistent:
-        if (use_short_causal_config(64, kCausal, p.q_len))
-          return launch_dense<ShortCausalConfig64, T, kCausal>(type, p, s, tma, false);
-        return launch_dense<DefaultConfig<64>, T, kCausal>(type, p, s, tma, false);
       default:
         if (use_short_causal_config(64, kCausal, p.q_len))
           return launch_dense<ShortCausalConfig64, T, kCausal>(type, p, s, tma);
@@ -102,8 +72,6 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
       return launch_dense<HopperPrefillConfig<128, 3, false, 2, true>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kBlockKV176:
       return launch_dense<HopperPrefillConfig<128, 2, false, 2, false, 176>, T, kCausal>(type, p, s, tma);
-    case HopperVariant::kNotPersistent:
-      return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma, /*allow_persistent=*/false);
     case HopperVariant::kBlockKV192:
       return launch_dense<HopperPrefillConfig<128, 2, false, 2, true, 192>, T, kCausal>(type, p, s, tma);
     default: return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);

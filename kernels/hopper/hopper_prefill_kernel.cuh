@@ -98,8 +98,8 @@ struct HopperPrefillConfig {
   // K and V have their own barriers, so a stage's K is released as soon as
   // S = Q·Kᵀ has read it and is refilled while P·V still reads its V:
   // full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES], q_full,
-  // q_empty, 8 bytes each.
-  static constexpr int kBarrierBytes = (4 * STAGES + 2) * 8;
+  // 8 bytes each.
+  static constexpr int kBarrierBytes = (4 * STAGES + 1) * 8;
   // +1024: the dynamic shared window is aligned up to the swizzle atom inside.
   static constexpr int kSmemBytes = kBarrierOffset + kBarrierBytes + 1024;
 
@@ -158,15 +158,7 @@ struct HopperParams {
 // copy issues, each consumer warp's waits, Q·Kᵀ, softmax, P·V and epilogue,
 // and the online-softmax state of traced rows. A span of an asynchronous
 // phase runs from its issue to the wait that sees it finish.
-//
-// PERSISTENT (dense TMA views, no probes): the grid is at most one CTA per
-// SM and each CTA takes every gridDim.x-th work tile of the list
-// (q-tile fastest, then q-head, then sequence), so its producer fetches the
-// next tile's Q and first K while the consumers still finish the last
-// tile's P·V and epilogue, and no CTA is launched or torn down between
-// tiles. Otherwise one CTA per work tile, placed by blockIdx.
-template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe = NoProbe,
-          bool kPersistent = false>
+template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe = NoProbe>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     const __grid_constant__ typename Probe::template Params<HopperParams<typename View::Params>> hp) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -177,7 +169,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   constexpr int BLOCK_Q = Cfg::kBlockQ;
   constexpr int BLOCK_KV = Cfg::kBlockKV;
   constexpr int STAGES = Cfg::kStages;
-  static_assert(!kPersistent || (kTma && !Probe::kEnabled), "persistent CTAs: TMA loads, no probes");
   const auto& p = hp.view;
 
   const int tid = threadIdx.x;
@@ -186,20 +177,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   typename Probe::Ctx probe;
   probe_cta_start(probe, hp);
 
-  // The work tiles of this CTA: its own, or (persistent) every gridDim.x-th.
-  const int q_tiles = (p.q_len + BLOCK_Q - 1) / BLOCK_Q;
-  const int work_end = kPersistent ? q_tiles * p.q_heads * p.batch : 1;
-  const int work_first = kPersistent ? int(blockIdx.x) : 0;
-  const int work_stride = kPersistent ? int(gridDim.x) : 1;
-  auto work_view = [&](int work) {
-    if constexpr (kPersistent) {
-      return View(p, work % q_tiles, (work / q_tiles) % p.q_heads, work / (q_tiles * p.q_heads));
-    } else {
-      return View(p);
-    }
+  const View view(p);
+  if (!view.active()) return;  // varlen: a shorter sequence than the longest (the whole CTA leaves)
+  const int q0 = view.q0;
+  const int kv_begin = view.kv_begin;
+  const int kv_end = view.kv_end;
+  const int num_kv_tiles = kv_end > kv_begin ? (kv_end - kv_begin + BLOCK_KV - 1) / BLOCK_KV : 0;
+  probe_select_view(probe, view, warp_id);
+  const int probe_tile0 = kv_begin / BLOCK_KV;  // spans and states name absolute KV tiles
+  auto span = [&](ProbeSpanKind kind, int kv_tile, uint64_t start) {
+    probe_span(probe, kind, kv_tile < 0 ? -1 : probe_tile0 + kv_tile, start);
   };
-  auto kv_tiles_of = [](const View& v) {
-    return v.kv_end > v.kv_begin ? (v.kv_end - v.kv_begin + BLOCK_KV - 1) / BLOCK_KV : 0;
+  // Every thread calls it once, last: with probes it ends in a CTA barrier.
+  auto cta_end = [&] {
+    probe_cta_end(probe, {view.probe_batch(), view.probe_head(), q0, view.probe_split(), probe_tile0, num_kv_tiles},
+                  warp_id);
   };
 
   extern __shared__ uint8_t smem_raw[];
@@ -213,9 +205,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   const uint32_t empty_k_bar = full_v_bar + 8 * STAGES;
   const uint32_t empty_v_bar = empty_k_bar + 8 * STAGES;
   const uint32_t q_full_bar = empty_v_bar + 8 * STAGES;
-  const uint32_t q_empty_bar = q_full_bar + 8;  // the consumers' last Q·Kᵀ of a work tile has read Q
 
-  if (!kPersistent && !work_view(0).active()) return;  // varlen: a shorter sequence than the longest
   if (tid == 0) {
     // TMA: one arrival (with the byte count) per phase; cp.async: every producer thread.
     const uint32_t producer_arrivals = kTma ? 1 : 128;
@@ -226,16 +216,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       mbarrier_init(empty_v_bar + 8 * s, Cfg::kConsumerWarps);
     }
     mbarrier_init(q_full_bar, producer_arrivals);
-    mbarrier_init(q_empty_bar, Cfg::kConsumerWarps);
     mbarrier_init_fence();
   }
   __syncthreads();  // the barriers exist before anyone waits on them
 
-  // The K/V ring and Q's barriers run on across work tiles: `ring` counts
-  // the KV tiles this CTA has passed through the ring before the current
-  // work tile, `q_round` the work tiles that loaded Q (those with keys).
   if (warp_id < 4) {
-    // ---------------- producer: Q, then K/V tiles into the ring, per work tile ----------------
+    // ---------------- producer: Q once, then K/V tiles into the ring ----------------
     // Warpgroup 0 hands its registers to the consumers; one thread issues
     // TMA copies, or all 128 issue cp.async.
     if constexpr (kTma) {
@@ -243,130 +229,109 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     } else {
       setmaxnreg_dec<Cfg::kProducerRegsCpAsync>();
     }
-    // Lane 0 of warp 0 issues the bulk tensor copies; with probes the whole
-    // warp takes the path, and every warp arrives once at the probe's
-    // closing CTA barrier.
-    if (kTma && warp_id != 0) {
-      const View view = work_view(0);
-      probe_select_view(probe, view, warp_id);  // so its (zero) span count is written
-      probe_cta_end(probe, {view.probe_batch(), view.probe_head(), view.q0, view.probe_split(),
-                            view.kv_begin / BLOCK_KV, kv_tiles_of(view)}, warp_id);
-      return;
-    }
-    if constexpr (kTma && !Probe::kEnabled) {
-      if (lane_id != 0) return;
-    }
-    int ring = 0, q_round = 0;
-    for (int work = work_first; work < work_end; work += work_stride) {
-      const View view = work_view(work);
-      if (!view.active()) continue;
-      const int q0 = view.q0, kv_begin = view.kv_begin, kv_end = view.kv_end;
-      const int num_kv_tiles = kv_tiles_of(view);
-      probe_select_view(probe, view, warp_id);
-      const int probe_tile0 = kv_begin / BLOCK_KV;  // spans and states name absolute KV tiles
-      auto span = [&](ProbeSpanKind kind, int kv_tile, uint64_t start) {
-        probe_span(probe, kind, kv_tile < 0 ? -1 : probe_tile0 + kv_tile, start);
-      };
-      if constexpr (kTma) {
-        // A barrier completes when the announced bytes have landed
-        // (out-of-range rows arrive as zeros).
-        const bool leader = lane_id == 0;
-        const int kv_head = view.head / p.group;
-        // Tile t's K goes into K stage (ring + t) % STAGES once the
-        // consumers have released that stage's K (after their Q·Kᵀ of the
-        // tile STAGES before); its V once they have released the V stage
-        // (after that tile's P·V). The order is that of the consumers'
-        // needs: K(t+1) before V(t), since S(t+1) is issued together with
-        // P(t)·V(t).
-        auto load_k = [&](int t) {
-          const int stage = (ring + t) % STAGES;
-          mbarrier_wait(empty_k_bar + 8 * stage, (((ring + t) / STAGES) & 1) ^ 1);
-          const uint64_t ts = probe_time(probe);
-          if (leader) {
-            const uint32_t bar = full_k_bar + 8 * stage;
-            mbarrier_arrive_expect_tx(bar, Cfg::kKVTileBytes);
-#pragma unroll
-            for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-              tma_load_4d(K_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.k_map, bar, cb * 64,
-                          kv_begin + t * BLOCK_KV, kv_head, view.seq);
-          }
-          span(ProbeSpanKind::kLoadIssueK, t, ts);
-        };
-        auto load_v = [&](int t) {
-          const int stage = (ring + t) % STAGES;
-          mbarrier_wait(empty_v_bar + 8 * stage, (((ring + t) / STAGES) & 1) ^ 1);
-          const uint64_t ts = probe_time(probe);
-          if (leader) {
-            const uint32_t bar = full_v_bar + 8 * stage;
-            mbarrier_arrive_expect_tx(bar, Cfg::kKVTileBytes);
-#pragma unroll
-            for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-              tma_load_4d(V_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.v_map, bar, cb * 64,
-                          kv_begin + t * BLOCK_KV, kv_head, view.seq);
-          }
-          span(ProbeSpanKind::kLoadIssueV, t, ts);
-        };
-        if (num_kv_tiles > 0) {
-          load_k(0);  // beside Q: the first S needs both
-          mbarrier_wait(q_empty_bar, (q_round & 1) ^ 1);  // the previous work tile's last Q·Kᵀ is done
-          if (leader) {
-            mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
-#pragma unroll
-            for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-              tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, q0, view.head, view.seq);
-          }
-        }
-        for (int t = 0; t < num_kv_tiles; ++t) {
-          if (t + 1 < num_kv_tiles) load_k(t + 1);
-          load_v(t);
-          if constexpr (Probe::kEnabled) __syncwarp();
-        }
-      } else {
-        // One work tile (the cp.async path is never persistent).
-        const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
-        group_load_tile<BLOCK_Q, DIM>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0,
-                                      any_valid, tid);
-        cp_async_commit();
-        // After issuing tile t, publish what was issued before it (Q, or tile
-        // t-1, K and V together): each thread waits for its own copies, fences
-        // them to the async proxy (wgmma reads through it), and arrives; the
-        // barrier completes when all 128 have.
-        auto publish = [&](uint32_t bar) {
-          fence_proxy_async_shared();
-          mbarrier_arrive(bar);
-        };
-        auto publish_tile = [&](int t) {
-          fence_proxy_async_shared();
-          mbarrier_arrive(full_k_bar + 8 * (t % STAGES));
-          mbarrier_arrive(full_v_bar + 8 * (t % STAGES));
-        };
-        for (int t = 0; t < num_kv_tiles; ++t) {
-          const int stage = t % STAGES;
-          mbarrier_wait(empty_k_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
-          mbarrier_wait(empty_v_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
-          const int k0 = kv_begin + t * BLOCK_KV;
-          const auto keys = view.key_rows(k0, lane_id);
-          uint64_t ts = probe_time(probe);
-          group_load_tile<BLOCK_KV, DIM>(K_smem + stage * Cfg::kKVTileBytes,
-                                         [&](int r) { return view.k_ptr(keys, r); }, kv_end - k0, any_valid, tid);
-          span(ProbeSpanKind::kLoadIssueK, t, ts);
-          ts = probe_time(probe);
-          group_load_tile<BLOCK_KV, DIM>(V_smem + stage * Cfg::kKVTileBytes,
-                                         [&](int r) { return view.v_ptr(keys, r); }, kv_end - k0, any_valid, tid);
-          span(ProbeSpanKind::kLoadIssueV, t, ts);
-          cp_async_commit();
-          cp_async_wait<1>();  // everything but tile t has landed (this lane's copies)
-          if (t == 0) publish(q_full_bar);
-          else publish_tile(t - 1);
-        }
-        cp_async_wait<0>();
-        if (num_kv_tiles > 0) publish_tile(num_kv_tiles - 1);
+    if constexpr (kTma) {
+      // Lane 0 of warp 0 issues the bulk tensor copies;
+      // a barrier completes when the announced bytes have landed
+      // (out-of-range rows arrive as zeros). Whole warps take each path, so
+      // the probe's closing CTA barrier sees every warp arrive once.
+      if (warp_id != 0) {
+        cta_end();
+        return;
       }
-      ring += num_kv_tiles;
-      q_round += num_kv_tiles > 0;
-      probe_cta_end(probe, {view.probe_batch(), view.probe_head(), q0, view.probe_split(), probe_tile0, num_kv_tiles},
-                    warp_id);
+      // Production: lane 0 alone (as measured); with probes the whole warp,
+      // for the closing barrier.
+      if constexpr (!Probe::kEnabled) {
+        if (lane_id != 0) return;
+      }
+      const bool leader = lane_id == 0;
+      const int q_head = blockIdx.y, seq = blockIdx.z, kv_head = q_head / p.group;
+      // Tile t's K goes into K stage t % STAGES once the consumers have
+      // released that stage's K (after their Q·K(t - STAGES)ᵀ); its V once
+      // they have released the V stage (after P·V(t - STAGES)). The order
+      // is that of the consumers' needs: K(t+1) before V(t), since S(t+1)
+      // is issued together with P(t)·V(t).
+      auto load_k = [&](int t) {
+        const int stage = t % STAGES;
+        mbarrier_wait(empty_k_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+        const uint64_t ts = probe_time(probe);
+        if (leader) {
+          const uint32_t bar = full_k_bar + 8 * stage;
+          mbarrier_arrive_expect_tx(bar, Cfg::kKVTileBytes);
+#pragma unroll
+          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+            tma_load_4d(K_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.k_map, bar, cb * 64,
+                        kv_begin + t * BLOCK_KV, kv_head, seq);
+        }
+        span(ProbeSpanKind::kLoadIssueK, t, ts);
+      };
+      auto load_v = [&](int t) {
+        const int stage = t % STAGES;
+        mbarrier_wait(empty_v_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+        const uint64_t ts = probe_time(probe);
+        if (leader) {
+          const uint32_t bar = full_v_bar + 8 * stage;
+          mbarrier_arrive_expect_tx(bar, Cfg::kKVTileBytes);
+#pragma unroll
+          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+            tma_load_4d(V_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.v_map, bar, cb * 64,
+                        kv_begin + t * BLOCK_KV, kv_head, seq);
+        }
+        span(ProbeSpanKind::kLoadIssueV, t, ts);
+      };
+      if (num_kv_tiles > 0) load_k(0);  // beside Q: the first S needs both
+      if (leader) {
+        mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
+#pragma unroll
+        for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+          tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, q0, q_head, seq);
+      }
+      for (int t = 0; t < num_kv_tiles; ++t) {
+        if (t + 1 < num_kv_tiles) load_k(t + 1);
+        load_v(t);
+        if constexpr (Probe::kEnabled) __syncwarp();
+      }
+    } else {
+      const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
+      group_load_tile<BLOCK_Q, DIM>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid,
+                                    tid);
+      cp_async_commit();
+      // After issuing tile t, publish what was issued before it (Q, or tile
+      // t-1): each thread waits for its own copies, fences them to the async
+      // proxy (wgmma reads through it), and arrives; the stage is full when
+      // all 128 have.
+      auto publish = [&](uint32_t bar) {
+        fence_proxy_async_shared();
+        mbarrier_arrive(bar);
+      };
+      // Tile t is published (K and V together) once tile t+1 is issued.
+      auto publish_tile = [&](int t) {
+        fence_proxy_async_shared();
+        mbarrier_arrive(full_k_bar + 8 * (t % STAGES));
+        mbarrier_arrive(full_v_bar + 8 * (t % STAGES));
+      };
+      for (int t = 0; t < num_kv_tiles; ++t) {
+        const int stage = t % STAGES;
+        mbarrier_wait(empty_k_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+        mbarrier_wait(empty_v_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+        const int k0 = kv_begin + t * BLOCK_KV;
+        const auto keys = view.key_rows(k0, lane_id);
+        uint64_t ts = probe_time(probe);
+        group_load_tile<BLOCK_KV, DIM>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
+                                       kv_end - k0, any_valid, tid);
+        span(ProbeSpanKind::kLoadIssueK, t, ts);
+        ts = probe_time(probe);
+        group_load_tile<BLOCK_KV, DIM>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
+                                       kv_end - k0, any_valid, tid);
+        span(ProbeSpanKind::kLoadIssueV, t, ts);
+        cp_async_commit();
+        cp_async_wait<1>();  // everything but tile t has landed (this lane's copies)
+        if (t == 0) publish(q_full_bar);
+        else publish_tile(t - 1);
+      }
+      cp_async_wait<0>();
+      if (num_kv_tiles > 0) publish_tile(num_kv_tiles - 1);
     }
+    cta_end();
     return;
   }
 
@@ -378,264 +343,248 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   }
   const int warpgroup = warp_id / 4 - 1;
   const int warp_in_group = warp_id % 4;
+  const int warp_row0 = q0 + warpgroup * Cfg::kWarpgroupRows + warp_in_group * 16;
+
+  float O_rmem[DIM / 2];  // [64 x DIM] of the warpgroup in the accumulator layout
+  float S_rmem[BLOCK_KV / 2];
+  uint32_t P_rmem[BLOCK_KV / 16][4];
+#pragma unroll
+  for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < BLOCK_KV / 2; ++i) S_rmem[i] = 0.0f;
+  // Row state for rows lane/4 (h = 0) and lane/4 + 8 (h = 1) of the warp's
+  // 16; l is this thread's partial sum, reduced across the quad at the end.
+  float m_rmem[2] = {-INFINITY, -INFINITY};
+  float l_rmem[2] = {0.0f, 0.0f};
+
   const uint32_t Q_group = Q_smem + warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
-  int ring = 0, q_round = 0;  // as the producer counts them
-  for (int work = work_first; work < work_end; work += work_stride) {
-    const View view = work_view(work);
-    if (!view.active()) continue;
-    const int q0 = view.q0, kv_begin = view.kv_begin, kv_end = view.kv_end;
-    const int num_kv_tiles = kv_tiles_of(view);
-    probe_select_view(probe, view, warp_id);
-    const int probe_tile0 = kv_begin / BLOCK_KV;  // spans and states name absolute KV tiles
-    auto span = [&](ProbeSpanKind kind, int kv_tile, uint64_t start) {
-      probe_span(probe, kind, kv_tile < 0 ? -1 : probe_tile0 + kv_tile, start);
-    };
-    const int warp_row0 = q0 + warpgroup * Cfg::kWarpgroupRows + warp_in_group * 16;
 
-    float O_rmem[DIM / 2];  // [64 x DIM] of the warpgroup in the accumulator layout
-    float S_rmem[BLOCK_KV / 2];
-    uint32_t P_rmem[BLOCK_KV / 16][4];
+  // S = Q·K(t)ᵀ, issued (not waited for): k16 step kk reads column block
+  // kk/4 at byte (kk%4)·32 of Q's and K's rows.
+  auto issue_S = [&](int stage) {
+    const uint32_t K_tile = K_smem + stage * Cfg::kKVTileBytes;
 #pragma unroll
-    for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < BLOCK_KV / 2; ++i) S_rmem[i] = 0.0f;
-    // Row state for rows lane/4 (h = 0) and lane/4 + 8 (h = 1) of the warp's
-    // 16; l is this thread's partial sum, reduced across the quad at the end.
-    float m_rmem[2] = {-INFINITY, -INFINITY};
-    float l_rmem[2] = {0.0f, 0.0f};
-
-    // S = Q·K(t)ᵀ, issued (not waited for): k16 step kk reads column block
-    // kk/4 at byte (kk%4)·32 of Q's and K's rows.
-    auto issue_S = [&](int stage) {
-      const uint32_t K_tile = K_smem + stage * Cfg::kKVTileBytes;
-#pragma unroll
-      for (int kk = 0; kk < DIM / 16; ++kk) {
-        const uint32_t col = (kk % 4) * 32;
-        const uint64_t desc_q = smem_desc_sw128(Q_group + (kk / 4) * BLOCK_Q * 128 + col, 0, 1024);
-        const uint64_t desc_k = smem_desc_sw128(K_tile + (kk / 4) * BLOCK_KV * 128 + col, 0, 1024);
-        Wgmma<T>::template ss<BLOCK_KV, 0>(S_rmem, desc_q, desc_k, kk > 0 ? 1 : 0);
-      }
-    };
-    // O += P·V(t), issued: k16 step kk reads keys [16kk, 16kk + 16), two 8-row atoms.
-    auto issue_PV = [&](int stage) {
-      const uint32_t V_tile = V_smem + stage * Cfg::kKVTileBytes;
-#pragma unroll
-      for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-        const uint32_t keys = V_tile + kk * 16 * 128;
-        if constexpr (Cfg::kSplitPV) {
-          auto& O_lo = *reinterpret_cast<float(*)[32]>(&O_rmem[0]);
-          auto& O_hi = *reinterpret_cast<float(*)[32]>(&O_rmem[32]);
-          Wgmma<T>::template rs_n64<1>(O_lo, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
-          Wgmma<T>::template rs_n64<1>(O_hi, P_rmem[kk], smem_desc_sw128(keys + BLOCK_KV * 128, BLOCK_KV * 128, 1024), 1);
-        } else if constexpr (DIM == 128) {
-          Wgmma<T>::template rs_n128<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
-        } else {
-          Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
-        }
-      }
-    };
-    // Masks tile t's logits (keys past the range; causal keys past each row's
-    // diagonal), then turns S into probabilities in place: running max m,
-    // l rescaled and summed. Returns the factor O must be rescaled by, which
-    // the caller applies once the P·V still reading O has finished.
-    auto softmax = [&](int t, float (&rescale)[2]) {
-      const int k0 = kv_begin + t * BLOCK_KV;
-      if (k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0))) {
-#pragma unroll
-        for (int i = 0; i < BLOCK_KV / 2; ++i) {
-          const int row = warp_row0 + lane_id / 4 + ((i / 2) % 2) * 8;
-          const int col = k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2);
-          if (col >= kv_end || (kCausal && col > view.last_key(row))) S_rmem[i] = -INFINITY;
-        }
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float row_max = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < BLOCK_KV / 8; ++j)
-          row_max = fmaxf(row_max, fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
-        const float m_old = m_rmem[h];
-        const float m_new = fmaxf(m_old, row_max * p.scale_log2);
-        m_rmem[h] = m_new;
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: exp2(-inf - 0) = 0, not NaN
-        rescale[h] = fast_exp2(m_old - m_use);
-        float row_sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_use));
-            S_rmem[4 * j + 2 * h + e] = prob;
-            row_sum += prob;
-          }
-        l_rmem[h] = l_rmem[h] * rescale[h] + row_sum;
-        if constexpr (Probe::kEnabled) {
-          // The keys of this tile the row sees: those before kv_end and, causal, up to its diagonal.
-          const int row = warp_row0 + lane_id / 4 + h * 8;
-          const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
-          probe_row_state(probe, view.probe_query(row, hp.probe.traced_head), probe_tile0 + t, m_new,
-                          row_max * p.scale_log2, rescale[h], row_sum, l_rmem[h], max(0, min(BLOCK_KV, key_end - k0)));
-        }
-      }
-    };
-    auto rescale_O = [&](const float (&rescale)[2]) {
-#pragma unroll
-      for (int j = 0; j < DIM / 8; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          O_rmem[4 * j + 2 * h] *= rescale[h];
-          O_rmem[4 * j + 2 * h + 1] *= rescale[h];
-        }
-    };
-    // P as A fragments: the C layout of n8 tiles 2kk and 2kk+1 is the A layout of k16 tile kk.
-    auto pack_P = [&] {
-#pragma unroll
-      for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-        P_rmem[kk][0] = Mma::pack(S_rmem[8 * kk + 0], S_rmem[8 * kk + 1]);
-        P_rmem[kk][1] = Mma::pack(S_rmem[8 * kk + 2], S_rmem[8 * kk + 3]);
-        P_rmem[kk][2] = Mma::pack(S_rmem[8 * kk + 4], S_rmem[8 * kk + 5]);
-        P_rmem[kk][3] = Mma::pack(S_rmem[8 * kk + 6], S_rmem[8 * kk + 7]);
-      }
-    };
-    // One arrival per warp: this warp's wgmmas are done reading the stage's K (or V).
-    auto release = [&](uint32_t empty_bar, int stage) {
-      __syncwarp();
-      if (lane_id == 0) mbarrier_arrive(empty_bar + 8 * stage);
-    };
-
-    // The pipeline inside one warpgroup: while P(t-1)·V(t-1) runs on the
-    // tensor cores, the warps compute the softmax of tile t, whose S = Q·K(t)ᵀ
-    // was issued just before it; O takes the previous softmax's rescale while
-    // S(t) runs, so the tensor cores never wait on it:
-    //   issue S(t) | O *= rescale(t-1) | issue PV(t-1) | wait S(t), release K(t) |
-    //   softmax(t) | wait PV(t-1), release V(t-1) | P = pack
-    // Ping-pong: warpgroup g issues its wgmmas only after g-1 has issued its
-    // own (named barrier 1 + g, 256 threads: g syncs, g-1 arrives); the last
-    // warpgroup opens the ring for the first, and leaves out its final arrive
-    // so every barrier sees as many arrivals as syncs.
-    constexpr int kRing = Cfg::kConsumerWarpgroups;
-    auto take_turn = [&] {
-      if constexpr (Cfg::kPingPong) named_barrier_sync(1 + warpgroup, 256);
-    };
-    auto pass_turn = [&](bool last_round) {
-      if constexpr (Cfg::kPingPong)
-        if (!(last_round && warpgroup == kRing - 1)) named_barrier_arrive(1 + (warpgroup + 1) % kRing, 256);
-    };
-    if constexpr (Cfg::kPingPong)
-      if (num_kv_tiles > 0 && warpgroup == kRing - 1) named_barrier_arrive(1, 256);
-
-    // P(t-1)·V(t-1) into O, once O has taken the rescale of softmax(t-1)
-    // (issued while S(t) runs, when there is one).
-    auto rescale_and_issue_PV = [&](int t, const float (&rescale)[2]) {
-      rescale_O(rescale);
-      fence_operands(O_rmem);
-      const int stage = (ring + t) % STAGES;
-      const uint64_t ts = probe_time(probe);
-      mbarrier_wait(full_v_bar + 8 * stage, ((ring + t) / STAGES) & 1);  // V(t) has landed
-      span(ProbeSpanKind::kLoadWaitV, t, ts);
-      wgmma_fence();  // the rescaled O and P were written by ordinary instructions
-      issue_PV(stage);
-      wgmma_commit();
-    };
-
-    // Probe spans per tile t: the waits for K(t) and V(t), Q·K(t)ᵀ from its
-    // issue to the wait that sees it done, the softmax, and P·V(t) from its
-    // issue to its wait (under which the softmax of t+1 ran).
-    float rescale[2] = {1.0f, 1.0f};  // softmax(t-1)'s factor for O, applied before P(t-1)·V(t-1)
-    if (num_kv_tiles > 0) {
-      uint64_t ts = probe_time(probe);
-      mbarrier_wait(q_full_bar, q_round & 1);
-      mbarrier_wait(full_k_bar + 8 * (ring % STAGES), (ring / STAGES) & 1);  // K(0)
-      span(ProbeSpanKind::kLoadWaitK, 0, ts);
-      take_turn();
-      ts = probe_time(probe);
-      wgmma_fence();
-      issue_S(ring % STAGES);
-      wgmma_commit();
-      pass_turn(false);
-      wgmma_wait<0>();
-      fence_operands(S_rmem);
-      release(empty_k_bar, ring % STAGES);
-      if (num_kv_tiles == 1) release(q_empty_bar, 0);  // the last Q·Kᵀ of this work tile
-      span(ProbeSpanKind::kQK, 0, ts);
-      ts = probe_time(probe);
-      softmax(0, rescale);  // O is still zero: its rescale (0) changes nothing
-      pack_P();
-      span(ProbeSpanKind::kSoftmax, 0, ts);
+    for (int kk = 0; kk < DIM / 16; ++kk) {
+      const uint32_t col = (kk % 4) * 32;
+      const uint64_t desc_q = smem_desc_sw128(Q_group + (kk / 4) * BLOCK_Q * 128 + col, 0, 1024);
+      const uint64_t desc_k = smem_desc_sw128(K_tile + (kk / 4) * BLOCK_KV * 128 + col, 0, 1024);
+      Wgmma<T>::template ss<BLOCK_KV, 0>(S_rmem, desc_q, desc_k, kk > 0 ? 1 : 0);
     }
-    for (int t = 1; t < num_kv_tiles; ++t) {
-      const int stage = (ring + t) % STAGES, prev = (ring + t - 1) % STAGES;
-      uint64_t ts = probe_time(probe);
-      mbarrier_wait(full_k_bar + 8 * stage, ((ring + t) / STAGES) & 1);  // K(t) has landed
-      span(ProbeSpanKind::kLoadWaitK, t, ts);
-      take_turn();
-      const uint64_t t_issue = probe_time(probe);
-      wgmma_fence();  // P was written by ordinary instructions
-      issue_S(stage);
-      wgmma_commit();
-      rescale_and_issue_PV(t - 1, rescale);
-      pass_turn(false);
-      wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
-      fence_operands(S_rmem);
-      release(empty_k_bar, stage);
-      if (t == num_kv_tiles - 1) release(q_empty_bar, 0);  // the producer may load the next work tile's Q
-      span(ProbeSpanKind::kQK, t, t_issue);
-      ts = probe_time(probe);
-      softmax(t, rescale);
-      span(ProbeSpanKind::kSoftmax, t, ts);
-      wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, V(t-1) is free
-      fence_operands(O_rmem);
-      span(ProbeSpanKind::kPV, t - 1, t_issue);
-      release(empty_v_bar, prev);
-      pack_P();
+  };
+  // O += P·V(t), issued: k16 step kk reads keys [16kk, 16kk + 16), two 8-row atoms.
+  auto issue_PV = [&](int stage) {
+    const uint32_t V_tile = V_smem + stage * Cfg::kKVTileBytes;
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+      const uint32_t keys = V_tile + kk * 16 * 128;
+      if constexpr (Cfg::kSplitPV) {
+        auto& O_lo = *reinterpret_cast<float(*)[32]>(&O_rmem[0]);
+        auto& O_hi = *reinterpret_cast<float(*)[32]>(&O_rmem[32]);
+        Wgmma<T>::template rs_n64<1>(O_lo, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
+        Wgmma<T>::template rs_n64<1>(O_hi, P_rmem[kk], smem_desc_sw128(keys + BLOCK_KV * 128, BLOCK_KV * 128, 1024), 1);
+      } else if constexpr (DIM == 128) {
+        Wgmma<T>::template rs_n128<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
+      } else {
+        Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
+      }
     }
-    if (num_kv_tiles > 0) {
-      const int last = num_kv_tiles - 1;
-      take_turn();
-      const uint64_t ts = probe_time(probe);
-      rescale_and_issue_PV(last, rescale);
-      pass_turn(true);
-      wgmma_wait<0>();
-      fence_operands(O_rmem);
-      span(ProbeSpanKind::kPV, last, ts);
-      release(empty_v_bar, (ring + last) % STAGES);
+  };
+  // Masks tile t's logits (keys past the range; causal keys past each row's
+  // diagonal), then turns S into probabilities in place: running max m,
+  // l rescaled and summed. Returns the factor O must be rescaled by, which
+  // the caller applies once the P·V still reading O has finished.
+  auto softmax = [&](int t, float (&rescale)[2]) {
+    const int k0 = kv_begin + t * BLOCK_KV;
+    if (k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0))) {
+#pragma unroll
+      for (int i = 0; i < BLOCK_KV / 2; ++i) {
+        const int row = warp_row0 + lane_id / 4 + ((i / 2) % 2) * 8;
+        const int col = k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2);
+        if (col >= kv_end || (kCausal && col > view.last_key(row))) S_rmem[i] = -INFINITY;
+      }
     }
-    const uint64_t epilogue_start = probe_time(probe);
-
-    // ---------------- epilogue: normalize, store O and the LSE (or split partials) ----------------
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float l = l_rmem[h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // no visible key: output 0
-      const int row = warp_row0 + lane_id / 4 + h * 8;
-      if (row >= view.rows) continue;
-      const float lse = l > 0.0f ? (m_rmem[h] + log2f(l)) * kLn2 : -INFINITY;
-      if (view.partial()) {
-        float* O_row = view.partial_o(row);
+      float row_max = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < DIM / 8; ++j)
-          *reinterpret_cast<float2*>(O_row + j * 8 + (lane_id % 4) * 2) =
-              make_float2(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
-        if (lane_id % 4 == 0) view.store_partial_lse(row, lse);
-      } else {
-        T* O_row = view.o_ptr(row);
+      for (int j = 0; j < BLOCK_KV / 8; ++j)
+        row_max = fmaxf(row_max, fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+      const float m_old = m_rmem[h];
+      const float m_new = fmaxf(m_old, row_max * p.scale_log2);
+      m_rmem[h] = m_new;
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: exp2(-inf - 0) = 0, not NaN
+      rescale[h] = fast_exp2(m_old - m_use);
+      float row_sum = 0.0f;
 #pragma unroll
-        for (int j = 0; j < DIM / 8; ++j)
-          *reinterpret_cast<uint32_t*>(O_row + j * 8 + (lane_id % 4) * 2) =
-              Mma::pack(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
-        if (lane_id % 4 == 0) view.store_lse(row, lse);
+      for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_use));
+          S_rmem[4 * j + 2 * h + e] = prob;
+          row_sum += prob;
+        }
+      l_rmem[h] = l_rmem[h] * rescale[h] + row_sum;
+      if constexpr (Probe::kEnabled) {
+        // The keys of this tile the row sees: those before kv_end and, causal, up to its diagonal.
+        const int row = warp_row0 + lane_id / 4 + h * 8;
+        const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
+        probe_row_state(probe, view.probe_query(row, hp.probe.traced_head), probe_tile0 + t, m_new,
+                        row_max * p.scale_log2, rescale[h], row_sum, l_rmem[h], max(0, min(BLOCK_KV, key_end - k0)));
       }
     }
-    span(ProbeSpanKind::kEpilogue, -1, epilogue_start);
-    ring += num_kv_tiles;
-    q_round += num_kv_tiles > 0;
-    probe_cta_end(probe, {view.probe_batch(), view.probe_head(), q0, view.probe_split(), probe_tile0, num_kv_tiles},
-                  warp_id);
-  }  // work tiles
+  };
+  auto rescale_O = [&](const float (&rescale)[2]) {
+#pragma unroll
+    for (int j = 0; j < DIM / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        O_rmem[4 * j + 2 * h] *= rescale[h];
+        O_rmem[4 * j + 2 * h + 1] *= rescale[h];
+      }
+  };
+  // P as A fragments: the C layout of n8 tiles 2kk and 2kk+1 is the A layout of k16 tile kk.
+  auto pack_P = [&] {
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+      P_rmem[kk][0] = Mma::pack(S_rmem[8 * kk + 0], S_rmem[8 * kk + 1]);
+      P_rmem[kk][1] = Mma::pack(S_rmem[8 * kk + 2], S_rmem[8 * kk + 3]);
+      P_rmem[kk][2] = Mma::pack(S_rmem[8 * kk + 4], S_rmem[8 * kk + 5]);
+      P_rmem[kk][3] = Mma::pack(S_rmem[8 * kk + 6], S_rmem[8 * kk + 7]);
+    }
+  };
+  // One arrival per warp: this warp's wgmmas are done reading the stage's K (or V).
+  auto release = [&](uint32_t empty_bar, int stage) {
+    __syncwarp();
+    if (lane_id == 0) mbarrier_arrive(empty_bar + 8 * stage);
+  };
+
+  // The pipeline inside one warpgroup: while P(t-1)·V(t-1) runs on the
+  // tensor cores, the warps compute the softmax of tile t, whose S = Q·K(t)ᵀ
+  // was issued just before it; O takes the previous softmax's rescale while
+  // S(t) runs, so the tensor cores never wait on it:
+  //   issue S(t) | O *= rescale(t-1) | issue PV(t-1) | wait S(t), release K(t) |
+  //   softmax(t) | wait PV(t-1), release V(t-1) | P = pack
+  // Ping-pong: warpgroup g issues its wgmmas only after g-1 has issued its
+  // own (named barrier 1 + g, 256 threads: g syncs, g-1 arrives); the last
+  // warpgroup opens the ring for the first, and leaves out its final arrive
+  // so every barrier sees as many arrivals as syncs.
+  constexpr int kRing = Cfg::kConsumerWarpgroups;
+  auto take_turn = [&] {
+    if constexpr (Cfg::kPingPong) named_barrier_sync(1 + warpgroup, 256);
+  };
+  auto pass_turn = [&](bool last_round) {
+    if constexpr (Cfg::kPingPong)
+      if (!(last_round && warpgroup == kRing - 1)) named_barrier_arrive(1 + (warpgroup + 1) % kRing, 256);
+  };
+  if constexpr (Cfg::kPingPong)
+    if (num_kv_tiles > 0 && warpgroup == kRing - 1) named_barrier_arrive(1, 256);
+
+  // P(t-1)·V(t-1) into O, once O has taken the rescale of softmax(t-1)
+  // (issued while S(t) runs, when there is one).
+  auto rescale_and_issue_PV = [&](int t, const float (&rescale)[2]) {
+    rescale_O(rescale);
+    fence_operands(O_rmem);
+    const int stage = t % STAGES;
+    const uint64_t ts = probe_time(probe);
+    mbarrier_wait(full_v_bar + 8 * stage, (t / STAGES) & 1);  // V(t) has landed
+    span(ProbeSpanKind::kLoadWaitV, t, ts);
+    wgmma_fence();  // the rescaled O and P were written by ordinary instructions
+    issue_PV(stage);
+    wgmma_commit();
+  };
+
+  // Probe spans per tile t: the waits for K(t) and V(t), Q·K(t)ᵀ from its
+  // issue to the wait that sees it done, the softmax, and P·V(t) from its
+  // issue to its wait (under which the softmax of t+1 ran).
+  float rescale[2] = {1.0f, 1.0f};  // softmax(t-1)'s factor for O, applied before P(t-1)·V(t-1)
+  if (num_kv_tiles > 0) {
+    uint64_t ts = probe_time(probe);
+    mbarrier_wait(q_full_bar, 0);
+    mbarrier_wait(full_k_bar, 0);  // K(0), stage 0
+    span(ProbeSpanKind::kLoadWaitK, 0, ts);
+    take_turn();
+    ts = probe_time(probe);
+    wgmma_fence();
+    issue_S(0);
+    wgmma_commit();
+    pass_turn(false);
+    wgmma_wait<0>();
+    fence_operands(S_rmem);
+    release(empty_k_bar, 0);
+    span(ProbeSpanKind::kQK, 0, ts);
+    ts = probe_time(probe);
+    softmax(0, rescale);  // O is still zero: its rescale (0) changes nothing
+    pack_P();
+    span(ProbeSpanKind::kSoftmax, 0, ts);
+  }
+  for (int t = 1; t < num_kv_tiles; ++t) {
+    const int stage = t % STAGES, prev = (t - 1) % STAGES;
+    uint64_t ts = probe_time(probe);
+    mbarrier_wait(full_k_bar + 8 * stage, (t / STAGES) & 1);  // K(t) has landed
+    span(ProbeSpanKind::kLoadWaitK, t, ts);
+    take_turn();
+    const uint64_t t_issue = probe_time(probe);
+    wgmma_fence();  // P was written by ordinary instructions
+    issue_S(stage);
+    wgmma_commit();
+    rescale_and_issue_PV(t - 1, rescale);
+    pass_turn(false);
+    wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
+    fence_operands(S_rmem);
+    release(empty_k_bar, stage);
+    span(ProbeSpanKind::kQK, t, t_issue);
+    ts = probe_time(probe);
+    softmax(t, rescale);
+    span(ProbeSpanKind::kSoftmax, t, ts);
+    wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, V(t-1) is free
+    fence_operands(O_rmem);
+    span(ProbeSpanKind::kPV, t - 1, t_issue);
+    release(empty_v_bar, prev);
+    pack_P();
+  }
+  if (num_kv_tiles > 0) {
+    const int last = num_kv_tiles - 1;
+    take_turn();
+    const uint64_t ts = probe_time(probe);
+    rescale_and_issue_PV(last, rescale);
+    pass_turn(true);
+    wgmma_wait<0>();
+    fence_operands(O_rmem);
+    span(ProbeSpanKind::kPV, last, ts);
+    release(empty_v_bar, last % STAGES);
+  }
+  const uint64_t epilogue_start = probe_time(probe);
+
+  // ---------------- epilogue: normalize, store O and the LSE (or split partials) ----------------
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = l_rmem[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // no visible key: output 0
+    const int row = warp_row0 + lane_id / 4 + h * 8;
+    if (row >= view.rows) continue;
+    const float lse = l > 0.0f ? (m_rmem[h] + log2f(l)) * kLn2 : -INFINITY;
+    if (view.partial()) {
+      float* O_row = view.partial_o(row);
+#pragma unroll
+      for (int j = 0; j < DIM / 8; ++j)
+        *reinterpret_cast<float2*>(O_row + j * 8 + (lane_id % 4) * 2) =
+            make_float2(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
+      if (lane_id % 4 == 0) view.store_partial_lse(row, lse);
+    } else {
+      T* O_row = view.o_ptr(row);
+#pragma unroll
+      for (int j = 0; j < DIM / 8; ++j)
+        *reinterpret_cast<uint32_t*>(O_row + j * 8 + (lane_id % 4) * 2) =
+            Mma::pack(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
+      if (lane_id % 4 == 0) view.store_lse(row, lse);
+    }
+  }
+  span(ProbeSpanKind::kEpilogue, -1, epilogue_start);
+  cta_end();
 #endif  // sm_90a
 }
 
