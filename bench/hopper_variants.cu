@@ -104,7 +104,6 @@ int main() {
     };
     const Variant variants[] = {
         {HopperVariant::kDefault, "hopper", 0},
-        {HopperVariant::kLongChains, "hopper-longchain", 0},
         {HopperVariant::kBlockKV128, "hopper-n128", 128},
         {HopperVariant::kStages2, "hopper-n128-st2", 128},
         {HopperVariant::kPingPong, "hopper-n128-pp", 128},

@@ -23,7 +23,6 @@ enum class HopperVariant {
   kPingPong,    // head_dim 128: 128-key tiles, 3 stages, taking turns
   kBlockKV176,  // head_dim 128: 176-key tiles, 2 stages, no turns
   kBlockKV192,  // head_dim 128: 192-key tiles, 2 stages, taking turns
-  kLongChains,  // the default tiles with one running max and sum per row, O always rescaled
   kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
   kTwoConsumers,          // head_dim 64: two consumer warpgroups (128-row q-tiles)
   kTwoConsumersPingPong,  // head_dim 64: two, taking turns

@@ -59,8 +59,6 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
         return launch_dense<HopperPrefillConfig<64, 4, false, 2, true>, T, kCausal>(type, p, s, tma);
       case HopperVariant::kThreeConsumers:
         return launch_dense<HopperPrefillConfig<64, 4, false, 3, false>, T, kCausal>(type, p, s, tma);
-      case HopperVariant::kLongChains:
-        return launch_dense<HopperPrefillConfig<64, 4, false, 3, true, 128, false>, T, kCausal>(type, p, s, tma);
       default:
         if (use_short_causal_config(64, kCausal, p.q_len))
           return launch_dense<ShortCausalConfig64, T, kCausal>(type, p, s, tma);
@@ -74,8 +72,6 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
       return launch_dense<HopperPrefillConfig<128, 3, false, 2, true>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kBlockKV176:
       return launch_dense<HopperPrefillConfig<128, 2, false, 2, false, 176>, T, kCausal>(type, p, s, tma);
-    case HopperVariant::kLongChains:
-      return launch_dense<HopperPrefillConfig<128, 2, false, 2, true, 176, false>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kBlockKV192:
       return launch_dense<HopperPrefillConfig<128, 2, false, 2, true, 192>, T, kCausal>(type, p, s, tma);
     default: return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);

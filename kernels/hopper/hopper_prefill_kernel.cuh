@@ -65,14 +65,7 @@ namespace flashscope::kernels {
 // BLOCK_KV: keys per tile, the N of S = Q·Kᵀ (a multiple of 16, at most 256
 // for one wgmma and one TMA box): wider tiles spread the per-tile softmax
 // bookkeeping (row max, O rescale, barriers) over more keys.
-// SHORT_CHAINS: each row's max and sum over a tile are taken as four
-// independent partial reductions joined at the end (dependency chains of
-// ~BLOCK_KV/32 instead of ~BLOCK_KV/4 instructions, with two warps per
-// scheduler there is little else to issue meanwhile), and a warp skips O's
-// rescale when none of its rows' maxima moved. false: one running max and
-// sum per row, as measured before (for the A/B in bench/hopper_variants.cu).
-template <int DIM, int STAGES, bool SPLIT_PV = false, int CONSUMERS = 2, bool PINGPONG = false, int BLOCK_KV = 128,
-          bool SHORT_CHAINS = true>
+template <int DIM, int STAGES, bool SPLIT_PV = false, int CONSUMERS = 2, bool PINGPONG = false, int BLOCK_KV = 128>
 struct HopperPrefillConfig {
   static constexpr int kDim = DIM;
   static constexpr int kConsumerWarpgroups = CONSUMERS;
@@ -81,7 +74,6 @@ struct HopperPrefillConfig {
   static constexpr int kStages = STAGES;
   static constexpr bool kSplitPV = SPLIT_PV && DIM == 128;
   static constexpr bool kPingPong = PINGPONG;
-  static constexpr bool kShortChains = SHORT_CHAINS;
   static constexpr int kConsumerWarps = kConsumerWarpgroups * 4;
   static constexpr int kThreads = (kConsumerWarpgroups + 1) * 128;  // warpgroup 0 produces
   static constexpr int kWarpgroupRows = 64;  // wgmma's M
@@ -411,18 +403,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
         if (col >= kv_end || (kCausal && col > view.last_key(row))) S_rmem[i] = -INFINITY;
       }
     }
-    constexpr int kChains = Cfg::kShortChains ? 4 : 1;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float part_max[kChains];
-#pragma unroll
-      for (int c = 0; c < kChains; ++c) part_max[c] = -INFINITY;
+      float row_max = -INFINITY;
 #pragma unroll
       for (int j = 0; j < BLOCK_KV / 8; ++j)
-        part_max[j % kChains] = fmaxf(part_max[j % kChains], fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
-      float row_max = part_max[0];
-#pragma unroll
-      for (int c = 1; c < kChains; ++c) row_max = fmaxf(row_max, part_max[c]);
+        row_max = fmaxf(row_max, fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
       row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
       row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
       const float m_old = m_rmem[h];
@@ -430,20 +416,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       m_rmem[h] = m_new;
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: exp2(-inf - 0) = 0, not NaN
       rescale[h] = fast_exp2(m_old - m_use);
-      float part_sum[kChains];
-#pragma unroll
-      for (int c = 0; c < kChains; ++c) part_sum[c] = 0.0f;
+      float row_sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < BLOCK_KV / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_use));
           S_rmem[4 * j + 2 * h + e] = prob;
-          part_sum[(2 * j + e) % kChains] += prob;
+          row_sum += prob;
         }
-      float row_sum = part_sum[0];
-#pragma unroll
-      for (int c = 1; c < kChains; ++c) row_sum += part_sum[c];
       l_rmem[h] = l_rmem[h] * rescale[h] + row_sum;
       if constexpr (Probe::kEnabled) {
         // The keys of this tile the row sees: those before kv_end and, causal, up to its diagonal.
@@ -503,9 +484,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   // P(t-1)·V(t-1) into O, once O has taken the rescale of softmax(t-1)
   // (issued while S(t) runs, when there is one).
   auto rescale_and_issue_PV = [&](int t, const float (&rescale)[2]) {
-    // A factor of exactly 1 (the row's max did not move) leaves O as it is.
-    if (!Cfg::kShortChains || __any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f))
-      rescale_O(rescale);
+    rescale_O(rescale);
     fence_operands(O_rmem);
     const int stage = t % STAGES;
     const uint64_t ts = probe_time(probe);
