@@ -454,12 +454,14 @@ struct ExpectedTiles {
   int block_q, block_kv, warps;
 };
 ExpectedTiles prefill_tiles(fs::PrefillKernel k, int dim, bool varlen, bool causal, int q_len) {
-  // hopper (hopper_config.cuh): 128-key tiles; at D64 dense three consumer
-  // warpgroups of 64 rows (16 warps with the producer) unless the problem is
-  // causal with at most 1024 queries; otherwise two (12).
+  // hopper (hopper_config.cuh): at D128 dense (TMA) 176-key tiles, else
+  // 128; at D64 dense three consumer warpgroups of 64 rows (16 warps with
+  // the producer) unless the problem is causal with at most 1024 queries;
+  // otherwise two (12).
   if (k == fs::PrefillKernel::kHopper) {
     const bool three = dim == 64 && !varlen && !(causal && q_len <= 1024);
-    return {three ? 192 : 128, 128, three ? 16 : 12};
+    const bool wide = dim == 128 && !varlen;
+    return {three ? 192 : 128, wide ? 176 : 128, three ? 16 : 12};
   }
   // prefill_versions.cuh: 128-row CTAs; v3/v4 32-key tiles; v5 at D64 four warps.
   const bool small_kv = k == fs::PrefillKernel::kV3 || k == fs::PrefillKernel::kV4;
