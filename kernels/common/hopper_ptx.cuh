@@ -123,6 +123,13 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr, uint32_t lbo,
 
 // --- TMA ----------------------------------------------------------------------------
 
+// Starts fetching a tensor map (a __grid_constant__ kernel parameter) into
+// the TMA unit's descriptor cache, so the first copy through it does not
+// wait for that fetch.
+__device__ __forceinline__ void tma_prefetch_map(const void* tensor_map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(tensor_map) : "memory");
+}
+
 // Loads the box at coordinates (c0 innermost .. c3) of a 4-D tensor map into
 // shared memory; the bytes count against `bar`'s expected transactions.
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map, uint32_t bar, int c0, int c1, int c2,

@@ -206,7 +206,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   const uint32_t empty_v_bar = empty_k_bar + 8 * STAGES;
   const uint32_t q_full_bar = empty_v_bar + 8 * STAGES;
 
+  // TMA copies of Q and of tile t's K or V into a K/V stage; each announces
+  // its bytes on the barrier it completes.
+  const int q_head = blockIdx.y, seq = blockIdx.z, kv_head = q_head / p.group;
+  auto tma_q = [&] {
+    mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
+#pragma unroll
+    for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+      tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, q0, q_head, seq);
+  };
+  auto tma_kv = [&](const CUtensorMap* map, uint32_t tiles, uint32_t bar, int t) {
+    const int stage = t % STAGES;
+    mbarrier_arrive_expect_tx(bar + 8 * stage, Cfg::kKVTileBytes);
+#pragma unroll
+    for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+      tma_load_4d(tiles + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, map, bar + 8 * stage, cb * 64,
+                  kv_begin + t * BLOCK_KV, kv_head, seq);
+  };
+
   if (tid == 0) {
+    if constexpr (kTma) {
+      tma_prefetch_map(&hp.q_map);
+      tma_prefetch_map(&hp.k_map);
+      tma_prefetch_map(&hp.v_map);
+    }
     // TMA: one arrival (with the byte count) per phase; cp.async: every producer thread.
     const uint32_t producer_arrivals = kTma ? 1 : 128;
     for (int s = 0; s < STAGES; ++s) {
@@ -217,6 +240,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     }
     mbarrier_init(q_full_bar, producer_arrivals);
     mbarrier_init_fence();
+    if constexpr (kTma) {
+      // Thread 0 is the producer's leader: the first S needs K(0) and Q, so
+      // they go out now, before the CTA-wide barrier and the register
+      // hand-over (stage 0 is free).
+      if (num_kv_tiles > 0) {
+        const uint64_t ts = probe_time(probe);
+        tma_kv(&hp.k_map, K_smem, full_k_bar, 0);
+        span(ProbeSpanKind::kLoadIssueK, 0, ts);
+        tma_q();
+      }
+    }
   }
   __syncthreads();  // the barriers exist before anyone waits on them
 
@@ -244,50 +278,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
         if (lane_id != 0) return;
       }
       const bool leader = lane_id == 0;
-      const int q_head = blockIdx.y, seq = blockIdx.z, kv_head = q_head / p.group;
       // Tile t's K goes into K stage t % STAGES once the consumers have
       // released that stage's K (after their Q·K(t - STAGES)ᵀ); its V once
       // they have released the V stage (after P·V(t - STAGES)). The order
       // is that of the consumers' needs: K(t+1) before V(t), since S(t+1)
-      // is issued together with P(t)·V(t).
-      auto load_k = [&](int t) {
-        const int stage = t % STAGES;
-        mbarrier_wait(empty_k_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
+      // is issued together with P(t)·V(t). K(0) and Q went out before the
+      // CTA barrier.
+      auto load = [&](ProbeSpanKind kind, int t) {
+        const bool is_k = kind == ProbeSpanKind::kLoadIssueK;
+        mbarrier_wait((is_k ? empty_k_bar : empty_v_bar) + 8 * (t % STAGES), ((t / STAGES) & 1) ^ 1);
         const uint64_t ts = probe_time(probe);
         if (leader) {
-          const uint32_t bar = full_k_bar + 8 * stage;
-          mbarrier_arrive_expect_tx(bar, Cfg::kKVTileBytes);
-#pragma unroll
-          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-            tma_load_4d(K_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.k_map, bar, cb * 64,
-                        kv_begin + t * BLOCK_KV, kv_head, seq);
+          if (is_k) tma_kv(&hp.k_map, K_smem, full_k_bar, t);
+          else tma_kv(&hp.v_map, V_smem, full_v_bar, t);
         }
-        span(ProbeSpanKind::kLoadIssueK, t, ts);
+        span(kind, t, ts);
       };
-      auto load_v = [&](int t) {
-        const int stage = t % STAGES;
-        mbarrier_wait(empty_v_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
-        const uint64_t ts = probe_time(probe);
-        if (leader) {
-          const uint32_t bar = full_v_bar + 8 * stage;
-          mbarrier_arrive_expect_tx(bar, Cfg::kKVTileBytes);
-#pragma unroll
-          for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-            tma_load_4d(V_smem + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, &hp.v_map, bar, cb * 64,
-                        kv_begin + t * BLOCK_KV, kv_head, seq);
-        }
-        span(ProbeSpanKind::kLoadIssueV, t, ts);
-      };
-      if (num_kv_tiles > 0) load_k(0);  // beside Q: the first S needs both
-      if (leader) {
-        mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
-#pragma unroll
-        for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-          tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, q0, q_head, seq);
-      }
       for (int t = 0; t < num_kv_tiles; ++t) {
-        if (t + 1 < num_kv_tiles) load_k(t + 1);
-        load_v(t);
+        if (t + 1 < num_kv_tiles) load(ProbeSpanKind::kLoadIssueK, t + 1);
+        load(ProbeSpanKind::kLoadIssueV, t);
         if constexpr (Probe::kEnabled) __syncwarp();
       }
     } else {
