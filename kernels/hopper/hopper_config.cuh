@@ -29,14 +29,14 @@ namespace flashscope::kernels {
 // uneven; two consumer warpgroups (128-row tiles), still taking turns, are
 // 8-10% faster there up to 1024 queries and 3-8% slower beyond
 // (results/nvidia-h200-2026-11-22-hopper-variants-2.txt).
-using ShortCausalConfig64 = HopperPrefillConfig<64, 4, false, 2, true>;
+using ShortCausalConfig64 = HopperPrefillConfig<64, 4, 2, true>;
 inline bool use_short_causal_config(int head_dim, bool causal, int q_len) {
   return head_dim == 64 && causal && q_len <= 1024;
 }
 
 template <int DIM>
-using DefaultConfig = std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, false, 3, true>,
-                                         HopperPrefillConfig<128, 2, false, 2, true, 176>>;
+using DefaultConfig = std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, 3, true>,
+                                         HopperPrefillConfig<128, 2, 2, true, 176>>;
 
 // cuTensorMapEncodeTiled from the driver, found through the runtime so the
 // library links no libcuda. Null when the driver has none.
@@ -88,7 +88,7 @@ inline bool encode_map(CUtensorMap* map, ElemType type, const void* base, int he
 // head_dim 128 the warpgroups do not take turns: the configuration measured
 // for it before the TMA path moved to 176-key tiles.
 template <typename Cfg>
-using CpAsyncConfig = HopperPrefillConfig<Cfg::kDim, (Cfg::kStages < 3 ? 3 : Cfg::kStages), false, 2,
+using CpAsyncConfig = HopperPrefillConfig<Cfg::kDim, (Cfg::kStages < 3 ? 3 : Cfg::kStages), 2,
                                           Cfg::kDim == 64 && Cfg::kPingPong>;
 
 // Fills hp's three maps for dense (not packed varlen) tensors; false when TMA

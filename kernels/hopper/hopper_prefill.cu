@@ -54,11 +54,11 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
   if (head_dim == 64) {
     switch (v) {
       case HopperVariant::kTwoConsumers:
-        return launch_dense<HopperPrefillConfig<64, 4, false, 2, false>, T, kCausal>(type, p, s, tma);
+        return launch_dense<HopperPrefillConfig<64, 4, 2, false>, T, kCausal>(type, p, s, tma);
       case HopperVariant::kTwoConsumersPingPong:
-        return launch_dense<HopperPrefillConfig<64, 4, false, 2, true>, T, kCausal>(type, p, s, tma);
+        return launch_dense<HopperPrefillConfig<64, 4, 2, true>, T, kCausal>(type, p, s, tma);
       case HopperVariant::kThreeConsumers:
-        return launch_dense<HopperPrefillConfig<64, 4, false, 3, false>, T, kCausal>(type, p, s, tma);
+        return launch_dense<HopperPrefillConfig<64, 4, 3, false>, T, kCausal>(type, p, s, tma);
       default:
         if (use_short_causal_config(64, kCausal, p.q_len))
           return launch_dense<ShortCausalConfig64, T, kCausal>(type, p, s, tma);
@@ -69,11 +69,11 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
     case HopperVariant::kBlockKV128: return launch_dense<HopperPrefillConfig<128, 3>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kStages2: return launch_dense<HopperPrefillConfig<128, 2>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kPingPong:
-      return launch_dense<HopperPrefillConfig<128, 3, false, 2, true>, T, kCausal>(type, p, s, tma);
+      return launch_dense<HopperPrefillConfig<128, 3, 2, true>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kBlockKV176:
-      return launch_dense<HopperPrefillConfig<128, 2, false, 2, false, 176>, T, kCausal>(type, p, s, tma);
+      return launch_dense<HopperPrefillConfig<128, 2, 2, false, 176>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kBlockKV192:
-      return launch_dense<HopperPrefillConfig<128, 2, false, 2, true, 192>, T, kCausal>(type, p, s, tma);
+      return launch_dense<HopperPrefillConfig<128, 2, 2, true, 192>, T, kCausal>(type, p, s, tma);
     default: return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);
   }
 }

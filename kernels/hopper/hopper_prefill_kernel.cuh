@@ -7,34 +7,40 @@
 // CTA of (1 + CONSUMERS) warpgroups, one per (q-tile of 64·CONSUMERS rows,
 // q-head, sequence):
 //   warpgroup 0   producer: gives its registers away (setmaxnreg.dec), then
-//                 loads Q once and K(t), V(t) into stage t % STAGES.
+//                 loads Q once and K(t), V(t) into stage t % STAGES, K and
+//                 V each with their own "full" and "empty" mbarriers.
 //                 Dense tensors: one thread issues TMA bulk tensor copies
-//                 (128-row x 64-column boxes, 128-byte swizzle) that complete
-//                 on the stage's "full" mbarrier by byte count. Varlen and
-//                 the paged cache: all 128 threads copy with cp.async through
-//                 the same View interface as the sm80 kernels
-//                 (attention_views.cuh), wait for their own copies, fence
-//                 them to the async proxy and arrive.
+//                 (BLOCK_KV-row x 64-column boxes, 128-byte swizzle) that
+//                 complete on the "full" barrier by byte count; K(0) and Q
+//                 go out as soon as the barriers exist. Varlen and the paged
+//                 cache: all 128 threads copy with cp.async through the same
+//                 View interface as the sm80 kernels (attention_views.cuh),
+//                 wait for their own copies, fence them to the async proxy
+//                 and arrive.
 //   warpgroup 1+  consumers (setmaxnreg.inc), 64 rows each.
 //
 // Per KV tile t, each consumer warpgroup:
-//   S = Q·K(t)ᵀ   wgmma m64n128k16, A = Q and B = K both from shared memory
-//                 (K-major, 128-byte swizzle), DIM/16 instructions
+//   S = Q·K(t)ᵀ   wgmma m64nBLOCK_KVk16, A = Q and B = K both from shared
+//                 memory (K-major, 128-byte swizzle), DIM/16 instructions;
+//                 K(t)'s stage is released as soon as it has finished
 //   softmax       mask, running max m, l, P = exp2(S − m) in registers (the
 //                 accumulator layout is mma's C layout)
 //   O += P·V(t)   wgmma m64nDIMk16, A = P from registers (the C layout of two
 //                 n8 tiles is the A layout of one k16 tile), B = V from
-//                 shared memory, N-major (transposed), BLOCK_KV/16 instructions
-//   release       one arrival per warp on stage t's "empty" mbarrier
-// pipelined inside the warpgroup: S(t+1) and P(t)·V(t) are issued together,
-// and the softmax of tile t+1 runs while P(t)·V(t) is on the tensor cores
-// (O is rescaled once it has finished). With PINGPONG the warpgroups also
-// take turns issuing, so one's softmax runs under another's GEMMs.
+//                 shared memory, N-major (transposed), BLOCK_KV/16
+//                 instructions; then V(t)'s stage is released
+// pipelined inside the warpgroup: S(t+1) and P(t)·V(t) are issued together
+// (O takes softmax(t)'s rescale while S(t+1) runs, just before P(t)·V(t) is
+// issued), and the softmax of tile t+1 runs while P(t)·V(t) is on the tensor
+// cores. With PINGPONG the warpgroups also take turns issuing, so one's
+// softmax runs under another's GEMMs.
+// Releasing K and V separately lets two stages do what three did when a
+// stage was freed only after P·V.
 //
 // Shared memory (1024-byte aligned; every operand in the 128-byte swizzle
 // layout, i.e. [DIM/64 column blocks][rows][64 elements], chunk ^= row % 8,
 // the layout TMA writes and wgmma's descriptors name):
-//   Q [BLOCK_Q x DIM]  |  K stages [STAGES][128 x DIM]  |  V stages  |  mbarriers
+//   Q [BLOCK_Q x DIM]  |  K stages [STAGES][BLOCK_KV x DIM]  |  V stages  |  mbarriers
 //
 // Semantics are those of prefill_kernel.cuh: causal bottom-right aligned with
 // tiles past the diagonal skipped and the diagonal masked, GQA, varlen,
@@ -55,9 +61,6 @@
 
 namespace flashscope::kernels {
 
-// SPLIT_PV: at DIM 128, issue P·V as two n64 wgmmas (one per 64-column block
-// of V) instead of one n128; the n128 form reads V's second column block
-// through the descriptor's leading-byte offset.
 // CONSUMERS: warpgroups of 64 rows each, so BLOCK_Q = 64 · CONSUMERS.
 // PINGPONG: the consumer warpgroups take turns issuing their wgmmas (named
 // barriers in a ring), so one's softmax runs under another's GEMMs instead
@@ -65,14 +68,13 @@ namespace flashscope::kernels {
 // BLOCK_KV: keys per tile, the N of S = Q·Kᵀ (a multiple of 16, at most 256
 // for one wgmma and one TMA box): wider tiles spread the per-tile softmax
 // bookkeeping (row max, O rescale, barriers) over more keys.
-template <int DIM, int STAGES, bool SPLIT_PV = false, int CONSUMERS = 2, bool PINGPONG = false, int BLOCK_KV = 128>
+template <int DIM, int STAGES, int CONSUMERS = 2, bool PINGPONG = false, int BLOCK_KV = 128>
 struct HopperPrefillConfig {
   static constexpr int kDim = DIM;
   static constexpr int kConsumerWarpgroups = CONSUMERS;
   static constexpr int kBlockQ = 64 * CONSUMERS;
   static constexpr int kBlockKV = BLOCK_KV;
   static constexpr int kStages = STAGES;
-  static constexpr bool kSplitPV = SPLIT_PV && DIM == 128;
   static constexpr bool kPingPong = PINGPONG;
   static constexpr int kConsumerWarps = kConsumerWarpgroups * 4;
   static constexpr int kThreads = (kConsumerWarpgroups + 1) * 128;  // warpgroup 0 produces
@@ -386,12 +388,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
 #pragma unroll
     for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
       const uint32_t keys = V_tile + kk * 16 * 128;
-      if constexpr (Cfg::kSplitPV) {
-        auto& O_lo = *reinterpret_cast<float(*)[32]>(&O_rmem[0]);
-        auto& O_hi = *reinterpret_cast<float(*)[32]>(&O_rmem[32]);
-        Wgmma<T>::template rs_n64<1>(O_lo, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
-        Wgmma<T>::template rs_n64<1>(O_hi, P_rmem[kk], smem_desc_sw128(keys + BLOCK_KV * 128, BLOCK_KV * 128, 1024), 1);
-      } else if constexpr (DIM == 128) {
+      if constexpr (DIM == 128) {
         Wgmma<T>::template rs_n128<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
       } else {
         Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
