@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention/prefill_params.h"
 
@@ -33,12 +34,16 @@ struct DenseView {
   T* O;
   float* lse = nullptr;
   int q0 = 0, rows = 0, kv_len = 0, diag = 0, kv_begin = 0, kv_end = 0;
+  int head = 0, seq = 0;  // the q-head and sequence (batch index) of the CTA's rows
 
-  __device__ DenseView(const Params& params) : p(params) {
-    // Causal CTAs near the end of the sequence see the most keys: launch
-    // them first so the long ones do not form the tail of the grid.
-    const int q_tile = gridDim.x - 1 - blockIdx.x;
-    const int q_head = blockIdx.y, seq = blockIdx.z;
+  // Causal CTAs near the end of the sequence see the most keys: launch
+  // them first so the long ones do not form the tail of the grid.
+  __device__ DenseView(const Params& params)
+      : DenseView(params, int(gridDim.x - 1 - blockIdx.x), int(blockIdx.y), int(blockIdx.z)) {}
+
+  // The rows of one (q-tile, q-head, sequence), whichever CTA takes them.
+  __device__ DenseView(const Params& params, int q_tile, int q_head, int seq_index)
+      : p(params), head(q_head), seq(seq_index) {
     const int kv_head = q_head / p.group;
     int q_len = p.q_len;
     kv_len = p.kv_len;
@@ -172,5 +177,30 @@ struct PagedView {
   }
   __device__ int probe_query(int r, int h) const { return r < rows && q_head(r) == h ? token(r) : -1; }
 };
+
+// The view of the calling CTA. LONGEST_FIRST (causal launches without
+// probes): CTAs are dispatched in blockIdx order, x fastest, and DenseView's
+// own mapping puts each head's longest q-tiles first, so the last head's
+// longest CTA would start near the end of the grid and finish alone. Read
+// as one list instead, the grid starts with the longest q-tile of every
+// head and sequence and ends on the shortest ones. Views without the
+// (q_tile, head, sequence) constructor (the paged cache) keep blockIdx's
+// mapping, and so do probed launches: their span buffers are indexed by
+// blockIdx.x, which must differ between the traced head's CTAs.
+template <typename View>
+inline constexpr bool kViewTakesTileCoords =
+    std::is_constructible_v<View, const typename View::Params&, int, int, int>;
+
+template <typename View, bool LONGEST_FIRST>
+__device__ __forceinline__ View cta_view(const typename View::Params& p) {
+  if constexpr (LONGEST_FIRST && kViewTakesTileCoords<View>) {
+    const int heads_x_seqs = int(gridDim.y * gridDim.z);
+    const int linear = int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+    const int hs = linear % heads_x_seqs;
+    return View(p, int(gridDim.x) - 1 - linear / heads_x_seqs, hs % int(gridDim.y), hs / int(gridDim.y));
+  } else {
+    return View(p);
+  }
+}
 
 }  // namespace flashscope::kernels

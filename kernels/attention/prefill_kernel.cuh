@@ -157,8 +157,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     pdl_launch_dependents();
   }
 
-  // Which rows and keys this CTA owns, and where they live (attention_views.cuh).
-  const View view(p);
+  // Which rows and keys this CTA owns, and where they live
+  // (attention_views.cuh); causal production launches take the longest
+  // q-tiles of every head first.
+  const View view = cta_view<View, kCausal && !Probe::kEnabled>(p);
   if (!view.active()) return;  // varlen: a shorter sequence than the longest
   const int q0 = view.q0;
   const int kv_begin = view.kv_begin;
