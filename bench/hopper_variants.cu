@@ -57,7 +57,7 @@ int main() {
   const Shape shapes[] = {
       {"seed", 1, 8, 4096, 8192, 128, false},       {"8k2 D128", 1, 16, 8192, 8192, 128, false},
       {"8k2 D128 causal", 1, 16, 8192, 8192, 128, true}, {"D64", 4, 16, 4096, 4096, 64, false},
-      {"D64 causal", 4, 16, 4096, 4096, 64, true},   {"tails 1000x777", 2, 4, 1000, 777, 128, true},
+      {"D64 causal", 4, 16, 4096, 4096, 64, true}, {"batch causal D128", 4, 16, 4096, 4096, 128, true},   {"tails 1000x777", 2, 4, 1000, 777, 128, true},
       // Short D64 sequences (SmolLM2's prompts): where 192-row q-tiles leave rows idle.
       {"D64 16x9x1024 c", 16, 9, 1024, 1024, 64, true}, {"D64 16x9x512 c", 16, 9, 512, 512, 64, true},
       {"D64 8x9x2048 c", 8, 9, 2048, 2048, 64, true},   {"D64 4x9x1024", 4, 9, 1024, 1024, 64, false},
@@ -113,11 +113,29 @@ int main() {
         {HopperVariant::kTwoConsumersPingPong, "hopper-2wg-pp", 64},
         {HopperVariant::kThreeConsumers, "hopper-3wg-nopp", 64},
     };
+    // Causal shapes also sweep the default's longest-first group (PrefillKernelParams::longest_first_group:
+    // 1 = each head longest-first on its own, the blockIdx order; 1 << 20 = all heads in one list).
+    struct Run {
+      Variant variant;
+      int group;  // 0: the launcher's choice
+      char name[32];
+    };
+    std::vector<Run> runs;
     for (const Variant& variant : variants) {
       if (variant.dim != 0 && variant.dim != s.d) continue;
-      const HopperVariant var = variant.v;
+      runs.push_back({variant, 0, {}});
+      std::snprintf(runs.back().name, sizeof(runs.back().name), "%s", variant.name);
+    }
+    if (s.causal)
+      for (int group : {1, 4, 8, 16, 1 << 20}) {
+        runs.push_back({variants[0], group, {}});
+        std::snprintf(runs.back().name, sizeof(runs.back().name), "hopper-g%d", group);
+      }
+    for (const Run& run : runs) {
+      const HopperVariant var = run.variant.v;
       PrefillKernelParams ph = p;
       ph.o = o, ph.lse = lse;
+      ph.longest_first_group = run.group;
       CHECK_CUDA(cudaMemset(o, 0xff, nq * 2));  // NaN: unwritten outputs show
       const float t = median_ms(
           [&] { return launch_prefill_hopper(ElemType::kBF16, s.d, s.causal, ph, nullptr, var); }, 20);
@@ -130,7 +148,7 @@ int main() {
         else max_diff = std::max(max_diff, double(std::fabs(a - r)));
       }
       std::printf("%-18s %-14s %8.3f ms %7.1f TFLOPS  x%.2f vs v6  max|diff| %.4f  nonfinite %zu\n", s.name,
-                  variant.name, t, flops / t * 1e-9, t_v6 / t, max_diff, nan);
+                  run.name, t, flops / t * 1e-9, t_v6 / t, max_diff, nan);
     }
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o), cudaFree(lse_ref), cudaFree(lse);
   }

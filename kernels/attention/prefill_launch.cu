@@ -14,8 +14,23 @@ cudaError_t launch_prefill_v5_fp16(const PrefillKernelParams&, int, bool, cudaSt
 cudaError_t launch_prefill_v6_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
 cudaError_t launch_prefill_v6_fp16(const PrefillKernelParams&, int, bool, cudaStream_t);
 
-cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
+int causal_longest_first_group(const PrefillKernelParams& p, int head_dim) {
+  int device = 0, l2_bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2_bytes <= 0) {
+    cudaGetLastError();
+    l2_bytes = 50 << 20;  // an H100's
+  }
+  // K and V of one kv-head (bf16/fp16), shared by `group` q-heads.
+  const double bytes_per_pair = 4.0 * double(p.kv_len) * head_dim / (p.group > 0 ? p.group : 1);
+  const double pairs = 0.5 * l2_bytes / (bytes_per_pair > 0 ? bytes_per_pair : 1.0);
+  return pairs < 1 ? 1 : pairs > (1 << 30) ? (1 << 30) : int(pairs);
+}
+
+cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& params,
                            cudaStream_t stream) {
+  PrefillKernelParams p = params;
+  if (causal && p.longest_first_group == 0) p.longest_first_group = causal_longest_first_group(p, head_dim);
   if (type == ElemType::kFP16) {
     if (version == 5) return launch_prefill_v5_fp16(p, head_dim, causal, stream);
     if (version == 6) return launch_prefill_v6_fp16(p, head_dim, causal, stream);

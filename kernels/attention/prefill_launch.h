@@ -15,6 +15,11 @@ enum class ElemType { kBF16, kFP16 };
 cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
                            cudaStream_t stream);
 
+// How many (q-head, sequence) pairs a causal grid takes longest-first
+// together: as many as keep their K and V within half the device's L2, so
+// the CTAs running at once share K/V tiles through it.
+int causal_longest_first_group(const PrefillKernelParams& p, int head_dim);
+
 // Dynamic shared memory one CTA of `version` needs at head_dim (for reports).
 int prefill_smem_bytes(int version, int head_dim);
 

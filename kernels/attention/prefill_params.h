@@ -30,6 +30,11 @@ struct PrefillKernelParams {
   const int32_t* cu_seqlens_k;
 
   float scale_log2;  // softmax scale * log2(e): logits go straight into exp2
+
+  // Causal launches (attention_views.cuh, cta_view): (q-head, sequence)
+  // pairs per longest-first group of the grid; 0 lets the launcher choose
+  // (causal_longest_first_group below).
+  int longest_first_group;
 };
 
 }  // namespace flashscope::kernels

@@ -112,9 +112,11 @@ bool hopper_kernels_runnable() {
   return attr.binaryVersion == 90;
 }
 
-cudaError_t launch_prefill_hopper(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
+cudaError_t launch_prefill_hopper(ElemType type, int head_dim, bool causal, const PrefillKernelParams& params,
                                   cudaStream_t stream, HopperVariant variant) {
   if (head_dim != 64 && head_dim != 128) return cudaErrorInvalidValue;
+  PrefillKernelParams p = params;
+  if (causal && p.longest_first_group == 0) p.longest_first_group = causal_longest_first_group(p, head_dim);
   return type == ElemType::kFP16 ? dense_typed<__half>(type, head_dim, causal, p, stream, variant)
                                  : dense_typed<__nv_bfloat16>(type, head_dim, causal, p, stream, variant);
 }
