@@ -210,6 +210,28 @@ TEST_CASE("gpu prefill: results do not depend on the run (no races)") {
   }
 }
 
+// Causal launches read their grid longest q-tiles first, in groups of
+// (q-head, sequence) pairs whose K and V fit in half the L2
+// (kernels::causal_longest_first_group). With 8192 keys these problems hold
+// more than that (32 MiB), so the grid splits into groups and every mapping
+// step runs: each CTA must still find its own rows.
+TEST_CASE("gpu prefill: causal grids split into longest-first groups") {
+  if (skip_without_gpu()) return;
+  for (int d : {128, 64}) {
+    AttentionShape s;
+    s.batch = 2;
+    s.q_heads = 8;
+    s.kv_heads = d == 128 ? 4 : 8;  // 16 pairs of 2 MiB of K/V each, both ways
+    s.q_len = 200;
+    s.kv_len = 8192;
+    s.head_dim = d;
+    s.causal = true;
+    s.seed = 80 + d;
+    AttentionProblem prob(s);
+    for (PrefillKernel k : gpu_kernels()) check_on_gpu(prob, k);
+  }
+}
+
 TEST_CASE("gpu prefill: the hopper kernel runs exactly where it is reported runnable") {
   if (skip_without_gpu()) return;
   AttentionShape s;

@@ -16,8 +16,9 @@ cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal
                            cudaStream_t stream);
 
 // How many (q-head, sequence) pairs a causal grid takes longest-first
-// together: as many as keep their K and V within half the device's L2, so
-// the CTAs running at once share K/V tiles through it.
+// together: the largest divisor of their count whose K and V fit in half
+// the device's L2, so the CTAs running at once share K/V tiles through it
+// and every group is as long as the others.
 int causal_longest_first_group(const PrefillKernelParams& p, int head_dim);
 
 // Dynamic shared memory one CTA of `version` needs at head_dim (for reports).
