@@ -18,8 +18,9 @@ namespace flashscope::kernels {
 //        and V released separately two stages keep the producer ahead as
 //        three did; the wider tile spreads each tile's fixed costs (row
 //        maxima, O's rescale, barriers) over 37% more keys: 8k x 8k 700
-//        TFLOPS against 667 for 128-key tiles and three stages, 694 for
-//        192-key tiles (nvidia-h200-2026-11-22-hopper-variants-3.txt).
+//        TFLOPS against 667 for 128-key tiles and three stages; 192-key
+//        tiles measure the same as 176 within noise across five rounds
+//        (nvidia-h200-2026-11-22-hopper-variants-3.txt).
 //   64:  three consumer warpgroups (192-row q-tiles) taking turns at the
 //        tensor cores, four stages: 500 TFLOPS against 358 for two
 //        warpgroups without turns, since at 64 the softmax is twice the
