@@ -325,13 +325,19 @@ def bench_torch(torch, F, sdpa_kernel, SDPBackend, shape, args, sol_tflops):
     v = torch.randn_like(k)
     gqa = shape.q_heads != shape.kv_heads
     # torch's is_causal is top-left aligned, ours bottom-right: the same mask
-    # only when Lq == Lk, as in every anchor shape. The fused backends take no
-    # explicit mask, so a causal --shape with Lq != Lk times a different
-    # problem on the torch side, and its row says so.
+    # only when Lq == Lk, as in every anchor shape. For a causal shape with
+    # Lq != Lk torch is given its bottom-right bias (causal_lower_right), which
+    # the backends that cannot take it refuse (recorded as unsupported); a
+    # torch without that bias times top-left work, and the row says so.
     kwargs = {"is_causal": shape.causal}
     note = None
     if shape.causal and shape.q_len != shape.kv_len:
-        note = "torch is_causal is top-left aligned (ours bottom-right): not the same work when Lq != Lk"
+        try:
+            from torch.nn.attention.bias import causal_lower_right
+            kwargs = {"attn_mask": causal_lower_right(shape.q_len, shape.kv_len)}
+            note = "torch given causal_lower_right: bottom-right aligned, as ours"
+        except ImportError:
+            note = "torch is_causal is top-left aligned (ours bottom-right): not the same work when Lq != Lk"
     if gqa:
         kwargs["enable_gqa"] = True
     for name in TORCH_BACKENDS:
