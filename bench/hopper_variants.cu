@@ -107,6 +107,7 @@ int main() {
         {HopperVariant::kBlockKV128, "hopper-n128", 128},
         {HopperVariant::kStages2, "hopper-n128-st2", 128},
         {HopperVariant::kPingPong, "hopper-n128-pp", 128},
+        {HopperVariant::kBlockKV176PingPong, "hopper-n176-pp", 128},
         {HopperVariant::kBlockKV176, "hopper-n176-nopp", 128},
         {HopperVariant::kBlockKV192, "hopper-n192-pp", 128},
         {HopperVariant::kCpAsync, "hopper-cpasync", 0},

@@ -453,15 +453,15 @@ int64_t lse_index(const AttentionProblem& prob, int b, int h, int i) {
 struct ExpectedTiles {
   int block_q, block_kv, warps;
 };
-ExpectedTiles prefill_tiles(fs::PrefillKernel k, int dim, bool varlen, bool causal, int q_len) {
-  // hopper (hopper_config.cuh): at D128 dense (TMA) 176-key tiles, else
-  // 128; at D64 dense three consumer warpgroups of 64 rows (16 warps with
-  // the producer) unless the problem is causal with at most 1024 queries;
-  // otherwise two (12).
+ExpectedTiles prefill_tiles(fs::PrefillKernel k, int dim, bool varlen, bool causal, int q_len, int kv_len) {
+  // hopper (hopper_config.cuh): at D128 dense (TMA) 176-key tiles, 192 from
+  // 4096 keys, else 128; at D64 dense three consumer warpgroups of 64 rows
+  // (16 warps with the producer) unless the problem is causal with at most
+  // 1024 queries; otherwise two (12).
   if (k == fs::PrefillKernel::kHopper) {
     const bool three = dim == 64 && !varlen && !(causal && q_len <= 1024);
-    const bool wide = dim == 128 && !varlen;
-    return {three ? 192 : 128, wide ? 176 : 128, three ? 16 : 12};
+    const int keys = dim == 128 && !varlen ? (kv_len >= 4096 ? 192 : 176) : 128;
+    return {three ? 192 : 128, keys, three ? 16 : 12};
   }
   // prefill_versions.cuh: 128-row CTAs; v3/v4 32-key tiles; v5 at D64 four warps.
   const bool small_kv = k == fs::PrefillKernel::kV3 || k == fs::PrefillKernel::kV4;
@@ -506,7 +506,7 @@ void check_prefill_capture(AttentionProblem& prob, DeviceAttention& dev, fs::Pre
   CHECK_MESSAGE(std::memcmp(captured_lse.data(), prob.lse_storage().data(), captured_lse.size() * 4) == 0,
                 "the probed kernel's lse differs from prefill()'s");
 
-  const ExpectedTiles tiles = prefill_tiles(ran, sh.head_dim, sh.varlen, sh.causal, sh.q_len);
+  const ExpectedTiles tiles = prefill_tiles(ran, sh.head_dim, sh.varlen, sh.causal, sh.q_len, sh.kv_len);
   const fs::TraceMeta& m = t.meta;
   check_meta(t);
   CHECK(m.kind == fs::TraceKind::kPrefill);
@@ -763,7 +763,8 @@ TEST_CASE("gpu trace: prefill capture, every kernel: prefill()'s output, the CPU
   // (the hopper kernel's are up to 192 x 128), and always at least one.
   auto fit = [](fs::TraceOptions o, const AttentionProblem& prob, fs::PrefillKernel k) {
     const ExpectedTiles tiles =
-        prefill_tiles(k, prob.shape().head_dim, prob.shape().varlen, prob.shape().causal, prob.shape().q_len);
+        prefill_tiles(k, prob.shape().head_dim, prob.shape().varlen, prob.shape().causal, prob.shape().q_len,
+                      prob.shape().kv_len);
     const int q_tiles = ceil_div(prob.seq_q_len(o.batch), tiles.block_q);
     const int kv_tiles = ceil_div(prob.seq_kv_len(o.batch), tiles.block_kv);
     std::vector<fs::TileCoord> kept;
@@ -798,6 +799,11 @@ TEST_CASE("gpu trace: prefill capture, fp16, varlen, auto, custom scale") {
   AttentionProblem dense(shape_of(1, 2, 2, 150, 150, 64, true, 405));
   DeviceAttention dense_dev(dense);
   check_prefill_capture(dense, dense_dev, fs::PrefillKernel::kAuto, options(0, 1, {149}, {}));
+  // A long key range at head_dim 128: the hopper kernel's 192-key tiles
+  // (4500 keys: a partial last tile), causal with a long cached prefix.
+  AttentionProblem long_keys(shape_of(1, 2, 1, 130, 4500, 128, true, 406));
+  DeviceAttention long_dev(long_keys);
+  check_prefill_capture(long_keys, long_dev, fs::PrefillKernel::kAuto, options(0, 1, {0, 129}, {{1, 23}}));
 
   // Only what is asked for: no CTAs, spans or masses.
   fs::TraceOptions minimal;

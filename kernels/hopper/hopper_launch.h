@@ -15,13 +15,14 @@ namespace flashscope::kernels {
 // uses kDefault.
 // (bf16 only; fp16 always runs kDefault).
 enum class HopperVariant {
-  kDefault,   // 128: 176-key tiles, 2 stages, the 2 consumer warpgroups taking turns;
+  kDefault,   // 128: 176-key tiles (192 from 4096 keys), 2 stages, the 2 consumer warpgroups taking turns;
               // 64: 3 warpgroups taking turns, 4 stages (2 taking turns for causal
               // problems of at most 1024 queries)
   kBlockKV128,  // head_dim 128: 128-key tiles, 3 stages, no turns (the default until 2026-11-22)
   kStages2,     // head_dim 128: 128-key tiles, 2 stages
   kPingPong,    // head_dim 128: 128-key tiles, 3 stages, taking turns
   kBlockKV176,  // head_dim 128: 176-key tiles, 2 stages, no turns
+  kBlockKV176PingPong,  // head_dim 128: 176-key tiles, 2 stages, taking turns, whatever the key count
   kBlockKV192,  // head_dim 128: 192-key tiles, 2 stages, taking turns
   kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
   kTwoConsumers,          // head_dim 64: two consumer warpgroups (128-row q-tiles)
@@ -44,9 +45,10 @@ cudaError_t launch_paged_hopper(ElemType type, int head_dim, bool causal, const 
 
 // The probed build (FLASHSCOPE_KERNEL_PROBES) for the trace capture: the
 // production configuration with GlobalTimerProbe, and its tiling (it depends
-// on varlen, which runs the cp.async configuration, and at head_dim 64 on
-// causal and q_len: short causal problems run 128-row q-tiles).
-KernelTiling hopper_prefill_tiling(int head_dim, bool varlen, bool causal, int q_len);
+// on varlen, which runs the cp.async configuration, at head_dim 64 on
+// causal and q_len: short causal problems run 128-row q-tiles, and at 128 on
+// kv_len: long key ranges run 192-key tiles).
+KernelTiling hopper_prefill_tiling(int head_dim, bool varlen, bool causal, int q_len, int kv_len);
 cudaError_t launch_prefill_hopper_probed(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
                                          const ProbeBuffers& probe, cudaStream_t stream);
 

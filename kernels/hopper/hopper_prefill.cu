@@ -74,7 +74,11 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
       return launch_dense<HopperPrefillConfig<128, 2, 2, false, 176>, T, kCausal>(type, p, s, tma);
     case HopperVariant::kBlockKV192:
       return launch_dense<HopperPrefillConfig<128, 2, 2, true, 192>, T, kCausal>(type, p, s, tma);
-    default: return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);
+    case HopperVariant::kBlockKV176PingPong:
+      return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);
+    default:
+      if (use_long_kv_config(128, p.kv_len)) return launch_dense<LongKvConfig128, T, kCausal>(type, p, s, tma);
+      return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);
   }
 }
 

@@ -40,19 +40,23 @@ cudaError_t probed_typed(ElemType type, int head_dim, bool causal, const Prefill
     return causal ? launch_probed<DefaultConfig<64>, T, true>(type, p, probe, s)
                   : launch_probed<DefaultConfig<64>, T, false>(type, p, probe, s);
   }
+  if (use_long_kv_config(128, p.kv_len))
+    return causal ? launch_probed<LongKvConfig128, T, true>(type, p, probe, s)
+                  : launch_probed<LongKvConfig128, T, false>(type, p, probe, s);
   return causal ? launch_probed<DefaultConfig<128>, T, true>(type, p, probe, s)
                 : launch_probed<DefaultConfig<128>, T, false>(type, p, probe, s);
 }
 
 }  // namespace
 
-KernelTiling hopper_prefill_tiling(int head_dim, bool varlen, bool causal, int q_len) {
+KernelTiling hopper_prefill_tiling(int head_dim, bool varlen, bool causal, int q_len, int kv_len) {
   auto tiling = [](auto cfg) { return KernelTiling{decltype(cfg)::kBlockQ, decltype(cfg)::kBlockKV, decltype(cfg)::kThreads / 32}; };
   if (head_dim == 64) {
     if (varlen) return tiling(CpAsyncConfig<DefaultConfig<64>>{});
     return use_short_causal_config(64, causal, q_len) ? tiling(ShortCausalConfig64{}) : tiling(DefaultConfig<64>{});
   }
-  return varlen ? tiling(CpAsyncConfig<DefaultConfig<128>>{}) : tiling(DefaultConfig<128>{});
+  if (varlen) return tiling(CpAsyncConfig<DefaultConfig<128>>{});
+  return use_long_kv_config(128, kv_len) ? tiling(LongKvConfig128{}) : tiling(DefaultConfig<128>{});
 }
 
 cudaError_t launch_prefill_hopper_probed(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,

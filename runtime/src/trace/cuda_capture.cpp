@@ -541,7 +541,8 @@ Result<TracedKernel> traced_kernel(const PrefillParams& p) {
 
 KernelTiling traced_tiling(const PrefillParams& p, const TracedKernel& tk) {
 #if FLASHSCOPE_WITH_HOPPER
-  if (tk.hopper) return kernels::hopper_prefill_tiling(p.head_dim, p.cu_seqlens_q != nullptr, p.causal, p.q_len);
+  if (tk.hopper)
+    return kernels::hopper_prefill_tiling(p.head_dim, p.cu_seqlens_q != nullptr, p.causal, p.q_len, p.kv_len);
 #endif
   return kernels::prefill_tiling(tk.version, p.head_dim);
 }
