@@ -18,9 +18,9 @@ namespace flashscope::kernels {
 //        and V released separately two stages keep the producer ahead as
 //        three did; the wider tile spreads each tile's fixed costs (row
 //        maxima, O's rescale, barriers) over 37% more keys: 8k x 8k 700
-//        TFLOPS against 667 for 128-key tiles and three stages; 192-key
-//        tiles measure the same as 176 within noise across five rounds
-//        (nvidia-h200-2026-11-22-hopper-variants-3.txt).
+//        TFLOPS against 667 for 128-key tiles and three stages
+//        (nvidia-h200-2026-11-22-hopper-variants-3.txt); 192-key tiles for
+//        long key ranges, below.
 //   64:  three consumer warpgroups (192-row q-tiles) taking turns at the
 //        tensor cores, four stages: 500 TFLOPS against 358 for two
 //        warpgroups without turns, since at 64 the softmax is twice the
@@ -40,9 +40,9 @@ using DefaultConfig = std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, 3
                                          HopperPrefillConfig<128, 2, 2, true, 176>>;
 
 // Long key ranges at 128: 192-key tiles (S 96 + P 48 + O 64 registers of
-// the 240) pass 9% fewer tiles through the per-tile bookkeeping; 0.5-1%
-// faster than 176 from 4096 keys up in every round, slower on short ones
-// (1000 x 777: 73 against 78 TFLOPS), where the last tile's waste weighs more.
+// the 240) pass 9% fewer tiles through the per-tile bookkeeping: level with
+// 176 or up to 1% faster from 4096 keys across eight rounds, slower on short
+// ranges (1000 x 777: 72-73 against 75-78 TFLOPS).
 using LongKvConfig128 = HopperPrefillConfig<128, 2, 2, true, 192>;
 inline bool use_long_kv_config(int head_dim, int kv_len) { return head_dim == 128 && kv_len >= 4096; }
 
