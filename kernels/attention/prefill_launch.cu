@@ -1,6 +1,10 @@
 // The one place that maps a runtime kernel choice to its instantiation.
 #include "kernels/attention/prefill_launch.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
 #include "kernels/attention/prefill_versions.cuh"
 
 namespace flashscope::kernels {
@@ -14,13 +18,31 @@ cudaError_t launch_prefill_v5_fp16(const PrefillKernelParams&, int, bool, cudaSt
 cudaError_t launch_prefill_v6_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
 cudaError_t launch_prefill_v6_fp16(const PrefillKernelParams&, int, bool, cudaStream_t);
 
-int causal_longest_first_group(const PrefillKernelParams& p, int head_dim) {
-  int device = 0, l2_bytes = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2_bytes <= 0) {
+namespace {
+// The current device's L2 size, asked once per device (launches are a hot path).
+int current_l2_bytes() {
+  constexpr int kFallback = 50 << 20;  // an H100's
+  constexpr int kDevices = 64;
+  static std::atomic<int> cached[kDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
-    l2_bytes = 50 << 20;  // an H100's
+    return kFallback;
   }
+  if (device >= 0 && device < kDevices)
+    if (const int known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
+  int bytes = 0;
+  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess || bytes <= 0) {
+    cudaGetLastError();
+    bytes = kFallback;
+  }
+  if (device >= 0 && device < kDevices) cached[device].store(bytes, std::memory_order_relaxed);
+  return bytes;
+}
+}  // namespace
+
+int causal_longest_first_group(const PrefillKernelParams& p, int head_dim) {
+  const int l2_bytes = current_l2_bytes();
   // K and V of one kv-head (bf16/fp16), shared by `group` q-heads.
   const double bytes_per_pair = 4.0 * double(p.kv_len) * head_dim / (p.group > 0 ? p.group : 1);
   const double fit = 0.5 * l2_bytes / (bytes_per_pair > 0 ? bytes_per_pair : 1.0);
@@ -28,16 +50,26 @@ int causal_longest_first_group(const PrefillKernelParams& p, int head_dim) {
   if (pairs <= 1 || fit >= double(pairs)) return int(pairs < 1 ? 1 : pairs > (1 << 30) ? (1 << 30) : pairs);
   // Groups of equal size: a smaller last group would run its longest
   // q-tiles alone at the end, the tail this ordering is there to avoid
-  // (7 pairs per group of 16 measured like no grouping at all).
-  for (int64_t size = fit < 1 ? 1 : int64_t(fit); size > 1; --size)
-    if (pairs % size == 0) return int(size);
-  return 1;
+  // (7 pairs per group of 16 measured like no grouping at all). The largest
+  // divisor not above `fit`, through the divisor pairs (d, pairs / d).
+  int64_t best = 1;
+  for (int64_t d = 1; d * d <= pairs; ++d) {
+    if (pairs % d != 0) continue;
+    if (d <= fit) best = std::max(best, d);
+    if (pairs / d <= fit) best = std::max(best, pairs / d);
+  }
+  return int(best);
+}
+
+PrefillKernelParams with_longest_first_group(const PrefillKernelParams& p, int head_dim, bool causal) {
+  PrefillKernelParams out = p;
+  if (causal && out.longest_first_group == 0) out.longest_first_group = causal_longest_first_group(out, head_dim);
+  return out;
 }
 
 cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& params,
                            cudaStream_t stream) {
-  PrefillKernelParams p = params;
-  if (causal && p.longest_first_group == 0) p.longest_first_group = causal_longest_first_group(p, head_dim);
+  const PrefillKernelParams p = with_longest_first_group(params, head_dim, causal);
   if (type == ElemType::kFP16) {
     if (version == 5) return launch_prefill_v5_fp16(p, head_dim, causal, stream);
     if (version == 6) return launch_prefill_v6_fp16(p, head_dim, causal, stream);

@@ -21,6 +21,9 @@ cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal
 // and every group is as long as the others.
 int causal_longest_first_group(const PrefillKernelParams& p, int head_dim);
 
+// p with longest_first_group filled in where the caller left it 0 (causal only).
+PrefillKernelParams with_longest_first_group(const PrefillKernelParams& p, int head_dim, bool causal);
+
 // Dynamic shared memory one CTA of `version` needs at head_dim (for reports).
 int prefill_smem_bytes(int version, int head_dim);
 

@@ -25,7 +25,6 @@ enum class HopperVariant {
   kBlockKV176PingPong,  // head_dim 128: 176-key tiles, 2 stages, taking turns, whatever the key count
   kBlockKV192,  // head_dim 128: 192-key tiles, 2 stages, taking turns
   kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
-  kTwoConsumers,          // head_dim 64: two consumer warpgroups (128-row q-tiles)
   kTwoConsumersPingPong,  // head_dim 64: two, taking turns
   kThreeConsumers,        // head_dim 64: three, without turns
 };

@@ -53,8 +53,6 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
   const bool tma = v != HopperVariant::kCpAsync;
   if (head_dim == 64) {
     switch (v) {
-      case HopperVariant::kTwoConsumers:
-        return launch_dense<HopperPrefillConfig<64, 4, 2, false>, T, kCausal>(type, p, s, tma);
       case HopperVariant::kTwoConsumersPingPong:
         return launch_dense<HopperPrefillConfig<64, 4, 2, true>, T, kCausal>(type, p, s, tma);
       case HopperVariant::kThreeConsumers:
@@ -119,8 +117,7 @@ bool hopper_kernels_runnable() {
 cudaError_t launch_prefill_hopper(ElemType type, int head_dim, bool causal, const PrefillKernelParams& params,
                                   cudaStream_t stream, HopperVariant variant) {
   if (head_dim != 64 && head_dim != 128) return cudaErrorInvalidValue;
-  PrefillKernelParams p = params;
-  if (causal && p.longest_first_group == 0) p.longest_first_group = causal_longest_first_group(p, head_dim);
+  const PrefillKernelParams p = with_longest_first_group(params, head_dim, causal);
   return type == ElemType::kFP16 ? dense_typed<__half>(type, head_dim, causal, p, stream, variant)
                                  : dense_typed<__nv_bfloat16>(type, head_dim, causal, p, stream, variant);
 }

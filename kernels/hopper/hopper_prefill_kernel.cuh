@@ -182,8 +182,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
 
   // Which rows and keys this CTA owns (attention_views.cuh); causal
   // production launches take the longest q-tiles of every head first.
-  constexpr bool kLongestFirst = kCausal && !Probe::kEnabled && kViewTakesTileCoords<View>;
-  const View view = cta_view<View, kLongestFirst>(p);
+  const View view = cta_view<View, kCausal && !Probe::kEnabled>(p);
   if (!view.active()) return;  // varlen: a shorter sequence than the longest (the whole CTA leaves)
   const int q0 = view.q0;
   const int kv_begin = view.kv_begin;
@@ -214,8 +213,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
 
   // TMA copies of Q and of tile t's K or V into a K/V stage; each announces
   // its bytes on the barrier it completes.
+  // (Only dense views are read through TMA; they name their head and sequence.)
   int q_head = blockIdx.y, seq = blockIdx.z;
-  if constexpr (kLongestFirst) q_head = view.head, seq = view.seq;
+  if constexpr (kViewTakesTileCoords<View>) q_head = view.head, seq = view.seq;
   const int kv_head = q_head / p.group;
   auto tma_q = [&] {
     mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
