@@ -4,7 +4,8 @@
 //   nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a \
 //     bench/hopper_variants.cu kernels/hopper/hopper_prefill.cu kernels/attention/prefill_launch.cu \
 //     kernels/attention/prefill_v{1,2,3,4}.cu kernels/attention/prefill_v{5,6}_{bf16,fp16}.cu -o hopper_variants
-//   ./hopper_variants
+//   ./hopper_variants [VARIANTS [SHAPES]]   comma lists of the names to run (default all; "groups"
+//                                           adds the causal longest-first group sweep)
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench/cuda_check.cuh"
@@ -32,7 +34,7 @@ float median_ms(F&& launch, int iters) {
   cudaEvent_t a, b;
   CHECK_CUDA(cudaEventCreate(&a));
   CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) CHECK_CUDA(launch());
+  for (int i = 0; i < std::min(iters, 3); ++i) CHECK_CUDA(launch());
   std::vector<float> ms;
   for (int i = 0; i < iters; ++i) {
     CHECK_CUDA(cudaEventRecord(a));
@@ -49,7 +51,25 @@ float median_ms(F&& launch, int iters) {
   return ms[ms.size() / 2];
 }
 
-int main() {
+// True when `name` is one of the comma-separated `filter`'s items (or there is no filter).
+bool selected(const char* filter, const char* name) {
+  if (filter == nullptr || *filter == 0) return true;
+  std::string items(filter);
+  size_t at = 0;
+  while (at <= items.size()) {
+    const size_t comma = std::min(items.find(',', at), items.size());
+    const std::string item = items.substr(at, comma - at);
+    if (item == name) return true;
+    at = comma + 1;
+  }
+  return false;
+}
+
+int main(int argc, char** argv) {
+  const char* variant_filter = argc > 1 ? argv[1] : nullptr;
+  const char* shape_filter = argc > 2 ? argv[2] : nullptr;
+  // HV_ITERS: timed launches per median (1 under compute-sanitizer).
+  const int iters = std::getenv("HV_ITERS") != nullptr ? std::max(1, std::atoi(std::getenv("HV_ITERS"))) : 20;
   if (!hopper_kernels_runnable()) {
     std::printf("hopper kernels not runnable on this device\n");
     return 1;
@@ -61,10 +81,16 @@ int main() {
       // Short D64 sequences (SmolLM2's prompts): where 192-row q-tiles leave rows idle.
       {"D64 16x9x1024 c", 16, 9, 1024, 1024, 64, true}, {"D64 16x9x512 c", 16, 9, 512, 512, 64, true},
       {"D64 8x9x2048 c", 8, 9, 2048, 2048, 64, true},   {"D64 4x9x1024", 4, 9, 1024, 1024, 64, false},
+      // More work tiles than SMs with tails, and causal q-tiles that see no key (q_len > kv_len):
+      // persistent CTAs walk several of these.
+      {"multi 777x555", 3, 12, 777, 555, 128, false},   {"multi 777x555 c", 3, 12, 777, 555, 128, true},
+      {"multi D64 777x555 c", 3, 12, 777, 555, 64, true}, {"nokeys 777x300 c", 3, 12, 777, 300, 128, true},
+      {"nokeys D64 777x300 c", 3, 12, 777, 300, 64, true},
   };
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (const Shape& s : shapes) {
+    if (!selected(shape_filter, s.name)) continue;
     const size_t nq = size_t(s.b) * s.lq * s.h * s.d, nk = size_t(s.b) * s.lk * s.h * s.d;
     std::vector<bf16> hq(nq), hk(nk), hv(nk);
     for (auto& x : hq) x = __float2bfloat16(nd(rng));
@@ -93,9 +119,12 @@ int main() {
     p.scale_log2 = 1.4426950408889634f / std::sqrt(float(s.d));
     const double flops = 4.0 * s.b * s.h * double(s.lq) * s.lk * s.d * (s.causal ? 0.5 : 1.0);
 
-    const float t_v6 = median_ms([&] { return launch_prefill(6, ElemType::kBF16, s.d, s.causal, p, nullptr); }, 20);
+    const float t_v6 = median_ms([&] { return launch_prefill(6, ElemType::kBF16, s.d, s.causal, p, nullptr); }, iters);
     std::vector<bf16> ref(nq), got(nq);
+    const size_t nl = size_t(s.b) * s.h * s.lq;
+    std::vector<float> lse_want(nl), lse_got(nl);
     CHECK_CUDA(cudaMemcpy(ref.data(), o_ref, nq * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(lse_want.data(), lse_ref, nl * 4, cudaMemcpyDeviceToHost));
     std::printf("%-18s v6            %8.3f ms %7.1f TFLOPS\n", s.name, t_v6, flops / t_v6 * 1e-9);
     struct Variant {
       HopperVariant v;
@@ -113,6 +142,7 @@ int main() {
         {HopperVariant::kCpAsync, "hopper-cpasync", 0},
         {HopperVariant::kTwoConsumersPingPong, "hopper-2wg-pp", 64},
         {HopperVariant::kThreeConsumers, "hopper-3wg-nopp", 64},
+        {HopperVariant::kOneCtaPerTile, "hopper-per-tile", 0},
     };
     // Causal shapes also sweep the default's longest-first group (PrefillKernelParams::longest_first_group:
     // 1 = each head longest-first on its own, the blockIdx order; 1 << 20 = all heads in one list).
@@ -124,13 +154,19 @@ int main() {
     std::vector<Run> runs;
     for (const Variant& variant : variants) {
       if (variant.dim != 0 && variant.dim != s.d) continue;
+      if (!selected(variant_filter, variant.name)) continue;
       runs.push_back({variant, 0, {}});
       std::snprintf(runs.back().name, sizeof(runs.back().name), "%s", variant.name);
     }
-    if (s.causal)
-      for (int group : {1, 4, 8, 16, 1 << 20}) {
-        runs.push_back({variants[0], group, {}});
-        std::snprintf(runs.back().name, sizeof(runs.back().name), "hopper-g%d", group);
+    // ("groups": of the default, persistent, and of one CTA per tile).
+    if (s.causal && selected(variant_filter, "groups"))
+      for (const Variant& variant : variants) {
+        if (variant.v != HopperVariant::kDefault && variant.v != HopperVariant::kOneCtaPerTile) continue;
+        if (variant_filter != nullptr && !selected(variant_filter, variant.name)) continue;
+        for (int group : {1, 4, 8, 16, 1 << 20}) {
+          runs.push_back({variant, group, {}});
+          std::snprintf(runs.back().name, sizeof(runs.back().name), "%s-g%d", variant.name, group);
+        }
       }
     for (const Run& run : runs) {
       const HopperVariant var = run.variant.v;
@@ -138,8 +174,9 @@ int main() {
       ph.o = o, ph.lse = lse;
       ph.longest_first_group = run.group;
       CHECK_CUDA(cudaMemset(o, 0xff, nq * 2));  // NaN: unwritten outputs show
-      const float t = median_ms(
-          [&] { return launch_prefill_hopper(ElemType::kBF16, s.d, s.causal, ph, nullptr, var); }, 20);
+      CHECK_CUDA(cudaMemset(lse, 0xff, nl * 4));
+      const float t =
+          median_ms([&] { return launch_prefill_hopper(ElemType::kBF16, s.d, s.causal, ph, nullptr, var); }, iters);
       CHECK_CUDA(cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost));
       double max_diff = 0;
       size_t nan = 0;
@@ -148,8 +185,14 @@ int main() {
         if (!std::isfinite(a)) ++nan;
         else max_diff = std::max(max_diff, double(std::fabs(a - r)));
       }
-      std::printf("%-18s %-14s %8.3f ms %7.1f TFLOPS  x%.2f vs v6  max|diff| %.4f  nonfinite %zu\n", s.name,
-                  run.name, t, flops / t * 1e-9, t_v6 / t, max_diff, nan);
+      CHECK_CUDA(cudaMemcpy(lse_got.data(), lse, nl * 4, cudaMemcpyDeviceToHost));
+      double lse_diff = 0;
+      for (size_t i = 0; i < nl; ++i) {
+        const double d = std::fabs(double(lse_got[i]) - lse_want[i]);
+        lse_diff = std::isfinite(d) ? std::max(lse_diff, d) : (lse_got[i] == lse_want[i] ? lse_diff : 1e30);
+      }
+      std::printf("%-18s %-14s %8.3f ms %7.1f TFLOPS  x%.2f vs v6  max|diff| %.4f  lse %.2g  nonfinite %zu\n",
+                  s.name, run.name, t, flops / t * 1e-9, t_v6 / t, max_diff, lse_diff, nan);
     }
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o_ref), cudaFree(o), cudaFree(lse_ref), cudaFree(lse);
   }

@@ -232,6 +232,46 @@ TEST_CASE("gpu prefill: causal grids split into longest-first groups") {
   }
 }
 
+// With more work tiles (q-tiles x q-heads x sequences) than the GPU has SMs,
+// the Hopper kernel's persistent CTAs walk several tiles each, carrying the
+// K/V ring, Q's barriers and the warpgroups' turns from one tile to the
+// next; causal lists are dealt group by group, and q_len > kv_len causal
+// gives tiles without keys among them. The grids above stay under 132 tiles.
+// Both dtypes, GQA, tails, LSE, and the same bits on a rerun.
+TEST_CASE("gpu prefill: hopper persistent CTAs walk more work tiles than SMs") {
+  if (skip_without_gpu()) return;
+  if (!prefill_kernel_runnable(PrefillKernel::kHopper)) {
+    MESSAGE("skipped: the hopper kernel does not run on this device or build");
+    return;
+  }
+  struct Case {
+    int d, kv_len;
+    bool causal;
+    DType dtype;
+  };
+  const Case cases[] = {{128, 555, false, DType::kBF16}, {64, 555, false, DType::kBF16},
+                        {128, 555, true, DType::kBF16},  {64, 555, true, DType::kBF16},
+                        {128, 300, true, DType::kBF16},  {64, 300, true, DType::kBF16},
+                        {128, 555, false, DType::kFP16}, {64, 555, true, DType::kFP16}};
+  for (const Case& c : cases) {
+    AttentionShape s;
+    s.batch = 3;
+    s.q_heads = 12;
+    s.kv_heads = 4;
+    s.q_len = 777;  // 7 q-tiles of 128 rows (5 of 192): 252 (180) work tiles
+    s.kv_len = c.kv_len;
+    s.head_dim = c.d;
+    s.causal = c.causal;
+    s.dtype = c.dtype;
+    s.seed = 61 + c.d + c.kv_len;
+    AttentionProblem prob(s);
+    check_on_gpu(prob, PrefillKernel::kHopper);
+    const std::vector<uint16_t> first = prob.o_storage();
+    check_on_gpu(prob, PrefillKernel::kHopper);
+    CHECK_MESSAGE(first == prob.o_storage(), "different bits on a rerun: ", s.describe());
+  }
+}
+
 TEST_CASE("gpu prefill: the hopper kernel runs exactly where it is reported runnable") {
   if (skip_without_gpu()) return;
   AttentionShape s;

@@ -197,18 +197,31 @@ template <typename View>
 inline constexpr bool kViewTakesTileCoords =
     std::is_constructible_v<View, const typename View::Params&, int, int, int>;
 
+// Work tile `linear` of a grid of q_tiles x q_heads x batch, in the order
+// cta_view reads blockIdx (also the order persistent CTAs walk the list).
+template <typename View, bool LONGEST_FIRST>
+__device__ __forceinline__ View work_tile_view(const typename View::Params& p, int linear, int q_tiles, int q_heads,
+                                               int batch) {
+  const int pairs = q_heads * batch;  // (32-bit: a launch has fewer than 2^31 work tiles)
+  if constexpr (LONGEST_FIRST) {
+    const int per_group = p.longest_first_group > 0 ? min(p.longest_first_group, pairs) : pairs;
+    const int group = linear / (per_group * q_tiles);
+    const int first_pair = group * per_group;
+    const int in_group = min(per_group, pairs - first_pair);  // the last group may be smaller
+    const int rank = linear - group * per_group * q_tiles;
+    const int pair = first_pair + rank % in_group;
+    return View(p, q_tiles - 1 - rank / in_group, pair % q_heads, pair / q_heads);
+  } else {
+    const int pair = linear / q_tiles;
+    return View(p, q_tiles - 1 - linear % q_tiles, pair % q_heads, pair / q_heads);
+  }
+}
+
 template <typename View, bool LONGEST_FIRST>
 __device__ __forceinline__ View cta_view(const typename View::Params& p) {
   if constexpr (LONGEST_FIRST && kViewTakesTileCoords<View>) {
-    const int64_t q_tiles = gridDim.x, pairs = int64_t(gridDim.y) * gridDim.z;
-    const int64_t per_group = p.longest_first_group > 0 ? min(int64_t(p.longest_first_group), pairs) : pairs;
-    const int64_t linear = blockIdx.x + q_tiles * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
-    const int64_t group = linear / (per_group * q_tiles);
-    const int64_t first_pair = group * per_group;
-    const int64_t in_group = min(per_group, pairs - first_pair);  // the last group may be smaller
-    const int64_t rank = linear - group * per_group * q_tiles;
-    const int64_t pair = first_pair + rank % in_group;
-    return View(p, int(q_tiles - 1 - rank / in_group), int(pair % gridDim.y), int(pair / gridDim.y));
+    const int linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    return work_tile_view<View, true>(p, linear, gridDim.x, gridDim.y, gridDim.z);
   } else {
     return View(p);
   }

@@ -19,25 +19,30 @@ cudaError_t launch_prefill_v6_bf16(const PrefillKernelParams&, int, bool, cudaSt
 cudaError_t launch_prefill_v6_fp16(const PrefillKernelParams&, int, bool, cudaStream_t);
 
 namespace {
-// The current device's L2 size, asked once per device (launches are a hot path).
-int current_l2_bytes() {
-  constexpr int kFallback = 50 << 20;  // an H100's
-  constexpr int kDevices = 64;
-  static std::atomic<int> cached[kDevices] = {};
+constexpr int kCachedDevices = 64;
+
+// One attribute of the current device, asked once per device (launches are
+// a hot path); `fallback` where the runtime cannot say.
+int cached_attribute(cudaDeviceAttr attr, int fallback, std::atomic<int> (&cache)[kCachedDevices]) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
-    return kFallback;
+    return fallback;
   }
-  if (device >= 0 && device < kDevices)
-    if (const int known = cached[device].load(std::memory_order_relaxed); known > 0) return known;
-  int bytes = 0;
-  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess || bytes <= 0) {
+  if (device >= 0 && device < kCachedDevices)
+    if (const int known = cache[device].load(std::memory_order_relaxed); known > 0) return known;
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, attr, device) != cudaSuccess || value <= 0) {
     cudaGetLastError();
-    bytes = kFallback;
+    value = fallback;
   }
-  if (device >= 0 && device < kDevices) cached[device].store(bytes, std::memory_order_relaxed);
-  return bytes;
+  if (device >= 0 && device < kCachedDevices) cache[device].store(value, std::memory_order_relaxed);
+  return value;
+}
+
+int current_l2_bytes() {
+  static std::atomic<int> cache[kCachedDevices] = {};
+  return cached_attribute(cudaDevAttrL2CacheSize, 50 << 20 /* an H100's */, cache);
 }
 }  // namespace
 
@@ -59,6 +64,11 @@ int causal_longest_first_group(const PrefillKernelParams& p, int head_dim) {
     if (pairs / d <= fit) best = std::max(best, pairs / d);
   }
   return int(best);
+}
+
+int current_sm_count() {
+  static std::atomic<int> cache[kCachedDevices] = {};
+  return cached_attribute(cudaDevAttrMultiProcessorCount, 132, cache);
 }
 
 PrefillKernelParams with_longest_first_group(const PrefillKernelParams& p, int head_dim, bool causal) {

@@ -21,6 +21,9 @@ cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal
 // and every group is as long as the others.
 int causal_longest_first_group(const PrefillKernelParams& p, int head_dim);
 
+// The current device's SM count, asked once per device (for persistent grids).
+int current_sm_count();
+
 // p with longest_first_group filled in where the caller left it 0 (causal only).
 PrefillKernelParams with_longest_first_group(const PrefillKernelParams& p, int head_dim, bool causal);
 

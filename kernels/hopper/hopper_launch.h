@@ -17,7 +17,7 @@ namespace flashscope::kernels {
 enum class HopperVariant {
   kDefault,   // 128: 176-key tiles (192 from 4096 keys), 2 stages, the 2 consumer warpgroups taking turns;
               // 64: 3 warpgroups taking turns, 4 stages (2 taking turns for causal
-              // problems of at most 1024 queries)
+              // problems of at most 1024 queries); persistent CTAs
   kBlockKV128,  // head_dim 128: 128-key tiles, 3 stages, no turns (the default until 2026-11-22)
   kStages2,     // head_dim 128: 128-key tiles, 2 stages
   kPingPong,    // head_dim 128: 128-key tiles, 3 stages, taking turns
@@ -27,6 +27,8 @@ enum class HopperVariant {
   kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
   kTwoConsumersPingPong,  // head_dim 64: two, taking turns
   kThreeConsumers,        // head_dim 64: three, without turns
+  kOneCtaPerTile,         // the default tiles, one CTA per work tile (every other dense launch
+                          // through TMA runs persistent CTAs)
 };
 
 // True when this process carries sm_90a code and the current device runs it.

@@ -1,6 +1,8 @@
 // Instantiates the Hopper attention kernel: bf16 and fp16, head_dim 64 and
 // 128, causal on/off; dense tensors through TMA, varlen and the paged cache
 // through the cp.async producer. Compiled for sm_90a only.
+#include <algorithm>
+
 #include "kernels/hopper/hopper_config.cuh"
 
 namespace flashscope::kernels {
@@ -11,7 +13,10 @@ cudaError_t prepare(Kernel kernel) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
 }
 
-template <typename Cfg, typename T, bool kCausal>
+// TMA (dense tensors): persistent CTAs, at most one per SM walking the work
+// tiles (hopper_config.cuh says why), or with kOneCtaPerTile one CTA per
+// work tile; otherwise the cp.async producer, one CTA per work tile.
+template <typename Cfg, typename T, bool kCausal, bool kOneCtaPerTile = false>
 cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream_t stream, bool allow_tma) {
   HopperParams<PrefillKernelParams> hp{};
   hp.view = p;
@@ -19,9 +24,21 @@ cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream
   const bool tma = allow_tma && encode_dense_maps<Cfg>(type, p, &hp);
   const dim3 grid((p.q_len + Cfg::kBlockQ - 1) / Cfg::kBlockQ, p.q_heads, p.batch);
   if (tma) {
-    auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true>;
-    if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
-    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
+    if constexpr (kOneCtaPerTile) {
+      auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true>;
+      if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
+      kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
+    } else {
+      const int64_t work_tiles = int64_t(grid.x) * grid.y * grid.z;
+      if (work_tiles == 0) return cudaSuccess;
+      auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true, NoProbe, true>;
+      if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
+      const int ctas = int(std::min<int64_t>(work_tiles, current_sm_count()));
+      if (kCausal)
+        hp.view.longest_first_group =
+            persistent_longest_first_group(p.q_heads * p.batch, grid.x, ctas, hp.view.longest_first_group);
+      kernel<<<ctas, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
+    }
   } else {
     using Cp = CpAsyncConfig<Cfg>;
     auto kernel = hopper_attention_kernel<Cp, T, kCausal, DenseView<T, Cp::kBlockQ, kCausal>, false>;
@@ -46,11 +63,28 @@ cudaError_t launch_paged(const PagedKernelParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// The production tiles for the shape (hopper_config.cuh); kOneCtaPerTile
+// launches them one CTA per work tile instead of persistent.
 template <typename T, bool kCausal>
-cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams& p, cudaStream_t s,
-                          HopperVariant v) {
-  if constexpr (std::is_same_v<T, __half>) v = v == HopperVariant::kCpAsync ? v : HopperVariant::kDefault;
-  const bool tma = v != HopperVariant::kCpAsync;
+cudaError_t launch_default(ElemType type, int head_dim, const PrefillKernelParams& p, cudaStream_t s, bool tma,
+                           HopperVariant v) {
+  auto launch = [&](auto config) {
+    using Cfg = decltype(config);
+    if constexpr (std::is_same_v<T, __half>)
+      return launch_dense<Cfg, T, kCausal>(type, p, s, tma);
+    else
+      return v == HopperVariant::kOneCtaPerTile ? launch_dense<Cfg, T, kCausal, true>(type, p, s, tma)
+                                                : launch_dense<Cfg, T, kCausal>(type, p, s, tma);
+  };
+  if (head_dim == 64)
+    return use_short_causal_config(64, kCausal, p.q_len) ? launch(ShortCausalConfig64{}) : launch(DefaultConfig<64>{});
+  return use_long_kv_config(128, p.kv_len) ? launch(LongKvConfig128{}) : launch(DefaultConfig<128>{});
+}
+
+// The variants (bf16 only).
+template <typename T, bool kCausal>
+cudaError_t bf16_variant(ElemType type, int head_dim, const PrefillKernelParams& p, cudaStream_t s, HopperVariant v,
+                         bool tma) {
   if (head_dim == 64) {
     switch (v) {
       case HopperVariant::kTwoConsumersPingPong:
@@ -58,9 +92,7 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
       case HopperVariant::kThreeConsumers:
         return launch_dense<HopperPrefillConfig<64, 4, 3, false>, T, kCausal>(type, p, s, tma);
       default:
-        if (use_short_causal_config(64, kCausal, p.q_len))
-          return launch_dense<ShortCausalConfig64, T, kCausal>(type, p, s, tma);
-        return launch_dense<DefaultConfig<64>, T, kCausal>(type, p, s, tma);
+        return launch_default<T, kCausal>(type, 64, p, s, tma, v);
     }
   }
   switch (v) {
@@ -75,8 +107,18 @@ cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams
     case HopperVariant::kBlockKV176PingPong:
       return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);
     default:
-      if (use_long_kv_config(128, p.kv_len)) return launch_dense<LongKvConfig128, T, kCausal>(type, p, s, tma);
-      return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);
+      return launch_default<T, kCausal>(type, 128, p, s, tma, v);
+  }
+}
+
+template <typename T, bool kCausal>
+cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams& p, cudaStream_t s, HopperVariant v) {
+  const bool tma = v != HopperVariant::kCpAsync;
+  // fp16 runs the default tiles (the variants are bf16 only: not instantiated).
+  if constexpr (std::is_same_v<T, __half>) {
+    return launch_default<T, kCausal>(type, head_dim, p, s, tma, v);
+  } else {
+    return bf16_variant<T, kCausal>(type, head_dim, p, s, v, tma);
   }
 }
 

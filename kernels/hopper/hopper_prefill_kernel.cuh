@@ -4,8 +4,9 @@
 //
 //   O[q, :] = sum_j softmax_j(scale · Q[q]·K[j]) V[j, :]
 //
-// CTA of (1 + CONSUMERS) warpgroups, one per (q-tile of 64·CONSUMERS rows,
-// q-head, sequence):
+// CTA of (1 + CONSUMERS) warpgroups, one per work tile (q-tile of
+// 64·CONSUMERS rows, q-head, sequence), or with dense tensors through TMA
+// persistent: one per SM taking several work tiles in turn (see PERSISTENT):
 //   warpgroup 0   producer: gives its registers away (setmaxnreg.dec), then
 //                 loads Q once and K(t), V(t) into stage t % STAGES, K and
 //                 V each with their own "full" and "empty" mbarriers.
@@ -55,6 +56,7 @@
 #include <type_traits>
 
 #include "kernels/attention/attention_views.cuh"
+#include "kernels/attention/persistent_deal.h"
 #include "kernels/common/hopper_ptx.cuh"
 #include "kernels/common/probe.cuh"
 #include "kernels/common/ptx.cuh"
@@ -101,8 +103,8 @@ struct HopperPrefillConfig {
   // K and V have their own barriers, so a stage's K is released as soon as
   // S = Q·Kᵀ has read it and is refilled while P·V still reads its V:
   // full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES], q_full,
-  // 8 bytes each.
-  static constexpr int kBarrierBytes = (4 * STAGES + 1) * 8;
+  // q_empty (persistent CTAs), 8 bytes each.
+  static constexpr int kBarrierBytes = (4 * STAGES + 2) * 8;
   // +1024: the dynamic shared window is aligned up to the swizzle atom inside.
   static constexpr int kSmemBytes = kBarrierOffset + kBarrierBytes + 1024;
 
@@ -161,7 +163,17 @@ struct HopperParams {
 // copy issues, each consumer warp's waits, Q·Kᵀ, softmax, P·V and epilogue,
 // and the online-softmax state of traced rows. A span of an asynchronous
 // phase runs from its issue to the wait that sees it finish.
-template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe = NoProbe>
+//
+// PERSISTENT (dense views through TMA, no probes): a grid of G ≤ #SMs CTAs,
+// each walking its share of the work tiles (q-tile, q-head, sequence), dealt
+// as persistent_deal.h says. The K/V ring, Q's barriers and the consumers'
+// turns run on from one work tile to the next: the producer loads the next
+// tile's first K as soon as a stage is free and its Q once both warpgroups'
+// last Q·Kᵀ of the current tile has read Q, all under the last softmax, P·V
+// and epilogue, which a CTA per work tile would spend waiting on its first
+// loads.
+template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe = NoProbe,
+          bool kPersistent = false>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     const __grid_constant__ typename Probe::template Params<HopperParams<typename View::Params>> hp) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -172,6 +184,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   constexpr int BLOCK_Q = Cfg::kBlockQ;
   constexpr int BLOCK_KV = Cfg::kBlockKV;
   constexpr int STAGES = Cfg::kStages;
+  static_assert(!kPersistent || (kTma && !Probe::kEnabled && kViewTakesTileCoords<View>),
+                "persistent CTAs: dense views through TMA, no probes");
   const auto& p = hp.view;
 
   const int tid = threadIdx.x;
@@ -182,21 +196,58 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
 
   // Which rows and keys this CTA owns (attention_views.cuh); causal
   // production launches take the longest q-tiles of every head first.
-  const View view = cta_view<View, kCausal && !Probe::kEnabled>(p);
-  if (!view.active()) return;  // varlen: a shorter sequence than the longest (the whole CTA leaves)
-  const int q0 = view.q0;
-  const int kv_begin = view.kv_begin;
-  const int kv_end = view.kv_end;
-  const int num_kv_tiles = kv_end > kv_begin ? (kv_end - kv_begin + BLOCK_KV - 1) / BLOCK_KV : 0;
-  probe_select_view(probe, view, warp_id);
-  const int probe_tile0 = kv_begin / BLOCK_KV;  // spans and states name absolute KV tiles
+  // Persistent: the work tile of each round, dealt as the comment above says.
+  // (32-bit: a launch has fewer than 2^31 work tiles.)
+  const int q_tiles = (p.q_len + BLOCK_Q - 1) / BLOCK_Q;
+  const int pairs = p.q_heads * p.batch;
+  const int per_group = [&] {
+    if constexpr (kPersistent && kCausal) return p.longest_first_group > 0 ? min(p.longest_first_group, pairs) : pairs;
+    else return pairs;
+  }();
+  const PersistentDeal deal(q_tiles * pairs, per_group * q_tiles, kPersistent ? int(gridDim.x) : 1);
+  const int rounds = kPersistent ? deal.rounds : 1;
+  auto work_index = [&](int round) { return deal.entry(round, blockIdx.x); };
+  auto has_work = [&](int round) { return !kPersistent || work_index(round) >= 0; };
+  auto work_view = [&](int round) -> View {
+    if constexpr (kPersistent) {
+      return work_tile_view<View, kCausal>(p, work_index(round), q_tiles, p.q_heads, p.batch);
+    } else {
+      return cta_view<View, kCausal && !Probe::kEnabled>(p);
+    }
+  };
+  auto kv_tiles_of = [](const View& v) {
+    return v.kv_end > v.kv_begin ? (v.kv_end - v.kv_begin + BLOCK_KV - 1) / BLOCK_KV : 0;
+  };
+  int first_round = 0;
+  if constexpr (kPersistent) {
+    while (first_round < rounds && !has_work(first_round)) ++first_round;
+    if (first_round == rounds) return;  // no entry falls to this CTA
+  }
+  const View first_view = work_view(first_round);
+  if (!first_view.active()) return;  // varlen: a shorter sequence than the longest (the whole CTA leaves)
+  const int first_kv_tiles = kv_tiles_of(first_view);
+  // Spans and states name absolute KV tiles; probed launches have one work tile.
+  const int probe_tile0 = first_view.kv_begin / BLOCK_KV;
+  probe_select_view(probe, first_view, warp_id);
   auto span = [&](ProbeSpanKind kind, int kv_tile, uint64_t start) {
     probe_span(probe, kind, kv_tile < 0 ? -1 : probe_tile0 + kv_tile, start);
   };
   // Every thread calls it once, last: with probes it ends in a CTA barrier.
   auto cta_end = [&] {
-    probe_cta_end(probe, {view.probe_batch(), view.probe_head(), q0, view.probe_split(), probe_tile0, num_kv_tiles},
+    probe_cta_end(probe,
+                  {first_view.probe_batch(), first_view.probe_head(), first_view.q0, first_view.probe_split(),
+                   probe_tile0, first_kv_tiles},
                   warp_id);
+  };
+  // The q-head and sequence of a view (only dense views are read through TMA;
+  // they name theirs).
+  auto head_of = [](const View& v) {
+    if constexpr (kViewTakesTileCoords<View>) return v.head;
+    else return int(blockIdx.y);
+  };
+  auto seq_of = [](const View& v) {
+    if constexpr (kViewTakesTileCoords<View>) return v.seq;
+    else return int(blockIdx.z);
   };
 
   extern __shared__ uint8_t smem_raw[];
@@ -210,26 +261,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   const uint32_t empty_k_bar = full_v_bar + 8 * STAGES;
   const uint32_t empty_v_bar = empty_k_bar + 8 * STAGES;
   const uint32_t q_full_bar = empty_v_bar + 8 * STAGES;
+  const uint32_t q_empty_bar = q_full_bar + 8;  // persistent: the last Q·Kᵀ of a work tile has read Q
 
-  // TMA copies of Q and of tile t's K or V into a K/V stage; each announces
-  // its bytes on the barrier it completes.
-  // (Only dense views are read through TMA; they name their head and sequence.)
-  int q_head = blockIdx.y, seq = blockIdx.z;
-  if constexpr (kViewTakesTileCoords<View>) q_head = view.head, seq = view.seq;
-  const int kv_head = q_head / p.group;
-  auto tma_q = [&] {
+  // TMA copies of a view's Q, and of its KV tile t into ring slot `slot`
+  // (stage slot % STAGES); each announces its bytes on the barrier it completes.
+  auto tma_q = [&](const View& v) {
     mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
 #pragma unroll
     for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-      tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, q0, q_head, seq);
+      tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, v.q0, head_of(v), seq_of(v));
   };
-  auto tma_kv = [&](const CUtensorMap* map, uint32_t tiles, uint32_t bar, int t) {
-    const int stage = t % STAGES;
+  auto tma_kv = [&](const CUtensorMap* map, uint32_t tiles, uint32_t bar, const View& v, int t, int slot) {
+    const int stage = slot % STAGES;
     mbarrier_arrive_expect_tx(bar + 8 * stage, Cfg::kKVTileBytes);
 #pragma unroll
     for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
       tma_load_4d(tiles + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, map, bar + 8 * stage, cb * 64,
-                  kv_begin + t * BLOCK_KV, kv_head, seq);
+                  v.kv_begin + t * BLOCK_KV, head_of(v) / p.group, seq_of(v));
   };
 
   if (tid == 0) {
@@ -247,23 +295,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       mbarrier_init(empty_v_bar + 8 * s, Cfg::kConsumerWarps);
     }
     mbarrier_init(q_full_bar, producer_arrivals);
+    mbarrier_init(q_empty_bar, Cfg::kConsumerWarps);
     mbarrier_init_fence();
     if constexpr (kTma) {
       // Thread 0 is the producer's leader: the first S needs K(0) and Q, so
       // they go out now, before the CTA-wide barrier and the register
       // hand-over (stage 0 is free).
-      if (num_kv_tiles > 0) {
+      if (first_kv_tiles > 0) {
         const uint64_t ts = probe_time(probe);
-        tma_kv(&hp.k_map, K_smem, full_k_bar, 0);
+        tma_kv(&hp.k_map, K_smem, full_k_bar, first_view, 0, 0);
         span(ProbeSpanKind::kLoadIssueK, 0, ts);
-        tma_q();
+        tma_q(first_view);
       }
     }
   }
   __syncthreads();  // the barriers exist before anyone waits on them
 
   if (warp_id < 4) {
-    // ---------------- producer: Q once, then K/V tiles into the ring ----------------
+    // ---------------- producer: Q, then K/V tiles into the ring, per work tile ----------------
     // Warpgroup 0 hands its registers to the consumers; one thread issues
     // TMA copies, or all 128 issue cp.async.
     if constexpr (kTma) {
@@ -286,28 +335,49 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
         if (lane_id != 0) return;
       }
       const bool leader = lane_id == 0;
-      // Tile t's K goes into K stage t % STAGES once the consumers have
-      // released that stage's K (after their Q·K(t - STAGES)ᵀ); its V once
-      // they have released the V stage (after P·V(t - STAGES)). The order
-      // is that of the consumers' needs: K(t+1) before V(t), since S(t+1)
-      // is issued together with P(t)·V(t). K(0) and Q went out before the
-      // CTA barrier.
-      auto load = [&](ProbeSpanKind kind, int t) {
-        const bool is_k = kind == ProbeSpanKind::kLoadIssueK;
-        mbarrier_wait((is_k ? empty_k_bar : empty_v_bar) + 8 * (t % STAGES), ((t / STAGES) & 1) ^ 1);
-        const uint64_t ts = probe_time(probe);
-        if (leader) {
-          if (is_k) tma_kv(&hp.k_map, K_smem, full_k_bar, t);
-          else tma_kv(&hp.v_map, V_smem, full_v_bar, t);
+      // `ring` counts the KV tiles of earlier work tiles, `q_round` the
+      // earlier work tiles that loaded Q (those with keys).
+      int ring = 0, q_round = 0;
+      for (int round = first_round; round < rounds; ++round) {
+        if (!has_work(round)) continue;
+        const View view = kPersistent && round > first_round ? work_view(round) : first_view;
+        const int num_kv_tiles = kPersistent && round > first_round ? kv_tiles_of(view) : first_kv_tiles;
+        if (num_kv_tiles == 0) continue;
+        // Tile t's K goes into K stage (ring + t) % STAGES once the
+        // consumers have released that stage's K (after their Q·Kᵀ of the
+        // tile STAGES before); its V once they have released the V stage
+        // (after that tile's P·V). The order is that of the consumers'
+        // needs: K(t+1) before V(t), since S(t+1) is issued together with
+        // P(t)·V(t).
+        auto load = [&](ProbeSpanKind kind, int t) {
+          const bool is_k = kind == ProbeSpanKind::kLoadIssueK;
+          const int slot = ring + t;
+          mbarrier_wait((is_k ? empty_k_bar : empty_v_bar) + 8 * (slot % STAGES), ((slot / STAGES) & 1) ^ 1);
+          const uint64_t ts = probe_time(probe);
+          if (leader) {
+            if (is_k) tma_kv(&hp.k_map, K_smem, full_k_bar, view, t, slot);
+            else tma_kv(&hp.v_map, V_smem, full_v_bar, view, t, slot);
+          }
+          span(kind, t, ts);
+        };
+        if (round > first_round) {  // the first tile's K(0) and Q went out before the CTA barrier
+          load(ProbeSpanKind::kLoadIssueK, 0);
+          mbarrier_wait(q_empty_bar, (q_round & 1) ^ 1);  // the last work tile's Q·Kᵀ are done with Q
+          if (leader) tma_q(view);
         }
-        span(kind, t, ts);
-      };
-      for (int t = 0; t < num_kv_tiles; ++t) {
-        if (t + 1 < num_kv_tiles) load(ProbeSpanKind::kLoadIssueK, t + 1);
-        load(ProbeSpanKind::kLoadIssueV, t);
-        if constexpr (Probe::kEnabled) __syncwarp();
+        for (int t = 0; t < num_kv_tiles; ++t) {
+          if (t + 1 < num_kv_tiles) load(ProbeSpanKind::kLoadIssueK, t + 1);
+          load(ProbeSpanKind::kLoadIssueV, t);
+          if constexpr (Probe::kEnabled) __syncwarp();
+        }
+        ring += num_kv_tiles;
+        ++q_round;
       }
     } else {
+      // One work tile (the cp.async producer is never persistent).
+      const View& view = first_view;
+      const int q0 = view.q0, kv_end = view.kv_end;
+      const int num_kv_tiles = first_kv_tiles;
       const T* const any_valid = view.q_ptr(q0);  // for zero-filled chunks: never read
       group_load_tile<BLOCK_Q, DIM>(Q_smem, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid,
                                     tid);
@@ -330,7 +400,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
         const int stage = t % STAGES;
         mbarrier_wait(empty_k_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
         mbarrier_wait(empty_v_bar + 8 * stage, ((t / STAGES) & 1) ^ 1);
-        const int k0 = kv_begin + t * BLOCK_KV;
+        const int k0 = view.kv_begin + t * BLOCK_KV;
         const auto keys = view.key_rows(k0, lane_id);
         uint64_t ts = probe_time(probe);
         group_load_tile<BLOCK_KV, DIM>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
@@ -352,7 +422,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     return;
   }
 
-  // ---------------- consumers: two warpgroups of 64 rows each ----------------
+  // ---------------- consumers: two or three warpgroups of 64 rows each ----------------
   if constexpr (kTma) {
     setmaxnreg_inc<Cfg::kConsumerRegsTma>();
   } else {
@@ -360,19 +430,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   }
   const int warpgroup = warp_id / 4 - 1;
   const int warp_in_group = warp_id % 4;
-  const int warp_row0 = q0 + warpgroup * Cfg::kWarpgroupRows + warp_in_group * 16;
 
   float O_rmem[DIM / 2];  // [64 x DIM] of the warpgroup in the accumulator layout
   float S_rmem[BLOCK_KV / 2];
   uint32_t P_rmem[BLOCK_KV / 16][4];
 #pragma unroll
-  for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
-#pragma unroll
   for (int i = 0; i < BLOCK_KV / 2; ++i) S_rmem[i] = 0.0f;
   // Row state for rows lane/4 (h = 0) and lane/4 + 8 (h = 1) of the warp's
   // 16; l is this thread's partial sum, reduced across the quad at the end.
-  float m_rmem[2] = {-INFINITY, -INFINITY};
-  float l_rmem[2] = {0.0f, 0.0f};
+  float m_rmem[2], l_rmem[2];
 
   const uint32_t Q_group = Q_smem + warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
 
@@ -401,52 +467,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       }
     }
   };
-  // Masks tile t's logits (keys past the range; causal keys past each row's
-  // diagonal), then turns S into probabilities in place: running max m,
-  // l rescaled and summed. Returns the factor O must be rescaled by, which
-  // the caller applies once the P·V still reading O has finished.
-  auto softmax = [&](int t, float (&rescale)[2]) {
-    const int k0 = kv_begin + t * BLOCK_KV;
-    if (k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0))) {
-#pragma unroll
-      for (int i = 0; i < BLOCK_KV / 2; ++i) {
-        const int row = warp_row0 + lane_id / 4 + ((i / 2) % 2) * 8;
-        const int col = k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2);
-        if (col >= kv_end || (kCausal && col > view.last_key(row))) S_rmem[i] = -INFINITY;
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float row_max = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < BLOCK_KV / 8; ++j)
-        row_max = fmaxf(row_max, fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
-      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
-      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
-      const float m_old = m_rmem[h];
-      const float m_new = fmaxf(m_old, row_max * p.scale_log2);
-      m_rmem[h] = m_new;
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: exp2(-inf - 0) = 0, not NaN
-      rescale[h] = fast_exp2(m_old - m_use);
-      float row_sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_use));
-          S_rmem[4 * j + 2 * h + e] = prob;
-          row_sum += prob;
-        }
-      l_rmem[h] = l_rmem[h] * rescale[h] + row_sum;
-      if constexpr (Probe::kEnabled) {
-        // The keys of this tile the row sees: those before kv_end and, causal, up to its diagonal.
-        const int row = warp_row0 + lane_id / 4 + h * 8;
-        const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
-        probe_row_state(probe, view.probe_query(row, hp.probe.traced_head), probe_tile0 + t, m_new,
-                        row_max * p.scale_log2, rescale[h], row_sum, l_rmem[h], max(0, min(BLOCK_KV, key_end - k0)));
-      }
-    }
-  };
   auto rescale_O = [&](const float (&rescale)[2]) {
 #pragma unroll
     for (int j = 0; j < DIM / 8; ++j)
@@ -466,7 +486,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       P_rmem[kk][3] = Mma::pack(S_rmem[8 * kk + 6], S_rmem[8 * kk + 7]);
     }
   };
-  // One arrival per warp: this warp's wgmmas are done reading the stage's K (or V).
+  // One arrival per warp: this warp's wgmmas are done reading the stage's K (or V, or Q).
   auto release = [&](uint32_t empty_bar, int stage) {
     __syncwarp();
     if (lane_id == 0) mbarrier_arrive(empty_bar + 8 * stage);
@@ -480,8 +500,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   //   softmax(t) | wait PV(t-1), release V(t-1) | P = pack
   // Ping-pong: warpgroup g issues its wgmmas only after g-1 has issued its
   // own (named barrier 1 + g, 256 threads: g syncs, g-1 arrives); the last
-  // warpgroup opens the ring for the first, and leaves out its final arrive
-  // so every barrier sees as many arrivals as syncs.
+  // warpgroup opens the ring for the first once, and leaves out its final
+  // arrive (on the last work tile with keys) so every barrier sees as many
+  // arrivals as syncs. Both warpgroups take the same turns on every work tile.
   constexpr int kRing = Cfg::kConsumerWarpgroups;
   auto take_turn = [&] {
     if constexpr (Cfg::kPingPong) named_barrier_sync(1 + warpgroup, 256);
@@ -490,112 +511,191 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     if constexpr (Cfg::kPingPong)
       if (!(last_round && warpgroup == kRing - 1)) named_barrier_arrive(1 + (warpgroup + 1) % kRing, 256);
   };
-  if constexpr (Cfg::kPingPong)
-    if (num_kv_tiles > 0 && warpgroup == kRing - 1) named_barrier_arrive(1, 256);
-
-  // P(t-1)·V(t-1) into O, once O has taken the rescale of softmax(t-1)
-  // (issued while S(t) runs, when there is one).
-  auto rescale_and_issue_PV = [&](int t, const float (&rescale)[2]) {
-    rescale_O(rescale);
-    fence_operands(O_rmem);
-    const int stage = t % STAGES;
-    const uint64_t ts = probe_time(probe);
-    mbarrier_wait(full_v_bar + 8 * stage, (t / STAGES) & 1);  // V(t) has landed
-    span(ProbeSpanKind::kLoadWaitV, t, ts);
-    wgmma_fence();  // the rescaled O and P were written by ordinary instructions
-    issue_PV(stage);
-    wgmma_commit();
-  };
-
-  // Probe spans per tile t: the waits for K(t) and V(t), Q·K(t)ᵀ from its
-  // issue to the wait that sees it done, the softmax, and P·V(t) from its
-  // issue to its wait (under which the softmax of t+1 ran).
-  float rescale[2] = {1.0f, 1.0f};  // softmax(t-1)'s factor for O, applied before P(t-1)·V(t-1)
-  if (num_kv_tiles > 0) {
-    uint64_t ts = probe_time(probe);
-    mbarrier_wait(q_full_bar, 0);
-    mbarrier_wait(full_k_bar, 0);  // K(0), stage 0
-    span(ProbeSpanKind::kLoadWaitK, 0, ts);
-    take_turn();
-    ts = probe_time(probe);
-    wgmma_fence();
-    issue_S(0);
-    wgmma_commit();
-    pass_turn(false);
-    wgmma_wait<0>();
-    fence_operands(S_rmem);
-    release(empty_k_bar, 0);
-    span(ProbeSpanKind::kQK, 0, ts);
-    ts = probe_time(probe);
-    softmax(0, rescale);  // O is still zero: its rescale (0) changes nothing
-    pack_P();
-    span(ProbeSpanKind::kSoftmax, 0, ts);
-  }
-  for (int t = 1; t < num_kv_tiles; ++t) {
-    const int stage = t % STAGES, prev = (t - 1) % STAGES;
-    uint64_t ts = probe_time(probe);
-    mbarrier_wait(full_k_bar + 8 * stage, (t / STAGES) & 1);  // K(t) has landed
-    span(ProbeSpanKind::kLoadWaitK, t, ts);
-    take_turn();
-    const uint64_t t_issue = probe_time(probe);
-    wgmma_fence();  // P was written by ordinary instructions
-    issue_S(stage);
-    wgmma_commit();
-    rescale_and_issue_PV(t - 1, rescale);
-    pass_turn(false);
-    wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
-    fence_operands(S_rmem);
-    release(empty_k_bar, stage);
-    span(ProbeSpanKind::kQK, t, t_issue);
-    ts = probe_time(probe);
-    softmax(t, rescale);
-    span(ProbeSpanKind::kSoftmax, t, ts);
-    wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, V(t-1) is free
-    fence_operands(O_rmem);
-    span(ProbeSpanKind::kPV, t - 1, t_issue);
-    release(empty_v_bar, prev);
-    pack_P();
-  }
-  if (num_kv_tiles > 0) {
-    const int last = num_kv_tiles - 1;
-    take_turn();
-    const uint64_t ts = probe_time(probe);
-    rescale_and_issue_PV(last, rescale);
-    pass_turn(true);
-    wgmma_wait<0>();
-    fence_operands(O_rmem);
-    span(ProbeSpanKind::kPV, last, ts);
-    release(empty_v_bar, last % STAGES);
-  }
-  const uint64_t epilogue_start = probe_time(probe);
-
-  // ---------------- epilogue: normalize, store O and the LSE (or split partials) ----------------
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = l_rmem[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // no visible key: output 0
-    const int row = warp_row0 + lane_id / 4 + h * 8;
-    if (row >= view.rows) continue;
-    const float lse = l > 0.0f ? (m_rmem[h] + log2f(l)) * kLn2 : -INFINITY;
-    if (view.partial()) {
-      float* O_row = view.partial_o(row);
-#pragma unroll
-      for (int j = 0; j < DIM / 8; ++j)
-        *reinterpret_cast<float2*>(O_row + j * 8 + (lane_id % 4) * 2) =
-            make_float2(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
-      if (lane_id % 4 == 0) view.store_partial_lse(row, lse);
+  int last_keyed_round = -1;  // the last work tile with keys: its final turn is not passed on
+  if constexpr (Cfg::kPingPong) {
+    if constexpr (kPersistent) {
+      for (int round = rounds - 1; round >= first_round && last_keyed_round < 0; --round)
+        if (has_work(round) && kv_tiles_of(work_view(round)) > 0) last_keyed_round = round;
     } else {
-      T* O_row = view.o_ptr(row);
-#pragma unroll
-      for (int j = 0; j < DIM / 8; ++j)
-        *reinterpret_cast<uint32_t*>(O_row + j * 8 + (lane_id % 4) * 2) =
-            Mma::pack(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
-      if (lane_id % 4 == 0) view.store_lse(row, lse);
+      last_keyed_round = first_kv_tiles > 0 ? 0 : -1;
     }
+    if (last_keyed_round >= 0 && warpgroup == kRing - 1) named_barrier_arrive(1, 256);
   }
-  span(ProbeSpanKind::kEpilogue, -1, epilogue_start);
+
+  int ring = 0, q_round = 0;  // as the producer counts them
+  for (int round = first_round; round < rounds; ++round) {
+    if (!has_work(round)) continue;
+    const View view = kPersistent && round > first_round ? work_view(round) : first_view;
+    const int num_kv_tiles = kPersistent && round > first_round ? kv_tiles_of(view) : first_kv_tiles;
+    const int kv_begin = view.kv_begin;
+    const int kv_end = view.kv_end;
+    const int warp_row0 = view.q0 + warpgroup * Cfg::kWarpgroupRows + warp_in_group * 16;
+    // Ring slot of tile t: its stage, and the parity of that stage's barriers.
+    auto stage_of = [&](int t) { return (ring + t) % STAGES; };
+    auto parity_of = [&](int t) { return uint32_t(((ring + t) / STAGES) & 1); };
+#pragma unroll
+    for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) m_rmem[h] = -INFINITY, l_rmem[h] = 0.0f;
+
+    // Masks tile t's logits (keys past the range; causal keys past each row's
+    // diagonal), then turns S into probabilities in place: running max m,
+    // l rescaled and summed. Returns the factor O must be rescaled by, which
+    // the caller applies once the P·V still reading O has finished.
+    auto softmax = [&](int t, float (&rescale)[2]) {
+      const int k0 = kv_begin + t * BLOCK_KV;
+      if (k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0))) {
+#pragma unroll
+        for (int i = 0; i < BLOCK_KV / 2; ++i) {
+          const int row = warp_row0 + lane_id / 4 + ((i / 2) % 2) * 8;
+          const int col = k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2);
+          if (col >= kv_end || (kCausal && col > view.last_key(row))) S_rmem[i] = -INFINITY;
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float row_max = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BLOCK_KV / 8; ++j)
+          row_max = fmaxf(row_max, fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+        const float m_old = m_rmem[h];
+        const float m_new = fmaxf(m_old, row_max * p.scale_log2);
+        m_rmem[h] = m_new;
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // all masked so far: exp2(-inf - 0) = 0, not NaN
+        rescale[h] = fast_exp2(m_old - m_use);
+        float row_sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_use));
+            S_rmem[4 * j + 2 * h + e] = prob;
+            row_sum += prob;
+          }
+        l_rmem[h] = l_rmem[h] * rescale[h] + row_sum;
+        if constexpr (Probe::kEnabled) {
+          // The keys of this tile the row sees: those before kv_end and, causal, up to its diagonal.
+          const int row = warp_row0 + lane_id / 4 + h * 8;
+          const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
+          probe_row_state(probe, view.probe_query(row, hp.probe.traced_head), probe_tile0 + t, m_new,
+                          row_max * p.scale_log2, rescale[h], row_sum, l_rmem[h], max(0, min(BLOCK_KV, key_end - k0)));
+        }
+      }
+    };
+    // Persistent: after the work tile's last Q·Kᵀ, Q's buffer may take the next tile's.
+    auto release_q_after = [&](int t) {
+      if constexpr (kPersistent)
+        if (t == num_kv_tiles - 1) release(q_empty_bar, 0);
+    };
+
+    // P(t-1)·V(t-1) into O, once O has taken the rescale of softmax(t-1)
+    // (issued while S(t) runs, when there is one).
+    auto rescale_and_issue_PV = [&](int t, const float (&rescale)[2]) {
+      rescale_O(rescale);
+      fence_operands(O_rmem);
+      const uint64_t ts = probe_time(probe);
+      mbarrier_wait(full_v_bar + 8 * stage_of(t), parity_of(t));  // V(t) has landed
+      span(ProbeSpanKind::kLoadWaitV, t, ts);
+      wgmma_fence();  // the rescaled O and P were written by ordinary instructions
+      issue_PV(stage_of(t));
+      wgmma_commit();
+    };
+
+    // Probe spans per tile t: the waits for K(t) and V(t), Q·K(t)ᵀ from its
+    // issue to the wait that sees it done, the softmax, and P·V(t) from its
+    // issue to its wait (under which the softmax of t+1 ran).
+    float rescale[2] = {1.0f, 1.0f};  // softmax(t-1)'s factor for O, applied before P(t-1)·V(t-1)
+    if (num_kv_tiles > 0) {
+      uint64_t ts = probe_time(probe);
+      mbarrier_wait(q_full_bar, q_round & 1);
+      mbarrier_wait(full_k_bar + 8 * stage_of(0), parity_of(0));  // K(0)
+      span(ProbeSpanKind::kLoadWaitK, 0, ts);
+      take_turn();
+      ts = probe_time(probe);
+      wgmma_fence();
+      issue_S(stage_of(0));
+      wgmma_commit();
+      pass_turn(false);
+      wgmma_wait<0>();
+      fence_operands(S_rmem);
+      release(empty_k_bar, stage_of(0));
+      release_q_after(0);
+      span(ProbeSpanKind::kQK, 0, ts);
+      ts = probe_time(probe);
+      softmax(0, rescale);  // O is still zero: its rescale (0) changes nothing
+      pack_P();
+      span(ProbeSpanKind::kSoftmax, 0, ts);
+    }
+    for (int t = 1; t < num_kv_tiles; ++t) {
+      uint64_t ts = probe_time(probe);
+      mbarrier_wait(full_k_bar + 8 * stage_of(t), parity_of(t));  // K(t) has landed
+      span(ProbeSpanKind::kLoadWaitK, t, ts);
+      take_turn();
+      const uint64_t t_issue = probe_time(probe);
+      wgmma_fence();  // P was written by ordinary instructions
+      issue_S(stage_of(t));
+      wgmma_commit();
+      rescale_and_issue_PV(t - 1, rescale);
+      pass_turn(false);
+      wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
+      fence_operands(S_rmem);
+      release(empty_k_bar, stage_of(t));
+      release_q_after(t);
+      span(ProbeSpanKind::kQK, t, t_issue);
+      ts = probe_time(probe);
+      softmax(t, rescale);
+      span(ProbeSpanKind::kSoftmax, t, ts);
+      wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, V(t-1) is free
+      fence_operands(O_rmem);
+      span(ProbeSpanKind::kPV, t - 1, t_issue);
+      release(empty_v_bar, stage_of(t - 1));
+      pack_P();
+    }
+    if (num_kv_tiles > 0) {
+      const int last = num_kv_tiles - 1;
+      take_turn();
+      const uint64_t ts = probe_time(probe);
+      rescale_and_issue_PV(last, rescale);
+      pass_turn(round == last_keyed_round);
+      wgmma_wait<0>();
+      fence_operands(O_rmem);
+      span(ProbeSpanKind::kPV, last, ts);
+      release(empty_v_bar, stage_of(last));
+    }
+    const uint64_t epilogue_start = probe_time(probe);
+
+    // ---------------- epilogue: normalize, store O and the LSE (or split partials) ----------------
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = l_rmem[h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // no visible key: output 0
+      const int row = warp_row0 + lane_id / 4 + h * 8;
+      if (row >= view.rows) continue;
+      const float lse = l > 0.0f ? (m_rmem[h] + log2f(l)) * kLn2 : -INFINITY;
+      if (view.partial()) {
+        float* O_row = view.partial_o(row);
+#pragma unroll
+        for (int j = 0; j < DIM / 8; ++j)
+          *reinterpret_cast<float2*>(O_row + j * 8 + (lane_id % 4) * 2) =
+              make_float2(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
+        if (lane_id % 4 == 0) view.store_partial_lse(row, lse);
+      } else {
+        T* O_row = view.o_ptr(row);
+#pragma unroll
+        for (int j = 0; j < DIM / 8; ++j)
+          *reinterpret_cast<uint32_t*>(O_row + j * 8 + (lane_id % 4) * 2) =
+              Mma::pack(O_rmem[4 * j + 2 * h] * inv_l, O_rmem[4 * j + 2 * h + 1] * inv_l);
+        if (lane_id % 4 == 0) view.store_lse(row, lse);
+      }
+    }
+    span(ProbeSpanKind::kEpilogue, -1, epilogue_start);
+    ring += num_kv_tiles;
+    q_round += num_kv_tiles > 0;
+  }
   cta_end();
 #endif  // sm_90a
 }
