@@ -12,12 +12,12 @@
 namespace flashscope::kernels {
 
 // Variants kept selectable for the benchmarks and the tile sweep; the runtime
-// uses kDefault.
+// uses kDefault. All but kDefault and kCpAsync run one CTA per work tile.
 // (bf16 only; fp16 always runs kDefault).
 enum class HopperVariant {
   kDefault,   // 128: 176-key tiles (192 from 4096 keys), 2 stages, the 2 consumer warpgroups taking turns;
               // 64: 3 warpgroups taking turns, 4 stages (2 taking turns for causal
-              // problems of at most 1024 queries); persistent CTAs
+              // problems of at most 1024 queries); persistent CTAs past one wave
   kBlockKV128,  // head_dim 128: 128-key tiles, 3 stages, no turns (the default until 2026-11-22)
   kStages2,     // head_dim 128: 128-key tiles, 2 stages
   kPingPong,    // head_dim 128: 128-key tiles, 3 stages, taking turns
@@ -27,8 +27,8 @@ enum class HopperVariant {
   kCpAsync,   // the cp.async producer even where TMA applies (dense, non-varlen)
   kTwoConsumersPingPong,  // head_dim 64: two, taking turns
   kThreeConsumers,        // head_dim 64: three, without turns
-  kOneCtaPerTile,         // the default tiles, one CTA per work tile (every other dense launch
-                          // through TMA runs persistent CTAs)
+  kOneCtaPerTile,         // the default tiles, one CTA per work tile (kDefault runs persistent CTAs
+                          // where there are more work tiles than SMs)
 };
 
 // True when this process carries sm_90a code and the current device runs it.

@@ -13,9 +13,10 @@ cudaError_t prepare(Kernel kernel) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
 }
 
-// TMA (dense tensors): persistent CTAs, at most one per SM walking the work
-// tiles (hopper_config.cuh says why), or with kOneCtaPerTile one CTA per
-// work tile; otherwise the cp.async producer, one CTA per work tile.
+// TMA (dense tensors): persistent CTAs, one per SM walking the work tiles
+// (hopper_config.cuh says why) where there are more tiles than SMs, else (or
+// with kOneCtaPerTile) one CTA per work tile; otherwise the cp.async
+// producer, one CTA per work tile.
 template <typename Cfg, typename T, bool kCausal, bool kOneCtaPerTile = false>
 cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream_t stream, bool allow_tma) {
   HopperParams<PrefillKernelParams> hp{};
@@ -24,20 +25,27 @@ cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream
   const bool tma = allow_tma && encode_dense_maps<Cfg>(type, p, &hp);
   const dim3 grid((p.q_len + Cfg::kBlockQ - 1) / Cfg::kBlockQ, p.q_heads, p.batch);
   if (tma) {
-    if constexpr (kOneCtaPerTile) {
+    auto one_cta_per_tile = [&] {
       auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true>;
       if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
       kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
+      return cudaGetLastError();
+    };
+    if constexpr (kOneCtaPerTile) {
+      return one_cta_per_tile();
     } else {
+      // One round of work tiles leaves a persistent CTA nothing to overlap:
+      // one CTA per tile saves its bookkeeping (3% on 2 x 4 x 1000 x 777).
       const int64_t work_tiles = int64_t(grid.x) * grid.y * grid.z;
-      if (work_tiles == 0) return cudaSuccess;
-      auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true, NoProbe, true>;
+      const int sms = current_sm_count();
+      if (work_tiles <= sms) return one_cta_per_tile();
+      auto kernel =
+          hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true, NoProbe, true>;
       if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
-      const int ctas = int(std::min<int64_t>(work_tiles, current_sm_count()));
       if (kCausal)
         hp.view.longest_first_group =
-            persistent_longest_first_group(p.q_heads * p.batch, grid.x, ctas, hp.view.longest_first_group);
-      kernel<<<ctas, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
+            persistent_longest_first_group(p.q_heads * p.batch, grid.x, sms, hp.view.longest_first_group);
+      kernel<<<sms, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
     }
   } else {
     using Cp = CpAsyncConfig<Cfg>;
@@ -81,31 +89,33 @@ cudaError_t launch_default(ElemType type, int head_dim, const PrefillKernelParam
   return use_long_kv_config(128, p.kv_len) ? launch(LongKvConfig128{}) : launch(DefaultConfig<128>{});
 }
 
-// The variants (bf16 only).
+// The variants (bf16 only; one CTA per work tile, to compare tiles with tiles).
 template <typename T, bool kCausal>
 cudaError_t bf16_variant(ElemType type, int head_dim, const PrefillKernelParams& p, cudaStream_t s, HopperVariant v,
                          bool tma) {
   if (head_dim == 64) {
     switch (v) {
       case HopperVariant::kTwoConsumersPingPong:
-        return launch_dense<HopperPrefillConfig<64, 4, 2, true>, T, kCausal>(type, p, s, tma);
+        return launch_dense<HopperPrefillConfig<64, 4, 2, true>, T, kCausal, true>(type, p, s, tma);
       case HopperVariant::kThreeConsumers:
-        return launch_dense<HopperPrefillConfig<64, 4, 3, false>, T, kCausal>(type, p, s, tma);
+        return launch_dense<HopperPrefillConfig<64, 4, 3, false>, T, kCausal, true>(type, p, s, tma);
       default:
         return launch_default<T, kCausal>(type, 64, p, s, tma, v);
     }
   }
   switch (v) {
-    case HopperVariant::kBlockKV128: return launch_dense<HopperPrefillConfig<128, 3>, T, kCausal>(type, p, s, tma);
-    case HopperVariant::kStages2: return launch_dense<HopperPrefillConfig<128, 2>, T, kCausal>(type, p, s, tma);
+    case HopperVariant::kBlockKV128:
+      return launch_dense<HopperPrefillConfig<128, 3>, T, kCausal, true>(type, p, s, tma);
+    case HopperVariant::kStages2:
+      return launch_dense<HopperPrefillConfig<128, 2>, T, kCausal, true>(type, p, s, tma);
     case HopperVariant::kPingPong:
-      return launch_dense<HopperPrefillConfig<128, 3, 2, true>, T, kCausal>(type, p, s, tma);
+      return launch_dense<HopperPrefillConfig<128, 3, 2, true>, T, kCausal, true>(type, p, s, tma);
     case HopperVariant::kBlockKV176:
-      return launch_dense<HopperPrefillConfig<128, 2, 2, false, 176>, T, kCausal>(type, p, s, tma);
+      return launch_dense<HopperPrefillConfig<128, 2, 2, false, 176>, T, kCausal, true>(type, p, s, tma);
     case HopperVariant::kBlockKV192:
-      return launch_dense<HopperPrefillConfig<128, 2, 2, true, 192>, T, kCausal>(type, p, s, tma);
+      return launch_dense<HopperPrefillConfig<128, 2, 2, true, 192>, T, kCausal, true>(type, p, s, tma);
     case HopperVariant::kBlockKV176PingPong:
-      return launch_dense<DefaultConfig<128>, T, kCausal>(type, p, s, tma);
+      return launch_dense<DefaultConfig<128>, T, kCausal, true>(type, p, s, tma);
     default:
       return launch_default<T, kCausal>(type, 128, p, s, tma, v);
   }

@@ -263,21 +263,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   const uint32_t q_full_bar = empty_v_bar + 8 * STAGES;
   const uint32_t q_empty_bar = q_full_bar + 8;  // persistent: the last Q·Kᵀ of a work tile has read Q
 
-  // TMA copies of a view's Q, and of its KV tile t into ring slot `slot`
-  // (stage slot % STAGES); each announces its bytes on the barrier it completes.
-  auto tma_q = [&](const View& v) {
+  // A view's TMA coordinates, worked out once per work tile and kept in
+  // registers: the copies' asm clobbers memory, so coordinates read through
+  // the view would be re-read, and the kv-head re-divided, for every copy.
+  struct TmaCoords {
+    int q0, key0, q_head, kv_head, seq;
+  };
+  auto coords_of = [&](const View& v) {
+    return TmaCoords{v.q0, v.kv_begin, head_of(v), head_of(v) / p.group, seq_of(v)};
+  };
+  // TMA copies of Q, and of KV tile t into ring slot `slot` (stage
+  // slot % STAGES); each announces its bytes on the barrier it completes.
+  auto tma_q = [&](const TmaCoords& at) {
     mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
 #pragma unroll
     for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-      tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, v.q0, head_of(v), seq_of(v));
+      tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, at.q0, at.q_head, at.seq);
   };
-  auto tma_kv = [&](const CUtensorMap* map, uint32_t tiles, uint32_t bar, const View& v, int t, int slot) {
+  auto tma_kv = [&](const CUtensorMap* map, uint32_t tiles, uint32_t bar, const TmaCoords& at, int t, int slot) {
     const int stage = slot % STAGES;
     mbarrier_arrive_expect_tx(bar + 8 * stage, Cfg::kKVTileBytes);
 #pragma unroll
     for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
       tma_load_4d(tiles + stage * Cfg::kKVTileBytes + cb * BLOCK_KV * 128, map, bar + 8 * stage, cb * 64,
-                  v.kv_begin + t * BLOCK_KV, head_of(v) / p.group, seq_of(v));
+                  at.key0 + t * BLOCK_KV, at.kv_head, at.seq);
   };
 
   if (tid == 0) {
@@ -303,9 +312,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       // hand-over (stage 0 is free).
       if (first_kv_tiles > 0) {
         const uint64_t ts = probe_time(probe);
-        tma_kv(&hp.k_map, K_smem, full_k_bar, first_view, 0, 0);
+        const TmaCoords at = coords_of(first_view);
+        tma_kv(&hp.k_map, K_smem, full_k_bar, at, 0, 0);
         span(ProbeSpanKind::kLoadIssueK, 0, ts);
-        tma_q(first_view);
+        tma_q(at);
       }
     }
   }
@@ -343,6 +353,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
         const View view = kPersistent && round > first_round ? work_view(round) : first_view;
         const int num_kv_tiles = kPersistent && round > first_round ? kv_tiles_of(view) : first_kv_tiles;
         if (num_kv_tiles == 0) continue;
+        const TmaCoords at = coords_of(view);
         // Tile t's K goes into K stage (ring + t) % STAGES once the
         // consumers have released that stage's K (after their Q·Kᵀ of the
         // tile STAGES before); its V once they have released the V stage
@@ -355,15 +366,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
           mbarrier_wait((is_k ? empty_k_bar : empty_v_bar) + 8 * (slot % STAGES), ((slot / STAGES) & 1) ^ 1);
           const uint64_t ts = probe_time(probe);
           if (leader) {
-            if (is_k) tma_kv(&hp.k_map, K_smem, full_k_bar, view, t, slot);
-            else tma_kv(&hp.v_map, V_smem, full_v_bar, view, t, slot);
+            if (is_k) tma_kv(&hp.k_map, K_smem, full_k_bar, at, t, slot);
+            else tma_kv(&hp.v_map, V_smem, full_v_bar, at, t, slot);
           }
           span(kind, t, ts);
         };
         if (round > first_round) {  // the first tile's K(0) and Q went out before the CTA barrier
           load(ProbeSpanKind::kLoadIssueK, 0);
           mbarrier_wait(q_empty_bar, (q_round & 1) ^ 1);  // the last work tile's Q·Kᵀ are done with Q
-          if (leader) tma_q(view);
+          if (leader) tma_q(at);
         }
         for (int t = 0; t < num_kv_tiles; ++t) {
           if (t + 1 < num_kv_tiles) load(ProbeSpanKind::kLoadIssueK, t + 1);
