@@ -46,15 +46,16 @@ using DefaultConfig = std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, 3
 using LongKvConfig128 = HopperPrefillConfig<128, 2, 2, true, 192>;
 inline bool use_long_kv_config(int head_dim, int kv_len) { return head_dim == 128 && kv_len >= 4096; }
 
-// Dense launches through TMA run persistent CTAs: one per SM, each walking
-// the work tiles, the next tile's Q and first K loaded under the last one's
-// softmax, P·V and epilogue instead of after the CTA is replaced. Same run on
-// the H200 against one CTA per tile (results/nvidia-h200-2026-11-22-persistent.txt):
+// Dense launches through TMA with more work tiles than SMs run persistent
+// CTAs: one per SM, each walking its share of the work tiles, the next
+// tile's Q and first K loaded under the last one's softmax, P·V and
+// epilogue instead of after the CTA is replaced. Against one CTA per tile
+// (6e535d4), same run on the H200 (results/nvidia-h200-2026-11-22-persistent.txt):
 // 16 x 9 x 1024² causal at 64 (SmolLM2's prompts: every CTA sees 1-8 KV
-// tiles) 251 against 212 TFLOPS, 8 x 9 x 2048² causal at 64 333 against 311,
-// 4 x 16 x 4096² at 64 516 against 499, 4 x 16 x 4096² causal at 128 585
-// against 574, 8k x 8k 712 against 702; level on single-wave problems.
-// (How causal lists are dealt matters: hopper_prefill_kernel.cuh.)
+// tiles) 256 against 216 TFLOPS, 4 x 16 x 4096² causal at 64 438 against
+// 410, at 128 623 against 582, 8k² causal 669 against 653, 4 x 16 x 4096²
+// at 64 516 against 506; long non-causal at 128 level (8k² 717 / 715).
+// How the tiles are dealt matters: persistent_deal.h.
 
 // cuTensorMapEncodeTiled from the driver, found through the runtime so the
 // library links no libcuda. Null when the driver has none.
