@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/attention/persistent_deal.h"
 #include "kernels/attention/prefill_params.h"
 
 namespace flashscope::kernels {
@@ -204,7 +205,7 @@ __device__ __forceinline__ View work_tile_view(const typename View::Params& p, i
                                                int batch) {
   const int pairs = q_heads * batch;  // (32-bit: a launch has fewer than 2^31 work tiles)
   if constexpr (LONGEST_FIRST) {
-    const int per_group = p.longest_first_group > 0 ? min(p.longest_first_group, pairs) : pairs;
+    const int per_group = longest_first_pairs(p.longest_first_group, pairs);
     const int group = linear / (per_group * q_tiles);
     const int first_pair = group * per_group;
     const int in_group = min(per_group, pairs - first_pair);  // the last group may be smaller

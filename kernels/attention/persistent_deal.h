@@ -15,8 +15,6 @@
 // before the long end of the next, and 8k x 8k causal ran a third slower.
 #pragma once
 
-#include <algorithm>
-#include <vector>
 
 #if defined(__CUDACC__)
 #define FLASHSCOPE_HOST_DEVICE __host__ __device__
@@ -25,6 +23,23 @@
 #endif
 
 namespace flashscope::kernels {
+
+// The (q-head, sequence) pairs per longest-first group: the requested count,
+// or all pairs where it is 0 (not chosen) or larger.
+FLASHSCOPE_HOST_DEVICE inline int longest_first_pairs(int requested, int pairs) {
+  return requested > 0 && requested < pairs ? requested : pairs;
+}
+
+// Calls visit(d) for the divisors d of n > 0, smallest first, until it
+// returns true: the pairs (d, n / d) up to sqrt(n), no allocation.
+template <typename Visit>
+inline void visit_divisors_ascending(long long n, Visit&& visit) {
+  long long d = 1;
+  for (; d * d <= n; ++d)
+    if (n % d == 0 && visit(d)) return;
+  for (--d; d >= 1; --d)
+    if (n % d == 0 && d * d != n && visit(n / d)) return;
+}
 
 struct PersistentDeal {
   int work_count;        // entries in the list
@@ -59,21 +74,14 @@ struct PersistentDeal {
 // the same CTAs each time, its longest); all pairs where none is.
 inline int persistent_longest_first_group(int pairs, int q_tiles, int ctas, int group) {
   if (pairs <= 1) return 1;
-  std::vector<int> divisors;
-  for (int d = 1; d <= pairs / d; ++d)
-    if (pairs % d == 0) {
-      divisors.push_back(d);
-      if (d != pairs / d) divisors.push_back(pairs / d);
-    }
-  std::sort(divisors.begin(), divisors.end());
-  for (int d : divisors) {
-    if (d < group) continue;
-    const long long tiles = static_cast<long long>(d) * q_tiles;
-    if (tiles < ctas) continue;
-    const long long rest = tiles % ctas;
-    if (rest == 0 || 2 * rest >= ctas) return d;
-  }
-  return pairs;
+  int chosen = pairs;
+  visit_divisors_ascending(pairs, [&](long long d) {
+    const long long tiles = d * q_tiles, rest = tiles % ctas;
+    if (d < group || tiles < ctas || (rest != 0 && 2 * rest < ctas)) return false;
+    chosen = static_cast<int>(d);
+    return true;
+  });
+  return chosen;
 }
 
 }  // namespace flashscope::kernels

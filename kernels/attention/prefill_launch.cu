@@ -1,10 +1,10 @@
 // The one place that maps a runtime kernel choice to its instantiation.
 #include "kernels/attention/prefill_launch.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
+#include "kernels/attention/persistent_deal.h"
 #include "kernels/attention/prefill_versions.cuh"
 
 namespace flashscope::kernels {
@@ -56,13 +56,13 @@ int causal_longest_first_group(const PrefillKernelParams& p, int head_dim) {
   // Groups of equal size: a smaller last group would run its longest
   // q-tiles alone at the end, the tail this ordering is there to avoid
   // (7 pairs per group of 16 measured like no grouping at all). The largest
-  // divisor not above `fit`, through the divisor pairs (d, pairs / d).
-  int64_t best = 1;
-  for (int64_t d = 1; d * d <= pairs; ++d) {
-    if (pairs % d != 0) continue;
-    if (d <= fit) best = std::max(best, d);
-    if (pairs / d <= fit) best = std::max(best, pairs / d);
-  }
+  // divisor not above `fit`.
+  long long best = 1;
+  visit_divisors_ascending(pairs, [&](long long d) {
+    if (d > fit) return true;
+    best = d;
+    return false;
+  });
   return int(best);
 }
 

@@ -13,7 +13,7 @@ namespace flashscope::kernels {
 
 // Variants kept selectable for the benchmarks and the tile sweep; the runtime
 // uses kDefault. All but kDefault and kCpAsync run one CTA per work tile.
-// (bf16 only; fp16 always runs kDefault).
+// (bf16 only, but for kCpAsync and kOneCtaPerTile: fp16 runs kDefault otherwise).
 enum class HopperVariant {
   kDefault,   // 128: 176-key tiles (192 from 4096 keys), 2 stages, the 2 consumer warpgroups taking turns;
               // 64: 3 warpgroups taking turns, 4 stages (2 taking turns for causal

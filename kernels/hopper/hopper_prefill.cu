@@ -78,11 +78,8 @@ cudaError_t launch_default(ElemType type, int head_dim, const PrefillKernelParam
                            HopperVariant v) {
   auto launch = [&](auto config) {
     using Cfg = decltype(config);
-    if constexpr (std::is_same_v<T, __half>)
-      return launch_dense<Cfg, T, kCausal>(type, p, s, tma);
-    else
-      return v == HopperVariant::kOneCtaPerTile ? launch_dense<Cfg, T, kCausal, true>(type, p, s, tma)
-                                                : launch_dense<Cfg, T, kCausal>(type, p, s, tma);
+    return v == HopperVariant::kOneCtaPerTile ? launch_dense<Cfg, T, kCausal, true>(type, p, s, tma)
+                                              : launch_dense<Cfg, T, kCausal>(type, p, s, tma);
   };
   if (head_dim == 64)
     return use_short_causal_config(64, kCausal, p.q_len) ? launch(ShortCausalConfig64{}) : launch(DefaultConfig<64>{});
@@ -124,7 +121,7 @@ cudaError_t bf16_variant(ElemType type, int head_dim, const PrefillKernelParams&
 template <typename T, bool kCausal>
 cudaError_t dense_variant(ElemType type, int head_dim, const PrefillKernelParams& p, cudaStream_t s, HopperVariant v) {
   const bool tma = v != HopperVariant::kCpAsync;
-  // fp16 runs the default tiles (the variants are bf16 only: not instantiated).
+  // fp16 runs the default tiles (the other tile variants are bf16 only: not instantiated).
   if constexpr (std::is_same_v<T, __half>) {
     return launch_default<T, kCausal>(type, head_dim, p, s, tma, v);
   } else {

@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   const int q_tiles = (p.q_len + BLOCK_Q - 1) / BLOCK_Q;
   const int pairs = p.q_heads * p.batch;
   const int per_group = [&] {
-    if constexpr (kPersistent && kCausal) return p.longest_first_group > 0 ? min(p.longest_first_group, pairs) : pairs;
+    if constexpr (kPersistent && kCausal) return longest_first_pairs(p.longest_first_group, pairs);
     else return pairs;
   }();
   const PersistentDeal deal(q_tiles * pairs, per_group * q_tiles, kPersistent ? int(gridDim.x) : 1);
