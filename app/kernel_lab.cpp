@@ -28,7 +28,7 @@ struct Prepared {
   LabConfig config;
   SyntheticShape shape;  // after the CPU cap
   SyntheticProblem host;
-  std::optional<DeviceBuffer> q, k, v, o;
+  std::optional<DeviceBuffer> q, k, v, o, workspace;
   PrefillParams params;
   int launches = 1;  // per timed sample (GPU)
 };
@@ -61,7 +61,15 @@ Status prepare(const LabConfig& c, bool gpu, Prepared* out) {
   p.lse = nullptr;
   p.device = Device::kCuda;
   p.kernel = c.kernel;
-  return validate(p);
+  FLASHSCOPE_RETURN_IF_ERROR(validate(p));
+  // The kernel's scratch where it takes one (long non-causal problems on Hopper).
+  if (const size_t bytes = prefill_workspace_bytes(p); bytes > 0) {
+    FLASHSCOPE_RETURN_IF_ERROR(alloc(bytes, &out->workspace));
+    FLASHSCOPE_RETURN_IF_ERROR(out->workspace->fill_bytes(0));
+    p.workspace = out->workspace->data();
+    p.workspace_bytes = bytes;
+  }
+  return Status::ok_status();
 }
 
 // One timed sample; ms per launch.

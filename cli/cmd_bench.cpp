@@ -25,8 +25,9 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashscope-cli bench prefill [--batch B] [--q-heads H] [--kv-heads HK] [--q-len LQ] [--kv-len LK]\n"
     "                                    [--head-dim D] [--causal] [--kernel v1..v6|hopper|auto|all] [--dtype bf16|fp16]\n"
-    "                                    [--device cuda|cpu] [--iters N] [--warmup N] [--json]\n"
-    "defaults: the seed shape 1 x 8 heads x 4096 x 8192 x 128, kernel auto, bf16, 50 iterations after 5 warm-ups\n";
+    "                                    [--device cuda|cpu] [--iters N] [--warmup N] [--no-workspace] [--json]\n"
+    "defaults: the seed shape 1 x 8 heads x 4096 x 8192 x 128, kernel auto, bf16, 50 iterations after 5 warm-ups\n"
+    "--no-workspace runs without PrefillParams::workspace (non-causal hopper launches then split no tiles)\n";
 
 struct Timing {
   double median_ms = 0, min_ms = 0;
@@ -248,7 +249,7 @@ int cmd_bench(int argc, char** argv) {
   Args args(argc - 1, argv + 1,
             {"batch", "q-heads", "kv-heads", "q-len", "kv-len", "head-dim", "kernel", "dtype", "device", "iters",
              "warmup"},
-            {"causal", "json", "help"});
+            {"causal", "json", "help", "no-workspace"});
   if (args.has("help")) {
     std::printf("%s", kUsage);
     return 0;
@@ -315,7 +316,7 @@ int cmd_bench(int argc, char** argv) {
   const auto hq = random_halves(q_elems, p.dtype, 1), hk = random_halves(kv_elems, p.dtype, 2),
              hv = random_halves(kv_elems, p.dtype, 3);
   std::vector<uint16_t> ho(q_elems);
-  DeviceBuffer dq, dk, dv, dout;
+  DeviceBuffer dq, dk, dv, dout, dws;
   std::string device_name = "cpu";
   double sol_tflops = 0;
   if (p.device == Device::kCuda) {
@@ -344,6 +345,26 @@ int cmd_bench(int argc, char** argv) {
     p.k.data = dk.data();
     p.v.data = dv.data();
     p.o.data = dout.data();
+    // One zero-filled workspace, as large as any of the kernels asks.
+    size_t ws_bytes = 0;
+    for (PrefillKernel k : kernels) {
+      p.kernel = k;
+      ws_bytes = std::max(ws_bytes, prefill_workspace_bytes(p));
+    }
+    if (ws_bytes > 0 && !args.has("no-workspace")) {
+      auto r = DeviceBuffer::allocate(ws_bytes);
+      s = r.ok() ? Status::ok_status() : r.status();
+      if (s.ok()) {
+        dws = std::move(r.value());
+        s = dws.fill_bytes(0);
+      }
+      if (!s.ok()) {
+        std::fprintf(stderr, "flashscope-cli bench prefill: %s\n", s.to_string().c_str());
+        return 1;
+      }
+      p.workspace = dws.data();
+      p.workspace_bytes = dws.size();
+    }
   } else {
     p.q.data = const_cast<uint16_t*>(hq.data());
     p.k.data = const_cast<uint16_t*>(hk.data());
@@ -381,10 +402,11 @@ int cmd_bench(int argc, char** argv) {
       std::printf(
           "{\"kind\":\"prefill\",\"kernel\":\"%s\",\"resolved\":\"%s\",\"batch\":%d,\"q_heads\":%d,\"kv_heads\":%d,"
           "\"q_len\":%d,\"kv_len\":%d,\"head_dim\":%d,\"causal\":%s,\"dtype\":\"%s\",\"ms\":%.5f,\"ms_min\":%.5f,"
-          "\"tflops\":%.2f,\"sol_tflops\":%.1f,\"sol_pct\":%.2f,\"iters\":%d,\"device\":\"%s\"}\n",
+          "\"tflops\":%.2f,\"sol_tflops\":%.1f,\"sol_pct\":%.2f,\"iters\":%d,\"device\":\"%s\","
+          "\"workspace_bytes\":%zu}\n",
           name.c_str(), resolved.c_str(), p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim,
           p.causal ? "true" : "false", dtype_s.c_str(), t->median_ms, t->min_ms, tflops, sol_tflops, pct, iters,
-          device_name.c_str());
+          device_name.c_str(), p.workspace != nullptr ? prefill_workspace_bytes(p) : size_t(0));
     } else {
       std::string label = name;
       if (k == PrefillKernel::kAuto && p.device == Device::kCuda) label += "=" + resolved;

@@ -30,8 +30,10 @@ using flashscope::testing::Layout;
 namespace {
 
 
-// Runs `kernel` on a device copy of the problem and compares with the reference.
-void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel) {
+// Runs `kernel` on a device copy of the problem and compares with the
+// reference; with `workspace`, through that scratch (sized and zero-filled by
+// the caller, as PrefillParams says).
+void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel, DeviceBuffer* workspace = nullptr) {
   const AttentionShape& s = prob.shape();
   INFO("case: ", s.describe(), " kernel ", prefill_kernel_name(kernel));
   prob.reset_outputs();
@@ -49,6 +51,10 @@ void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel) {
                                             static_cast<const int32_t*>(dck.data())};
   PrefillParams p = prob.params_for(bufs, Device::kCuda);
   p.kernel = kernel;
+  if (workspace != nullptr) {
+    p.workspace = workspace->data();
+    p.workspace_bytes = workspace->size();
+  }
   const Status st = prefill(p);
   REQUIRE_MESSAGE(st.ok(), st.to_string());
   const Status sync = device_synchronize();
@@ -269,6 +275,65 @@ TEST_CASE("gpu prefill: hopper persistent CTAs walk more work tiles than SMs") {
     const std::vector<uint16_t> first = prob.o_storage();
     check_on_gpu(prob, PrefillKernel::kHopper);
     CHECK_MESSAGE(first == prob.o_storage(), "different bits on a rerun: ", s.describe());
+  }
+}
+
+// The workspace a problem's hopper launch asks for, zero-filled.
+DeviceBuffer zeroed_workspace(AttentionProblem& prob) {
+  flashscope::testing::AttentionBuffers shapes_only{reinterpret_cast<void*>(16), reinterpret_cast<void*>(16),
+                                                    reinterpret_cast<void*>(16), reinterpret_cast<void*>(16),
+                                                    nullptr, nullptr, nullptr};
+  PrefillParams p = prob.params_for(shapes_only, Device::kCuda);
+  p.kernel = PrefillKernel::kHopper;
+  const size_t bytes = prefill_workspace_bytes(p);
+  if (bytes == 0) return DeviceBuffer{};
+  auto buf = DeviceBuffer::allocate(bytes);
+  REQUIRE(buf.ok());
+  REQUIRE(buf->fill_bytes(0).ok());
+  return std::move(buf).value();
+}
+
+TEST_CASE("gpu prefill: hopper split tail shares the last wave's tiles through the workspace") {
+  if (skip_without_gpu()) return;
+  if (!prefill_kernel_runnable(PrefillKernel::kHopper)) {
+    MESSAGE("skipped: the hopper kernel does not run on this device or build");
+    return;
+  }
+  struct Case {
+    int d, batch, q_len, kv_len;
+    DType dtype;
+  };
+  // batch x 12 heads: 216-288 work tiles (128 rows; 192 at 64), 2-3 rounds
+  // on 132 SMs, where splitting the last two saves more key tiles than it
+  // costs (persistent_deal.h). Keys: 1500 and 3000 (9 and 18 tiles of 176,
+  // the last masked), 1000 and 900 at 64 (8 tiles of 128), 4100 (the
+  // 192-key tiles).
+  const Case cases[] = {{128, 3, 1000, 1500, DType::kBF16}, {64, 4, 1000, 1000, DType::kBF16},
+                        {64, 4, 1000, 900, DType::kFP16},   {128, 3, 700, 4100, DType::kBF16},
+                        {128, 3, 1000, 3000, DType::kFP16}};
+  for (const Case& c : cases) {
+    AttentionShape s;
+    s.batch = c.batch;
+    s.q_heads = 12;
+    s.kv_heads = 4;
+    s.q_len = c.q_len;
+    s.kv_len = c.kv_len;
+    s.head_dim = c.d;
+    s.dtype = c.dtype;
+    s.seed = 71 + c.d + c.kv_len;
+    AttentionProblem prob(s);
+    INFO("case: ", s.describe());
+    DeviceBuffer workspace = zeroed_workspace(prob);
+    REQUIRE_MESSAGE(workspace.size() > 0, "expected a split on this device's SM count");
+    check_on_gpu(prob, PrefillKernel::kHopper, &workspace);
+    const std::vector<uint16_t> split = prob.o_storage();
+    // Reused as is: the arrival counters are back at zero, and the merge
+    // does not depend on which CTA arrives last.
+    check_on_gpu(prob, PrefillKernel::kHopper, &workspace);
+    CHECK_MESSAGE(split == prob.o_storage(), "different bits on a rerun with the same workspace");
+    // Without a workspace the same launch deals whole tiles: same answer
+    // within rounding (the pieces sum in another order).
+    check_on_gpu(prob, PrefillKernel::kHopper);
   }
 }
 

@@ -118,6 +118,25 @@ TEST_CASE("validate: CUDA needs 16-byte aligned pointers and strides") {
   CHECK(validate(c.p).ok());
 }
 
+TEST_CASE("validate: a workspace is a pointer and its size, aligned on CUDA") {
+  Valid a;
+  a.p.workspace_bytes = 1024;
+  expect(a.p, StatusCode::kInvalidArgument, "workspace is null");
+  CHECK(prefill(a.p).code() == StatusCode::kInvalidArgument);
+  CHECK(a.output_untouched());
+  Valid b(Device::kCuda);
+  std::vector<uint8_t> scratch(1024 + 16);
+  b.p.workspace = scratch.data() + 1 + (16 - reinterpret_cast<uintptr_t>(scratch.data()) % 16) % 16;
+  b.p.workspace_bytes = 1024;
+  expect(b.p, StatusCode::kInvalidArgument, "workspace must be 16-byte aligned");
+  // On the CPU it is accepted and unused, and nothing asks for one there.
+  Valid c;
+  c.p.workspace = scratch.data();
+  c.p.workspace_bytes = 1024;
+  CHECK(validate(c.p).ok());
+  CHECK(prefill_workspace_bytes(c.p) == 0);
+}
+
 TEST_CASE("validate: varlen needs both prefix sums, well-formed") {
   Valid a;
   std::vector<int32_t> cu_q{0, 10, 33};

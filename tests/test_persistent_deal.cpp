@@ -105,3 +105,101 @@ TEST_CASE("persistent deal: the group is a divisor, at least a round, never belo
     }
   }
 }
+
+// The split tail of non-causal launches (SplitTail): the last two rounds'
+// tiles cut into key tiles, contiguous ranges per CTA.
+namespace {
+
+using flashscope::kernels::plan_split_tail;
+using flashscope::kernels::SplitTail;
+
+struct TailCase {
+  int work, kv_tiles, ctas;
+};
+
+// Every key tile of every split tile goes to exactly one piece; the holders
+// the merge enumerates are exactly the CTAs with a piece of the tile; a
+// CTA's shared pieces have distinct slots; every CTA's total work (whole
+// rounds plus its units) is within one key tile of every other's.
+void check_tail(const TailCase& c) {
+  INFO("work ", c.work, " kv_tiles ", c.kv_tiles, " ctas ", c.ctas);
+  const SplitTail tail = plan_split_tail(c.work, c.kv_tiles, c.ctas);
+  REQUIRE(tail.split_tiles > 0);
+  CHECK(tail.whole_tiles + tail.split_tiles == c.work);
+  CHECK(tail.whole_tiles % c.ctas == 0);
+  CHECK(tail.split_tiles < 2 * c.ctas);  // the workspace's arrival counters (split_tail_workspace.h)
+  std::vector<int> unit_owner(size_t(tail.split_tiles) * c.kv_tiles, -1);
+  std::vector<std::vector<int>> holders(tail.split_tiles);
+  std::vector<int> units(c.ctas, 0);
+  for (int cta = 0; cta < c.ctas; ++cta) {
+    int used_slots = 0;
+    for (int j = 0; j < tail.pieces(cta); ++j) {
+      const SplitTail::Piece piece = tail.piece(cta, j);
+      REQUIRE(piece.tile >= 0);
+      REQUIRE(piece.tile < tail.split_tiles);
+      REQUIRE(piece.unit_begin < piece.unit_end);
+      REQUIRE(piece.unit_end <= c.kv_tiles);
+      for (int u = piece.unit_begin; u < piece.unit_end; ++u) {
+        int& owner = unit_owner[size_t(piece.tile) * c.kv_tiles + u];
+        REQUIRE_MESSAGE(owner == -1, "tile ", piece.tile, " key tile ", u, " taken by CTAs ", owner, " and ", cta);
+        owner = cta;
+      }
+      units[cta] += piece.unit_end - piece.unit_begin;
+      holders[piece.tile].push_back(cta);
+      if (piece.shared) {
+        const int slot = tail.slot(cta, piece.tile);
+        REQUIRE((slot == 0 || slot == 1));
+        CHECK_MESSAGE((used_slots & (1 << slot)) == 0, "CTA ", cta, " writes slot ", slot, " twice");
+        used_slots |= 1 << slot;
+      }
+    }
+  }
+  CHECK(std::count(unit_owner.begin(), unit_owner.end(), -1) == 0);
+  // The kernel's visiting order runs every piece once, the last (shared) one first.
+  for (int cta = 0; cta < c.ctas; ++cta) {
+    const int n = tail.pieces(cta);
+    std::vector<int> tiles;
+    for (int j = 0; j < n; ++j) tiles.push_back(tail.piece_in_order(cta, j).tile);
+    if (n > 0) CHECK(tiles.front() == tail.piece(cta, n - 1).tile);
+    std::sort(tiles.begin(), tiles.end());
+    for (int j = 0; j < n; ++j) CHECK(tiles[j] == tail.first_tile(cta) + j);
+  }
+  for (int tile = 0; tile < tail.split_tiles; ++tile) {
+    std::vector<int> expected;
+    for (int cta = tail.first_holder(tile); cta <= tail.last_holder(tile); ++cta) expected.push_back(cta);
+    CHECK_MESSAGE(holders[tile] == expected, "tile ", tile);
+    // A piece is shared exactly when the tile has more than one holder.
+    for (int cta : holders[tile])
+      for (int j = 0; j < tail.pieces(cta); ++j)
+        if (tail.piece(cta, j).tile == tile) CHECK(tail.piece(cta, j).shared == (holders[tile].size() > 1));
+  }
+  const auto [lo, hi] = std::minmax_element(units.begin(), units.end());
+  CHECK(*hi - *lo <= 1);
+  // Against whole tiles only: the last CTA finishes sooner.
+  const int whole_rounds = (c.work + c.ctas - 1) / c.ctas;
+  CHECK(tail.whole_tiles / c.ctas * c.kv_tiles + *hi < whole_rounds * c.kv_tiles);
+}
+
+}  // namespace
+
+TEST_CASE("split tail: every key tile once, holders and slots as the merge reads them, CTAs level") {
+  // 8k x 8k x 16 heads on 132 SMs (192-key tiles), D64's 4 x 16 x 4096²
+  // (192-row q-tiles), two-round grids, an H100 PCIe's 114 SMs, the GPU
+  // test's shapes, and a grid of 7 CTAs.
+  const TailCase cases[] = {{1024, 43, 132}, {1408, 32, 132}, {216, 22, 132}, {180, 16, 132}, {1000, 43, 114},
+                            {288, 9, 132},   {288, 8, 132},   {288, 18, 132}, {400, 7, 132},  {15, 8, 7}};
+  for (const TailCase& c : cases) check_tail(c);
+}
+
+TEST_CASE("split tail: only where the last round leaves more than 1% idle, and only with keys to split") {
+  CHECK(plan_split_tail(1056, 43, 132).split_tiles == 0);  // 8 full rounds
+  CHECK(plan_split_tail(100, 43, 132).split_tiles == 0);   // one wave: nothing to wait for
+  CHECK(plan_split_tail(1024, 1, 132).split_tiles == 0);   // one key tile per work tile
+  CHECK(plan_split_tail(131 * 100 + 130, 8, 131).split_tiles == 0);  // 130 of 131 busy in the last round: < 1%
+  CHECK(plan_split_tail(252, 4, 132).split_tiles == 0);  // 1008 key tiles on 132 CTAs: 8 each, as whole tiles take
+  CHECK(plan_split_tail(256, 43, 132).split_tiles == 0);  // the seed shape: 84 key tiles against 86, less than it costs
+  CHECK(plan_split_tail(1024, 43, 114).split_tiles == 0);  // 9 rounds of 114 but for 2 tiles
+  CHECK(plan_split_tail(1024, 43, 132).split_tiles == 132 + 1024 % 132);
+  // Beyond 32-bit unit arithmetic it deals whole tiles rather than overflow.
+  CHECK(plan_split_tail(200, 1 << 24, 132).split_tiles == 0);
+}

@@ -66,6 +66,93 @@ struct PersistentDeal {
   }
 };
 
+// The split tail of a non-causal persistent launch. Work tiles cost the
+// same there, so W tiles on G CTAs take ceil(W / G) tile times although the
+// work is W / G: 1024 tiles of 8k x 8k on 132 SMs run 8 rounds with 32 CTAs
+// idle in the last. The first `whole_tiles` entries of the list (a multiple
+// of G) are dealt whole, as PersistentDeal says; the last `split_tiles` are
+// cut into their key tiles ("units", kv_tiles per work tile) and CTA c takes
+// the contiguous units [begin(c), begin(c + 1)), so every CTA ends within a
+// unit of the others. A work tile shared by several CTAs ("pieces") is
+// merged by the last of them to finish (hopper_prefill_kernel.cuh). Each
+// CTA has at most two shared pieces, in its first and its last work tile:
+// slot 0 and slot 1 of its partial results.
+struct SplitTail {
+  int whole_tiles;  // list entries [0, whole_tiles) dealt whole
+  int split_tiles;  // list entries [whole_tiles, whole_tiles + split_tiles), split by key tiles
+  int kv_tiles;     // key tiles per work tile
+  int ctas;         // G
+  // (32-bit: the launcher splits only when split_tiles · kv_tiles · G < 2^31.)
+
+  FLASHSCOPE_HOST_DEVICE int units() const { return split_tiles * kv_tiles; }
+  // First unit of CTA c (c may be G: the end of the last range).
+  FLASHSCOPE_HOST_DEVICE int begin(int cta) const { return units() * cta / ctas; }
+  // The CTA whose range holds unit u: the largest c with begin(c) <= u.
+  FLASHSCOPE_HOST_DEVICE int owner(int unit) const { return ((unit + 1) * ctas - 1) / units(); }
+  FLASHSCOPE_HOST_DEVICE int first_tile(int cta) const { return begin(cta) / kv_tiles; }
+  // Work tiles CTA c takes a piece of (0 when its range is empty).
+  FLASHSCOPE_HOST_DEVICE int pieces(int cta) const {
+    const int b = begin(cta), e = begin(cta + 1);
+    return e > b ? (e - 1) / kv_tiles - b / kv_tiles + 1 : 0;
+  }
+  struct Piece {
+    int tile;                // index among the split tiles
+    int unit_begin, unit_end;  // key tiles [unit_begin, unit_end) of that work tile
+    bool shared;             // other CTAs hold the tile's other key tiles
+  };
+  // The j-th piece CTA c runs: its last piece first, then the others in key
+  // order. The last piece (a tile's first keys) and the first (the last keys
+  // of the tile before) are the shared ones, so both are done early, and the
+  // holder that merges a tile does so in the middle of its range, where the
+  // other warpgroups' GEMMs cover it, rather than last (where the kernel
+  // waits on it); the first keys of every CTA's first piece start level.
+  FLASHSCOPE_HOST_DEVICE Piece piece_in_order(int cta, int j) const {
+    const int n = pieces(cta);
+    return piece(cta, (j + n - 1) % n);
+  }
+  // Piece j < pieces(c) of CTA c, in key order.
+  FLASHSCOPE_HOST_DEVICE Piece piece(int cta, int j) const {
+    const int tile = first_tile(cta) + j, base = tile * kv_tiles;
+    const int b = begin(cta) > base ? begin(cta) - base : 0;
+    const int end = begin(cta + 1) - base;
+    const int e = end < kv_tiles ? end : kv_tiles;
+    return {tile, b, e, first_holder(tile) != last_holder(tile)};
+  }
+  // The CTAs holding pieces of split tile k: first_holder(k) .. last_holder(k),
+  // in the order of their key ranges.
+  FLASHSCOPE_HOST_DEVICE int first_holder(int tile) const { return owner(tile * kv_tiles); }
+  FLASHSCOPE_HOST_DEVICE int last_holder(int tile) const { return owner((tile + 1) * kv_tiles - 1); }
+  // Where CTA c keeps its partial result of split tile k: 0 for its first tile, 1 for its last.
+  FLASHSCOPE_HOST_DEVICE int slot(int cta, int tile) const { return first_tile(cta) == tile ? 0 : 1; }
+};
+
+// What splitting costs a CTA, in key tiles: about one more work tile to
+// start and finish (its own Q, a pipeline that fills and drains), and the
+// shared pieces' partial results written, fenced and merged. Measured on the
+// H200 (results/nvidia-h200-2026-11-22-split-tail.txt): the split lost 1.5%
+// at the seed shape with no merge at all and 3.7% with it, where dealing
+// whole tiles left 2 key tiles of 86 on the table.
+constexpr int kSplitCostKeyTiles = 4;
+
+// The split for W work tiles of kv_tiles key tiles each on G CTAs, or
+// split_tiles = 0 where dealing them whole is as good: a single wave, a last
+// round nearly full, or the last CTA finishing fewer than kSplitCostKeyTiles
+// key tiles sooner. The split takes the last round and the one before it
+// (G + W mod G tiles, each CTA between one and two tiles' worth), so pieces
+// stay long; 32-bit limits as SplitTail says.
+inline SplitTail plan_split_tail(int work, int kv_tiles, int ctas) {
+  SplitTail none{work, 0, kv_tiles < 1 ? 1 : kv_tiles, ctas < 1 ? 1 : ctas};
+  if (work <= ctas || ctas < 1 || kv_tiles < 2 || work % ctas == 0) return none;
+  const int split = ctas + work % ctas;
+  if (static_cast<long long>(split) * kv_tiles * (ctas + 1) >= (1LL << 31)) return none;
+  // Finishing times in key tiles: whole rounds, against whole rounds then the longest range.
+  const long long rounds = (work + ctas - 1) / ctas;
+  const long long whole = rounds * kv_tiles;
+  const long long with_split = (rounds - 2) * kv_tiles + (static_cast<long long>(split) * kv_tiles + ctas - 1) / ctas;
+  if (whole - with_split <= kSplitCostKeyTiles || (whole - with_split) * 100 <= whole) return none;
+  return {work - split, split, kv_tiles, ctas};
+}
+
 // The longest-first group (in pairs) a persistent causal launch deals by,
 // from the one the L2 asks for (`group`, causal_longest_first_group): the
 // smallest divisor of `pairs` not below it whose group is at least a round

@@ -3,6 +3,7 @@
 // __grid_constant__ so the kernel reads them from constant memory.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace flashscope::kernels {
@@ -35,6 +36,14 @@ struct PrefillKernelParams {
   // pairs per longest-first group of the grid; 0 lets the launcher choose
   // (causal_longest_first_group below).
   int longest_first_group;
+
+  // Optional device scratch (the caller's; zero-filled before its first
+  // use, left zero-filled by every launch). Long non-causal Hopper launches
+  // split their last wave across all SMs through it (persistent_deal.h,
+  // SplitTail); without it, or when smaller than
+  // hopper_prefill_workspace_bytes asks, they deal whole tiles only.
+  void* workspace;
+  size_t workspace_bytes;
 };
 
 }  // namespace flashscope::kernels

@@ -4,6 +4,7 @@
 //   ldmatrix        shared -> registers in the mma fragment layout (x2, x4, .trans)
 //   mma.m16n8k16    D[16x8] += A[16x16] * B[16x8], f32 accumulate, bf16 or f16 inputs
 //   griddepcontrol  programmatic dependent launch (sm_90+; nothing on older targets)
+//   fence.acq_rel   device-scope ordering of global writes and reads around an atomic flag
 #pragma once
 
 #include <cuda_bf16.h>
@@ -14,6 +15,12 @@
 #include <utility>
 
 namespace flashscope::kernels {
+
+// Orders this thread's global memory operations before and after it at GPU
+// scope: with an atomic counter, writes before it are visible to whoever
+// sees the count, and reads after it see what the others wrote before theirs.
+// Lighter than __threadfence() (fence.sc), whose total order nothing here needs.
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 
 // Shared-memory address as the 32-bit value PTX instructions take.
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {

@@ -38,6 +38,11 @@ bool hopper_kernels_runnable();
 cudaError_t launch_prefill_hopper(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
                                   cudaStream_t stream, HopperVariant variant = HopperVariant::kDefault);
 
+// The workspace (PrefillKernelParams::workspace) with which the default
+// launch of p splits its last wave across all SMs; 0 where it would not
+// split (causal, varlen, one wave, or a last round already nearly full).
+size_t hopper_prefill_workspace_bytes(int head_dim, bool causal, const PrefillKernelParams& p);
+
 // Attention over the paged cache with the Hopper tile: rows are (token,
 // q-head) pairs of one kv-head, 128 per CTA; the grid and the split-KV
 // partials are those of launch_paged_attention.

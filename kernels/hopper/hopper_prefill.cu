@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/hopper/hopper_config.cuh"
+#include "kernels/hopper/split_tail_workspace.h"
 
 namespace flashscope::kernels {
 namespace {
@@ -11,6 +12,20 @@ namespace {
 template <typename Cfg, typename Kernel>
 cudaError_t prepare(Kernel kernel) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+}
+
+// The split tail of a persistent non-causal launch of Cfg on `sms` CTAs
+// (split_tiles = 0 where whole tiles deal as well) and the workspace it needs.
+template <typename Cfg>
+SplitTail split_tail_of(const PrefillKernelParams& p, int sms) {
+  const int q_tiles = (p.q_len + Cfg::kBlockQ - 1) / Cfg::kBlockQ;
+  const int64_t work_tiles = int64_t(q_tiles) * p.q_heads * p.batch;
+  if (work_tiles >= (int64_t(1) << 31)) return SplitTail{0, 0, 1, sms};
+  return plan_split_tail(int(work_tiles), (p.kv_len + Cfg::kBlockKV - 1) / Cfg::kBlockKV, sms);
+}
+template <typename Cfg>
+size_t split_workspace_bytes(int sms) {
+  return split_tail_workspace_bytes(sms, Cfg::kConsumerWarps, Cfg::kDim);
 }
 
 // TMA (dense tensors): persistent CTAs, one per SM walking the work tiles
@@ -45,6 +60,14 @@ cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream
       if (kCausal)
         hp.view.longest_first_group =
             persistent_longest_first_group(p.q_heads * p.batch, grid.x, sms, hp.view.longest_first_group);
+      // Non-causal: the last two rounds split by key tiles when the caller
+      // gave the scratch for it (the kernel's counters and partials).
+      if (!kCausal && p.workspace != nullptr && p.workspace_bytes >= split_workspace_bytes<Cfg>(sms)) {
+        hp.split = split_tail_of<Cfg>(p, sms);
+        hp.split_arrivals = static_cast<int*>(p.workspace);
+        hp.split_partials = reinterpret_cast<float*>(static_cast<char*>(p.workspace) +
+                                                     split_tail_arrivals_bytes(sms, Cfg::kConsumerWarps));
+      }
       kernel<<<sms, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
     }
   } else {
@@ -84,6 +107,18 @@ cudaError_t launch_default(ElemType type, int head_dim, const PrefillKernelParam
   if (head_dim == 64)
     return use_short_causal_config(64, kCausal, p.q_len) ? launch(ShortCausalConfig64{}) : launch(DefaultConfig<64>{});
   return use_long_kv_config(128, p.kv_len) ? launch(LongKvConfig128{}) : launch(DefaultConfig<128>{});
+}
+
+// The workspace the production launch of p asks for (0: it splits nothing).
+size_t default_workspace_bytes(int head_dim, bool causal, const PrefillKernelParams& p) {
+  if (causal || p.cu_seqlens_q != nullptr) return 0;
+  const int sms = current_sm_count();
+  auto bytes = [&](auto config) -> size_t {
+    using Cfg = decltype(config);
+    return split_tail_of<Cfg>(p, sms).split_tiles > 0 ? split_workspace_bytes<Cfg>(sms) : 0;
+  };
+  if (head_dim == 64) return bytes(DefaultConfig<64>{});
+  return use_long_kv_config(128, p.kv_len) ? bytes(LongKvConfig128{}) : bytes(DefaultConfig<128>{});
 }
 
 // The variants (bf16 only; one CTA per work tile, to compare tiles with tiles).
@@ -169,6 +204,11 @@ cudaError_t launch_prefill_hopper(ElemType type, int head_dim, bool causal, cons
   const PrefillKernelParams p = with_longest_first_group(params, head_dim, causal);
   return type == ElemType::kFP16 ? dense_typed<__half>(type, head_dim, causal, p, stream, variant)
                                  : dense_typed<__nv_bfloat16>(type, head_dim, causal, p, stream, variant);
+}
+
+size_t hopper_prefill_workspace_bytes(int head_dim, bool causal, const PrefillKernelParams& p) {
+  if (head_dim != 64 && head_dim != 128) return 0;
+  return default_workspace_bytes(head_dim, causal, p);
 }
 
 cudaError_t launch_paged_hopper(ElemType type, int head_dim, bool causal, const PagedKernelParams& p,

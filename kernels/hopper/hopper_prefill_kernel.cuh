@@ -156,6 +156,12 @@ template <typename ViewParams>
 struct HopperParams {
   ViewParams view;
   CUtensorMap q_map, k_map, v_map;
+  // Non-causal persistent launches: the split tail (persistent_deal.h;
+  // split.split_tiles = 0: none), the pieces' partial results and the
+  // tiles' arrival counters (split_tail_workspace.h).
+  SplitTail split;
+  float* split_partials;
+  int* split_arrivals;
 };
 
 // Probe (kernels/common/probe.cuh): NoProbe in production (every hook
@@ -196,7 +202,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
 
   // Which rows and keys this CTA owns (attention_views.cuh); causal
   // production launches take the longest q-tiles of every head first.
-  // Persistent: the work tile of each round, dealt as the comment above says.
+  // Persistent: the CTA's items in turn: a work tile per round, dealt as the
+  // comment above says, then (split tail) its pieces of the last work tiles.
   // (32-bit: a launch has fewer than 2^31 work tiles.)
   const int q_tiles = (p.q_len + BLOCK_Q - 1) / BLOCK_Q;
   const int pairs = p.q_heads * p.batch;
@@ -204,13 +211,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     if constexpr (kPersistent && kCausal) return longest_first_pairs(p.longest_first_group, pairs);
     else return pairs;
   }();
-  const PersistentDeal deal(q_tiles * pairs, per_group * q_tiles, kPersistent ? int(gridDim.x) : 1);
-  const int rounds = kPersistent ? deal.rounds : 1;
-  auto work_index = [&](int round) { return deal.entry(round, blockIdx.x); };
-  auto has_work = [&](int round) { return !kPersistent || work_index(round) >= 0; };
-  auto work_view = [&](int round) -> View {
+  constexpr bool kMaySplit = kPersistent && !kCausal;
+  const bool split = kMaySplit && hp.split.split_tiles > 0;
+  const int whole_tiles = split ? hp.split.whole_tiles : q_tiles * pairs;
+  const PersistentDeal deal(whole_tiles, split ? whole_tiles : per_group * q_tiles, kPersistent ? int(gridDim.x) : 1);
+  const int whole_rounds = kPersistent ? deal.rounds : 1;
+  const int items = whole_rounds + (split ? hp.split.pieces(blockIdx.x) : 0);
+  auto has_work = [&](int item) { return !kPersistent || item >= whole_rounds || deal.entry(item, blockIdx.x) >= 0; };
+  // Item `item`'s rows and keys (a piece of a split tile: its key tiles only),
+  // and whether other CTAs hold the rest of its keys.
+  auto work_view = [&](int item) -> View {
     if constexpr (kPersistent) {
-      return work_tile_view<View, kCausal>(p, work_index(round), q_tiles, p.q_heads, p.batch);
+      if (kMaySplit && item >= whole_rounds) {
+        const SplitTail::Piece piece = hp.split.piece_in_order(blockIdx.x, item - whole_rounds);
+        View v = work_tile_view<View, false>(p, whole_tiles + piece.tile, q_tiles, p.q_heads, p.batch);
+        v.kv_begin = piece.unit_begin * BLOCK_KV;
+        v.kv_end = min(v.kv_end, piece.unit_end * BLOCK_KV);
+        return v;
+      }
+      return work_tile_view<View, kCausal>(p, deal.entry(item, blockIdx.x), q_tiles, p.q_heads, p.batch);
     } else {
       return cta_view<View, kCausal && !Probe::kEnabled>(p);
     }
@@ -218,12 +237,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   auto kv_tiles_of = [](const View& v) {
     return v.kv_end > v.kv_begin ? (v.kv_end - v.kv_begin + BLOCK_KV - 1) / BLOCK_KV : 0;
   };
-  int first_round = 0;
+  int first_item = 0;
   if constexpr (kPersistent) {
-    while (first_round < rounds && !has_work(first_round)) ++first_round;
-    if (first_round == rounds) return;  // no entry falls to this CTA
+    while (first_item < items && !has_work(first_item)) ++first_item;
+    if (first_item == items) return;  // no entry falls to this CTA
   }
-  const View first_view = work_view(first_round);
+  const View first_view = work_view(first_item);
   if (!first_view.active()) return;  // varlen: a shorter sequence than the longest (the whole CTA leaves)
   const int first_kv_tiles = kv_tiles_of(first_view);
   // Spans and states name absolute KV tiles; probed launches have one work tile.
@@ -348,10 +367,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       // `ring` counts the KV tiles of earlier work tiles, `q_round` the
       // earlier work tiles that loaded Q (those with keys).
       int ring = 0, q_round = 0;
-      for (int round = first_round; round < rounds; ++round) {
-        if (!has_work(round)) continue;
-        const View view = kPersistent && round > first_round ? work_view(round) : first_view;
-        const int num_kv_tiles = kPersistent && round > first_round ? kv_tiles_of(view) : first_kv_tiles;
+      for (int item = first_item; item < items; ++item) {
+        if (!has_work(item)) continue;
+        const View view = kPersistent && item > first_item ? work_view(item) : first_view;
+        const int num_kv_tiles = kPersistent && item > first_item ? kv_tiles_of(view) : first_kv_tiles;
         if (num_kv_tiles == 0) continue;
         const TmaCoords at = coords_of(view);
         // Tile t's K goes into K stage (ring + t) % STAGES once the
@@ -371,7 +390,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
           }
           span(kind, t, ts);
         };
-        if (round > first_round) {  // the first tile's K(0) and Q went out before the CTA barrier
+        if (item > first_item) {  // the first tile's K(0) and Q went out before the CTA barrier
           load(ProbeSpanKind::kLoadIssueK, 0);
           mbarrier_wait(q_empty_bar, (q_round & 1) ^ 1);  // the last work tile's Q·Kᵀ are done with Q
           if (leader) tma_q(at);
@@ -518,26 +537,88 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   auto take_turn = [&] {
     if constexpr (Cfg::kPingPong) named_barrier_sync(1 + warpgroup, 256);
   };
-  auto pass_turn = [&](bool last_round) {
+  auto pass_turn = [&](bool last_item) {
     if constexpr (Cfg::kPingPong)
-      if (!(last_round && warpgroup == kRing - 1)) named_barrier_arrive(1 + (warpgroup + 1) % kRing, 256);
+      if (!(last_item && warpgroup == kRing - 1)) named_barrier_arrive(1 + (warpgroup + 1) % kRing, 256);
   };
-  int last_keyed_round = -1;  // the last work tile with keys: its final turn is not passed on
+  int last_keyed_item = -1;  // the last work tile with keys: its final turn is not passed on
   if constexpr (Cfg::kPingPong) {
     if constexpr (kPersistent) {
-      for (int round = rounds - 1; round >= first_round && last_keyed_round < 0; --round)
-        if (has_work(round) && kv_tiles_of(work_view(round)) > 0) last_keyed_round = round;
+      for (int item = items - 1; item >= first_item && last_keyed_item < 0; --item)
+        if (has_work(item) && kv_tiles_of(work_view(item)) > 0) last_keyed_item = item;
     } else {
-      last_keyed_round = first_kv_tiles > 0 ? 0 : -1;
+      last_keyed_item = first_kv_tiles > 0 ? 0 : -1;
     }
-    if (last_keyed_round >= 0 && warpgroup == kRing - 1) named_barrier_arrive(1, 256);
+    if (last_keyed_item >= 0 && warpgroup == kRing - 1) named_barrier_arrive(1, 256);
   }
 
+  // Split tail: a piece of a work tile shared with other CTAs leaves its
+  // unnormalized O, running max m and per-thread sums l in the slot of its
+  // CTA (persistent_deal.h), laid out lane-minor per consumer warp so every
+  // store and load is a whole 128-byte line: O_rmem[i] at [i][lane], then
+  // m[0], m[1], l[0], l[1]. The tile's arrival counter (one per consumer
+  // warp: warps finish on their own) tells the last holder to arrive; it
+  // merges every holder's slot in key order, so the result is the same
+  // whoever comes last, puts the counter back to 0 for the next launch, and
+  // goes on to the ordinary epilogue with the merged state.
+  const int consumer_warp = warp_id - 4;
+  constexpr int kPartialFloats = (DIM / 2 + 4) * 32;
+  auto partial_slot = [&](int cta, int tile) {
+    return hp.split_partials +
+           (int64_t(cta * 2 + hp.split.slot(cta, tile)) * Cfg::kConsumerWarps + consumer_warp) * kPartialFloats;
+  };
+  // False when other holders of the tile have yet to arrive (nothing to store).
+  auto merge_shared_piece = [&](int tile) {
+    float* mine = partial_slot(blockIdx.x, tile);
+#pragma unroll
+    for (int i = 0; i < DIM / 2; ++i) mine[i * 32 + lane_id] = O_rmem[i];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mine[(DIM / 2 + h) * 32 + lane_id] = m_rmem[h];
+      mine[(DIM / 2 + 2 + h) * 32 + lane_id] = l_rmem[h];
+    }
+    fence_acq_rel_gpu();  // the slot is visible device-wide before the arrival that announces it
+    __syncwarp();
+    int* arrivals = hp.split_arrivals + tile * Cfg::kConsumerWarps + consumer_warp;
+    int arrived = 0;
+    if (lane_id == 0) arrived = atomicAdd(arrivals, 1);
+    arrived = __shfl_sync(0xffffffffu, arrived, 0);
+    const int first = hp.split.first_holder(tile), last = hp.split.last_holder(tile);
+    if (arrived != last - first) return false;
+    if (lane_id == 0) atomicExch(arrivals, 0);
+    fence_acq_rel_gpu();  // the other holders' slots are read after their arrivals
+    float m_max[2] = {-INFINITY, -INFINITY};
+    for (int cta = first; cta <= last; ++cta) {
+      const float* slot = partial_slot(cta, tile);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) m_max[h] = fmaxf(m_max[h], __ldcg(slot + (DIM / 2 + h) * 32 + lane_id));
+    }
+#pragma unroll
+    for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) l_rmem[h] = 0.0f;
+    for (int cta = first; cta <= last; ++cta) {
+      const float* slot = partial_slot(cta, tile);
+      float weight[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_use = m_max[h] == -INFINITY ? 0.0f : m_max[h];
+        weight[h] = fast_exp2(__ldcg(slot + (DIM / 2 + h) * 32 + lane_id) - m_use);
+        l_rmem[h] = fmaf(weight[h], __ldcg(slot + (DIM / 2 + 2 + h) * 32 + lane_id), l_rmem[h]);
+      }
+#pragma unroll
+      for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = fmaf(weight[(i / 2) % 2], __ldcg(slot + i * 32 + lane_id), O_rmem[i]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) m_rmem[h] = m_max[h];
+    return true;
+  };
+
   int ring = 0, q_round = 0;  // as the producer counts them
-  for (int round = first_round; round < rounds; ++round) {
-    if (!has_work(round)) continue;
-    const View view = kPersistent && round > first_round ? work_view(round) : first_view;
-    const int num_kv_tiles = kPersistent && round > first_round ? kv_tiles_of(view) : first_kv_tiles;
+  for (int item = first_item; item < items; ++item) {
+    if (!has_work(item)) continue;
+    const View view = kPersistent && item > first_item ? work_view(item) : first_view;
+    const int num_kv_tiles = kPersistent && item > first_item ? kv_tiles_of(view) : first_kv_tiles;
     const int kv_begin = view.kv_begin;
     const int kv_end = view.kv_end;
     const int warp_row0 = view.q0 + warpgroup * Cfg::kWarpgroupRows + warp_in_group * 16;
@@ -669,13 +750,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       take_turn();
       const uint64_t ts = probe_time(probe);
       rescale_and_issue_PV(last, rescale);
-      pass_turn(round == last_keyed_round);
+      pass_turn(item == last_keyed_item);
       wgmma_wait<0>();
       fence_operands(O_rmem);
       span(ProbeSpanKind::kPV, last, ts);
       release(empty_v_bar, stage_of(last));
     }
     const uint64_t epilogue_start = probe_time(probe);
+    if constexpr (kMaySplit) {
+      if (item >= whole_rounds) {
+        const SplitTail::Piece piece = hp.split.piece_in_order(blockIdx.x, item - whole_rounds);
+        if (piece.shared && !merge_shared_piece(piece.tile)) {
+          ring += num_kv_tiles;
+          q_round += num_kv_tiles > 0;
+          continue;
+        }
+      }
+    }
 
     // ---------------- epilogue: normalize, store O and the LSE (or split partials) ----------------
 #pragma unroll

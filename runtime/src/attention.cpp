@@ -56,6 +56,11 @@ PrefillKernel resolve_prefill_kernel(const PrefillParams& p) {
   return p.kernel == PrefillKernel::kAuto ? cuda::choose_prefill_kernel(p) : p.kernel;
 }
 
+size_t prefill_workspace_bytes(const PrefillParams& p) {
+  if (p.device == Device::kCpu || !supported_head_dim(p.head_dim)) return 0;
+  return cuda::prefill_workspace_bytes(p, resolve_prefill_kernel(p));
+}
+
 Status prefill(const PrefillParams& p) {
   FLASHSCOPE_RETURN_IF_ERROR(validate(p));
   if (p.q_len == 0) return {};

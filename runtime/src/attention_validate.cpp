@@ -50,6 +50,10 @@ Status validate(const PrefillParams& p) {
     return invalid_argument("cu_seqlens_q and cu_seqlens_k must both be set (varlen) or both be null");
   if (!(p.softmax_scale >= 0.0f) || p.softmax_scale > 1e30f)
     return invalid_argument("softmax_scale must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
+  if (p.workspace_bytes > 0 && p.workspace == nullptr)
+    return invalid_argument("workspace is null but workspace_bytes is " + std::to_string(p.workspace_bytes));
+  if (p.device == Device::kCuda && reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0)
+    return invalid_argument("workspace must be 16-byte aligned on CUDA");
   const bool varlen = p.cu_seqlens_q != nullptr;
   if (p.q_len == 0) return {};  // nothing to compute, nothing will be touched
   FLASHSCOPE_RETURN_IF_ERROR(check_tensor("q", p.q, p, varlen));

@@ -94,7 +94,19 @@ kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
   k.cu_seqlens_k = p.cu_seqlens_k;
   const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
   k.scale_log2 = scale * 1.4426950408889634f;  // log2(e)
+  k.workspace = p.workspace;
+  k.workspace_bytes = p.workspace_bytes;
   return k;
+}
+
+size_t prefill_workspace_bytes(const PrefillParams& p, PrefillKernel kernel) {
+#if FLASHSCOPE_WITH_HOPPER
+  if (kernel == PrefillKernel::kHopper && hopper_runnable_here())
+    return kernels::hopper_prefill_workspace_bytes(p.head_dim, p.causal, prefill_kernel_params(p));
+#endif
+  (void)p;
+  (void)kernel;
+  return 0;
 }
 
 Status prefill(const PrefillParams& p, PrefillKernel kernel) {
@@ -132,6 +144,8 @@ bool prefill_kernel_runnable(PrefillKernel) { return false; }
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
   return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
+
+size_t prefill_workspace_bytes(const PrefillParams&, PrefillKernel) { return 0; }
 
 Status prefill(const PrefillParams&, PrefillKernel) {
   return unsupported("this build of flashscope has no CUDA backend (configure with FLASHSCOPE_CUDA=ON); use Device::kCpu");

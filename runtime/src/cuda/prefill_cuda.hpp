@@ -16,6 +16,9 @@ bool prefill_kernel_runnable(PrefillKernel kernel);
 // p has passed validate(); kernel is not kAuto.
 Status prefill(const PrefillParams& p, PrefillKernel kernel);
 
+// The workspace `kernel` uses for p (0: none).
+size_t prefill_workspace_bytes(const PrefillParams& p, PrefillKernel kernel);
+
 }  // namespace flashscope::cuda
 
 #if FLASHSCOPE_WITH_CUDA
