@@ -30,6 +30,14 @@ using flashscope::testing::Layout;
 namespace {
 
 
+// True (after saying so) where there is no GPU, or it does not run the sm_90a kernel.
+bool skip_without_hopper() {
+  if (skip_without_gpu()) return true;
+  if (prefill_kernel_runnable(PrefillKernel::kHopper)) return false;
+  MESSAGE("skipped: the hopper kernel does not run on this device or build");
+  return true;
+}
+
 // Runs `kernel` on a device copy of the problem and compares with the
 // reference; with `workspace`, through that scratch (sized and zero-filled by
 // the caller, as PrefillParams says).
@@ -245,11 +253,7 @@ TEST_CASE("gpu prefill: causal grids split into longest-first groups") {
 // gives tiles without keys among them. The grids above stay under 132 tiles.
 // Both dtypes, GQA, tails, LSE, and the same bits on a rerun.
 TEST_CASE("gpu prefill: hopper persistent CTAs walk more work tiles than SMs") {
-  if (skip_without_gpu()) return;
-  if (!prefill_kernel_runnable(PrefillKernel::kHopper)) {
-    MESSAGE("skipped: the hopper kernel does not run on this device or build");
-    return;
-  }
+  if (skip_without_hopper()) return;
   struct Case {
     int d, kv_len;
     bool causal;
@@ -294,11 +298,7 @@ DeviceBuffer zeroed_workspace(AttentionProblem& prob) {
 }
 
 TEST_CASE("gpu prefill: hopper split tail shares the last wave's tiles through the workspace") {
-  if (skip_without_gpu()) return;
-  if (!prefill_kernel_runnable(PrefillKernel::kHopper)) {
-    MESSAGE("skipped: the hopper kernel does not run on this device or build");
-    return;
-  }
+  if (skip_without_hopper()) return;
   struct Case {
     int d, batch, q_len, kv_len;
     DType dtype;

@@ -55,7 +55,11 @@ inline bool use_long_kv_config(int head_dim, int kv_len) { return head_dim == 12
 // tiles) 256 against 216 TFLOPS, 4 x 16 x 4096² causal at 64 438 against
 // 410, at 128 623 against 582, 8k² causal 669 against 653, 4 x 16 x 4096²
 // at 64 516 against 506; long non-causal at 128 level (8k² 717 / 715).
-// How the tiles are dealt matters: persistent_deal.h.
+// How the tiles are dealt matters: persistent_deal.h. Non-causal launches
+// given a workspace also split their last two rounds by key tiles (its
+// SplitTail): 8k² 699 against 692, 4 x 16 x 4096² at 64 505 against 499,
+// where the split saves more than it costs; not at the seed shape, whose
+// last round is nearly full (results/nvidia-h200-2026-11-22-split-tail.txt).
 
 // cuTensorMapEncodeTiled from the driver, found through the runtime so the
 // library links no libcuda. Null when the driver has none.
