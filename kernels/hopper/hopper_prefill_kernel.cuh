@@ -177,7 +177,10 @@ struct HopperParams {
 // tile's first K as soon as a stage is free and its Q once both warpgroups'
 // last Q·Kᵀ of the current tile has read Q, all under the last softmax, P·V
 // and epilogue, which a CTA per work tile would spend waiting on its first
-// loads.
+// loads. Non-causal launches with hp.split set deal the last two rounds as
+// pieces (a work tile's rows, a run of its key tiles) instead, so every CTA
+// ends within a key tile of the others; a tile's pieces are merged by the
+// last of its holders to finish (merge_shared_piece below).
 template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe = NoProbe,
           bool kPersistent = false>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
@@ -218,8 +221,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   const int whole_rounds = kPersistent ? deal.rounds : 1;
   const int items = whole_rounds + (split ? hp.split.pieces(blockIdx.x) : 0);
   auto has_work = [&](int item) { return !kPersistent || item >= whole_rounds || deal.entry(item, blockIdx.x) >= 0; };
-  // Item `item`'s rows and keys (a piece of a split tile: its key tiles only),
-  // and whether other CTAs hold the rest of its keys.
+  // Item `item`'s rows and keys (a piece of a split tile: its key tiles only).
   auto work_view = [&](int item) -> View {
     if constexpr (kPersistent) {
       if (kMaySplit && item >= whole_rounds) {
