@@ -41,7 +41,7 @@
 // Shared memory (1024-byte aligned; every operand in the 128-byte swizzle
 // layout, i.e. [DIM/64 column blocks][rows][64 elements], chunk ^= row % 8,
 // the layout TMA writes and wgmma's descriptors name):
-//   Q [BLOCK_Q x DIM]  |  K stages [STAGES][BLOCK_KV x DIM]  |  V stages  |  mbarriers
+//   Q [kQSlots][BLOCK_Q x DIM]  |  K stages [STAGES][BLOCK_KV x DIM]  |  V stages  |  mbarriers
 //
 // Semantics are those of prefill_kernel.cuh: causal bottom-right aligned with
 // tiles past the diagonal skipped and the diagonal masked, GQA, varlen,
@@ -96,15 +96,23 @@ struct HopperPrefillConfig {
   static constexpr int kColumnBlocks = DIM / 64;
   static constexpr int kQBytes = kBlockQ * DIM * 2;
   static constexpr int kKVTileBytes = kBlockKV * DIM * 2;
+  // Q buffers: two for two consumer warpgroups at head_dim 64 (the short
+  // causal tiles of SmolLM2's prompts: about nine work tiles of 1-8 key
+  // tiles per CTA), so a persistent CTA loads the next work tile's Q while
+  // the current one still reads its own: +1.4-1.8% there back to back, where
+  // the three-warpgroup tiles of long problems lost 1.2-1.4% with it
+  // (results/nvidia-h200-2026-11-22-split-tail.txt, section K). One at 128,
+  // where the K/V ring takes the rest of shared memory.
+  static constexpr int kQSlots = DIM == 64 && CONSUMERS == 2 ? 2 : 1;
   static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kQBytes;
+  static constexpr int kKOffset = kQBytes * kQSlots;
   static constexpr int kVOffset = kKOffset + STAGES * kKVTileBytes;
   static constexpr int kBarrierOffset = kVOffset + STAGES * kKVTileBytes;
   // K and V have their own barriers, so a stage's K is released as soon as
   // S = Q·Kᵀ has read it and is refilled while P·V still reads its V:
-  // full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES], q_full,
-  // q_empty (persistent CTAs), 8 bytes each.
-  static constexpr int kBarrierBytes = (4 * STAGES + 2) * 8;
+  // full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES],
+  // q_full[kQSlots], q_empty[kQSlots] (persistent CTAs), 8 bytes each.
+  static constexpr int kBarrierBytes = (4 * STAGES + 2 * kQSlots) * 8;
   // +1024: the dynamic shared window is aligned up to the swizzle atom inside.
   static constexpr int kSmemBytes = kBarrierOffset + kBarrierBytes + 1024;
 
@@ -282,7 +290,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   const uint32_t empty_k_bar = full_v_bar + 8 * STAGES;
   const uint32_t empty_v_bar = empty_k_bar + 8 * STAGES;
   const uint32_t q_full_bar = empty_v_bar + 8 * STAGES;
-  const uint32_t q_empty_bar = q_full_bar + 8;  // persistent: the last Q·Kᵀ of a work tile has read Q
+  // persistent: the last Q·Kᵀ of a work tile has read Q (one barrier per Q slot, + 8·slot)
+  const uint32_t q_empty_bar = q_full_bar + 8 * Cfg::kQSlots;
 
   // A view's TMA coordinates, worked out once per work tile and kept in
   // registers: the copies' asm clobbers memory, so coordinates read through
@@ -295,11 +304,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   };
   // TMA copies of Q, and of KV tile t into ring slot `slot` (stage
   // slot % STAGES); each announces its bytes on the barrier it completes.
-  auto tma_q = [&](const TmaCoords& at) {
-    mbarrier_arrive_expect_tx(q_full_bar, Cfg::kQBytes);
+  auto tma_q = [&](const TmaCoords& at, int slot) {
+    const uint32_t bar = q_full_bar + 8 * slot;
+    mbarrier_arrive_expect_tx(bar, Cfg::kQBytes);
 #pragma unroll
     for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
-      tma_load_4d(Q_smem + cb * BLOCK_Q * 128, &hp.q_map, q_full_bar, cb * 64, at.q0, at.q_head, at.seq);
+      tma_load_4d(Q_smem + slot * Cfg::kQBytes + cb * BLOCK_Q * 128, &hp.q_map, bar, cb * 64, at.q0, at.q_head,
+                  at.seq);
   };
   auto tma_kv = [&](const CUtensorMap* map, uint32_t tiles, uint32_t bar, const TmaCoords& at, int t, int slot) {
     const int stage = slot % STAGES;
@@ -324,8 +335,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       mbarrier_init(empty_k_bar + 8 * s, Cfg::kConsumerWarps);  // one arrival per consumer warp
       mbarrier_init(empty_v_bar + 8 * s, Cfg::kConsumerWarps);
     }
-    mbarrier_init(q_full_bar, producer_arrivals);
-    mbarrier_init(q_empty_bar, Cfg::kConsumerWarps);
+    for (int s = 0; s < Cfg::kQSlots; ++s) {
+      mbarrier_init(q_full_bar + 8 * s, producer_arrivals);
+      mbarrier_init(q_empty_bar + 8 * s, Cfg::kConsumerWarps);
+    }
     mbarrier_init_fence();
     if constexpr (kTma) {
       // Thread 0 is the producer's leader: the first S needs K(0) and Q, so
@@ -336,7 +349,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
         const TmaCoords at = coords_of(first_view);
         tma_kv(&hp.k_map, K_smem, full_k_bar, at, 0, 0);
         span(ProbeSpanKind::kLoadIssueK, 0, ts);
-        tma_q(at);
+        tma_q(at, 0);
       }
     }
   }
@@ -393,9 +406,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
           span(kind, t, ts);
         };
         if (item > first_item) {  // the first tile's K(0) and Q went out before the CTA barrier
+          // Q's slot is free once the Q·Kᵀ of the work tile kQSlots back are
+          // done: with one slot the current tile's last, so K(0) goes first;
+          // with two, one finished long ago, so Q goes first.
+          const int slot = q_round % Cfg::kQSlots;
+          auto load_q = [&] {
+            mbarrier_wait(q_empty_bar + 8 * slot, ((q_round / Cfg::kQSlots) & 1) ^ 1);
+            if (leader) tma_q(at, slot);
+          };
+          if constexpr (Cfg::kQSlots > 1) load_q();
           load(ProbeSpanKind::kLoadIssueK, 0);
-          mbarrier_wait(q_empty_bar, (q_round & 1) ^ 1);  // the last work tile's Q·Kᵀ are done with Q
-          if (leader) tma_q(at);
+          if constexpr (Cfg::kQSlots == 1) load_q();
         }
         for (int t = 0; t < num_kv_tiles; ++t) {
           if (t + 1 < num_kv_tiles) load(ProbeSpanKind::kLoadIssueK, t + 1);
@@ -472,7 +493,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   // 16; l is this thread's partial sum, reduced across the quad at the end.
   float m_rmem[2], l_rmem[2];
 
-  const uint32_t Q_group = Q_smem + warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
+  // This warpgroup's rows of the current work tile's Q (its slot set per work tile).
+  uint32_t Q_group = Q_smem + warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
 
   // S = Q·K(t)ᵀ, issued (not waited for): k16 step kk reads column block
   // kk/4 at byte (kk%4)·32 of Q's and K's rows.
@@ -681,7 +703,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     // Persistent: after the work tile's last Q·Kᵀ, Q's buffer may take the next tile's.
     auto release_q_after = [&](int t) {
       if constexpr (kPersistent)
-        if (t == num_kv_tiles - 1) release(q_empty_bar, 0);
+        if (t == num_kv_tiles - 1) release(q_empty_bar, q_round % Cfg::kQSlots);
     };
 
     // P(t-1)·V(t-1) into O, once O has taken the rescale of softmax(t-1)
@@ -703,7 +725,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     float rescale[2] = {1.0f, 1.0f};  // softmax(t-1)'s factor for O, applied before P(t-1)·V(t-1)
     if (num_kv_tiles > 0) {
       uint64_t ts = probe_time(probe);
-      mbarrier_wait(q_full_bar, q_round & 1);
+      const int q_slot = q_round % Cfg::kQSlots;
+      Q_group = Q_smem + q_slot * Cfg::kQBytes + warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
+      mbarrier_wait(q_full_bar + 8 * q_slot, (q_round / Cfg::kQSlots) & 1);
       mbarrier_wait(full_k_bar + 8 * stage_of(0), parity_of(0));  // K(0)
       span(ProbeSpanKind::kLoadWaitK, 0, ts);
       take_turn();
