@@ -252,6 +252,21 @@ TEST_CASE("gpu prefill: causal grids split into longest-first groups") {
 // next; causal lists are dealt group by group, and q_len > kv_len causal
 // gives tiles without keys among them. The grids above stay under 132 tiles.
 // Both dtypes, GQA, tails, LSE, and the same bits on a rerun.
+// batch sequences x 12 q-heads over 4 kv-heads: grids of more work tiles than SMs.
+AttentionShape gqa_12_over_4(int batch, int q_len, int kv_len, int head_dim, bool causal, DType dtype, int seed) {
+  AttentionShape s;
+  s.batch = batch;
+  s.q_heads = 12;
+  s.kv_heads = 4;
+  s.q_len = q_len;
+  s.kv_len = kv_len;
+  s.head_dim = head_dim;
+  s.causal = causal;
+  s.dtype = dtype;
+  s.seed = seed;
+  return s;
+}
+
 TEST_CASE("gpu prefill: hopper persistent CTAs walk more work tiles than SMs") {
   if (skip_without_hopper()) return;
   struct Case {
@@ -264,16 +279,8 @@ TEST_CASE("gpu prefill: hopper persistent CTAs walk more work tiles than SMs") {
                         {128, 300, true, DType::kBF16},  {64, 300, true, DType::kBF16},
                         {128, 555, false, DType::kFP16}, {64, 555, true, DType::kFP16}};
   for (const Case& c : cases) {
-    AttentionShape s;
-    s.batch = 3;
-    s.q_heads = 12;
-    s.kv_heads = 4;
-    s.q_len = 777;  // 7 q-tiles of 128 rows (5 of 192): 252 (180) work tiles
-    s.kv_len = c.kv_len;
-    s.head_dim = c.d;
-    s.causal = c.causal;
-    s.dtype = c.dtype;
-    s.seed = 61 + c.d + c.kv_len;
+    // 777 queries: 7 q-tiles of 128 rows (5 of 192), 252 (180) work tiles.
+    const AttentionShape s = gqa_12_over_4(3, 777, c.kv_len, c.d, c.causal, c.dtype, 61 + c.d + c.kv_len);
     AttentionProblem prob(s);
     check_on_gpu(prob, PrefillKernel::kHopper);
     const std::vector<uint16_t> first = prob.o_storage();
@@ -312,15 +319,7 @@ TEST_CASE("gpu prefill: hopper split tail shares the last wave's tiles through t
                         {64, 4, 1000, 900, DType::kFP16},   {128, 3, 700, 4100, DType::kBF16},
                         {128, 3, 1000, 3000, DType::kFP16}};
   for (const Case& c : cases) {
-    AttentionShape s;
-    s.batch = c.batch;
-    s.q_heads = 12;
-    s.kv_heads = 4;
-    s.q_len = c.q_len;
-    s.kv_len = c.kv_len;
-    s.head_dim = c.d;
-    s.dtype = c.dtype;
-    s.seed = 71 + c.d + c.kv_len;
+    const AttentionShape s = gqa_12_over_4(c.batch, c.q_len, c.kv_len, c.d, false, c.dtype, 71 + c.d + c.kv_len);
     AttentionProblem prob(s);
     INFO("case: ", s.describe());
     DeviceBuffer workspace = zeroed_workspace(prob);

@@ -1,8 +1,6 @@
 // Instantiates the Hopper attention kernel: bf16 and fp16, head_dim 64 and
 // 128, causal on/off; dense tensors through TMA, varlen and the paged cache
 // through the cp.async producer. Compiled for sm_90a only.
-#include <algorithm>
-
 #include "kernels/hopper/hopper_config.cuh"
 #include "kernels/hopper/split_tail_workspace.h"
 
@@ -94,31 +92,35 @@ cudaError_t launch_paged(const PagedKernelParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The production tiles for the shape (hopper_config.cuh); kOneCtaPerTile
-// launches them one CTA per work tile instead of persistent.
+// Calls fn(Cfg{}) with the production tiles for the shape (hopper_config.cuh):
+// the one choice both the launch and its workspace size follow.
+template <typename Fn>
+auto with_default_config(int head_dim, bool causal, const PrefillKernelParams& p, Fn&& fn) {
+  if (head_dim == 64)
+    return use_short_causal_config(64, causal, p.q_len) ? fn(ShortCausalConfig64{}) : fn(DefaultConfig<64>{});
+  return use_long_kv_config(128, p.kv_len) ? fn(LongKvConfig128{}) : fn(DefaultConfig<128>{});
+}
+
+// The production tiles; kOneCtaPerTile launches them one CTA per work tile
+// instead of persistent.
 template <typename T, bool kCausal>
 cudaError_t launch_default(ElemType type, int head_dim, const PrefillKernelParams& p, cudaStream_t s, bool tma,
                            HopperVariant v) {
-  auto launch = [&](auto config) {
+  return with_default_config(head_dim, kCausal, p, [&](auto config) {
     using Cfg = decltype(config);
     return v == HopperVariant::kOneCtaPerTile ? launch_dense<Cfg, T, kCausal, true>(type, p, s, tma)
                                               : launch_dense<Cfg, T, kCausal>(type, p, s, tma);
-  };
-  if (head_dim == 64)
-    return use_short_causal_config(64, kCausal, p.q_len) ? launch(ShortCausalConfig64{}) : launch(DefaultConfig<64>{});
-  return use_long_kv_config(128, p.kv_len) ? launch(LongKvConfig128{}) : launch(DefaultConfig<128>{});
+  });
 }
 
 // The workspace the production launch of p asks for (0: it splits nothing).
 size_t default_workspace_bytes(int head_dim, bool causal, const PrefillKernelParams& p) {
   if (causal || p.cu_seqlens_q != nullptr) return 0;
   const int sms = current_sm_count();
-  auto bytes = [&](auto config) -> size_t {
+  return with_default_config(head_dim, causal, p, [&](auto config) -> size_t {
     using Cfg = decltype(config);
     return split_tail_of<Cfg>(p, sms).split_tiles > 0 ? split_workspace_bytes<Cfg>(sms) : 0;
-  };
-  if (head_dim == 64) return bytes(DefaultConfig<64>{});
-  return use_long_kv_config(128, p.kv_len) ? bytes(LongKvConfig128{}) : bytes(DefaultConfig<128>{});
+  });
 }
 
 // The variants (bf16 only; one CTA per work tile, to compare tiles with tiles).
