@@ -121,6 +121,20 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr, uint32_t lbo,
   return d;
 }
 
+// The descriptor of the operand `bytes` (a multiple of 16) further on: one
+// 32-bit add to the start address field. Shared addresses stay below 256 KiB,
+// so the add never carries out of its 14 bits; worked out from a tile's
+// descriptor this way, a wgmma's descriptor costs one add instead of
+// re-encoding the address (mask, shift, merge) for every k16 step.
+__device__ __forceinline__ uint64_t smem_desc_add(uint64_t desc, uint32_t bytes) {
+  uint32_t lo, hi;
+  asm("mov.b64 {%0, %1}, %2;" : "=r"(lo), "=r"(hi) : "l"(desc));
+  lo += bytes >> 4;
+  uint64_t out;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(out) : "r"(lo), "r"(hi));
+  return out;
+}
+
 // --- TMA ----------------------------------------------------------------------------
 
 // Starts fetching a tensor map (a __grid_constant__ kernel parameter) into

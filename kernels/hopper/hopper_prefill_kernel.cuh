@@ -31,9 +31,8 @@
 //                 shared memory, N-major (transposed), BLOCK_KV/16
 //                 instructions; then V(t)'s stage is released
 // pipelined inside the warpgroup: S(t+1) and P(t)·V(t) are issued together
-// (O takes softmax(t)'s rescale while S(t+1) runs, just before P(t)·V(t) is
-// issued), and the softmax of tile t+1 runs while P(t)·V(t) is on the tensor
-// cores. With PINGPONG the warpgroups also take turns issuing, so one's
+// (O took softmax(t)'s rescale as soon as P(t-1)·V(t-1) had finished), and
+// the softmax of tile t+1 runs while P(t)·V(t) is on the tensor cores. With PINGPONG the warpgroups also take turns issuing, so one's
 // softmax runs under another's GEMMs.
 // Releasing K and V separately lets two stages do what three did when a
 // stage was freed only after P·V.
@@ -493,31 +492,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   // 16; l is this thread's partial sum, reduced across the quad at the end.
   float m_rmem[2], l_rmem[2];
 
-  // This warpgroup's rows of the current work tile's Q (its slot set per work tile).
-  uint32_t Q_group = Q_smem + warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
-
+  // Descriptors of stage 0's K and V tiles, and of this warpgroup's rows of
+  // the current work tile's Q (set per work tile: its slot). Each wgmma's is
+  // one of these plus a constant (smem_desc_add): one add in the turn
+  // instead of encoding every k16 step's address.
+  const uint64_t K_desc = smem_desc_sw128(K_smem, 0, 1024);
+  const uint64_t V_desc = smem_desc_sw128(V_smem, BLOCK_KV * 128, 1024);
+  const uint32_t Q_rows = warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
+  uint64_t Q_desc = smem_desc_sw128(Q_smem + Q_rows, 0, 1024);
   // S = Q·K(t)ᵀ, issued (not waited for): k16 step kk reads column block
   // kk/4 at byte (kk%4)·32 of Q's and K's rows.
   auto issue_S = [&](int stage) {
-    const uint32_t K_tile = K_smem + stage * Cfg::kKVTileBytes;
+    const uint64_t K_tile = smem_desc_add(K_desc, stage * Cfg::kKVTileBytes);
 #pragma unroll
     for (int kk = 0; kk < DIM / 16; ++kk) {
       const uint32_t col = (kk % 4) * 32;
-      const uint64_t desc_q = smem_desc_sw128(Q_group + (kk / 4) * BLOCK_Q * 128 + col, 0, 1024);
-      const uint64_t desc_k = smem_desc_sw128(K_tile + (kk / 4) * BLOCK_KV * 128 + col, 0, 1024);
-      Wgmma<T>::template ss<BLOCK_KV, 0>(S_rmem, desc_q, desc_k, kk > 0 ? 1 : 0);
+      Wgmma<T>::template ss<BLOCK_KV, 0>(S_rmem, smem_desc_add(Q_desc, (kk / 4) * BLOCK_Q * 128 + col),
+                                         smem_desc_add(K_tile, (kk / 4) * BLOCK_KV * 128 + col), kk > 0 ? 1 : 0);
     }
   };
   // O += P·V(t), issued: k16 step kk reads keys [16kk, 16kk + 16), two 8-row atoms.
   auto issue_PV = [&](int stage) {
-    const uint32_t V_tile = V_smem + stage * Cfg::kKVTileBytes;
+    const uint64_t V_tile = smem_desc_add(V_desc, stage * Cfg::kKVTileBytes);
 #pragma unroll
     for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-      const uint32_t keys = V_tile + kk * 16 * 128;
+      const uint64_t desc_v = smem_desc_add(V_tile, kk * 16 * 128);
       if constexpr (DIM == 128) {
-        Wgmma<T>::template rs_n128<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
+        Wgmma<T>::template rs_n128<1>(O_rmem, P_rmem[kk], desc_v, 1);
       } else {
-        Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], smem_desc_sw128(keys, BLOCK_KV * 128, 1024), 1);
+        Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], desc_v, 1);
       }
     }
   };
@@ -548,10 +551,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
 
   // The pipeline inside one warpgroup: while P(t-1)·V(t-1) runs on the
   // tensor cores, the warps compute the softmax of tile t, whose S = Q·K(t)ᵀ
-  // was issued just before it; O takes the previous softmax's rescale while
-  // S(t) runs, so the tensor cores never wait on it:
-  //   issue S(t) | O *= rescale(t-1) | issue PV(t-1) | wait S(t), release K(t) |
-  //   softmax(t) | wait PV(t-1), release V(t-1) | P = pack
+  // was issued just before it; O takes softmax(t)'s rescale once that P·V
+  // has finished, outside the warpgroup's turn, so a turn holds only the
+  // issues (with the descriptor adds below, +1.2-2.9% against rescaling
+  // inside it, same run on the H200, results/nvidia-h200-2026-11-22-session7.txt):
+  //   issue S(t), PV(t-1) | wait S(t), release K(t) | softmax(t) |
+  //   wait PV(t-1), release V(t-1) | O *= rescale(t) | P = pack
   // Ping-pong: warpgroup g issues its wgmmas only after g-1 has issued its
   // own (named barrier 1 + g, 256 threads: g syncs, g-1 arrives); the last
   // warpgroup opens the ring for the first once, and leaves out its final
@@ -661,11 +666,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     auto softmax = [&](int t, float (&rescale)[2]) {
       const int k0 = kv_begin + t * BLOCK_KV;
       if (k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0))) {
+        // Element i of this thread is column k0 + 2·(lane%4) + (i/4)·8 + (i%2)
+        // of row h = (i/2)%2. Causal: each row's end (past its diagonal or
+        // the range) is worked out once, and an element costs a compare of
+        // a constant with it and a select.
+        if constexpr (kCausal) {
+          int limit[2];
 #pragma unroll
-        for (int i = 0; i < BLOCK_KV / 2; ++i) {
-          const int row = warp_row0 + lane_id / 4 + ((i / 2) % 2) * 8;
-          const int col = k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2);
-          if (col >= kv_end || (kCausal && col > view.last_key(row))) S_rmem[i] = -INFINITY;
+          for (int h = 0; h < 2; ++h)
+            limit[h] = min(kv_end, view.last_key(warp_row0 + lane_id / 4 + h * 8) + 1) - k0 - (lane_id % 4) * 2;
+#pragma unroll
+          for (int i = 0; i < BLOCK_KV / 2; ++i)
+            if ((i / 4) * 8 + (i % 2) >= limit[(i / 2) % 2]) S_rmem[i] = -INFINITY;
+        } else {
+#pragma unroll
+          for (int i = 0; i < BLOCK_KV / 2; ++i)
+            if (k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2) >= kv_end) S_rmem[i] = -INFINITY;
         }
       }
 #pragma unroll
@@ -706,11 +722,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
         if (t == num_kv_tiles - 1) release(q_empty_bar, q_round % Cfg::kQSlots);
     };
 
-    // P(t-1)·V(t-1) into O, once O has taken the rescale of softmax(t-1)
-    // (issued while S(t) runs, when there is one).
-    auto rescale_and_issue_PV = [&](int t, const float (&rescale)[2]) {
-      rescale_O(rescale);
-      fence_operands(O_rmem);
+    // P(t)·V(t) into O, issued once V(t) has landed (O has taken
+    // softmax(t)'s rescale already).
+    auto issue_PV_after_V = [&](int t) {
       const uint64_t ts = probe_time(probe);
       mbarrier_wait(full_v_bar + 8 * stage_of(t), parity_of(t));  // V(t) has landed
       span(ProbeSpanKind::kLoadWaitV, t, ts);
@@ -722,11 +736,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     // Probe spans per tile t: the waits for K(t) and V(t), Q·K(t)ᵀ from its
     // issue to the wait that sees it done, the softmax, and P·V(t) from its
     // issue to its wait (under which the softmax of t+1 ran).
-    float rescale[2] = {1.0f, 1.0f};  // softmax(t-1)'s factor for O, applied before P(t-1)·V(t-1)
+    float rescale[2] = {1.0f, 1.0f};  // softmax(t)'s factor for O, applied once P(t-1)·V(t-1) is done
     if (num_kv_tiles > 0) {
       uint64_t ts = probe_time(probe);
       const int q_slot = q_round % Cfg::kQSlots;
-      Q_group = Q_smem + q_slot * Cfg::kQBytes + warpgroup * Cfg::kWarpgroupRows * Cfg::kSwizzleRowBytes;
+      Q_desc = smem_desc_sw128(Q_smem + q_slot * Cfg::kQBytes + Q_rows, 0, 1024);
       mbarrier_wait(q_full_bar + 8 * q_slot, (q_round / Cfg::kQSlots) & 1);
       mbarrier_wait(full_k_bar + 8 * stage_of(0), parity_of(0));  // K(0)
       span(ProbeSpanKind::kLoadWaitK, 0, ts);
@@ -742,7 +756,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       release_q_after(0);
       span(ProbeSpanKind::kQK, 0, ts);
       ts = probe_time(probe);
-      softmax(0, rescale);  // O is still zero: its rescale (0) changes nothing
+      softmax(0, rescale);  // O is still zero: nothing to rescale
       pack_P();
       span(ProbeSpanKind::kSoftmax, 0, ts);
     }
@@ -755,7 +769,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       wgmma_fence();  // P was written by ordinary instructions
       issue_S(stage_of(t));
       wgmma_commit();
-      rescale_and_issue_PV(t - 1, rescale);
+      issue_PV_after_V(t - 1);
       pass_turn(false);
       wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
       fence_operands(S_rmem);
@@ -769,13 +783,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       fence_operands(O_rmem);
       span(ProbeSpanKind::kPV, t - 1, t_issue);
       release(empty_v_bar, stage_of(t - 1));
+      rescale_O(rescale);  // softmax(t)'s factor, before P(t)·V(t) adds to O
       pack_P();
     }
     if (num_kv_tiles > 0) {
       const int last = num_kv_tiles - 1;
       take_turn();
       const uint64_t ts = probe_time(probe);
-      rescale_and_issue_PV(last, rescale);
+      issue_PV_after_V(last);
       pass_turn(item == last_keyed_item);
       wgmma_wait<0>();
       fence_operands(O_rmem);
