@@ -68,6 +68,22 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// 1/x and log2(x) on the special-function unit (rcp.approx / lg2.approx,
+// about 1 ulp and 2^-22 absolute): one instruction each where 1.0f / x and
+// log2f(x) compile to a refined division with a slow path and a ~25
+// instruction polynomial. For a softmax's row sum, which is at least 1 (the
+// row's largest term is exp2(0)), so it is never subnormal.
+__device__ __forceinline__ float fast_rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Programmatic dependent launch. A grid launched with the attribute
 // cudaLaunchAttributeProgrammaticStreamSerialization may be scheduled once
 // every CTA of the grid before it has run pdl_launch_dependents() (or

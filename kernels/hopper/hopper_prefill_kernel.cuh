@@ -484,6 +484,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   const int warp_in_group = warp_id % 4;
 
   float O_rmem[DIM / 2];  // [64 x DIM] of the warpgroup in the accumulator layout
+#pragma unroll
+  for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
   float S_rmem[BLOCK_KV / 2];
   uint32_t P_rmem[BLOCK_KV / 16][4];
 #pragma unroll
@@ -511,16 +513,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
                                          smem_desc_add(K_tile, (kk / 4) * BLOCK_KV * 128 + col), kk > 0 ? 1 : 0);
     }
   };
-  // O += P·V(t), issued: k16 step kk reads keys [16kk, 16kk + 16), two 8-row atoms.
-  auto issue_PV = [&](int stage) {
+  // O += P·V(t), issued: k16 step kk reads keys [16kk, 16kk + 16), two 8-row
+  // atoms. A work tile's first (`first`) overwrites O instead, so O needs no
+  // zeroing per work tile.
+  auto issue_PV = [&](int stage, bool first) {
     const uint64_t V_tile = smem_desc_add(V_desc, stage * Cfg::kKVTileBytes);
 #pragma unroll
     for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
       const uint64_t desc_v = smem_desc_add(V_tile, kk * 16 * 128);
       if constexpr (DIM == 128) {
-        Wgmma<T>::template rs_n128<1>(O_rmem, P_rmem[kk], desc_v, 1);
+        Wgmma<T>::template rs_n128<1>(O_rmem, P_rmem[kk], desc_v, kk > 0 || !first);
       } else {
-        Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], desc_v, 1);
+        Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], desc_v, kk > 0 || !first);
       }
     }
   };
@@ -654,8 +658,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     // Ring slot of tile t: its stage, and the parity of that stage's barriers.
     auto stage_of = [&](int t) { return (ring + t) % STAGES; };
     auto parity_of = [&](int t) { return uint32_t(((ring + t) / STAGES) & 1); };
+    // O: the first P·V overwrites it (issue_PV); a work tile without keys stores zeros.
+    if (num_kv_tiles == 0) {
 #pragma unroll
-    for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
+      for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) m_rmem[h] = -INFINITY, l_rmem[h] = 0.0f;
 
@@ -729,7 +736,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       mbarrier_wait(full_v_bar + 8 * stage_of(t), parity_of(t));  // V(t) has landed
       span(ProbeSpanKind::kLoadWaitV, t, ts);
       wgmma_fence();  // the rescaled O and P were written by ordinary instructions
-      issue_PV(stage_of(t));
+      issue_PV(stage_of(t), t == 0);
       wgmma_commit();
     };
 
@@ -756,7 +763,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       release_q_after(0);
       span(ProbeSpanKind::kQK, 0, ts);
       ts = probe_time(probe);
-      softmax(0, rescale);  // O is still zero: nothing to rescale
+      softmax(0, rescale);  // nothing in O to rescale: P(0)·V(0) overwrites it
       pack_P();
       span(ProbeSpanKind::kSoftmax, 0, ts);
     }
@@ -815,10 +822,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       float l = l_rmem[h];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // no visible key: output 0
+      const float inv_l = l > 0.0f ? fast_rcp(l) : 0.0f;  // no visible key: output 0
       const int row = warp_row0 + lane_id / 4 + h * 8;
       if (row >= view.rows) continue;
-      const float lse = l > 0.0f ? (m_rmem[h] + log2f(l)) * kLn2 : -INFINITY;
+      const float lse = l > 0.0f ? (m_rmem[h] + fast_log2(l)) * kLn2 : -INFINITY;
       if (view.partial()) {
         float* O_row = view.partial_o(row);
 #pragma unroll
