@@ -3,7 +3,8 @@
 // and on causal lists (longest q-tiles first, in groups of (q-head,
 // sequence) pairs) every CTA's share of the key tiles stays within 5% of
 // the mean, which is what makes persistent CTAs faster than one CTA per
-// tile there. Plain arithmetic: it runs on CI.
+// tile there; the list's order and the FastDivmods the kernel finds each
+// tile with give what plain division gives. Plain arithmetic: it runs on CI.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,8 +13,10 @@
 
 #include "kernels/attention/persistent_deal.h"
 
+using flashscope::kernels::FastDivmod;
 using flashscope::kernels::persistent_longest_first_group;
 using flashscope::kernels::PersistentDeal;
+using flashscope::kernels::WorkTileList;
 
 namespace {
 
@@ -202,4 +205,77 @@ TEST_CASE("split tail: only where the last round leaves more than 1% idle, and o
   CHECK(plan_split_tail(1024, 43, 132).split_tiles == 132 + 1024 % 132);
   // Beyond 32-bit unit arithmetic it deals whole tiles rather than overflow.
   CHECK(plan_split_tail(200, 1 << 24, 132).split_tiles == 0);
+}
+
+TEST_CASE("fast divmod: the same quotient and remainder as division, up to 2^31") {
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 1100; ++d) divisors.push_back(d);
+  for (uint32_t d : {1151u, 1152u, 4095u, 4096u, 4097u, 65535u, 65536u, 99991u, 1u << 20, (1u << 30) - 1, 1u << 30,
+                     (1u << 30) + 1, 2147483647u})
+    divisors.push_back(d);
+  uint64_t lcg = 12345;
+  for (uint32_t d : divisors) {
+    const FastDivmod fast(d);
+    std::vector<uint32_t> ns = {0, 1, 2, 2147483647u, 2147483646u};
+    for (uint32_t k : {1u, 2u, 3u, 7u, 1000u})
+      if (uint64_t(k) * d + 1 < (1ull << 31)) {
+        ns.push_back(k * d - 1);
+        ns.push_back(k * d);
+        ns.push_back(k * d + 1);
+      }
+    for (int i = 0; i < 200; ++i) {
+      lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+      ns.push_back(uint32_t(lcg >> 33));  // below 2^31
+    }
+    for (uint32_t n = 0; n < 3000; ++n) ns.push_back(n);
+    for (uint32_t n : ns) {
+      int q = 0, r = 0;
+      fast.divmod(int(n), q, r);
+      if (uint32_t(q) != n / d || uint32_t(r) != n % d) {
+        FAIL_CHECK("n ", n, " d ", d, ": ", q, " r ", r, " against ", n / d, " r ", n % d);
+        break;
+      }
+    }
+  }
+}
+
+TEST_CASE("work tile list: the order the grid is read in, every tile once, with its kv-head") {
+  struct Case {
+    int q_tiles, q_heads, batch, per_group, group;
+    bool longest_first;
+  };
+  // Groups that divide the pairs and that do not (a smaller last group),
+  // one pair, one q-tile, GQA.
+  const Case cases[] = {{8, 9, 16, 144, 3, true}, {8, 9, 16, 72, 1, true}, {8, 9, 16, 7, 3, true},
+                        {64, 16, 1, 4, 1, true},  {5, 12, 3, 5, 3, true},  {1, 1, 1, 1, 1, true},
+                        {7, 12, 3, 0, 4, false},  {64, 16, 1, 16, 2, false}, {1, 8, 5, 40, 8, false}};
+  for (const Case& c : cases) {
+    INFO("q_tiles ", c.q_tiles, " heads ", c.q_heads, " batch ", c.batch, " per_group ", c.per_group,
+         " longest first ", c.longest_first);
+    const WorkTileList list(c.q_tiles, c.q_heads, c.batch, c.per_group, c.longest_first, c.group);
+    const int pairs = c.q_heads * c.batch;
+    std::vector<int> seen(size_t(c.q_tiles) * pairs, 0);
+    for (int linear = 0; linear < c.q_tiles * pairs; ++linear) {
+      // The list as attention_views.cuh's work_tile_view reads it, by plain division.
+      int pair, q_tile;
+      if (c.longest_first) {
+        const int per = c.per_group > 0 && c.per_group < pairs ? c.per_group : pairs;
+        const int g = linear / (per * c.q_tiles);
+        const int in_group = std::min(per, pairs - g * per);
+        const int rank = linear - g * per * c.q_tiles;
+        pair = g * per + rank % in_group;
+        q_tile = c.q_tiles - 1 - rank / in_group;
+      } else {
+        pair = linear / c.q_tiles;
+        q_tile = c.q_tiles - 1 - linear % c.q_tiles;
+      }
+      const WorkTileList::Tile t = list.at(linear);
+      REQUIRE(t.q_tile == q_tile);
+      REQUIRE(t.q_head == pair % c.q_heads);
+      REQUIRE(t.seq == pair / c.q_heads);
+      REQUIRE(t.kv_head == t.q_head / c.group);
+      ++seen[size_t(t.seq * c.q_heads + t.q_head) * c.q_tiles + t.q_tile];
+    }
+    CHECK(std::count(seen.begin(), seen.end(), 1) == int(seen.size()));
+  }
 }

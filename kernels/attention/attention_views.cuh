@@ -35,7 +35,7 @@ struct DenseView {
   T* O;
   float* lse = nullptr;
   int q0 = 0, rows = 0, kv_len = 0, diag = 0, kv_begin = 0, kv_end = 0;
-  int head = 0, seq = 0;  // the q-head and sequence (batch index) of the CTA's rows
+  int head = 0, seq = 0, kv_head = 0;  // the q-head, sequence (batch index) and kv-head of the CTA's rows
 
   // Causal CTAs near the end of the sequence see the most keys: launch
   // them first so the long ones do not form the tail of the grid.
@@ -44,8 +44,10 @@ struct DenseView {
 
   // The rows of one (q-tile, q-head, sequence), whichever CTA takes them.
   __device__ DenseView(const Params& params, int q_tile, int q_head, int seq_index)
-      : p(params), head(q_head), seq(seq_index) {
-    const int kv_head = q_head / p.group;
+      : DenseView(params, q_tile, q_head, seq_index, q_head / params.group) {}
+  // ... with its kv-head worked out by the caller (q_head / group).
+  __device__ DenseView(const Params& params, int q_tile, int q_head, int seq_index, int kv_head_index)
+      : p(params), head(q_head), seq(seq_index), kv_head(kv_head_index) {
     int q_len = p.q_len;
     kv_len = p.kv_len;
     int64_t q_token0 = 0, k_token0 = 0, batch = seq;

@@ -15,6 +15,7 @@
 // before the long end of the next, and 8k x 8k causal ran a third slower.
 #pragma once
 
+#include "kernels/common/fast_divmod.h"
 
 #if defined(__CUDACC__)
 #define FLASHSCOPE_HOST_DEVICE __host__ __device__
@@ -41,28 +42,87 @@ inline void visit_divisors_ascending(long long n, Visit&& visit) {
     if (n % d == 0 && d * d != n && visit(n / d)) return;
 }
 
+// Built on the host (its FastDivmod), read by every CTA from the launch's parameters.
 struct PersistentDeal {
-  int work_count;        // entries in the list
-  int group_tiles;       // entries per group (the last group may have fewer)
-  int ctas;              // G, at most work_count
-  int rounds_per_group;  // ceil(group_tiles / G)
-  int rounds;            // over all groups
+  int work_count = 1;        // entries in the list
+  int group_tiles = 1;       // entries per group (the last group may have fewer)
+  int ctas = 1;              // G, at most work_count
+  int rounds_per_group = 1;  // ceil(group_tiles / G)
+  int rounds = 1;            // over all groups
+  FastDivmod by_rounds_per_group;
 
+  PersistentDeal() = default;
   FLASHSCOPE_HOST_DEVICE PersistentDeal(int work, int group, int grid)
       : work_count(work),
         group_tiles(group < 1 ? 1 : group),
         ctas(grid < 1 ? 1 : grid),
         rounds_per_group((group_tiles + ctas - 1) / ctas),
-        rounds((work_count + group_tiles - 1) / group_tiles * rounds_per_group) {}
+        rounds((work_count + group_tiles - 1) / group_tiles * rounds_per_group),
+        by_rounds_per_group(uint32_t(rounds_per_group)) {}
 
   // The entry of the list CTA `cta` takes in `round`, or -1 (a group's last
   // round may not reach every CTA).
   FLASHSCOPE_HOST_DEVICE int entry(int round, int cta) const {
-    const int group = round / rounds_per_group, k = round % rounds_per_group;
+    int group, k;
+    by_rounds_per_group.divmod(round, group, k);
     const int first = group * group_tiles;
     const int in_group = work_count - first < group_tiles ? work_count - first : group_tiles;
     const int pos = k * ctas + (((group + k) & 1) ? ctas - 1 - cta : cta);
     return pos < in_group ? first + pos : -1;
+  }
+};
+
+// The order of a launch's work tiles (q-tile, q-head, sequence), the list
+// PersistentDeal deals (the same order cta_view reads a grid in,
+// attention_views.cuh): pairs p = sequence · q_heads + q-head. Longest first
+// (causal): groups of per_group pairs, each group's entries ordered by
+// q-tile from the last (the longest) down, its pairs in turn within each
+// q-tile; otherwise pair-major, each pair's q-tiles from the last down.
+// Built on the host (its FastDivmods); also gives each tile's kv-head.
+struct WorkTileList {
+  int q_tiles = 1, pairs = 1, per_group = 1;
+  bool longest_first = false;
+  FastDivmod by_group_tiles, by_per_group, by_last_group, by_q_tiles, by_q_heads, by_group;
+
+  struct Tile {
+    int q_tile, q_head, seq, kv_head;
+  };
+
+  WorkTileList() = default;
+  // group: q-heads per kv-head.
+  FLASHSCOPE_HOST_DEVICE WorkTileList(int q_tiles_, int q_heads, int batch, int per_group_, bool longest_first_,
+                                      int group)
+      : q_tiles(q_tiles_ < 1 ? 1 : q_tiles_),
+        pairs(q_heads * batch < 1 ? 1 : q_heads * batch),
+        per_group(longest_first_ ? longest_first_pairs(per_group_, pairs) : pairs),
+        longest_first(longest_first_),
+        by_group_tiles(uint32_t(per_group * q_tiles)),
+        by_per_group(uint32_t(per_group)),
+        by_last_group(uint32_t(pairs - (pairs - 1) / per_group * per_group)),
+        by_q_tiles(uint32_t(q_tiles)),
+        by_q_heads(uint32_t(q_heads < 1 ? 1 : q_heads)),
+        by_group(uint32_t(group < 1 ? 1 : group)) {}
+
+  // Entry `linear` of the list (0 <= linear < q_tiles · pairs).
+  FLASHSCOPE_HOST_DEVICE Tile at(int linear) const {
+    int pair, from_last;
+    if (longest_first) {
+      int group, rank;
+      by_group_tiles.divmod(linear, group, rank);
+      const int first_pair = group * per_group;
+      // The last group may be smaller than the others.
+      const FastDivmod& in_group = pairs - first_pair < per_group ? by_last_group : by_per_group;
+      int in_pair;
+      in_group.divmod(rank, from_last, in_pair);
+      pair = first_pair + in_pair;
+    } else {
+      by_q_tiles.divmod(linear, pair, from_last);
+    }
+    Tile t;
+    t.q_tile = q_tiles - 1 - from_last;
+    by_q_heads.divmod(pair, t.seq, t.q_head);
+    t.kv_head = int(by_group.quotient(uint32_t(t.q_head)));
+    return t;
   }
 };
 

@@ -163,6 +163,10 @@ template <typename ViewParams>
 struct HopperParams {
   ViewParams view;
   CUtensorMap q_map, k_map, v_map;
+  // Persistent launches: how the work tiles are dealt and their order
+  // (persistent_deal.h; unused otherwise).
+  PersistentDeal deal;
+  WorkTileList tiles;
   // Non-causal persistent launches: the split tail (persistent_deal.h;
   // split.split_tiles = 0: none), the pieces' partial results and the
   // tiles' arrival counters (split_tail_workspace.h).
@@ -215,30 +219,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   // Persistent: the CTA's items in turn: a work tile per round, dealt as the
   // comment above says, then (split tail) its pieces of the last work tiles.
   // (32-bit: a launch has fewer than 2^31 work tiles.)
-  const int q_tiles = (p.q_len + BLOCK_Q - 1) / BLOCK_Q;
-  const int pairs = p.q_heads * p.batch;
-  const int per_group = [&] {
-    if constexpr (kPersistent && kCausal) return longest_first_pairs(p.longest_first_group, pairs);
-    else return pairs;
-  }();
+  // The deal and the list's order come built from the launcher
+  // (hp.deal, hp.tiles), their divisions as FastDivmods.
   constexpr bool kMaySplit = kPersistent && !kCausal;
   const bool split = kMaySplit && hp.split.split_tiles > 0;
-  const int whole_tiles = split ? hp.split.whole_tiles : q_tiles * pairs;
-  const PersistentDeal deal(whole_tiles, split ? whole_tiles : per_group * q_tiles, kPersistent ? int(gridDim.x) : 1);
+  const PersistentDeal& deal = hp.deal;
   const int whole_rounds = kPersistent ? deal.rounds : 1;
   const int items = whole_rounds + (split ? hp.split.pieces(blockIdx.x) : 0);
   auto has_work = [&](int item) { return !kPersistent || item >= whole_rounds || deal.entry(item, blockIdx.x) >= 0; };
   // Item `item`'s rows and keys (a piece of a split tile: its key tiles only).
   auto work_view = [&](int item) -> View {
     if constexpr (kPersistent) {
+      auto tile_view = [&](int linear) {
+        const WorkTileList::Tile t = hp.tiles.at(linear);
+        return View(p, t.q_tile, t.q_head, t.seq, t.kv_head);
+      };
       if (kMaySplit && item >= whole_rounds) {
         const SplitTail::Piece piece = hp.split.piece_in_order(blockIdx.x, item - whole_rounds);
-        View v = work_tile_view<View, false>(p, whole_tiles + piece.tile, q_tiles, p.q_heads, p.batch);
+        View v = tile_view(hp.split.whole_tiles + piece.tile);
         v.kv_begin = piece.unit_begin * BLOCK_KV;
         v.kv_end = min(v.kv_end, piece.unit_end * BLOCK_KV);
         return v;
       }
-      return work_tile_view<View, kCausal>(p, deal.entry(item, blockIdx.x), q_tiles, p.q_heads, p.batch);
+      return tile_view(deal.entry(item, blockIdx.x));
     } else {
       return cta_view<View, kCausal && !Probe::kEnabled>(p);
     }
@@ -299,7 +302,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     int q0, key0, q_head, kv_head, seq;
   };
   auto coords_of = [&](const View& v) {
-    return TmaCoords{v.q0, v.kv_begin, head_of(v), head_of(v) / p.group, seq_of(v)};
+    int kv_head;
+    if constexpr (kViewTakesTileCoords<View>) kv_head = v.kv_head;
+    else kv_head = head_of(v) / p.group;
+    return TmaCoords{v.q0, v.kv_begin, head_of(v), kv_head, seq_of(v)};
   };
   // TMA copies of Q, and of KV tile t into ring slot `slot` (stage
   // slot % STAGES); each announces its bytes on the barrier it completes.
