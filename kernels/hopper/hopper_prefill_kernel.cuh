@@ -32,8 +32,9 @@
 //                 instructions; then V(t)'s stage is released
 // pipelined inside the warpgroup: S(t+1) and P(t)·V(t) are issued together
 // (O took softmax(t)'s rescale as soon as P(t-1)·V(t-1) had finished), and
-// the softmax of tile t+1 runs while P(t)·V(t) is on the tensor cores. With PINGPONG the warpgroups also take turns issuing, so one's
-// softmax runs under another's GEMMs.
+// the softmax of tile t+1 runs while P(t)·V(t) is on the tensor cores. With
+// PINGPONG the warpgroups also take turns issuing, so one's softmax runs
+// under another's GEMMs.
 // Releasing K and V separately lets two stages do what three did when a
 // stage was freed only after P·V.
 //
@@ -563,7 +564,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   // tensor cores, the warps compute the softmax of tile t, whose S = Q·K(t)ᵀ
   // was issued just before it; O takes softmax(t)'s rescale once that P·V
   // has finished, outside the warpgroup's turn, so a turn holds only the
-  // issues (with the descriptor adds below, +1.2-2.9% against rescaling
+  // issues (with the descriptor adds above, +1.2-2.9% against rescaling
   // inside it, same run on the H200, results/nvidia-h200-2026-11-22-session7.txt):
   //   issue S(t), PV(t-1) | wait S(t), release K(t) | softmax(t) |
   //   wait PV(t-1), release V(t-1) | O *= rescale(t) | P = pack
