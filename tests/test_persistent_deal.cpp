@@ -13,7 +13,9 @@
 
 #include "kernels/attention/persistent_deal.h"
 
+using flashscope::kernels::BasicWorkTileList;
 using flashscope::kernels::FastDivmod;
+using flashscope::kernels::PlainDivmod;
 using flashscope::kernels::persistent_longest_first_group;
 using flashscope::kernels::PersistentDeal;
 using flashscope::kernels::WorkTileList;
@@ -34,8 +36,8 @@ std::vector<int> owners(const PersistentDeal& deal) {
   return owner;
 }
 
-// A causal problem as the kernel lists it (attention_views.cuh,
-// work_tile_view): entry → q-tile, longest first within each group.
+// A causal problem as the kernel lists it (persistent_deal.h,
+// WorkTileList): entry → q-tile, longest first within each group.
 struct CausalList {
   int q_tiles, pairs, group;
   int q_tile(int entry) const {
@@ -253,10 +255,12 @@ TEST_CASE("work tile list: the order the grid is read in, every tile once, with 
     INFO("q_tiles ", c.q_tiles, " heads ", c.q_heads, " batch ", c.batch, " per_group ", c.per_group,
          " longest first ", c.longest_first);
     const WorkTileList list(c.q_tiles, c.q_heads, c.batch, c.per_group, c.longest_first, c.group);
+    // What a one-CTA-per-tile grid reads on the device (cta_view).
+    const BasicWorkTileList<PlainDivmod> plain(c.q_tiles, c.q_heads, c.batch, c.per_group, c.longest_first, c.group);
     const int pairs = c.q_heads * c.batch;
     std::vector<int> seen(size_t(c.q_tiles) * pairs, 0);
     for (int linear = 0; linear < c.q_tiles * pairs; ++linear) {
-      // The list as attention_views.cuh's work_tile_view reads it, by plain division.
+      // The list by plain division, as written out in WorkTileList's comment.
       int pair, q_tile;
       if (c.longest_first) {
         const int per = c.per_group > 0 && c.per_group < pairs ? c.per_group : pairs;
@@ -274,6 +278,8 @@ TEST_CASE("work tile list: the order the grid is read in, every tile once, with 
       REQUIRE(t.q_head == pair % c.q_heads);
       REQUIRE(t.seq == pair / c.q_heads);
       REQUIRE(t.kv_head == t.q_head / c.group);
+      const auto u = plain.at(linear);
+      REQUIRE((u.q_tile == t.q_tile && u.q_head == t.q_head && u.seq == t.seq && u.kv_head == t.kv_head));
       ++seen[size_t(t.seq * c.q_heads + t.q_head) * c.q_tiles + t.q_tile];
     }
     CHECK(std::count(seen.begin(), seen.end(), 1) == int(seen.size()));

@@ -200,31 +200,15 @@ template <typename View>
 inline constexpr bool kViewTakesTileCoords =
     std::is_constructible_v<View, const typename View::Params&, int, int, int>;
 
-// Work tile `linear` of a grid of q_tiles x q_heads x batch, in the order
-// cta_view reads blockIdx (also the order persistent CTAs walk the list).
-template <typename View, bool LONGEST_FIRST>
-__device__ __forceinline__ View work_tile_view(const typename View::Params& p, int linear, int q_tiles, int q_heads,
-                                               int batch) {
-  const int pairs = q_heads * batch;  // (32-bit: a launch has fewer than 2^31 work tiles)
-  if constexpr (LONGEST_FIRST) {
-    const int per_group = longest_first_pairs(p.longest_first_group, pairs);
-    const int group = linear / (per_group * q_tiles);
-    const int first_pair = group * per_group;
-    const int in_group = min(per_group, pairs - first_pair);  // the last group may be smaller
-    const int rank = linear - group * per_group * q_tiles;
-    const int pair = first_pair + rank % in_group;
-    return View(p, q_tiles - 1 - rank / in_group, pair % q_heads, pair / q_heads);
-  } else {
-    const int pair = linear / q_tiles;
-    return View(p, q_tiles - 1 - linear % q_tiles, pair % q_heads, pair / q_heads);
-  }
-}
-
 template <typename View, bool LONGEST_FIRST>
 __device__ __forceinline__ View cta_view(const typename View::Params& p) {
   if constexpr (LONGEST_FIRST && kViewTakesTileCoords<View>) {
+    // The grid as the longest-first list persistent CTAs walk (persistent_deal.h).
     const int linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    return work_tile_view<View, true>(p, linear, gridDim.x, gridDim.y, gridDim.z);
+    const auto t = BasicWorkTileList<PlainDivmod>(gridDim.x, gridDim.y, gridDim.z, p.longest_first_group, true,
+                                                  p.group)
+                       .at(linear);
+    return View(p, t.q_tile, t.q_head, t.seq, t.kv_head);
   } else {
     return View(p);
   }

@@ -78,20 +78,24 @@ struct PersistentDeal {
 // (causal): groups of per_group pairs, each group's entries ordered by
 // q-tile from the last (the longest) down, its pairs in turn within each
 // q-tile; otherwise pair-major, each pair's q-tiles from the last down.
-// Built on the host (its FastDivmods); also gives each tile's kv-head.
-struct WorkTileList {
+// Also gives each tile's kv-head. Div does the divisions: FastDivmod for
+// persistent CTAs (WorkTileList, built on the host, looked up per work
+// tile), PlainDivmod where a CTA looks up only its own tile on the device.
+template <typename Div>
+struct BasicWorkTileList {
   int q_tiles = 1, pairs = 1, per_group = 1;
   bool longest_first = false;
-  FastDivmod by_group_tiles, by_per_group, by_last_group, by_q_tiles, by_q_heads, by_group;
+  Div by_group_tiles, by_per_group, by_last_group, by_q_tiles, by_q_heads, by_group;
 
   struct Tile {
     int q_tile, q_head, seq, kv_head;
   };
 
-  WorkTileList() = default;
+  BasicWorkTileList() = default;
+  // per_group_: pairs per longest-first group as requested (0: all);
   // group: q-heads per kv-head.
-  FLASHSCOPE_HOST_DEVICE WorkTileList(int q_tiles_, int q_heads, int batch, int per_group_, bool longest_first_,
-                                      int group)
+  FLASHSCOPE_HOST_DEVICE BasicWorkTileList(int q_tiles_, int q_heads, int batch, int per_group_, bool longest_first_,
+                                           int group)
       : q_tiles(q_tiles_ < 1 ? 1 : q_tiles_),
         pairs(q_heads * batch < 1 ? 1 : q_heads * batch),
         per_group(longest_first_ ? longest_first_pairs(per_group_, pairs) : pairs),
@@ -111,7 +115,7 @@ struct WorkTileList {
       by_group_tiles.divmod(linear, group, rank);
       const int first_pair = group * per_group;
       // The last group may be smaller than the others.
-      const FastDivmod& in_group = pairs - first_pair < per_group ? by_last_group : by_per_group;
+      const Div& in_group = pairs - first_pair < per_group ? by_last_group : by_per_group;
       int in_pair;
       in_group.divmod(rank, from_last, in_pair);
       pair = first_pair + in_pair;
@@ -125,6 +129,7 @@ struct WorkTileList {
     return t;
   }
 };
+using WorkTileList = BasicWorkTileList<FastDivmod>;
 
 // The split tail of a non-causal persistent launch. Work tiles cost the
 // same there, so W tiles on G CTAs take ceil(W / G) tile times although the

@@ -46,4 +46,19 @@ struct FastDivmod {
   }
 };
 
+// The same interface by plain division: where the divisor is known only on
+// the device and a lookup happens once (a CTA finding its own tile), so
+// FastDivmod's 64-bit division to set up would cost more than it saves.
+struct PlainDivmod {
+  int divisor = 1;
+
+  PlainDivmod() = default;
+  FLASHSCOPE_FASTDIV_HD explicit PlainDivmod(uint32_t d) : divisor(d < 1 ? 1 : int(d)) {}
+  FLASHSCOPE_FASTDIV_HD uint32_t quotient(uint32_t n) const { return n / uint32_t(divisor); }
+  FLASHSCOPE_FASTDIV_HD void divmod(int n, int& q, int& r) const {
+    q = n / divisor;
+    r = n - q * divisor;
+  }
+};
+
 }  // namespace flashscope::kernels

@@ -68,11 +68,9 @@ cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream
       }
       // The deal and the list's order, their divisors as FastDivmods: the
       // kernel looks up each work tile with multiplies instead of divisions.
-      const int pairs = p.q_heads * p.batch;
-      const int per_group = kCausal ? longest_first_pairs(hp.view.longest_first_group, pairs) : pairs;
+      hp.tiles = WorkTileList(int(grid.x), p.q_heads, p.batch, hp.view.longest_first_group, kCausal, p.group);
       const int whole = hp.split.split_tiles > 0 ? hp.split.whole_tiles : int(work_tiles);
-      hp.deal = PersistentDeal(whole, hp.split.split_tiles > 0 ? whole : per_group * int(grid.x), sms);
-      hp.tiles = WorkTileList(int(grid.x), p.q_heads, p.batch, per_group, kCausal, p.group);
+      hp.deal = PersistentDeal(whole, hp.split.split_tiles > 0 ? whole : hp.tiles.per_group * hp.tiles.q_tiles, sms);
       kernel<<<sms, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
     }
   } else {

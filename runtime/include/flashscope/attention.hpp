@@ -82,8 +82,8 @@ struct PrefillParams {
   // every call leaves it zero-filled again, so one buffer serves all later
   // calls in turn (not two calls running at once). With it, long non-causal
   // problems on H100/H200 share their last wave of tiles across every SM
-  // (3-4% faster at 8k x 8k); without it, or when it is smaller, they run
-  // unsplit. Unused on the CPU.
+  // (about 1% faster at 8k x 8k on the H200); without it, or when it is
+  // smaller, they run unsplit. Unused on the CPU.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
