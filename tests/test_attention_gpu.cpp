@@ -26,6 +26,7 @@ using flashscope::testing::upload;
 using flashscope::testing::AttentionProblem;
 using flashscope::testing::AttentionShape;
 using flashscope::testing::Layout;
+using flashscope::testing::Operand;
 
 namespace {
 
@@ -36,6 +37,22 @@ bool skip_without_hopper() {
   if (prefill_kernel_runnable(PrefillKernel::kHopper)) return false;
   MESSAGE("skipped: the hopper kernel does not run on this device or build");
   return true;
+}
+
+// The problem's outputs (downloaded into its storage) against the FP64
+// reference, within the dtype's tolerances, and no write outside them.
+void check_outputs(AttentionProblem& prob) {
+  REQUIRE_MESSAGE(prob.reference().status.ok(), prob.reference().status.to_string());
+  const auto tol = prob.tolerance();
+  const std::vector<float> out = prob.output_as_float();
+  const std::vector<float> lse = prob.lse_values();
+  CHECK_MESSAGE(prob.guards_intact(), "a write landed outside the output or lse");
+  const double nerr = prob.normalized_error(out.data());
+  const double aerr = prob.max_abs_error(out.data());
+  const double lerr = prob.lse_max_abs_error(lse.data());
+  CHECK_MESSAGE(nerr < tol.normalized, "normalized error ", nerr, " >= ", tol.normalized);
+  CHECK_MESSAGE(aerr < tol.max_abs, "max abs error ", aerr, " >= ", tol.max_abs);
+  CHECK_MESSAGE(lerr < tol.lse_abs, "lse error ", lerr, " >= ", tol.lse_abs);
 }
 
 // Runs `kernel` on a device copy of the problem and compares with the
@@ -69,18 +86,7 @@ void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel, DeviceBuffer* wo
   REQUIRE_MESSAGE(sync.ok(), sync.to_string());
   REQUIRE(dout.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
   REQUIRE(dlse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
-
-  REQUIRE_MESSAGE(prob.reference().status.ok(), prob.reference().status.to_string());
-  const auto tol = prob.tolerance();
-  const std::vector<float> out = prob.output_as_float();
-  const std::vector<float> lse = prob.lse_values();
-  CHECK_MESSAGE(prob.guards_intact(), "a write landed outside the output or lse");
-  const double nerr = prob.normalized_error(out.data());
-  const double aerr = prob.max_abs_error(out.data());
-  const double lerr = prob.lse_max_abs_error(lse.data());
-  CHECK_MESSAGE(nerr < tol.normalized, "normalized error ", nerr, " >= ", tol.normalized);
-  CHECK_MESSAGE(aerr < tol.max_abs, "max abs error ", aerr, " >= ", tol.max_abs);
-  CHECK_MESSAGE(lerr < tol.lse_abs, "lse error ", lerr, " >= ", tol.lse_abs);
+  check_outputs(prob);
 }
 
 // The dense grid: lengths that are 1, prime, a tile, a tile minus one and long,
@@ -333,6 +339,58 @@ TEST_CASE("gpu prefill: hopper split tail shares the last wave's tiles through t
     // Without a workspace the same launch deals whole tiles: same answer
     // within rounding (the pieces sum in another order).
     check_on_gpu(prob, PrefillKernel::kHopper);
+  }
+}
+
+TEST_CASE("gpu prefill: a hopper launch reads what the launch before it wrote") {
+  if (skip_without_hopper()) return;
+  // The TMA launches may be scheduled while the kernel before them in the
+  // stream finishes (programmatic dependent launch) and must wait for it
+  // before reading. Chained with nothing between them, the second launch
+  // takes the first's output as its Q: read too early, it is the NaN the
+  // output was poisoned with. Persistent CTAs (252 work tiles, and 180 of
+  // 192 rows at 64) and one CTA per work tile (one wave).
+  struct Case {
+    int batch, q_len, kv_len, d;
+    bool causal;
+  };
+  const Case cases[] = {{3, 777, 555, 128, false}, {3, 777, 900, 64, true}, {1, 300, 300, 64, true}};
+  for (const Case& c : cases) {
+    const AttentionShape s = gqa_12_over_4(c.batch, c.q_len, c.kv_len, c.d, c.causal, DType::kBF16, 81 + c.q_len);
+    INFO("case: ", s.describe());
+    AttentionProblem first(s), second(s);
+    DeviceBuffer q1 = upload(first.q_storage().data(), first.q_storage().size() * 2);
+    DeviceBuffer k1 = upload(first.k_storage().data(), first.k_storage().size() * 2);
+    DeviceBuffer v1 = upload(first.v_storage().data(), first.v_storage().size() * 2);
+    DeviceBuffer k2 = upload(second.k_storage().data(), second.k_storage().size() * 2);
+    DeviceBuffer v2 = upload(second.v_storage().data(), second.v_storage().size() * 2);
+    DeviceBuffer o1 = upload(first.o_storage().data(), first.o_storage().size() * 2);
+    DeviceBuffer o2 = upload(second.o_storage().data(), second.o_storage().size() * 2);
+    DeviceBuffer lse1 = upload(first.lse_storage().data(), first.lse_storage().size() * 4);
+    DeviceBuffer lse2 = upload(second.lse_storage().data(), second.lse_storage().size() * 4);
+    PrefillParams p1 = first.params_for({q1.data(), k1.data(), v1.data(), o1.data(), static_cast<float*>(lse1.data()),
+                                         nullptr, nullptr},
+                                        Device::kCuda);
+    PrefillParams p2 = second.params_for({nullptr, k2.data(), v2.data(), o2.data(), static_cast<float*>(lse2.data()),
+                                          nullptr, nullptr},
+                                         Device::kCuda);
+    p1.kernel = p2.kernel = PrefillKernel::kHopper;
+    p2.q = p1.o;  // the first's output, in its layout
+    REQUIRE(prefill(p1).ok());
+    REQUIRE(prefill(p2).ok());
+    REQUIRE(device_synchronize().ok());
+    REQUIRE(o1.download(first.o_storage().data(), first.o_storage().size() * 2).ok());
+    REQUIRE(o2.download(second.o_storage().data(), second.o_storage().size() * 2).ok());
+    REQUIRE(lse2.download(second.lse_storage().data(), second.lse_storage().size() * 4).ok());
+    // The second's Q on the host: the first's output, element by element.
+    const std::vector<float> q = first.output_as_float();  // [batch · q_len, q_heads, D]
+    for (int b = 0; b < s.batch; ++b)
+      for (int t = 0; t < s.q_len; ++t)
+        for (int h = 0; h < s.q_heads; ++h)
+          for (int d = 0; d < s.head_dim; ++d)
+            second.set(Operand::kQ, b, t, h, d,
+                       q[((static_cast<size_t>(b) * s.q_len + t) * s.q_heads + h) * s.head_dim + d]);
+    check_outputs(second);
   }
 }
 
