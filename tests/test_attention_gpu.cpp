@@ -18,6 +18,7 @@
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "support/attention_problem.hpp"
+#include "support/device_attention.hpp"
 #include "support/gpu.hpp"
 
 using namespace flashscope;
@@ -25,6 +26,7 @@ using flashscope::testing::skip_without_gpu;
 using flashscope::testing::upload;
 using flashscope::testing::AttentionProblem;
 using flashscope::testing::AttentionShape;
+using flashscope::testing::DeviceAttention;
 using flashscope::testing::Layout;
 using flashscope::testing::Operand;
 
@@ -62,20 +64,8 @@ void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel, DeviceBuffer* wo
   const AttentionShape& s = prob.shape();
   INFO("case: ", s.describe(), " kernel ", prefill_kernel_name(kernel));
   prob.reset_outputs();
-  DeviceBuffer dq = upload(prob.q_storage().data(), prob.q_storage().size() * 2);
-  DeviceBuffer dk = upload(prob.k_storage().data(), prob.k_storage().size() * 2);
-  DeviceBuffer dv = upload(prob.v_storage().data(), prob.v_storage().size() * 2);
-  DeviceBuffer dout = upload(prob.o_storage().data(), prob.o_storage().size() * 2);
-  DeviceBuffer dlse = upload(prob.lse_storage().data(), prob.lse_storage().size() * 4);
-  DeviceBuffer dcq = upload(prob.cu_seqlens_q().data(), prob.cu_seqlens_q().size() * 4);
-  DeviceBuffer dck = upload(prob.cu_seqlens_k().data(), prob.cu_seqlens_k().size() * 4);
-
-  flashscope::testing::AttentionBuffers bufs{dq.data(), dk.data(), dv.data(), dout.data(),
-                                            static_cast<float*>(dlse.data()),
-                                            static_cast<const int32_t*>(dcq.data()),
-                                            static_cast<const int32_t*>(dck.data())};
-  PrefillParams p = prob.params_for(bufs, Device::kCuda);
-  p.kernel = kernel;
+  DeviceAttention dev(prob);
+  PrefillParams p = dev.params(prob, kernel);
   if (workspace != nullptr) {
     p.workspace = workspace->data();
     p.workspace_bytes = workspace->size();
@@ -84,8 +74,7 @@ void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel, DeviceBuffer* wo
   REQUIRE_MESSAGE(st.ok(), st.to_string());
   const Status sync = device_synchronize();
   REQUIRE_MESSAGE(sync.ok(), sync.to_string());
-  REQUIRE(dout.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
-  REQUIRE(dlse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
+  dev.read(prob);
   check_outputs(prob);
 }
 
@@ -359,29 +348,15 @@ TEST_CASE("gpu prefill: a hopper launch reads what the launch before it wrote") 
     const AttentionShape s = gqa_12_over_4(c.batch, c.q_len, c.kv_len, c.d, c.causal, DType::kBF16, 81 + c.q_len);
     INFO("case: ", s.describe());
     AttentionProblem first(s), second(s);
-    DeviceBuffer q1 = upload(first.q_storage().data(), first.q_storage().size() * 2);
-    DeviceBuffer k1 = upload(first.k_storage().data(), first.k_storage().size() * 2);
-    DeviceBuffer v1 = upload(first.v_storage().data(), first.v_storage().size() * 2);
-    DeviceBuffer k2 = upload(second.k_storage().data(), second.k_storage().size() * 2);
-    DeviceBuffer v2 = upload(second.v_storage().data(), second.v_storage().size() * 2);
-    DeviceBuffer o1 = upload(first.o_storage().data(), first.o_storage().size() * 2);
-    DeviceBuffer o2 = upload(second.o_storage().data(), second.o_storage().size() * 2);
-    DeviceBuffer lse1 = upload(first.lse_storage().data(), first.lse_storage().size() * 4);
-    DeviceBuffer lse2 = upload(second.lse_storage().data(), second.lse_storage().size() * 4);
-    PrefillParams p1 = first.params_for({q1.data(), k1.data(), v1.data(), o1.data(), static_cast<float*>(lse1.data()),
-                                         nullptr, nullptr},
-                                        Device::kCuda);
-    PrefillParams p2 = second.params_for({nullptr, k2.data(), v2.data(), o2.data(), static_cast<float*>(lse2.data()),
-                                          nullptr, nullptr},
-                                         Device::kCuda);
-    p1.kernel = p2.kernel = PrefillKernel::kHopper;
-    p2.q = p1.o;  // the first's output, in its layout
+    DeviceAttention first_dev(first), second_dev(second);
+    const PrefillParams p1 = first_dev.params(first, PrefillKernel::kHopper);
+    PrefillParams p2 = second_dev.params(second, PrefillKernel::kHopper);
+    p2.q = p1.o;  // the first's output, in its layout (the second's own Q goes unread)
     REQUIRE(prefill(p1).ok());
     REQUIRE(prefill(p2).ok());
     REQUIRE(device_synchronize().ok());
-    REQUIRE(o1.download(first.o_storage().data(), first.o_storage().size() * 2).ok());
-    REQUIRE(o2.download(second.o_storage().data(), second.o_storage().size() * 2).ok());
-    REQUIRE(lse2.download(second.lse_storage().data(), second.lse_storage().size() * 4).ok());
+    first_dev.read(first);
+    second_dev.read(second);
     // The second's Q on the host: the first's output, element by element.
     const std::vector<float> q = first.output_as_float();  // [batch · q_len, q_heads, D]
     for (int b = 0; b < s.batch; ++b)
@@ -410,14 +385,9 @@ TEST_CASE("gpu prefill: the hopper kernel runs exactly where it is reported runn
   if (!sm90) {
     // Elsewhere it must say so before launching, and leave the output alone.
     CHECK_FALSE(prefill_kernel_runnable(PrefillKernel::kHopper));
-    DeviceBuffer dq = upload(prob.q_storage().data(), prob.q_storage().size() * 2);
-    DeviceBuffer dk = upload(prob.k_storage().data(), prob.k_storage().size() * 2);
-    DeviceBuffer dv = upload(prob.v_storage().data(), prob.v_storage().size() * 2);
-    DeviceBuffer dout = upload(prob.o_storage().data(), prob.o_storage().size() * 2);
-    flashscope::testing::AttentionBuffers bufs{dq.data(), dk.data(), dv.data(), dout.data(), nullptr, nullptr, nullptr};
-    PrefillParams p = prob.params_for(bufs, Device::kCuda);
+    DeviceAttention dev(prob);
+    PrefillParams p = dev.params(prob, PrefillKernel::kHopper);
     p.lse = nullptr;
-    p.kernel = PrefillKernel::kHopper;
     CHECK(prefill(p).code() == StatusCode::kUnsupported);
     return;
   }

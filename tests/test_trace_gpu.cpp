@@ -53,6 +53,7 @@
 #include "flashscope/paged_attention.hpp"
 #include "flashscope/trace.hpp"
 #include "support/attention_problem.hpp"
+#include "support/device_attention.hpp"
 #include "support/gpu.hpp"
 #include "support/paged_problem.hpp"
 #include "trace/cuda_capture.hpp"
@@ -60,6 +61,7 @@
 namespace fs = flashscope;
 using fs::testing::AttentionProblem;
 using fs::testing::AttentionShape;
+using fs::testing::DeviceAttention;
 using fs::testing::Operand;
 using fs::testing::PagedProblem;
 using fs::testing::PagedShape;
@@ -414,35 +416,6 @@ void check_meta(const fs::Trace& t) {
 }
 
 // --- prefill ------------------------------------------------------------------
-
-// An AttentionProblem's buffers on the device (as test_attention_gpu.cpp).
-struct DeviceAttention {
-  fs::DeviceBuffer q, k, v, o, lse, cq, ck;
-  explicit DeviceAttention(AttentionProblem& prob)
-      : q(upload(prob.q_storage().data(), prob.q_storage().size() * 2)),
-        k(upload(prob.k_storage().data(), prob.k_storage().size() * 2)),
-        v(upload(prob.v_storage().data(), prob.v_storage().size() * 2)),
-        o(upload(prob.o_storage().data(), prob.o_storage().size() * 2)),
-        lse(upload(prob.lse_storage().data(), prob.lse_storage().size() * 4)),
-        cq(upload(prob.cu_seqlens_q().data(), prob.cu_seqlens_q().size() * 4)),
-        ck(upload(prob.cu_seqlens_k().data(), prob.cu_seqlens_k().size() * 4)) {}
-  fs::PrefillParams params(const AttentionProblem& prob, fs::PrefillKernel kernel) const {
-    fs::testing::AttentionBuffers b{q.data(), k.data(), v.data(), o.data(), static_cast<float*>(lse.data()),
-                                    static_cast<const int32_t*>(cq.data()), static_cast<const int32_t*>(ck.data())};
-    fs::PrefillParams p = prob.params_for(b, fs::Device::kCuda);
-    p.kernel = kernel;
-    return p;
-  }
-  void poison(AttentionProblem& prob) {
-    prob.reset_outputs();
-    REQUIRE(o.upload(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
-    REQUIRE(lse.upload(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
-  }
-  void read(AttentionProblem& prob) {
-    REQUIRE(o.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
-    REQUIRE(lse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
-  }
-};
 
 int64_t lse_index(const AttentionProblem& prob, int b, int h, int i) {
   const AttentionShape& sh = prob.shape();
