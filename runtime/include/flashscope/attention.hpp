@@ -93,7 +93,10 @@ struct PrefillParams {
 Status validate(const PrefillParams& p);
 
 // Runs attention on p.device. Asynchronous on CUDA (enqueued on p.stream);
-// a launch failure is reported. On error nothing was written.
+// a launch failure is reported. On error nothing was written. The Hopper
+// kernel launches as a programmatic dependent launch: its setup may overlap
+// the end of the kernel before it on the stream, but it reads and writes
+// nothing until that kernel has completed, so stream order holds as usual.
 Status prefill(const PrefillParams& p);
 
 // The kernel dispatch would run for p (never kAuto). CPU runs report kAuto.
