@@ -8,8 +8,6 @@
 //              memory, cp.async included, must be fenced before the tensor
 //              cores (async proxy) read them
 //   TMA        cp.async.bulk.tensor 4-D loads completing on an mbarrier
-//   griddepcontrol  programmatic dependent launch: wait for the grids this
-//              one depends on, let the next grid in the stream start
 #pragma once
 
 #include <cstdint>
@@ -155,21 +153,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map
       "[%6];\n" ::"r"(dst),
       "l"(tensor_map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
-}
-
-// --- programmatic dependent launch ---------------------------------------------------
-
-// Waits until the grids this one was launched after (with the programmatic
-// stream serialization attribute) have completed and their memory is
-// visible; returns at once in a launch without it. Nothing before it may
-// read what those grids write, or write what they read.
-__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-
-// Lets the next grid in the stream (if launched with that attribute) be
-// scheduled once every CTA of this one has called it or exited: its
-// prologue then runs on the SMs this grid frees, up to its own wait.
-__device__ __forceinline__ void grid_dependents_launch() {
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
 }  // namespace flashscope::kernels::sm90

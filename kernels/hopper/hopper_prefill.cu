@@ -26,35 +26,14 @@ size_t split_workspace_bytes(int sms) {
   return split_tail_workspace_bytes(sms, Cfg::kConsumerWarps, Cfg::kDim);
 }
 
-// Launches a TMA kernel with programmatic stream serialization: it may be
-// scheduled while the kernel before it in the stream finishes, so its launch
-// and barrier setup overlap that kernel's last CTAs instead of following
-// them; the kernel waits for that one (griddepcontrol.wait) before reading
-// or writing anything it could touch. Back to back on the H200 against
-// plain launches (results/nvidia-h200-2026-11-22-session8.txt): seed shape
-// +1.0%, 8k² +0.5-1.6%, SmolLM2's 16 x 9/3 x 1024² +2.2%, 8 x 9/3 x 512²
-// +8%, one wave of 1 x 9/3 x 300² +22%; each call alone, level.
-template <typename Kernel, typename Params>
-cudaError_t launch_after_previous(Kernel kernel, dim3 grid, int threads, int smem, cudaStream_t stream,
-                                  const Params& hp) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, hp);
-  if (err != cudaErrorNotSupported) return err;
-  // A driver without dependent launches: an ordinary one (the kernel's
-  // griddepcontrol.wait then returns at once).
-  cudaGetLastError();
-  kernel<<<grid, threads, smem, stream>>>(hp);
-  return cudaGetLastError();
-}
+// TMA launches are programmatic (launch_maybe_programmatic, ptx.cuh): the
+// next call's launch and barrier setup overlap the previous kernel's last
+// CTAs instead of following them; the kernel waits for that one (pdl_wait)
+// before reading or writing anything it could touch. Back to back on the
+// H200 against plain launches (results/nvidia-h200-2026-11-22-session8.txt):
+// seed shape +1.0%, 8k² +0.5-1.6%, SmolLM2's 16 x 9/3 x 1024² +2.2%,
+// 8 x 9/3 x 512² +8%, one wave of 1 x 9/3 x 300² +22%; each call alone, level.
+constexpr bool kProgrammaticTma = true;
 
 // TMA (dense tensors): persistent CTAs, one per SM walking the work tiles
 // (hopper_config.cuh says why) where there are more tiles than SMs, else (or
@@ -71,7 +50,8 @@ cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream
     auto one_cta_per_tile = [&] {
       auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true>;
       if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
-      return launch_after_previous(kernel, grid, Cfg::kThreads, Cfg::kSmemBytes, stream, hp);
+      return launch_maybe_programmatic(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, kProgrammaticTma,
+                                       hp);
     };
     if constexpr (kOneCtaPerTile) {
       return one_cta_per_tile();
@@ -100,7 +80,8 @@ cudaError_t launch_dense(ElemType type, const PrefillKernelParams& p, cudaStream
       hp.tiles = WorkTileList(int(grid.x), p.q_heads, p.batch, hp.view.longest_first_group, kCausal, p.group);
       const int whole = hp.split.split_tiles > 0 ? hp.split.whole_tiles : int(work_tiles);
       hp.deal = PersistentDeal(whole, hp.split.split_tiles > 0 ? whole : hp.tiles.per_group * hp.tiles.q_tiles, sms);
-      return launch_after_previous(kernel, dim3(sms), Cfg::kThreads, Cfg::kSmemBytes, stream, hp);
+      return launch_maybe_programmatic(kernel, dim3(sms), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
+                                       kProgrammaticTma, hp);
     }
   } else {
     using Cp = CpAsyncConfig<Cfg>;

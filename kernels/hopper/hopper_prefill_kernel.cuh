@@ -346,10 +346,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       mbarrier_init(q_empty_bar + 8 * s, Cfg::kConsumerWarps);
     }
     mbarrier_init_fence();
-    // Launched after another grid (programmatic dependent launch): the
-    // setup above overlapped its end; its outputs (our Q, K, V) are read
-    // only from here on.
-    grid_dependency_wait();
+    // TMA launches are programmatic (hopper_prefill.cu): the setup above
+    // overlapped the end of the grid before, and reads nothing but the
+    // parameters (a dense view reads no memory); that grid's outputs (our
+    // Q, K, V) are read only from here on. Launched plainly it returns at once.
+    pdl_wait();
     if constexpr (kTma) {
       // Thread 0 is the producer's leader: the first S needs K(0) and Q, so
       // they go out now, before the CTA-wide barrier and the register
@@ -366,10 +367,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   __syncthreads();  // the barriers exist before anyone waits on them
   // Every thread, before its first global access (O, LSE, the split
   // workspace: the grid before may be this launch's previous call, writing
-  // the same buffers). All of this grid is resident from here, so the next
-  // grid may be scheduled: its CTAs take SMs as ours leave.
-  grid_dependency_wait();
-  grid_dependents_launch();
+  // the same buffers). The next grid may be scheduled once every CTA has
+  // passed here: its CTAs then take SMs as ours leave, and wait in turn.
+  pdl_wait();
+  pdl_launch_dependents();
 
   if (warp_id < 4) {
     // ---------------- producer: Q, then K/V tiles into the ring, per work tile ----------------
