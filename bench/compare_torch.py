@@ -558,10 +558,17 @@ def ratio(a, b, key="tflops"):
     return f"{a[key] / b[key]:.2f}"
 
 
-def bench_table(results, kernels):
+def share(row, gemm, key="tflops_stream"):
+    """A row's TFLOPS as a share of the same run's GEMM ceiling, back to back on both sides."""
+    if not row or not gemm or row.get("status") != "ok" or not row.get(key) or not gemm.get(key):
+        return "-"
+    return f"{100.0 * row[key] / gemm[key]:.0f}%"
+
+
+def bench_table(results, kernels, gemm=None):
     head = (["shape", "ours best (kernel)"] + [f"{k} TFLOPS (% SOL)" for k in kernels]
             + ["torch FA2", "cuDNN", "ours/FA2", "ours/cuDNN", "stream: ours", "FA2", "cuDNN", "ours/FA2",
-               "ours/cuDNN"])
+               "ours/cuDNN"] + (["stream: ours / GEMM", "cuDNN / GEMM"] if gemm else []))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     notes = False
     for r in results:
@@ -579,7 +586,8 @@ def bench_table(results, kernels):
                  + [fmt_tflops(r["ours"].get(k), with_sol=True) for k in kernels]
                  + [fmt_tflops(fa2) + mark, fmt_tflops(cudnn) + mark, ratio(best, fa2), ratio(best, cudnn)]
                  + [stream_tflops(best), stream_tflops(fa2), stream_tflops(cudnn),
-                    ratio(best, fa2, "tflops_stream"), ratio(best, cudnn, "tflops_stream")])
+                    ratio(best, fa2, "tflops_stream"), ratio(best, cudnn, "tflops_stream")]
+                 + ([share(best, gemm), share(cudnn, gemm)] if gemm else []))
         lines.append("| " + " | ".join(cells) + " |")
     if notes:
         lines += ["", "\\* torch's is_causal is top-left aligned, ours bottom-right: with Lq != Lk "
@@ -699,6 +707,25 @@ def copy_ceiling(torch):
     return 2 * (1 << 30) / (ms * 1e-3) / 1e9
 
 
+def gemm_ceiling(torch, n=8192):
+    """BF16 n³ matmul (cuBLAS through torch.matmul) in TFLOPS: (each call alone, back to back).
+
+    The anchors' practical ceiling of the tensor cores: attention does the same
+    multiply-adds plus its softmax, so a kernel's share of this figure says how
+    much of what the chip sustains under the same clocks and power it reaches.
+    """
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    call = lambda: torch.matmul(a, b, out=c)
+    ms, _ = time_cuda(torch, call, 20, 3)
+    ms_stream = time_cuda_stream(torch, call)
+    del a, b, c
+    torch.cuda.empty_cache()
+    flops = 2.0 * n ** 3
+    return {"n": n, "tflops": round(flops / ms / 1e9, 2), "tflops_stream": round(flops / ms_stream / 1e9, 2)}
+
+
 def bench_decode_ours(cli, shape, args):
     b, hq, hk, ctx, d = shape
     cmd = ["bench", "decode", "--batch", str(b), "--q-heads", str(hq), "--kv-heads", str(hk), "--context", str(ctx),
@@ -771,8 +798,12 @@ def main(argv=None):
     print(f"device {device}, torch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}, "
           f"commit {meta['git_commit']}; median of {args.iters} runs after {args.warmup} warm-ups", flush=True)
 
-    bench_rows = []
+    bench_rows, gemm = [], None
     if args.only in (None, "bench"):
+        gemm = gemm_ceiling(torch)
+        meta["gemm_ceiling"] = gemm
+        print(f"BF16 GEMM {gemm['n']}³ (torch.matmul): {gemm['tflops']:.1f} TFLOPS alone, "
+              f"{gemm['tflops_stream']:.1f} back to back", flush=True)
         shapes = list(QUICK_SHAPES if args.quick else ANCHOR_SHAPES)
         if args.gqa:
             shapes.append(GQA_SHAPE)
@@ -812,7 +843,12 @@ def main(argv=None):
           f"{info.get('sol_tflops') if info else '?'} TFLOPS (flashscope-cli info).", "",
           f"`{meta['command']}`", ""]
     if bench_rows:
-        md += ["## Prefill, bf16", "", bench_table(bench_rows, args.kernel_list), ""]
+        md += ["## Prefill, bf16", ""]
+        if gemm:
+            md += [f"Ceiling in the same run: BF16 GEMM {gemm['n']}³ through torch.matmul (cuBLAS), "
+                   f"{gemm['tflops']:.1f} TFLOPS alone, {gemm['tflops_stream']:.1f} back to back; the last two "
+                   "columns give each attention kernel's back-to-back TFLOPS as a share of it.", ""]
+        md += [bench_table(bench_rows, args.kernel_list, gemm), ""]
     if decode_rows:
         md += ["## Decode, bf16: paged KV (ours, shuffled pages) vs contiguous KV (PyTorch)", "",
                "Time of one decode step (one new token per sequence); GB/s counts K and V read once; the copy "
