@@ -11,6 +11,7 @@
 // CI has no GPU; the GPU machine runs the same binary.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,7 @@ void check_outputs(AttentionProblem& prob) {
 // the caller, as PrefillParams says).
 void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel, DeviceBuffer* workspace = nullptr) {
   const AttentionShape& s = prob.shape();
-  INFO("case: ", s.describe(), " kernel ", prefill_kernel_name(kernel));
+  INFO("case: ", s.describe(), " kernel ", std::string(prefill_kernel_name(kernel)));
   prob.reset_outputs();
   DeviceAttention dev(prob);
   PrefillParams p = dev.params(prob, kernel);
@@ -215,7 +216,8 @@ TEST_CASE("gpu prefill: results do not depend on the run (no races)") {
     check_on_gpu(prob, k);
     const std::vector<uint16_t> first = prob.o_storage();
     check_on_gpu(prob, k);
-    CHECK_MESSAGE(first == prob.o_storage(), "kernel ", prefill_kernel_name(k), " gave different bits on a rerun");
+    CHECK_MESSAGE(first == prob.o_storage(), "kernel ", std::string(prefill_kernel_name(k)),
+                  " gave different bits on a rerun");
   }
 }
 
@@ -327,6 +329,54 @@ TEST_CASE("gpu prefill: hopper split tail shares the last wave's tiles through t
     CHECK_MESSAGE(split == prob.o_storage(), "different bits on a rerun with the same workspace");
     // Without a workspace the same launch deals whole tiles: same answer
     // within rounding (the pieces sum in another order).
+    check_on_gpu(prob, PrefillKernel::kHopper);
+  }
+}
+
+TEST_CASE("gpu prefill: hopper softmax at the running maximum, and where a new maximum breaks it") {
+  if (skip_without_hopper()) return;
+  // After a work tile's first key tile the kernel takes exponentials at the
+  // running maximum without looking for a new one, and falls back on S
+  // recomputed and the exact softmax when some p would pass 4096 (a logit
+  // 12 powers of two above the maximum) or overflows. Every query gets a
+  // component 1 along dimension 0, and a few keys a large one there, so
+  // their logit is a chosen one in a late key tile (keys 600, 1000, 1400:
+  // tiles 3-10 of 128-192 keys), where the random logits stay within about
+  // 3 nats of 0. One scenario per kv-head, so no jump hides another under a
+  // larger one:
+  //   0: 8 nats (p up to about 2^7: the stale maximum holds)
+  //   1: 20 nats (p about 2^24: the vote fails, S is recomputed)
+  //   2: 170 nats (exp2 overflows to inf: the vote fails)
+  //   3: 8 nats at key 600, then 20 at key 1000 (a stale maximum, then a fallback)
+  struct Jump {
+    int kv_head, key;
+    float nats;  // the key's logit against any query, before the random part
+  };
+  const Jump jumps[] = {{0, 600, 8.0f}, {1, 1000, 20.0f}, {2, 1400, 170.0f}, {3, 600, 8.0f}, {3, 1000, 20.0f}};
+  struct Case {
+    int d;
+    bool causal, varlen;
+    DType dtype;
+  };
+  const Case cases[] = {{128, false, false, DType::kBF16}, {64, false, false, DType::kBF16},
+                        {128, true, false, DType::kFP16},  {64, true, false, DType::kBF16},
+                        {128, false, true, DType::kBF16}};
+  for (const Case& c : cases) {
+    AttentionShape s = gqa_12_over_4(2, 300, 2000, c.d, c.causal, c.dtype, 91 + c.d);
+    if (c.varlen) {  // the cp.async producer
+      s.varlen = true;
+      s.q_lens = {300, 129};
+      s.kv_lens = {2000, 1500};
+    }
+    AttentionProblem prob(s);
+    INFO("case: ", s.describe());
+    const float to_units = std::sqrt(float(c.d));  // logit = q·k / sqrt(d)
+    for (int b = 0; b < prob.shape().batch; ++b) {
+      for (int t = 0; t < prob.seq_q_len(b); ++t)
+        for (int h = 0; h < s.q_heads; ++h) prob.set(Operand::kQ, b, t, h, 0, 1.0f);
+      for (const Jump& j : jumps)
+        if (j.key < prob.seq_kv_len(b)) prob.set(Operand::kK, b, j.key, j.kv_head, 0, j.nats * to_units);
+    }
     check_on_gpu(prob, PrefillKernel::kHopper);
   }
 }

@@ -115,7 +115,7 @@ void check_against_reference(PagedProblem& prob, bool with_lse) {
 void check_on_gpu(PagedProblem& prob, DeviceProblem& dev, int num_splits, bool with_lse = true,
                   PrefillKernel kernel = PrefillKernel::kAuto) {
   INFO("case: ", prob.shape().describe(), " num_splits=", num_splits, with_lse ? "" : " no lse", " kernel ",
-       prefill_kernel_name(kernel));
+       std::string(prefill_kernel_name(kernel)));
   prob.reset_outputs();
   REQUIRE(dev.o.upload(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
   REQUIRE(dev.lse.upload(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());

@@ -445,7 +445,7 @@ ExpectedTiles prefill_tiles(fs::PrefillKernel k, int dim, bool varlen, bool caus
 void check_prefill_capture(AttentionProblem& prob, DeviceAttention& dev, fs::PrefillKernel kernel,
                            const fs::TraceOptions& opt) {
   const AttentionShape& sh = prob.shape();
-  INFO("case: ", sh.describe(), " kernel ", fs::prefill_kernel_name(kernel));
+  INFO("case: ", sh.describe(), " kernel ", std::string(fs::prefill_kernel_name(kernel)));
   const int b = opt.batch, h = opt.head;
 
   // The capture, then prefill() on the same inputs: the same bits.

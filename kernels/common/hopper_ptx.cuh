@@ -69,6 +69,24 @@ __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threa
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// bar.red.and on a named barrier among `threads` threads (a multiple of 32):
+// waits for all of them like bar.sync and returns whether `pred` held in every
+// one (a warpgroup-wide vote, where __all_sync is one warp's).
+__device__ __forceinline__ bool named_barrier_all(uint32_t id, uint32_t threads, bool pred) {
+  uint32_t all;
+  asm volatile(
+      "{\n"
+      ".reg .pred p, q;\n"
+      "setp.ne.u32 p, %1, 0;\n"
+      "barrier.cta.red.and.pred q, %2, %3, p;\n"
+      "selp.u32 %0, 1, 0, q;\n"
+      "}\n"
+      : "=r"(all)
+      : "r"(uint32_t(pred)), "r"(id), "r"(threads)
+      : "memory");
+  return all != 0;
+}
+
 // --- register reallocation ----------------------------------------------------------
 
 // Moves registers between warpgroups (executed by all 128 threads of one):

@@ -511,6 +511,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   // Row state for rows lane/4 (h = 0) and lane/4 + 8 (h = 1) of the warp's
   // 16; l is this thread's partial sum, reduced across the quad at the end.
   float m_rmem[2], l_rmem[2];
+  // Probed launches: the exact running maximum of each row, for the row
+  // states they record (the kernel's own m may lag it: softmax_at_running_max).
+  float m_traced[2];
 
   // Descriptors of stage 0's K and V tiles, and of this warpgroup's rows of
   // the current work tile's Q (set per work tile: its slot). Each wgmma's is
@@ -585,6 +588,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
   // arrive (on the last work tile with keys) so every barrier sees as many
   // arrivals as syncs. Both warpgroups take the same turns on every work tile.
   constexpr int kRing = Cfg::kConsumerWarpgroups;
+  // Named barriers: 0 the CTA's, 1 + g warpgroup g's turn, kVoteBarrier + g its vote.
+  constexpr int kVoteBarrier = 1 + kRing;
+  // Tiles after a work tile's first take their softmax at the running maximum
+  // (softmax_at_running_max below) unless a p would pass this bound.
+  constexpr float kRunningMaxBound = 4096.0f;
   auto take_turn = [&] {
     if constexpr (Cfg::kPingPong) named_barrier_sync(1 + warpgroup, 256);
   };
@@ -682,13 +690,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       for (int i = 0; i < DIM / 2; ++i) O_rmem[i] = 0.0f;
     }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) m_rmem[h] = -INFINITY, l_rmem[h] = 0.0f;
+    for (int h = 0; h < 2; ++h) m_rmem[h] = -INFINITY, l_rmem[h] = 0.0f, m_traced[h] = -INFINITY;
 
-    // Masks tile t's logits (keys past the range; causal keys past each row's
-    // diagonal), then turns S into probabilities in place: running max m,
-    // l rescaled and summed. Returns the factor O must be rescaled by, which
-    // the caller applies once the P·V still reading O has finished.
-    auto softmax = [&](int t, float (&rescale)[2]) {
+    // Masks tile t's logits: keys past the range, causal keys past each row's diagonal.
+    auto mask_tile = [&](int t) {
       const int k0 = kv_begin + t * BLOCK_KV;
       if (k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0))) {
         // Element i of this thread is column k0 + 2·(lane%4) + (i/4)·8 + (i%2)
@@ -709,6 +714,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
             if (k0 + (i / 4) * 8 + (lane_id % 4) * 2 + (i % 2) >= kv_end) S_rmem[i] = -INFINITY;
         }
       }
+    };
+    // Masks tile t, then turns S into probabilities in place: running max m,
+    // l rescaled and summed. Returns the factor O must be rescaled by, which
+    // the caller applies once the P·V still reading O has finished.
+    auto softmax = [&](int t, float (&rescale)[2]) {
+      const int k0 = kv_begin + t * BLOCK_KV;
+      mask_tile(t);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float row_max = -INFINITY;
@@ -738,8 +750,69 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
           const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
           probe_row_state(probe, view.probe_query(row, hp.probe.traced_head), probe_tile0 + t, m_new,
                           row_max * p.scale_log2, rescale[h], row_sum, l_rmem[h], max(0, min(BLOCK_KV, key_end - k0)));
+          m_traced[h] = m_new;
         }
       }
+    };
+    // The softmax of tile t at the running maximum as it stands: P = exp2(S·scale − m)
+    // in place, no row maximum looked for and nothing for O to rescale. It
+    // holds when every p stays at most kRunningMaxBound, i.e. no logit of the
+    // tile exceeds m by more than log2 of it: each thread's sum of its p (the
+    // sums are taken anyway) bounds every one of them (a NaN fails it too).
+    // Voted across the warpgroup (every warp then takes the same path, and
+    // the S that a failed vote recomputes is one wgmma of all four): true
+    // adds the sums to l; false leaves m and l as they were and S spoiled.
+    // In exact arithmetic the outputs are those of the exact recurrence; a
+    // probed launch computes the same bits and records the exact recurrence's
+    // state, converted from its own (m lags the row maximum by a factor f).
+    auto softmax_at_running_max = [&](int t) {
+      mask_tile(t);
+      float tile_max[2] = {-INFINITY, -INFINITY};  // probed launches only: the tile's row maxima
+      if constexpr (Probe::kEnabled) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int j = 0; j < BLOCK_KV / 8; ++j)
+            tile_max[h] = fmaxf(tile_max[h], fmaxf(S_rmem[4 * j + 2 * h], S_rmem[4 * j + 2 * h + 1]));
+          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+          tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2)) * p.scale_log2;
+        }
+      }
+      float row_sum[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_sum[h] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_rmem[h]));
+            S_rmem[4 * j + 2 * h + e] = prob;
+            row_sum[h] += prob;
+          }
+      }
+      // m = -inf (no key seen yet) never holds: the exact softmax starts the row.
+      const bool held = row_sum[0] <= kRunningMaxBound && row_sum[1] <= kRunningMaxBound &&
+                        m_rmem[0] != -INFINITY && m_rmem[1] != -INFINITY;
+      const bool all_held = __all_sync(0xffffffffu, named_barrier_all(kVoteBarrier + warpgroup, 128, held));
+      if (all_held) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          l_rmem[h] += row_sum[h];
+          if constexpr (Probe::kEnabled) {
+            const int k0 = kv_begin + t * BLOCK_KV;
+            const int row = warp_row0 + lane_id / 4 + h * 8;
+            const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
+            const float m_new = fmaxf(m_traced[h], tile_max[h]);
+            const float f = fast_exp2(m_rmem[h] - m_new);  // exact state = the kernel's · f
+            probe_row_state(probe, view.probe_query(row, hp.probe.traced_head), probe_tile0 + t, m_new, tile_max[h],
+                            fast_exp2(m_traced[h] - m_new), row_sum[h] * f, l_rmem[h] * f,
+                            max(0, min(BLOCK_KV, key_end - k0)));
+            m_traced[h] = m_new;
+          }
+        }
+      }
+      return all_held;
     };
     // Persistent: after the work tile's last Q·Kᵀ, Q's buffer may take the next tile's.
     auto release_q_after = [&](int t) {
@@ -798,17 +871,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
       pass_turn(false);
       wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
       fence_operands(S_rmem);
-      release(empty_k_bar, stage_of(t));
-      release_q_after(t);
       span(ProbeSpanKind::kQK, t, t_issue);
       ts = probe_time(probe);
-      softmax(t, rescale);
+      const bool held = softmax_at_running_max(t);
       span(ProbeSpanKind::kSoftmax, t, ts);
       wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, V(t-1) is free
       fence_operands(O_rmem);
       span(ProbeSpanKind::kPV, t - 1, t_issue);
       release(empty_v_bar, stage_of(t - 1));
-      rescale_O(rescale);  // softmax(t)'s factor, before P(t)·V(t) adds to O
+      if (!held) {
+        // A new maximum (or a NaN): S(t) again, from the Q and K(t) still
+        // held, with nothing else in flight; then the exact softmax, and
+        // O's rescale by its factor before P(t)·V(t) adds to O.
+        wgmma_fence();
+        issue_S(stage_of(t));
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operands(S_rmem);
+        softmax(t, rescale);
+        rescale_O(rescale);
+      }
+      release(empty_k_bar, stage_of(t));  // K(t) and Q are read for the last time above
+      release_q_after(t);
       pack_P();
     }
     if (num_kv_tiles > 0) {
