@@ -25,7 +25,17 @@
 //                 memory (K-major, 128-byte swizzle), DIM/16 instructions;
 //                 K(t)'s stage is released as soon as it has finished
 //   softmax       mask, running max m, l, P = exp2(S − m) in registers (the
-//                 accumulator layout is mma's C layout)
+//                 accumulator layout is mma's C layout). After a work tile's
+//                 first key tile, at the m it already has: no row maximum
+//                 and no O rescale, as long as no p passes 4096 (a warpgroup
+//                 vote on the row sums; where it fails, S is recomputed and
+//                 the exact step runs). Without those 102 FMNMX and 66 FMUL
+//                 of 688 instructions per warp and key tile, the softmax of
+//                 one warpgroup fits under the other's GEMMs: tensor pipe
+//                 active 80% -> 87% at the seed shape, +6-7% there and at
+//                 8k x 8k, +10% at head_dim 64 (H200 and H100, results/
+//                 nvidia-h200-2026-11-22-session9.txt). K(t) is released
+//                 after the vote, since a recompute reads it.
 //   O += P·V(t)   wgmma m64nDIMk16, A = P from registers (the C layout of two
 //                 n8 tiles is the A layout of one k16 tile), B = V from
 //                 shared memory, N-major (transposed), BLOCK_KV/16
