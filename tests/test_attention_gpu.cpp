@@ -353,16 +353,20 @@ TEST_CASE("gpu prefill: hopper softmax at the running maximum, and where a new m
     float nats;  // the key's logit against any query, before the random part
   };
   const Jump jumps[] = {{0, 600, 8.0f}, {1, 1000, 20.0f}, {2, 1400, 170.0f}, {3, 600, 8.0f}, {3, 1000, 20.0f}};
+  // The last two: more queries than keys, causal, so the first 394 rows see
+  // no key at all; at head_dim 64 (192-row q-tiles) rows 384-393 still have
+  // m = -inf when their q-tile reaches its second key tile.
   struct Case {
-    int d;
+    int d, q_len, kv_len;
     bool causal, varlen;
     DType dtype;
   };
-  const Case cases[] = {{128, false, false, DType::kBF16}, {64, false, false, DType::kBF16},
-                        {128, true, false, DType::kFP16},  {64, true, false, DType::kBF16},
-                        {128, false, true, DType::kBF16}};
+  const Case cases[] = {{128, 300, 2000, false, false, DType::kBF16}, {64, 300, 2000, false, false, DType::kBF16},
+                        {128, 300, 2000, true, false, DType::kFP16},  {64, 300, 2000, true, false, DType::kBF16},
+                        {128, 300, 2000, false, true, DType::kBF16},  {128, 1100, 706, true, false, DType::kBF16},
+                        {64, 1100, 706, true, false, DType::kBF16}};
   for (const Case& c : cases) {
-    AttentionShape s = gqa_12_over_4(2, 300, 2000, c.d, c.causal, c.dtype, 91 + c.d);
+    AttentionShape s = gqa_12_over_4(2, c.q_len, c.kv_len, c.d, c.causal, c.dtype, 91 + c.d + c.q_len);
     if (c.varlen) {  // the cp.async producer
       s.varlen = true;
       s.q_lens = {300, 129};

@@ -792,18 +792,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         row_sum[h] = 0.0f;
+        const float m_use = m_rmem[h] == -INFINITY ? 0.0f : m_rmem[h];  // as in the exact step
 #pragma unroll
         for (int j = 0; j < BLOCK_KV / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_rmem[h]));
+            const float prob = fast_exp2(fmaf(S_rmem[4 * j + 2 * h + e], p.scale_log2, -m_use));
             S_rmem[4 * j + 2 * h + e] = prob;
             row_sum[h] += prob;
           }
       }
-      // m = -inf (no key seen yet) never holds: the exact softmax starts the row.
+      // A row that has seen no key yet (m = -inf) holds only while it still
+      // sees none (its p are 0): its first key takes the exact step, which sets m.
       const bool held = row_sum[0] <= kRunningMaxBound && row_sum[1] <= kRunningMaxBound &&
-                        m_rmem[0] != -INFINITY && m_rmem[1] != -INFINITY;
+                        (m_rmem[0] != -INFINITY || row_sum[0] == 0.0f) &&
+                        (m_rmem[1] != -INFINITY || row_sum[1] == 0.0f);
       const bool all_held = __all_sync(0xffffffffu, named_barrier_all(kVoteBarrier + warpgroup, 128, held));
       if (all_held) {
 #pragma unroll
@@ -814,10 +817,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
             const int row = warp_row0 + lane_id / 4 + h * 8;
             const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
             const float m_new = fmaxf(m_traced[h], tile_max[h]);
-            const float f = fast_exp2(m_rmem[h] - m_new);  // exact state = the kernel's · f
+            // exact state = the kernel's · f (1 where both are -inf: nothing seen yet)
+            const float f = m_rmem[h] == m_new ? 1.0f : fast_exp2(m_rmem[h] - m_new);
+            const float rescale_traced = m_traced[h] == m_new ? 1.0f : fast_exp2(m_traced[h] - m_new);
             probe_row_state(probe, view.probe_query(row, hp.probe.traced_head), probe_tile0 + t, m_new, tile_max[h],
-                            fast_exp2(m_traced[h] - m_new), row_sum[h] * f, l_rmem[h] * f,
-                            max(0, min(BLOCK_KV, key_end - k0)));
+                            rescale_traced, row_sum[h] * f, l_rmem[h] * f, max(0, min(BLOCK_KV, key_end - k0)));
             m_traced[h] = m_new;
           }
         }
