@@ -275,9 +275,8 @@ void update_live_traces(LiveState& live, fs::TraceSources& sources, fs::LiveCapt
 
 // Without a GPU, OpenGL is Mesa's llvmpipe, whose rasterizer starts a thread
 // per core; on a small machine a heavy dashboard view then takes every core
-// from the CPU engine (measured on 2 cores: the pipeline view at 30 fps, the
-// answer at 1.5 tokens/s; with one rasterizer thread 21 fps and 25 tokens/s).
-// A quarter of the cores for it keeps the chat streaming. Hardware drivers
+// from the CPU engine and the answer nearly stalls; a quarter of the cores
+// for it keeps the chat streaming (bench/TUNING.md#cpu). Hardware drivers
 // ignore the variable, and a value the user set is kept.
 void share_cores_with_software_gl() {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -289,12 +288,11 @@ void share_cores_with_software_gl() {
 // before it sleeps. The CPU engine's team is as large as the machine (the
 // UI's threads count as its own, see cpu_load.hpp), so on a small machine
 // the UI thread or the rasterizer preempts a member at almost every barrier
-// while the others spin on the cores those two need. Measured on 2 cores
-// while the engine answered (medians of 4 runs per tab, software GL): the
-// UI at 28-35 fps and the engine at 19-21 tokens/s as is; 37-55 fps and
-// 30-36 tokens/s with OMP_WAIT_POLICY=passive (threads sleep at once). The
-// engine alone (flashscope-cli, no window) is ~10% slower with it, so it is
-// the app's choice, not the library's. libgomp reads the variable when it
+// while the others spin on the cores those two need. With
+// OMP_WAIT_POLICY=passive (threads sleep at once) both the UI and the engine
+// run faster on 2 cores; the engine alone (flashscope-cli, no window) is
+// slower with it, so it is the app's choice, not the library's
+// (bench/TUNING.md#cpu). libgomp reads the variable when it
 // loads, before main(), so the app sets it and starts itself again. Only
 // on up to 4 hardware threads, where it was measured (with cores to spare,
 // spinning makes a barrier cheaper), and never over a value the user set.

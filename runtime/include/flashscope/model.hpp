@@ -93,8 +93,7 @@ struct ModelOptions {
   // (OMP_NUM_THREADS, else every core), less the cores other programs are
   // keeping busy, re-measured every ~200 ms: every matmul ends in a barrier,
   // and on a busy machine a preempted thread costs the others a whole time
-  // slice at each one (2 threads beside two compilers on 2 cores decode at
-  // 2-7 tokens/s, 1 thread at ~45).
+  // slice at each one (bench/TUNING.md#cpu).
   int threads = 0;
 };
 

@@ -3,11 +3,10 @@
 //
 // Why: a forward pass is ~180 fork/joins per token (every matmul and every
 // attention call ends in a barrier). On an idle machine each costs a few µs
-// and every core helps (decode on 2 cores: ~94 tokens/s vs ~56 on one). When
-// other programs keep the cores busy, one of our threads is preempted at
-// almost every barrier and the others wait a whole scheduler time slice:
-// measured beside two compilers on 2 cores, a decode step took 50-1500 ms on
-// two threads and 17-22 ms on one. So the team size follows the load.
+// and every core helps. When other programs keep the cores busy, one of our
+// threads is preempted at almost every barrier and the others wait a whole
+// scheduler time slice, so a decode step on two busy cores is many times
+// slower than on one (bench/TUNING.md#cpu). So the team size follows the load.
 //
 // How: every ~200 ms (checked at each forward call, never blocking) the
 // advisor reads the busy time of the CPUs this process may run on

@@ -58,11 +58,10 @@ PagedAttentionPlan plan_for(const PagedAttentionParams& p, int sms) {
     const int64_t target = int64_t(kDecodeCtasPerSm) * sms;
     const int by_occupancy = int(std::max<int64_t>(1, target / std::max<int64_t>(ctas, 1)));
     // At least 64 keys per split: one tile of the D64 decode tile and of the
-    // prefill tile, two of the D128 decode tile. One 32-key tile per split
-    // (B1 32/8 at 4096 keys, D128: 128 splits) measured slower on an H200,
-    // 19.0 µs against 16.1 at 64 splits: the combine's share grows faster
-    // than the CTAs' chains shrink. An explicit num_splits may ask for up to
-    // kMaxPagedSplits (128).
+    // prefill tile, two of the D128 decode tile. Shorter splits are slower:
+    // the combine's share grows faster than the CTAs' chains shrink
+    // (bench/TUNING.md#paged-decode). An explicit num_splits may ask for up
+    // to kMaxPagedSplits (128).
     const int by_length = std::max(1, p.max_kv_len / kMinKeysPerSplit);
     plan.num_splits = std::clamp(std::min(by_occupancy, by_length), 1, kMaxSplits);
   }

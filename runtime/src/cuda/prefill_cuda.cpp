@@ -55,13 +55,13 @@ bool prefill_kernel_runnable(PrefillKernel kernel) {
 }
 
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
-  // On an H100/H200 the wgmma kernel is 1.4-2.2x v6 on dense tensors, where
-  // its producer uses TMA (bench/hopper_variants.cu, H200); packed varlen
-  // tensors go through its cp.async producer, which is slower than v6.
+  // On an H100/H200 the wgmma kernel is the fastest on dense tensors, where
+  // its producer uses TMA; packed varlen tensors go through its cp.async
+  // producer, which is slower than v6 (bench/TUNING.md#hopper-prefill).
   if (p.cu_seqlens_q == nullptr && hopper_runnable_here()) return PrefillKernel::kHopper;
-  // From the same-run comparisons in bench/results/ (H200): at head_dim 128
-  // v6's look-ahead is 1-2% ahead of v5 on every shape; at 64, where v5 runs
-  // four 32-row warps per CTA and two CTAs per SM, v5 is ahead by 8-15%.
+  // At head_dim 128 v6's look-ahead is ahead of v5; at 64 v5, with four
+  // 32-row warps per CTA and two CTAs per SM, is ahead of v6
+  // (bench/TUNING.md#sm80-prefill).
   return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 

@@ -77,7 +77,7 @@ constexpr int kChunk = 512;        // tokens (or batch rows) per enqueue: the ac
 constexpr int kLogitRows = 64;     // LM-head rows per GEMM with kAll (bounds a sequence's logits buffer)
 constexpr int kPageSize = 64;      // KV page size (tokens)
 constexpr int kMinKvBucket = 256;  // smallest decode max_kv_len
-constexpr int kSkinnyRows = 4;     // steps of at most this many tokens take the fused few-token GEMMs (8: slower than cuBLAS, bench/results)
+constexpr int kSkinnyRows = 4;     // steps of at most this many tokens take the fused few-token GEMMs (8: slower than cuBLAS, bench/TUNING.md#engine)
 constexpr size_t kAlign = 256;     // sub-allocations of the weight buffer
 constexpr size_t kStepAlign = 16;  // sub-arrays of the per-step block
 

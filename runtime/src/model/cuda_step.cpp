@@ -29,11 +29,9 @@
 //     act = swiglu(rms_norm(x) · Wguᵀ)                 kRmsNorm → kSwiglu
 //     x += act · Wdownᵀ                                kBf16 → kAccumulate
 // Same roundings as the cuBLAS path (bf16 inputs, fp32 sums and residual);
-// only the summation order differs. Measured on an H200 with SmolLM2-135M's
-// shapes (bench/skinny_gemm_sweep.cu, per launch in a graph, one token):
-// QKV 2.6 µs vs cuBLAS 3.5 + norm + RoPE, O 1.7 vs 3.0, gate/up 3.5 vs 3.1 +
-// norm + SwiGLU, down 1.9 vs 4.6. Past 4 tokens cuBLAS wins (its cost is flat
-// in M; ours grows with the rows), so larger steps keep it.
+// only the summation order differs. Past 4 tokens cuBLAS wins (its cost is
+// flat in M; ours grows with the rows), so larger steps keep it
+// (bench/skinny_gemm_sweep.cu; bench/TUNING.md#engine).
 //
 // Graphs: a decode step's kernels read their inputs through fixed device
 // pointers, so replay = one copy of the step block + cudaGraphLaunch. A
@@ -391,9 +389,8 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_down, act, F, x, H, n, H, F, true));
   }
 
-  // The LM head stays on cuBLAS: 49152 × 576 streams at 3.5 TB/s there (16
-  // µs on an H200), at 2 TB/s through the skinny kernel (28 µs with the norm;
-  // bench/skinny_gemm_sweep.cu).
+  // The LM head stays on cuBLAS: it streams 49152 × 576 faster there than
+  // through the skinny kernel, norm included (bench/TUNING.md#engine).
   if (head_rows > 0) {
     FLASHSCOPE_RETURN_IF_ERROR(norm(cm.output_norm, row0, head_rows));
     FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.output, xn, H, logits_out, c.vocab, head_rows, c.vocab, H, false));
