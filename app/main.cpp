@@ -29,20 +29,20 @@
 
 #include <unistd.h>
 
-#include "chat_panel.hpp"
-#include "conversation.hpp"
-#include "dashboard.hpp"
-#include "engine_worker.hpp"
+#include "chat/chat_panel.hpp"
+#include "chat/conversation.hpp"
+#include "chat/engine_worker.hpp"
+#include "dashboard/dashboard.hpp"
+#include "dashboard/metrics.hpp"
 #include "flashscope/model.hpp"
-#include "json.hpp"
-#include "kernel_lab.hpp"
-#include "live_capture.hpp"
-#include "metrics.hpp"
-#include "options.hpp"
-#include "paths.hpp"
-#include "screenshot.hpp"
-#include "trace_sources.hpp"
-#include "ui_theme.hpp"
+#include "lab/kernel_lab.hpp"
+#include "platform/json.hpp"
+#include "platform/options.hpp"
+#include "platform/paths.hpp"
+#include "platform/screenshot.hpp"
+#include "platform/ui_theme.hpp"
+#include "traces/live_capture.hpp"
+#include "traces/trace_sources.hpp"
 
 namespace fs = flashscope::app;
 

@@ -11,7 +11,7 @@
 // probabilities), magma (time), spans (the timeline's span kinds), any (no
 // palette check) — taken from viz/ itself, so a view drawn with the wrong
 // scale, or not at all, fails. And layout fields that must hold a value
-// (the trace's source, say). And per baked picture (app/baked_picture.hpp:
+// (the trace's source, say). And per baked picture (app/dashboard/baked_picture.hpp:
 // a view rendered into a texture once, then shown from it) that the run
 // rendered it, then showed it unchanged from its texture in most frames
 // rather than rendering it again each frame; the widget's palette check
@@ -33,7 +33,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "json.hpp"
+#include "platform/json.hpp"
 #include "viz/color_scale.hpp"
 #include "viz/trace_label.hpp"
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "conversation.hpp"
-#include "json.hpp"
-#include "options.hpp"
+#include "chat/conversation.hpp"
+#include "platform/json.hpp"
+#include "platform/options.hpp"
 
 using flashscope::StatusCode;
 using flashscope::app::AppOptions;
