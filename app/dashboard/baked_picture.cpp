@@ -7,7 +7,7 @@
 
 namespace flashscope::app {
 
-// Framebuffer objects are OpenGL 3.0 (the context main.cpp asks for); the
+// Framebuffer objects are OpenGL 3.0 (the context platform/window.cpp asks for); the
 // system headers declare only GL 1.x functions, so these come through GLFW.
 struct FramebufferApi {
   PFNGLGENFRAMEBUFFERSPROC gen = nullptr;

@@ -2,7 +2,7 @@
 // OpenGL texture and then shown as one textured quad.
 //
 // Why: without a GPU the window is drawn by Mesa's llvmpipe on one core
-// (main.cpp leaves the others to the engine). There every ImDrawList
+// (platform/core_sharing.cpp leaves the others to the engine). There every ImDrawList
 // primitive costs about a microsecond to set up and every pixel it covers
 // ~10 ns, each frame; the trace views draw thousands of cells, spans and
 // CTAs (a tile heatmap: 1024 cells and their marks, twice; the SM chart:
