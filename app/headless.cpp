@@ -9,52 +9,42 @@ namespace flashscope::app {
 
 namespace {
 
-JsonValue rect_json(const PanelRect& r) {
-  JsonValue o = JsonValue::make_object();
-  o.object["x"] = JsonValue::of(static_cast<double>(r.x));
-  o.object["y"] = JsonValue::of(static_cast<double>(r.y));
-  o.object["w"] = JsonValue::of(static_cast<double>(r.w));
-  o.object["h"] = JsonValue::of(static_cast<double>(r.h));
-  return o;
-}
+Json rect_json(float x, float y, float w, float h) { return {{"x", x}, {"y", y}, {"w", w}, {"h", h}}; }
+Json rect_json(const PanelRect& r) { return rect_json(r.x, r.y, r.w, r.h); }
 
 }  // namespace
 
 std::string layout_json(const HeadlessFrame& f) {
-  JsonValue root = JsonValue::make_object();
-  root.object["width"] = JsonValue::of(f.fb_width);
-  root.object["height"] = JsonValue::of(f.fb_height);
-  root.object["frames"] = JsonValue::of(f.frames);
-  root.object["tab"] = JsonValue::of(dashboard_tab_name(f.dashboard.active));
-  root.object["font"] = JsonValue::of(f.fonts.dejavu ? "DejaVu Sans" : "ImGui default");
-  root.object["engine"] = JsonValue::of(engine_state_name(f.snap.state));
-  JsonValue panels = JsonValue::make_object();
-  panels.object["chat"] = rect_json(f.layout.chat);
-  panels.object["dashboard"] = rect_json(f.layout.dashboard);
-  panels.object["status_bar"] = rect_json(f.layout.status_bar);
-  root.object["panels"] = std::move(panels);
   // The dashboard's drawn widgets (heatmaps, timelines, charts) of the last frame.
-  JsonValue widgets = JsonValue::make_object();
-  for (const NamedRect& w : f.dashboard.widgets) widgets.object[w.name] = rect_json({w.x, w.y, w.w, w.h});
-  root.object["widgets"] = std::move(widgets);
+  Json widgets = Json::object();
+  for (const NamedRect& w : f.dashboard.widgets) widgets[w.name] = rect_json(w.x, w.y, w.w, w.h);
   // The baked pictures (dashboard/baked_picture.hpp): how often each was
   // rendered into its texture, and how many frames it was shown from it unchanged.
-  JsonValue pictures = JsonValue::make_object();
+  Json pictures = Json::object();
   for (const auto& [name, p] : f.dashboard.pictures.pictures()) {
-    JsonValue o = JsonValue::make_object();
-    o.object["renders"] = JsonValue::of(p.renders());
-    o.object["shows"] = JsonValue::of(p.shows());
-    pictures.object[name] = std::move(o);
+    pictures[name] = {{"renders", p.renders()}, {"shows", p.shows()}};
   }
-  root.object["pictures"] = std::move(pictures);
-  root.object["messages"] = JsonValue::of(static_cast<int>(f.conversation.messages.size()));
   const TraceSlot* shown = shown_slot(f.sources);
-  root.object["source"] = JsonValue::of(trace_origin_name(shown ? f.sources.shown : TraceOrigin::kNone));
-  root.object["provenance"] = JsonValue::of(shown ? shown->provenance : std::string());
-  root.object["trace_device"] = JsonValue::of(shown ? shown->trace->meta.device_name : std::string());
-  root.object["replay_error"] = JsonValue::of(f.sources.replay_error);
-  root.object["lab_runs"] = JsonValue::of(static_cast<double>(f.lab.runs));
-  root.object["lab_kernel"] = JsonValue::of(f.lab.kernel);
+  const Json root = {
+      {"width", f.fb_width},
+      {"height", f.fb_height},
+      {"frames", f.frames},
+      {"tab", dashboard_tab_name(f.dashboard.active)},
+      {"font", f.fonts.dejavu ? "DejaVu Sans" : "ImGui default"},
+      {"engine", engine_state_name(f.snap.state)},
+      {"panels",
+       {{"chat", rect_json(f.layout.chat)},
+        {"dashboard", rect_json(f.layout.dashboard)},
+        {"status_bar", rect_json(f.layout.status_bar)}}},
+      {"widgets", std::move(widgets)},
+      {"pictures", std::move(pictures)},
+      {"messages", f.conversation.messages.size()},
+      {"source", trace_origin_name(shown ? f.sources.shown : TraceOrigin::kNone)},
+      {"provenance", shown ? shown->provenance : std::string()},
+      {"trace_device", shown ? shown->trace->meta.device_name : std::string()},
+      {"replay_error", f.sources.replay_error},
+      {"lab_runs", f.lab.runs},
+      {"lab_kernel", f.lab.kernel}};
   return json_write(root);
 }
 

@@ -14,32 +14,30 @@ namespace {
 constexpr const char* kFormatTag = "flashscope-conversation";
 constexpr int kFormatVersion = 1;
 
-JsonValue stats_to_json(const AnswerStats& s) {
-  JsonValue o = JsonValue::make_object();
-  o.object["prompt_tokens"] = JsonValue::of(s.prompt_tokens);
-  o.object["generated_tokens"] = JsonValue::of(s.generated_tokens);
-  o.object["context_tokens"] = JsonValue::of(s.context_tokens);
-  o.object["prefill_ms"] = JsonValue::of(s.prefill_ms);
-  o.object["ttft_ms"] = JsonValue::of(s.ttft_ms);
-  o.object["decode_ms"] = JsonValue::of(s.decode_ms);
-  o.object["prefill_tokens_per_s"] = JsonValue::of(s.prefill_tokens_per_s);
-  o.object["decode_tokens_per_s"] = JsonValue::of(s.decode_tokens_per_s);
-  o.object["stop_reason"] = JsonValue::of(s.stop_reason);
-  return o;
+Json stats_to_json(const AnswerStats& s) {
+  return Json{{"prompt_tokens", s.prompt_tokens},
+              {"generated_tokens", s.generated_tokens},
+              {"context_tokens", s.context_tokens},
+              {"prefill_ms", s.prefill_ms},
+              {"ttft_ms", s.ttft_ms},
+              {"decode_ms", s.decode_ms},
+              {"prefill_tokens_per_s", s.prefill_tokens_per_s},
+              {"decode_tokens_per_s", s.decode_tokens_per_s},
+              {"stop_reason", s.stop_reason}};
 }
 
-AnswerStats stats_from_json(const JsonValue& o) {
+AnswerStats stats_from_json(const Json& o) {
   AnswerStats s;
   s.valid = o.is_object();
-  s.prompt_tokens = static_cast<int>(o.get_number("prompt_tokens", 0));
-  s.generated_tokens = static_cast<int>(o.get_number("generated_tokens", 0));
-  s.context_tokens = static_cast<int>(o.get_number("context_tokens", 0));
-  s.prefill_ms = o.get_number("prefill_ms", 0);
-  s.ttft_ms = o.get_number("ttft_ms", 0);
-  s.decode_ms = o.get_number("decode_ms", 0);
-  s.prefill_tokens_per_s = o.get_number("prefill_tokens_per_s", 0);
-  s.decode_tokens_per_s = o.get_number("decode_tokens_per_s", 0);
-  s.stop_reason = o.get_string("stop_reason");
+  s.prompt_tokens = static_cast<int>(json_number(o, "prompt_tokens", 0));
+  s.generated_tokens = static_cast<int>(json_number(o, "generated_tokens", 0));
+  s.context_tokens = static_cast<int>(json_number(o, "context_tokens", 0));
+  s.prefill_ms = json_number(o, "prefill_ms", 0);
+  s.ttft_ms = json_number(o, "ttft_ms", 0);
+  s.decode_ms = json_number(o, "decode_ms", 0);
+  s.prefill_tokens_per_s = json_number(o, "prefill_tokens_per_s", 0);
+  s.decode_tokens_per_s = json_number(o, "decode_tokens_per_s", 0);
+  s.stop_reason = json_string(o, "stop_reason");
   return s;
 }
 
@@ -93,78 +91,78 @@ std::string conversation_as_text(const Conversation& conversation) {
 }
 
 std::string conversation_to_json(const Conversation& c) {
-  JsonValue root = JsonValue::make_object();
-  root.object["format"] = JsonValue::of(kFormatTag);
-  root.object["version"] = JsonValue::of(kFormatVersion);
-  root.object["system_prompt"] = JsonValue::of(c.system_prompt);
-  JsonValue s = JsonValue::make_object();
-  s.object["temperature"] = JsonValue::of(static_cast<double>(c.settings.temperature));
-  s.object["top_k"] = JsonValue::of(c.settings.top_k);
-  s.object["top_p"] = JsonValue::of(static_cast<double>(c.settings.top_p));
-  s.object["min_p"] = JsonValue::of(static_cast<double>(c.settings.min_p));
-  s.object["repetition_penalty"] = JsonValue::of(static_cast<double>(c.settings.repetition_penalty));
-  s.object["repeat_last_n"] = JsonValue::of(c.settings.repeat_last_n);
-  s.object["max_tokens"] = JsonValue::of(c.settings.max_tokens);
-  // Seeds above 2^53 would lose bits as a JSON number: written as a string.
-  s.object["seed"] = JsonValue::of(std::to_string(c.settings.seed));
-  s.object["random_seed"] = JsonValue::of(c.settings.random_seed);
-  root.object["settings"] = std::move(s);
-  JsonValue messages = JsonValue::make_array();
+  const ChatSettings& t = c.settings;
+  Json messages = Json::array();
   for (const Message& m : c.messages) {
-    JsonValue o = JsonValue::make_object();
-    o.object["role"] = JsonValue::of(m.role);
-    o.object["content"] = JsonValue::of(m.content);
-    if (m.stats.valid) o.object["stats"] = stats_to_json(m.stats);
-    messages.array.push_back(std::move(o));
+    Json o = {{"role", m.role}, {"content", m.content}};
+    if (m.stats.valid) o["stats"] = stats_to_json(m.stats);
+    messages.push_back(std::move(o));
   }
-  root.object["messages"] = std::move(messages);
+  const Json root = {
+      {"format", kFormatTag},
+      {"version", kFormatVersion},
+      {"system_prompt", c.system_prompt},
+      {"settings",
+       {{"temperature", static_cast<double>(t.temperature)},
+        {"top_k", t.top_k},
+        {"top_p", static_cast<double>(t.top_p)},
+        {"min_p", static_cast<double>(t.min_p)},
+        {"repetition_penalty", static_cast<double>(t.repetition_penalty)},
+        {"repeat_last_n", t.repeat_last_n},
+        {"max_tokens", t.max_tokens},
+        // Seeds above 2^53 would lose bits as a JSON number: written as a string.
+        {"seed", std::to_string(t.seed)},
+        {"random_seed", t.random_seed}}},
+      {"messages", std::move(messages)}};
   return json_write(root);
 }
 
 Status conversation_from_json(const std::string& text, Conversation* out) {
-  JsonValue root;
+  Json root;
   std::string error;
   if (!json_parse(text, &root, &error)) return corrupt("not valid JSON: " + error);
   if (!root.is_object()) return corrupt("the top level is not an object");
-  if (root.get_string("format") != kFormatTag) {
+  if (json_string(root, "format") != kFormatTag) {
     return corrupt(std::string("\"format\" is not \"") + kFormatTag + "\"");
   }
-  const double version = root.get_number("version", 0);
+  const double version = json_number(root, "version", 0);
   if (version != kFormatVersion) return corrupt("unsupported version " + std::to_string(version) + " (this app reads 1)");
 
   Conversation c;
-  c.system_prompt = root.get_string("system_prompt", "");
-  if (const JsonValue* s = root.find("settings"); s && s->is_object()) {
+  c.system_prompt = json_string(root, "system_prompt", "");
+  if (const Json* s = json_member(root, "settings"); s && s->is_object()) {
     ChatSettings& t = c.settings;
-    t.temperature = static_cast<float>(s->get_number("temperature", t.temperature));
-    t.top_k = static_cast<int>(s->get_number("top_k", t.top_k));
-    t.top_p = static_cast<float>(s->get_number("top_p", t.top_p));
-    t.min_p = static_cast<float>(s->get_number("min_p", t.min_p));
-    t.repetition_penalty = static_cast<float>(s->get_number("repetition_penalty", t.repetition_penalty));
-    t.repeat_last_n = static_cast<int>(s->get_number("repeat_last_n", t.repeat_last_n));
-    t.max_tokens = static_cast<int>(s->get_number("max_tokens", t.max_tokens));
-    if (const JsonValue* seed = s->find("seed")) {
-      if (seed->is_string()) t.seed = std::strtoull(seed->string.c_str(), nullptr, 10);
-      else if (seed->is_number() && seed->number >= 0) t.seed = static_cast<uint64_t>(seed->number);
+    t.temperature = static_cast<float>(json_number(*s, "temperature", t.temperature));
+    t.top_k = static_cast<int>(json_number(*s, "top_k", t.top_k));
+    t.top_p = static_cast<float>(json_number(*s, "top_p", t.top_p));
+    t.min_p = static_cast<float>(json_number(*s, "min_p", t.min_p));
+    t.repetition_penalty = static_cast<float>(json_number(*s, "repetition_penalty", t.repetition_penalty));
+    t.repeat_last_n = static_cast<int>(json_number(*s, "repeat_last_n", t.repeat_last_n));
+    t.max_tokens = static_cast<int>(json_number(*s, "max_tokens", t.max_tokens));
+    if (const Json* seed = json_member(*s, "seed")) {
+      if (seed->is_string()) t.seed = std::strtoull(seed->get_ref<const std::string&>().c_str(), nullptr, 10);
+      else if (seed->is_number_unsigned()) t.seed = seed->get<uint64_t>();
+      else if (seed->is_number() && seed->get<double>() >= 0) t.seed = static_cast<uint64_t>(seed->get<double>());
     }
-    t.random_seed = s->get_bool("random_seed", t.random_seed);
+    t.random_seed = json_bool(*s, "random_seed", t.random_seed);
   }
-  const JsonValue* messages = root.find("messages");
+  const Json* messages = json_member(root, "messages");
   if (!messages || !messages->is_array()) return corrupt("\"messages\" is missing or not an array");
-  for (size_t i = 0; i < messages->array.size(); ++i) {
-    const JsonValue& m = messages->array[i];
-    const JsonValue* role = m.find("role");
-    const JsonValue* content = m.find("content");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    const Json* role = json_member(m, "role");
+    const Json* content = json_member(m, "content");
     if (!role || !role->is_string() || !content || !content->is_string()) {
       return corrupt("message " + std::to_string(i) + " needs string \"role\" and \"content\"");
     }
-    if (role->string != "user" && role->string != "assistant") {
-      return corrupt("message " + std::to_string(i) + " has role \"" + role->string + "\" (user or assistant)");
+    const std::string& role_name = role->get_ref<const std::string&>();
+    if (role_name != "user" && role_name != "assistant") {
+      return corrupt("message " + std::to_string(i) + " has role \"" + role_name + "\" (user or assistant)");
     }
     Message msg;
-    msg.role = role->string;
-    msg.content = content->string;
-    if (const JsonValue* stats = m.find("stats")) msg.stats = stats_from_json(*stats);
+    msg.role = role_name;
+    msg.content = content->get<std::string>();
+    if (const Json* stats = json_member(m, "stats")) msg.stats = stats_from_json(*stats);
     c.messages.push_back(std::move(msg));
   }
   *out = std::move(c);

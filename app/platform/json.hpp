@@ -1,54 +1,61 @@
-// A small JSON value, reader and writer for the app's files (saved
-// conversations, the headless layout dump). Objects keep their keys sorted
-// (std::map), strings are UTF-8 with \uXXXX escapes (surrogate pairs
-// included) decoded on read; numbers are doubles. No exceptions: parse()
-// returns false with a message naming the byte offset.
+// The app's JSON files (saved conversations, the headless layout report)
+// are nlohmann-json values: objects keep their keys sorted, files are
+// pretty-printed with two-space indents and end with a newline. What the
+// app's readers add on top: a parse that reports failure as a message
+// rather than an exception, and member reads with a fallback when the
+// member is absent or of another type, so an unknown or mistyped key never
+// fails a load.
 #pragma once
 
-#include <map>
+#include <nlohmann/json.hpp>
+
 #include <string>
-#include <vector>
 
 namespace flashscope::app {
 
-struct JsonValue {
-  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
-  Kind kind = Kind::kNull;
-  bool boolean = false;
-  double number = 0.0;
-  std::string string;
-  std::vector<JsonValue> array;
-  std::map<std::string, JsonValue> object;
+using Json = nlohmann::json;
 
-  static JsonValue of(bool b);
-  static JsonValue of(double d);
-  static JsonValue of(int i) { return of(static_cast<double>(i)); }
-  static JsonValue of(std::string s);
-  static JsonValue of(const char* s) { return of(std::string(s)); }
-  static JsonValue make_array();
-  static JsonValue make_object();
+// Parses `text`, the whole of it (trailing text is an error). False with
+// *error saying where and what was expected; *out is then unchanged.
+inline bool json_parse(const std::string& text, Json* out, std::string* error) {
+  try {
+    *out = Json::parse(text);
+    return true;
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number past double
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 9: ...": keep what follows the tag.
+    const std::string what = e.what();
+    const size_t tag_end = what.find("] ");
+    if (error) *error = tag_end == std::string::npos ? what : what.substr(tag_end + 2);
+    return false;
+  }
+}
 
-  bool is_object() const { return kind == Kind::kObject; }
-  bool is_array() const { return kind == Kind::kArray; }
-  bool is_string() const { return kind == Kind::kString; }
-  bool is_number() const { return kind == Kind::kNumber; }
+// Pretty-printed, UTF-8 passed through; bytes that are not UTF-8 (a reply cut
+// inside a character, say) become U+FFFD instead of making the file invalid.
+inline std::string json_write(const Json& value) {
+  return value.dump(2, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n";
+}
 
-  // The member `key`, or nullptr when absent or this is not an object.
-  const JsonValue* find(const std::string& key) const;
-  // Typed reads of a member with a fallback when absent or of another kind.
-  std::string get_string(const std::string& key, const std::string& fallback = "") const;
-  double get_number(const std::string& key, double fallback) const;
-  bool get_bool(const std::string& key, bool fallback) const;
-};
+// The member `key` of an object, or null when absent or `object` is not one.
+inline const Json* json_member(const Json& object, const std::string& key) {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
 
-// Parses `text` (the whole of it: trailing garbage is an error). Nesting
-// deeper than 64 levels is refused so a hostile file cannot blow the stack.
-bool json_parse(const std::string& text, JsonValue* out, std::string* error);
+inline double json_number(const Json& object, const std::string& key, double fallback) {
+  const Json* v = json_member(object, key);
+  return v && v->is_number() ? v->get<double>() : fallback;
+}
 
-// Pretty-printed with two-space indents and a final newline.
-std::string json_write(const JsonValue& value);
+inline std::string json_string(const Json& object, const std::string& key, const std::string& fallback = "") {
+  const Json* v = json_member(object, key);
+  return v && v->is_string() ? v->get<std::string>() : fallback;
+}
 
-// `s` as a JSON string literal, quotes included.
-std::string json_quote(const std::string& s);
+inline bool json_bool(const Json& object, const std::string& key, bool fallback) {
+  const Json* v = json_member(object, key);
+  return v && v->is_boolean() ? v->get<bool>() : fallback;
+}
 
 }  // namespace flashscope::app
