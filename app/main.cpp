@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
   int frames = 0;
   int fb_w = 0, fb_h = 0;
   auto headless_frame = [&] {
-    return fs::HeadlessFrame{frames, fb_w,   fb_h,     prompt_sent,  chat.pending_id != 0, live_capture.busy(),
-                             layout, dashboard, window.fonts, snap, conversation,        sources, lab_snap};
+    return fs::HeadlessFrame{frames, fb_w, fb_h, prompt_sent, chat.pending_id != 0, live_capture.busy(),
+                             layout, dashboard, window.fonts, snap, conversation, sources, lab_snap};
   };
   auto next_frame = std::chrono::steady_clock::now();
 
