@@ -12,7 +12,9 @@ namespace flashscope::app {
 
 namespace {
 
-void glfw_error(int code, const char* message) { std::fprintf(stderr, "flashscope: GLFW error %d: %s\n", code, message); }
+void glfw_error(int code, const char* message) {
+  std::fprintf(stderr, "flashscope: GLFW error %d: %s\n", code, message);
+}
 
 }  // namespace
 
