@@ -11,7 +11,7 @@
 // probabilities), magma (time), spans (the timeline's span kinds), any (no
 // palette check) — taken from viz/ itself, so a view drawn with the wrong
 // scale, or not at all, fails. And layout fields that must hold a value
-// (the trace's source, say). And per baked picture (app/baked_picture.hpp:
+// (the trace's source, say). And per baked picture (app/dashboard/baked_picture.hpp:
 // a view rendered into a texture once, then shown from it) that the run
 // rendered it, then showed it unchanged from its texture in most frames
 // rather than rendering it again each frame; the widget's palette check
@@ -33,9 +33,15 @@
 #include <unordered_set>
 #include <vector>
 
-#include "json.hpp"
+#include "platform/json.hpp"
 #include "viz/color_scale.hpp"
 #include "viz/trace_label.hpp"
+
+using flashscope::app::Json;
+using flashscope::app::json_member;
+using flashscope::app::json_number;
+using flashscope::app::json_parse;
+using flashscope::app::json_string;
 
 namespace {
 
@@ -94,15 +100,15 @@ RegionStats region_stats(const Image& img, const Rect& r) {
   return s;
 }
 
-Rect panel_rect(const flashscope::app::JsonValue& layout, const char* name) {
+Rect panel_rect(const Json& layout, const char* name) {
   Rect r;
-  const auto* panels = layout.find("panels");
-  const auto* p = panels ? panels->find(name) : nullptr;
+  const auto* panels = json_member(layout, "panels");
+  const auto* p = panels ? json_member(*panels, name) : nullptr;
   if (!p) return r;
-  r.x = static_cast<int>(p->get_number("x", 0));
-  r.y = static_cast<int>(p->get_number("y", 0));
-  r.w = static_cast<int>(p->get_number("w", 0));
-  r.h = static_cast<int>(p->get_number("h", 0));
+  r.x = static_cast<int>(json_number(*p, "x", 0));
+  r.y = static_cast<int>(json_number(*p, "y", 0));
+  r.w = static_cast<int>(json_number(*p, "w", 0));
+  r.h = static_cast<int>(json_number(*p, "h", 0));
   return r;
 }
 
@@ -159,21 +165,21 @@ double palette_share(const Image& img, const Rect& r, const std::vector<uint32_t
   return r.w * r.h > 0 ? double(hits) / (double(r.w) * r.h) : 0.0;
 }
 
-Rect widget_rect(const flashscope::app::JsonValue& layout, const std::string& name, bool* found) {
+Rect widget_rect(const Json& layout, const std::string& name, bool* found) {
   Rect r;
-  const auto* widgets = layout.find("widgets");
-  const auto* w = widgets ? widgets->find(name) : nullptr;
+  const auto* widgets = json_member(layout, "widgets");
+  const auto* w = widgets ? json_member(*widgets, name) : nullptr;
   *found = w != nullptr;
   if (!w) return r;
-  r.x = static_cast<int>(w->get_number("x", 0));
-  r.y = static_cast<int>(w->get_number("y", 0));
-  r.w = static_cast<int>(w->get_number("w", 0));
-  r.h = static_cast<int>(w->get_number("h", 0));
+  r.x = static_cast<int>(json_number(*w, "x", 0));
+  r.y = static_cast<int>(json_number(*w, "y", 0));
+  r.w = static_cast<int>(json_number(*w, "w", 0));
+  r.h = static_cast<int>(json_number(*w, "h", 0));
   return r;
 }
 
 // "NAME:PALETTE:MIN%": the widget is there, inside the dashboard, drawn, in its palette.
-void check_widget(const Image& img, const flashscope::app::JsonValue& layout, const std::string& spec) {
+void check_widget(const Image& img, const Json& layout, const std::string& spec) {
   const size_t a = spec.find(':'), b = spec.rfind(':');
   if (a == std::string::npos || b == a) {
     check(false, "widget spec '" + spec + "' is NAME:PALETTE:MIN%");
@@ -211,20 +217,20 @@ void check_widget(const Image& img, const flashscope::app::JsonValue& layout, co
 }
 
 // "KEY=VALUE": a string field of the layout holds VALUE.
-void check_expect(const flashscope::app::JsonValue& layout, const std::string& spec) {
+void check_expect(const Json& layout, const std::string& spec) {
   const size_t eq = spec.find('=');
   const std::string key = spec.substr(0, eq), want = eq == std::string::npos ? "" : spec.substr(eq + 1);
-  const std::string got = layout.get_string(key, "(absent)");
+  const std::string got = json_string(layout, key, "(absent)");
   check(got == want, "layout " + key + " is '" + got + "' (want '" + want + "')");
 }
 
 // "NAME": the picture was rendered into its texture, and then shown from it
 // unchanged — rendered in at most half of the run's frames, shown in one at least.
-void check_baked(const flashscope::app::JsonValue& layout, const std::string& name) {
-  const auto* pictures = layout.find("pictures");
-  const auto* p = pictures ? pictures->find(name) : nullptr;
-  const double renders = p ? p->get_number("renders", -1) : -1, shows = p ? p->get_number("shows", -1) : -1;
-  const double frames = layout.get_number("frames", 0);
+void check_baked(const Json& layout, const std::string& name) {
+  const auto* pictures = json_member(layout, "pictures");
+  const auto* p = pictures ? json_member(*pictures, name) : nullptr;
+  const double renders = p ? json_number(*p, "renders", -1) : -1, shows = p ? json_number(*p, "shows", -1) : -1;
+  const double frames = json_number(layout, "frames", 0);
   char buf[200];
   std::snprintf(buf, sizeof buf, "picture %s: rendered %.0f times, shown unchanged %.0f times in %.0f frames",
                 name.c_str(), renders, shows, frames);
@@ -234,7 +240,7 @@ void check_baked(const flashscope::app::JsonValue& layout, const std::string& na
 }  // namespace
 
 // Every check on one image; returns the number that failed.
-int check_image(const Image& img, const flashscope::app::JsonValue& layout, int want_w, int want_h,
+int check_image(const Image& img, const Json& layout, int want_w, int want_h,
                 const std::vector<std::string>& widgets = {}, const std::vector<std::string>& expects = {},
                 const std::vector<std::string>& baked = {}) {
   failures = 0;
@@ -257,8 +263,8 @@ int check_image(const Image& img, const flashscope::app::JsonValue& layout, int 
                 100.0 * chat.w / img.w, 100.0 * dash.w / img.w);
   check(chat.w >= img.w / 4 && dash.w >= img.w * 35 / 100 && chat.w + dash.w >= img.w * 9 / 10, buf);
   check(chat.h >= img.h * 8 / 10 && dash.h >= img.h * 8 / 10, "both panels span most of the height");
-  std::snprintf(buf, sizeof buf, "font: %s", layout.get_string("font").c_str());
-  check(layout.get_string("font") == "DejaVu Sans", buf);
+  std::snprintf(buf, sizeof buf, "font: %s", json_string(layout, "font").c_str());
+  check(json_string(layout, "font") == "DejaVu Sans", buf);
   for (const std::string& w : widgets) check_widget(img, layout, w);
   for (const std::string& e : expects) check_expect(layout, e);
   for (const std::string& b : baked) check_baked(layout, b);
@@ -271,11 +277,11 @@ int self_test() {
   const int w = 1600, h = 1000;
   std::vector<unsigned char> flat(static_cast<size_t>(w) * h * 3, 30);
   Image img{w, h, flat.data()};
-  flashscope::app::JsonValue layout;
+  Json layout;
   std::string error;
   const char* json = R"({"font": "DejaVu Sans", "panels": {
       "chat": {"x": 12, "y": 10, "w": 653, "h": 947}, "dashboard": {"x": 687, "y": 10, "w": 901, "h": 947}}})";
-  if (!flashscope::app::json_parse(json, &layout, &error)) return 1;
+  if (!json_parse(json, &layout, &error)) return 1;
   std::printf("self-test: a flat %dx%d image must fail\n", w, h);
   const int failed = check_image(img, layout, w, h);
   std::printf("self-test: %d checks failed (want at least 5: blank, two panels x two)\n", failed);
@@ -286,7 +292,7 @@ int self_test() {
   const char* with_widget = R"({"font": "DejaVu Sans", "source": "replayed file", "panels": {
       "chat": {"x": 12, "y": 10, "w": 653, "h": 947}, "dashboard": {"x": 687, "y": 10, "w": 901, "h": 947}},
       "widgets": {"tiles_mass": {"x": 700, "y": 100, "w": 256, "h": 256}}})";
-  if (!flashscope::app::json_parse(with_widget, &layout, &error)) return 1;
+  if (!json_parse(with_widget, &layout, &error)) return 1;
   for (int y = 0; y < 256; ++y) {
     for (int x = 0; x < 256; ++x) {
       const viz_rgb c =
@@ -312,7 +318,7 @@ int self_test() {
   // every frame, one never shown from its texture, and a missing one fail.
   const char* with_pictures = R"({"frames": 8, "pictures": {"tiles_mass": {"renders": 1, "shows": 7},
       "tiles_time": {"renders": 8, "shows": 0}, "tiles_probs": {"renders": 1, "shows": 0}}})";
-  if (!flashscope::app::json_parse(with_pictures, &layout, &error)) return 1;
+  if (!json_parse(with_pictures, &layout, &error)) return 1;
   std::printf("self-test: a picture rendered once and shown after must pass\n");
   failures = 0;
   check_baked(layout, "tiles_mass");
@@ -357,9 +363,9 @@ int main(int argc, char** argv) {
   std::ifstream f(argv[2]);
   std::stringstream text;
   text << f.rdbuf();
-  flashscope::app::JsonValue layout;
+  Json layout;
   std::string error;
-  if (!f || !flashscope::app::json_parse(text.str(), &layout, &error)) {
+  if (!f || !json_parse(text.str(), &layout, &error)) {
     std::printf("  [FAIL] cannot read the layout %s: %s\n", argv[2], error.c_str());
     stbi_image_free(data);
     return 1;

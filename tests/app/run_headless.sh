@@ -4,7 +4,7 @@
 # drawn — and, per mode, the dashboard's widgets (drawn, inside the
 # dashboard, in the colours their views use), where the trace came from, and
 # that the trace views' baked pictures were rendered once and then shown
-# from their textures (app/baked_picture.hpp).
+# from their textures (app/dashboard/baked_picture.hpp).
 #   render      a few frames on the Attention tiles tab; needs no model or trace
 #   chat        sends a prompt to the default model and renders until the
 #               answer is complete; then the answer and the picture are checked

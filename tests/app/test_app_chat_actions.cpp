@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "chat_actions.hpp"
+#include "chat/chat_actions.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "support/synthetic_llama.hpp"

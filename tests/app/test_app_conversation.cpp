@@ -1,25 +1,29 @@
-// The app's files and flags: the JSON reader/writer, conversations saved
-// and loaded (and refused when malformed), the ChatML message list a request
-// carries, and the command line.
+// The app's files and flags: how the app reads and writes JSON (nlohmann-json
+// with the app's helpers), conversations saved and loaded (and refused when
+// malformed, and read as the app has always written them), the ChatML
+// message list a request carries, and the command line.
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "conversation.hpp"
-#include "json.hpp"
-#include "options.hpp"
+#include "chat/conversation.hpp"
+#include "platform/json.hpp"
+#include "platform/options.hpp"
 
 using flashscope::StatusCode;
 using flashscope::app::AppOptions;
 using flashscope::app::Conversation;
-using flashscope::app::JsonValue;
+using flashscope::app::Json;
+using flashscope::app::json_member;
+using flashscope::app::json_number;
+using flashscope::app::json_string;
 using flashscope::app::Message;
 
 namespace {
 
-bool parse(const std::string& text, JsonValue* out) {
+bool parse(const std::string& text, Json* out) {
   std::string error;
   return flashscope::app::json_parse(text, out, &error);
 }
@@ -56,42 +60,55 @@ Conversation sample_conversation() {
 }  // namespace
 
 TEST_CASE("app json: strings round-trip through write and parse, escapes and UTF-8 included") {
-  JsonValue root = JsonValue::make_object();
   const std::string tricky = std::string("q\"b\\s/n\nr\rt\tc\x01\x1f") + "é✓😀";
-  root.object["s"] = JsonValue::of(tricky);
-  root.object["n"] = JsonValue::of(-12.5);
-  root.object["big"] = JsonValue::of(1e300);
-  root.object["a"] = JsonValue::make_array();
-  root.object["a"].array.push_back(JsonValue::of(true));
-  root.object["a"].array.push_back(JsonValue());
-  JsonValue back;
+  const Json root = {{"s", tricky}, {"n", -12.5}, {"big", 1e300}, {"a", {true, nullptr}}};
+  Json back;
   REQUIRE(parse(flashscope::app::json_write(root), &back));
-  CHECK(back.get_string("s") == tricky);
-  CHECK(back.get_number("n", 0) == -12.5);
-  CHECK(back.get_number("big", 0) == 1e300);
-  REQUIRE(back.find("a") != nullptr);
-  REQUIRE(back.find("a")->array.size() == 2);
-  CHECK(back.find("a")->array[0].boolean);
-  CHECK(back.find("a")->array[1].kind == JsonValue::Kind::kNull);
+  CHECK(json_string(back, "s") == tricky);
+  CHECK(json_number(back, "n", 0) == -12.5);
+  CHECK(json_number(back, "big", 0) == 1e300);
+  REQUIRE(json_member(back, "a") != nullptr);
+  REQUIRE(json_member(back, "a")->size() == 2);
+  CHECK((*json_member(back, "a"))[0] == true);
+  CHECK((*json_member(back, "a"))[1].is_null());
+  // UTF-8 is written as is; bytes that are not UTF-8 become U+FFFD rather than an invalid file.
+  CHECK(flashscope::app::json_write(Json("é")) == "\"é\"\n");
+  CHECK(flashscope::app::json_write(Json(std::string("cut \xE2\x9C"))) == "\"cut \xEF\xBF\xBD\"\n");
 }
 
 TEST_CASE("app json: \\u escapes decode to UTF-8, surrogate pairs included") {
-  JsonValue v;
+  Json v;
   REQUIRE(parse(R"("\u00e9\u2713\ud83d\ude00")", &v));
-  CHECK(v.string == "é✓😀");
+  CHECK(v.get<std::string>() == "é✓😀");
+}
+
+TEST_CASE("app json: members are read with a fallback when absent or of another type") {
+  Json v;
+  REQUIRE(parse(R"({"n": 2, "s": "x", "b": true, "wrong": "7"})", &v));
+  CHECK(json_number(v, "n", 0) == 2);
+  CHECK(json_number(v, "wrong", 5) == 5);
+  CHECK(json_number(v, "absent", 5) == 5);
+  CHECK(json_string(v, "s") == "x");
+  CHECK(json_string(v, "n", "fallback") == "fallback");
+  CHECK(flashscope::app::json_bool(v, "b", false));
+  CHECK(flashscope::app::json_bool(v, "s", true));
+  CHECK(json_member(Json::array({1}), "n") == nullptr);
 }
 
 TEST_CASE("app json: malformed input is refused with a position") {
-  JsonValue v;
+  Json v = 1;
   std::string error;
   CHECK_FALSE(flashscope::app::json_parse("{\"a\": 1} x", &v, &error));
-  CHECK(error.find("byte") != std::string::npos);
+  CHECK(error.find("line 1, column 10") != std::string::npos);
+  CHECK(v == 1);  // left alone
   for (const char* bad : {"", "{", "[1,]", "{\"a\" 1}", "\"open", "\"\\ud800\"", "\"\\udc00x\"", "01x", "tru",
-                          "\"a\x01\"", "-", "1.", "{\"a\":}"}) {
+                          "\"a\x01\"", "-", "1.", "{\"a\":}", "1e400"}) {
     CAPTURE(bad);
     CHECK_FALSE(parse(bad, &v));
   }
-  CHECK_FALSE(parse(std::string(100, '[') + std::string(100, ']'), &v));  // deeper than 64 levels
+  // The parser keeps its own stack: a hostile file nested far deeper than the
+  // call stack could take is read (and a conversation reader then refuses it).
+  CHECK(parse(std::string(100000, '[') + std::string(100000, ']'), &v));
   CHECK(parse(std::string(60, '[') + std::string(60, ']'), &v));
 }
 
@@ -120,6 +137,85 @@ TEST_CASE("app conversation: JSON round trip keeps prompt, settings, messages an
   CHECK(s.stop_reason == "stop_token");
 }
 
+TEST_CASE("app conversation: reads a file as the app's earlier hand-written JSON writer wrote it") {
+  // sample_conversation() saved by that writer: keys sorted, floats as %.17g, integers without a point.
+  const std::string file = R"JSON({
+  "format": "flashscope-conversation",
+  "messages": [
+    {
+      "content": "héllo ✓ 😀\ttab\u0001",
+      "role": "user"
+    },
+    {
+      "content": "Hi!\n",
+      "role": "assistant",
+      "stats": {
+        "context_tokens": 35,
+        "decode_ms": 0,
+        "decode_tokens_per_s": 21.75,
+        "generated_tokens": 4,
+        "prefill_ms": 12.5,
+        "prefill_tokens_per_s": 0,
+        "prompt_tokens": 31,
+        "stop_reason": "stop_token",
+        "ttft_ms": 0
+      }
+    },
+    {
+      "content": "and again",
+      "role": "user"
+    }
+  ],
+  "settings": {
+    "max_tokens": 99,
+    "min_p": 0.05000000074505806,
+    "random_seed": false,
+    "repeat_last_n": 64,
+    "repetition_penalty": 1,
+    "seed": "18446744073709551557",
+    "temperature": 0.25,
+    "top_k": 7,
+    "top_p": 0.94999998807907104
+  },
+  "system_prompt": "Be brief.\nUse \"quotes\" and \\backslashes\\.",
+  "version": 1
+}
+)JSON";
+  const Conversation c = sample_conversation();
+  Conversation back;
+  REQUIRE(flashscope::app::conversation_from_json(file, &back).ok());
+  CHECK(back.system_prompt == c.system_prompt);
+  CHECK(back.settings.temperature == c.settings.temperature);
+  CHECK(back.settings.top_p == c.settings.top_p);
+  CHECK(back.settings.min_p == c.settings.min_p);
+  CHECK(back.settings.repetition_penalty == c.settings.repetition_penalty);
+  CHECK(back.settings.top_k == 7);
+  CHECK(back.settings.max_tokens == 99);
+  CHECK(back.settings.seed == c.settings.seed);
+  CHECK_FALSE(back.settings.random_seed);
+  REQUIRE(back.messages.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(back.messages[i].role == c.messages[i].role);
+    CHECK(back.messages[i].content == c.messages[i].content);
+    CHECK(back.messages[i].stats.valid == c.messages[i].stats.valid);
+  }
+  CHECK(back.messages[1].stats.prompt_tokens == 31);
+  CHECK(back.messages[1].stats.decode_tokens_per_s == 21.75);
+  CHECK(back.messages[1].stats.stop_reason == "stop_token");
+  // And what the app writes now has the same layout: the same keys in the same order, two-space indents.
+  std::string written = flashscope::app::conversation_to_json(c);
+  auto keys = [](const std::string& text) {
+    std::string out;
+    for (size_t at = text.find("\n"); at != std::string::npos; at = text.find("\n", at + 1)) {
+      const size_t colon = text.find("\": ", at);
+      const size_t next = text.find("\n", at + 1);
+      if (colon != std::string::npos && colon < next) out += text.substr(at + 1, colon - at) + "|";
+    }
+    return out;
+  };
+  CHECK(keys(written) == keys(file));
+}
+
 TEST_CASE("app conversation: malformed files are refused and leave the conversation alone") {
   Conversation c = sample_conversation();
   const std::vector<std::string> bad = {
@@ -130,6 +226,7 @@ TEST_CASE("app conversation: malformed files are refused and leave the conversat
       R"({"format": "flashscope-conversation", "version": 1, "messages": [{"role": "user"}]})",
       R"({"format": "flashscope-conversation", "version": 1, "messages": [{"role": "system", "content": "x"}]})",
       R"([1, 2])",
+      std::string(100000, '[') + std::string(100000, ']'),
   };
   for (const std::string& text : bad) {
     CAPTURE(text);

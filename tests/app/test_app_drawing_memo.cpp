@@ -1,4 +1,4 @@
-// What decides when a baked picture (app/baked_picture.hpp) is rendered
+// What decides when a baked picture (app/dashboard/baked_picture.hpp) is rendered
 // again, without a window: the framebuffer pixels its rectangle covers,
 // and the memory of the drawing its texture holds. A picture must never
 // show a stale drawing — any byte that differs re-renders it — and must
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "drawing_memo.hpp"
+#include "dashboard/drawing_memo.hpp"
 
 namespace app = flashscope::app;
 

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine_worker.hpp"
+#include "chat/engine_worker.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"

@@ -15,13 +15,13 @@
 #include <string>
 #include <thread>
 
-#include "capture.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/half.hpp"
-#include "kernel_lab.hpp"
-#include "live_capture.hpp"
-#include "synthetic_problem.hpp"
-#include "trace_sources.hpp"
+#include "lab/kernel_lab.hpp"
+#include "traces/capture.hpp"
+#include "traces/live_capture.hpp"
+#include "traces/synthetic_problem.hpp"
+#include "traces/trace_sources.hpp"
 
 namespace fs = flashscope;
 namespace app = flashscope::app;

@@ -1,4 +1,4 @@
-// find_default_model(): the search the CLI and the app share (model.hpp).
+// find_repo_file() and find_default_model(): the searches the CLI and the app share (repo_file.hpp, model.hpp).
 #include <unistd.h>
 
 #include <climits>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flashscope/model.hpp"
+#include "flashscope/repo_file.hpp"
 
 namespace flashscope {
 namespace {
@@ -20,19 +21,16 @@ std::string parent_dir(const std::string& path) {
 
 }  // namespace
 
-std::string find_default_model() {
-  std::vector<std::string> candidates;
-  const std::string rel = std::string("assets/models/") + kDefaultModelFile;
-  if (const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR"); dir && *dir)
-    candidates.push_back(std::string(dir) + "/" + kDefaultModelFile);
-  candidates.push_back(rel);
+std::string find_repo_file(const std::string& relative) {
+  if (relative.empty()) return "";  // else the executable's folder itself would count as found
+  std::vector<std::string> candidates{relative};
   char exe[PATH_MAX];
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len > 0) {
     exe[len] = '\0';
     std::string dir = parent_dir(exe);
     for (int depth = 0; depth < 8; ++depth) {
-      candidates.push_back(dir + "/" + rel);
+      candidates.push_back(dir + "/" + relative);
       if (dir == "/") break;
       dir = parent_dir(dir);
     }
@@ -40,6 +38,14 @@ std::string find_default_model() {
   for (const std::string& c : candidates)
     if (std::ifstream(c).good()) return c;
   return "";
+}
+
+std::string find_default_model() {
+  if (const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR"); dir && *dir) {
+    const std::string in_dir = std::string(dir) + "/" + kDefaultModelFile;
+    if (std::ifstream(in_dir).good()) return in_dir;
+  }
+  return find_repo_file(std::string("assets/models/") + kDefaultModelFile);
 }
 
 }  // namespace flashscope

@@ -1,0 +1,70 @@
+// What the chat panel's buttons do, apart from drawing them: the chat's UI
+// state, the requests sent to the engine worker, and the per-frame sync of
+// the streamed answer into the conversation. No ImGui here, so the tests
+// drive these exactly as the panel does, without a window.
+//
+// Invariant: while pending_id != 0, the conversation's last message is the
+// assistant answer that request streams into, and nothing reorders the
+// messages (edit, regenerate, load refuse or stop first).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "chat/conversation.hpp"
+#include "chat/engine_worker.hpp"
+#include "dashboard/metrics.hpp"
+
+namespace flashscope::app {
+
+// Everything the chat panel keeps between frames; the caller owns it.
+struct ChatPanelState {
+  std::string input;                 // the message being typed
+  uint64_t next_request_id = 1;      // ids for EngineRequest, increasing
+  uint64_t pending_id = 0;           // the answer streaming into the last message; 0: none
+  bool stop_requested = false;       // Stop pressed, waiting for the engine to confirm
+  bool editing = false;              // the last user message is open for editing
+  std::string edit_text;
+  std::string file_path = "conversation.json";
+  std::string file_message;          // result of the last save / load
+  bool file_message_is_error = false;
+  bool focus_input = true;           // give the input keyboard focus next frame
+  bool follow_output = true;         // keep the transcript scrolled to the newest text
+  bool model_defaults_applied = false;  // system prompt taken from the model's template
+  int copied_message = -1;           // "Copied" feedback: which message, and when
+  double copied_at = 0.0;
+};
+
+// True when `text` is empty or only whitespace.
+bool is_blank(const std::string& text);
+
+// Appends a user message and asks the engine to answer it. False (nothing
+// changes) when an answer is still streaming or the text is blank.
+bool send_user_message(ChatPanelState& state, Conversation& conversation, EngineWorker& worker, const std::string& text);
+
+// Drops the last answer and asks for a new one (a fresh seed when random_seed).
+bool regenerate_last_answer(ChatPanelState& state, Conversation& conversation, EngineWorker& worker);
+
+// Replaces the last user message with `text`, drops what followed it and
+// asks for a new answer. The engine keeps its cache up to the first changed token.
+bool edit_last_user_message(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
+                            const std::string& text);
+
+// Stops the streaming answer; what arrived so far is kept.
+void stop_answer(ChatPanelState& state, EngineWorker& worker);
+
+// Forgets the conversation (messages and the engine's cache); settings stay.
+void new_chat(ChatPanelState& state, Conversation& conversation, EngineWorker& worker);
+
+// Replaces the conversation with one loaded from `path` (after new_chat).
+Status load_conversation_into(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
+                              const std::string& path);
+
+// Once per frame: copies the streamed text of the pending answer into the
+// conversation and, when it finished, its statistics (into metrics too).
+// Also takes the model's default system prompt once the model has loaded,
+// unless the person changed the prompt already.
+void sync_chat_with_engine(ChatPanelState& state, Conversation& conversation, const EngineSnapshot& snapshot,
+                           Metrics& metrics);
+
+}  // namespace flashscope::app

@@ -1,0 +1,363 @@
+#include "chat/chat_panel.hpp"
+
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace flashscope::app {
+
+namespace {
+
+// Text that spans the panel, wrapped at its right edge minus `right_pad`.
+void wrapped_text(const std::string& text, float right_pad = 0.0f) {
+  ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x - right_pad);
+  ImGui::TextUnformatted(text.c_str(), text.c_str() + text.size());
+  ImGui::PopTextWrapPos();
+}
+
+float small_button_width(const char* label) {
+  return ImGui::CalcTextSize(label, nullptr, true).x + ImGui::GetStyle().FramePadding.x * 2.0f;
+}
+
+// Places the next items, total_width wide, on the current line ending at
+// screen x `right` (or right after what is already on the line).
+void align_right(float total_width, float right) {
+  ImGui::SameLine();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImGui::SetCursorScreenPos(ImVec2(std::max(p.x, right - total_width), p.y));
+}
+void align_right(float total_width) {
+  align_right(total_width, ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x);
+}
+
+void draw_header(const EngineSnapshot& snap, const UiFonts& fonts) {
+  ImGui::PushFont(fonts.title);
+  ImGui::TextUnformatted("Chat");
+  ImGui::PopFont();
+  ImGui::SameLine();
+  ImGui::AlignTextToFramePadding();
+  switch (snap.state) {
+    case EngineState::kLoading:
+      ImGui::TextColored(palette::kMuted, "loading %s…", snap.model_path.c_str());
+      break;
+    case EngineState::kFailed:
+      ImGui::TextColored(palette::kError, "no model");
+      break;
+    default: {
+      const ModelConfig& c = snap.config;
+      ImGui::TextColored(palette::kMuted, "%s · %d layers · %d/%d heads · d=%d · %.0f MB · %s", snap.model_name.c_str(),
+                         c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, snap.weight_bytes / 1e6,
+                         snap.on_gpu ? "CUDA" : "CPU");
+    }
+  }
+  if (snap.state == EngineState::kFailed) {
+    ImGui::PushStyleColor(ImGuiCol_Text, palette::kError);
+    wrapped_text(snap.load_error);
+    ImGui::PopStyleColor();
+    ImGui::TextColored(palette::kMuted, "Run scripts/fetch_model.sh, or start with --model PATH.");
+  }
+}
+
+// "N of M tokens" as a bar; amber past 90 %.
+void draw_context_meter(const EngineSnapshot& snap) {
+  const int used = snap.context_used;
+  const int cap = std::max(1, snap.context_capacity);
+  const float fraction = static_cast<float>(used) / static_cast<float>(cap);
+  char overlay[160];
+  std::snprintf(overlay, sizeof overlay, "context  %d of %d tokens  (%.1f%%)  ·  KV cache %.1f MB", used,
+                snap.context_capacity, 100.0f * fraction, used * static_cast<double>(snap.kv_bytes_per_token) / 1e6);
+  const bool nearly_full = fraction > 0.9f;
+  if (nearly_full) ImGui::PushStyleColor(ImGuiCol_PlotHistogram, palette::kWarning);
+  ImGui::ProgressBar(fraction, ImVec2(-1.0f, 0.0f), overlay);
+  if (nearly_full) ImGui::PopStyleColor();
+}
+
+void draw_system_prompt(Conversation& conversation, const EngineSnapshot& snap) {
+  std::string preview = conversation.system_prompt.empty() ? "(none)" : conversation.system_prompt;
+  if (preview.size() > 64) preview = preview.substr(0, 61) + "…";
+  for (char& ch : preview) {
+    if (ch == '\n') ch = ' ';
+  }
+  const std::string label = "System prompt  —  " + preview + "###system";
+  if (!ImGui::CollapsingHeader(label.c_str())) return;
+  const float h = ImGui::GetTextLineHeight() * 3.0f + ImGui::GetStyle().FramePadding.y * 2.0f;
+  ImGui::InputTextMultiline("##system", &conversation.system_prompt, ImVec2(-1.0f, h));
+  const std::string model_default =
+      snap.default_system_prompt.empty() ? std::string(kSmolLMDefaultSystemPrompt) : snap.default_system_prompt;
+  if (ImGui::SmallButton("Model default")) conversation.system_prompt = model_default;
+  ImGui::SameLine();
+  if (ImGui::SmallButton("None")) conversation.system_prompt.clear();
+  ImGui::SameLine();
+  ImGui::TextColored(palette::kMuted, "applies from the next answer");
+}
+
+void draw_sampling(Conversation& conversation) {
+  ChatSettings& s = conversation.settings;
+  char label[200];
+  if (s.temperature <= 0.0f) {
+    std::snprintf(label, sizeof label, "Sampling  —  greedy · up to %d tokens###sampling", s.max_tokens);
+  } else {
+    std::snprintf(label, sizeof label,
+                  "Sampling  —  temp %.2f · top-k %d · top-p %.2f · min-p %.2f · up to %d tokens###sampling",
+                  s.temperature, s.top_k, s.top_p, s.min_p, s.max_tokens);
+  }
+  if (!ImGui::CollapsingHeader(label)) return;
+  ImGui::PushItemWidth(ImGui::GetContentRegionAvail().x * 0.55f);
+  ImGui::SliderFloat("Temperature", &s.temperature, 0.0f, 2.0f, s.temperature <= 0.0f ? "0 (greedy)" : "%.2f");
+  ImGui::SliderInt("Top-k", &s.top_k, 0, 200, s.top_k <= 0 ? "off" : "%d");
+  ImGui::SliderFloat("Top-p", &s.top_p, 0.05f, 1.0f, s.top_p >= 1.0f ? "off" : "%.2f");
+  ImGui::SliderFloat("Min-p", &s.min_p, 0.0f, 0.5f, s.min_p <= 0.0f ? "off" : "%.2f");
+  ImGui::SliderFloat("Repetition penalty", &s.repetition_penalty, 1.0f, 2.0f,
+                     s.repetition_penalty <= 1.0f ? "off" : "%.2f");
+  ImGui::SliderInt("Max tokens", &s.max_tokens, 1, 2048);
+  ImGui::Checkbox("New seed for every answer", &s.random_seed);
+  ImGui::BeginDisabled(s.random_seed);
+  ImGui::InputScalar("Seed", ImGuiDataType_U64, &s.seed);
+  ImGui::EndDisabled();
+  ImGui::PopItemWidth();
+  if (ImGui::SmallButton("Defaults")) s = ChatSettings();
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Greedy")) s.temperature = 0.0f;
+}
+
+void draw_file_row(ChatPanelState& state, Conversation& conversation, EngineWorker& worker) {
+  const std::string label = "Conversation file  —  " + state.file_path + "###file";
+  if (!ImGui::CollapsingHeader(label.c_str())) return;
+  ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.55f);
+  ImGui::InputText("##path", &state.file_path);
+  ImGui::SameLine();
+  if (ImGui::Button("Save")) {
+    const Status s = save_conversation(state.file_path, conversation);
+    state.file_message = s.ok() ? "saved " + std::to_string(conversation.messages.size()) + " messages to " +
+                                      state.file_path
+                                : s.to_string();
+    state.file_message_is_error = !s.ok();
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Load")) {
+    const Status s = load_conversation_into(state, conversation, worker, state.file_path);
+    state.file_message = s.ok() ? "loaded " + std::to_string(conversation.messages.size()) + " messages from " +
+                                      state.file_path
+                                : s.to_string();
+    state.file_message_is_error = !s.ok();
+  }
+  if (!state.file_message.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, state.file_message_is_error ? palette::kError : palette::kMuted);
+    wrapped_text(state.file_message);
+    ImGui::PopStyleColor();
+  }
+}
+
+// One message as a rounded "bubble": role, buttons flush right, the text,
+// and for answers a line of statistics. The background is drawn after the
+// contents (on a lower draw-list channel) because its height is known only then.
+void draw_message(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
+                  const EngineSnapshot& snap, const UiFonts& fonts, int index) {
+  Message& m = conversation.messages[static_cast<size_t>(index)];
+  const bool user = m.role == "user";
+  const int n = static_cast<int>(conversation.messages.size());
+  const bool streaming = state.pending_id != 0 && index == n - 1;
+  const bool idle = state.pending_id == 0;
+  const bool last_user = user && (index == n - 1 || (index == n - 2 && conversation.messages.back().role != "user"));
+  const bool last_answer = !user && index == n - 1;
+  const bool edit_here = state.editing && last_user && idle;
+
+  ImGui::PushID(index);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float pad = style.FramePadding.x * 1.25f;
+  const ImVec2 start = ImGui::GetCursorScreenPos();
+  const float width = ImGui::GetContentRegionAvail().x;
+  dl->ChannelsSplit(2);
+  dl->ChannelsSetCurrent(1);
+  ImGui::SetCursorScreenPos(ImVec2(start.x + pad, start.y + pad));
+  ImGui::BeginGroup();
+
+  // "SmolLM2-135M-Instruct.Q4_1" speaks as "SmolLM2-135M-Instruct".
+  const std::string who = user ? "You" : snap.model_name.empty() ? "Assistant" : snap.model_name.substr(0, snap.model_name.find('.'));
+  ImGui::PushFont(fonts.title);
+  ImGui::TextColored(user ? palette::kUser : palette::kAccent, "%s", who.c_str());
+  ImGui::PopFont();
+
+  // Buttons, flush right on the role line.
+  const bool copied = state.copied_message == index && ImGui::GetTime() - state.copied_at < 1.5;
+  const char* copy_label = copied ? "Copied" : "Copy";
+  const bool show_edit = last_user && idle && !state.editing;
+  const bool show_regen = last_answer && idle && !m.content.empty();
+  float buttons = small_button_width(copy_label);
+  if (show_edit) buttons += small_button_width("Edit") + style.ItemSpacing.x;
+  if (show_regen) buttons += small_button_width("Regenerate") + style.ItemSpacing.x;
+  align_right(buttons, start.x + width - pad);
+  if (show_edit && ImGui::SmallButton("Edit")) {
+    state.editing = true;
+    state.edit_text = m.content;
+  }
+  if (show_edit) ImGui::SameLine();
+  if (show_regen && ImGui::SmallButton("Regenerate")) regenerate_last_answer(state, conversation, worker);
+  if (show_regen) ImGui::SameLine();
+  if (ImGui::SmallButton(copy_label)) {
+    ImGui::SetClipboardText(m.content.c_str());
+    state.copied_message = index;
+    state.copied_at = ImGui::GetTime();
+  }
+
+  if (edit_here) {
+    const float h = ImGui::GetTextLineHeight() * 4.0f + style.FramePadding.y * 2.0f;
+    ImGui::InputTextMultiline("##edit", &state.edit_text, ImVec2(width - 2.0f * pad, h));
+    if (ImGui::Button("Send edited")) edit_last_user_message(state, conversation, worker, state.edit_text);
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) state.editing = false;
+  } else if (streaming && m.content.empty() && m.error.empty()) {
+    if (snap.answer_id == state.pending_id && snap.state == EngineState::kPrefilling) {
+      ImGui::TextColored(palette::kMuted, "prefilling %d tokens (%d reused from the KV cache)…",
+                         snap.answer_prompt_tokens, snap.answer_reused_tokens);
+    } else if (snap.state == EngineState::kLoading) {
+      ImGui::TextColored(palette::kMuted, "waiting for the model to load…");
+    } else {
+      ImGui::TextColored(palette::kMuted, "thinking…");
+    }
+  } else {
+    wrapped_text(streaming ? m.content + "\xE2\x96\x8D" : m.content, pad);  // U+258D: a text cursor
+  }
+
+  if (!m.error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, palette::kError);
+    wrapped_text(m.error, pad);
+    ImGui::PopStyleColor();
+  }
+  if (!user) {
+    ImGui::PushFont(fonts.mono);
+    if (streaming && snap.answer_id == state.pending_id && snap.answer_tokens > 0) {
+      ImGui::TextColored(palette::kMuted, "%d tokens · %.1f tok/s%s", snap.answer_tokens,
+                         snap.answer_live_tokens_per_s, state.stop_requested ? " · stopping…" : "");
+    } else if (m.stats.valid) {
+      const AnswerStats& s = m.stats;
+      ImGui::TextColored(palette::kMuted, "%d tokens · %.1f tok/s · prefill %d tok %.0f ms · TTFT %.0f ms · %s",
+                         s.generated_tokens, s.decode_tokens_per_s, s.prompt_tokens, s.prefill_ms, s.ttft_ms,
+                         stop_reason_label(s.stop_reason));
+    }
+    ImGui::PopFont();
+  }
+  ImGui::EndGroup();
+
+  const float bottom = ImGui::GetItemRectMax().y + pad;
+  dl->ChannelsSetCurrent(0);
+  dl->AddRectFilled(start, ImVec2(start.x + width, bottom),
+                    ImGui::GetColorU32(user ? palette::kUserBubble : palette::kAssistantBubble), style.ChildRounding);
+  dl->AddRectFilled(start, ImVec2(start.x + 3.0f, bottom),
+                    ImGui::GetColorU32(user ? palette::kUser : palette::kAccent), style.ChildRounding);
+  dl->ChannelsMerge();
+  ImGui::SetCursorScreenPos(ImVec2(start.x, bottom));
+  ImGui::Dummy(ImVec2(width, style.ItemSpacing.y));
+  ImGui::PopID();
+}
+
+void draw_transcript(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
+                     const EngineSnapshot& snap, const UiFonts& fonts, float height) {
+  ImGui::BeginChild("##transcript", ImVec2(0.0f, height), true);
+  // Stick to the bottom while the user has not scrolled up.
+  const bool stick = state.follow_output || ImGui::GetScrollY() >= ImGui::GetScrollMaxY() - 2.0f;
+  if (conversation.messages.empty()) {
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    ImGui::SetCursorPosY(avail.y * 0.45f);
+    for (const char* hint : {"Ask the model anything.", "Enter sends · Ctrl+Enter adds a line · Esc stops."}) {
+      ImGui::SetCursorPosX(std::max(0.0f, (avail.x - ImGui::CalcTextSize(hint).x) * 0.5f));
+      ImGui::TextColored(palette::kMuted, "%s", hint);
+    }
+  }
+  for (int i = 0; i < static_cast<int>(conversation.messages.size()); ++i) {
+    draw_message(state, conversation, worker, snap, fonts, i);
+  }
+  if (stick) ImGui::SetScrollHereY(1.0f);
+  state.follow_output = false;
+  ImGui::EndChild();
+}
+
+void draw_input(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
+                const EngineSnapshot& snap, float input_height) {
+  const bool engine_ok = snap.state != EngineState::kFailed;
+  const bool idle = state.pending_id == 0;
+  if (state.focus_input) {
+    ImGui::SetKeyboardFocusHere();
+    state.focus_input = false;
+  }
+  const bool entered = ImGui::InputTextMultiline(
+      "##input", &state.input, ImVec2(-1.0f, input_height),
+      ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_CtrlEnterForNewLine);
+  if (state.input.empty() && !ImGui::IsItemActive()) {
+    const ImVec2 p = ImGui::GetItemRectMin();
+    const ImGuiStyle& style = ImGui::GetStyle();
+    ImGui::GetWindowDrawList()->AddText(ImVec2(p.x + style.FramePadding.x, p.y + style.FramePadding.y),
+                                        ImGui::GetColorU32(palette::kMuted), "Message the model…");
+  }
+  bool send = entered;
+
+  ImGui::BeginDisabled(!idle || !engine_ok || is_blank(state.input));
+  send |= ImGui::Button("Send");
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  ImGui::BeginDisabled(idle || state.stop_requested);
+  if (ImGui::Button(state.stop_requested ? "Stopping…" : "Stop")) stop_answer(state, worker);
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  const bool can_regen = idle && engine_ok && !conversation.messages.empty() &&
+                         conversation.messages.back().role == "assistant";
+  ImGui::BeginDisabled(!can_regen);
+  if (ImGui::Button("Regenerate")) regenerate_last_answer(state, conversation, worker);
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  if (ImGui::Button("New chat")) new_chat(state, conversation, worker);
+  ImGui::SameLine();
+  ImGui::BeginDisabled(conversation.messages.empty());
+  if (ImGui::Button("Copy all")) ImGui::SetClipboardText(conversation_as_text(conversation).c_str());
+  ImGui::EndDisabled();
+
+  // Engine state, flush right.
+  char status[96];
+  if (snap.state == EngineState::kGenerating) {
+    std::snprintf(status, sizeof status, "generating · %.1f tok/s", snap.answer_live_tokens_per_s);
+  } else {
+    std::snprintf(status, sizeof status, "engine: %s", engine_state_name(snap.state));
+  }
+  const float status_w = ImGui::CalcTextSize(status).x;
+  ImGui::SameLine();
+  if (ImGui::GetContentRegionAvail().x >= status_w) {  // only where it fits beside the buttons
+    align_right(status_w);
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextColored(snap.state == EngineState::kGenerating ? palette::kAccent : palette::kMuted, "%s", status);
+  } else {
+    ImGui::NewLine();
+  }
+
+  if (!idle && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) stop_answer(state, worker);
+  if (send && idle && engine_ok && send_user_message(state, conversation, worker, state.input)) {
+    state.input.clear();
+  }
+  if (entered) state.focus_input = true;  // Enter deactivates the field; keep typing
+}
+
+}  // namespace
+
+void draw_chat_panel(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
+                     const EngineSnapshot& snap, const UiFonts& fonts) {
+  draw_header(snap, fonts);
+  draw_context_meter(snap);
+  ImGui::Spacing();
+  ImGui::BeginDisabled(state.pending_id != 0);  // settings of a running answer are fixed
+  draw_system_prompt(conversation, snap);
+  draw_sampling(conversation);
+  draw_file_row(state, conversation, worker);
+  ImGui::EndDisabled();
+  ImGui::Spacing();
+
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float input_height = ImGui::GetTextLineHeight() * 3.0f + style.FramePadding.y * 2.0f;
+  const float bottom = input_height + ImGui::GetFrameHeight() + style.ItemSpacing.y * 2.0f;
+  draw_transcript(state, conversation, worker, snap, fonts,
+                  std::max(ImGui::GetFrameHeight() * 3.0f, ImGui::GetContentRegionAvail().y - bottom));
+  draw_input(state, conversation, worker, snap, input_height);
+}
+
+}  // namespace flashscope::app

@@ -1,0 +1,198 @@
+#include "chat/conversation.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "platform/json.hpp"
+
+namespace flashscope::app {
+
+namespace {
+
+constexpr const char* kFormatTag = "flashscope-conversation";
+constexpr int kFormatVersion = 1;
+
+Json stats_to_json(const AnswerStats& s) {
+  return Json{{"prompt_tokens", s.prompt_tokens},
+              {"generated_tokens", s.generated_tokens},
+              {"context_tokens", s.context_tokens},
+              {"prefill_ms", s.prefill_ms},
+              {"ttft_ms", s.ttft_ms},
+              {"decode_ms", s.decode_ms},
+              {"prefill_tokens_per_s", s.prefill_tokens_per_s},
+              {"decode_tokens_per_s", s.decode_tokens_per_s},
+              {"stop_reason", s.stop_reason}};
+}
+
+AnswerStats stats_from_json(const Json& o) {
+  AnswerStats s;
+  s.valid = o.is_object();
+  s.prompt_tokens = static_cast<int>(json_number(o, "prompt_tokens", 0));
+  s.generated_tokens = static_cast<int>(json_number(o, "generated_tokens", 0));
+  s.context_tokens = static_cast<int>(json_number(o, "context_tokens", 0));
+  s.prefill_ms = json_number(o, "prefill_ms", 0);
+  s.ttft_ms = json_number(o, "ttft_ms", 0);
+  s.decode_ms = json_number(o, "decode_ms", 0);
+  s.prefill_tokens_per_s = json_number(o, "prefill_tokens_per_s", 0);
+  s.decode_tokens_per_s = json_number(o, "decode_tokens_per_s", 0);
+  s.stop_reason = json_string(o, "stop_reason");
+  return s;
+}
+
+Status corrupt(const std::string& what) { return {StatusCode::kCorruptData, "conversation file: " + what}; }
+
+}  // namespace
+
+const char* stop_reason_label(const std::string& reason) {
+  if (reason == "stop_token") return "end of turn";
+  if (reason == "max_tokens") return "max tokens";
+  if (reason == "callback") return "stopped";
+  if (reason == "context_full") return "context full";
+  if (reason == "stop_string") return "stop string";
+  if (reason == "cancelled") return "stopped";
+  return reason.c_str();
+}
+
+GenerateParams generate_params(const ChatSettings& settings) {
+  GenerateParams gp;
+  gp.max_tokens = settings.max_tokens;
+  gp.sampling.temperature = settings.temperature;
+  gp.sampling.top_k = settings.top_k;
+  gp.sampling.top_p = settings.top_p;
+  gp.sampling.min_p = settings.min_p;
+  gp.sampling.repetition_penalty = settings.repetition_penalty;
+  gp.sampling.repeat_last_n = settings.repeat_last_n;
+  gp.sampling.seed = settings.seed;
+  return gp;
+}
+
+std::vector<ChatMessage> prompt_messages(const Conversation& conversation, size_t count) {
+  std::vector<ChatMessage> out;
+  if (!conversation.system_prompt.empty()) out.push_back({"system", conversation.system_prompt});
+  for (size_t i = 0; i < conversation.messages.size() && i < count; ++i) {
+    out.push_back({conversation.messages[i].role, conversation.messages[i].content});
+  }
+  return out;
+}
+
+std::string conversation_as_text(const Conversation& conversation) {
+  std::string out;
+  auto add = [&](const char* who, const std::string& text) {
+    if (!out.empty()) out += "\n\n";
+    out += who;
+    out += ": ";
+    out += text;
+  };
+  if (!conversation.system_prompt.empty()) add("System", conversation.system_prompt);
+  for (const Message& m : conversation.messages) add(m.role == "user" ? "User" : "Assistant", m.content);
+  return out;
+}
+
+std::string conversation_to_json(const Conversation& c) {
+  const ChatSettings& t = c.settings;
+  Json messages = Json::array();
+  for (const Message& m : c.messages) {
+    Json o = {{"role", m.role}, {"content", m.content}};
+    if (m.stats.valid) o["stats"] = stats_to_json(m.stats);
+    messages.push_back(std::move(o));
+  }
+  const Json root = {
+      {"format", kFormatTag},
+      {"version", kFormatVersion},
+      {"system_prompt", c.system_prompt},
+      {"settings",
+       {{"temperature", static_cast<double>(t.temperature)},
+        {"top_k", t.top_k},
+        {"top_p", static_cast<double>(t.top_p)},
+        {"min_p", static_cast<double>(t.min_p)},
+        {"repetition_penalty", static_cast<double>(t.repetition_penalty)},
+        {"repeat_last_n", t.repeat_last_n},
+        {"max_tokens", t.max_tokens},
+        // Seeds above 2^53 would lose bits as a JSON number: written as a string.
+        {"seed", std::to_string(t.seed)},
+        {"random_seed", t.random_seed}}},
+      {"messages", std::move(messages)}};
+  return json_write(root);
+}
+
+Status conversation_from_json(const std::string& text, Conversation* out) {
+  Json root;
+  std::string error;
+  if (!json_parse(text, &root, &error)) return corrupt("not valid JSON: " + error);
+  if (!root.is_object()) return corrupt("the top level is not an object");
+  if (json_string(root, "format") != kFormatTag) {
+    return corrupt(std::string("\"format\" is not \"") + kFormatTag + "\"");
+  }
+  const double version = json_number(root, "version", 0);
+  if (version != kFormatVersion) return corrupt("unsupported version " + std::to_string(version) + " (this app reads 1)");
+
+  Conversation c;
+  c.system_prompt = json_string(root, "system_prompt", "");
+  if (const Json* s = json_member(root, "settings"); s && s->is_object()) {
+    ChatSettings& t = c.settings;
+    t.temperature = static_cast<float>(json_number(*s, "temperature", t.temperature));
+    t.top_k = static_cast<int>(json_number(*s, "top_k", t.top_k));
+    t.top_p = static_cast<float>(json_number(*s, "top_p", t.top_p));
+    t.min_p = static_cast<float>(json_number(*s, "min_p", t.min_p));
+    t.repetition_penalty = static_cast<float>(json_number(*s, "repetition_penalty", t.repetition_penalty));
+    t.repeat_last_n = static_cast<int>(json_number(*s, "repeat_last_n", t.repeat_last_n));
+    t.max_tokens = static_cast<int>(json_number(*s, "max_tokens", t.max_tokens));
+    if (const Json* seed = json_member(*s, "seed")) {
+      if (seed->is_string()) t.seed = std::strtoull(seed->get_ref<const std::string&>().c_str(), nullptr, 10);
+      else if (seed->is_number_unsigned()) t.seed = seed->get<uint64_t>();
+      else if (seed->is_number() && seed->get<double>() >= 0) t.seed = static_cast<uint64_t>(seed->get<double>());
+    }
+    t.random_seed = json_bool(*s, "random_seed", t.random_seed);
+  }
+  const Json* messages = json_member(root, "messages");
+  if (!messages || !messages->is_array()) return corrupt("\"messages\" is missing or not an array");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    const Json* role = json_member(m, "role");
+    const Json* content = json_member(m, "content");
+    if (!role || !role->is_string() || !content || !content->is_string()) {
+      return corrupt("message " + std::to_string(i) + " needs string \"role\" and \"content\"");
+    }
+    const std::string& role_name = role->get_ref<const std::string&>();
+    if (role_name != "user" && role_name != "assistant") {
+      return corrupt("message " + std::to_string(i) + " has role \"" + role_name + "\" (user or assistant)");
+    }
+    Message msg;
+    msg.role = role_name;
+    msg.content = content->get<std::string>();
+    if (const Json* stats = json_member(m, "stats")) msg.stats = stats_from_json(*stats);
+    c.messages.push_back(std::move(msg));
+  }
+  *out = std::move(c);
+  return Status::ok_status();
+}
+
+Status save_conversation(const std::string& path, const Conversation& conversation) {
+  if (path.empty()) return invalid_argument("save: no file name");
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return {StatusCode::kIoError, "cannot write " + tmp};
+    const std::string text = conversation_to_json(conversation);
+    f.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!f.flush()) return {StatusCode::kIoError, "cannot write " + tmp};
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return {StatusCode::kIoError, "cannot rename " + tmp + " to " + path};
+  }
+  return Status::ok_status();
+}
+
+Status load_conversation(const std::string& path, Conversation* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return {StatusCode::kIoError, "cannot open " + path};
+  std::ostringstream text;
+  text << f.rdbuf();
+  if (f.bad()) return {StatusCode::kIoError, "cannot read " + path};
+  return conversation_from_json(text.str(), out);
+}
+
+}  // namespace flashscope::app

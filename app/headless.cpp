@@ -1,0 +1,121 @@
+#include "headless.hpp"
+
+#include <cstdio>
+
+#include "platform/json.hpp"
+#include "platform/screenshot.hpp"
+
+namespace flashscope::app {
+
+namespace {
+
+Json rect_json(float x, float y, float w, float h) { return {{"x", x}, {"y", y}, {"w", w}, {"h", h}}; }
+Json rect_json(const PanelRect& r) { return rect_json(r.x, r.y, r.w, r.h); }
+
+}  // namespace
+
+std::string layout_json(const HeadlessFrame& f) {
+  // The dashboard's drawn widgets (heatmaps, timelines, charts) of the last frame.
+  Json widgets = Json::object();
+  for (const NamedRect& w : f.dashboard.widgets) widgets[w.name] = rect_json(w.x, w.y, w.w, w.h);
+  // The baked pictures (dashboard/baked_picture.hpp): how often each was
+  // rendered into its texture, and how many frames it was shown from it unchanged.
+  Json pictures = Json::object();
+  for (const auto& [name, p] : f.dashboard.pictures.pictures()) {
+    pictures[name] = {{"renders", p.renders()}, {"shows", p.shows()}};
+  }
+  const TraceSlot* shown = shown_slot(f.sources);
+  const Json root = {
+      {"width", f.fb_width},
+      {"height", f.fb_height},
+      {"frames", f.frames},
+      {"tab", dashboard_tab_name(f.dashboard.active)},
+      {"font", f.fonts.dejavu ? "DejaVu Sans" : "ImGui default"},
+      {"engine", engine_state_name(f.snap.state)},
+      {"panels",
+       {{"chat", rect_json(f.layout.chat)},
+        {"dashboard", rect_json(f.layout.dashboard)},
+        {"status_bar", rect_json(f.layout.status_bar)}}},
+      {"widgets", std::move(widgets)},
+      {"pictures", std::move(pictures)},
+      {"messages", f.conversation.messages.size()},
+      {"source", trace_origin_name(shown ? f.sources.shown : TraceOrigin::kNone)},
+      {"provenance", shown ? shown->provenance : std::string()},
+      {"trace_device", shown ? shown->trace->meta.device_name : std::string()},
+      {"replay_error", f.sources.replay_error},
+      {"lab_runs", f.lab.runs},
+      {"lab_kernel", f.lab.kernel}};
+  return json_write(root);
+}
+
+bool HeadlessRun::last_frame(const HeadlessFrame& f) {
+  if (f.prompt_sent && !f.answer_pending && !f.capture_busy) ++frames_after_answer_;
+  // A couple of frames after the answer, so its final statistics are on screen.
+  const bool answered = opt_.has_prompt && frames_after_answer_ >= 3;
+  const bool lab_done = !opt_.run_lab || (f.lab.runs >= 5 && f.lab.trace && f.sources.lab.trace);
+  const bool last =
+      f.frames >= opt_.frames || (answered && lab_done) || (!opt_.has_prompt && opt_.run_lab && lab_done);
+  if (!last) return false;
+  if (!opt_.screenshot.empty()) {
+    const Status s = write_framebuffer_png(opt_.screenshot, f.fb_width, f.fb_height);
+    if (!s.ok()) write_error_ = s.to_string();
+  }
+  if (!opt_.layout.empty()) {
+    const Status s = write_text_file(opt_.layout, layout_json(f));
+    if (!s.ok()) write_error_ = s.to_string();
+  }
+  return true;
+}
+
+int HeadlessRun::report(const HeadlessFrame& f, const AppWindow& window, const Metrics& metrics,
+                        const std::string& capture_error, bool replay_failed) const {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  std::printf("flashscope: %d frames in %.1f s at %dx%d, scale %.2f, font %s, OpenGL %s on %s\n", f.frames, seconds,
+              window.width, window.height, window.scale, f.fonts.dejavu ? "DejaVu Sans" : "ImGui default",
+              window.gl_version.c_str(), window.gl_renderer.c_str());
+  if (f.snap.state == EngineState::kFailed) {
+    std::printf("flashscope: model: %s\n", f.snap.load_error.c_str());
+  } else {
+    std::printf("flashscope: model: %s (%s)\n", f.snap.model_name.c_str(), engine_state_name(f.snap.state));
+  }
+  if (opt_.has_prompt) {
+    const Message* answer = f.conversation.messages.empty() ? nullptr : &f.conversation.messages.back();
+    if (answer && answer->role == "assistant" && answer->stats.valid) {
+      const AnswerStats& s = answer->stats;
+      std::printf("flashscope: answer: %d tokens, %.1f tok/s decode, prefill %d tokens in %.0f ms, stop %s\n",
+                  s.generated_tokens, s.decode_tokens_per_s, s.prompt_tokens, s.prefill_ms, s.stop_reason.c_str());
+      std::printf("flashscope: answer text: %s\n", answer->content.c_str());
+    } else if (answer && !answer->error.empty()) {
+      std::printf("flashscope: answer failed: %s\n", answer->error.c_str());
+    } else {
+      std::printf("flashscope: answer: not finished after %d frames\n", f.frames);
+    }
+    if (metrics.busy_frames > 0) {
+      std::printf("flashscope: UI while the engine worked: %d frames, mean %.1f ms (%.0f fps), worst %.1f ms\n",
+                  metrics.busy_frames, metrics.busy_frame_ms_sum / metrics.busy_frames,
+                  1000.0 * metrics.busy_frames / metrics.busy_frame_ms_sum, metrics.busy_frame_ms_max);
+    }
+  }
+  if (const TraceSlot* shown = shown_slot(f.sources)) {
+    std::printf("flashscope: trace shown: %s (%s, kernel %s)\n", shown->provenance.c_str(),
+                shown->trace->meta.device_name.c_str(), shown->trace->meta.kernel.c_str());
+  }
+  if (opt_.run_lab) {
+    std::printf("flashscope: kernel lab: %llu runs of %s, last %.2f ms%s\n",
+                static_cast<unsigned long long>(f.lab.runs), f.lab.kernel.c_str(), f.lab.last_ms,
+                f.lab.error.empty() ? "" : (", error: " + f.lab.error).c_str());
+  }
+  if (!capture_error.empty()) std::printf("flashscope: trace capture failed: %s\n", capture_error.c_str());
+  int rc = replay_failed ? 1 : 0;
+  if (!opt_.screenshot.empty()) {
+    if (write_error_.empty()) {
+      std::printf("flashscope: wrote %s\n", opt_.screenshot.c_str());
+    } else {
+      std::fprintf(stderr, "flashscope: %s\n", write_error_.c_str());
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+}  // namespace flashscope::app

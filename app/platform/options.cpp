@@ -1,0 +1,130 @@
+#include "platform/options.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace flashscope::app {
+
+const char* const kAppUsage =
+    "usage: flashscope [--model PATH] [--tab NAME] [--replay TRACE] [--run-lab] [--scale S] [--size WxH]\n"
+    "                  [--threads N] [--ctx N]\n"
+    "                  [--frames N] [--screenshot OUT.png] [--layout OUT.json]\n"
+    "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy]\n"
+    "  --model PATH        GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
+    "  --tab NAME          dashboard tab: attention, softmax, pipeline, throughput (default), lab\n"
+    "  --replay TRACE      open a saved trace (flashscope-cli trace prefill --out TRACE) in the dashboard\n"
+    "  --run-lab           start the kernel lab's run loop (with its default or current settings)\n"
+    "  --scale S           UI scale (default: the monitor's content scale, for HiDPI)\n"
+    "  --size WxH          window size at scale 1 (default 1600x1000)\n"
+    "  --threads N         CPU threads per forward pass (default: auto, load-aware)\n"
+    "  --ctx N             KV cache size in tokens (default: the model's context length)\n"
+    "headless (for tests and screenshots; run under xvfb-run without a display):\n"
+    "  --frames N          render N frames and exit; with --prompt, until the answer ends or N frames\n"
+    "  --screenshot PNG    write the last frame as a PNG (window size, no scaling)\n"
+    "  --layout JSON       write where each panel was drawn on the last frame\n"
+    "  --prompt TEXT       send TEXT as the first message once the model has loaded\n"
+    "  --max-tokens N      answer length limit (default 256)\n"
+    "  --seed S            fixed sampling seed (default: a new one for every answer)\n"
+    "  --greedy            temperature 0 (argmax)\n";
+
+namespace {
+
+bool to_int(const char* s, long lo, long hi, long* out) {
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  if (end == s || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* error) {
+  AppOptions o;
+  bool frames_given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (flag == "--greedy") {
+      o.greedy = true;
+      continue;
+    }
+    if (flag == "--run-lab") {
+      o.run_lab = true;
+      continue;
+    }
+    const bool takes_value = flag == "--model" || flag == "--frames" || flag == "--screenshot" || flag == "--layout" ||
+                             flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" ||
+                             flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
+                             flag == "--replay";
+    if (!takes_value) {
+      *error = "unknown argument '" + flag + "'";
+      return false;
+    }
+    if (i + 1 >= argc) {
+      *error = flag + " needs a value";
+      return false;
+    }
+    const char* value = argv[++i];
+    long n = 0;
+    auto bad = [&](const char* what) {
+      *error = flag + ": " + what + ", not '" + value + "'";
+      return false;
+    };
+    if (flag == "--model") {
+      o.model_path = value;
+    } else if (flag == "--frames") {
+      if (!to_int(value, 1, 1000000, &n)) return bad("expected a frame count ≥ 1");
+      o.frames = static_cast<int>(n);
+      frames_given = true;
+    } else if (flag == "--screenshot") {
+      o.screenshot = value;
+    } else if (flag == "--layout") {
+      o.layout = value;
+    } else if (flag == "--tab") {
+      o.tab = value;
+    } else if (flag == "--replay") {
+      if (*value == '\0') return bad("expected a trace file");
+      o.replay = value;
+    } else if (flag == "--prompt") {
+      o.prompt = value;
+      o.has_prompt = true;
+    } else if (flag == "--max-tokens") {
+      if (!to_int(value, 1, 1 << 20, &n)) return bad("expected a token count ≥ 1");
+      o.max_tokens = static_cast<int>(n);
+    } else if (flag == "--seed") {
+      char* end = nullptr;
+      o.seed = std::strtoull(value, &end, 10);
+      if (end == value || *end != '\0') return bad("expected an unsigned integer");
+      o.has_seed = true;
+    } else if (flag == "--size") {
+      int w = 0, h = 0;
+      char tail = 0;
+      if (std::sscanf(value, "%dx%d%c", &w, &h, &tail) != 2 || w < 320 || h < 240 || w > 16384 || h > 16384) {
+        return bad("expected WxH, at least 320x240");
+      }
+      o.width = w;
+      o.height = h;
+    } else if (flag == "--scale") {
+      char* end = nullptr;
+      const double s = std::strtod(value, &end);
+      if (end == value || *end != '\0' || s < 0.5 || s > 4.0) return bad("expected a scale from 0.5 to 4");
+      o.scale = static_cast<float>(s);
+    } else if (flag == "--threads") {
+      if (!to_int(value, 0, 1024, &n)) return bad("expected a thread count");
+      o.threads = static_cast<int>(n);
+    } else if (flag == "--ctx") {
+      if (!to_int(value, 0, 1 << 24, &n)) return bad("expected a token count");
+      o.context = static_cast<int>(n);
+    }
+  }
+  if (!o.screenshot.empty() && !frames_given) o.frames = 5;
+  *out = std::move(o);
+  return true;
+}
+
+}  // namespace flashscope::app
