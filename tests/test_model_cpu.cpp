@@ -27,6 +27,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "support/llama_reference.hpp"
+#include "support/random.hpp"
 #include "support/json_fixture.hpp"
 #include "support/synthetic_llama.hpp"
 
@@ -77,13 +78,7 @@ double max_abs_diff(const std::vector<float>& a, const float* b) {
   return m;
 }
 
-std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int32_t& id : ids) id = d(rng);
-  return ids;
-}
+using flashscope::testing::random_ids;
 
 std::vector<float> run_all(const Model& m, const std::vector<int32_t>& ids) {
   auto seq = m.new_sequence();

@@ -72,6 +72,7 @@
 #include "model/cuda_backend.hpp"
 #include "support/gpu.hpp"
 #include "support/llama_reference.hpp"
+#include "support/random.hpp"
 #include "support/json_fixture.hpp"
 #include "support/synthetic_llama.hpp"
 
@@ -96,13 +97,7 @@ constexpr Bounds kDeepBounds = {0.14, 0.025};
 
 constexpr uint16_t kNaN16 = 0xFFFF;  // NaN in bf16 (what poisoned buffers hold)
 
-std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int32_t& id : ids) id = d(rng);
-  return ids;
-}
+using flashscope::testing::random_ids;
 
 Model load(const std::vector<uint8_t>& bytes, Device device) {
   auto file = GgufFile::from_buffer(bytes);

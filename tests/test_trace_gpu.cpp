@@ -57,11 +57,14 @@
 #include "support/gpu.hpp"
 #include "support/paged_problem.hpp"
 #include "trace/cuda_capture.hpp"
+#include "util/math.hpp"
 
 namespace fs = flashscope;
+using fs::ceil_div;
 using fs::testing::AttentionProblem;
 using fs::testing::AttentionShape;
 using fs::testing::DeviceAttention;
+using fs::testing::DevicePagedAttention;
 using fs::testing::Operand;
 using fs::testing::PagedProblem;
 using fs::testing::PagedShape;
@@ -84,8 +87,6 @@ bool skip_gpu_trace_case() {
 bool near_rel(double got, double want, double rel, double abs = 0) {
   return std::fabs(got - want) <= rel * std::fabs(want) + abs;
 }
-
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // --- exact math for one (sequence, head) ------------------------------------
 
@@ -555,41 +556,7 @@ std::vector<fs::PrefillKernel> probed_kernels() {
 
 // --- paged ------------------------------------------------------------------------
 
-struct DevicePaged {
-  fs::DeviceBuffer q, o, lse, k, v, tables, lens;
-  explicit DevicePaged(PagedProblem& prob)
-      : q(upload(prob.q_storage().data(), prob.q_storage().size() * 2)),
-        o(upload(prob.o_storage().data(), prob.o_storage().size() * 2)),
-        lse(upload(prob.lse_storage().data(), prob.lse_storage().size() * 4)),
-        k(upload(prob.k_pool().data(), prob.k_pool().size() * 2)),
-        v(upload(prob.v_pool().data(), prob.v_pool().size() * 2)),
-        tables(upload(prob.block_tables().data(), prob.block_tables().size() * 4)),
-        lens(upload(prob.kv_lens().data(), prob.kv_lens().size() * 4)) {}
-  fs::PagedAttentionParams params(const PagedProblem& prob, int splits) const {
-    fs::testing::PagedBuffers b;
-    b.q = q.data();
-    b.o = o.data();
-    b.lse = static_cast<float*>(lse.data());
-    b.k_pages = k.data();
-    b.v_pages = v.data();
-    b.block_tables = static_cast<const int32_t*>(tables.data());
-    b.kv_lens = static_cast<const int32_t*>(lens.data());
-    fs::PagedAttentionParams p = prob.params_for(b, fs::Device::kCuda);
-    p.num_splits = splits;
-    return p;
-  }
-  void poison(PagedProblem& prob) {
-    prob.reset_outputs();
-    REQUIRE(o.upload(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
-    REQUIRE(lse.upload(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
-  }
-  void read(PagedProblem& prob) {
-    REQUIRE(o.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
-    REQUIRE(lse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
-  }
-};
-
-void check_paged_capture(PagedProblem& prob, DevicePaged& dev, int splits, const fs::TraceOptions& opt) {
+void check_paged_capture(PagedProblem& prob, DevicePagedAttention& dev, int splits, const fs::TraceOptions& opt) {
   const PagedShape& sh = prob.shape();
   INFO("case: ", sh.describe(), " num_splits=", splits);
   const int b = opt.batch, h = opt.head, group = sh.q_heads / sh.kv_heads;
@@ -597,7 +564,9 @@ void check_paged_capture(PagedProblem& prob, DevicePaged& dev, int splits, const
   // The capture (its own split workspace), then paged_attention() with the same split count.
   dev.poison(prob);
   fs::Trace t;
-  const fs::Status st = fs::capture_cuda_paged_trace(dev.params(prob, splits), opt, &t);
+  fs::PagedAttentionParams p = dev.params(prob);
+  p.num_splits = splits;
+  const fs::Status st = fs::capture_cuda_paged_trace(p, opt, &t);
   REQUIRE_MESSAGE(st.ok(), st.to_string());
   dev.read(prob);
   const std::vector<uint16_t> captured_o = prob.o_storage();
@@ -608,7 +577,6 @@ void check_paged_capture(PagedProblem& prob, DevicePaged& dev, int splits, const
   CHECK(prob.worst_sequence_error(out.data()) < tol.normalized);
   CHECK(prob.max_abs_error(out.data()) < tol.max_abs);
   CHECK(prob.lse_max_abs_error(lse.data()) < tol.lse_abs);
-  fs::PagedAttentionParams p = dev.params(prob, splits);
   auto plan = fs::plan_paged_attention(p);
   REQUIRE(plan.ok());
   CHECK(t.meta.num_splits == plan->num_splits);
@@ -795,18 +763,18 @@ TEST_CASE("gpu trace: paged decode capture, with and without KV splits") {
   if (skip_gpu_trace_case()) return;
   // Decode tile at D128 (32-key tiles), three new tokens, GQA 4, fragmented pages.
   PagedProblem decode(fs::testing::paged_shape({300, 1000, 77}, 8, 2, 3, 128, 16, 501));
-  DevicePaged decode_dev(decode);
+  DevicePagedAttention decode_dev(decode);
   const fs::TraceOptions opt = options(1, 5, {0, 1, 2}, {{0, 0}, {0, 31}});
   for (int splits : {1, 3, 0}) check_paged_capture(decode, decode_dev, splits, opt);
 
   // Decode tile at D64 (64-key tiles), one token, GQA 9/3, splits that leave some empty.
   PagedProblem smol(fs::testing::paged_shape({70, 129}, 9, 3, 1, 64, 64, 502));
-  DevicePaged smol_dev(smol);
+  DevicePagedAttention smol_dev(smol);
   for (int splits : {1, 5}) check_paged_capture(smol, smol_dev, splits, options(0, 7, {0}, {{0, 1}}));
 
   // Chunked prefill over the cache (the 128-row tile): 40 new tokens x 4 heads per kv-head.
   PagedProblem chunk(fs::testing::paged_shape({200, 90}, 8, 2, 40, 64, 16, 503));
-  DevicePaged chunk_dev(chunk);
+  DevicePagedAttention chunk_dev(chunk);
   check_paged_capture(chunk, chunk_dev, 2, options(0, 2, {0, 17, 39}, {{0, 2}, {1, 1}}));
 }
 
