@@ -20,6 +20,7 @@
 #include "flashscope/half.hpp"
 #include "flashscope/paged_attention.hpp"
 #include "json_line.hpp"
+#include "random_inputs.hpp"
 #include "viz/throughput.hpp"
 
 namespace flashscope::cli {
@@ -42,14 +43,6 @@ struct Timing {
 };
 
 using viz::median;
-
-std::vector<uint16_t> random_halves(size_t n, DType dtype, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<uint16_t> out(n);
-  for (auto& x : out) x = dtype == DType::kBF16 ? float_to_bf16(dist(rng)) : float_to_fp16(dist(rng));
-  return out;
-}
 
 Result<Timing> time_runs(const PrefillParams& p, int warmup, int iters) {
   std::vector<double> ms;
