@@ -1,6 +1,7 @@
 // Small arithmetic the runtime's host code shares: tile counts and the
-// constants of the exp2 form of softmax. Private to the runtime (device code
-// keeps its own in kernels/, which this host-only header must not reach).
+// constants of the exp2 form of softmax. Private to the runtime; kernels/
+// keeps its own, since the kernels never include the runtime's headers and
+// the CPU-only build has no kernels/ to include.
 //
 // The softmax runs in log2 units so every exponential is an exp2:
 //   s₂ = s · scale · log2(e),  p = exp2(s₂ − m₂),  and back to natural units
