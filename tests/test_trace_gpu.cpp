@@ -69,6 +69,7 @@ using fs::testing::Operand;
 using fs::testing::PagedProblem;
 using fs::testing::PagedShape;
 using fs::testing::upload;
+using fs::testing::dense_shape;
 
 namespace {
 
@@ -533,20 +534,6 @@ void check_prefill_capture(AttentionProblem& prob, DeviceAttention& dev, fs::Pre
     CHECK(bool(r.flags & fs::TileMassRecord::kSkipped) == (r.kv_tile >= traced_tiles[r.q_tile]));
 }
 
-AttentionShape shape_of(int batch, int q_heads, int kv_heads, int q_len, int kv_len, int dim, bool causal,
-                        uint64_t seed) {
-  AttentionShape s;
-  s.batch = batch;
-  s.q_heads = q_heads;
-  s.kv_heads = kv_heads;
-  s.q_len = q_len;
-  s.kv_len = kv_len;
-  s.head_dim = dim;
-  s.causal = causal;
-  s.seed = seed;
-  return s;
-}
-
 // v1..v6, and the hopper kernel where the device runs it.
 std::vector<fs::PrefillKernel> probed_kernels() {
   std::vector<fs::PrefillKernel> k = fs::all_prefill_kernels();
@@ -687,17 +674,17 @@ fs::TraceOptions options(int batch, int head, std::vector<int32_t> rows, std::ve
 TEST_CASE("gpu trace: prefill capture, every kernel: prefill()'s output, the CPU capture's softmax, tile masses") {
   if (skip_gpu_trace_case()) return;
   // Causal, GQA, tails in both lengths, a cached prefix (kv_len > q_len).
-  AttentionProblem causal(shape_of(2, 4, 2, 200, 330, 64, true, 401));
+  AttentionProblem causal(dense_shape(2, 4, 2, 200, 330, 64, true, 401));
   DeviceAttention causal_dev(causal);
   const fs::TraceOptions causal_opt = options(1, 3, {0, 1, 63, 64, 127, 128, 150, 199}, {{0, 0}, {1, 2}, {0, 5}});
   // Full attention at head_dim 128, every row followed.
-  AttentionProblem full(shape_of(1, 2, 1, 130, 257, 128, false, 402));
+  AttentionProblem full(dense_shape(1, 2, 1, 130, 257, 128, false, 402));
   DeviceAttention full_dev(full);
   std::vector<int32_t> all(130);
   for (int i = 0; i < 130; ++i) all[size_t(i)] = i;
   const fs::TraceOptions full_opt = options(0, 1, all, {{1, 3}});
   // q_len > kv_len causal: early rows see nothing, the first CTA visits no tile.
-  AttentionProblem empty_rows(shape_of(1, 1, 1, 260, 70, 64, true, 403));
+  AttentionProblem empty_rows(dense_shape(1, 1, 1, 260, 70, 64, true, 403));
   DeviceAttention empty_dev(empty_rows);
   const fs::TraceOptions empty_opt = options(0, 0, {0, 128, 189, 190, 191, 259}, {{1, 1}, {2, 0}});
   // Sampled blocks are in the kernel's tiles: keep those its tiling has
@@ -724,7 +711,7 @@ TEST_CASE("gpu trace: prefill capture, every kernel: prefill()'s output, the CPU
 
 TEST_CASE("gpu trace: prefill capture, fp16, varlen, auto, custom scale") {
   if (skip_gpu_trace_case()) return;
-  AttentionShape s = shape_of(2, 6, 3, 0, 0, 128, true, 404);
+  AttentionShape s = dense_shape(2, 6, 3, 0, 0, 128, true, 404);
   s.varlen = true;
   s.q_lens = {70, 300};
   s.kv_lens = {100, 301};
@@ -737,12 +724,12 @@ TEST_CASE("gpu trace: prefill capture, fp16, varlen, auto, custom scale") {
     check_prefill_capture(prob, dev, k, opt);
   // Dense auto: on an H100/H200 prefill() picks the hopper kernel, and the
   // capture traces that one (varlen above stays on v5/v6 there).
-  AttentionProblem dense(shape_of(1, 2, 2, 150, 150, 64, true, 405));
+  AttentionProblem dense(dense_shape(1, 2, 2, 150, 150, 64, true, 405));
   DeviceAttention dense_dev(dense);
   check_prefill_capture(dense, dense_dev, fs::PrefillKernel::kAuto, options(0, 1, {149}, {}));
   // A long key range at head_dim 128: the hopper kernel's 192-key tiles
   // (4500 keys: a partial last tile), causal with a long cached prefix.
-  AttentionProblem long_keys(shape_of(1, 2, 1, 130, 4500, 128, true, 406));
+  AttentionProblem long_keys(dense_shape(1, 2, 1, 130, 4500, 128, true, 406));
   DeviceAttention long_dev(long_keys);
   check_prefill_capture(long_keys, long_dev, fs::PrefillKernel::kAuto, options(0, 1, {0, 129}, {{1, 23}}));
 
@@ -780,7 +767,7 @@ TEST_CASE("gpu trace: paged decode capture, with and without KV splits") {
 
 TEST_CASE("gpu trace: a full span store drops spans, counts them and corrupts nothing") {
   if (skip_gpu_trace_case()) return;
-  AttentionProblem prob(shape_of(1, 2, 2, 256, 512, 64, false, 601));
+  AttentionProblem prob(dense_shape(1, 2, 2, 256, 512, 64, false, 601));
   DeviceAttention dev(prob);
   const fs::TraceOptions opt = options(0, 1, {3}, {});
   const fs::PrefillParams p = dev.params(prob, fs::PrefillKernel::kV5);
@@ -818,7 +805,7 @@ TEST_CASE("gpu trace: a full span store drops spans, counts them and corrupts no
 
 TEST_CASE("gpu trace: bad options and kernels without probes are refused before any launch") {
   if (skip_gpu_trace_case()) return;
-  AttentionProblem prob(shape_of(1, 2, 2, 70, 70, 64, true, 602));
+  AttentionProblem prob(dense_shape(1, 2, 2, 70, 70, 64, true, 602));
   DeviceAttention dev(prob);
   fs::PrefillParams p = dev.params(prob, fs::PrefillKernel::kV5);
   fs::Trace t;

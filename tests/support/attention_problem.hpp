@@ -99,6 +99,31 @@ struct AttentionShape {
   }
 };
 
+// The shapes the suites build: a dense batch, or varlen sequences (batch,
+// q_len and kv_len then come from the lengths). Layout, dtype and scale stay
+// at their defaults for the caller to set.
+inline AttentionShape dense_shape(int batch, int q_heads, int kv_heads, int q_len, int kv_len, int dim, bool causal,
+                                  uint64_t seed = 1) {
+  AttentionShape s;
+  s.batch = batch;
+  s.q_heads = q_heads;
+  s.kv_heads = kv_heads;
+  s.q_len = q_len;
+  s.kv_len = kv_len;
+  s.head_dim = dim;
+  s.causal = causal;
+  s.seed = seed;
+  return s;
+}
+inline AttentionShape varlen_shape(std::vector<int> q_lens, std::vector<int> kv_lens, int q_heads, int kv_heads,
+                                   int dim, bool causal, uint64_t seed = 1) {
+  AttentionShape s = dense_shape(1, q_heads, kv_heads, 0, 0, dim, causal, seed);
+  s.varlen = true;
+  s.q_lens = std::move(q_lens);
+  s.kv_lens = std::move(kv_lens);
+  return s;
+}
+
 // Bounds a correct implementation stays within; see AttentionProblem::tolerance().
 struct Tolerance {
   double normalized = 0;  // ||out − ref|| / ||ref|| over the whole output
