@@ -138,7 +138,8 @@ class PagedProblem {
       for (int t = 0; t < s_.q_len; ++t)
         for (int h = 0; h < s_.q_heads; ++h)
           for (int d = 0; d < D; ++d)
-            q_[static_cast<size_t>(q_offset(b, t, h, d))] = from_float(float(seeded_normal(s_.seed, 0, uint64_t(b), t, h, d)));
+            q_[static_cast<size_t>(q_offset(b, t, h, d))] =
+                from_float(float(seeded_normal(s_.seed, 0, uint64_t(b), t, h, d)));
 
     o_.assign(static_cast<size_t>(q_size + 2 * kOutGuard), kOutGuardBits);
     o_logical_.assign(o_.size(), 0);

@@ -52,7 +52,8 @@ float History::mean() const {
 
 float History::recent_median(size_t n) const {
   if (values.empty() || n == 0) return 0.0f;
-  return median(std::vector<float>(values.end() - static_cast<std::ptrdiff_t>(std::min(n, values.size())), values.end()));
+  const auto newest = values.end() - static_cast<std::ptrdiff_t>(std::min(n, values.size()));
+  return median(std::vector<float>(newest, values.end()));
 }
 
 }  // namespace flashscope::viz
