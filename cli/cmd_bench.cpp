@@ -5,6 +5,7 @@
 // device's SOL from `flashscope-cli info`.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -18,6 +19,9 @@
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/paged_attention.hpp"
+#include "json_line.hpp"
+#include "random_inputs.hpp"
+#include "viz/throughput.hpp"
 
 namespace flashscope::cli {
 namespace {
@@ -38,37 +42,7 @@ struct Timing {
   double stream_ms = 0;
 };
 
-// Minimal JSON string escaping for messages embedded in --json output.
-std::string json_escape(const std::string& in) {
-  std::string out;
-  for (char c : in) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::vector<uint16_t> random_halves(size_t n, DType dtype, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<uint16_t> out(n);
-  for (auto& x : out) x = dtype == DType::kBF16 ? float_to_bf16(dist(rng)) : float_to_fp16(dist(rng));
-  return out;
-}
+using viz::median;
 
 Result<Timing> time_runs(const PrefillParams& p, int warmup, int iters) {
   std::vector<double> ms;
@@ -239,12 +213,23 @@ int bench_decode(int argc, char** argv) {
   const double gbps = bytes / (med * 1e-6) / 1e9;
   const double pct = 100.0 * gbps / info->sol_dram_gbps;
   if (args.has("json")) {
-    std::printf(
-        "{\"kind\":\"decode\",\"batch\":%d,\"q_heads\":%d,\"kv_heads\":%d,\"context\":%d,\"head_dim\":%d,"
-        "\"page_size\":%d,\"q_len\":%d,\"splits\":%d,\"dtype\":\"%s\",\"us\":%.3f,\"us_min\":%.3f,\"gbps\":%.1f,"
-        "\"sol_gbps\":%.0f,\"sol_pct\":%.2f,\"iters\":%d,\"device\":\"%s\"}\n",
-        p.batch, p.q_heads, p.kv_heads, context, p.head_dim, p.page_size, p.q_len, plan->num_splits, dtype_s.c_str(),
-        med, *std::min_element(us.begin(), us.end()), gbps, info->sol_dram_gbps, pct, iters, info->name.c_str());
+    print_json_line({{"kind", "decode"},
+                     {"batch", p.batch},
+                     {"q_heads", p.q_heads},
+                     {"kv_heads", p.kv_heads},
+                     {"context", context},
+                     {"head_dim", p.head_dim},
+                     {"page_size", p.page_size},
+                     {"q_len", p.q_len},
+                     {"splits", plan->num_splits},
+                     {"dtype", dtype_s},
+                     {"us", rounded(med, 3)},
+                     {"us_min", rounded(*std::min_element(us.begin(), us.end()), 3)},
+                     {"gbps", rounded(gbps, 1)},
+                     {"sol_gbps", std::llround(info->sol_dram_gbps)},
+                     {"sol_pct", rounded(pct, 2)},
+                     {"iters", iters},
+                     {"device", info->name}});
   } else {
     std::printf("decode  B=%d Hq=%d Hkv=%d context=%d D=%d page=%d q_len=%d %s on %s\n", p.batch, p.q_heads,
                 p.kv_heads, context, p.head_dim, p.page_size, p.q_len, dtype_s.c_str(), info->name.c_str());
@@ -410,8 +395,10 @@ int cmd_bench(int argc, char** argv) {
     if (!t.ok()) {
       ++failures;
       if (json)
-        std::printf("{\"kind\":\"prefill\",\"kernel\":\"%s\",\"status\":\"%s\",\"error\":\"%s\"}\n", name.c_str(),
-                    status_code_name(t.status().code()), json_escape(t.status().message()).c_str());
+        print_json_line({{"kind", "prefill"},
+                         {"kernel", name},
+                         {"status", status_code_name(t.status().code())},
+                         {"error", t.status().message()}});
       else
         std::printf("  %-8s failed: %s\n", name.c_str(), t.status().to_string().c_str());
       continue;
@@ -420,15 +407,27 @@ int cmd_bench(int argc, char** argv) {
     const double stream_tflops = flops / (t->stream_ms * 1e-3) / 1e12;
     const double pct = sol_tflops > 0 ? 100.0 * tflops / sol_tflops : 0.0;
     if (json) {
-      std::printf(
-          "{\"kind\":\"prefill\",\"kernel\":\"%s\",\"resolved\":\"%s\",\"batch\":%d,\"q_heads\":%d,\"kv_heads\":%d,"
-          "\"q_len\":%d,\"kv_len\":%d,\"head_dim\":%d,\"causal\":%s,\"dtype\":\"%s\",\"ms\":%.5f,\"ms_min\":%.5f,"
-          "\"tflops\":%.2f,\"sol_tflops\":%.1f,\"sol_pct\":%.2f,\"iters\":%d,\"device\":\"%s\","
-          "\"workspace_bytes\":%zu,\"ms_stream\":%.5f,\"tflops_stream\":%.2f}\n",
-          name.c_str(), resolved.c_str(), p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim,
-          p.causal ? "true" : "false", dtype_s.c_str(), t->median_ms, t->min_ms, tflops, sol_tflops, pct, iters,
-          device_name.c_str(), p.workspace != nullptr ? prefill_workspace_bytes(p) : size_t(0), t->stream_ms,
-          stream_tflops);
+      print_json_line({{"kind", "prefill"},
+                       {"kernel", name},
+                       {"resolved", resolved},
+                       {"batch", p.batch},
+                       {"q_heads", p.q_heads},
+                       {"kv_heads", p.kv_heads},
+                       {"q_len", p.q_len},
+                       {"kv_len", p.kv_len},
+                       {"head_dim", p.head_dim},
+                       {"causal", p.causal},
+                       {"dtype", dtype_s},
+                       {"ms", rounded(t->median_ms, 5)},
+                       {"ms_min", rounded(t->min_ms, 5)},
+                       {"tflops", rounded(tflops, 2)},
+                       {"sol_tflops", rounded(sol_tflops, 1)},
+                       {"sol_pct", rounded(pct, 2)},
+                       {"iters", iters},
+                       {"device", device_name},
+                       {"workspace_bytes", p.workspace != nullptr ? prefill_workspace_bytes(p) : size_t(0)},
+                       {"ms_stream", rounded(t->stream_ms, 5)},
+                       {"tflops_stream", rounded(stream_tflops, 2)}});
     } else {
       std::string label = name;
       if (k == PrefillKernel::kAuto && p.device == Device::kCuda) label += "=" + resolved;

@@ -32,6 +32,8 @@
 #include "flashscope/device.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
+#include "json_line.hpp"
+#include "viz/throughput.hpp"
 
 namespace flashscope::cli {
 namespace {
@@ -54,21 +56,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string json_escape(const std::string& in) {
-  std::string out;
-  for (char ch : in) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
-  }
-  return out;
-}
+using viz::median;
 
 bool parse_batches(const std::string& text, std::vector<int>* out) {
   std::stringstream ss(text);
@@ -224,12 +212,20 @@ int cmd_bench_e2e(int argc, char** argv) {
     const double prefill_ms = median(prefill);
     const double prompt_tps = prefill_ms > 0 ? 1000.0 * prompt_len / prefill_ms : 0.0;
     if (json) {
-      std::printf(
-          "{\"kind\":\"e2e\",\"model\":\"%s\",\"device\":\"%s\",\"batch\":%d,\"prompt_len\":%d,\"gen_len\":%d,"
-          "\"runs\":%d,\"prefill_ms\":%.3f,\"prompt_tokens_per_s\":%.1f,\"ttft_ms\":%.3f,\"ttft_last_ms\":%.3f,"
-          "\"decode_tokens_per_s\":%.1f,\"decode_tokens_per_s_per_seq\":%.1f,\"run_ms\":%.1f}\n",
-          json_escape(name).c_str(), json_escape(device_name).c_str(), batch, prompt_len, gen_len, runs, prefill_ms, prompt_tps, median(ttft),
-          median(ttft_max), median(decode), median(steps), median(total));
+      print_json_line({{"kind", "e2e"},
+                       {"model", name},
+                       {"device", device_name},
+                       {"batch", batch},
+                       {"prompt_len", prompt_len},
+                       {"gen_len", gen_len},
+                       {"runs", runs},
+                       {"prefill_ms", rounded(prefill_ms, 3)},
+                       {"prompt_tokens_per_s", rounded(prompt_tps, 1)},
+                       {"ttft_ms", rounded(median(ttft), 3)},
+                       {"ttft_last_ms", rounded(median(ttft_max), 3)},
+                       {"decode_tokens_per_s", rounded(median(decode), 1)},
+                       {"decode_tokens_per_s_per_seq", rounded(median(steps), 1)},
+                       {"run_ms", rounded(median(total), 1)}});
     } else {
       std::printf("  %6d %11.2f %12.0f %10.2f %13.2f %14.1f %13.1f\n", batch, prefill_ms, prompt_tps, median(ttft),
                   median(ttft_max), median(decode), median(steps));

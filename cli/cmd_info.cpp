@@ -1,10 +1,13 @@
 // `flashscope-cli info`: what the GPU is and its speed of light, with the
 // arithmetic, so a reader can check every SOL percentage the tools print.
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "args.hpp"
 #include "commands.hpp"
 #include "flashscope/device.hpp"
+#include "json_line.hpp"
 
 namespace flashscope::cli {
 
@@ -17,7 +20,7 @@ int cmd_info(int argc, char** argv) {
   }
   const int n = cuda_device_count();
   if (n == 0) {
-    if (args.has("json")) std::printf("{\"devices\":0,\"backend\":\"cpu\"}\n");
+    if (args.has("json")) print_json_line({{"devices", 0}, {"backend", "cpu"}});
     else std::printf("no CUDA device (or no CUDA in this build): the CPU backend runs everything\n");
     return 0;
   }
@@ -29,13 +32,19 @@ int cmd_info(int argc, char** argv) {
   }
   const DeviceInfo& d = info.value();
   if (args.has("json")) {
-    std::printf(
-        "{\"device\":\"%s\",\"ordinal\":%d,\"cc\":\"%d.%d\",\"sms\":%d,\"sm_clock_ghz\":%.3f,\"mem_clock_ghz\":%.3f,"
-        "\"bus_bits\":%d,\"memory_gib\":%.1f,\"l2_mib\":%d,\"smem_per_sm_kib\":%d,\"tensor_flops_per_clk_per_sm\":%.0f,"
-        "\"sol_tflops\":%.1f,\"sol_dram_gbps\":%.0f}\n",
-        d.name.c_str(), d.ordinal, d.cc_major, d.cc_minor, d.sm_count, d.sm_clock_ghz, d.mem_clock_ghz,
-        d.mem_bus_bits, d.global_mem_gib, d.l2_mib, d.smem_per_sm_kib, d.tensor_flops_per_clk_per_sm, d.sol_tflops,
-        d.sol_dram_gbps);
+    print_json_line({{"device", d.name},
+                     {"ordinal", d.ordinal},
+                     {"cc", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                     {"sms", d.sm_count},
+                     {"sm_clock_ghz", rounded(d.sm_clock_ghz, 3)},
+                     {"mem_clock_ghz", rounded(d.mem_clock_ghz, 3)},
+                     {"bus_bits", d.mem_bus_bits},
+                     {"memory_gib", rounded(d.global_mem_gib, 1)},
+                     {"l2_mib", d.l2_mib},
+                     {"smem_per_sm_kib", d.smem_per_sm_kib},
+                     {"tensor_flops_per_clk_per_sm", std::llround(d.tensor_flops_per_clk_per_sm)},
+                     {"sol_tflops", rounded(d.sol_tflops, 1)},
+                     {"sol_dram_gbps", std::llround(d.sol_dram_gbps)}});
     return 0;
   }
   std::printf("device %d of %d: %s\n", d.ordinal, n, d.name.c_str());

@@ -22,6 +22,7 @@
 #include "flashscope/half.hpp"
 #include "flashscope/paged_attention.hpp"
 #include "flashscope/trace.hpp"
+#include "random_inputs.hpp"
 
 namespace flashscope::cli {
 namespace {
@@ -80,14 +81,6 @@ bool parse_tiles(const std::string& s, std::vector<TileCoord>* out) {
     at = end + 1;
   }
   return true;
-}
-
-std::vector<uint16_t> random_halves(size_t n, DType dtype, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<uint16_t> out(n);
-  for (auto& x : out) x = dtype == DType::kBF16 ? float_to_bf16(dist(rng)) : float_to_fp16(dist(rng));
-  return out;
 }
 
 void print_summary(const Trace& t) {

@@ -33,6 +33,8 @@ using fs::testing::AttentionProblem;
 using fs::testing::AttentionShape;
 using fs::testing::Layout;
 using fs::testing::Operand;
+using fs::testing::dense_shape;
+using fs::testing::varlen_shape;
 
 namespace {
 
@@ -120,26 +122,6 @@ void check_tiled_against_reference(const AttentionShape& shape) {
   CHECK(lse_err <= tol.lse_abs);
 }
 
-AttentionShape dense_shape(int q_heads, int kv_heads, int q_len, int kv_len, int dim, bool causal) {
-  AttentionShape s;
-  s.q_heads = q_heads;
-  s.kv_heads = kv_heads;
-  s.q_len = q_len;
-  s.kv_len = kv_len;
-  s.head_dim = dim;
-  s.causal = causal;
-  return s;
-}
-
-AttentionShape varlen_shape(std::vector<int> q_lens, std::vector<int> kv_lens, int q_heads, int kv_heads,
-                            int dim, bool causal) {
-  AttentionShape s = dense_shape(q_heads, kv_heads, 0, 0, dim, causal);
-  s.varlen = true;
-  s.q_lens = std::move(q_lens);
-  s.kv_lens = std::move(kv_lens);
-  return s;
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -151,10 +133,10 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST_CASE("reference matches a naive softmax(scale·QKᵀ + mask)·V") {
   std::vector<AttentionShape> shapes = {
-      dense_shape(2, 2, 5, 7, 64, false),
-      dense_shape(2, 2, 7, 7, 64, true),
-      dense_shape(6, 2, 9, 4, 128, true),  // q_len > kv_len: the first 5 rows see nothing
-      dense_shape(3, 1, 4, 13, 64, true),  // chunked prefill
+      dense_shape(1, 2, 2, 5, 7, 64, false),
+      dense_shape(1, 2, 2, 7, 7, 64, true),
+      dense_shape(1, 6, 2, 9, 4, 128, true),  // q_len > kv_len: the first 5 rows see nothing
+      dense_shape(1, 3, 1, 4, 13, 64, true),  // chunked prefill
       varlen_shape({3, 0, 6}, {5, 2, 6}, 4, 2, 64, true),
       varlen_shape({4, 1}, {4, 9}, 3, 3, 64, false),
   };
@@ -190,7 +172,7 @@ TEST_CASE("reference matches a naive softmax(scale·QKᵀ + mask)·V") {
 
 TEST_CASE("identical keys: the output is the mean of the visible V rows") {
   for (bool causal : {false, true}) {
-    AttentionShape shape = dense_shape(2, 1, 5, 9, 64, causal);
+    AttentionShape shape = dense_shape(1, 2, 1, 5, 9, 64, causal);
     shape.seed = 7;
     CAPTURE(causal);
     AttentionProblem prob(shape);
@@ -236,7 +218,7 @@ TEST_CASE("identical keys: the output is the mean of the visible V rows") {
 
 TEST_CASE("causal with q_len == kv_len: row 0 sees only key 0, so it is v[0] exactly") {
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
-    AttentionShape shape = dense_shape(8, 2, 70, 70, 128, true);
+    AttentionShape shape = dense_shape(1, 8, 2, 70, 70, 128, true);
     shape.dtype = dtype;
     shape.batch = 2;
     shape.seed = 11;
@@ -260,7 +242,7 @@ TEST_CASE("causal with q_len == kv_len: row 0 sees only key 0, so it is v[0] exa
 }
 
 TEST_CASE("a huge softmax scale selects the one key equal to the query") {
-  AttentionShape shape = dense_shape(1, 1, 1, 50, 64, false);
+  AttentionShape shape = dense_shape(1, 1, 1, 1, 50, 64, false);
   shape.softmax_scale = 1000.0f;
   shape.seed = 21;
   AttentionProblem prob(shape);
@@ -304,7 +286,7 @@ TEST_CASE("tiled CPU backend rounds P to the dtype before P·V, as the GPU's ten
   // v1 = +256 the output 256·(p1 − 1)/(1 + p1) ≈ -1.28 amplifies that error
   // to ≈ 0.23, about 30 ulps of the bf16 output, so a backend that skips the
   // rounding is told apart.
-  AttentionShape shape = dense_shape(1, 1, 1, 2, 64, false);
+  AttentionShape shape = dense_shape(1, 1, 1, 1, 2, 64, false);
   AttentionProblem prob(shape);
   for (int d = 0; d < 64; ++d) {
     prob.set(Operand::kQ, 0, 0, 0, d, d == 0 ? 1.0f : 0.0f);
@@ -345,7 +327,7 @@ TEST_CASE("tiled CPU backend matches the reference over lengths, head_dim, GQA, 
         const bool big = int64_t(q_len) * kv_len >= 100000;  // keep the suite quick on 2 cores
         const int ratio = ratios[n % 4];
         const int kv_heads = big ? 1 : 2;
-        AttentionShape s = dense_shape(ratio * kv_heads, kv_heads, q_len, kv_len, (n / 2) % 2 ? 128 : 64, causal);
+        AttentionShape s = dense_shape(1, ratio * kv_heads, kv_heads, q_len, kv_len, (n / 2) % 2 ? 128 : 64, causal);
         s.batch = big ? 1 : 2;
         s.dtype = (n / 4) % 2 ? DType::kFP16 : DType::kBF16;
         s.layout = layouts[(n / 3) % 3];
@@ -363,7 +345,7 @@ TEST_CASE("tiled CPU backend: every GQA ratio, both dtypes and head_dims") {
   for (const auto& heads : pairs) {
     for (DType dtype : {DType::kBF16, DType::kFP16}) {
       for (int dim : {64, 128}) {
-        AttentionShape s = dense_shape(heads[0], heads[1], 67, 131, dim, n % 2 == 0);
+        AttentionShape s = dense_shape(1, heads[0], heads[1], 67, 131, dim, n % 2 == 0);
         s.dtype = dtype;
         s.layout = n % 3 == 0 ? Layout::kBHSD : Layout::kBSHD;
         s.seed = 2000 + uint64_t(n++);
@@ -397,7 +379,7 @@ TEST_CASE("tiled CPU backend: varlen batches") {
 
 TEST_CASE("causal with q_len > kv_len: rows that see no key are zero with lse = -inf") {
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
-    AttentionShape s = dense_shape(4, 2, 100, 30, 64, true);
+    AttentionShape s = dense_shape(1, 4, 2, 100, 30, 64, true);
     s.dtype = dtype;
     s.seed = 41;
     INFO(s.describe());
@@ -426,7 +408,7 @@ TEST_CASE("causal with q_len > kv_len: rows that see no key are zero with lse = 
 }
 
 TEST_CASE("kv_len == 0: every row is zero with lse = -inf") {
-  AttentionShape s = dense_shape(2, 1, 9, 0, 64, false);
+  AttentionShape s = dense_shape(1, 2, 1, 9, 0, 64, false);
   AttentionProblem prob(s);
   REQUIRE(run_tiled(prob).ok());
   CHECK(prob.guards_intact());
@@ -439,7 +421,7 @@ TEST_CASE("chunked prefill: a causal chunk after a cached prefix equals the full
   // CPU backend the two runs do the same float operations for each of these
   // rows (key tiles start at key 0 in both), so they agree bit for bit.
   for (DType dtype : {DType::kBF16, DType::kFP16}) {
-    AttentionShape full_shape = dense_shape(6, 2, 200, 200, 64, true);
+    AttentionShape full_shape = dense_shape(1, 6, 2, 200, 200, 64, true);
     full_shape.dtype = dtype;
     full_shape.seed = 51;
     AttentionShape chunk_shape = full_shape;
@@ -468,7 +450,7 @@ TEST_CASE("chunked prefill: a causal chunk after a cached prefix equals the full
 TEST_CASE("tiled CPU backend: the layout changes the addresses, not the numbers") {
   std::vector<float> first;
   for (Layout layout : {Layout::kBSHD, Layout::kBHSD, Layout::kPaddedBSHD}) {
-    AttentionShape s = dense_shape(9, 3, 77, 150, 64, true);
+    AttentionShape s = dense_shape(1, 9, 3, 77, 150, 64, true);
     s.batch = 2;
     s.layout = layout;
     s.seed = 61;
@@ -483,7 +465,7 @@ TEST_CASE("tiled CPU backend: the layout changes the addresses, not the numbers"
 }
 
 TEST_CASE("tiled CPU backend: lse is optional and does not change the output") {
-  AttentionShape s = dense_shape(4, 2, 65, 130, 128, true);
+  AttentionShape s = dense_shape(1, 4, 2, 65, 130, 128, true);
   s.seed = 71;
   AttentionProblem prob(s);
   REQUIRE(run_tiled(prob).ok());
@@ -500,7 +482,7 @@ TEST_CASE("tiled CPU backend: lse is optional and does not change the output") {
 #ifdef _OPENMP
 TEST_CASE("tiled CPU backend: the result does not depend on the thread count") {
   // Each (sequence, head, query block) is one thread's work from start to end.
-  AttentionShape s = dense_shape(8, 2, 300, 300, 64, true);
+  AttentionShape s = dense_shape(1, 8, 2, 300, 300, 64, true);
   s.seed = 81;
   AttentionProblem prob(s);
   REQUIRE(run_tiled(prob).ok());

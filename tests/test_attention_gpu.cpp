@@ -251,16 +251,8 @@ TEST_CASE("gpu prefill: causal grids split into longest-first groups") {
 // Both dtypes, GQA, tails, LSE, and the same bits on a rerun.
 // batch sequences x 12 q-heads over 4 kv-heads: grids of more work tiles than SMs.
 AttentionShape gqa_12_over_4(int batch, int q_len, int kv_len, int head_dim, bool causal, DType dtype, int seed) {
-  AttentionShape s;
-  s.batch = batch;
-  s.q_heads = 12;
-  s.kv_heads = 4;
-  s.q_len = q_len;
-  s.kv_len = kv_len;
-  s.head_dim = head_dim;
-  s.causal = causal;
+  AttentionShape s = testing::dense_shape(batch, 12, 4, q_len, kv_len, head_dim, causal, uint64_t(seed));
   s.dtype = dtype;
-  s.seed = seed;
   return s;
 }
 

@@ -27,7 +27,8 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "support/llama_reference.hpp"
-#include "support/mini_json.hpp"
+#include "support/random.hpp"
+#include "support/json_fixture.hpp"
 #include "support/synthetic_llama.hpp"
 
 using flashscope::GgmlType;
@@ -77,13 +78,7 @@ double max_abs_diff(const std::vector<float>& a, const float* b) {
   return m;
 }
 
-std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int32_t& id : ids) id = d(rng);
-  return ids;
-}
+using flashscope::testing::random_ids;
 
 std::vector<float> run_all(const Model& m, const std::vector<int32_t>& ids) {
   auto seq = m.new_sequence();
@@ -601,35 +596,30 @@ TEST_CASE("forward: SmolLM2-135M logits match HF transformers on the same GGUF")
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
     return;
   }
-  std::ifstream in(FLASHSCOPE_SOURCE_DIR "/tests/data/smollm2_reference_logits.json");
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  flashscope::testing::JsonValue fixture;
-  REQUIRE(flashscope::testing::JsonReader(text).parse(&fixture));
+  const nlohmann::json fixture =
+      flashscope::testing::read_json_fixture(FLASHSCOPE_SOURCE_DIR "/tests/data/smollm2_reference_logits.json");
 
   auto model = Model::load(path);
   REQUIRE_MESSAGE(model.ok(), model.status().to_string());
   const int V = model->config().vocab;
   double worst = 0, sum_sq = 0, worst_centered = 0, sum_sq_centered = 0, widest_swapped_gap = 0;
   int positions = 0, top1_equal = 0, near_ties = 0, n_err = 0;
-  for (const auto& c : fixture["cases"].array) {
+  for (const auto& c : fixture.at("cases")) {
     std::vector<int32_t> ids;
-    for (const auto& v : c["ids"].array) ids.push_back(static_cast<int32_t>(v.number));
-    CAPTURE(c["text"].string);
+    for (const auto& v : c.at("ids")) ids.push_back(v.get<int32_t>());
+    CAPTURE(c.at("text").get<std::string>());
     // The fixture's ids come from transformers' GGUF tokenizer; ours agrees on these prompts.
-    CHECK(model->tokenizer().encode(c["text"].string, true) == ids);
+    CHECK(model->tokenizer().encode(c.at("text").get<std::string>(), true) == ids);
     const std::vector<float> logits = run_all(*model, ids);
-    for (const auto& p : c["positions"].array) {
-      const int pos = static_cast<int>(p["pos"].number);
+    for (const auto& p : c.at("positions")) {
+      const int pos = p.at("pos").get<int>();
       CAPTURE(pos);
       const float* row = logits.data() + static_cast<size_t>(pos) * static_cast<size_t>(V);
-      const auto& top_ids = p["top_ids"].array;
-      const auto& top_logits = p["top_logits"].array;
+      const auto& top_ids = p.at("top_ids");
+      const auto& top_logits = p.at("top_logits");
       REQUIRE(top_ids.size() == 10);
       for (size_t k = 0; k < top_ids.size(); ++k) {
-        const double err = std::fabs(row[static_cast<size_t>(top_ids[k].number)] - top_logits[k].number);
+        const double err = std::fabs(row[top_ids[k].get<size_t>()] - top_logits[k].get<double>());
         worst = std::max(worst, err);
         sum_sq += err * err;
         ++n_err;
@@ -638,18 +628,18 @@ TEST_CASE("forward: SmolLM2-135M logits match HF transformers on the same GGUF")
       // The same errors less their mean at this position: a shift common to
       // all logits does not change the softmax, so this is what sampling sees.
       double mean = 0;
-      for (size_t k = 0; k < top_ids.size(); ++k) mean += row[static_cast<size_t>(top_ids[k].number)] - top_logits[k].number;
+      for (size_t k = 0; k < top_ids.size(); ++k) mean += row[top_ids[k].get<size_t>()] - top_logits[k].get<double>();
       mean /= static_cast<double>(top_ids.size());
       for (size_t k = 0; k < top_ids.size(); ++k) {
-        const double err = std::fabs(row[static_cast<size_t>(top_ids[k].number)] - top_logits[k].number - mean);
+        const double err = std::fabs(row[top_ids[k].get<size_t>()] - top_logits[k].get<double>() - mean);
         worst_centered = std::max(worst_centered, err);
         sum_sq_centered += err * err;
         CHECK(err <= kCenteredBound.max_abs);
       }
       const int argmax = static_cast<int>(std::max_element(row, row + V) - row);
-      const double gap = top_logits[0].number - top_logits[1].number;
+      const double gap = top_logits[0].get<double>() - top_logits[1].get<double>();
       near_ties += gap < kTieGap;
-      if (argmax == static_cast<int>(top_ids[0].number)) {
+      if (argmax == top_ids[0].get<int>()) {
         ++top1_equal;
       } else {
         widest_swapped_gap = std::max(widest_swapped_gap, gap);

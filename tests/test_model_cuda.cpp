@@ -72,7 +72,8 @@
 #include "model/cuda_backend.hpp"
 #include "support/gpu.hpp"
 #include "support/llama_reference.hpp"
-#include "support/mini_json.hpp"
+#include "support/random.hpp"
+#include "support/json_fixture.hpp"
 #include "support/synthetic_llama.hpp"
 
 using namespace flashscope;
@@ -96,13 +97,7 @@ constexpr Bounds kDeepBounds = {0.14, 0.025};
 
 constexpr uint16_t kNaN16 = 0xFFFF;  // NaN in bf16 (what poisoned buffers hold)
 
-std::vector<int32_t> random_ids(int n, int vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, vocab - 1);
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int32_t& id : ids) id = d(rng);
-  return ids;
-}
+using flashscope::testing::random_ids;
 
 Model load(const std::vector<uint8_t>& bytes, Device device) {
   auto file = GgufFile::from_buffer(bytes);
@@ -963,13 +958,8 @@ TEST_CASE("cuda model: SmolLM2-135M matches HF transformers and the CPU backend"
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh, or set FLASHSCOPE_MODEL_DIR)");
     return;
   }
-  std::ifstream in(FLASHSCOPE_SOURCE_DIR "/tests/data/smollm2_reference_logits.json");
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  testing::JsonValue fixture;
-  REQUIRE(testing::JsonReader(text).parse(&fixture));
+  const nlohmann::json fixture =
+      testing::read_json_fixture(FLASHSCOPE_SOURCE_DIR "/tests/data/smollm2_reference_logits.json");
 
   ModelOptions cuda_options;
   cuda_options.device = Device::kCuda;
@@ -981,23 +971,23 @@ TEST_CASE("cuda model: SmolLM2-135M matches HF transformers and the CPU backend"
 
   double worst = 0, sum_sq = 0, worst_centered = 0, sum_sq_centered = 0;
   int positions = 0, top1_ref = 0, top1_cpu = 0, n_err = 0;
-  for (const auto& c : fixture["cases"].array) {
+  for (const auto& c : fixture.at("cases")) {
     std::vector<int32_t> ids;
-    for (const auto& v : c["ids"].array) ids.push_back(static_cast<int32_t>(v.number));
-    CAPTURE(c["text"].string);
+    for (const auto& v : c.at("ids")) ids.push_back(v.get<int32_t>());
+    CAPTURE(c.at("text").get<std::string>());
     const std::vector<float> logits = run_all(*gpu, ids);
     const std::vector<float> cpu_logits = run_all(*cpu, ids);
-    for (const auto& p : c["positions"].array) {
-      const int pos = static_cast<int>(p["pos"].number);
+    for (const auto& p : c.at("positions")) {
+      const int pos = p.at("pos").get<int>();
       CAPTURE(pos);
       const float* row = logits.data() + static_cast<size_t>(pos) * static_cast<size_t>(V);
       const float* cpu_row = cpu_logits.data() + static_cast<size_t>(pos) * static_cast<size_t>(V);
-      const auto& top_ids = p["top_ids"].array;
-      const auto& top_logits = p["top_logits"].array;
+      const auto& top_ids = p.at("top_ids");
+      const auto& top_logits = p.at("top_logits");
       REQUIRE(top_ids.size() == 10);
       double mean = 0;
       for (size_t k = 0; k < top_ids.size(); ++k) {
-        const double d = row[static_cast<size_t>(top_ids[k].number)] - top_logits[k].number;
+        const double d = row[top_ids[k].get<size_t>()] - top_logits[k].get<double>();
         const double err = std::isfinite(d) ? std::fabs(d) : std::numeric_limits<double>::infinity();
         worst = std::max(worst, err);
         sum_sq += err * err;
@@ -1007,15 +997,15 @@ TEST_CASE("cuda model: SmolLM2-135M matches HF transformers and the CPU backend"
       }
       mean /= static_cast<double>(top_ids.size());
       for (size_t k = 0; k < top_ids.size(); ++k) {
-        const double err = std::fabs(row[static_cast<size_t>(top_ids[k].number)] - top_logits[k].number - mean);
+        const double err = std::fabs(row[top_ids[k].get<size_t>()] - top_logits[k].get<double>() - mean);
         worst_centered = std::max(worst_centered, err);
         sum_sq_centered += err * err;
         CHECK(err <= 0.5);
       }
       const int argmax = static_cast<int>(std::max_element(row, row + V) - row);
       const int cpu_argmax = static_cast<int>(std::max_element(cpu_row, cpu_row + V) - cpu_row);
-      const double gap = top_logits[0].number - top_logits[1].number;
-      if (argmax == static_cast<int>(top_ids[0].number)) {
+      const double gap = top_logits[0].get<double>() - top_logits[1].get<double>();
+      if (argmax == top_ids[0].get<int>()) {
         ++top1_ref;
       } else {
         CHECK(gap < 0.25);

@@ -42,12 +42,14 @@
 #include "flashscope/half.hpp"
 #include "flashscope/kv_cache.hpp"
 #include "flashscope/paged_attention.hpp"
+#include "support/device_attention.hpp"
 #include "support/gpu.hpp"
 #include "support/paged_problem.hpp"
 
 using namespace flashscope;
 using flashscope::testing::skip_without_gpu;
 using flashscope::testing::upload;
+using flashscope::testing::DevicePagedAttention;
 using flashscope::testing::PagedBuffers;
 using flashscope::testing::PagedProblem;
 using flashscope::testing::PagedShape;
@@ -62,30 +64,6 @@ std::vector<int> lengths(int n, int lo, int hi, uint64_t seed) {
 PagedShape shape(std::vector<int> kv_lens, int q_heads, int kv_heads, int q_len, int dim, int page, uint64_t seed) {
   return flashscope::testing::paged_shape(std::move(kv_lens), q_heads, kv_heads, q_len, dim, page, seed);
 }
-
-// The problem's inputs on the device (uploaded once, reused for every split count).
-struct DeviceProblem {
-  DeviceBuffer q, o, lse, k, v, tables, lens;
-  explicit DeviceProblem(PagedProblem& prob)
-      : q(upload(prob.q_storage().data(), prob.q_storage().size() * 2)),
-        o(upload(prob.o_storage().data(), prob.o_storage().size() * 2)),
-        lse(upload(prob.lse_storage().data(), prob.lse_storage().size() * 4)),
-        k(upload(prob.k_pool().data(), prob.k_pool().size() * 2)),
-        v(upload(prob.v_pool().data(), prob.v_pool().size() * 2)),
-        tables(upload(prob.block_tables().data(), prob.block_tables().size() * 4)),
-        lens(upload(prob.kv_lens().data(), prob.kv_lens().size() * 4)) {}
-  PagedAttentionParams params(const PagedProblem& prob, bool with_lse = true) const {
-    PagedBuffers b;
-    b.q = q.data();
-    b.o = o.data();
-    b.lse = with_lse ? static_cast<float*>(lse.data()) : nullptr;
-    b.k_pages = k.data();
-    b.v_pages = v.data();
-    b.block_tables = static_cast<const int32_t*>(tables.data());
-    b.kv_lens = static_cast<const int32_t*>(lens.data());
-    return prob.params_for(b, Device::kCuda);
-  }
-};
 
 // The outputs in prob's storage (downloaded) against the FP64 reference.
 void check_against_reference(PagedProblem& prob, bool with_lse) {
@@ -112,15 +90,14 @@ void check_against_reference(PagedProblem& prob, bool with_lse) {
 }
 
 // One run with num_splits forced (0: the plan decides), checked against the reference.
-void check_on_gpu(PagedProblem& prob, DeviceProblem& dev, int num_splits, bool with_lse = true,
+void check_on_gpu(PagedProblem& prob, DevicePagedAttention& dev, int num_splits, bool with_lse = true,
                   PrefillKernel kernel = PrefillKernel::kAuto) {
   INFO("case: ", prob.shape().describe(), " num_splits=", num_splits, with_lse ? "" : " no lse", " kernel ",
        std::string(prefill_kernel_name(kernel)));
-  prob.reset_outputs();
-  REQUIRE(dev.o.upload(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
-  REQUIRE(dev.lse.upload(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
+  dev.poison(prob);
 
-  PagedAttentionParams p = dev.params(prob, with_lse);
+  PagedAttentionParams p = dev.params(prob);
+  if (!with_lse) p.lse = nullptr;
   p.num_splits = num_splits;
   p.kernel = kernel;
   auto plan = plan_paged_attention(p);
@@ -145,14 +122,13 @@ void check_on_gpu(PagedProblem& prob, DeviceProblem& dev, int num_splits, bool w
   REQUIRE_MESSAGE(st.ok(), st.to_string());
   const Status sync = device_synchronize();
   REQUIRE_MESSAGE(sync.ok(), sync.to_string());
-  REQUIRE(dev.o.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
-  REQUIRE(dev.lse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
+  dev.read(prob);
   check_against_reference(prob, with_lse);
 }
 
 void check_all_splits(PagedShape s) {
   PagedProblem prob(std::move(s));
-  DeviceProblem dev(prob);
+  DevicePagedAttention dev(prob);
   for (int splits : {1, 2, 7, 64, 128, 0}) check_on_gpu(prob, dev, splits);
 }
 
@@ -214,7 +190,7 @@ TEST_CASE("gpu paged attention: chunked prefill over the cache (the 128-row tile
   }
   for (PagedShape s : {turn, fresh, wide}) {
     PagedProblem prob(std::move(s));
-    DeviceProblem dev(prob);
+    DevicePagedAttention dev(prob);
     for (int splits : {1, 2, 7, 0}) check_on_gpu(prob, dev, splits, true, PrefillKernel::kHopper);
     check_on_gpu(prob, dev, 0, false, PrefillKernel::kHopper);
   }
@@ -247,7 +223,7 @@ TEST_CASE("gpu paged attention: shared prefix pages") {
 TEST_CASE("gpu paged attention: lse is optional") {
   if (skip_without_gpu()) return;
   PagedProblem prob(shape(lengths(6, 3, 900, 40), 8, 2, 3, 128, 16, 40));
-  DeviceProblem dev(prob);
+  DevicePagedAttention dev(prob);
   for (int splits : {1, 3, 64, 128}) check_on_gpu(prob, dev, splits, /*with_lse=*/false);
 }
 
@@ -271,19 +247,19 @@ TEST_CASE("gpu paged attention: the combine over every way of cutting a row") {
   PagedShape wide = shape(lengths(64, 1, 2048, 52), 32, 8, 1, 128, 64, 52);
   for (PagedShape s : {issue, draft}) {
     PagedProblem prob(std::move(s));
-    DeviceProblem dev(prob);
+    DevicePagedAttention dev(prob);
     for (int splits : counts) check_on_gpu(prob, dev, splits);
     check_on_gpu(prob, dev, 0);
   }
   PagedProblem prob(std::move(wide));
-  DeviceProblem dev(prob);
+  DevicePagedAttention dev(prob);
   for (int splits : {2, 3, 0}) check_on_gpu(prob, dev, splits);
 }
 
 TEST_CASE("gpu paged attention: the plan ignores kv_lens' values (graph-safe)") {
   if (skip_without_gpu()) return;
   PagedProblem prob(shape(lengths(4, 1, 5000, 41), 8, 1, 1, 128, 16, 41));
-  DeviceProblem dev(prob);
+  DevicePagedAttention dev(prob);
   PagedAttentionParams p = dev.params(prob);
   auto before = plan_paged_attention(p);
   REQUIRE(before.ok());
@@ -447,7 +423,7 @@ TEST_CASE("gpu paged attention: split-KV calls captured into a CUDA graph replay
     b_shape.softmax_scale = 0.5f / std::sqrt(float(base.head_dim));
     PagedProblem prob_a(base), prob_b(b_shape);  // the same inputs, B's reference with B's scale
     INFO("case: ", base.describe(), " num_splits=", splits);
-    DeviceProblem dev(prob_a);
+    DevicePagedAttention dev(prob_a);
     CallOutputs out_a(prob_a), out_b(prob_b);
 
     void* stream = nullptr;

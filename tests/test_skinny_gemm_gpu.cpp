@@ -36,28 +36,17 @@
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/half.hpp"
 #include "support/gpu.hpp"
+#include "support/random.hpp"
 
 using namespace flashscope;
 using flashscope::testing::download;
 using flashscope::testing::poisoned;
+using flashscope::testing::random_bf16;
+using flashscope::testing::random_f32;
 using flashscope::testing::skip_without_gpu;
 using flashscope::testing::upload;
 
 namespace {
-
-std::vector<uint16_t> random_bf16(size_t n, std::mt19937_64& rng, float sigma = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<uint16_t> v(n);
-  for (uint16_t& x : v) x = float_to_bf16(normal(rng));
-  return v;
-}
-
-std::vector<float> random_f32(size_t n, std::mt19937_64& rng, float sigma = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
 
 // One problem: weights, the input rows (bf16 and fp32 forms), the norm weight.
 struct Problem {

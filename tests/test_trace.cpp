@@ -43,6 +43,7 @@ namespace fs = flashscope;
 using fs::testing::AttentionProblem;
 using fs::testing::AttentionShape;
 using fs::testing::Operand;
+using fs::testing::dense_shape;
 
 namespace {
 
@@ -671,18 +672,6 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
   check_same(t, parsed.value());
 }
 
-AttentionShape shape_of(int batch, int q_heads, int kv_heads, int q_len, int kv_len, int dim, bool causal) {
-  AttentionShape s;
-  s.batch = batch;
-  s.q_heads = q_heads;
-  s.kv_heads = kv_heads;
-  s.q_len = q_len;
-  s.kv_len = kv_len;
-  s.head_dim = dim;
-  s.causal = causal;
-  return s;
-}
-
 std::vector<int32_t> all_rows(int n) {
   std::vector<int32_t> r(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) r[size_t(i)] = i;
@@ -692,7 +681,7 @@ std::vector<int32_t> all_rows(int n) {
 }  // namespace
 
 TEST_CASE("trace: CPU capture, full attention, every row followed") {
-  AttentionShape s = shape_of(1, 2, 1, 150, 200, 64, false);
+  AttentionShape s = dense_shape(1, 2, 1, 150, 200, 64, false);
   s.seed = 31;
   fs::TraceOptions opt;
   opt.head = 1;
@@ -702,7 +691,7 @@ TEST_CASE("trace: CPU capture, full attention, every row followed") {
 }
 
 TEST_CASE("trace: CPU capture, causal chunked prefill (kv_len > q_len), fp16, GQA") {
-  AttentionShape s = shape_of(2, 4, 2, 130, 300, 128, true);
+  AttentionShape s = dense_shape(2, 4, 2, 130, 300, 128, true);
   s.dtype = fs::DType::kFP16;
   s.layout = fs::testing::Layout::kPaddedBSHD;
   s.seed = 32;
@@ -715,7 +704,7 @@ TEST_CASE("trace: CPU capture, causal chunked prefill (kv_len > q_len), fp16, GQ
 }
 
 TEST_CASE("trace: CPU capture, causal with q_len > kv_len (rows that see nothing)") {
-  AttentionShape s = shape_of(1, 1, 1, 200, 90, 64, true);
+  AttentionShape s = dense_shape(1, 1, 1, 200, 90, 64, true);
   s.seed = 33;
   fs::TraceOptions opt;
   opt.rows = {0, 109, 110, 111, 150, 199};
@@ -724,7 +713,7 @@ TEST_CASE("trace: CPU capture, causal with q_len > kv_len (rows that see nothing
 }
 
 TEST_CASE("trace: CPU capture, varlen and a custom scale") {
-  AttentionShape s = shape_of(2, 3, 3, 0, 0, 64, true);
+  AttentionShape s = dense_shape(2, 3, 3, 0, 0, 64, true);
   s.varlen = true;
   s.q_lens = {70, 129};
   s.kv_lens = {100, 129};
@@ -745,7 +734,7 @@ TEST_CASE("trace: CPU capture, varlen and a custom scale") {
 }
 
 TEST_CASE("trace: CPU capture rejects what it cannot trace") {
-  AttentionProblem prob(shape_of(1, 2, 2, 70, 70, 64, true));
+  AttentionProblem prob(dense_shape(1, 2, 2, 70, 70, 64, true));
   fs::PrefillParams p = prob.host_params();
   fs::Trace t;
   fs::TraceOptions opt;

@@ -57,15 +57,19 @@
 #include "support/gpu.hpp"
 #include "support/paged_problem.hpp"
 #include "trace/cuda_capture.hpp"
+#include "util/math.hpp"
 
 namespace fs = flashscope;
+using fs::ceil_div;
 using fs::testing::AttentionProblem;
 using fs::testing::AttentionShape;
 using fs::testing::DeviceAttention;
+using fs::testing::DevicePagedAttention;
 using fs::testing::Operand;
 using fs::testing::PagedProblem;
 using fs::testing::PagedShape;
 using fs::testing::upload;
+using fs::testing::dense_shape;
 
 namespace {
 
@@ -84,8 +88,6 @@ bool skip_gpu_trace_case() {
 bool near_rel(double got, double want, double rel, double abs = 0) {
   return std::fabs(got - want) <= rel * std::fabs(want) + abs;
 }
-
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // --- exact math for one (sequence, head) ------------------------------------
 
@@ -532,20 +534,6 @@ void check_prefill_capture(AttentionProblem& prob, DeviceAttention& dev, fs::Pre
     CHECK(bool(r.flags & fs::TileMassRecord::kSkipped) == (r.kv_tile >= traced_tiles[r.q_tile]));
 }
 
-AttentionShape shape_of(int batch, int q_heads, int kv_heads, int q_len, int kv_len, int dim, bool causal,
-                        uint64_t seed) {
-  AttentionShape s;
-  s.batch = batch;
-  s.q_heads = q_heads;
-  s.kv_heads = kv_heads;
-  s.q_len = q_len;
-  s.kv_len = kv_len;
-  s.head_dim = dim;
-  s.causal = causal;
-  s.seed = seed;
-  return s;
-}
-
 // v1..v6, and the hopper kernel where the device runs it.
 std::vector<fs::PrefillKernel> probed_kernels() {
   std::vector<fs::PrefillKernel> k = fs::all_prefill_kernels();
@@ -555,41 +543,7 @@ std::vector<fs::PrefillKernel> probed_kernels() {
 
 // --- paged ------------------------------------------------------------------------
 
-struct DevicePaged {
-  fs::DeviceBuffer q, o, lse, k, v, tables, lens;
-  explicit DevicePaged(PagedProblem& prob)
-      : q(upload(prob.q_storage().data(), prob.q_storage().size() * 2)),
-        o(upload(prob.o_storage().data(), prob.o_storage().size() * 2)),
-        lse(upload(prob.lse_storage().data(), prob.lse_storage().size() * 4)),
-        k(upload(prob.k_pool().data(), prob.k_pool().size() * 2)),
-        v(upload(prob.v_pool().data(), prob.v_pool().size() * 2)),
-        tables(upload(prob.block_tables().data(), prob.block_tables().size() * 4)),
-        lens(upload(prob.kv_lens().data(), prob.kv_lens().size() * 4)) {}
-  fs::PagedAttentionParams params(const PagedProblem& prob, int splits) const {
-    fs::testing::PagedBuffers b;
-    b.q = q.data();
-    b.o = o.data();
-    b.lse = static_cast<float*>(lse.data());
-    b.k_pages = k.data();
-    b.v_pages = v.data();
-    b.block_tables = static_cast<const int32_t*>(tables.data());
-    b.kv_lens = static_cast<const int32_t*>(lens.data());
-    fs::PagedAttentionParams p = prob.params_for(b, fs::Device::kCuda);
-    p.num_splits = splits;
-    return p;
-  }
-  void poison(PagedProblem& prob) {
-    prob.reset_outputs();
-    REQUIRE(o.upload(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
-    REQUIRE(lse.upload(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
-  }
-  void read(PagedProblem& prob) {
-    REQUIRE(o.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
-    REQUIRE(lse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
-  }
-};
-
-void check_paged_capture(PagedProblem& prob, DevicePaged& dev, int splits, const fs::TraceOptions& opt) {
+void check_paged_capture(PagedProblem& prob, DevicePagedAttention& dev, int splits, const fs::TraceOptions& opt) {
   const PagedShape& sh = prob.shape();
   INFO("case: ", sh.describe(), " num_splits=", splits);
   const int b = opt.batch, h = opt.head, group = sh.q_heads / sh.kv_heads;
@@ -597,7 +551,9 @@ void check_paged_capture(PagedProblem& prob, DevicePaged& dev, int splits, const
   // The capture (its own split workspace), then paged_attention() with the same split count.
   dev.poison(prob);
   fs::Trace t;
-  const fs::Status st = fs::capture_cuda_paged_trace(dev.params(prob, splits), opt, &t);
+  fs::PagedAttentionParams p = dev.params(prob);
+  p.num_splits = splits;
+  const fs::Status st = fs::capture_cuda_paged_trace(p, opt, &t);
   REQUIRE_MESSAGE(st.ok(), st.to_string());
   dev.read(prob);
   const std::vector<uint16_t> captured_o = prob.o_storage();
@@ -608,7 +564,6 @@ void check_paged_capture(PagedProblem& prob, DevicePaged& dev, int splits, const
   CHECK(prob.worst_sequence_error(out.data()) < tol.normalized);
   CHECK(prob.max_abs_error(out.data()) < tol.max_abs);
   CHECK(prob.lse_max_abs_error(lse.data()) < tol.lse_abs);
-  fs::PagedAttentionParams p = dev.params(prob, splits);
   auto plan = fs::plan_paged_attention(p);
   REQUIRE(plan.ok());
   CHECK(t.meta.num_splits == plan->num_splits);
@@ -719,17 +674,17 @@ fs::TraceOptions options(int batch, int head, std::vector<int32_t> rows, std::ve
 TEST_CASE("gpu trace: prefill capture, every kernel: prefill()'s output, the CPU capture's softmax, tile masses") {
   if (skip_gpu_trace_case()) return;
   // Causal, GQA, tails in both lengths, a cached prefix (kv_len > q_len).
-  AttentionProblem causal(shape_of(2, 4, 2, 200, 330, 64, true, 401));
+  AttentionProblem causal(dense_shape(2, 4, 2, 200, 330, 64, true, 401));
   DeviceAttention causal_dev(causal);
   const fs::TraceOptions causal_opt = options(1, 3, {0, 1, 63, 64, 127, 128, 150, 199}, {{0, 0}, {1, 2}, {0, 5}});
   // Full attention at head_dim 128, every row followed.
-  AttentionProblem full(shape_of(1, 2, 1, 130, 257, 128, false, 402));
+  AttentionProblem full(dense_shape(1, 2, 1, 130, 257, 128, false, 402));
   DeviceAttention full_dev(full);
   std::vector<int32_t> all(130);
   for (int i = 0; i < 130; ++i) all[size_t(i)] = i;
   const fs::TraceOptions full_opt = options(0, 1, all, {{1, 3}});
   // q_len > kv_len causal: early rows see nothing, the first CTA visits no tile.
-  AttentionProblem empty_rows(shape_of(1, 1, 1, 260, 70, 64, true, 403));
+  AttentionProblem empty_rows(dense_shape(1, 1, 1, 260, 70, 64, true, 403));
   DeviceAttention empty_dev(empty_rows);
   const fs::TraceOptions empty_opt = options(0, 0, {0, 128, 189, 190, 191, 259}, {{1, 1}, {2, 0}});
   // Sampled blocks are in the kernel's tiles: keep those its tiling has
@@ -756,7 +711,7 @@ TEST_CASE("gpu trace: prefill capture, every kernel: prefill()'s output, the CPU
 
 TEST_CASE("gpu trace: prefill capture, fp16, varlen, auto, custom scale") {
   if (skip_gpu_trace_case()) return;
-  AttentionShape s = shape_of(2, 6, 3, 0, 0, 128, true, 404);
+  AttentionShape s = dense_shape(2, 6, 3, 0, 0, 128, true, 404);
   s.varlen = true;
   s.q_lens = {70, 300};
   s.kv_lens = {100, 301};
@@ -769,12 +724,12 @@ TEST_CASE("gpu trace: prefill capture, fp16, varlen, auto, custom scale") {
     check_prefill_capture(prob, dev, k, opt);
   // Dense auto: on an H100/H200 prefill() picks the hopper kernel, and the
   // capture traces that one (varlen above stays on v5/v6 there).
-  AttentionProblem dense(shape_of(1, 2, 2, 150, 150, 64, true, 405));
+  AttentionProblem dense(dense_shape(1, 2, 2, 150, 150, 64, true, 405));
   DeviceAttention dense_dev(dense);
   check_prefill_capture(dense, dense_dev, fs::PrefillKernel::kAuto, options(0, 1, {149}, {}));
   // A long key range at head_dim 128: the hopper kernel's 192-key tiles
   // (4500 keys: a partial last tile), causal with a long cached prefix.
-  AttentionProblem long_keys(shape_of(1, 2, 1, 130, 4500, 128, true, 406));
+  AttentionProblem long_keys(dense_shape(1, 2, 1, 130, 4500, 128, true, 406));
   DeviceAttention long_dev(long_keys);
   check_prefill_capture(long_keys, long_dev, fs::PrefillKernel::kAuto, options(0, 1, {0, 129}, {{1, 23}}));
 
@@ -795,24 +750,24 @@ TEST_CASE("gpu trace: paged decode capture, with and without KV splits") {
   if (skip_gpu_trace_case()) return;
   // Decode tile at D128 (32-key tiles), three new tokens, GQA 4, fragmented pages.
   PagedProblem decode(fs::testing::paged_shape({300, 1000, 77}, 8, 2, 3, 128, 16, 501));
-  DevicePaged decode_dev(decode);
+  DevicePagedAttention decode_dev(decode);
   const fs::TraceOptions opt = options(1, 5, {0, 1, 2}, {{0, 0}, {0, 31}});
   for (int splits : {1, 3, 0}) check_paged_capture(decode, decode_dev, splits, opt);
 
   // Decode tile at D64 (64-key tiles), one token, GQA 9/3, splits that leave some empty.
   PagedProblem smol(fs::testing::paged_shape({70, 129}, 9, 3, 1, 64, 64, 502));
-  DevicePaged smol_dev(smol);
+  DevicePagedAttention smol_dev(smol);
   for (int splits : {1, 5}) check_paged_capture(smol, smol_dev, splits, options(0, 7, {0}, {{0, 1}}));
 
   // Chunked prefill over the cache (the 128-row tile): 40 new tokens x 4 heads per kv-head.
   PagedProblem chunk(fs::testing::paged_shape({200, 90}, 8, 2, 40, 64, 16, 503));
-  DevicePaged chunk_dev(chunk);
+  DevicePagedAttention chunk_dev(chunk);
   check_paged_capture(chunk, chunk_dev, 2, options(0, 2, {0, 17, 39}, {{0, 2}, {1, 1}}));
 }
 
 TEST_CASE("gpu trace: a full span store drops spans, counts them and corrupts nothing") {
   if (skip_gpu_trace_case()) return;
-  AttentionProblem prob(shape_of(1, 2, 2, 256, 512, 64, false, 601));
+  AttentionProblem prob(dense_shape(1, 2, 2, 256, 512, 64, false, 601));
   DeviceAttention dev(prob);
   const fs::TraceOptions opt = options(0, 1, {3}, {});
   const fs::PrefillParams p = dev.params(prob, fs::PrefillKernel::kV5);
@@ -850,7 +805,7 @@ TEST_CASE("gpu trace: a full span store drops spans, counts them and corrupts no
 
 TEST_CASE("gpu trace: bad options and kernels without probes are refused before any launch") {
   if (skip_gpu_trace_case()) return;
-  AttentionProblem prob(shape_of(1, 2, 2, 70, 70, 64, true, 602));
+  AttentionProblem prob(dense_shape(1, 2, 2, 70, 70, 64, true, 602));
   DeviceAttention dev(prob);
   fs::PrefillParams p = dev.params(prob, fs::PrefillKernel::kV5);
   fs::Trace t;

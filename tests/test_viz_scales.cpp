@@ -175,3 +175,10 @@ TEST_CASE("viz: a history keeps the newest values and a robust recent median") {
   h.push(100.0f);  // one slow outlier does not move the median of three
   CHECK(h.recent_median(3) == doctest::Approx(5.0f));
 }
+
+TEST_CASE("viz: median of timed runs (odd, even, empty, unsorted)") {
+  CHECK(viz::median(std::vector<double>{3.0, 1.0, 2.0}) == 2.0);
+  CHECK(viz::median(std::vector<double>{4.0, 1.0, 3.0, 2.0}) == 2.5);
+  CHECK(viz::median(std::vector<double>{}) == 0.0);
+  CHECK(viz::median(std::vector<float>{9.0f, 1.0f, 1000.0f}) == 9.0f);  // one outlier does not move it
+}

@@ -14,6 +14,7 @@
 
 #include "flashscope/attention.hpp"
 #include "flashscope/paged_attention.hpp"
+#include "util/math.hpp"
 
 namespace flashscope {
 namespace {
@@ -49,7 +50,7 @@ Status check_sequences(const PagedAttentionParams& p) {
       return invalid_argument("kv_lens[" + std::to_string(b) + "] = " + std::to_string(len) + " is outside [q_len, max_kv_len] = [" +
                               std::to_string(p.q_len) + ", " + std::to_string(p.max_kv_len) +
                               "] (kv_lens count the new tokens too)");
-    const int pages = static_cast<int>((int64_t{len} + p.page_size - 1) / p.page_size);
+    const int pages = static_cast<int>(ceil_div<int64_t>(len, p.page_size));
     const int32_t* row = p.block_tables + int64_t{b} * p.block_table_stride;
     for (int i = 0; i < pages; ++i) {
       if (row[i] < 0 || (p.num_pages > 0 && row[i] >= p.num_pages))

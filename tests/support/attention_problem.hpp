@@ -3,7 +3,7 @@
 //
 // What it owns, all on the host:
 //   q, k, v  : uint16_t in the shape's dtype and layout, seeded values with
-//              mean 0 and variance 1, bell-shaped (see normal_at).
+//              mean 0 and variance 1, bell-shaped (support/random.hpp).
 //              Values depend on (seed, operand, sequence, token, head, dim)
 //              only, never on the layout, so BSHD and BHSD runs of one seed
 //              compute the same attention. Gaps of a padded layout hold NaN:
@@ -38,6 +38,7 @@
 #include "cpu/attention_cpu.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/half.hpp"
+#include "support/random.hpp"
 
 namespace flashscope::testing {
 
@@ -97,6 +98,31 @@ struct AttentionShape {
     return t == DType::kBF16 ? "bf16" : t == DType::kFP16 ? "fp16" : "fp32";
   }
 };
+
+// The shapes the suites build: a dense batch, or varlen sequences (batch,
+// q_len and kv_len then come from the lengths). Layout, dtype and scale stay
+// at their defaults for the caller to set.
+inline AttentionShape dense_shape(int batch, int q_heads, int kv_heads, int q_len, int kv_len, int dim, bool causal,
+                                  uint64_t seed = 1) {
+  AttentionShape s;
+  s.batch = batch;
+  s.q_heads = q_heads;
+  s.kv_heads = kv_heads;
+  s.q_len = q_len;
+  s.kv_len = kv_len;
+  s.head_dim = dim;
+  s.causal = causal;
+  s.seed = seed;
+  return s;
+}
+inline AttentionShape varlen_shape(std::vector<int> q_lens, std::vector<int> kv_lens, int q_heads, int kv_heads,
+                                   int dim, bool causal, uint64_t seed = 1) {
+  AttentionShape s = dense_shape(1, q_heads, kv_heads, 0, 0, dim, causal, seed);
+  s.varlen = true;
+  s.q_lens = std::move(q_lens);
+  s.kv_lens = std::move(kv_lens);
+  return s;
+}
 
 // Bounds a correct implementation stays within; see AttentionProblem::tolerance().
 struct Tolerance {
@@ -402,28 +428,6 @@ class AttentionProblem {
           for (int d = 0; d < shape_.head_dim; ++d) f(offset(Operand::kK, b, j, h, d));
   }
 
-  // splitmix64: reproducible on every platform, unlike std::normal_distribution,
-  // so a seed printed on one machine replays on another.
-  static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
-  // Mean 0, variance 1, from the element's identity (never its address, so
-  // every layout sees the same values): the sum of four 16-bit uniforms
-  // (Irwin–Hall), which is bell-shaped within ±2√3. Cheap enough that the
-  // fixture never dominates a test's run time, unlike log/cos per element.
-  double normal_at(Operand which, int b, int token, int head, int d) const {
-    uint64_t key = mix(shape_.seed ^ (static_cast<uint64_t>(which) + 1) * 0x100000001b3ull);
-    key = mix(key ^ static_cast<uint64_t>(b));
-    key = mix(key ^ static_cast<uint64_t>(token));
-    key = mix(key ^ (static_cast<uint64_t>(head) << 32 | static_cast<uint32_t>(d)));
-    double sum = 0;
-    for (int i = 0; i < 4; ++i) sum += static_cast<double>((key >> (16 * i)) & 0xffffu) + 0.5;
-    return (sum / 65536.0 - 2.0) * 1.7320508075688772;  // (Σu − 4·½) · √(12 / 4)
-  }
-
   void fill_random(Operand which) {
     const bool is_q = which == Operand::kQ;
     const int heads = is_q ? shape_.q_heads : shape_.kv_heads;
@@ -434,7 +438,8 @@ class AttentionProblem {
         for (int h = 0; h < heads; ++h)
           for (int d = 0; d < shape_.head_dim; ++d)
             dst[static_cast<size_t>(offset(which, b, t, h, d))] =
-                from_float(static_cast<float>(normal_at(which, b, t, h, d)));
+                from_float(static_cast<float>(seeded_normal(shape_.seed, static_cast<int>(which),
+                                                            static_cast<uint64_t>(b), t, h, d)));
     }
   }
 

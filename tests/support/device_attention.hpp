@@ -1,5 +1,7 @@
-// An AttentionProblem's buffers on the device, for the GPU prefill tests:
-// inputs uploaded once, outputs as poisoned, read back into the problem.
+// A problem's buffers on the device, for the GPU tests: an AttentionProblem's
+// (prefill) or a PagedProblem's (paged attention). Inputs are uploaded once,
+// outputs as poisoned, and read back into the problem's storage, where its
+// checks run as on the host.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -8,7 +10,9 @@
 
 #include "flashscope/attention.hpp"
 #include "flashscope/device_buffer.hpp"
+#include "flashscope/paged_attention.hpp"
 #include "support/attention_problem.hpp"
+#include "support/paged_problem.hpp"
 #include "support/gpu.hpp"
 
 namespace flashscope::testing {
@@ -41,6 +45,43 @@ struct DeviceAttention {
   }
   // O and the LSE back into the problem's storage (after a synchronize).
   void read(AttentionProblem& prob) {
+    REQUIRE(o.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
+    REQUIRE(lse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
+  }
+};
+
+struct DevicePagedAttention {
+  DeviceBuffer q, o, lse, k, v, tables, lens;
+
+  explicit DevicePagedAttention(PagedProblem& prob)
+      : q(upload(prob.q_storage().data(), prob.q_storage().size() * 2)),
+        o(upload(prob.o_storage().data(), prob.o_storage().size() * 2)),
+        lse(upload(prob.lse_storage().data(), prob.lse_storage().size() * 4)),
+        k(upload(prob.k_pool().data(), prob.k_pool().size() * 2)),
+        v(upload(prob.v_pool().data(), prob.v_pool().size() * 2)),
+        tables(upload(prob.block_tables().data(), prob.block_tables().size() * 4)),
+        lens(upload(prob.kv_lens().data(), prob.kv_lens().size() * 4)) {}
+
+  // The problem's params over these buffers (the plan's choices left at auto).
+  PagedAttentionParams params(const PagedProblem& prob) const {
+    PagedBuffers b;
+    b.q = q.data();
+    b.o = o.data();
+    b.lse = static_cast<float*>(lse.data());
+    b.k_pages = k.data();
+    b.v_pages = v.data();
+    b.block_tables = static_cast<const int32_t*>(tables.data());
+    b.kv_lens = static_cast<const int32_t*>(lens.data());
+    return prob.params_for(b, Device::kCuda);
+  }
+  // The outputs poisoned again (host and device), before another run.
+  void poison(PagedProblem& prob) {
+    prob.reset_outputs();
+    REQUIRE(o.upload(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
+    REQUIRE(lse.upload(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
+  }
+  // O and the LSE back into the problem's storage (after a synchronize).
+  void read(PagedProblem& prob) {
     REQUIRE(o.download(prob.o_storage().data(), prob.o_storage().size() * 2).ok());
     REQUIRE(lse.download(prob.lse_storage().data(), prob.lse_storage().size() * 4).ok());
   }

@@ -53,6 +53,7 @@
 #include "flashscope/half.hpp"
 #include "flashscope/paged_attention.hpp"
 #include "support/attention_problem.hpp"  // Tolerance
+#include "support/random.hpp"
 
 namespace flashscope::testing {
 
@@ -137,7 +138,8 @@ class PagedProblem {
       for (int t = 0; t < s_.q_len; ++t)
         for (int h = 0; h < s_.q_heads; ++h)
           for (int d = 0; d < D; ++d)
-            q_[static_cast<size_t>(q_offset(b, t, h, d))] = from_float(float(normal_at(0, uint64_t(b), t, h, d)));
+            q_[static_cast<size_t>(q_offset(b, t, h, d))] =
+                from_float(float(seeded_normal(s_.seed, 0, uint64_t(b), t, h, d)));
 
     o_.assign(static_cast<size_t>(q_size + 2 * kOutGuard), kOutGuardBits);
     o_logical_.assign(o_.size(), 0);
@@ -341,25 +343,6 @@ class PagedProblem {
           for (int d = 0; d < s_.head_dim; ++d) f(q_offset(b, t, h, d));
   }
 
-  // splitmix64, as in AttentionProblem: reproducible everywhere.
-  static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
-  // Mean 0, variance 1 (Irwin–Hall of four 16-bit uniforms); operand 0 = q,
-  // 1 = k, 2 = v; owner = sequence or kSharedOwner.
-  double normal_at(int operand, uint64_t owner, int pos, int head, int d) const {
-    uint64_t key = mix(s_.seed ^ (static_cast<uint64_t>(operand) + 1) * 0x100000001b3ull);
-    key = mix(key ^ owner);
-    key = mix(key ^ static_cast<uint64_t>(pos));
-    key = mix(key ^ (static_cast<uint64_t>(head) << 32 | static_cast<uint32_t>(d)));
-    double sum = 0;
-    for (int i = 0; i < 4; ++i) sum += static_cast<double>((key >> (16 * i)) & 0xffffu) + 0.5;
-    return (sum / 65536.0 - 2.0) * 1.7320508075688772;
-  }
-
   void assign_pages() {
     const int B = s_.batch(), P = s_.page_size;
     const int shared = s_.shared_prefix_pages;
@@ -375,9 +358,9 @@ class PagedProblem {
     std::vector<int32_t> order(static_cast<size_t>(num_pages_));
     for (int i = 0; i < num_pages_; ++i) order[size_t(i)] = i;
     if (!s_.contiguous_pages) {  // Fisher–Yates with splitmix64
-      uint64_t state = mix(s_.seed ^ 0x5eedull);
+      uint64_t state = mix64(s_.seed ^ 0x5eedull);
       for (int i = num_pages_ - 1; i > 0; --i) {
-        state = mix(state);
+        state = mix64(state);
         std::swap(order[size_t(i)], order[size_t(state % uint64_t(i + 1))]);
       }
     }
@@ -404,8 +387,8 @@ class PagedProblem {
       for (int h = 0; h < H; ++h)
         for (int d = 0; d < D; ++d) {
           const size_t at = size_t(((int64_t{page} * H + h) * P + pos % P) * D + d);
-          k_[at] = from_float(float(normal_at(1, owner, pos, h, d)));
-          v_[at] = from_float(float(normal_at(2, owner, pos, h, d)));
+          k_[at] = from_float(float(seeded_normal(s_.seed, 1, owner, pos, h, d)));
+          v_[at] = from_float(float(seeded_normal(s_.seed, 2, owner, pos, h, d)));
         }
     };
     // Shared pages are whole (the parent filled them before the forks).
@@ -432,14 +415,6 @@ class PagedProblem {
 };
 
 // Grid helpers shared by the CPU and GPU paged suites.
-
-// splitmix64: a seeded, portable stream of well-mixed 64-bit values.
-inline uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // n lengths in [lo, hi], seeded; the first is lo and the last hi so the
 // extremes are always there.

@@ -52,10 +52,8 @@ float History::mean() const {
 
 float History::recent_median(size_t n) const {
   if (values.empty() || n == 0) return 0.0f;
-  std::vector<float> v(values.end() - static_cast<std::ptrdiff_t>(std::min(n, values.size())), values.end());
-  std::sort(v.begin(), v.end());
-  const size_t k = v.size();
-  return k % 2 ? v[k / 2] : 0.5f * (v[k / 2 - 1] + v[k / 2]);
+  const auto newest = values.end() - static_cast<std::ptrdiff_t>(std::min(n, values.size()));
+  return median(std::vector<float>(newest, values.end()));
 }
 
 }  // namespace flashscope::viz

@@ -45,6 +45,7 @@
 
 #include "cpu/attention_cpu.hpp"
 #include "flashscope/half.hpp"
+#include "util/math.hpp"
 
 namespace flashscope::cpu {
 namespace {
@@ -53,8 +54,6 @@ constexpr int kBlockQ = 64;   // queries per work item (the GPU CTA's q tile)
 constexpr int kBlockKV = 64;  // keys per tile (the GPU's KV tile)
 constexpr int kRows = 4;      // query rows that share every K and V load of the micro-kernels
 constexpr int kLanes = 8;     // columns per accumulator row: 4×8 floats stay in SSE registers
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 // The storage type of q/k/v/o: how to widen an element and how to round to it.
 struct Bf16 {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cuda/device_facts.hpp"
+#include "util/math.hpp"
 
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
@@ -49,7 +50,7 @@ int log2_exact(int x) {
 PagedAttentionPlan plan_for(const PagedAttentionParams& p, int sms) {
   const int group = p.q_heads / p.kv_heads;
   const int rows = p.q_len * group;
-  const int q_tiles = (rows + kernels::paged_block_q(rows) - 1) / kernels::paged_block_q(rows);
+  const int q_tiles = ceil_div(rows, kernels::paged_block_q(rows));
   const int64_t ctas = int64_t(p.batch) * p.kv_heads * q_tiles;
   PagedAttentionPlan plan;
   if (p.num_splits > 0) {
@@ -107,7 +108,7 @@ kernels::PagedKernelParams paged_kernel_params(const PagedAttentionParams& p, in
   k.q_len = p.q_len;
   k.page_size_log2 = log2_exact(p.page_size);
   const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
-  k.scale_log2 = scale * 1.4426950408889634f;
+  k.scale_log2 = scale * kLog2e;
   k.num_splits = num_splits;
   if (k.num_splits > 1) {
     const size_t rows_total = size_t(p.batch) * p.q_heads * p.q_len;
@@ -131,7 +132,7 @@ Status launch(const PagedAttentionParams& p, bool merge, UnmergedOutput* out) {
 
   const kernels::PagedKernelParams k = paged_kernel_params(p, plan.num_splits, p.workspace);
   const int rows = p.q_len * k.group;
-  const int q_tiles = (rows + kernels::paged_block_q(rows) - 1) / kernels::paged_block_q(rows);
+  const int q_tiles = ceil_div(rows, kernels::paged_block_q(rows));
   if (int64_t(q_tiles) * k.num_splits > 0x7fffffff || p.kv_heads > 65535 || p.batch > 65535)
     return unsupported("grid too large: batch and kv_heads must be <= 65535");
 

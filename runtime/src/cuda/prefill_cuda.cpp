@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "util/math.hpp"
+
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -93,7 +95,7 @@ kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
   k.cu_seqlens_q = p.cu_seqlens_q;
   k.cu_seqlens_k = p.cu_seqlens_k;
   const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
-  k.scale_log2 = scale * 1.4426950408889634f;  // log2(e)
+  k.scale_log2 = scale * kLog2e;
   k.workspace = p.workspace;
   k.workspace_bytes = p.workspace_bytes;
   return k;

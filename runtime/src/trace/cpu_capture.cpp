@@ -43,6 +43,7 @@
 #include "flashscope/half.hpp"
 #include "flashscope/trace.hpp"
 #include "trace/prefill_meta.hpp"
+#include "util/math.hpp"
 
 namespace flashscope {
 namespace {
@@ -50,8 +51,6 @@ namespace {
 // The CPU backend's tiles (attention_tiled.cpp): the trace's q_tile / kv_tile.
 constexpr int kBlockQ = 64;
 constexpr int kBlockKV = 64;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr size_t kNoSpans = static_cast<size_t>(-1);
 constexpr int kSpansPerTile = 5;  // load K, load V, QK, softmax, PV
@@ -77,8 +76,6 @@ struct Block {
   int seq;
   int q0;
 };
-
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // Keys [0, kv_end) are visible to at least one row of the block at q0.
 int block_kv_end(const Sequence& s, int q0, bool causal) {

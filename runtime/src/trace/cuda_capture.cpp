@@ -44,6 +44,7 @@
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "trace/prefill_meta.hpp"
+#include "util/math.hpp"
 
 #if FLASHSCOPE_WITH_CUDA && FLASHSCOPE_WITH_KERNEL_PROBES
 #include <cuda_runtime.h>
@@ -70,7 +71,6 @@ using kernels::ProbeCtaRecord;
 using kernels::ProbeRowRecord;
 using kernels::ProbeSpanRecord;
 
-constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Spans one warp records per KV tile at most (issue K, issue V, wait K,
 // wait V, Q·Kᵀ, softmax, P·V), plus the epilogue and slack.
@@ -80,8 +80,6 @@ constexpr int kSpansBeyondTiles = 4;
 // long against the timer's granularity (up to 1 µs on some GPUs); shorter
 // CTAs use the SM's nominal clock.
 constexpr uint64_t kMinCalibrationNs = 20000;
-
-int ceil_div(int a, int b) { return b > 0 ? (a + b - 1) / b : 0; }
 
 Status cuda_check(cudaError_t err, const std::string& what) {
   if (err == cudaSuccess) return {};
@@ -397,10 +395,10 @@ Status run_mass(MassInputs in, const TracedSeq& seq, const TraceOptions& opt, cu
   // wider trace tile (the Hopper kernel's 128 or 176) is computed as `split`
   // equal sub-tiles (176 = 4 x 44) and merged here: masses add, maxima take
   // the max, sampled blocks are stitched from their sub-blocks.
-  int split = (seq.block_kv + kernels::kTileMassMaxBlockKV - 1) / kernels::kTileMassMaxBlockKV;
+  int split = ceil_div(seq.block_kv, kernels::kTileMassMaxBlockKV);
   while (seq.block_kv % split != 0) ++split;  // ends at block_kv at the latest
   const int sub_kv = seq.block_kv / split;
-  const int sub_tiles = (seq.kv_len + sub_kv - 1) / sub_kv;
+  const int sub_tiles = ceil_div(seq.kv_len, sub_kv);
   const size_t blocks = size_t(seq.q_tiles()) * size_t(sub_tiles);
   auto sub_index = [&](int qt, int kt, int s) { return size_t(qt) * size_t(sub_tiles) + size_t(kt * split + s); };
   // One slot per distinct sampled sub-block.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "flashscope/trace.hpp"
+#include "util/math.hpp"
 
 namespace flashscope {
 namespace {
@@ -16,8 +17,6 @@ Status out_of_range(const std::string& where, const char* field, int64_t value, 
   return invalid_argument(where + "." + field + " = " + std::to_string(value) + " is out of range (" + limit_name +
                           " = " + std::to_string(limit) + ")");
 }
-
-int64_t tiles(int64_t len, int64_t block) { return (len + block - 1) / block; }
 
 Status check_meta(const TraceMeta& m) {
   struct Str {
@@ -81,8 +80,8 @@ const char* span_kind_name(SpanKind k) {
 Status validate_trace(const Trace& t) {
   const TraceMeta& m = t.meta;
   FLASHSCOPE_RETURN_IF_ERROR(check_meta(m));
-  const int64_t q_tiles = tiles(m.q_len, m.block_q);
-  const int64_t kv_tiles = tiles(m.kv_len, m.block_kv);
+  const int64_t q_tiles = ceil_div<int64_t>(m.q_len, m.block_q);
+  const int64_t kv_tiles = ceil_div<int64_t>(m.kv_len, m.block_kv);
   const int64_t splits = m.num_splits > 0 ? m.num_splits : 1;
 
   // Checks shared by the record types that name a (batch, head).

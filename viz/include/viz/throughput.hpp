@@ -7,6 +7,7 @@
 //            the CPU has none, and the app says so instead of inventing one)
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -14,6 +15,17 @@
 #include "flashscope/trace.hpp"
 
 namespace flashscope::viz {
+
+// The median of `values` (the mean of the middle two when their count is
+// even; 0 when there are none): the steady figure of a set of timed runs,
+// which one slow run — a page fault, another process — does not move.
+template <typename T>
+T median(std::vector<T> values) {
+  if (values.empty()) return T{0};
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
 
 struct Rate {
   double value = 0;       // TFLOPS or GB/s
@@ -46,8 +58,7 @@ struct History {
   float last() const { return values.empty() ? 0.0f : values.back(); }
   float max() const;
   float mean() const;
-  // The median of the newest n values (the lab's steady figure: one slow run
-  // — a page fault, another process — should not move it).
+  // The median of the newest n values: the lab's steady figure.
   float recent_median(size_t n) const;
 };
 
