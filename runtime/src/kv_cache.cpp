@@ -30,7 +30,7 @@
 #include <string>
 #include <utility>
 
-#include "cuda/append_kv_cuda.hpp"
+#include "backends/cuda/append_kv_cuda.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/device_buffer.hpp"
 

@@ -2,7 +2,7 @@
 // so there is one copy of it: flashscope::testing::GgufBuilder.
 #pragma once
 
-#include "model/gguf_builder.hpp"
+#include "gguf/gguf_builder.hpp"
 
 namespace flashscope::testing {
 

@@ -15,7 +15,7 @@
 
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
-#include "model/gguf_builder.hpp"
+#include "gguf/gguf_builder.hpp"
 
 namespace flashscope::model {
 

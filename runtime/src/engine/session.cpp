@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "flashscope/engine.hpp"
-#include "model/reply.hpp"
+#include "engine/reply.hpp"
 
 namespace flashscope {
 

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "flashscope/engine.hpp"
-#include "model/cuda_backend.hpp"
-#include "model/stop_strings.hpp"
+#include "backends/cuda/cuda_backend.hpp"
+#include "engine/stop_strings.hpp"
 
 namespace flashscope::model {
 

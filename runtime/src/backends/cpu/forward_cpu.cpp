@@ -42,13 +42,13 @@
 #include <omp.h>
 #endif
 
-#include "cpu/openmp.hpp"
-#include "cpu/cpu_load.hpp"
-#include "cpu/model_ops.hpp"
-#include "cpu/quant_matmul.hpp"
+#include "backends/backend.hpp"
+#include "backends/cpu/cpu_load.hpp"
+#include "backends/cpu/model_ops.hpp"
+#include "backends/cpu/openmp.hpp"
+#include "backends/cpu/quant_matmul.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/half.hpp"
-#include "model/model_impl.hpp"
 
 namespace flashscope::model {
 namespace {

@@ -1,4 +1,4 @@
-// The CUDA backend's extras beyond the backend functions of model_impl.hpp:
+// The CUDA backend's extras beyond the backend functions of backends/backend.hpp:
 // sampling on the device from the logits a forward pass left there (what
 // Session and BatchGenerator use through model/next_token.hpp, so a decode
 // step copies back a token id, not a row of logits), and the counters that
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "flashscope/engine.hpp"
-#include "model/model_impl.hpp"
+#include "backends/backend.hpp"
 
 namespace flashscope::model {
 

@@ -11,7 +11,7 @@
 
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
-#include "model/cuda_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 
 namespace flashscope::model {
 

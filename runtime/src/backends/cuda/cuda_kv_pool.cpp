@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "model/cuda_model.hpp"
+#include "backends/cuda/cuda_model.hpp"
 
 namespace flashscope::model {
 

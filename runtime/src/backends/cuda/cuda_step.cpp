@@ -48,7 +48,7 @@
 #include <utility>
 
 #include "cuda/paged_attention_cuda.hpp"
-#include "model/cuda_model.hpp"
+#include "backends/cuda/cuda_model.hpp"
 
 namespace flashscope::model {
 

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "model/cuda_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "model/model_impl.hpp"
 
 namespace flashscope::model {
@@ -67,7 +67,7 @@ void count_sample(const SamplingParams& params, int vocab);
 
 #include <cuda_runtime.h>
 
-#include "cuda/model_ops_cuda.hpp"
+#include "backends/cuda/model_ops_cuda.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/paged_attention.hpp"
 
