@@ -1,4 +1,4 @@
-// The tests' name for the runtime's GGUF writer (runtime/src/model/gguf_builder.hpp),
+// The tests' name for the runtime's GGUF writer (runtime/src/gguf/gguf_builder.hpp),
 // so there is one copy of it: flashscope::testing::GgufBuilder.
 #pragma once
 

@@ -28,7 +28,7 @@
 //
 // Threads: the team size of every OpenMP region of a call (matmuls and
 // attention) is ModelOptions.threads, or what the sequence's ThreadAdvisor
-// says the machine's load allows (cpu/cpu_load.hpp).
+// says the machine's load allows (cpu_load.hpp).
 //
 // The cache only grows: tokens are written into slots past st.tokens.size()
 // and the count moves at the very end, so a failed call leaves the sequence
