@@ -23,9 +23,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "flashscope/engine.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "engine/stop_strings.hpp"
+#include "flashscope/session.hpp"
 
 namespace flashscope::model {
 

@@ -8,8 +8,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/session.hpp"
 #include "model/model_impl.hpp"
 
 namespace flashscope::model {

@@ -15,6 +15,7 @@
 
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/synthetic_model.hpp"
 #include "gguf/gguf_builder.hpp"
 
 namespace flashscope::model {
