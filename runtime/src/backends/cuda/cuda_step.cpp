@@ -230,7 +230,7 @@ PagedAttentionParams attention_params(const ModelConfig& c, const CudaModel& cm,
   p.stream = sc.stream;
   p.workspace = sc.attn_ws.data();
   p.workspace_bytes = sc.attn_ws.size();
-  p.num_pages = cm.pool.num_pages;
+  p.num_pages = cm.pool.num_pages();
   return p;
 }
 
@@ -340,7 +340,7 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     ra.head_dim = c.head_dim;
     ra.rope_dim = c.rope_dim;
     ra.page_size = kPageSize;
-    ra.num_pages = cm.pool.num_pages;
+    ra.num_pages = cm.pool.num_pages();
     const auto* o = static_cast<const uint16_t*>(sc.o.data());
 
     if (skinny) {
