@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/synthetic_model.hpp"
 
 namespace flashscope::cli {
 namespace {

@@ -19,7 +19,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/tokenizer.hpp"
-#include "model/stop_strings.hpp"
+#include "engine/stop_strings.hpp"
 #include "support/synthetic_llama.hpp"
 
 using flashscope::GenerateParams;

@@ -201,6 +201,48 @@ TEST_CASE("page allocator: refcounts, all-or-nothing, stale ids ignored") {
   CHECK(a.allocate(1).status().code() == StatusCode::kOutOfMemory);
 }
 
+TEST_CASE("page allocator: grow hands out the new ids first and reuse follows release order") {
+  PageAllocator a(3);
+  auto first = a.allocate(1);
+  REQUIRE(first.ok());
+  CHECK(first.value() == std::vector<int32_t>{0});
+
+  CHECK(a.grow(-1).code() == StatusCode::kInvalidArgument);
+  CHECK(a.grow(INT_MAX).code() == StatusCode::kInvalidArgument);
+  CHECK(a.num_pages() == 3);
+  CHECK(a.free_pages() == 2);
+  REQUIRE(a.grow(0).ok());
+  CHECK(a.num_pages() == 3);
+
+  // The pool the engine grows by reallocation: the new ids come first, in one
+  // ascending run, then the pages that were already free.
+  REQUIRE(a.grow(3).ok());
+  CHECK(a.num_pages() == 6);
+  CHECK(a.free_pages() == 5);
+  CHECK(a.refcount(5) == 0);
+  auto run = a.allocate(4);
+  REQUIRE(run.ok());
+  CHECK(run.value() == std::vector<int32_t>{3, 4, 5, 1});
+  CHECK(a.refcount(5) == 1);
+
+  // Released in reverse, pages go out again in the order they were taken.
+  for (auto it = run->rbegin(); it != run->rend(); ++it) a.release(*it);
+  auto again = a.allocate(4);
+  REQUIRE(again.ok());
+  CHECK(again.value() == run.value());
+
+  // Grown from empty (the engine's pool after its last sequence went).
+  PageAllocator b;
+  CHECK(b.num_pages() == 0);
+  REQUIRE(b.grow(2).ok());
+  auto both = b.allocate(2);
+  REQUIRE(both.ok());
+  CHECK(both.value() == std::vector<int32_t>{0, 1});
+  b.release(1);
+  b.release(0);
+  CHECK(b.free_pages() == 2);
+}
+
 // ---------------------------------------------------------------------------
 // Slots and block tables
 

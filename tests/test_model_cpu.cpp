@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_load.hpp"
-#include "cpu/quant_matmul.hpp"
+#include "backends/cpu/cpu_load.hpp"
+#include "backends/cpu/quant_matmul.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"

@@ -61,15 +61,15 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/model_ops.hpp"
-#include "cuda/model_ops_cuda.hpp"
+#include "backends/cpu/model_ops.hpp"
+#include "backends/cuda/model_ops_cuda.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/model.hpp"
-#include "model/cuda_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "support/gpu.hpp"
 #include "support/llama_reference.hpp"
 #include "support/random.hpp"

@@ -14,6 +14,7 @@
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/synthetic_model.hpp"
 
 #if FLASHSCOPE_TEST_CLI
 #include "commands.hpp"

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/model_ops_cuda.hpp"
+#include "backends/cuda/model_ops_cuda.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/half.hpp"

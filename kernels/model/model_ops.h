@@ -1,6 +1,6 @@
 // Host entry to the element-wise kernels of a Llama forward pass and the
 // token sampler: plain parameter structs and launchers that return the
-// launch's cudaError_t. The runtime (runtime/src/cuda/model_ops_cuda.cpp)
+// launch's cudaError_t. The runtime (runtime/src/backends/cuda/model_ops_cuda.cpp)
 // validates shapes, pointers and alignment before calling these; the kernels
 // assume what it checks.
 //

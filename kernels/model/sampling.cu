@@ -1,6 +1,6 @@
 // Token sampling on the device: one logits row in, one token id out, with
 // the rules and the arithmetic of the host's flashscope::sample()
-// (runtime/src/model/sampling.cpp), so the same uniform draw picks the same
+// (runtime/src/engine/sampling.cpp), so the same uniform draw picks the same
 // token on both sides.
 //
 //   logits [vocab] fp32 (overwritten: it is the working copy)

@@ -30,7 +30,7 @@
 #include <string>
 #include <utility>
 
-#include "cuda/append_kv_cuda.hpp"
+#include "backends/cuda/append_kv_cuda.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/device_buffer.hpp"
 
@@ -70,6 +70,27 @@ Result<std::vector<int32_t>> PageAllocator::allocate(int n) {
     pages.push_back(page);
   }
   return pages;
+}
+
+Status PageAllocator::grow(int n) {
+  if (n < 0) return invalid_argument("cannot grow a page allocator by a negative count (" + std::to_string(n) + ")");
+  const int old = num_pages();
+  if (n > std::numeric_limits<int32_t>::max() - old) {
+    return invalid_argument("a page allocator of " + std::to_string(old) + " pages cannot grow by " +
+                            std::to_string(n) + " (int32 page ids)");
+  }
+  const size_t total = static_cast<size_t>(old) + static_cast<size_t>(n);
+  try {
+    // Every page may be free at once: release() must never allocate.
+    free_.reserve(total);
+    refcounts_.reserve(total);
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, "page allocator: cannot grow to " + std::to_string(total) + " pages");
+  }
+  refcounts_.resize(total, 0);
+  // Highest ids first: popped from the back, the new pages go out next in one ascending run.
+  for (int i = static_cast<int>(total) - 1; i >= old; --i) free_.push_back(i);
+  return Status::ok_status();
 }
 
 void PageAllocator::retain(int32_t page) {

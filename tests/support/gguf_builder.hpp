@@ -1,8 +1,8 @@
-// The tests' name for the runtime's GGUF writer (runtime/src/model/gguf_builder.hpp),
+// The tests' name for the runtime's GGUF writer (runtime/src/gguf/gguf_builder.hpp),
 // so there is one copy of it: flashscope::testing::GgufBuilder.
 #pragma once
 
-#include "model/gguf_builder.hpp"
+#include "gguf/gguf_builder.hpp"
 
 namespace flashscope::testing {
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "flashscope/model.hpp"
+#include "flashscope/synthetic_model.hpp"
 #include "model/synthetic_model.hpp"
 #include "support/gguf_builder.hpp"
 

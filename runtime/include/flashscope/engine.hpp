@@ -1,6 +1,7 @@
-// Text generation on top of flashscope/model.hpp: sampling, a chat format,
-// a Session that holds one conversation's KV cache, and a BatchGenerator
-// that runs the replies of many sessions together (a game's characters).
+// Text generation on top of flashscope/model.hpp: sampling (sampling.hpp),
+// a chat format (chat.hpp), a Session that holds one conversation's KV cache
+// (session.hpp), and here a BatchGenerator that runs the replies of many
+// sessions together (a game's characters). This header includes the others.
 //
 //   auto model = flashscope::Model::load(path);
 //   auto session = flashscope::Session::create(*model);
@@ -33,205 +34,16 @@
 // or, one token per frame, BatchGenerator::add() and step().
 #pragma once
 
-#include <atomic>
-#include <cstdint>
-#include <functional>
 #include <memory>
-#include <string>
-#include <string_view>
 #include <vector>
 
+#include "flashscope/chat.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/sampling.hpp"
+#include "flashscope/session.hpp"
 #include "flashscope/status.hpp"
 
 namespace flashscope {
-
-// --- sampling ------------------------------------------------------------------
-
-struct SamplingParams {
-  // ≤ 0: greedy (argmax; every other field but repetition_penalty is ignored).
-  float temperature = 0.0f;
-  int top_k = 0;            // keep the k most likely tokens; ≤ 0: all
-  float top_p = 1.0f;       // keep the smallest set with probability ≥ top_p; ≥ 1: all
-  float min_p = 0.0f;       // drop tokens below min_p × the top probability; ≤ 0: none
-  float repetition_penalty = 1.0f;  // > 1 discourages tokens among the recent ones (CTRL / HF rule)
-  int repeat_last_n = 64;   // how many recent tokens the penalty looks at; < 0: all
-  uint64_t seed = 0;
-};
-
-// A small, portable PRNG (splitmix64-seeded xoshiro256**): the same seed
-// gives the same samples on every platform and compiler.
-class Rng {
- public:
-  explicit Rng(uint64_t seed = 0) { reseed(seed); }
-  void reseed(uint64_t seed);
-  uint64_t next_u64();
-  double uniform();  // [0, 1), 53 bits
-
- private:
-  uint64_t s_[4];
-};
-
-// Picks the next token from `logits` [vocab]. The steps, in order:
-//   1. repetition penalty on the last repeat_last_n of recent_tokens: a
-//      positive logit is divided by the penalty, a negative one multiplied;
-//   2. temperature ≤ 0 → the argmax (the lowest id on ties);
-//   3. logits / temperature, top_k, softmax, top_p (nucleus), min_p;
-//   4. one draw from what is left, renormalized.
-// Non-finite logits are treated as -inf; if every logit is -inf the argmax
-// rule returns 0. logits must be non-empty.
-int32_t sample(const std::vector<float>& logits, const SamplingParams& params, Rng& rng,
-               const std::vector<int32_t>& recent_tokens);
-
-// --- chat formatting --------------------------------------------------------------
-
-struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
-  std::string content;
-};
-
-// SmolLM2's default system prompt (its template's, no final period).
-inline constexpr const char* kSmolLMDefaultSystemPrompt =
-    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
-
-// ChatML as SmolLM2's template renders it: each message as
-// "<|im_start|>{role}\n{content}<|im_end|>\n"; when the first message is not
-// a system message, a system message with default_system comes first (none
-// when default_system is empty); add_generation_prompt appends
-// "<|im_start|>assistant\n". Encode the result with parse_special = true.
-std::string format_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                          const std::string& default_system = kSmolLMDefaultSystemPrompt);
-
-// format_chatml's text as token ids, with the framing encoded with special
-// tokens and every message's content without (parse_special = false), so
-// text a user typed can never become a control token such as <|im_end|>.
-std::vector<int32_t> encode_chatml(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages,
-                                   bool add_generation_prompt,
-                                   const std::string& default_system = kSmolLMDefaultSystemPrompt);
-
-// The text that continues a ChatML conversation held in a Session after the
-// assistant's reply: closes the reply when it did not end with <|im_end|>
-// (reply_closed false), then the next user message and the generation prompt.
-std::string chatml_next_turn(const std::string& user_content, bool reply_closed);
-
-// The default system prompt written into a ChatML Jinja template (the text
-// between "<|im_start|>system\n" and "<|im_end|>" in a string literal), or
-// an empty string when the template has none.
-std::string default_system_prompt_from_template(const std::string& chat_template);
-
-// --- generation -------------------------------------------------------------------
-
-struct GenerateParams {
-  int max_tokens = 256;  // tokens to sample at most (stop tokens count)
-  SamplingParams sampling;
-  // Sampling one of these ends the reply; it is not passed to the callback.
-  // Empty: the model's stop_tokens().
-  std::vector<int32_t> stop_tokens;
-  // The reply ends when its text contains one of these (non-empty, valid
-  // UTF-8). The stop string and anything after it are not passed to the
-  // callback; text that could be the start of one is held back until it
-  // cannot (so the callback may see a token with empty text, and the held
-  // text with a later token). The tokens that spelled it stay in the
-  // session, like a stop token.
-  std::vector<std::string> stop_strings;
-};
-
-// One generated token as the callback sees it. text is the complete UTF-8
-// text this token finishes (may be empty while a character spans tokens;
-// control tokens have none), valid during the callback only. After the last
-// token, held-back bytes (an incomplete character) arrive once more with
-// token = -1.
-struct TokenEvent {
-  int32_t token;
-  std::string_view text;
-  int index;  // 0 for the first generated token
-};
-
-// Returns false to stop generating.
-using TokenCallback = std::function<bool(const TokenEvent&)>;
-
-enum class StopReason : uint8_t {
-  kMaxTokens,    // max_tokens reached
-  kStopToken,    // a stop token was sampled
-  kCallback,     // the callback returned false
-  kContextFull,  // the cache has no room for another token
-  kStopString,   // the text contains one of GenerateParams::stop_strings
-  kCancelled,    // Session::cancel() was called during generate()
-};
-const char* stop_reason_name(StopReason r);
-
-struct GenerateStats {
-  int prompt_tokens = 0;     // tokens prefilled by this call (the pending token included)
-  int generated_tokens = 0;  // tokens sampled (a final stop token included)
-  double prefill_ms = 0.0;   // the prompt's forward pass
-  double ttft_ms = 0.0;      // from the call to the first sampled token
-  double decode_ms = 0.0;    // the one-token forward passes after the first token
-  double prefill_tokens_per_s = 0.0;
-  double decode_tokens_per_s = 0.0;  // forward passes per second of decode
-  StopReason stop_reason = StopReason::kMaxTokens;
-  int32_t stop_token = -1;   // the stop token sampled, for kStopToken
-  int stop_string = -1;      // index into GenerateParams::stop_strings, for kStopString
-};
-
-struct SessionOptions {
-  int max_tokens = 0;  // cache capacity; 0: the model's context length
-};
-
-class Session {
- public:
-  // A session on `model` (shared, not copied) with an empty cache.
-  static Result<Session> create(const Model& model, const SessionOptions& options = {});
-
-  Session() = default;  // empty; exists for Result<Session>
-
-  // Feeds prompt_tokens (after any pending token) and samples up to
-  // max_tokens tokens, calling on_token for each (may be empty).
-  // Errors: kInvalidArgument when there is nothing to feed, or it does not
-  // fit the remaining context (the session is unchanged then), or the
-  // params are malformed; errors from the model's forward pass pass through.
-  Result<GenerateStats> generate(const std::vector<int32_t>& prompt_tokens, const GenerateParams& params,
-                                 const TokenCallback& on_token);
-
-  // Asks the generate() running on another thread (or in its own callback)
-  // to stop: it returns after the token in progress (the prefill, a decode
-  // step, or the callback) with StopReason::kCancelled. What was generated
-  // stays in the session as after any other stop, so the next generate()
-  // continues the conversation. Thread-safe and lock-free. Every generate()
-  // starts uncancelled: a cancel() while none runs is forgotten.
-  void cancel() { cancel_.requested.store(true, std::memory_order_relaxed); }
-
-  // The conversation so far: cached tokens, then the pending token if any.
-  std::vector<int32_t> tokens() const;
-  int n_tokens() const;  // tokens().size()
-  int capacity() const;
-  // Forgets the conversation (cache and pending token).
-  void reset();
-  // Keeps the first n tokens of tokens() (edit, regenerate).
-  Status truncate(int n);
-
-  const Model& model() const { return model_; }
-
- private:
-  friend struct model::Internal;  // generate() and BatchGenerator share its loop (model/reply.hpp)
-
-  // std::atomic neither copies nor moves, and Result<Session> moves the
-  // session; the flag's value moves with it (moving a session while another
-  // thread cancels it is a race, as for any other member).
-  struct CancelFlag {
-    std::atomic<bool> requested{false};
-    CancelFlag() = default;
-    CancelFlag(CancelFlag&& o) noexcept : requested(o.requested.load()) {}
-    CancelFlag& operator=(CancelFlag&& o) noexcept {
-      requested.store(o.requested.load());
-      return *this;
-    }
-  };
-
-  Model model_;
-  Sequence seq_;
-  int32_t pending_ = -1;  // sampled but not yet run through the model
-  CancelFlag cancel_;
-};
 
 // --- several sessions at once ------------------------------------------------------
 

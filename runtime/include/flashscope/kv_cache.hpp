@@ -34,12 +34,20 @@ struct KvCacheConfig {
   Device device = Device::kCpu;
 };
 
-// Reference-counted page ids; pure bookkeeping, no memory of its own.
+// Reference-counted page ids; pure bookkeeping, no memory of its own. The
+// model engine's CUDA page pool keeps its page ids in one too.
 class PageAllocator {
  public:
   explicit PageAllocator(int num_pages = 0);
-  // Takes n pages (refcount 1 each), all or nothing.
+  // Takes n pages (refcount 1 each), all or nothing. The last page released
+  // goes out first; a fresh allocator hands out 0, 1, 2, ...
   Result<std::vector<int32_t>> allocate(int n);
+  // Adds n free pages, ids num_pages() .. num_pages() + n - 1 (a pool that
+  // grows by reallocation keeps its ids). They are handed out before the
+  // pages already free, lowest id first. kInvalidArgument for n < 0 or more
+  // pages than int32 ids can count; kOutOfMemory when the bookkeeping cannot
+  // grow. Nothing changes on an error.
+  Status grow(int n);
   // Both ignore ids out of range and pages not allocated (refcount 0), so a
   // stale id cannot corrupt the free list.
   void retain(int32_t page);

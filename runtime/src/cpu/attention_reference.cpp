@@ -33,7 +33,7 @@
 #include <omp.h>
 #endif
 
-#include "cpu/openmp.hpp"
+#include "backends/cpu/openmp.hpp"
 #include "cpu/attention_cpu.hpp"
 #include "flashscope/half.hpp"
 

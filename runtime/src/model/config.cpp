@@ -9,7 +9,7 @@
 #include <new>
 #include <string>
 
-#include "cpu/quant_matmul.hpp"
+#include "backends/cpu/quant_matmul.hpp"
 #include "flashscope/attention.hpp"
 #include "model/model_impl.hpp"
 

@@ -1,15 +1,15 @@
-// model::Internal: the one door from the engine's code (session.cpp,
-// reply.cpp, batch_generator.cpp, next_token.cpp) into the private parts of
-// the public classes: a Model's Impl, a Sequence's backend state, a
-// Session's sequence, pending token and cancel flag. The public headers name
-// it as a friend and nothing else, so callers see no backend types.
+// model::Internal: the one door from the engine's code (engine/) and the
+// forward front door (backends/forward.cpp) into the private parts of the
+// public classes: a Model's Impl, a Sequence's backend state, a Session's
+// sequence, pending token and cancel flag. The public headers name it as a
+// friend and nothing else, so callers see no backend types.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
-#include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/session.hpp"
 #include "model/model_impl.hpp"
 
 namespace flashscope::model {

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "cpu/quant_matmul.hpp"
+#include "backends/cpu/quant_matmul.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::model {

@@ -15,7 +15,8 @@
 
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
-#include "model/gguf_builder.hpp"
+#include "flashscope/synthetic_model.hpp"
+#include "gguf/gguf_builder.hpp"
 
 namespace flashscope::model {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "flashscope/trace.hpp"
+#include "flashscope/trace_file.hpp"
 
 namespace flashscope {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "flashscope/trace.hpp"
+#include "flashscope/trace_records.hpp"
 #include "util/math.hpp"
 
 namespace flashscope {

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "flashscope/trace.hpp"
+#include "flashscope/trace_records.hpp"
 
 namespace flashscope::viz {
 

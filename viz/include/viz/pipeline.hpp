@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "flashscope/trace.hpp"
+#include "flashscope/trace_records.hpp"
 
 namespace flashscope::viz {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "flashscope/trace.hpp"
+#include "flashscope/trace_records.hpp"
 #include "viz/tile_grid.hpp"
 
 namespace flashscope::viz {

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "flashscope/trace.hpp"
+#include "flashscope/trace_records.hpp"
 
 namespace flashscope::viz {
 
@@ -27,7 +27,7 @@ enum TileFlag : uint32_t {
 };
 
 struct TileCell {
-  float mass = 0.0f;  // share of the average row's attention (see trace.hpp)
+  float mass = 0.0f;  // share of the average row's attention (see trace_records.hpp)
   float max_prob = 0.0f;
   uint32_t rows = 0;     // rows of the q-tile that see at least one key
   uint32_t flags = 0;    // TileFlag bits

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "flashscope/trace.hpp"
+#include "flashscope/trace_records.hpp"
 #include "viz/color_scale.hpp"
 
 namespace flashscope::viz {

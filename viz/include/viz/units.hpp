@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "flashscope/trace.hpp"
+#include "flashscope/trace_records.hpp"
 
 namespace flashscope::viz {
 

@@ -1,6 +1,6 @@
 // Checked launchers of the CUDA model ops (see model_ops_cuda.hpp): the
 // checks, then the kernels' plain parameters, then the launch.
-#include "cuda/model_ops_cuda.hpp"
+#include "backends/cuda/model_ops_cuda.hpp"
 
 #include "cuda/device_facts.hpp"
 

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "flashscope/engine.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "flashscope/model.hpp"
-#include "model/cuda_backend.hpp"
+#include "flashscope/sampling.hpp"
 
 namespace flashscope::model {
 

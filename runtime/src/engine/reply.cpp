@@ -1,14 +1,15 @@
 // Reply: the rules of one generate() call (see reply.hpp), shared by
 // Session::generate() and BatchGenerator.
-#include "model/reply.hpp"
+#include "engine/reply.hpp"
 
 #include <algorithm>
 #include <new>
 #include <string>
 #include <utility>
 
+#include "backends/backend.hpp"
+#include "engine/next_token.hpp"
 #include "model/internal.hpp"
-#include "model/next_token.hpp"
 
 namespace flashscope::model {
 namespace {

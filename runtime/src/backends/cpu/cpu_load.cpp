@@ -1,6 +1,6 @@
 // ThreadAdvisor (see cpu_load.hpp). Linux: /proc/stat and the affinity
 // mask; elsewhere it always advises the maximum.
-#include "cpu/cpu_load.hpp"
+#include "backends/cpu/cpu_load.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -23,9 +23,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "flashscope/engine.hpp"
-#include "model/cuda_backend.hpp"
-#include "model/stop_strings.hpp"
+#include "backends/cuda/cuda_backend.hpp"
+#include "engine/stop_strings.hpp"
+#include "flashscope/session.hpp"
 
 namespace flashscope::model {
 

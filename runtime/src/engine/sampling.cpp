@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "flashscope/engine.hpp"
+#include "flashscope/sampling.hpp"
 
 namespace flashscope {
 namespace {

@@ -1,12 +1,13 @@
 // The engine's model calls (next_token.hpp): forward passes that keep their
 // last logits where the sampler runs, and the samplers of both backends.
-#include "model/next_token.hpp"
+#include "engine/next_token.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <new>
 #include <string>
 
+#include "backends/backend.hpp"
 #include "model/internal.hpp"
 
 namespace flashscope::model {

@@ -46,13 +46,13 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/model_ops.hpp"
-#include "cuda/model_ops_cuda.hpp"
+#include "backends/backend.hpp"
+#include "backends/cpu/model_ops.hpp"
+#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/cuda_model.hpp"
+#include "backends/cuda/model_ops_cuda.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/half.hpp"
-#include "model/cuda_backend.hpp"
-#include "model/cuda_model.hpp"
-#include "model/model_impl.hpp"
 
 namespace flashscope::model {
 

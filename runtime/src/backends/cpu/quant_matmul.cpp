@@ -13,8 +13,8 @@
 //              as one vector, so a block costs ~7 instructions per token
 //              instead of ~12 (prefill ~1.5x). Same sums, same rounding per
 //              block; only the float accumulation order differs.
-#include "cpu/openmp.hpp"
-#include "cpu/quant_matmul.hpp"
+#include "backends/cpu/openmp.hpp"
+#include "backends/cpu/quant_matmul.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,12 +1,12 @@
 // Session: one conversation's cache and pending token; generate() runs one
-// Reply (model/reply.hpp has the loop and its rules, which BatchGenerator
+// Reply (engine/reply.hpp has the loop and its rules, which BatchGenerator
 // shares) from prefill to stop.
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "flashscope/engine.hpp"
-#include "model/reply.hpp"
+#include "engine/reply.hpp"
+#include "flashscope/session.hpp"
 
 namespace flashscope {
 

@@ -28,7 +28,7 @@
 //
 // Threads: the team size of every OpenMP region of a call (matmuls and
 // attention) is ModelOptions.threads, or what the sequence's ThreadAdvisor
-// says the machine's load allows (cpu/cpu_load.hpp).
+// says the machine's load allows (cpu_load.hpp).
 //
 // The cache only grows: tokens are written into slots past st.tokens.size()
 // and the count moves at the very end, so a failed call leaves the sequence
@@ -42,13 +42,13 @@
 #include <omp.h>
 #endif
 
-#include "cpu/openmp.hpp"
-#include "cpu/cpu_load.hpp"
-#include "cpu/model_ops.hpp"
-#include "cpu/quant_matmul.hpp"
+#include "backends/backend.hpp"
+#include "backends/cpu/cpu_load.hpp"
+#include "backends/cpu/model_ops.hpp"
+#include "backends/cpu/openmp.hpp"
+#include "backends/cpu/quant_matmul.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/half.hpp"
-#include "model/model_impl.hpp"
 
 namespace flashscope::model {
 namespace {

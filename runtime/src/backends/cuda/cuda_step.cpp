@@ -46,7 +46,7 @@
 #include <utility>
 
 #include "cuda/paged_attention_cuda.hpp"
-#include "model/cuda_model.hpp"
+#include "backends/cuda/cuda_model.hpp"
 
 namespace flashscope::model {
 
@@ -228,7 +228,7 @@ PagedAttentionParams attention_params(const ModelConfig& c, const CudaModel& cm,
   p.stream = sc.stream;
   p.workspace = sc.attn_ws.data();
   p.workspace_bytes = sc.attn_ws.size();
-  p.num_pages = cm.pool.num_pages;
+  p.num_pages = cm.pool.num_pages();
   return p;
 }
 
@@ -338,7 +338,7 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     ra.head_dim = c.head_dim;
     ra.rope_dim = c.rope_dim;
     ra.page_size = kPageSize;
-    ra.num_pages = cm.pool.num_pages;
+    ra.num_pages = cm.pool.num_pages();
     const auto* o = static_cast<const uint16_t*>(sc.o.data());
 
     if (skinny) {

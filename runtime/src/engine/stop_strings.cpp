@@ -1,7 +1,7 @@
 // StopStringMatcher: see stop_strings.hpp. Stops are short and few, so each
 // push searches the held tail plus the new text directly; the held tail is
 // shorter than the longest stop, so no match is ever found twice.
-#include "model/stop_strings.hpp"
+#include "engine/stop_strings.hpp"
 
 #include <algorithm>
 #include <cstdint>

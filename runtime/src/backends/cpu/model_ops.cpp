@@ -1,5 +1,5 @@
 // CPU element-wise model ops (see model_ops.hpp).
-#include "cpu/model_ops.hpp"
+#include "backends/cpu/model_ops.hpp"
 
 #include <cmath>
 

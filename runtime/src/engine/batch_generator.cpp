@@ -18,8 +18,8 @@
 
 #include "flashscope/engine.hpp"
 #include "model/internal.hpp"
-#include "model/next_token.hpp"
-#include "model/reply.hpp"
+#include "engine/next_token.hpp"
+#include "engine/reply.hpp"
 
 namespace flashscope {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "flashscope/engine.hpp"
+#include "flashscope/chat.hpp"
 
 namespace flashscope {
 namespace {

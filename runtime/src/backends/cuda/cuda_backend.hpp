@@ -1,6 +1,6 @@
-// The CUDA backend's extras beyond the backend functions of model_impl.hpp:
+// The CUDA backend's extras beyond the backend functions of backends/backend.hpp:
 // sampling on the device from the logits a forward pass left there (what
-// Session and BatchGenerator use through model/next_token.hpp, so a decode
+// Session and BatchGenerator use through engine/next_token.hpp, so a decode
 // step copies back a token id, not a row of logits), and the counters that
 // say how decode steps ran (CUDA graph or plain launches).
 #pragma once
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "flashscope/engine.hpp"
-#include "model/model_impl.hpp"
+#include "backends/backend.hpp"
+#include "flashscope/sampling.hpp"
 
 namespace flashscope::model {
 

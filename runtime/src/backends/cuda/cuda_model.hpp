@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "model/cuda_backend.hpp"
+#include "backends/cuda/cuda_backend.hpp"
 #include "model/model_impl.hpp"
 
 namespace flashscope::model {
@@ -67,8 +67,9 @@ void count_sample(const SamplingParams& params, int vocab);
 
 #include <cuda_runtime.h>
 
-#include "cuda/model_ops_cuda.hpp"
+#include "backends/cuda/model_ops_cuda.hpp"
 #include "flashscope/device_buffer.hpp"
+#include "flashscope/kv_cache.hpp"
 #include "flashscope/paged_attention.hpp"
 
 namespace flashscope::model {
@@ -110,17 +111,18 @@ class DeviceScope {
 // The model's KV pages (see the top of this file).
 struct KvPool {
   DeviceBuffer buffer;        // per layer: K pages, then V pages
-  int num_pages = 0;
   size_t page_bytes = 0;      // kv_heads · kPageSize · head_dim · 2
-  std::vector<int32_t> free;  // ids no sequence holds; taken from the back
+  PageAllocator ids;          // which pages sequences hold (the public cache's bookkeeping)
   uint64_t generation = 0;    // bumped whenever `buffer` moves
 
+  int num_pages() const { return ids.num_pages(); }
   void* k_pages(int layer) const { return page_base(2 * layer); }
   void* v_pages(int layer) const { return page_base(2 * layer + 1); }
 
  private:
   void* page_base(int pool) const {
-    return static_cast<char*>(buffer.data()) + static_cast<size_t>(pool) * static_cast<size_t>(num_pages) * page_bytes;
+    const size_t pool_bytes = static_cast<size_t>(num_pages()) * page_bytes;
+    return static_cast<char*>(buffer.data()) + static_cast<size_t>(pool) * pool_bytes;
   }
 };
 

@@ -1,5 +1,5 @@
 // CUDA backend of append_kv(): one kernel launch on p.stream.
-#include "cuda/append_kv_cuda.hpp"
+#include "backends/cuda/append_kv_cuda.hpp"
 
 #include <string>
 

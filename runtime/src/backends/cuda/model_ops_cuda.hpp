@@ -10,7 +10,7 @@
 // has set. In a build without CUDA every call returns kUnsupported.
 //
 // These are also what tests/test_model_cuda.cpp checks one by one against
-// the CPU ops (cpu/model_ops.hpp), so a failure of the whole forward pass can
+// the CPU ops (backends/cpu/model_ops.hpp), so a failure of the whole forward pass can
 // be traced to its op.
 #pragma once
 
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "flashscope/device_buffer.hpp"
-#include "flashscope/engine.hpp"
+#include "flashscope/sampling.hpp"
 #include "flashscope/status.hpp"
 
 namespace flashscope::cuda {

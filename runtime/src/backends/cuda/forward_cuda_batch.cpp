@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
-#include "cpu/model_ops.hpp"
-#include "model/cuda_backend.hpp"
-#include "model/cuda_model.hpp"
+#include "backends/cpu/model_ops.hpp"
+#include "backends/cuda/cuda_backend.hpp"
+#include "backends/cuda/cuda_model.hpp"
 
 namespace flashscope::model {
 

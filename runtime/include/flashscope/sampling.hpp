@@ -1,0 +1,46 @@
+// Sampling the next token from a row of logits: the parameters every
+// generate() takes, a portable PRNG, and the host sampler (on CUDA the
+// engine runs the same steps on the device with the same Rng draws).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace flashscope {
+
+struct SamplingParams {
+  // ≤ 0: greedy (argmax; every other field but repetition_penalty is ignored).
+  float temperature = 0.0f;
+  int top_k = 0;            // keep the k most likely tokens; ≤ 0: all
+  float top_p = 1.0f;       // keep the smallest set with probability ≥ top_p; ≥ 1: all
+  float min_p = 0.0f;       // drop tokens below min_p × the top probability; ≤ 0: none
+  float repetition_penalty = 1.0f;  // > 1 discourages tokens among the recent ones (CTRL / HF rule)
+  int repeat_last_n = 64;   // how many recent tokens the penalty looks at; < 0: all
+  uint64_t seed = 0;
+};
+
+// A small, portable PRNG (splitmix64-seeded xoshiro256**): the same seed
+// gives the same samples on every platform and compiler.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { reseed(seed); }
+  void reseed(uint64_t seed);
+  uint64_t next_u64();
+  double uniform();  // [0, 1), 53 bits
+
+ private:
+  uint64_t s_[4];
+};
+
+// Picks the next token from `logits` [vocab]. The steps, in order:
+//   1. repetition penalty on the last repeat_last_n of recent_tokens: a
+//      positive logit is divided by the penalty, a negative one multiplied;
+//   2. temperature ≤ 0 → the argmax (the lowest id on ties);
+//   3. logits / temperature, top_k, softmax, top_p (nucleus), min_p;
+//   4. one draw from what is left, renormalized.
+// Non-finite logits are treated as -inf; if every logit is -inf the argmax
+// rule returns 0. logits must be non-empty.
+int32_t sample(const std::vector<float>& logits, const SamplingParams& params, Rng& rng,
+               const std::vector<int32_t>& recent_tokens);
+
+}  // namespace flashscope

@@ -1,0 +1,49 @@
+// Synthetic llama models: GGUF files built from a spec, with random weights
+// of the chosen types (Model::load reads them like any other file).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashscope/gguf.hpp"
+#include "flashscope/status.hpp"
+
+namespace flashscope {
+
+// A small llama model with random weights, for tests and GPU runs of any
+// shape (`flashscope-cli make-model` writes one). The weights are random
+// blocks of the chosen types (every bit pattern of Q4_1, Q8_0, ... is a
+// valid block) scaled so a matrix maps unit-RMS inputs to unit-RMS outputs;
+// norms are near 1. The vocabulary can spell ASCII: <|endoftext|> (0),
+// <|im_start|> (1, bos), <|im_end|> (2, eos), the byte tokens of printable
+// ASCII, space and newline, then fillers; byte-level BPE with no merges and
+// a ChatML template. The same spec always gives the same bytes.
+struct SyntheticModelSpec {
+  int n_layers = 2;
+  int hidden = 64;
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int head_dim = 64;  // 64 or 128 (written as attention.key_length)
+  int ffn = 96;
+  int vocab = 100;    // >= 99 keeps every ASCII byte token
+  int context = 512;
+  int rope_dim = 0;   // rotated dims per head; 0: head_dim
+  float rope_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied = true;   // no output.weight: the LM head is token_embd
+  GgmlType matrix_type = GgmlType::kQ4_1;  // attention and FFN matrices
+  GgmlType embd_type = GgmlType::kQ8_0;
+  GgmlType output_type = GgmlType::kQ8_0;  // when not tied
+  uint64_t seed = 1;
+};
+
+// The GGUF file of `spec`. kInvalidArgument naming the field when the spec
+// cannot make a model Model::load accepts (counts < 1, head_dim not 64/128,
+// n_heads not a multiple of n_kv_heads, a row length that is not a whole
+// number of its type's blocks, a type the engine cannot multiply, ...).
+Result<std::vector<uint8_t>> build_synthetic_model(const SyntheticModelSpec& spec);
+// The same written to `path` (kIoError when it cannot be written).
+Status write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path);
+
+}  // namespace flashscope
