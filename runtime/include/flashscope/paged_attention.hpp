@@ -59,9 +59,9 @@ struct PagedAttentionParams {
   // kv-head; decode always runs the one-warp tile). kAuto and v1..v6: the
   // sm80 128-row tile; kHopper: the sm_90a wgmma kernel with its cp.async
   // producer (kUnsupported where prefill_kernel_runnable(kHopper) is false).
-  // auto keeps the sm80 tile: on an H200 the Hopper one is 0.86x its speed
-  // at D128 and level at D64 over pages (`bench decode --q-len 512 --kernel`),
-  // since TMA cannot gather pages and its cp.async producer is the bottleneck.
+  // auto keeps the sm80 tile: over pages the Hopper one is no faster, since
+  // TMA cannot gather pages and its cp.async producer is the bottleneck
+  // (bench/TUNING.md#paged-tiles).
   PrefillKernel kernel = PrefillKernel::kAuto;
   void* workspace = nullptr;     // CUDA split-KV scratch, >= plan_paged_attention(p).workspace_bytes
   size_t workspace_bytes = 0;
