@@ -2,8 +2,8 @@
 // beside v6 on the anchor shapes and checks each output against v6's (same
 // inputs). Not part of the build; on the GPU machine:
 //   nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a \
-//     bench/hopper_variants.cu kernels/hopper/hopper_prefill.cu kernels/attention/prefill_launch.cu \
-//     kernels/attention/prefill_v{1,2,3,4}.cu kernels/attention/prefill_v{5,6}_{bf16,fp16}.cu -o hopper_variants
+//     -Ilab/include bench/hopper_variants.cu lab/src/hopper_variants.cu kernels/hopper/hopper_prefill.cu \
+//     kernels/attention/prefill_launch.cu -o hopper_variants
 //   ./hopper_variants [VARIANTS [SHAPES]]   comma lists of the names to run (default all; "groups"
 //                                           adds the causal longest-first group sweep)
 #include <cuda_bf16.h>
@@ -18,9 +18,11 @@
 
 #include "bench/cuda_check.cuh"
 #include "kernels/attention/prefill_launch.h"
+#include "flashscope_lab/hopper_variants.h"
 #include "kernels/hopper/hopper_launch.h"
 
 using namespace flashscope::kernels;
+using flashscope::lab::HopperVariant;
 using bf16 = __nv_bfloat16;
 
 struct Shape {
@@ -119,7 +121,9 @@ int main(int argc, char** argv) {
     p.scale_log2 = 1.4426950408889634f / std::sqrt(float(s.d));
     const double flops = 4.0 * s.b * s.h * double(s.lq) * s.lk * s.d * (s.causal ? 0.5 : 1.0);
 
-    const float t_v6 = median_ms([&] { return launch_prefill(6, ElemType::kBF16, s.d, s.causal, p, nullptr); }, iters);
+    const DeviceLaunchFacts dev = read_device_launch_facts();
+    const PrefillLaunchPlan v6 = plan_prefill_sm80(6, ElemType::kBF16, s.d, s.causal, p, dev);
+    const float t_v6 = median_ms([&] { return launch_prefill(v6, p, nullptr, nullptr); }, iters);
     std::vector<bf16> ref(nq), got(nq);
     const size_t nl = size_t(s.b) * s.h * s.lq;
     std::vector<float> lse_want(nl), lse_got(nl);
@@ -175,8 +179,8 @@ int main(int argc, char** argv) {
       ph.longest_first_group = run.group;
       CHECK_CUDA(cudaMemset(o, 0xff, nq * 2));  // NaN: unwritten outputs show
       CHECK_CUDA(cudaMemset(lse, 0xff, nl * 4));
-      const float t =
-          median_ms([&] { return launch_prefill_hopper(ElemType::kBF16, s.d, s.causal, ph, nullptr, var); }, iters);
+      const PrefillLaunchPlan plan = flashscope::lab::plan_hopper_variant(ElemType::kBF16, s.d, s.causal, ph, dev, var);
+      const float t = median_ms([&] { return flashscope::lab::launch_hopper_variant(plan, ph, nullptr); }, iters);
       CHECK_CUDA(cudaMemcpy(got.data(), o, nq * 2, cudaMemcpyDeviceToHost));
       double max_diff = 0;
       size_t nan = 0;

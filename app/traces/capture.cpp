@@ -4,6 +4,7 @@
 #include <chrono>
 #include <set>
 
+#include "flashscope/attention.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 
@@ -41,10 +42,11 @@ Status capture_on_gpu(SyntheticProblem& pr, const CaptureRequest& rq, Trace* out
   p.lse = static_cast<float*>(lse.value().data());
   p.device = Device::kCuda;
   p.kernel = rq.kernel;
-  auto tiling = cuda_prefill_trace_tiling(p);
-  if (!tiling.ok()) return tiling.status();
-  return capture_cuda_prefill_trace(
-      p, dashboard_trace_options(rq.shape, rq.head, tiling->block_q, tiling->block_kv), out);
+  // The capture runs prefill()'s plan with probes: its tiles are the trace's.
+  auto plan = plan_prefill(p);
+  if (!plan.ok()) return plan.status();
+  return capture_cuda_prefill_trace(p, dashboard_trace_options(rq.shape, rq.head, plan->block_q, plan->block_kv),
+                                    out);
 }
 
 }  // namespace

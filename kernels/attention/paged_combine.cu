@@ -1,4 +1,4 @@
-// Split-KV combine (flash-decoding's second step) and the paged launch entry.
+// Split-KV combine (flash-decoding's second step).
 //
 // Each split s of a row produced its own normalized output o_s and its
 // log-sum-exp lse_s over its keys. The row's softmax over all keys is then
@@ -8,7 +8,7 @@
 //
 // The combine is bound by latency, not bandwidth (128 splits x 32 rows x 128
 // columns is 2 MiB, from L2): one thread per column looping over 64 splits
-// was eight dependent rounds of loads, 14 µs under ncu on an H200. Here a row
+// was eight dependent rounds of loads (bench/TUNING.md#paged-tiles). Here a row
 // is cut into slices of columns, and a slice's splits are dealt to groups of
 // threads: each thread issues all its loads (a float4 of columns from each of
 // up to 8 splits, and the row's lse values, four per lane) before it uses
@@ -27,19 +27,6 @@
 #include "kernels/common/ptx.cuh"
 
 namespace flashscope::kernels {
-
-cudaError_t launch_paged_bf16(int, bool, bool, const PagedKernelParams&, cudaStream_t, bool);
-cudaError_t launch_paged_fp16(int, bool, bool, const PagedKernelParams&, cudaStream_t, bool);
-
-bool paged_uses_decode_tile(int rows_per_kv_head) { return rows_per_kv_head <= kPagedDecodeMaxRows; }
-int paged_block_q(int rows) { return paged_uses_decode_tile(rows) ? PagedDecodeConfig<64>::kBlockQ : PagedPrefillConfig<64>::kBlockQ; }
-
-cudaError_t launch_paged_attention(ElemType type, int head_dim, bool causal, const PagedKernelParams& p,
-                                   cudaStream_t stream, bool programmatic) {
-  const bool decode = paged_uses_decode_tile(p.q_len * p.group);
-  return type == ElemType::kFP16 ? launch_paged_fp16(head_dim, causal, decode, p, stream, programmatic)
-                                 : launch_paged_bf16(head_dim, causal, decode, p, stream, programmatic);
-}
 
 namespace {
 

@@ -9,8 +9,8 @@ namespace flashscope::kernels {
 // tiles, v5's pipeline; small CTAs so many sequences and splits are in flight.
 // At head_dim 128 the 64-key tile's copy loop (32 chunks per lane per
 // matrix) plus the accumulators overflow one warp's registers: 32-key tiles.
-// Q in registers: keeping it in its own shared-memory region (so K/V loads
-// start with Q's) was measured 37% slower at B64 x 4096 keys (bench/results).
+// Q in registers, not in its own shared-memory region (so K/V loads would
+// start with Q's): bench/TUNING.md#paged-tiles.
 template <int D>
 using PagedDecodeConfig = PrefillConfig<D, 16, D == 128 ? 32 : 64, 1, true, Pipeline::kK2V1, true, false, 1>;
 // Chunked prefill over the cache: v5's tile.
@@ -26,8 +26,8 @@ cudaError_t launch_paged_cfg(bool causal, const typename Probe::template Params<
                 : launch_paged<Cfg, T, false, Probe>(p, stream, programmatic);
 }
 
-// Runtime head_dim, causal and tile choice -> template constants. Probe as in
-// launch_prefill (the probed instantiations live in paged_probe_*.cu).
+// Runtime head_dim, causal and tile choice -> template constants: NoProbe in
+// paged_launch.cu, GlobalTimerProbe in paged_launch_probed.cu.
 template <typename T, typename Probe = NoProbe>
 cudaError_t launch_paged_typed(int head_dim, bool causal, bool decode,
                                const typename Probe::template Params<PagedKernelParams>& p, cudaStream_t stream,
@@ -40,5 +40,9 @@ cudaError_t launch_paged_typed(int head_dim, bool causal, bool decode,
                   : launch_paged_cfg<PagedPrefillConfig<128>, T, Probe>(causal, p, stream, programmatic);
   return cudaErrorInvalidValue;
 }
+
+// The probed instantiation (paged_launch_probed.cu; FLASHSCOPE_KERNEL_PROBES builds).
+cudaError_t launch_paged_probed(ElemType type, int head_dim, bool causal, bool decode,
+                                const GlobalTimerProbe::Params<PagedKernelParams>& p, cudaStream_t stream);
 
 }  // namespace flashscope::kernels

@@ -4,8 +4,9 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/attention/prefill_launch.h"
 #include "kernels/attention/prefill_params.h"
+#include "kernels/attention/prefill_plan.h"
+#include "kernels/common/probe_records.h"
 
 namespace flashscope::kernels {
 
@@ -24,8 +25,16 @@ int paged_block_q(int rows_per_kv_head);
 // the grid is scheduled while the kernel before it on the stream finishes and
 // waits for it on the GPU before reading q, the pages or the tables; only
 // where paged_combine_waits_on_producer() said yes (the same code targets).
+// probe: null for the production kernels; else the probed instantiation
+// (FLASHSCOPE_KERNEL_PROBES builds; else cudaErrorNotSupported) records into
+// it, computing the same bits. Grid: (ceil(q_len·group / block_q) ·
+// num_splits, kv_heads, batch); with num_splits > 1 it writes the partials.
 cudaError_t launch_paged_attention(ElemType type, int head_dim, bool causal, const PagedKernelParams& p,
-                                   cudaStream_t stream, bool programmatic = false);
+                                   cudaStream_t stream, bool programmatic = false,
+                                   const ProbeBuffers* probe = nullptr);
+
+// The tile of the paged kernel (decode_tile: paged_uses_decode_tile).
+KernelTiling paged_tiling(int head_dim, bool decode_tile);
 
 // Merges p.num_splits (1..kMaxPagedSplits) partial results into p.o (and
 // p.lse); launched after launch_paged_attention on the same stream.

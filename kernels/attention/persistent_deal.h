@@ -193,10 +193,8 @@ struct SplitTail {
 
 // What splitting costs a CTA, in key tiles: about one more work tile to
 // start and finish (its own Q, a pipeline that fills and drains), and the
-// shared pieces' partial results written, fenced and merged. Measured on the
-// H200 (results/nvidia-h200-2026-11-22-split-tail.txt): the split lost 1.5%
-// at the seed shape with no merge at all and 3.7% with it, where dealing
-// whole tiles left 2 key tiles of 86 on the table.
+// shared pieces' partial results written, fenced and merged
+// (bench/TUNING.md#hopper-prefill).
 constexpr int kSplitCostKeyTiles = 4;
 
 // The split for W work tiles of kv_tiles key tiles each on G CTAs, or

@@ -1,4 +1,6 @@
-// The one place that maps a runtime kernel choice to its instantiation.
+// The sm80 family's plan and its one launch path, production and probed
+// (the instantiations: prefill_versions.cuh), and the door through which the
+// kernel lab (lab/) adds the teaching ladder's v1..v4.
 #include "kernels/attention/prefill_launch.h"
 
 #include <atomic>
@@ -9,91 +11,91 @@
 
 namespace flashscope::kernels {
 
-cudaError_t launch_prefill_v1_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
-cudaError_t launch_prefill_v2_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
-cudaError_t launch_prefill_v3_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
-cudaError_t launch_prefill_v4_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
-cudaError_t launch_prefill_v5_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
-cudaError_t launch_prefill_v5_fp16(const PrefillKernelParams&, int, bool, cudaStream_t);
-cudaError_t launch_prefill_v6_bf16(const PrefillKernelParams&, int, bool, cudaStream_t);
-cudaError_t launch_prefill_v6_fp16(const PrefillKernelParams&, int, bool, cudaStream_t);
+DeviceLaunchFacts read_device_launch_facts() {
+  DeviceLaunchFacts f;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&f.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&f.l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
+    cudaGetLastError();
+  // Where the runtime cannot say: an H100's.
+  if (f.sm_count <= 0) f.sm_count = 132;
+  if (f.l2_bytes <= 0) f.l2_bytes = 50 << 20;
+  return f;
+}
 
 namespace {
-constexpr int kCachedDevices = 64;
-
-// One attribute of the current device, asked once per device (launches are
-// a hot path); `fallback` where the runtime cannot say.
-int cached_attribute(cudaDeviceAttr attr, int fallback, std::atomic<int> (&cache)[kCachedDevices]) {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-    return fallback;
-  }
-  if (device >= 0 && device < kCachedDevices)
-    if (const int known = cache[device].load(std::memory_order_relaxed); known > 0) return known;
-  int value = 0;
-  if (cudaDeviceGetAttribute(&value, attr, device) != cudaSuccess || value <= 0) {
-    cudaGetLastError();
-    value = fallback;
-  }
-  if (device >= 0 && device < kCachedDevices) cache[device].store(value, std::memory_order_relaxed);
-  return value;
-}
-
-int current_l2_bytes() {
-  static std::atomic<int> cache[kCachedDevices] = {};
-  return cached_attribute(cudaDevAttrL2CacheSize, 50 << 20 /* an H100's */, cache);
-}
+// Written once, when the lab's objects start (before main), read by launches.
+std::atomic<Sm80LadderLauncher> g_ladder{nullptr};
 }  // namespace
 
-int causal_longest_first_group(const PrefillKernelParams& p, int head_dim) {
-  const int l2_bytes = current_l2_bytes();
-  // K and V of one kv-head (bf16/fp16), shared by `group` q-heads.
-  const double bytes_per_pair = 4.0 * double(p.kv_len) * head_dim / (p.group > 0 ? p.group : 1);
-  const double fit = 0.5 * l2_bytes / (bytes_per_pair > 0 ? bytes_per_pair : 1.0);
-  const int64_t pairs = int64_t(p.q_heads) * p.batch;
-  if (pairs <= 1 || fit >= double(pairs)) return int(pairs < 1 ? 1 : pairs > (1 << 30) ? (1 << 30) : pairs);
-  // Groups of equal size: a smaller last group would run its longest
-  // q-tiles alone at the end, the tail this ordering is there to avoid
-  // (7 pairs per group of 16 measured like no grouping at all). The largest
-  // divisor not above `fit`.
-  long long best = 1;
-  visit_divisors_ascending(pairs, [&](long long d) {
-    if (d > fit) return true;
-    best = d;
-    return false;
-  });
-  return int(best);
+void install_sm80_ladder(Sm80LadderLauncher launcher) { g_ladder.store(launcher, std::memory_order_release); }
+
+bool prefill_version_built(int version, ElemType type) {
+  if (version == 5 || version == 6) return true;
+  return type == ElemType::kBF16 && version >= 1 && version <= 4 &&
+         g_ladder.load(std::memory_order_acquire) != nullptr;
 }
 
-int current_sm_count() {
-  static std::atomic<int> cache[kCachedDevices] = {};
-  return cached_attribute(cudaDevAttrMultiProcessorCount, 132, cache);
-}
+namespace {
 
-PrefillKernelParams with_longest_first_group(const PrefillKernelParams& p, int head_dim, bool causal) {
-  PrefillKernelParams out = p;
-  if (causal && out.longest_first_group == 0) out.longest_first_group = causal_longest_first_group(out, head_dim);
-  return out;
+template <typename Cfg>
+KernelTiling tiling_of() {
+  return {Cfg::kBlockQ, Cfg::kBlockKV, Cfg::kWarps};
 }
-
-cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& params,
-                           cudaStream_t stream) {
-  const PrefillKernelParams p = with_longest_first_group(params, head_dim, causal);
-  if (type == ElemType::kFP16) {
-    if (version == 5) return launch_prefill_v5_fp16(p, head_dim, causal, stream);
-    if (version == 6) return launch_prefill_v6_fp16(p, head_dim, causal, stream);
-    return cudaErrorInvalidValue;
-  }
+template <template <int> class Version>
+KernelTiling version_tiling(int head_dim) {
+  return head_dim == 64 ? tiling_of<Version<64>>() : tiling_of<Version<128>>();
+}
+KernelTiling prefill_tiling(int version, int head_dim) {
   switch (version) {
-    case 1: return launch_prefill_v1_bf16(p, head_dim, causal, stream);
-    case 2: return launch_prefill_v2_bf16(p, head_dim, causal, stream);
-    case 3: return launch_prefill_v3_bf16(p, head_dim, causal, stream);
-    case 4: return launch_prefill_v4_bf16(p, head_dim, causal, stream);
-    case 5: return launch_prefill_v5_bf16(p, head_dim, causal, stream);
-    case 6: return launch_prefill_v6_bf16(p, head_dim, causal, stream);
-    default: return cudaErrorInvalidValue;
+    case 1: return version_tiling<PrefillV1>(head_dim);
+    case 2: return version_tiling<PrefillV2>(head_dim);
+    case 3: return version_tiling<PrefillV3>(head_dim);
+    case 4: return version_tiling<PrefillV4>(head_dim);
+    case 5: return version_tiling<PrefillV5>(head_dim);
+    default: return version_tiling<PrefillV6>(head_dim);
   }
+}
+
+}  // namespace
+
+PrefillLaunchPlan plan_prefill_sm80(int version, ElemType type, int head_dim, bool causal,
+                                    const PrefillKernelParams& p, const DeviceLaunchFacts& dev) {
+  PrefillLaunchPlan plan;
+  plan.family = PrefillFamily::kSm80;
+  plan.version = version;
+  plan.type = type;
+  plan.head_dim = head_dim;
+  plan.causal = causal;
+  plan.tiling = prefill_tiling(version, head_dim);
+  plan.longest_first_group = p.longest_first_group;
+  if (causal && plan.longest_first_group == 0)
+    plan.longest_first_group = causal_longest_first_group(p, head_dim, dev.l2_bytes);
+  return plan;
+}
+
+cudaError_t launch_prefill(const PrefillLaunchPlan& plan, const PrefillKernelParams& params, const ProbeBuffers* probe,
+                           cudaStream_t stream) {
+  if (plan.family != PrefillFamily::kSm80) return cudaErrorInvalidValue;
+  if (plan.version < 5) {
+    const Sm80LadderLauncher ladder = g_ladder.load(std::memory_order_acquire);
+    return ladder != nullptr ? ladder(plan, params, probe, stream) : cudaErrorNotSupported;
+  }
+  if (probe != nullptr) {
+#if FLASHSCOPE_KERNEL_PROBES
+    GlobalTimerProbe::Params<PrefillKernelParams> p;
+    static_cast<PrefillKernelParams&>(p) = params;
+    p.longest_first_group = plan.longest_first_group;
+    p.probe = *probe;
+    return launch_sm80_probed(plan.version, plan.type, plan.head_dim, plan.causal, p, stream);
+#else
+    return cudaErrorNotSupported;
+#endif
+  }
+  PrefillKernelParams p = params;
+  p.longest_first_group = plan.longest_first_group;
+  return launch_sm80_production<NoProbe>(plan.version, plan.type, plan.head_dim, plan.causal, p, stream);
 }
 
 namespace {

@@ -1,31 +1,39 @@
-// Host entry to the prefill kernels, with no CUDA headers beyond the runtime
-// API: the runtime calls this after validating the parameters.
+// Host entry to the sm80 prefill kernels (prefill_versions.cuh), with no CUDA
+// headers beyond the runtime API: the runtime calls these after validating
+// the parameters.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "kernels/attention/prefill_params.h"
+#include "kernels/attention/prefill_plan.h"
+#include "kernels/common/probe_records.h"
 
 namespace flashscope::kernels {
 
-enum class ElemType { kBF16, kFP16 };
+// Whether `version` (1..6) runs for `type` in this process: the production
+// kernels v5 and v6 for bf16 and fp16, the teaching ladder's v1..v4 for bf16
+// where the kernel lab installed them.
+bool prefill_version_built(int version, ElemType type);
 
-// version 1..6 (v1..v5 are seeds/000's steps, v6 goes beyond). fp16 is built
-// for the production kernels v5 and v6 only; the runtime says so.
-cudaError_t launch_prefill(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
+// The kernel lab (lab/src/ladder.cu) holds v1..v4, outside this library; its
+// objects install their launcher here when the program starts. Called with
+// plans of versions 1..4, as launch_prefill is.
+using Sm80LadderLauncher = cudaError_t (*)(const PrefillLaunchPlan& plan, const PrefillKernelParams& p,
+                                           const ProbeBuffers* probe, cudaStream_t stream);
+void install_sm80_ladder(Sm80LadderLauncher launcher);
+
+// The plan of version 1..6 for p on a device with `dev`'s facts (the caller
+// checked prefill_version_built).
+PrefillLaunchPlan plan_prefill_sm80(int version, ElemType type, int head_dim, bool causal,
+                                    const PrefillKernelParams& p, const DeviceLaunchFacts& dev);
+
+// Runs plan (family kSm80) on p. probe: null for the production kernels;
+// else the probed instantiation (FLASHSCOPE_KERNEL_PROBES builds; else
+// cudaErrorNotSupported) records into it, computing the same bits. Grid:
+// (ceil(q_len / block_q), q_heads, batch).
+cudaError_t launch_prefill(const PrefillLaunchPlan& plan, const PrefillKernelParams& p, const ProbeBuffers* probe,
                            cudaStream_t stream);
-
-// How many (q-head, sequence) pairs a causal grid takes longest-first
-// together: the largest divisor of their count whose K and V fit in half
-// the device's L2, so the CTAs running at once share K/V tiles through it
-// and every group is as long as the others.
-int causal_longest_first_group(const PrefillKernelParams& p, int head_dim);
-
-// The current device's SM count, asked once per device (for persistent grids).
-int current_sm_count();
-
-// p with longest_first_group filled in where the caller left it 0 (causal only).
-PrefillKernelParams with_longest_first_group(const PrefillKernelParams& p, int head_dim, bool causal);
 
 // Dynamic shared memory one CTA of `version` needs at head_dim (for reports).
 int prefill_smem_bytes(int version, int head_dim);

@@ -1,9 +1,10 @@
-// Host entry to the probed kernels the trace capture runs
-// (runtime/src/trace/cuda_capture.cpp) and to the capture's second pass.
+// Host entry to the trace capture's second pass (runtime/src/trace/cuda_capture.cpp).
 //
-// The probed kernels are the production kernels instantiated with
-// GlobalTimerProbe (kernels/common/probe.cuh): same tiles, same pipeline,
-// same results, plus records written into a ProbeBuffers. They exist only in
+// The probed kernels themselves run through their family's one launch path
+// with a ProbeBuffers argument (launch_prefill, launch_prefill_hopper,
+// launch_paged_attention): the production kernels instantiated with
+// GlobalTimerProbe (kernels/common/probe.cuh), same tiles, same pipeline,
+// same results, plus records written into the buffers. They exist only in
 // builds with FLASHSCOPE_KERNEL_PROBES (ON by default) and nothing but the
 // capture launches them.
 #pragma once
@@ -12,33 +13,10 @@
 
 #include <cstdint>
 
-#include "kernels/attention/prefill_launch.h"
-#include "kernels/attention/prefill_params.h"
+#include "kernels/attention/prefill_plan.h"
 #include "kernels/common/probe_records.h"
 
 namespace flashscope::kernels {
-
-// The tiles and warps of one kernel configuration: the trace's block_q /
-// block_kv / warps, and the shape of the probe buffers.
-struct KernelTiling {
-  int block_q = 0;   // rows per CTA (paged: packed (token, q-head) rows)
-  int block_kv = 0;  // keys per KV tile
-  int warps = 0;     // warps per CTA
-};
-KernelTiling prefill_tiling(int version, int head_dim);
-KernelTiling paged_tiling(int head_dim, bool decode_tile);
-
-// prefill `version` (1..6; fp16: 5 and 6) with probes: writes what
-// launch_prefill writes, and records into `probe`. Grid as launch_prefill's:
-// (ceil(q_len / block_q), q_heads, batch).
-cudaError_t launch_prefill_probed(int version, ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
-                                  const ProbeBuffers& probe, cudaStream_t stream);
-
-// Attention over the paged cache with probes (the tile launch_paged_attention
-// picks). Grid: (ceil(q_len·group / block_q) · num_splits, kv_heads, batch).
-// With num_splits > 1 it writes the partials: the caller runs the combine.
-cudaError_t launch_paged_probed(ElemType type, int head_dim, bool causal, const PagedKernelParams& p,
-                                const ProbeBuffers& probe, cudaStream_t stream);
 
 // The capture's second pass over one traced (sequence, q-head): the final
 // probabilities p_ij = exp(scale·q_i·k_j − lse_i) from the run's lse, summed

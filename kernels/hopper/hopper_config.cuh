@@ -1,5 +1,6 @@
-// What the Hopper kernel's production and probed launchers share: the
-// configurations chosen per head_dim, and the TMA tensor maps of dense Q/K/V.
+// The Hopper kernel's configurations (the production choice per shape, and
+// the research variants' tiles the lab runs) and the TMA tensor maps of
+// dense Q/K/V.
 #pragma once
 
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
@@ -11,25 +12,17 @@
 
 namespace flashscope::kernels {
 
-
-// From bench/hopper_variants.cu on an H200 (results in bench/results/):
+// The production tiles; the figures behind each choice: bench/TUNING.md#hopper-prefill.
 //   128: two consumer warpgroups taking turns at the tensor cores, 176-key
-//        tiles, two stages (Q 32 KiB + 4 tiles of 44 KiB = 208 KiB). With K
-//        and V released separately two stages keep the producer ahead as
-//        three did; the wider tile spreads each tile's fixed costs (row
-//        maxima, O's rescale, barriers) over 37% more keys: 8k x 8k 700
-//        TFLOPS against 667 for 128-key tiles and three stages
-//        (nvidia-h200-2026-11-22-hopper-variants-3.txt); 192-key tiles for
-//        long key ranges, below.
-//   64:  three consumer warpgroups (192-row q-tiles) taking turns at the
-//        tensor cores, four stages: 500 TFLOPS against 358 for two
-//        warpgroups without turns, since at 64 the softmax is twice the
-//        share of the work and needs other warpgroups' GEMMs to hide under.
+//        tiles, two stages (Q 32 KiB + 4 tiles of 44 KiB = 208 KiB): the
+//        wider tile spreads each tile's fixed costs (row maxima, O's
+//        rescale, barriers) over more keys; 192-key tiles for long key ranges.
+//   64:  three consumer warpgroups (192-row q-tiles) taking turns, four
+//        stages: at 64 the softmax is twice the share of the work and needs
+//        other warpgroups' GEMMs to hide under.
 // Short causal sequences at 64 (SmolLM2's prompts): 192-row q-tiles leave
-// a large share of the last tile's rows idle and the causal work per CTA
-// uneven; two consumer warpgroups (128-row tiles), still taking turns, are
-// 8-10% faster there up to 1024 queries and 3-8% slower beyond
-// (results/nvidia-h200-2026-11-22-hopper-variants-2.txt).
+// much of the last tile idle and the causal work per CTA uneven, so two
+// consumer warpgroups (128-row tiles), still taking turns, up to 1024 queries.
 using ShortCausalConfig64 = HopperPrefillConfig<64, 4, 2, true>;
 inline bool use_short_causal_config(int head_dim, bool causal, int q_len) {
   return head_dim == 64 && causal && q_len <= 1024;
@@ -40,26 +33,58 @@ using DefaultConfig = std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, 3
                                          HopperPrefillConfig<128, 2, 2, true, 176>>;
 
 // Long key ranges at 128: 192-key tiles (S 96 + P 48 + O 64 registers of
-// the 240) pass 9% fewer tiles through the per-tile bookkeeping: level with
-// 176 or up to 1% faster from 4096 keys across eight rounds, slower on short
-// ranges (1000 x 777: 72-73 against 75-78 TFLOPS).
+// the 240) pass fewer tiles through the per-tile bookkeeping, from 4096 keys.
 using LongKvConfig128 = HopperPrefillConfig<128, 2, 2, true, 192>;
 inline bool use_long_kv_config(int head_dim, int kv_len) { return head_dim == 128 && kv_len >= 4096; }
+
+// The production choice, the one place it is made (the plan records it).
+inline HopperConfig production_hopper_config(int head_dim, bool causal, int q_len, int kv_len) {
+  if (head_dim == 64) return use_short_causal_config(64, causal, q_len) ? HopperConfig::kShortCausal64 : HopperConfig::kDefault64;
+  return use_long_kv_config(128, kv_len) ? HopperConfig::kLongKv128 : HopperConfig::kDefault128;
+}
+
+// Which configurations a visit_hopper_config instantiates: the library
+// launches the production ones, the lab (lab/) the research variants'; plans
+// read any one's constants.
+enum class HopperConfigs { kProduction, kVariants, kAll };
+
+// Calls fn(Cfg{}, kProduction) with the configuration `c` names, kProduction
+// a std::bool_constant: true for the production tiles (which may run
+// persistent CTAs), false for a variant's (one CTA per work tile).
+// cudaErrorInvalidValue for a configuration outside kSet (never instantiated).
+template <HopperConfigs kSet, typename Fn>
+cudaError_t visit_hopper_config(HopperConfig c, Fn&& fn) {
+  if constexpr (kSet != HopperConfigs::kVariants) {
+    switch (c) {
+      case HopperConfig::kDefault64: return fn(DefaultConfig<64>{}, std::true_type{});
+      case HopperConfig::kShortCausal64: return fn(ShortCausalConfig64{}, std::true_type{});
+      case HopperConfig::kDefault128: return fn(DefaultConfig<128>{}, std::true_type{});
+      case HopperConfig::kLongKv128: return fn(LongKvConfig128{}, std::true_type{});
+      default: break;
+    }
+  }
+  if constexpr (kSet != HopperConfigs::kProduction) {
+    switch (c) {
+      case HopperConfig::kTwoConsumersPingPong64: return fn(HopperPrefillConfig<64, 4, 2, true>{}, std::false_type{});
+      case HopperConfig::kThreeConsumers64: return fn(HopperPrefillConfig<64, 4, 3, false>{}, std::false_type{});
+      case HopperConfig::kBlockKV128: return fn(HopperPrefillConfig<128, 3>{}, std::false_type{});
+      case HopperConfig::kStages2: return fn(HopperPrefillConfig<128, 2>{}, std::false_type{});
+      case HopperConfig::kPingPong128: return fn(HopperPrefillConfig<128, 3, 2, true>{}, std::false_type{});
+      case HopperConfig::kBlockKV176: return fn(HopperPrefillConfig<128, 2, 2, false, 176>{}, std::false_type{});
+      case HopperConfig::kBlockKV192: return fn(HopperPrefillConfig<128, 2, 2, true, 192>{}, std::false_type{});
+      default: break;
+    }
+  }
+  return cudaErrorInvalidValue;
+}
 
 // Dense launches through TMA with more work tiles than SMs run persistent
 // CTAs: one per SM, each walking its share of the work tiles, the next
 // tile's Q and first K loaded under the last one's softmax, P·V and
-// epilogue instead of after the CTA is replaced. Against one CTA per tile
-// (6e535d4), same run on the H200 (results/nvidia-h200-2026-11-22-persistent.txt):
-// 16 x 9 x 1024² causal at 64 (SmolLM2's prompts: every CTA sees 1-8 KV
-// tiles) 256 against 216 TFLOPS, 4 x 16 x 4096² causal at 64 438 against
-// 410, at 128 623 against 582, 8k² causal 669 against 653, 4 x 16 x 4096²
-// at 64 516 against 506; long non-causal at 128 level (8k² 717 / 715).
-// How the tiles are dealt matters: persistent_deal.h. Non-causal launches
-// given a workspace also split their last two rounds by key tiles (its
-// SplitTail): 8k² 699 against 692, 4 x 16 x 4096² at 64 505 against 499,
-// where the split saves more than it costs; not at the seed shape, whose
-// last round is nearly full (results/nvidia-h200-2026-11-22-split-tail.txt).
+// epilogue instead of after the CTA is replaced (bench/TUNING.md#hopper-prefill).
+// How the tiles are dealt: persistent_deal.h. Non-causal launches given a
+// workspace also split their last two rounds by key tiles (its SplitTail)
+// where that saves more than it costs.
 
 // cuTensorMapEncodeTiled from the driver, found through the runtime so the
 // library links no libcuda. Null when the driver has none.

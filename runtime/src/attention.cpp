@@ -2,6 +2,7 @@
 #include "flashscope/attention.hpp"
 
 #include <cmath>
+#include <string>
 
 #include "cpu/attention_cpu.hpp"
 #include "cuda/prefill_cuda.hpp"
@@ -56,16 +57,86 @@ PrefillKernel resolve_prefill_kernel(const PrefillParams& p) {
   return p.kernel == PrefillKernel::kAuto ? cuda::choose_prefill_kernel(p) : p.kernel;
 }
 
+namespace {
+
+PrefillPlan::Shape shape_of(const PrefillParams& p) {
+  PrefillPlan::Shape s;
+  s.device = p.device;
+  s.dtype = p.dtype;
+  s.requested = p.kernel;
+  s.batch = p.batch;
+  s.q_heads = p.q_heads;
+  s.kv_heads = p.kv_heads;
+  s.q_len = p.q_len;
+  s.kv_len = p.kv_len;
+  s.head_dim = p.head_dim;
+  s.causal = p.causal;
+  s.varlen = p.cu_seqlens_q != nullptr;
+  return s;
+}
+
+bool same_shape(const PrefillPlan::Shape& a, const PrefillPlan::Shape& b) {
+  return a.device == b.device && a.dtype == b.dtype && a.requested == b.requested && a.batch == b.batch &&
+         a.q_heads == b.q_heads && a.kv_heads == b.kv_heads && a.q_len == b.q_len && a.kv_len == b.kv_len &&
+         a.head_dim == b.head_dim && a.causal == b.causal && a.varlen == b.varlen;
+}
+
+std::string describe(const PrefillPlan::Shape& s) {
+  return std::string(s.device == Device::kCuda ? "cuda " : "cpu ") + (s.dtype == DType::kFP16 ? "fp16" : "bf16") +
+         " kernel " + prefill_kernel_name(s.requested) + ", batch " + std::to_string(s.batch) + ", heads " +
+         std::to_string(s.q_heads) + "/" + std::to_string(s.kv_heads) + ", " + std::to_string(s.q_len) + " x " +
+         std::to_string(s.kv_len) + ", head_dim " + std::to_string(s.head_dim) + (s.causal ? ", causal" : "") +
+         (s.varlen ? ", varlen" : "");
+}
+
+// p has passed validate().
+Result<PrefillPlan> plan_validated(const PrefillParams& p) {
+  if (p.device == Device::kCpu) {
+    PrefillPlan plan;
+    plan.shape = shape_of(p);
+    return plan;
+  }
+  auto plan = cuda::plan_prefill(p);
+  if (plan.ok()) {
+    const int ordinal = plan->shape.device_ordinal;  // the CUDA side's
+    plan->shape = shape_of(p);
+    plan->shape.device_ordinal = ordinal;
+  }
+  return plan;
+}
+
+}  // namespace
+
+Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
+  FLASHSCOPE_RETURN_IF_ERROR(validate(p));
+  return plan_validated(p);
+}
+
 size_t prefill_workspace_bytes(const PrefillParams& p) {
-  if (p.device == Device::kCpu || !supported_head_dim(p.head_dim)) return 0;
-  return cuda::prefill_workspace_bytes(p, resolve_prefill_kernel(p));
+  // Shapes only: p's pointers need not be set yet (callers size the
+  // workspace before they allocate it).
+  if (p.device == Device::kCpu || !supported_head_dim(p.head_dim) || p.q_heads <= 0 || p.kv_heads <= 0) return 0;
+  auto plan = cuda::plan_prefill(p);
+  return plan.ok() ? plan->workspace_bytes : 0;
+}
+
+Status prefill(const PrefillParams& p, const PrefillPlan& plan) {
+  FLASHSCOPE_RETURN_IF_ERROR(validate(p));
+  if (!same_shape(plan.shape, shape_of(p)))
+    return invalid_argument("prefill: the plan was made for " + describe(plan.shape) + ", not for " +
+                            describe(shape_of(p)) + " (plan_prefill(p) makes one for this shape)");
+  if (p.q_len == 0) return {};
+  if (p.device == Device::kCpu) return cpu::attention_tiled(p);
+  return cuda::prefill(p, plan, /*check_device=*/true);
 }
 
 Status prefill(const PrefillParams& p) {
   FLASHSCOPE_RETURN_IF_ERROR(validate(p));
   if (p.q_len == 0) return {};
   if (p.device == Device::kCpu) return cpu::attention_tiled(p);
-  return cuda::prefill(p, resolve_prefill_kernel(p));
+  auto plan = cuda::plan_prefill(p);
+  if (!plan.ok()) return plan.status();
+  return cuda::prefill(p, plan.value(), /*check_device=*/false);
 }
 
 }  // namespace flashscope

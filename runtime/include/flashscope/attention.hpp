@@ -31,7 +31,10 @@
 
 namespace flashscope {
 
-// The seed's kernel steps (seeds/000), selectable for the lab and benchmarks.
+// The kernels. kAuto, kV5, kV6 and kHopper are the production ones, in this
+// library; v1..v4 are the teaching ladder's first steps, whose kernels live
+// in the kernel lab (lab/, target flashscope_lab): they run in programs that
+// link it (the app, the CLI, the tests), and answer kUnsupported elsewhere.
 enum class PrefillKernel : uint8_t {
   kAuto,  // dispatch picks by architecture, head_dim and problem size
   kV1,    // basic: mma.m16n8k16 + ldmatrix + cp.async, no overlap of loads and math
@@ -48,10 +51,11 @@ enum class PrefillKernel : uint8_t {
 const char* prefill_kernel_name(PrefillKernel k);
 // Parses "auto", "v1".."v6", "hopper"; returns false for anything else.
 bool parse_prefill_kernel(const std::string& name, PrefillKernel* out);
-std::vector<PrefillKernel> all_prefill_kernels();  // v1..v6, in order (every CUDA device runs them)
-// Whether `k` can run on the current CUDA device in this build: v1..v6 and
-// auto wherever CUDA works; kHopper on an sm_90 device when the library
-// carries its sm_90a code. For kernel pickers (CLI, the app's kernel lab).
+std::vector<PrefillKernel> all_prefill_kernels();  // v1..v6, in order (the ladder)
+// Whether `k` can run on the current CUDA device in this build: v5, v6 and
+// auto wherever CUDA works, v1..v4 where the kernel lab is linked too;
+// kHopper on an sm_90 device when the library carries its sm_90a code. For
+// kernel pickers (CLI, the app's kernel lab).
 bool prefill_kernel_runnable(PrefillKernel k);
 
 struct PrefillParams {
@@ -77,13 +81,14 @@ struct PrefillParams {
   PrefillKernel kernel = PrefillKernel::kAuto;
   void* stream = nullptr;  // cudaStream_t for Device::kCuda; null is the default stream
 
-  // Optional CUDA scratch, at least prefill_workspace_bytes(p) bytes, 16-byte
-  // aligned and zero-filled before its first use (DeviceBuffer::fill_bytes(0)):
-  // every call leaves it zero-filled again, so one buffer serves all later
-  // calls in turn (not two calls running at once). With it, long non-causal
-  // problems on H100/H200 share their last wave of tiles across every SM
-  // (about 1% faster at 8k x 8k on the H200); without it, or when it is
-  // smaller, they run unsplit. Unused on the CPU.
+  // Optional CUDA scratch, at least prefill_workspace_bytes(p) bytes (the
+  // plan's workspace_bytes), 16-byte aligned and zero-filled before its
+  // first use (DeviceBuffer::fill_bytes(0)): every call leaves it
+  // zero-filled again, so one buffer serves all later calls in turn (not two
+  // calls running at once). With it, long non-causal problems on H100/H200
+  // share their last wave of tiles across every SM
+  // (bench/TUNING.md#hopper-prefill); without it, or when it is smaller,
+  // they run unsplit. Unused on the CPU.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
@@ -92,19 +97,69 @@ struct PrefillParams {
 // head_dim, dtype, 16-byte alignment of pointers and strides on CUDA.
 Status validate(const PrefillParams& p);
 
+// How prefill() runs p's shape on the current device: the kernel, its
+// tiles, the work deal, the L2 grouping and the workspace. plan_prefill()
+// makes it once per shape (it asks the device's facts, cached per device,
+// and does the arithmetic); prefill(p, plan) then runs every call of that
+// shape with it, whatever its pointers, strides, workspace or stream, with
+// no device query and no allocation: a plan made before a CUDA graph
+// capture serves the calls captured in it. A plan belongs to the device
+// that was current when it was made, and to the shape it was made for:
+// prefill(p, plan) refuses another (kInvalidArgument).
+struct PrefillPlan {
+  PrefillKernel kernel = PrefillKernel::kAuto;  // what runs (never kAuto on CUDA; kAuto on the CPU)
+  // The launch's tiles: query rows and keys per tile, warps per CTA. What a
+  // GPU trace capture of the shape records in (TraceMeta::block_q/block_kv).
+  int block_q = 0;
+  int block_kv = 0;
+  int warps = 0;
+  // The PrefillParams::workspace with which the launch splits its last
+  // wave across all SMs; 0 where it uses none.
+  size_t workspace_bytes = 0;
+  // The work deal: persistent CTAs (Hopper, dense tensors, more work tiles
+  // than SMs), one per SM, walking the work tiles; 0 where each CTA takes one.
+  int persistent_ctas = 0;
+  // The L2 grouping (causal): (q-head, sequence) pairs whose tiles run
+  // longest first together, so the K and V of the CTAs in flight stay in L2.
+  int longest_first_group = 0;
+  // Work tiles of the last two rounds the persistent CTAs share by key
+  // tiles (non-causal, given the workspace); 0: none.
+  int split_tiles = 0;
+
+  // The runtime's own: the shape the plan was made for and the launch's
+  // state (the kernel configuration, the deal's parameters).
+  struct Shape {
+    Device device = Device::kCpu;
+    int device_ordinal = -1;
+    DType dtype = DType::kBF16;
+    PrefillKernel requested = PrefillKernel::kAuto;
+    int batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0;
+    bool causal = false, varlen = false;
+  } shape;
+  alignas(8) unsigned char launch[128] = {};
+};
+
+// The plan of p (validated first: the same refusals as prefill(), such as
+// a kernel the device cannot run or a dtype it is not built for).
+Result<PrefillPlan> plan_prefill(const PrefillParams& p);
+
 // Runs attention on p.device. Asynchronous on CUDA (enqueued on p.stream);
 // a launch failure is reported. On error nothing was written. The Hopper
 // kernel launches as a programmatic dependent launch: its setup may overlap
 // the end of the kernel before it on the stream, but it reads and writes
 // nothing until that kernel has completed, so stream order holds as usual.
+// prefill(p) plans p then runs it; prefill(p, plan) runs p with a plan made
+// for its shape by plan_prefill.
 Status prefill(const PrefillParams& p);
+Status prefill(const PrefillParams& p, const PrefillPlan& plan);
 
 // The kernel dispatch would run for p (never kAuto). CPU runs report kAuto.
 PrefillKernel resolve_prefill_kernel(const PrefillParams& p);
 
 // The workspace p's kernel on the current device uses (PrefillParams::
-// workspace); 0 where it uses none (CPU, causal, varlen, other kernels,
-// problems of one wave of tiles or whose last wave is nearly full).
+// workspace): plan_prefill(p)'s workspace_bytes; 0 where it uses none (CPU,
+// causal, varlen, other kernels, problems of one wave of tiles or whose last
+// wave is nearly full) or where p cannot be planned.
 size_t prefill_workspace_bytes(const PrefillParams& p);
 
 // head_dim values the kernels are built for.

@@ -10,6 +10,9 @@
 
 #include "kernels/attention/paged_launch.h"
 #include "kernels/model/model_ops.h"
+#if FLASHSCOPE_WITH_HOPPER
+#include "kernels/hopper/hopper_launch.h"
+#endif
 #endif
 
 namespace flashscope::cuda {
@@ -18,20 +21,43 @@ namespace flashscope::cuda {
 
 namespace {
 
-// 0 = not read yet, else kKnown | pdl bit | SM count. Two threads that miss
-// together both read the same values; the stores agree.
+// 0 = not read yet, else kKnown | flags | L2 bytes << 16 | SM count. Two
+// threads that miss together both read the same values; the stores agree.
 constexpr int kCachedDevices = 64;
-constexpr uint32_t kKnown = 1u << 31, kPdl = 1u << 30, kSmMask = kPdl - 1;
-std::atomic<uint32_t> g_device_facts[kCachedDevices];
+constexpr uint64_t kKnown = 1ull << 63, kPdl = 1ull << 62, kHopper = 1ull << 61;
+constexpr uint64_t kSmMask = 0xffff, kL2Shift = 16, kL2Mask = 0xffffffffull;
+std::atomic<uint64_t> g_device_facts[kCachedDevices];
+
+uint64_t pack(const DeviceFacts& f) {
+  return kKnown | (f.programmatic ? kPdl : 0) | (f.hopper ? kHopper : 0) |
+         ((uint64_t(uint32_t(f.l2_bytes)) & kL2Mask) << kL2Shift) | (uint64_t(f.sm_count) & kSmMask);
+}
+DeviceFacts unpack(uint64_t v, int device) {
+  DeviceFacts f;
+  f.ordinal = device;
+  f.sm_count = int(v & kSmMask);
+  f.l2_bytes = int((v >> kL2Shift) & kL2Mask);
+  f.programmatic = (v & kPdl) != 0;
+  f.hopper = (v & kHopper) != 0;
+  return f;
+}
 
 Result<DeviceFacts> read_device_facts(int device) {
   DeviceFacts f;
+  f.ordinal = device;
   int cc_major = 0;
   if (cudaDeviceGetAttribute(&f.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
     cudaGetLastError();
     return device_error("cannot read the SM count and compute capability of device " + std::to_string(device));
   }
+  if (cudaDeviceGetAttribute(&f.l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess || f.l2_bytes <= 0) {
+    cudaGetLastError();
+    f.l2_bytes = 50 << 20;  // where the runtime cannot say: an H100's
+  }
+#if FLASHSCOPE_WITH_HOPPER
+  f.hopper = kernels::hopper_kernels_runnable();
+#endif
   // Programmatic launches exist from sm_90 on; elsewhere the attribute is not
   // set at all. Every kernel launched programmatically must wait: the split-KV
   // combine and the decode step's GEMMs are asked (a kernel with no code for
@@ -56,13 +82,11 @@ Result<DeviceFacts> device_facts() {
   }
   const bool cacheable = device >= 0 && device < kCachedDevices;
   if (cacheable) {
-    const uint32_t v = g_device_facts[device].load(std::memory_order_relaxed);
-    if (v & kKnown) return DeviceFacts{int(v & kSmMask), (v & kPdl) != 0};
+    const uint64_t v = g_device_facts[device].load(std::memory_order_relaxed);
+    if (v & kKnown) return unpack(v, device);
   }
   auto f = read_device_facts(device);
-  if (f.ok() && cacheable)
-    g_device_facts[device].store(kKnown | (f->programmatic ? kPdl : 0u) | (uint32_t(f->sm_count) & kSmMask),
-                                 std::memory_order_relaxed);
+  if (f.ok() && cacheable) g_device_facts[device].store(pack(f.value()), std::memory_order_relaxed);
   return f;
 }
 

@@ -1,5 +1,6 @@
 // What the CUDA launch paths need to know about the current device, read once
-// per device and kept for the process (neither fact changes while it runs):
+// per device and kept for the process (none of it changes while it runs;
+// the one cache of device facts in the library):
 // a decode call is a few microseconds of GPU work, so its host path must not
 // query the driver each time.
 #pragma once
@@ -9,7 +10,12 @@
 namespace flashscope::cuda {
 
 struct DeviceFacts {
+  int ordinal = 0;  // the device these are of
   int sm_count = 0;
+  int l2_bytes = 0;  // sizes the prefill's longest-first L2 groups
+  // The Hopper (sm_90a) kernels run here: an sm_90 device and a library
+  // that carries their code (kernels::hopper_kernels_runnable).
+  bool hopper = false;
   // Programmatic dependent launch (PDL) may be used: an sm_90+ device, and
   // the library's kernels carry code for it that waits for its producer
   // (griddepcontrol.wait). Code JIT-compiled from sm_80 PTX has no wait, so

@@ -1,18 +1,19 @@
-// CUDA backend of prefill(): maps PrefillParams onto the kernels' plain
-// parameters, picks the version, launches, and turns CUDA errors into Status.
+// CUDA backend of prefill(): picks and checks the kernel, plans its launch,
+// maps PrefillParams onto the kernels' plain parameters, launches, and turns
+// CUDA errors into Status.
 #include "cuda/prefill_cuda.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "util/math.hpp"
 
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
 
-#include <array>
-#include <atomic>
-
+#include "cuda/device_facts.hpp"
 #include "kernels/attention/prefill_launch.h"
 #if FLASHSCOPE_WITH_HOPPER
 #include "kernels/hopper/hopper_launch.h"
@@ -25,24 +26,25 @@ namespace flashscope::cuda {
 
 namespace {
 
-// Whether the current device runs the sm_90a kernels, asked once per device
-// (the answer needs a function-attribute query; prefill() is called per
-// layer). 0 unknown, 1 no, 2 yes.
-bool hopper_runnable_here() {
-#if FLASHSCOPE_WITH_HOPPER
-  static std::array<std::atomic<int>, 64> cache{};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
-  int known = cache[device].load(std::memory_order_relaxed);
-  if (known == 0) {
-    known = kernels::hopper_kernels_runnable() ? 2 : 1;
-    cache[device].store(known, std::memory_order_relaxed);
+static_assert(std::is_trivially_copyable_v<kernels::PrefillLaunchPlan> &&
+                  sizeof(kernels::PrefillLaunchPlan) <= sizeof(PrefillPlan::launch) &&
+                  alignof(kernels::PrefillLaunchPlan) <= alignof(PrefillPlan),
+              "PrefillPlan::launch holds the kernel-level plan");
+
+// The sm80 family's version of a kernel (v1..v6), 0 for the others.
+int sm80_version(PrefillKernel k) {
+  switch (k) {
+    case PrefillKernel::kV1: return 1;
+    case PrefillKernel::kV2: return 2;
+    case PrefillKernel::kV3: return 3;
+    case PrefillKernel::kV4: return 4;
+    case PrefillKernel::kV5: return 5;
+    case PrefillKernel::kV6: return 6;
+    default: return 0;
   }
-  return known == 2;
-#else
-  return false;
-#endif
 }
+
+kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16; }
 
 }  // namespace
 
@@ -52,18 +54,22 @@ bool prefill_kernel_runnable(PrefillKernel kernel) {
     cudaGetLastError();
     return false;
   }
-  if (kernel == PrefillKernel::kHopper) return hopper_runnable_here();
-  return true;
+  if (kernel == PrefillKernel::kHopper) {
+    auto facts = device_facts();
+    return facts.ok() && facts->hopper;
+  }
+  const int version = sm80_version(kernel);
+  return version == 0 || kernels::prefill_version_built(version, kernels::ElemType::kBF16);
 }
 
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
-  // On an H100/H200 the wgmma kernel is the fastest on dense tensors, where
-  // its producer uses TMA; packed varlen tensors go through its cp.async
-  // producer, which is slower than v6 (bench/TUNING.md#hopper-prefill).
-  if (p.cu_seqlens_q == nullptr && hopper_runnable_here()) return PrefillKernel::kHopper;
-  // At head_dim 128 v6's look-ahead is ahead of v5; at 64 v5, with four
-  // 32-row warps per CTA and two CTAs per SM, is ahead of v6
-  // (bench/TUNING.md#sm80-prefill).
+  // The Hopper kernel on an H100/H200 where its producer uses TMA (dense
+  // tensors; packed varlen ones go through its slower cp.async producer);
+  // elsewhere v6 at head_dim 128, v5 at 64 (bench/TUNING.md#hopper-prefill, #sm80-prefill).
+  if (p.cu_seqlens_q == nullptr) {
+    auto facts = device_facts();
+    if (facts.ok() && facts->hopper) return PrefillKernel::kHopper;
+  }
   return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 
@@ -101,40 +107,78 @@ kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
   return k;
 }
 
-size_t prefill_workspace_bytes(const PrefillParams& p, PrefillKernel kernel) {
-#if FLASHSCOPE_WITH_HOPPER
-  if (kernel == PrefillKernel::kHopper && hopper_runnable_here())
-    return kernels::hopper_prefill_workspace_bytes(p.head_dim, p.causal, prefill_kernel_params(p));
-#endif
-  (void)p;
-  (void)kernel;
-  return 0;
+kernels::PrefillLaunchPlan launch_plan(const PrefillPlan& plan) {
+  kernels::PrefillLaunchPlan lp;
+  std::memcpy(&lp, plan.launch, sizeof(lp));
+  return lp;
 }
 
-Status prefill(const PrefillParams& p, PrefillKernel kernel) {
-  const int version = static_cast<int>(kernel);  // kV1 == 1 ... kV6 == 6, kHopper == 7
-  if (version < 1 || version > 7) return invalid_argument("prefill kernel must be v1..v6 or hopper on CUDA");
-  if (kernel == PrefillKernel::kHopper && !hopper_runnable_here())
+Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
+  const PrefillKernel kernel = p.kernel == PrefillKernel::kAuto ? choose_prefill_kernel(p) : p.kernel;
+  const int version = sm80_version(kernel);
+  const auto type = elem_type(p.dtype);
+  if (version == 0 && kernel != PrefillKernel::kHopper)
+    return invalid_argument("prefill kernel must be v1..v6, hopper or auto on CUDA");
+  auto facts = device_facts();
+  if (!facts.ok()) return facts.status();
+  if (kernel == PrefillKernel::kHopper && !facts->hopper)
     return unsupported("the hopper kernel needs an sm_90 GPU (H100/H200) and a library built with its sm_90a code");
-  if (p.dtype == DType::kFP16 && kernel != PrefillKernel::kV5 && kernel != PrefillKernel::kV6 &&
-      kernel != PrefillKernel::kHopper)
+  if (version != 0 && !kernels::prefill_version_built(version, kernels::ElemType::kBF16))
+    return unsupported(std::string(prefill_kernel_name(kernel)) +
+                       " is a step of the teaching ladder, which lives in the kernel lab: link the flashscope_lab "
+                       "target (lab/) to run it");
+  if (version != 0 && !kernels::prefill_version_built(version, type))
     return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
                        prefill_kernel_name(kernel));
-
-  const kernels::PrefillKernelParams k = prefill_kernel_params(p);
-
   // Grid limits: heads on y and sequences on z are capped at 65535.
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
 
-  const auto type = p.dtype == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16;
-  const auto stream = static_cast<cudaStream_t>(p.stream);
-  cudaError_t err = cudaErrorInvalidValue;
+  const kernels::PrefillKernelParams k = prefill_kernel_params(p);
+  const kernels::DeviceLaunchFacts dev{facts->sm_count, facts->l2_bytes};
+  kernels::PrefillLaunchPlan lp;
 #if FLASHSCOPE_WITH_HOPPER
-  if (kernel == PrefillKernel::kHopper) err = kernels::launch_prefill_hopper(type, p.head_dim, p.causal, k, stream);
+  if (kernel == PrefillKernel::kHopper) lp = kernels::plan_prefill_hopper(type, p.head_dim, p.causal, k, dev);
 #endif
-  if (kernel != PrefillKernel::kHopper) err = kernels::launch_prefill(version, type, p.head_dim, p.causal, k, stream);
+  if (version != 0) lp = kernels::plan_prefill_sm80(version, type, p.head_dim, p.causal, k, dev);
+
+  PrefillPlan plan;
+  plan.kernel = kernel;
+  plan.block_q = lp.tiling.block_q;
+  plan.block_kv = lp.tiling.block_kv;
+  plan.warps = lp.tiling.warps;
+  plan.workspace_bytes = lp.workspace_bytes;
+  plan.persistent_ctas = lp.persistent.ctas;
+  plan.longest_first_group = lp.persistent.ctas > 0 ? lp.persistent.longest_first_group : lp.longest_first_group;
+  plan.split_tiles = lp.persistent.split.split_tiles;
+  plan.shape.device_ordinal = facts->ordinal;
+  std::memcpy(plan.launch, &lp, sizeof(lp));
+  return plan;
+}
+
+cudaError_t launch_prefill(const PrefillPlan& plan, const kernels::PrefillKernelParams& k,
+                           const kernels::ProbeBuffers* probe, cudaStream_t stream) {
+  const kernels::PrefillLaunchPlan lp = launch_plan(plan);
+#if FLASHSCOPE_WITH_HOPPER
+  if (lp.family == kernels::PrefillFamily::kHopper) return kernels::launch_prefill_hopper(lp, k, probe, stream);
+#endif
+  if (lp.family == kernels::PrefillFamily::kSm80) return kernels::launch_prefill(lp, k, probe, stream);
+  return cudaErrorInvalidValue;
+}
+
+Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_device) {
+  if (check_device) {
+    int device = -1;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+      cudaGetLastError();
+      return device_error("cannot read the current CUDA device");
+    }
+    if (device != plan.shape.device_ordinal)
+      return invalid_argument("prefill: the plan was made on CUDA device " + std::to_string(plan.shape.device_ordinal) +
+                              ", the current device is " + std::to_string(device));
+  }
+  const cudaError_t err = launch_prefill(plan, prefill_kernel_params(p), nullptr, static_cast<cudaStream_t>(p.stream));
   if (err != cudaSuccess)
-    return device_error(std::string("prefill ") + prefill_kernel_name(kernel) + " launch failed: " +
+    return device_error(std::string("prefill ") + prefill_kernel_name(plan.kernel) + " launch failed: " +
                         cudaGetErrorString(err));
   return {};
 }
@@ -147,9 +191,11 @@ PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
   return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 
-size_t prefill_workspace_bytes(const PrefillParams&, PrefillKernel) { return 0; }
+Result<PrefillPlan> plan_prefill(const PrefillParams&) {
+  return unsupported("this build of flashscope has no CUDA backend (configure with FLASHSCOPE_CUDA=ON); use Device::kCpu");
+}
 
-Status prefill(const PrefillParams&, PrefillKernel) {
+Status prefill(const PrefillParams&, const PrefillPlan&, bool) {
   return unsupported("this build of flashscope has no CUDA backend (configure with FLASHSCOPE_CUDA=ON); use Device::kCpu");
 }
 

@@ -1,6 +1,7 @@
-// The CUDA side of prefill(): turns validated PrefillParams into the kernels'
-// plain parameter struct and launches the chosen configuration. In a build
-// without CUDA these report kUnsupported.
+// The CUDA side of prefill(): the plan (the kernel, checked once against the
+// device and the dtype, and its launch configuration), the kernels' plain
+// parameter struct, and the one launch path. In a build without CUDA these
+// report kUnsupported.
 #pragma once
 
 #include "flashscope/attention.hpp"
@@ -13,16 +14,24 @@ PrefillKernel choose_prefill_kernel(const PrefillParams& p);
 // Whether kernel can run on the current device in this build.
 bool prefill_kernel_runnable(PrefillKernel kernel);
 
-// p has passed validate(); kernel is not kAuto.
-Status prefill(const PrefillParams& p, PrefillKernel kernel);
+// The plan of p (shapes only: p's pointers are not read) on the current
+// device: every refusal a CUDA prefill makes (no CUDA, a kernel the device
+// cannot run, a dtype the kernel is not built for, grid limits) is made
+// here. Fills all but plan.shape, of which only device_ordinal.
+Result<PrefillPlan> plan_prefill(const PrefillParams& p);
 
-// The workspace `kernel` uses for p (0: none).
-size_t prefill_workspace_bytes(const PrefillParams& p, PrefillKernel kernel);
+// p has passed validate() and has the shape plan was made for.
+// check_device: refuse a plan made on another device than the current one.
+Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_device);
 
 }  // namespace flashscope::cuda
 
 #if FLASHSCOPE_WITH_CUDA
+#include <cuda_runtime.h>
+
 #include "kernels/attention/prefill_params.h"
+#include "kernels/attention/prefill_plan.h"
+#include "kernels/common/probe_records.h"
 
 namespace flashscope::cuda {
 
@@ -30,6 +39,14 @@ namespace flashscope::cuda {
 // scale in log2 units. prefill() launches on them; so does the GPU trace
 // capture (its probed kernels).
 kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p);
+
+// The kernel-level plan a PrefillPlan carries.
+kernels::PrefillLaunchPlan launch_plan(const PrefillPlan& plan);
+
+// The one launch path of both families: plan's kernel on k, with probes
+// when `probe` is set (the trace capture), the production kernels otherwise.
+cudaError_t launch_prefill(const PrefillPlan& plan, const kernels::PrefillKernelParams& k,
+                           const kernels::ProbeBuffers* probe, cudaStream_t stream);
 
 }  // namespace flashscope::cuda
 #endif

@@ -53,9 +53,6 @@
 #include "cuda/prefill_cuda.hpp"
 #include "kernels/attention/paged_launch.h"
 #include "kernels/attention/probe_launch.h"
-#if FLASHSCOPE_WITH_HOPPER
-#include "kernels/hopper/hopper_launch.h"
-#endif
 #endif
 
 namespace flashscope {
@@ -507,62 +504,31 @@ kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemT
 
 const uint16_t* element(const void* base, int64_t offset) { return static_cast<const uint16_t*>(base) + offset; }
 
-// The probed kernel a capture of p runs, after the checks every GPU prefill
-// capture makes (kernel, device, dtype).
-struct TracedKernel {
-  PrefillKernel kernel;
-  int version;  // v1..v6; the Hopper kernel's enum value otherwise
-  bool hopper;
-};
-
-Result<TracedKernel> traced_kernel(const PrefillParams& p) {
+// The plan a capture of p runs with probes: prefill()'s own (the same
+// kernel, tiles and refusals), after the checks every GPU capture makes.
+Result<PrefillPlan> traced_plan(const PrefillParams& p) {
   if (p.device != Device::kCuda)
     return invalid_argument(
         "capture_cuda_prefill_trace runs CUDA tensors (device cuda); CPU traces come from capture_cpu_prefill_trace");
   FLASHSCOPE_RETURN_IF_ERROR(validate(p));
   if (!cuda_available()) return unsupported("GPU trace capture: no CUDA device is present (or no driver)");
-  const PrefillKernel kernel = resolve_prefill_kernel(p);
-  const int version = static_cast<int>(kernel);
-  const bool hopper = kernel == PrefillKernel::kHopper;
-#if !FLASHSCOPE_WITH_HOPPER
-  if (hopper) return unsupported("GPU trace capture: this build has no Hopper kernels");
-#endif
-  if (hopper && !prefill_kernel_runnable(kernel))
-    return unsupported("GPU trace capture: the hopper kernel needs an sm_90 GPU (H100/H200)");
-  if (!hopper && (version < 1 || version > 6))
-    return invalid_argument("GPU trace capture: the kernel must be v1..v6, hopper or auto");
-  if (p.dtype == DType::kFP16 && kernel != PrefillKernel::kV5 && kernel != PrefillKernel::kV6 && !hopper)
-    return unsupported(std::string("fp16 is built for the production kernels (v5, v6, auto) only, not ") +
-                       prefill_kernel_name(kernel));
-  return TracedKernel{kernel, version, hopper};
-}
-
-KernelTiling traced_tiling(const PrefillParams& p, const TracedKernel& tk) {
-#if FLASHSCOPE_WITH_HOPPER
-  if (tk.hopper)
-    return kernels::hopper_prefill_tiling(p.head_dim, p.cu_seqlens_q != nullptr, p.causal, p.q_len, p.kv_len);
-#endif
-  return kernels::prefill_tiling(tk.version, p.head_dim);
+  return plan_prefill(p);
 }
 
 }  // namespace
 
 Result<TraceTiling> prefill_trace_tiling(const PrefillParams& p) {
-  auto tk = traced_kernel(p);
-  if (!tk.ok()) return tk.status();
-  const KernelTiling t = traced_tiling(p, tk.value());
-  return TraceTiling{t.block_q, t.block_kv};
+  auto plan = traced_plan(p);
+  if (!plan.ok()) return plan.status();
+  return TraceTiling{plan->block_q, plan->block_kv};
 }
 
 Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& opt, const CudaCaptureLimits& limits,
                                   Trace* out) {
   if (out == nullptr) return invalid_argument("capture_cuda_prefill_trace: out is null");
-  auto tk = traced_kernel(p);
-  if (!tk.ok()) return tk.status();
-  const PrefillKernel kernel = tk->kernel;
-  const int version = tk->version;
-  const bool hopper = tk->hopper;
-  if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
+  auto plan = traced_plan(p);
+  if (!plan.ok()) return plan.status();
+  const PrefillKernel kernel = plan->kernel;
   if (opt.batch < 0 || opt.batch >= p.batch)
     return invalid_argument("TraceOptions.batch = " + std::to_string(opt.batch) + " is out of range (batch = " +
                             std::to_string(p.batch) + ")");
@@ -588,7 +554,7 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
     const std::vector<int32_t>& cu = q ? cu_q : cu_k;
     return int(cu[size_t(b) + 1] - cu[size_t(b)]);
   };
-  const KernelTiling tiling = traced_tiling(p, tk.value());
+  const KernelTiling tiling{plan->block_q, plan->block_kv, plan->warps};
   TracedSeq seq;
   seq.q_len = seq_len(opt.batch, true);
   seq.kv_len = seq_len(opt.batch, false);
@@ -618,13 +584,7 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
   EventTimer timer;
   FLASHSCOPE_RETURN_IF_ERROR(timer.start(p.stream));
   if (run.grid_x > 0) {
-    cudaError_t err = cudaErrorInvalidValue;
-#if FLASHSCOPE_WITH_HOPPER
-    if (hopper)
-      err = kernels::launch_prefill_hopper_probed(elem_type(p.dtype), p.head_dim, p.causal, k, run.buffers, stream);
-#endif
-    if (!hopper)
-      err = kernels::launch_prefill_probed(version, elem_type(p.dtype), p.head_dim, p.causal, k, run.buffers, stream);
+    const cudaError_t err = cuda::launch_prefill(plan.value(), k, &run.buffers, stream);
     FLASHSCOPE_RETURN_IF_ERROR(cuda_check(err, std::string("probed prefill ") + prefill_kernel_name(kernel) + " launch"));
   }
   FLASHSCOPE_RETURN_IF_ERROR(timer.stop(p.stream));
@@ -758,7 +718,8 @@ Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOption
   FLASHSCOPE_RETURN_IF_ERROR(timer.start(p.stream));
   if (run.grid_x > 0) {
     FLASHSCOPE_RETURN_IF_ERROR(cuda_check(
-        kernels::launch_paged_probed(type, p.head_dim, p.causal, k, run.buffers, stream), "probed paged attention launch"));
+        kernels::launch_paged_attention(type, p.head_dim, p.causal, k, stream, false, &run.buffers),
+        "probed paged attention launch"));
     if (splits > 1)
       FLASHSCOPE_RETURN_IF_ERROR(
           cuda_check(kernels::launch_paged_combine(type, p.head_dim, k, stream), "split-KV combine launch"));
