@@ -8,7 +8,7 @@
 //
 // The combine is bound by latency, not bandwidth (128 splits x 32 rows x 128
 // columns is 2 MiB, from L2): one thread per column looping over 64 splits
-// was eight dependent rounds of loads (bench/TUNING.md#paged-tiles). Here a row
+// was eight dependent rounds of loads (bench/TUNING.md#paged-decode). Here a row
 // is cut into slices of columns, and a slice's splits are dealt to groups of
 // threads: each thread issues all its loads (a float4 of columns from each of
 // up to 8 splits, and the row's lse values, four per lane) before it uses

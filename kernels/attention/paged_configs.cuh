@@ -10,7 +10,7 @@ namespace flashscope::kernels {
 // At head_dim 128 the 64-key tile's copy loop (32 chunks per lane per
 // matrix) plus the accumulators overflow one warp's registers: 32-key tiles.
 // Q in registers, not in its own shared-memory region (so K/V loads would
-// start with Q's): bench/TUNING.md#paged-tiles.
+// start with Q's): bench/TUNING.md#paged-decode.
 template <int D>
 using PagedDecodeConfig = PrefillConfig<D, 16, D == 128 ? 32 : 64, 1, true, Pipeline::kK2V1, true, false, 1>;
 // Chunked prefill over the cache: v5's tile.

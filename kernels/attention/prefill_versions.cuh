@@ -45,7 +45,7 @@ using PrefillV4 = PrefillConfig<D, 128, 32, 8, true, Pipeline::kKV2, true, false
 // v5's tiles per head_dim: at 64, four warps of 32 rows with Q re-read from
 // shared memory and two CTAs per SM; at 128 that shape spills (the 32x128
 // accumulator is 128 registers), so eight 16-row warps with Q in registers
-// (bench/TUNING.md#sm80-prefill-tiles).
+// (bench/TUNING.md#sm80-prefill).
 template <int D>
 using PrefillV5 = std::conditional_t<D == 64, PrefillConfig<64, 128, 64, 4, true, Pipeline::kK2V1, true, true, 2>,
                                      PrefillConfig<D, 128, 64, 8, true, Pipeline::kK2V1, true, false, 1>>;
