@@ -137,6 +137,18 @@ TEST_CASE("chat template: bos/eos tokens, extra variables, message fields") {
                in) == "<s>{\"role\": \"user\", \"content\": \"hi\", \"name\": \"ann\", \"score\": 1.5}</s> False True 1");
 }
 
+TEST_CASE("chat template: scopes as in jinja2") {
+  // A loop iteration's `set` is gone after it; namespace() carries values out.
+  CHECK(render("{% set x = 0 %}{% for i in [1, 2] %}[{{ x }}]{% set x = i %}{% endfor %}{{ x }}") == "[0][0]0");
+  CHECK(render("{% set ns = namespace(x=0) %}{% for i in [1, 2] %}{% set ns.x = ns.x + i %}{% endfor %}{{ ns.x }}") ==
+        "3");
+  // {% generation %} renders its body in a scope of its own (a call block in jinja2).
+  CHECK(render("{% set x = 1 %}{% generation %}{% set x = 2 %}{{ x }}{% endgeneration %}{{ x }}") == "21");
+  // A macro sees its arguments and the template's top level, not the caller's loop.
+  CHECK(render("{% set top = 't' %}{% macro m(a, b='d') %}{{ a }}{{ b }}{{ top }}{{ i }}{% endmacro %}"
+               "{% for i in [1] %}{{ m(i) }}|{{ m(b=2, a=3) }}{% endfor %}") == "1dt|32t");
+}
+
 TEST_CASE("chat template: strftime_now uses the injected clock") {
   ChatTemplateInput in = conversation({});
   in.now = fixed_now;
