@@ -4,6 +4,7 @@
 // with Python's jinja2 as transformers runs it. --bench N times the render.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -22,13 +23,14 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli chat-template [-m MODEL] --messages FILE.json [--no-generation-prompt]\n"
-    "                                    [--chat-template FILE] [--ids] [--bench N]\n"
+    "                                    [--chat-template FILE] [--now DATE] [--ids] [--bench N]\n"
     "  -m MODEL               GGUF whose tokenizer.chat_template, bos/eos tokens and tokenizer are used\n"
     "                         (default: the default model; not needed with --chat-template and no --ids)\n"
     "  --messages FILE.json   a list of {\"role\", \"content\", ...} messages, or an object with \"messages\"\n"
     "                         and further variables (\"tools\", \"enable_thinking\", \"add_generation_prompt\", ...)\n"
     "  --no-generation-prompt render without the assistant's opening (add_generation_prompt=false)\n"
     "  --chat-template FILE   a Jinja template file instead of the model's\n"
+    "  --now DATE             strftime_now's clock, \"YYYY-MM-DD[ HH:MM:SS]\" (default: local time now)\n"
     "  --ids                  print the prompt's token ids (special tokens parsed, no BOS added)\n"
     "  --bench N              render N times and print the median time per render and per message\n";
 
@@ -47,7 +49,7 @@ int cmd_chat_template(int argc, char** argv) {
   std::vector<std::string> storage = expand_short_flags(argc, argv);
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
-  Args args(static_cast<int>(av.size()), av.data(), {"model", "messages", "chat-template", "bench"},
+  Args args(static_cast<int>(av.size()), av.data(), {"model", "messages", "chat-template", "bench", "now"},
             {"no-generation-prompt", "ids", "help"});
   const bool bad = !args.ok() || !args.positional().empty() || (!args.has("help") && !args.has("messages"));
   if (bad || args.has("help")) {
@@ -70,6 +72,22 @@ int cmd_chat_template(int argc, char** argv) {
   }
   ChatTemplateInput& in = input.value();
   if (args.has("no-generation-prompt")) in.add_generation_prompt = false;
+  if (args.has("now")) {
+    std::tm tm{};
+    const std::string now = args.get("now");
+    const char* end = strptime(now.c_str(), "%Y-%m-%d %H:%M:%S", &tm);
+    if (!end) {
+      tm = std::tm{};
+      end = strptime(now.c_str(), "%Y-%m-%d", &tm);
+    }
+    if (!end || *end) {
+      std::fprintf(stderr, "--now: expected YYYY-MM-DD or \"YYYY-MM-DD HH:MM:SS\", got '%s'\n%s", now.c_str(), kUsage);
+      return 2;
+    }
+    const std::time_t t = timegm(&tm);
+    gmtime_r(&t, &tm);  // fills in the weekday and the day of the year
+    in.now = [tm] { return tm; };
+  }
 
   // The model is needed for its template, its bos/eos text, or --ids.
   Model model;

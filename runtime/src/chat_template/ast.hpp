@@ -23,7 +23,7 @@ using ExprPtr = std::unique_ptr<Expr>;
 enum class ExprKind : uint8_t {
   kLiteral,  // literal
   kName,     // name
-  kList,     // args: the items (tuples too: jinja2's (a, b) behaves as a list here)
+  kList,     // args: the items; tuple for (a, b)
   kDict,     // kwargs: key expression in args[2k], value in args[2k + 1]
   kAttr,     // args[0].name
   kIndex,    // args[0][args[1]]
@@ -46,6 +46,7 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;
   bool negated = false;
+  bool tuple = false;
 };
 
 struct Node;

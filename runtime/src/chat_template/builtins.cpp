@@ -204,7 +204,7 @@ Value filter_items(const Value& target, const CallArgs& call, size_t first_test_
 }
 
 const std::set<std::string> kFilters = {
-    "abs",   "capitalize", "count",  "d",       "default",   "e",         "escape", "first",  "float",
+    "abs",   "capitalize", "count",  "d",       "default",   "dictsort",   "e",         "escape", "first",  "float",
     "indent", "int",       "items",  "join",    "last",      "length",    "list",   "lower",  "map",
     "max",   "min",        "reject", "rejectattr", "replace", "reverse",  "safe",   "select", "selectattr",
     "sort",  "string",     "sum",    "title",   "tojson",    "trim",      "unique", "upper",  "wordcount"};
@@ -329,7 +329,25 @@ Value call_filter(const std::string& name, const Value& v, const CallArgs& call,
     if (v.is_undefined()) return Value::make_list({});
     if (!v.is_mapping()) fail("items: expected a mapping, not " + type_name(v));
     List out;
-    for (const auto& [key, value] : *v.map) out.push_back(Value::make_list({Value::string(key), value}));
+    for (const auto& [key, value] : *v.map) out.push_back(Value::make_tuple({Value::string(key), value}));
+    return Value::make_list(std::move(out));
+  }
+  if (name == "dictsort") {
+    if (!v.is_mapping()) fail("dictsort: expected a mapping, not " + type_name(v));
+    const bool case_sensitive = bool_param(call, 0, "case_sensitive", false);
+    const std::string by = string_param(call, 1, "by", "dictsort", "key");
+    if (by != "key" && by != "value") fail("dictsort: 'by' must be 'key' or 'value'");
+    const bool reverse = bool_param(call, 2, "reverse", false);
+    List out;
+    for (const auto& [key, value] : *v.map) out.push_back(Value::make_tuple({Value::string(key), value}));
+    auto key = [&](const Value& item) {
+      Value k = (*item.list)[by == "key" ? 0 : 1];
+      if (!case_sensitive && k.is_string()) k.s = text::lower(k.s);
+      return k;
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) {
+      return reverse ? less_than(key(b), key(a)) : less_than(key(a), key(b));
+    });
     return Value::make_list(std::move(out));
   }
   if (name == "int") {

@@ -240,7 +240,7 @@ class Interpreter {
         List items;
         items.reserve(e.args.size());
         for (const auto& a : e.args) items.push_back(eval(*a));
-        return Value::make_list(std::move(items));
+        return e.tuple ? Value::make_tuple(std::move(items)) : Value::make_list(std::move(items));
       }
       case ExprKind::kDict: {
         Map entries;
@@ -369,7 +369,10 @@ class Interpreter {
       if (obj.kind == Kind::kList) items.push_back((*obj.list)[static_cast<size_t>(k)]);
       else text::append_utf8(s, cps[static_cast<size_t>(k)]);
     }
-    return obj.kind == Kind::kList ? Value::make_list(std::move(items)) : Value::string(std::move(s));
+    if (obj.kind != Kind::kList) return Value::string(std::move(s));
+    Value out = Value::make_list(std::move(items));
+    out.tuple = obj.tuple;
+    return out;
   }
 
   Value call(const Expr& e) {
@@ -377,6 +380,14 @@ class Interpreter {
     if (callee.kind == ExprKind::kAttr) {
       Value obj = eval(*callee.args[0]);
       if (obj.is_undefined()) fail_undefined(obj);
+      if (callee.name == "cycle" && callee.args[0]->kind == ExprKind::kName && callee.args[0]->name == "loop" &&
+          obj.kind == Kind::kMap) {
+        // loop.cycle(a, b, ...): the argument at this iteration's index, round robin.
+        const CallArgs call = eval_args(e);
+        if (call.args.empty()) fail("loop.cycle() needs at least one argument");
+        const Value* index0 = map_find(*obj.map, "index0");
+        return call.args[static_cast<size_t>(index0 ? index0->i : 0) % call.args.size()];
+      }
       if (obj.is_string() || obj.kind == Kind::kList || obj.kind == Kind::kMap) {
         return call_method(obj, callee.name, eval_args(e), budget_);
       }
@@ -452,9 +463,12 @@ class Interpreter {
       }
       if (l.kind == Kind::kList && r.kind == Kind::kList) {
         budget_.check_size(l.list->size() + r.list->size(), "a list");
+        if (l.tuple != r.tuple) fail("can only concatenate a list to a list and a tuple to a tuple");
         List items = *l.list;
         items.insert(items.end(), r.list->begin(), r.list->end());
-        return Value::make_list(std::move(items));
+        Value out = Value::make_list(std::move(items));
+        out.tuple = l.tuple;
+        return out;
       }
     } else if (op == "-") {
       if (ints) {
@@ -485,7 +499,9 @@ class Interpreter {
         }
         List items;
         for (int64_t k = 0; k < n; ++k) items.insert(items.end(), seq.list->begin(), seq.list->end());
-        return Value::make_list(std::move(items));
+        Value out = Value::make_list(std::move(items));
+        out.tuple = seq.tuple;
+        return out;
       }
     } else if (op == "/") {
       if (numbers) {

@@ -293,9 +293,10 @@ class Parser {
     return e;
   }
 
-  // `a, b, c` after its first item: a list (jinja2's tuple).
+  // `a, b, c` after its first item: a tuple.
   ExprPtr parse_tuple_rest(ExprPtr first) {
     ExprPtr list = make(ExprKind::kList, cur());
+    list->tuple = true;
     list->pos = first->pos;
     list->args.push_back(std::move(first));
     while (accept_op(",")) {
@@ -466,7 +467,11 @@ class Parser {
       case TokenKind::kOperator: {
         if (t.text == "(") {
           advance();
-          if (accept_op(")")) return make(ExprKind::kList, t);
+          if (accept_op(")")) {
+            ExprPtr empty = make(ExprKind::kList, t);
+            empty->tuple = true;
+            return empty;
+          }
           ExprPtr e = parse_expr();
           if (is_op(",")) e = parse_tuple_rest(std::move(e));
           expect_op(")");

@@ -15,6 +15,12 @@ Value Value::make_list(List items) {
   return v;
 }
 
+Value Value::make_tuple(List items) {
+  Value v = make_list(std::move(items));
+  v.tuple = true;
+  return v;
+}
+
 Value Value::make_map(Map entries) {
   Value v;
   v.kind = Kind::kMap;
@@ -70,7 +76,7 @@ bool equals(const Value& a, const Value& b) {
     case Kind::kNone: return true;
     case Kind::kString: return a.s == b.s;
     case Kind::kList: {
-      if (a.list->size() != b.list->size()) return false;
+      if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k) {
         if (!equals((*a.list)[k], (*b.list)[k])) return false;
       }
@@ -161,12 +167,13 @@ std::string repr(const Value& v) {
     case Kind::kUndefined: return "Undefined";
     case Kind::kString: return string_repr(v.s);
     case Kind::kList: {
-      std::string out = "[";
+      std::string out = v.tuple ? "(" : "[";
       for (size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += ", ";
         out += repr((*v.list)[k]);
       }
-      return out + "]";
+      if (v.tuple && v.list->size() == 1) out += ",";
+      return out + (v.tuple ? ")" : "]");
     }
     case Kind::kMap: {
       std::string out = "{";

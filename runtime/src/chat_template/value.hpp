@@ -52,6 +52,7 @@ struct Value {
   std::shared_ptr<const List> list;
   std::shared_ptr<Map> map;
   const ast::Macro* macro = nullptr;
+  bool tuple = false;  // a kList that Python holds as a tuple: repr() writes (a, b)
 
   static Value undefined(std::string name = {}) { Value v; v.s = std::move(name); return v; }
   static Value none() { Value v; v.kind = Kind::kNone; return v; }
@@ -60,6 +61,7 @@ struct Value {
   static Value real(double x) { Value v; v.kind = Kind::kFloat; v.f = x; return v; }
   static Value string(std::string x) { Value v; v.kind = Kind::kString; v.s = std::move(x); return v; }
   static Value make_list(List items);
+  static Value make_tuple(List items);
   static Value make_map(Map entries);
   static Value make_namespace(Map entries);
   static Value builtin(std::string name) { Value v; v.kind = Kind::kBuiltin; v.s = std::move(name); return v; }
