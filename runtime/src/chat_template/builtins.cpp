@@ -1,6 +1,7 @@
 #include "chat_template/builtins.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -365,6 +366,8 @@ Value call_filter(const std::string& name, const Value& v, const CallArgs& call,
     fail("bad operand type for abs(): '" + type_name(v) + "'");
   }
   if (name == "indent") {
+    if (v.is_undefined()) fail("'" + v.s + "' is undefined");
+    if (!v.is_string()) fail("indent: expected a string, not " + type_name(v));  // jinja2 appends "\n" to it
     const Value* width = param(call, 0, "width");
     std::string indentation = width && width->is_string() ? width->s
                               : std::string(static_cast<size_t>(std::clamp<int64_t>(
@@ -383,7 +386,19 @@ Value call_filter(const std::string& name, const Value& v, const CallArgs& call,
     budget.check_size(out.size(), "indent");
     return Value::string(std::move(out));
   }
-  if (name == "wordcount") return Value::integer(static_cast<int64_t>(text::split_whitespace(to_str(v), -1).size()));
+  if (name == "wordcount") {
+    // jinja2 counts the matches of \w+: runs of letters, digits and '_'
+    // (every non-ASCII byte counted as a letter here).
+    int64_t words = 0;
+    bool in_word = false;
+    for (char ch : to_str(v)) {
+      const auto c = static_cast<unsigned char>(ch);
+      const bool word_char = std::isalnum(c) || c == '_' || c >= 0x80;
+      if (word_char && !in_word) ++words;
+      in_word = word_char;
+    }
+    return Value::integer(words);
+  }
   if (name == "select") return filter_items(v, call, 0, false, true);
   if (name == "reject") return filter_items(v, call, 0, false, false);
   if (name == "selectattr") return filter_items(v, call, 1, true, true);
@@ -484,7 +499,11 @@ bool call_test(const std::string& name, const Value& v, const CallArgs& call) {
   if (name == "lower") return v.is_string() && text::lower(v.s) == v.s;
   if (name == "upper") return v.is_string() && text::upper(v.s) == v.s;
   if (name == "odd" || name == "even" || name == "divisibleby") {
-    if (v.kind != Kind::kInt && v.kind != Kind::kBool) fail("test '" + name + "' needs an integer");
+    if (v.kind == Kind::kFloat && name != "divisibleby") {  // Python: value % 2 == 1 (or 0)
+      const double m = v.f - 2.0 * std::floor(v.f / 2.0);
+      return name == "odd" ? m == 1.0 : m == 0.0;
+    }
+    if (v.kind != Kind::kInt && v.kind != Kind::kBool) fail("test '" + name + "' needs a number");
     const int64_t x = v.kind == Kind::kInt ? v.i : v.b;
     if (name == "odd") return x % 2 != 0;
     if (name == "even") return x % 2 == 0;
