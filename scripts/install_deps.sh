@@ -3,7 +3,7 @@
 # The CUDA toolkit is optional and never installed here: when nvcc is present
 # (on PATH or in /usr/local/cuda/bin) the CUDA backend is built, else the CPU path.
 set -euo pipefail
-packages=(cmake ninja-build g++ pkg-config python3 doctest-dev)
+packages=(cmake ninja-build g++ pkg-config python3 doctest-dev nlohmann-json3-dev)
 # The desktop app: window, UI and GL (libglfw3-dev, libimgui-dev with its
 # GLFW/OpenGL 3 backends, libstb-dev for PNG, libgl-dev), its font
 # (fonts-dejavu-core), and its headless test: an X server without a display
