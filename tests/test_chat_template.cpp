@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -16,7 +17,14 @@
 #include "flashscope/chat_template.hpp"
 
 #ifdef FLASHSCOPE_TEST_CLI
+#include <unistd.h>
+
+#include <cstdio>
+#include <vector>
+
 #include "chat_input_json.hpp"
+#include "commands.hpp"
+#include "flashscope/model.hpp"
 #endif
 
 using flashscope::ChatTemplate;
@@ -103,6 +111,79 @@ TEST_CASE("chat template: byte-equal to jinja2 on every committed fixture") {
   CHECK(templates.size() == 7);
   CHECK(checked >= 100);
   CHECK(errors == 6);
+}
+
+namespace {
+
+// Runs `flashscope-cli chat-template ARGS` in-process; returns its exit code
+// and what it wrote to stdout.
+int run_chat_template_cli(std::vector<std::string> args, std::string* out) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  std::fflush(stdout);
+  const int saved = dup(fileno(stdout));
+  std::FILE* capture = std::tmpfile();
+  dup2(fileno(capture), fileno(stdout));
+  const int rc = flashscope::cli::cmd_chat_template(static_cast<int>(argv.size()), argv.data());
+  std::fflush(stdout);
+  dup2(saved, fileno(stdout));
+  close(saved);
+  std::rewind(capture);
+  out->clear();
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, capture)) > 0;) out->append(buf, n);
+  std::fclose(capture);
+  return rc;
+}
+
+}  // namespace
+
+TEST_CASE("chat template: flashscope-cli chat-template prints what jinja2 prints") {
+  const auto cases = nlohmann::ordered_json::parse(read_text(kDataDir + "cases.json"));
+  nlohmann::ordered_json pick;
+  for (const auto& c : cases["cases"]) {
+    if (c["name"] == "llama3/system_three_turns/nogen") pick = c;
+  }
+  REQUIRE(pick.is_object());
+  const std::string messages = (std::filesystem::temp_directory_path() / "flashscope_chat_template_test.json").string();
+  {
+    std::ofstream f(messages, std::ios::binary);
+    nlohmann::ordered_json in = pick;
+    in["add_generation_prompt"] = true;  // --no-generation-prompt turns it off
+    f << in.dump();
+  }
+  std::string out;
+  CHECK(run_chat_template_cli({"--messages", messages, "--chat-template", kDataDir + "llama3.jinja", "--now",
+                               "2026-03-05 10:20:30", "--no-generation-prompt"},
+                              &out) == 0);
+  CHECK(out == pick["expected"].get<std::string>());
+  CHECK(run_chat_template_cli({"--chat-template", kDataDir + "llama3.jinja"}, &out) == 2);  // no --messages
+  CHECK(run_chat_template_cli({"--messages", messages, "--chat-template", kDataDir + "llama3.jinja", "--now", "soon"},
+                              &out) == 2);
+
+  // With the model: its own template (SmolLM2's, as committed) and its token ids.
+  const std::string model = flashscope::find_default_model();
+  if (model.empty()) {
+    MESSAGE("skipped the model half: the default model is absent (run scripts/fetch_model.sh)");
+    std::remove(messages.c_str());
+    return;
+  }
+  std::string with_file;
+  REQUIRE(run_chat_template_cli({"-m", model, "--messages", messages, "--chat-template", kDataDir + "smollm2.jinja"},
+                                &with_file) == 0);
+  CHECK(run_chat_template_cli({"-m", model, "--messages", messages}, &out) == 0);
+  CHECK(out == with_file);
+  CHECK(out.rfind("<|im_start|>system\nYou are a concise assistant.", 0) == 0);
+  CHECK(run_chat_template_cli({"-m", model, "--messages", messages, "--ids"}, &out) == 0);
+  auto loaded = flashscope::Model::load(model);
+  REQUIRE(loaded.ok());
+  std::string want;
+  for (int32_t id : loaded->tokenizer().encode(with_file, /*parse_special=*/true)) {
+    want += (want.empty() ? "" : " ") + std::to_string(id);
+  }
+  CHECK(out == want + "\n");
+  CHECK(out.rfind("1 9690 198", 0) == 0);  // <|im_start|> system \n: the markers are single tokens
+  std::remove(messages.c_str());
 }
 
 TEST_CASE("chat template: SmolLM2's template is the one in its GGUF") {
