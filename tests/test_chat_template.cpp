@@ -290,6 +290,13 @@ TEST_CASE("chat template: limits stop runaway templates") {
             .find("exceed the limit of 4096 bytes") != std::string::npos);
   CHECK(render("{{ 'x' * 100000 }}", conversation({}), small).find("limit of 4096 bytes") != std::string::npos);
   CHECK(render("{{ range(1000000000) | length }}", conversation({}), small).find("limit") != std::string::npos);
+  // Work: a loop that scans a large string on every iteration.
+  ChatTemplateLimits work = small;
+  work.max_output_bytes = 1 << 20;
+  work.max_work_bytes = 1 << 24;
+  CHECK(render("{% set s = 'x' * 1000000 %}{% for i in range(1000) %}{{ s | length }}{% endfor %}", conversation({}),
+               work)
+            .find("the render's work exceeds the limit of 16777216 bytes") != std::string::npos);
   // Recursion: a macro calling itself, and nesting at parse.
   CHECK(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", conversation({}), small)
             .find("macro calls nest deeper than the limit of 16") != std::string::npos);

@@ -25,8 +25,9 @@
 // letters only (Python changes every cased letter).
 //
 // Rendering untrusted templates is bounded: ChatTemplateLimits caps nesting,
-// the total number of loop iterations and the size of the output and of any
-// string or list a template builds; each limit is an error, never a hang.
+// the total number of loop iterations, the size of the output and of any
+// string or list a template builds, and the total work of a render; each
+// limit is an error, never a hang.
 // No exceptions escape and nothing is printed.
 #pragma once
 
@@ -108,6 +109,10 @@ struct ChatTemplateLimits {
   int max_depth = 64;                    // nesting of blocks and brackets at parse, of macro calls at render
   int64_t max_loop_iterations = 100000;  // all loops of one render together
   size_t max_output_bytes = 1u << 22;    // 4 MiB: the output, and any one string or list a template builds
+  // Bytes of all the values one render's expressions produce, plus 16 per
+  // evaluation: a bound on its time (256 MiB is well under a second; real
+  // templates use a few times their output).
+  size_t max_work_bytes = size_t{1} << 28;
 };
 
 namespace chat_template {

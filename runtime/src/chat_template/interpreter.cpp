@@ -131,6 +131,22 @@ class Interpreter {
     return Flow::kNormal;
   }
 
+  // Every value an expression produces is work: its bytes (a list's or
+  // dict's entries at 8 each) plus a fixed cost per evaluation. The total
+  // bounds a render's time, which loop and size limits alone do not: a
+  // loop may scan a large string on each of its iterations.
+  void charge(const Value& v) {
+    size_t cost = 16;
+    if (v.kind == Kind::kString) cost += v.s.size();
+    else if (v.kind == Kind::kList) cost += 8 * v.list->size();
+    else if (v.is_mapping()) cost += 8 * v.map->size();
+    work_ += cost;
+    if (work_ > limits_.max_work_bytes) {
+      fail("the render's work exceeds the limit of " + std::to_string(limits_.max_work_bytes) +
+           " bytes (max_work_bytes)");
+    }
+  }
+
   void count_iteration() {
     if (++iterations_ > limits_.max_loop_iterations) {
       fail("loop iterations exceed the limit of " + std::to_string(limits_.max_loop_iterations));
@@ -139,6 +155,7 @@ class Interpreter {
 
   void exec_for(const Node& n) {
     List items = iterate(eval(*n.expr));
+    for (const Value& item : items) charge(item);  // the loop holds copies of them
     if (n.filter) {
       // jinja2 filters first, so loop.length and loop.last count only what passes.
       List kept;
@@ -222,7 +239,9 @@ class Interpreter {
   // --- expressions ----------------------------------------------------
   Value eval(const Expr& e) {
     try {
-      return eval_expr(e);
+      Value v = eval_expr(e);
+      charge(v);
+      return v;
     } catch (RenderError& err) {
       if (err.line == 0) {
         err.line = e.pos.line;
@@ -580,6 +599,7 @@ class Interpreter {
   std::vector<Map> scopes_;
   std::string* out_ = nullptr;
   int64_t iterations_ = 0;
+  size_t work_ = 0;
   int macro_depth_ = 0;
 };
 
