@@ -4,6 +4,7 @@
 // eos_token and the caller's extras, then the interpreter).
 #include "flashscope/chat_template.hpp"
 
+#include <exception>
 #include <new>
 
 #include "chat_template/ast.hpp"
@@ -92,6 +93,8 @@ Result<ChatTemplate> ChatTemplate::parse(std::string_view source, const ChatTemp
     return t;
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "chat template: out of memory while parsing");
+  } catch (const std::exception& e) {
+    return invalid_argument(std::string("chat template: ") + e.what());
   }
 }
 
@@ -117,6 +120,8 @@ Result<std::string> ChatTemplate::render(const ChatTemplateInput& input) const {
     return chat_template::render_program(*program_, std::move(globals), input.now);
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "chat template: out of memory while rendering");
+  } catch (const std::exception& e) {
+    return invalid_argument(std::string("chat template: ") + e.what());
   }
 }
 

@@ -1,6 +1,7 @@
 #include "chat_template/interpreter.hpp"
 
 #include <cmath>
+#include <exception>
 #include <new>
 
 #include "chat_template/builtins.hpp"
@@ -614,6 +615,8 @@ Result<std::string> render_program(const Program& program, Map globals, const st
     return Status(e.status.code(), "chat template " + where + e.status.message());
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "chat template: out of memory while rendering");
+  } catch (const std::exception& e) {  // a standard library error: still a Status, never an exception
+    return invalid_argument(std::string("chat template: ") + e.what());
   }
 }
 
