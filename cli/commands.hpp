@@ -12,5 +12,6 @@ int cmd_generate(int argc, char** argv);  // run a GGUF model on a prompt
 int cmd_chat(int argc, char** argv);      // terminal chat REPL
 int cmd_trace(int argc, char** argv);     // trace prefill|decode|info
 int cmd_make_model(int argc, char** argv);  // write a synthetic llama GGUF
+int cmd_chat_template(int argc, char** argv);  // render a conversation with a chat template
 
 }  // namespace flashscope::cli

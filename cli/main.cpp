@@ -18,6 +18,7 @@ void print_usage() {
       "  bench decode         time paged-KV decode on a batch of sequences (median of many runs)\n"
       "  bench e2e            the engine on a model: prompt tokens/s, time to first token, decode tokens/s at batch 1..N\n"
       "  attend               attention on .npy files: q, k, v in, o (and lse) out\n"
+      "  chat-template        render a conversation with the model's chat template (Jinja), or its token ids\n"
       "  chat                 talk with the model in the terminal (/reset, /system, /stats, /quit)\n"
       "  generate             run a GGUF model (default SmolLM2-135M) on a prompt, streaming the reply\n"
       "  make-model           write a small llama GGUF with random weights of any shape and types\n"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   if (cmd == "chat") return flashscope::cli::cmd_chat(argc - 2, argv + 2);
   if (cmd == "generate") return flashscope::cli::cmd_generate(argc - 2, argv + 2);
   if (cmd == "trace") return flashscope::cli::cmd_trace(argc - 2, argv + 2);
+  if (cmd == "chat-template") return flashscope::cli::cmd_chat_template(argc - 2, argv + 2);
   if (cmd == "make-model") return flashscope::cli::cmd_make_model(argc - 2, argv + 2);
   std::fprintf(stderr, "flashscope-cli: unknown command '%s'\n\n", cmd.c_str());
   print_usage();
