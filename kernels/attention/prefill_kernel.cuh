@@ -187,8 +187,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   float m_rmem[Cfg::kWarpQ / detail::kMmaM][2];
   float l_rmem[Cfg::kWarpQ / detail::kMmaM][2];
   // The steps see these through references, as the lambdas they were
-  // written as did: the kernel's own locals, in the same order, so the
-  // production kernels compile to the same SASS.
+  // written as did: the kernel's own locals, in the same order, which keeps
+  // the production kernels' code as it was.
   Cta cta{p, probe, view, tid, warp_id, lane_id, q0, kv_begin, kv_end, num_kv_tiles, probe_tile0, any_valid,
           Q_smem, K_smem, V_smem, Q_rmem, Q_thread, K_thread, K_thread_x2, V_thread, V_thread_x2, O_rmem, m_rmem, l_rmem};
   // The main loop over KV tiles, one pipeline per config, whose steps are

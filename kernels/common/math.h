@@ -1,7 +1,8 @@
-// Small arithmetic every layer of the kernels needs, host and device alike:
-// one home for the tile-count division and the log-base constants that turn
-// exp/log into the hardware's exp2/lg2 (the runtime and the CPU references
-// include this header too rather than spelling them again).
+// Small arithmetic the kernels and their launchers need, host and device
+// alike: one home for the tile-count division and the log-base constants
+// that turn exp/log into the hardware's exp2/lg2. Plain C++ outside nvcc, so
+// the runtime and the CPU references can include it instead of spelling
+// their own.
 #pragma once
 
 #if defined(__CUDACC__)

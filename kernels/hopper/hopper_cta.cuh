@@ -31,8 +31,8 @@ struct TmaCoords {
   int q0, key0, q_head, kv_head, seq;
 };
 
-// The kernel's own values, held by reference (as the lambdas these
-// functions were held them: the production kernels compile to the same code).
+// The kernel's own values, held by reference as the lambdas these functions
+// once were held them (which keeps the kernel's code as it was).
 template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe, bool kPersistent>
 struct HopperCta {
   using Config = Cfg;

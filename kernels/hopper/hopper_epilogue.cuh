@@ -7,14 +7,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/common/hopper_ptx.cuh"
 #include "kernels/common/math.h"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/row_ops.cuh"
 
 namespace flashscope::kernels::hopper_detail {
-
-using namespace sm90;  // the wgmma, TMA and mbarrier wrappers (hopper_ptx.cuh)
 
 // Split tail: a piece of a work tile shared with other CTAs leaves its
 // unnormalized O, running max m and per-thread sums l in the slot of its

@@ -29,8 +29,8 @@
 // phase runs from its issue to the wait that sees it finish.
 //
 // The roles' functions hold the kernel's own values by reference (they were
-// lambdas inside this kernel once), which keeps the production kernels'
-// SASS what it was.
+// lambdas inside this kernel once), which keeps the kernel's registers and
+// its main loop's instructions as they were.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a type only: nothing is linked from the driver API)

@@ -18,16 +18,13 @@
 
 #include "kernels/attention/attention_views.cuh"
 #include "kernels/attention/persistent_deal.h"
-#include "kernels/common/hopper_ptx.cuh"
 #include "kernels/common/math.h"
 #include "kernels/hopper/hopper_layout.cuh"
 
 namespace flashscope::kernels::hopper_detail {
 
-using namespace sm90;  // the wgmma, TMA and mbarrier wrappers (hopper_ptx.cuh)
-
-// Built in the kernel from its own values (held by reference, as the lambdas
-// these functions were: the production kernels compile to the same code).
+// Built in the kernel from its own values, held by reference as the lambdas
+// these functions once were held them (which keeps the kernel's code as it was).
 template <typename Cfg, bool kCausal, typename View, typename Probe, bool kPersistent>
 struct HopperSchedule {
   using Params = typename Probe::template Params<HopperParams<typename View::Params>>;
