@@ -59,8 +59,11 @@ __device__ __forceinline__ void load_tile(uint32_t dst, RowPtr row_ptr, int vali
 }
 
 // One CTA of attention_kernel: the rows and keys it owns, where its tiles
-// live in shared memory, and its warps' register state. Built once the view
-// is known to be active; every step is inlined into the kernel.
+// live in shared memory, and its warps' register state. It holds the
+// kernel's own locals by reference, as the lambdas these steps once were
+// held them (values copied into members, or a constructor that works them
+// out, compile the production kernels to different code); every step is
+// inlined into the kernel.
 template <typename Cfg, typename T, bool kCausal, typename View, typename Probe>
 struct PrefillCta {
   using Config = Cfg;
