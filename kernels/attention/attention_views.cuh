@@ -22,6 +22,7 @@
 
 #include "kernels/attention/persistent_deal.h"
 #include "kernels/attention/prefill_params.h"
+#include "kernels/common/math.h"
 
 namespace flashscope::kernels {
 
@@ -117,8 +118,8 @@ struct PagedView {
     table = p.block_tables + int64_t(seq) * p.block_table_stride;
     // Each split takes an equal share of the keys, rounded up to whole tiles,
     // computed from the live kv_len: a captured CUDA graph stays valid.
-    const int tiles = (kv_len + BLOCK_KV - 1) / BLOCK_KV;
-    const int tiles_per_split = (tiles + p.num_splits - 1) / p.num_splits;
+    const int tiles = ceil_div(kv_len, BLOCK_KV);
+    const int tiles_per_split = ceil_div(tiles, p.num_splits);
     kv_begin = min(kv_len, split * tiles_per_split * BLOCK_KV);
     kv_end = min(kv_len, kv_begin + tiles_per_split * BLOCK_KV);
     if (kCausal) kv_end = min(kv_end, max(kv_begin, last_key(min(rows, q0 + BLOCK_Q) - 1) + 1));

@@ -1,4 +1,5 @@
-// The teaching ladder v1..v5 as configurations of prefill_kernel.cuh.
+// The steps of gau-nernst's learn-cuda `07_attention` FlashAttention-2
+// write-up (v1..v5) as configurations of prefill_kernel.cuh.
 // Tiles: 128 query rows per CTA over 8 warps (16 rows, one m16 MMA tile, per
 // warp: the accumulator of a 32-row warp tile would not fit registers at
 // head_dim 128), KV tiles of 64 keys; v3/v4 use 32-key tiles as the seed
@@ -42,10 +43,10 @@ template <int D>
 using PrefillV3 = PrefillConfig<D, 128, 32, 8, true, Pipeline::kKV2, false, false, kMinBlocks<D>>;
 template <int D>
 using PrefillV4 = PrefillConfig<D, 128, 32, 8, true, Pipeline::kKV2, true, false, kMinBlocks<D>>;
-// v5's tiles per head_dim: at 64, four warps of 32 rows with Q re-read from
-// shared memory and two CTAs per SM; at 128 that shape spills (the 32x128
-// accumulator is 128 registers), so eight 16-row warps with Q in registers
-// (bench/TUNING.md#sm80-prefill).
+// v5's tiles per head_dim (bench/tile_sweep.cu; bench/TUNING.md#sm80-prefill):
+// at 64, four warps of 32 rows with Q re-read from shared memory and two
+// CTAs per SM; at 128 that shape spills (the 32x128 accumulator is 128
+// registers) and eight 16-row warps with Q in registers stay fastest.
 template <int D>
 using PrefillV5 = std::conditional_t<D == 64, PrefillConfig<64, 128, 64, 4, true, Pipeline::kK2V1, true, true, 2>,
                                      PrefillConfig<D, 128, 64, 8, true, Pipeline::kK2V1, true, false, 1>>;

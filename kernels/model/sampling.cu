@@ -54,32 +54,39 @@ __device__ __forceinline__ bool better(float la, int ia, float lb, int ib) {
 __device__ __forceinline__ float positive_zero(float v) { return v == 0.0f ? 0.0f : v; }
 __device__ __forceinline__ float sanitize(float v) { return isfinite(v) ? positive_zero(v) : -INFINITY; }
 
-// The whole algorithm for one row, run by one CTA. Returns early (the same
-// way in every thread where the exit is uniform; thread 0 alone in step 7).
-__device__ __forceinline__ void sample_one_row(const SampleKernelParams& p) {
-  __shared__ float cand_logit_smem[kMaxCand];
-  __shared__ int32_t cand_id_smem[kMaxCand];
-  __shared__ double prob_smem[kMaxCand];
-  __shared__ uint32_t hist_smem[256];
-  __shared__ float warp_val_smem[kWarps];
-  __shared__ int warp_idx_smem[kWarps];
-  __shared__ int warp_gt_smem[kWarps], warp_eq_smem[kWarps];
-  __shared__ uint32_t prefix_smem, mask_smem;
-  __shared__ int remaining_smem;
-  __shared__ float best_val_smem;
-  __shared__ int best_idx_smem;
+// The CTA's shared memory for one row.
+struct SampleSmem {
+  float cand_logit[kMaxCand];  // the top-k candidates, then sorted
+  int32_t cand_id[kMaxCand];
+  double prob[kMaxCand];  // step 7's probabilities, in sorted order
+  uint32_t hist[256];     // one radix digit's histogram
+  float warp_val[kWarps];
+  int warp_idx[kWarps];
+  int warp_gt[kWarps], warp_eq[kWarps];
+  uint32_t prefix, mask;  // the radix select's digits so far
+  int remaining;          // keys still to take at the threshold
+  float best_val;
+  int best_idx;
+};
 
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+// The reduction of (best_v, best_i) across a warp: the host's `better`.
+__device__ __forceinline__ void warp_best(float& best_v, int& best_i) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float ov = __shfl_xor_sync(kFullMask, best_v, offset);
+    const int oi = __shfl_xor_sync(kFullMask, best_i, offset);
+    if (better(ov, oi, best_v, best_i)) best_v = ov, best_i = oi;
+  }
+}
+
+// 1. and, without a penalty, 3.'s per-thread argmax on the same pass: the
+// row is read once (greedy decoding writes nothing back). Loads go out
+// kBatch at a time: a loop that loads and stores one entry at a time pays
+// an L2 round trip per entry (48 in a row over a 49152-entry vocabulary).
+__device__ __forceinline__ void sanitize_row(const SampleKernelParams& p, bool penalized, float& best_v, int& best_i) {
+  const int tid = threadIdx.x;
   float* logits = p.logits;
-
-  // 1. and, without a penalty, 3.'s per-thread argmax on the same pass: the
-  // row is read once (greedy decoding writes nothing back). Loads go out
-  // kBatch at a time: a loop that loads and stores one entry at a time pays
-  // an L2 round trip per entry (48 in a row over a 49152-entry vocabulary).
-  const bool penalized = p.num_penalty > 0;
   const bool write_back = penalized || p.temperature > 0.0f;
-  float best_v = -INFINITY;
-  int best_i = INT_MAX;
   for (int base = tid; base < p.vocab; base += kThreads * kBatch) {
     float v_rmem[kBatch];
 #pragma unroll
@@ -95,18 +102,26 @@ __device__ __forceinline__ void sample_one_row(const SampleKernelParams& p) {
       if (!penalized && better(v_rmem[j], i, best_v, best_i)) best_v = v_rmem[j], best_i = i;
     }
   }
-  __syncthreads();  // the penalty below rewrites some of these entries from other threads
-  // 2. Distinct ids: no two threads touch one entry.
-  for (int j = tid; j < p.num_penalty; j += kThreads) {
+}
+
+// 2. Distinct ids: no two threads touch one entry.
+__device__ __forceinline__ void apply_repetition_penalty(const SampleKernelParams& p) {
+  float* logits = p.logits;
+  for (int j = threadIdx.x; j < p.num_penalty; j += kThreads) {
     const int id = p.penalty_ids[j];
     if (id < 0 || id >= p.vocab) continue;
     const float l = logits[id];
     logits[id] = positive_zero(l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty);
   }
-  __syncthreads();  // penalized values visible to the whole CTA
+}
 
-  // 3. Argmax: per thread (ascending ids; done above without a penalty), per
-  // warp by shuffles, then warp 0.
+// 3. Argmax: per thread (ascending ids; done by sanitize_row without a
+// penalty), per warp by shuffles, then warp 0; the row's best lands in
+// s.best_val and s.best_idx.
+__device__ __forceinline__ void row_argmax(const SampleKernelParams& p, bool penalized, float best_v, int best_i,
+                                           SampleSmem& s) {
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const float* logits = p.logits;
   if (penalized) {
     for (int base = tid; base < p.vocab; base += kThreads * kBatch) {
       float v_rmem[kBatch];
@@ -122,33 +137,22 @@ __device__ __forceinline__ void sample_one_row(const SampleKernelParams& p) {
       }
     }
   }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float ov = __shfl_xor_sync(kFullMask, best_v, offset);
-    const int oi = __shfl_xor_sync(kFullMask, best_i, offset);
-    if (better(ov, oi, best_v, best_i)) best_v = ov, best_i = oi;
-  }
-  if (lane == 0) warp_val_smem[warp] = best_v, warp_idx_smem[warp] = best_i;
+  warp_best(best_v, best_i);
+  if (lane == 0) s.warp_val[warp] = best_v, s.warp_idx[warp] = best_i;
   __syncthreads();  // every warp's best is in shared memory
   if (warp == 0) {
-    best_v = warp_val_smem[lane];
-    best_i = warp_idx_smem[lane];
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float ov = __shfl_xor_sync(kFullMask, best_v, offset);
-      const int oi = __shfl_xor_sync(kFullMask, best_i, offset);
-      if (better(ov, oi, best_v, best_i)) best_v = ov, best_i = oi;
-    }
-    if (lane == 0) best_val_smem = best_v, best_idx_smem = best_i;
+    best_v = s.warp_val[lane];
+    best_i = s.warp_idx[lane];
+    warp_best(best_v, best_i);
+    if (lane == 0) s.best_val = best_v, s.best_idx = best_i;
   }
   __syncthreads();  // the row's best is visible to every thread
-  if (p.temperature <= 0.0f || best_val_smem == -INFINITY) {
-    if (tid == 0) *p.token_out = best_idx_smem;
-    return;  // uniform: every thread read the same shared values
-  }
+}
 
-  // 4.
-  for (int base = tid; base < p.vocab; base += kThreads * kBatch) {
+// 4. l /= temperature.
+__device__ __forceinline__ void apply_temperature(const SampleKernelParams& p) {
+  float* logits = p.logits;
+  for (int base = threadIdx.x; base < p.vocab; base += kThreads * kBatch) {
     float v_rmem[kBatch];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
@@ -161,17 +165,23 @@ __device__ __forceinline__ void sample_one_row(const SampleKernelParams& p) {
       if (i < p.vocab) logits[i] = positive_zero(v_rmem[j] / p.temperature);
     }
   }
-  if (tid == 0) {
-    prefix_smem = 0;
-    mask_smem = 0;
-    remaining_smem = p.keep;
-  }
+}
 
-  // 5a. Radix select of the keep-th largest key, most significant byte first.
+// 5a. Radix select of the keep-th largest key, most significant byte first:
+// leaves the threshold key in s.prefix and how many keys equal to it to keep
+// in s.remaining (>= 1).
+__device__ __forceinline__ void radix_select(const SampleKernelParams& p, SampleSmem& s) {
+  const int tid = threadIdx.x;
+  const float* logits = p.logits;
+  if (tid == 0) {
+    s.prefix = 0;
+    s.mask = 0;
+    s.remaining = p.keep;
+  }
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = tid; b < 256; b += kThreads) hist_smem[b] = 0;
+    for (int b = tid; b < 256; b += kThreads) s.hist[b] = 0;
     __syncthreads();  // cleared bins, scaled logits and the previous digit's prefix are visible
-    const uint32_t prefix = prefix_smem, mask = mask_smem;
+    const uint32_t prefix = s.prefix, mask = s.mask;
     for (int base = tid; base < p.vocab; base += kThreads * kBatch) {
       uint32_t key_rmem[kBatch];
 #pragma unroll
@@ -182,30 +192,33 @@ __device__ __forceinline__ void sample_one_row(const SampleKernelParams& p) {
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int i = base + j * kThreads;
-        if (i < p.vocab && (key_rmem[j] & mask) == prefix) atomicAdd(&hist_smem[(key_rmem[j] >> shift) & 0xFFu], 1u);
+        if (i < p.vocab && (key_rmem[j] & mask) == prefix) atomicAdd(&s.hist[(key_rmem[j] >> shift) & 0xFFu], 1u);
       }
     }
     __syncthreads();  // the histogram is complete
     if (tid == 0) {
-      const uint32_t remaining = uint32_t(remaining_smem);
+      const uint32_t remaining = uint32_t(s.remaining);
       uint32_t above = 0;
       int d = 255;
       for (; d > 0; --d) {
-        if (above + hist_smem[d] >= remaining) break;
-        above += hist_smem[d];
+        if (above + s.hist[d] >= remaining) break;
+        above += s.hist[d];
       }
-      remaining_smem = int(remaining - above);
-      prefix_smem = prefix | (uint32_t(d) << shift);
-      mask_smem = mask | (0xFFu << shift);
+      s.remaining = int(remaining - above);
+      s.prefix = prefix | (uint32_t(d) << shift);
+      s.mask = mask | (0xFFu << shift);
     }
     __syncthreads();  // thread 0 is done with the bins before they are cleared again
   }
-  const uint32_t threshold = prefix_smem;
-  const int take_eq = remaining_smem;  // keys equal to the threshold to keep (>= 1)
-  const int n_gt = p.keep - take_eq;   // keys above it (all kept)
+}
 
-  // 5b. Collect in id order: ranks within a warp from ballots, warp offsets
-  // from the per-warp counts.
+// 5b. Collect in id order: every key above the threshold (n_gt of them) and
+// the lowest ids of those equal to it (take_eq); ranks within a warp from
+// ballots, warp offsets from the per-warp counts.
+__device__ __forceinline__ void collect_candidates(const SampleKernelParams& p, uint32_t threshold, int take_eq,
+                                                   int n_gt, SampleSmem& s) {
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const float* logits = p.logits;
   int gt_base = 0, eq_base = 0;
   for (int base = 0; base < p.vocab; base += kThreads) {
     const int i = base + tid;
@@ -221,93 +234,127 @@ __device__ __forceinline__ void sample_one_row(const SampleKernelParams& p) {
     const unsigned eq_ballot = __ballot_sync(kFullMask, eq);
     const unsigned lanes_below = (1u << lane) - 1u;
     if (lane == 0) {
-      warp_gt_smem[warp] = __popc(gt_ballot);
-      warp_eq_smem[warp] = __popc(eq_ballot);
+      s.warp_gt[warp] = __popc(gt_ballot);
+      s.warp_eq[warp] = __popc(eq_ballot);
     }
     __syncthreads();  // per-warp counts of this chunk are visible
     int gt_off = 0, eq_off = 0, gt_total = 0, eq_total = 0;
     for (int w = 0; w < kWarps; ++w) {
-      if (w < warp) gt_off += warp_gt_smem[w], eq_off += warp_eq_smem[w];
-      gt_total += warp_gt_smem[w];
-      eq_total += warp_eq_smem[w];
+      if (w < warp) gt_off += s.warp_gt[w], eq_off += s.warp_eq[w];
+      gt_total += s.warp_gt[w];
+      eq_total += s.warp_eq[w];
     }
     if (gt) {
       const int idx = gt_base + gt_off + __popc(gt_ballot & lanes_below);
-      if (idx < n_gt) cand_logit_smem[idx] = v, cand_id_smem[idx] = i;
+      if (idx < n_gt) s.cand_logit[idx] = v, s.cand_id[idx] = i;
     }
     if (eq) {
       const int e = eq_base + eq_off + __popc(eq_ballot & lanes_below);
-      if (e < take_eq) cand_logit_smem[n_gt + e] = v, cand_id_smem[n_gt + e] = i;
+      if (e < take_eq) s.cand_logit[n_gt + e] = v, s.cand_id[n_gt + e] = i;
     }
     gt_base += gt_total;
     eq_base += eq_total;
     __syncthreads();  // the counts are rewritten by the next chunk
     if (gt_base >= n_gt && eq_base >= take_eq) break;  // uniform: from shared totals
   }
+}
 
-  // 6. Bitonic sort, best first; padding sorts after every real candidate.
+// 6. Bitonic sort of the keep candidates, best first; padding to a power of
+// two sorts after every real candidate.
+__device__ __forceinline__ void sort_candidates(const SampleKernelParams& p, SampleSmem& s) {
+  const int tid = threadIdx.x;
   int np = 1;
   while (np < p.keep) np <<= 1;
-  for (int i = p.keep + tid; i < np; i += kThreads) cand_logit_smem[i] = -INFINITY, cand_id_smem[i] = INT_MAX;
+  for (int i = p.keep + tid; i < np; i += kThreads) s.cand_logit[i] = -INFINITY, s.cand_id[i] = INT_MAX;
   __syncthreads();  // candidates and padding written
   for (int size = 2; size <= np; size <<= 1) {
     for (int stride = size / 2; stride > 0; stride >>= 1) {
       for (int i = tid; i < np; i += kThreads) {
         const int j = i ^ stride;
         if (j <= i) continue;
-        const float li = cand_logit_smem[i], lj = cand_logit_smem[j];
-        const int ii = cand_id_smem[i], ij = cand_id_smem[j];
+        const float li = s.cand_logit[i], lj = s.cand_logit[j];
+        const int ii = s.cand_id[i], ij = s.cand_id[j];
         const bool best_first = (i & size) == 0;
         if (best_first ? better(lj, ij, li, ii) : better(li, ii, lj, ij)) {
-          cand_logit_smem[i] = lj, cand_id_smem[i] = ij;
-          cand_logit_smem[j] = li, cand_id_smem[j] = ii;
+          s.cand_logit[i] = lj, s.cand_id[i] = ij;
+          s.cand_logit[j] = li, s.cand_id[j] = ii;
         }
       }
       __syncthreads();  // this compare-exchange stage is finished before the next reads its pairs
     }
   }
+}
 
-  // 7. The host's loop, in double, in sorted order.
-  if (tid != 0) return;
+// 7. The host's loop, in double, in sorted order (one thread): drop the -inf
+// tail, softmax, top_p, min_p, inverse-CDF draw at `uniform`.
+__device__ __forceinline__ int32_t draw_token(const SampleKernelParams& p, SampleSmem& s) {
   int size = p.keep;
-  while (size > 1 && cand_logit_smem[size - 1] == -INFINITY) --size;
-  const double max_logit = cand_logit_smem[0];
+  while (size > 1 && s.cand_logit[size - 1] == -INFINITY) --size;
+  const double max_logit = s.cand_logit[0];
   double total = 0.0;
   for (int k = 0; k < size; ++k) {
-    const double e = exp(double(cand_logit_smem[k]) - max_logit);
-    prob_smem[k] = e;
+    const double e = exp(double(s.cand_logit[k]) - max_logit);
+    s.prob[k] = e;
     total += e;
   }
-  for (int k = 0; k < size; ++k) prob_smem[k] /= total;
+  for (int k = 0; k < size; ++k) s.prob[k] /= total;
   if (p.top_p < 1.0f) {
     double mass = 0.0;
     int n = 0;
     while (n < size) {
-      mass += prob_smem[n];
+      mass += s.prob[n];
       ++n;
       if (mass >= double(p.top_p)) break;
     }
     size = n > 1 ? n : 1;
   }
   if (p.min_p > 0.0f) {
-    const double floor_p = double(p.min_p) * prob_smem[0];
+    const double floor_p = double(p.min_p) * s.prob[0];
     int n = 1;
-    while (n < size && prob_smem[n] >= floor_p) ++n;
+    while (n < size && s.prob[n] >= floor_p) ++n;
     size = n;
   }
   double left = 0.0;
-  for (int k = 0; k < size; ++k) left += prob_smem[k];
+  for (int k = 0; k < size; ++k) left += s.prob[k];
   const double r = p.uniform * left;
   double acc = 0.0;
-  int32_t token = cand_id_smem[size - 1];  // r within rounding of `left`
+  int32_t token = s.cand_id[size - 1];  // r within rounding of `left`
   for (int k = 0; k < size; ++k) {
-    acc += prob_smem[k];
+    acc += s.prob[k];
     if (r < acc) {
-      token = cand_id_smem[k];
+      token = s.cand_id[k];
       break;
     }
   }
-  *p.token_out = token;
+  return token;
+}
+
+// The whole algorithm for one row, run by one CTA, step by step as the
+// header comment numbers them. Returns early (the same way in every thread
+// where the exit is uniform; thread 0 alone in step 7).
+__device__ __forceinline__ void sample_one_row(const SampleKernelParams& p) {
+  __shared__ SampleSmem s;
+  const bool penalized = p.num_penalty > 0;
+  float best_v = -INFINITY;
+  int best_i = INT_MAX;
+  sanitize_row(p, penalized, best_v, best_i);
+  __syncthreads();  // the penalty below rewrites some of these entries from other threads
+  apply_repetition_penalty(p);
+  __syncthreads();  // penalized values visible to the whole CTA
+  row_argmax(p, penalized, best_v, best_i, s);
+  if (p.temperature <= 0.0f || s.best_val == -INFINITY) {
+    if (threadIdx.x == 0) *p.token_out = s.best_idx;
+    return;  // uniform: every thread read the same shared values
+  }
+  apply_temperature(p);
+  radix_select(p, s);
+  const uint32_t threshold = s.prefix;
+  const int take_eq = s.remaining;  // keys equal to the threshold to keep (>= 1)
+  const int n_gt = p.keep - take_eq;   // keys above it (all kept)
+  collect_candidates(p, threshold, take_eq, n_gt, s);
+  sort_candidates(p, s);
+  if (threadIdx.x != 0) return;
+  *p.token_out = draw_token(p, s);
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(const __grid_constant__ SampleKernelParams p) {

@@ -1,0 +1,51 @@
+// The configurations of the sm80 FlashAttention-2 kernel (prefill_kernel.cuh):
+// which pipeline, tile shape, swizzle and ldmatrix width each version uses
+// (prefill_versions.cuh names them v1..v6).
+#pragma once
+
+namespace flashscope::kernels {
+
+enum class Pipeline {
+  kSerial,  // load K(t), V(t); wait; compute (v1, v2)
+  kKV2,     // K and V double-buffered (v3, v4)
+  kK2V1,    // K double-buffered, V single, loads interleaved with the two GEMMs (v5)
+  kLookahead,  // K and V double-buffered, Q·K(t+1)ᵀ overlapped with softmax(t) in each warp (v6)
+};
+
+// Q_IN_SMEM: keep Q in shared memory and re-read its fragments every KV tile
+// (FlashAttention-2's choice) instead of holding them in registers; frees
+// DIM/4 · WARP_Q/16 registers for a taller warp tile. MIN_BLOCKS: CTAs per SM
+// the register allocation must allow (__launch_bounds__).
+template <int DIM, int BLOCK_Q, int BLOCK_KV, int NUM_WARPS, bool SWIZZLE, Pipeline PIPE, bool X4,
+          bool Q_IN_SMEM = false, int MIN_BLOCKS = 1>
+struct PrefillConfig {
+  static constexpr int kDim = DIM;
+  static constexpr int kBlockQ = BLOCK_Q;
+  static constexpr int kBlockKV = BLOCK_KV;
+  static constexpr int kWarps = NUM_WARPS;
+  static constexpr int kThreads = NUM_WARPS * 32;
+  static constexpr int kWarpQ = BLOCK_Q / NUM_WARPS;
+  static constexpr bool kSwizzle = SWIZZLE;
+  static constexpr Pipeline kPipe = PIPE;
+  static constexpr bool kX4 = X4;
+
+  static constexpr bool kQInSmem = Q_IN_SMEM;
+  static constexpr int kMinBlocksPerSm = MIN_BLOCKS;
+  static constexpr int kKStages = PIPE == Pipeline::kSerial ? 1 : 2;
+  static constexpr int kVStages = PIPE == Pipeline::kKV2 || PIPE == Pipeline::kLookahead ? 2 : 1;
+  static constexpr int kRowBytes = DIM * 2;  // one 16-bit row of head_dim
+  static constexpr int kKVTileBytes = BLOCK_KV * kRowBytes;
+  static constexpr int kQTileBytes = BLOCK_Q * kRowBytes;
+  // Register-resident Q is staged through the start of the K/V buffers (it
+  // lives in registers after the prologue); shared-memory Q has its own region.
+  static constexpr int kKVBytes = (kKStages + kVStages) * kKVTileBytes;
+  static constexpr int kQRegionBytes = Q_IN_SMEM ? kQTileBytes : 0;
+  static constexpr int kSmemBytes =
+      Q_IN_SMEM ? kQTileBytes + kKVBytes : (kKVBytes > kQTileBytes ? kKVBytes : kQTileBytes);
+
+  static_assert(DIM == 64 || DIM == 128, "head_dim 64 or 128");
+  static_assert(kWarpQ % 16 == 0, "each warp owns whole m16 MMA tiles of rows");
+  static_assert(BLOCK_KV % 16 == 0, "KV tiles are whole k16 MMA tiles");
+};
+
+}  // namespace flashscope::kernels
