@@ -189,10 +189,8 @@ struct PagedView {
 // the grid is read as groups of p.longest_first_group (q-head, sequence)
 // pairs, each group in one list, longest q-tiles of all its pairs first: the
 // grid ends on short tiles, and a group is small enough that the K and V its
-// running CTAs read stay in L2. On the H200 (Hopper kernel, D128) groups of
-// 4 pairs lift B1 H16 8192² causal from 599 to 646 TFLOPS and B4 H16 4096²
-// causal from 557 to 579; one group of all 64 pairs loses there (540):
-// bench/results/nvidia-h200-2026-11-22-hopper-variants-3.txt. Views
+// running CTAs read stay in L2 (bench/TUNING.md#hopper-prefill: groups of
+// 4 pairs, "Causal grids"). Views
 // without the (q_tile, head, sequence) constructor
 // (the paged cache) keep blockIdx's mapping, and so do probed launches:
 // their span buffers are indexed by blockIdx.x, which must differ between
