@@ -49,7 +49,7 @@ for step in "$@"; do
         | tee "$OUT/ab-prefill.md"
       ;;
     ab-rest)
-      python3 bench/ab_builds.py --before $cli_before --after $cli_after --only decode,e2e \
+      python3 bench/ab_builds.py --before $cli_before --after $cli_after --only decode,e2e ${AB_MODEL:+--model "$AB_MODEL"} \
         --rounds "${AB_ROUNDS:-5}" --out "$OUT/ab-rest.json" | tee "$OUT/ab-rest.md"
       ;;
     *) echo "unknown step $step"; exit 2 ;;
