@@ -2,6 +2,7 @@
 // node keeps its line:column so a render error can say where it happened.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>

@@ -14,6 +14,7 @@
 // kVariableBegin/kVariableEnd. Comments produce nothing.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
