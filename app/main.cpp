@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   if (wo.model_path.empty()) wo.model_path = std::string("assets/models/") + flashscope::kDefaultModelFile;
   wo.threads = opt.threads;
   wo.context = opt.context;
+  wo.chat_template_path = opt.chat_template;
   worker.start(wo);
 
   // Everything the panels draw from; the loop owns it.

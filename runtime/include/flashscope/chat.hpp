@@ -60,7 +60,7 @@ class Model;
 enum class ChatFormatKind : uint8_t {
   kTemplate,    // the model's template (or an override)
   kChatML,      // built-in ChatML: the template is missing or failed, and the vocabulary has ChatML's tokens
-  kCompletion,  // plain text: the messages' contents back to back (a base model)
+  kCompletion,  // plain text: the contents of the messages back to back, system messages left out (a base model)
 };
 const char* chat_format_kind_name(ChatFormatKind k);
 
@@ -100,7 +100,7 @@ class ChatFormat {
   const std::string& template_source() const { return source_; }
 
   // The conversation as prompt text. kCompletion ignores roles (and
-  // add_generation_prompt) and starts with the BOS text when the tokenizer
+  // add_generation_prompt), leaves system messages out and starts with the BOS text when the tokenizer
   // asks for BOS. Template errors (raise_exception, a type error) come back
   // as kInvalidArgument naming where.
   Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;

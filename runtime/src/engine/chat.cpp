@@ -174,7 +174,9 @@ std::vector<int32_t> encode_range(const Tokenizer& tok, const std::string& text,
 
 std::string joined_contents(const std::vector<ChatMessage>& messages) {
   std::string out;
-  for (const ChatMessage& m : messages) out += m.content;
+  for (const ChatMessage& m : messages) {
+    if (m.role != "system") out += m.content;
+  }
   return out;
 }
 
