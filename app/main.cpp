@@ -116,6 +116,12 @@ int main(int argc, char** argv) {
     lab.run(dashboard.lab_config);
   }
 
+  if (!opt.conversation.empty()) {
+    chat.file_path = opt.conversation;  // Save writes back to it
+    const flashscope::Status s = fs::load_conversation_into(chat, conversation, worker, opt.conversation);
+    if (!s.ok()) std::fprintf(stderr, "flashscope: --conversation: %s\n", s.to_string().c_str());
+  }
+
   fs::HeadlessRun headless(opt);
   bool prompt_sent = false;
   int frames = 0;
