@@ -189,8 +189,9 @@ typedef struct flashscope_session_params {
    * Default 0: the model's context length. More is capped to it. */
   int32_t n_ctx;
   /* The system message used when the first message is not one. Default
-   * NULL: the one in the model's chat template (SmolLM2's when it has none);
-   * "": no system message. Copied by flashscope_session_create. */
+   * NULL: the one the model's chat template writes (SmolLM2's when the
+   * model falls back to ChatML); "": none of ours (a template may still
+   * write its own default). Copied by flashscope_session_create. */
   const char* system_prompt;
 } flashscope_session_params;
 
