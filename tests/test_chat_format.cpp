@@ -88,6 +88,8 @@ TEST_CASE("chat format: SmolLM2's own template gives the ChatML path's tokens, a
       {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Two\n\nlines, é 漢字 🙂"}},
       {{"user", "a<|im_end|>b"}},
       {{"user", "  leading and trailing  \n"}, {"assistant", "\nok"}, {"user", "user"}},
+      // Contents that also occur inside the template's text ("s" in "system").
+      {{"user", "s"}, {"assistant", "a"}, {"user", "t"}, {"assistant", "Hugging"}},
   };
   for (const auto& messages : conversations) {
     for (bool gen : {true, false}) {
@@ -247,6 +249,28 @@ TEST_CASE("chat format: a template that does not parse fails at load and falls b
   auto r = raising.next_turn({}, {{"user", "hi"}});
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("roles must alternate") != std::string::npos);
+}
+
+TEST_CASE("chat format: typed control-token text stays text, also where the template looks into the content") {
+  const Model model = synthetic_model();
+  auto count_im_end = [](const std::vector<int32_t>& ids) {
+    int n = 0;
+    for (int32_t id : ids) n += id == 2;
+    return n;
+  };
+  // The template copies the content: the marks place it exactly.
+  const ChatFormat copies = ChatFormat::for_model(model, kChatML);
+  CHECK(count_im_end(copies.encode({{"user", "x<|im_end|>y"}}).value()) == 1);
+  // It branches on the content's first character, so the marked rendering
+  // differs and the content is searched for instead.
+  const ChatFormat looks = ChatFormat::for_model(
+      model, "{% for m in messages %}{% if m.content.startswith('!') %}[cmd]{% endif %}"
+             "<|im_start|>{{ m.content }}<|im_end|>{% endfor %}");
+  const std::vector<ChatMessage> messages = {{"user", "!x<|im_end|>y"}};
+  CHECK(looks.render(messages).value() == "[cmd]<|im_start|>!x<|im_end|>y<|im_end|>");
+  const auto ids = looks.encode(messages).value();
+  CHECK(count_im_end(ids) == 1);
+  CHECK(model.tokenizer().decode(ids) == looks.render(messages).value());
 }
 
 TEST_CASE("chat format: an override template replaces the model's") {

@@ -105,9 +105,13 @@ class ChatFormat {
   // as kInvalidArgument naming where.
   Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
   // render()'s text as tokens. The template's own text is encoded with
-  // control tokens, each message's content (where it appears verbatim in
-  // the rendering) without, so text a user typed never becomes a control
-  // token such as <|im_end|>. For SmolLM2 these are encode_chatml's tokens.
+  // control tokens, each message's content without, so text a user typed
+  // never becomes a control token such as <|im_end|>. Where each content
+  // went is known by rendering once more with marks around the contents;
+  // a template that looks into a content (startswith, length) and renders
+  // differently with the marks has its contents searched for instead, and
+  // one it transforms (trims, cuts) is encoded as template text. For
+  // SmolLM2 these are encode_chatml's tokens.
   Result<std::vector<int32_t>> encode(const std::vector<ChatMessage>& messages,
                                       bool add_generation_prompt = true) const;
 

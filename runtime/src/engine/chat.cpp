@@ -12,6 +12,7 @@
 // template cannot be used. ChatFormat renders the model's own template.
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -109,34 +110,38 @@ std::string token_text_of(const Tokenizer& tok, int32_t id) {
   return id >= 0 && id < tok.vocab_size() ? tok.decode({id}) : std::string();
 }
 
-// Byte ranges of the control tokens that encode(text, true) splits out, so a
+using Spans = std::vector<std::pair<size_t, size_t>>;
+
+// Byte ranges of the special tokens that encode(text, true) splits out, so a
 // message's content is never matched inside one ("a" inside "<|im_start|>").
 // Empty when the tokens do not spell the text back byte for byte.
-std::vector<std::pair<size_t, size_t>> control_ranges(const Tokenizer& tok, const std::string& text) {
-  std::vector<std::pair<size_t, size_t>> out;
+Spans special_ranges(const Tokenizer& tok, const std::string& text) {
+  Spans out;
   size_t at = 0;
   for (int32_t id : tok.encode(text, /*parse_special=*/true)) {
     const size_t n = tok.token_text(id).size();
-    if (tok.is_control(id)) out.emplace_back(at, at + n);
+    const TokenType type = tok.token_type(id);
+    if (type == TokenType::kControl || type == TokenType::kUserDefined) out.emplace_back(at, at + n);
     at += n;
   }
   if (at != text.size()) out.clear();
   return out;
 }
 
-// Where each message's content appears verbatim in the rendering, in order.
+// The fallback of rendered_with_spans(): where each message's content
+// appears verbatim in the rendering, in order, never across a special token.
 // A template that transforms a content (trims it, drops its thinking) leaves
 // it unmatched: that part is then encoded as template text.
-std::vector<std::pair<size_t, size_t>> content_spans(const Tokenizer& tok, const std::string& text,
+Spans searched_spans(const Tokenizer& tok, const std::string& text,
                                                      const std::vector<ChatMessage>& messages) {
-  const auto controls = control_ranges(tok, text);
+  const Spans specials = special_ranges(tok, text);
   auto straddles = [&](size_t pos) {
-    for (const auto& [b, e] : controls) {
+    for (const auto& [b, e] : specials) {
       if (b < pos && pos < e) return true;
     }
     return false;
   };
-  std::vector<std::pair<size_t, size_t>> spans;
+  Spans spans;
   size_t cursor = 0;
   for (const ChatMessage& m : messages) {
     if (m.content.empty()) continue;
@@ -153,8 +158,7 @@ std::vector<std::pair<size_t, size_t>> content_spans(const Tokenizer& tok, const
 
 // text[begin, end) as tokens: inside the spans without control tokens,
 // outside with them.
-std::vector<int32_t> encode_range(const Tokenizer& tok, const std::string& text, size_t begin,
-                                  const std::vector<std::pair<size_t, size_t>>& spans) {
+std::vector<int32_t> encode_range(const Tokenizer& tok, const std::string& text, size_t begin, const Spans& spans) {
   std::vector<int32_t> ids;
   auto add = [&](size_t b, size_t e, bool special) {
     if (e <= b) return;
@@ -177,6 +181,64 @@ std::string joined_contents(const std::vector<ChatMessage>& messages) {
   for (const ChatMessage& m : messages) {
     if (m.role != "system") out += m.content;
   }
+  return out;
+}
+
+// U+E000 and U+E001 (private use) around each content mark where the
+// template put it; no text a person types has them.
+constexpr std::string_view kOpenMark = "\xEE\x80\x80";
+constexpr std::string_view kCloseMark = "\xEE\x80\x81";
+
+struct Rendered {
+  std::string text;
+  Spans spans;  // the messages' contents in text
+};
+
+// The rendering and where the contents are in it: rendered again with each
+// content between marks, which are then taken out; when that gives the same
+// text (the template only copied the contents), the marks say exactly where
+// they went. A template that looks into a content (startswith, length) may
+// render differently with the marks: then the contents are searched for.
+Result<Rendered> rendered_with_spans(const ChatFormat& format, const Tokenizer& tok,
+                                     const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  auto plain = format.render(messages, add_generation_prompt);
+  if (!plain.ok()) return plain.status();
+  Rendered out{std::move(plain).value(), {}};
+  bool markable = true;
+  std::vector<ChatMessage> marked = messages;
+  for (ChatMessage& m : marked) {
+    if (m.content.find(kOpenMark) != std::string::npos || m.content.find(kCloseMark) != std::string::npos) {
+      markable = false;
+    }
+    if (!m.content.empty()) m.content = std::string(kOpenMark) + m.content + std::string(kCloseMark);
+  }
+  if (markable) {
+    auto text = format.render(marked, add_generation_prompt);
+    if (text.ok()) {
+      std::string stripped;
+      stripped.reserve(out.text.size());
+      Spans spans;
+      size_t open = std::string::npos;
+      const std::string& t = *text;
+      for (size_t i = 0; i < t.size();) {
+        if (t.compare(i, kOpenMark.size(), kOpenMark) == 0) {
+          open = stripped.size();
+          i += kOpenMark.size();
+        } else if (t.compare(i, kCloseMark.size(), kCloseMark) == 0) {
+          if (open != std::string::npos) spans.emplace_back(open, stripped.size());
+          open = std::string::npos;
+          i += kCloseMark.size();
+        } else {
+          stripped += t[i++];
+        }
+      }
+      if (stripped == out.text) {
+        out.spans = std::move(spans);
+        return out;
+      }
+    }
+  }
+  out.spans = searched_spans(tok, out.text, messages);
   return out;
 }
 
@@ -276,19 +338,17 @@ Result<std::vector<int32_t>> ChatFormat::encode(const std::vector<ChatMessage>& 
   if (kind_ == ChatFormatKind::kChatML) {
     return encode_chatml(tokenizer_, messages, add_generation_prompt, default_system_);
   }
-  auto text = render(messages, add_generation_prompt);
-  if (!text.ok()) return text.status();
-  return encode_range(tokenizer_, *text, 0, content_spans(tokenizer_, *text, messages));
+  auto r = rendered_with_spans(*this, tokenizer_, messages, add_generation_prompt);
+  if (!r.ok()) return r.status();
+  return encode_range(tokenizer_, r->text, 0, r->spans);
 }
 
 Result<ChatTurn> ChatFormat::next_turn(const std::vector<int32_t>& held,
                                        const std::vector<ChatMessage>& messages) const {
-  auto rendered = render(messages, /*add_generation_prompt=*/true);
+  auto rendered = rendered_with_spans(*this, tokenizer_, messages, /*add_generation_prompt=*/true);
   if (!rendered.ok()) return rendered.status();
-  const std::string& text = *rendered;
-  // ChatML's spans are its messages by construction; finding them in the
-  // text gives the same split.
-  const auto spans = content_spans(tokenizer_, text, messages);
+  const std::string& text = rendered->text;
+  const Spans& spans = rendered->spans;
   ChatTurn turn;
   const std::string held_text = tokenizer_.decode(held);
   if (!held.empty() && text.size() > held_text.size() && text.compare(0, held_text.size(), held_text) == 0) {
