@@ -54,8 +54,7 @@ void draw_header(const EngineSnapshot& snap, const UiFonts& fonts) {
   }
   if (snap.state != EngineState::kLoading && snap.state != EngineState::kFailed && !snap.chat_format_notice.empty()) {
     // A fallback is a warning; a base model's plain completion is how it is meant to run.
-    const bool fallback = snap.chat_format == ChatFormatKind::kChatML || snap.chat_format_notice.find("cannot") !=
-                                                                             std::string::npos;
+    const bool fallback = snap.chat_format_fallback;
     ImGui::PushStyleColor(ImGuiCol_Text, fallback ? palette::kWarning : palette::kMuted);
     wrapped_text((fallback ? "Chat template: " : "") + snap.chat_format_notice +
                  (snap.chat_format == ChatFormatKind::kCompletion ? " (each message continues the text)" : ""));

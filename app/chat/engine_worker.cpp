@@ -133,6 +133,7 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
       snap_.default_system_prompt = default_system_prompt_from_template(model_.chat_template());
       snap_.chat_format = format_.kind();
       snap_.chat_format_notice = template_notice;
+      snap_.chat_format_fallback = !format_.template_status().ok() || (!template_path.empty() && template_text.empty());
       snap_.context_capacity = session_.capacity();
       snap_.state = EngineState::kIdle;
     } else {

@@ -69,6 +69,7 @@ struct EngineSnapshot {
   std::string default_system_prompt;  // from the model's chat template
   ChatFormatKind chat_format = ChatFormatKind::kCompletion;  // how conversations become prompts
   std::string chat_format_notice;     // why the model's template is not used; empty when it is
+  bool chat_format_fallback = false;  // a template could not be used (not just a model without one)
   int context_capacity = 0;           // tokens the session's cache holds
 
   // The current or latest answer.

@@ -214,6 +214,7 @@ TEST_CASE("engine worker: an override template renders the prompt; a broken one 
     CHECK(s.answer_error.empty());
     CHECK(s.chat_format == flashscope::ChatFormatKind::kChatML);
     CHECK(s.chat_format_notice.find("include") != std::string::npos);
+    CHECK(s.chat_format_fallback);
   }
 }
 
@@ -231,5 +232,6 @@ TEST_CASE("engine worker: a model without a chat template answers as plain compl
   CHECK(s.answer_error.empty());
   CHECK(s.chat_format == flashscope::ChatFormatKind::kCompletion);
   CHECK(s.chat_format_notice.find("no chat template") != std::string::npos);
+  CHECK_FALSE(s.chat_format_fallback);  // how a base model runs, not a fallback
   CHECK(s.answer_prompt_tokens == static_cast<int>(std::string("Once upon").size()));  // byte tokens, no framing
 }

@@ -297,6 +297,8 @@ typedef int (*flashscope_token_callback)(const char* text, size_t len, int32_t t
  * Failures that leave the session as it was (history, cache, queued
  * messages):
  *   INVALID_ARGUMENT  session NULL; no message added since the last reply;
+ *                     the chat template failed to render the history (its
+ *                     raise_exception, a type error: the message says where);
  *                     max_tokens < 0, top_p <= 0, min_p outside [0, 1],
  *                     repetition_penalty <= 0, stop_strings NULL with
  *                     n_stop_strings > 0, a stop string NULL, empty or not
