@@ -132,8 +132,7 @@ Spans special_ranges(const Tokenizer& tok, const std::string& text) {
 // appears verbatim in the rendering, in order, never across a special token.
 // A template that transforms a content (trims it, drops its thinking) leaves
 // it unmatched: that part is then encoded as template text.
-Spans searched_spans(const Tokenizer& tok, const std::string& text,
-                                                     const std::vector<ChatMessage>& messages) {
+Spans searched_spans(const Tokenizer& tok, const std::string& text, const std::vector<ChatMessage>& messages) {
   const Spans specials = special_ranges(tok, text);
   auto straddles = [&](size_t pos) {
     for (const auto& [b, e] : specials) {
@@ -350,6 +349,8 @@ Result<ChatTurn> ChatFormat::next_turn(const std::vector<int32_t>& held,
   const std::string& text = rendered->text;
   const Spans& spans = rendered->spans;
   ChatTurn turn;
+  // Compared as text, not as tokens: a reply's sampled tokens need not be
+  // the ones its text encodes to, and they are what the cache holds.
   const std::string held_text = tokenizer_.decode(held);
   if (!held.empty() && text.size() > held_text.size() && text.compare(0, held_text.size(), held_text) == 0) {
     turn.keep = static_cast<int>(held.size());
