@@ -130,7 +130,8 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
       snap_.weight_bytes = model_.weight_bytes();
       // K and V, every layer, bf16.
       snap_.kv_bytes_per_token = static_cast<uint64_t>(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * 2;
-      snap_.default_system_prompt = default_system_prompt_from_template(model_.chat_template());
+      snap_.default_system_prompt = default_system_prompt_from_template(
+          format_.kind() == ChatFormatKind::kTemplate ? format_.template_source() : model_.chat_template());
       snap_.chat_format = format_.kind();
       snap_.chat_format_notice = template_notice;
       snap_.chat_format_fallback = !format_.template_status().ok() || (!template_path.empty() && template_text.empty());
