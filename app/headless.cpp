@@ -39,6 +39,8 @@ std::string layout_json(const HeadlessFrame& f) {
       {"widgets", std::move(widgets)},
       {"pictures", std::move(pictures)},
       {"messages", f.conversation.messages.size()},
+      {"chat_format", f.snap.state == EngineState::kIdle ? chat_format_kind_name(f.snap.chat_format) : ""},
+      {"chat_notice", f.snap.chat_format_notice},
       {"source", trace_origin_name(shown ? f.sources.shown : TraceOrigin::kNone)},
       {"provenance", shown ? shown->provenance : std::string()},
       {"trace_device", shown ? shown->trace->meta.device_name : std::string()},

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   if (wo.model_path.empty()) wo.model_path = std::string("assets/models/") + flashscope::kDefaultModelFile;
   wo.threads = opt.threads;
   wo.context = opt.context;
+  wo.chat_template_path = opt.chat_template;
   worker.start(wo);
 
   // Everything the panels draw from; the loop owns it.
@@ -113,6 +114,12 @@ int main(int argc, char** argv) {
     dashboard.lab_config_set = true;
     dashboard.show_lab_when_ready = true;
     lab.run(dashboard.lab_config);
+  }
+
+  if (!opt.conversation.empty()) {
+    chat.file_path = opt.conversation;  // Save writes back to it
+    const flashscope::Status s = fs::load_conversation_into(chat, conversation, worker, opt.conversation);
+    if (!s.ok()) std::fprintf(stderr, "flashscope: --conversation: %s\n", s.to_string().c_str());
   }
 
   fs::HeadlessRun headless(opt);

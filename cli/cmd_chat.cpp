@@ -1,10 +1,13 @@
-// `flashscope-cli chat`: a terminal chat with the model. Each turn prefills
-// only its new tokens: the session's KV cache keeps the conversation, so a
-// long chat costs what its new messages cost. Commands: /reset, /system TEXT,
-// /stats, /help, /quit (or end of input).
+// `flashscope-cli chat`: a terminal chat with the model, in the model's own
+// chat template (ChatFormat). Each turn prefills only its new tokens: the
+// session's KV cache keeps the conversation, so a long chat costs what its
+// new messages cost. A model without a template (a base model) continues the
+// text instead. Commands: /reset, /system TEXT, /stats, /help, /quit (or end
+// of input).
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "args.hpp"
@@ -18,45 +21,17 @@ namespace flashscope::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: flashscope-cli chat [-m PATH] [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
-    "                           [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N] [--device cpu|cuda]\n"
-    "  -n N             tokens per reply at most (default 512)\n"
-    "  --system TEXT    system prompt (default: the one in the model's chat template)\n"
+    "usage: flashscope-cli chat [-m PATH] [--system TEXT] [--chat-template FILE] [-n N] [--temp T] [--top-k K]\n"
+    "                           [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
+    "                           [--device cpu|cuda]\n"
+    "  -n N                 tokens per reply at most (default 512)\n"
+    "  --system TEXT        system prompt (default: the one in the model's chat template)\n"
+    "  --chat-template FILE a Jinja chat template to use instead of the model's\n"
     "  other options as for `flashscope-cli generate`\n"
     "in the chat: /reset  /system TEXT  /stats  /help  /quit\n";
 
 constexpr const char* kHelp = "commands: /reset (forget the conversation), /system TEXT (new system prompt, resets),\n"
                               "          /stats (context use), /quit (or Ctrl-D)\n";
-
-// The conversation as the session holds it, and how to extend it.
-struct Chat {
-  std::string system;
-  bool started = false;       // the system message and a first turn are in the cache
-  bool reply_closed = true;   // the last reply ended with <|im_end|>
-};
-
-// Tokens of the next user turn. The framing is encoded with special tokens,
-// the user's text without them, so typed text never becomes a control token.
-std::vector<int32_t> next_turn_tokens(const Tokenizer& tok, const Chat& chat, const std::string& user,
-                                      const std::string& fallback_system) {
-  if (!chat.started) {
-    std::vector<ChatMessage> messages;
-    if (!chat.system.empty()) messages.push_back({"system", chat.system});
-    messages.push_back({"user", user});
-    return encode_chatml(tok, messages, true, fallback_system);
-  }
-  std::vector<int32_t> ids;
-  auto append = [&](const std::string& text, bool special) {
-    const auto part = tok.encode(text, special);
-    ids.insert(ids.end(), part.begin(), part.end());
-  };
-  if (!chat.reply_closed) append("<|im_end|>\n", true);
-  else append("\n", true);  // the template puts a newline after every <|im_end|>
-  append("<|im_start|>user\n", true);
-  append(user, false);
-  append("<|im_end|>\n<|im_start|>assistant\n", true);
-  return ids;
-}
 
 }  // namespace
 
@@ -65,7 +40,7 @@ int cmd_chat(int argc, char** argv) {
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
-            {"model", "system", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "ctx",
+            {"model", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "ctx",
              "threads", "device"},
             {"help"});
   if (!args.ok() || args.has("help") || !args.positional().empty()) {
@@ -108,15 +83,19 @@ int cmd_chat(int argc, char** argv) {
     std::fprintf(stderr, "flashscope-cli chat: %s\n", session.status().to_string().c_str());
     return 1;
   }
-  std::string fallback = default_system_prompt_from_template(model->chat_template());
-  if (fallback.empty()) fallback = kSmolLMDefaultSystemPrompt;
-  Chat chat;
-  chat.system = args.get("system");
+  ChatFormat format;
+  if (!chat_format_from_args(args, *model, "chat", &format)) return 1;
+  const bool completion = format.kind() == ChatFormatKind::kCompletion;
+  std::string system = args.get("system");
+  std::vector<ChatMessage> messages;  // the conversation the session holds
 
   const ModelConfig& c = model->config();
-  std::fprintf(stderr, "%s — %d layers, %.0f MB, context %d tokens, %s. /help for commands.\n",
+  std::fprintf(stderr, "%s — %d layers, %.0f MB, context %d tokens, %s, %s. /help for commands.\n",
                c.name.empty() ? path.c_str() : c.name.c_str(), c.n_layers, model->weight_bytes() / 1e6,
-               session->capacity(), device == "cuda" ? "CUDA" : "CPU");
+               session->capacity(), device == "cuda" ? "CUDA" : "CPU",
+               completion ? "plain text completion (each line continues the text)"
+               : format.kind() == ChatFormatKind::kTemplate ? "the model's chat template"
+                                                             : "built-in ChatML");
   std::string line;
   while (true) {
     std::fputs("\n> ", stdout);
@@ -129,10 +108,9 @@ int cmd_chat(int argc, char** argv) {
       continue;
     }
     if (line == "/reset" || line.rfind("/system", 0) == 0) {
-      if (line.rfind("/system", 0) == 0) chat.system = line.size() > 8 ? line.substr(8) : "";
+      if (line.rfind("/system", 0) == 0) system = line.size() > 8 ? line.substr(8) : "";
       session->reset();
-      chat.started = false;
-      chat.reply_closed = true;
+      messages.clear();
       std::fputs(line == "/reset" ? "(conversation cleared)\n" : "(system prompt set; conversation cleared)\n",
                  stdout);
       continue;
@@ -145,19 +123,28 @@ int cmd_chat(int argc, char** argv) {
       std::printf("unknown command %s\n%s", line.c_str(), kHelp);
       continue;
     }
-    const std::vector<int32_t> ids = next_turn_tokens(model->tokenizer(), chat, line, fallback);
-    auto stats = session->generate(ids, gp, [](const TokenEvent& e) {
+    std::vector<ChatMessage> next = messages;
+    if (next.empty() && !system.empty() && !completion) next.push_back({"system", system});
+    next.push_back({"user", line});
+    auto turn = format.next_turn(session->tokens(), next);
+    if (!turn.ok()) {
+      std::fprintf(stderr, "\n[%s]\n", turn.status().message().c_str());
+      continue;
+    }
+    std::string reply;
+    auto stats = session->generate(turn->keep, turn->feed, gp, [&reply](const TokenEvent& e) {
+      reply.append(e.text.data(), e.text.size());
       std::fwrite(e.text.data(), 1, e.text.size(), stdout);
       std::fflush(stdout);
       return true;
     });
     if (!stats.ok()) {
-      // The session is unchanged: the user can /reset or ask something shorter.
+      // The conversation is unchanged: the user can /reset or ask something shorter.
       std::fprintf(stderr, "\n[%s — /reset to start over]\n", stats.status().message().c_str());
       continue;
     }
-    chat.started = true;
-    chat.reply_closed = stats->stop_reason == StopReason::kStopToken;
+    next.push_back({"assistant", reply});
+    messages = std::move(next);
     std::fprintf(stderr, "\n[%d tokens, %.1f tokens/s, first token after %.0f ms; context %d of %d]\n",
                  stats->generated_tokens, stats->decode_tokens_per_s, stats->ttft_ms, session->n_tokens(),
                  session->capacity());

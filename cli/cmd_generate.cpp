@@ -5,6 +5,7 @@
 // Without -m the default model is found as engine_args.hpp describes.
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "args.hpp"
@@ -18,13 +19,15 @@ namespace flashscope::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: flashscope-cli generate [-m PATH] -p TEXT [--chat] [--system TEXT] [-n N]\n"
+    "usage: flashscope-cli generate [-m PATH] -p TEXT [--chat] [--system TEXT] [--chat-template FILE] [-n N]\n"
     "                               [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
     "                               [--seed S] [--ctx N] [-t N] [--device cpu|cuda]\n"
     "  -m, --model PATH      GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  -p, --prompt TEXT     the prompt; with --chat, the user's message\n"
-    "  --chat                wrap the prompt in the model's chat format (ChatML) and answer it\n"
+    "  --chat                render the prompt with the model's chat template and answer it\n"
+    "                        (built-in ChatML when the template cannot be used; plain text without one)\n"
     "  --system TEXT         system prompt for --chat (default: the one in the model's template)\n"
+    "  --chat-template FILE  a Jinja chat template to use instead of the model's (implies --chat)\n"
     "  -n, --n-predict N     tokens to generate at most (default 256)\n"
     "  --temp T              temperature; 0 is greedy (default 0.7)\n"
     "  --top-k K             (default 40; 0 disables)   --top-p P   (default 0.95; 1 disables)\n"
@@ -42,7 +45,7 @@ int cmd_generate(int argc, char** argv) {
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
-            {"model", "prompt", "system", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed",
+            {"model", "prompt", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed",
              "ctx", "device", "threads"},
             {"chat", "help"});
   if (!args.ok() || args.has("help") || !args.has("prompt")) {
@@ -92,18 +95,19 @@ int cmd_generate(int argc, char** argv) {
   const Tokenizer& tok = model->tokenizer();
   const std::string prompt = args.get("prompt");
   std::vector<int32_t> ids;
-  if (args.has("chat")) {
-    if (!model->chat_template().empty() && model->chat_template().find("<|im_start|>") == std::string::npos) {
-      std::fprintf(stderr, "flashscope-cli generate: warning: the model's chat template is not ChatML; --chat "
-                           "formats the prompt as ChatML anyway\n");
-    }
+  if (args.has("chat") || args.has("chat-template")) {
+    ChatFormat format;
+    if (!chat_format_from_args(args, *model, "generate", &format)) return 1;
     std::string system = args.get("system");
     std::vector<ChatMessage> messages;
     if (!system.empty()) messages.push_back({"system", system});
     messages.push_back({"user", prompt});
-    std::string fallback = default_system_prompt_from_template(model->chat_template());
-    if (fallback.empty()) fallback = kSmolLMDefaultSystemPrompt;
-    ids = encode_chatml(tok, messages, true, fallback);
+    auto encoded = format.encode(messages, /*add_generation_prompt=*/true);
+    if (!encoded.ok()) {
+      std::fprintf(stderr, "flashscope-cli generate: %s\n", encoded.status().to_string().c_str());
+      return 1;
+    }
+    ids = std::move(encoded).value();
   } else {
     ids = tok.encode(prompt, /*parse_special=*/true);
     if (tok.add_bos() && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());

@@ -1,6 +1,9 @@
 #include "engine_args.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "flashscope/model.hpp"
@@ -16,6 +19,24 @@ std::string missing_model_message(const char* command) {
   return std::string("flashscope-cli ") + command + ": the default model " + kDefaultModelFile +
          " was not found in assets/models/ (looked in $FLASHSCOPE_MODEL_DIR, the current directory and above the "
          "executable).\nRun scripts/fetch_model.sh to download it, or pass -m PATH.\n";
+}
+
+bool chat_format_from_args(const Args& args, const Model& model, const char* command, ChatFormat* out) {
+  std::string text;
+  const std::string file = args.get("chat-template");
+  if (!file.empty()) {
+    std::ifstream f(file, std::ios::binary);
+    const bool opened = f.is_open();
+    if (opened) text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    if (text.empty()) {
+      std::fprintf(stderr, "flashscope-cli %s: cannot read the chat template %s%s\n", command, file.c_str(),
+                   opened ? " (the file is empty)" : "");
+      return false;
+    }
+  }
+  *out = ChatFormat::for_model(model, text);
+  if (!out->notice().empty()) std::fprintf(stderr, "flashscope-cli %s: note: %s\n", command, out->notice().c_str());
+  return true;
 }
 
 SamplingParams parse_sampling(Args& args) {

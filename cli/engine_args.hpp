@@ -21,6 +21,12 @@ std::string missing_model_message(const char* command);
 // --repeat-penalty 1.0, --seed (default: from the clock).
 SamplingParams parse_sampling(Args& args);
 
+// The chat format of `generate --chat` and `chat`: --chat-template FILE, else
+// the model's template (ChatFormat::for_model). Prints its notice (a
+// fallback, plain completion) to stderr as "flashscope-cli COMMAND: note:
+// ...". False, with the error printed, when the file cannot be read.
+bool chat_format_from_args(const Args& args, const Model& model, const char* command, ChatFormat* out);
+
 // Rewrites short flags (-m, -p, -n, -t, -h) to their long names for Args.
 std::vector<std::string> expand_short_flags(int argc, char** argv);
 

@@ -288,6 +288,45 @@ int main(void) {
   CHECK(strcmp(reply2.text, reply2b.text) == 0);
   flashscope_session_free(replay);
 
+  /* --- chat templates ---------------------------------------------------------------- */
+  /* The model's template parsed at load, and is what the turns above used. */
+  size_t tmpl_size = 0;
+  CHECK_STATUS(flashscope_model_chat_template(model, NULL, 0, &tmpl_size), FLASHSCOPE_BUFFER_TOO_SMALL);
+  char* tmpl = (char*)malloc(tmpl_size);
+  REQUIRE(tmpl != NULL);
+  CHECK_STATUS(flashscope_model_chat_template(model, tmpl, tmpl_size, NULL), FLASHSCOPE_OK);
+  CHECK(strstr(tmpl, "<|im_start|>") != NULL);
+  free(tmpl);
+  char tmpl_error[256];
+  CHECK_STATUS(flashscope_model_chat_template_error(model, tmpl_error, sizeof tmpl_error, NULL), FLASHSCOPE_OK);
+  CHECK(tmpl_error[0] == '\0');
+  CHECK_STATUS(flashscope_model_chat_template_error(NULL, NULL, 0, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+
+  /* An override: a broken one is refused, naming the construct, and changes
+   * nothing; a good one renders the next turn (here without the default
+   * system prompt, so the whole history is prefilled again from the first
+   * token that differs: position 1, after <|im_start|>). */
+  flashscope_session* custom = NULL;
+  sp.n_ctx = 1024;
+  REQUIRE(flashscope_session_create(model, &sp, &custom) == FLASHSCOPE_OK);
+  CHECK_STATUS(flashscope_session_set_chat_template(NULL, "x"), FLASHSCOPE_INVALID_ARGUMENT);
+  const flashscope_status bad_tmpl = flashscope_session_set_chat_template(custom, "{% include 'x' %}");
+  CHECK(bad_tmpl == FLASHSCOPE_UNSUPPORTED || bad_tmpl == FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(strstr(flashscope_last_error(), "include") != NULL);
+  reply_buf with_model_tmpl, with_override;
+  CHECK_STATUS(chat_turn(custom, "Hi! What is your name?", 4, &with_model_tmpl, &stats), FLASHSCOPE_OK);
+  const int32_t model_tmpl_tokens = stats.n_tokens;
+  CHECK_STATUS(flashscope_session_set_chat_template(
+                   custom,
+                   "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}"
+                   "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"),
+               FLASHSCOPE_OK);
+  CHECK_STATUS(chat_turn(custom, "What is 2+2?", 4, &with_override, &stats), FLASHSCOPE_OK);
+  CHECK(stats.prompt_tokens > 10); /* re-prefilled from where the system prompt was */
+  CHECK(stats.n_tokens < model_tmpl_tokens + stats.prompt_tokens); /* the system prompt is gone */
+  CHECK_STATUS(flashscope_session_set_chat_template(custom, NULL), FLASHSCOPE_OK); /* the model's again */
+  flashscope_session_free(custom);
+
   /* --- a callback that stops early -------------------------------------------------- */
   flashscope_session_reset(session);
   CHECK(flashscope_session_n_tokens(session) == 0 && flashscope_session_n_messages(session) == 0);

@@ -52,6 +52,14 @@ void draw_header(const EngineSnapshot& snap, const UiFonts& fonts) {
                          snap.on_gpu ? "CUDA" : "CPU");
     }
   }
+  if (snap.state != EngineState::kLoading && snap.state != EngineState::kFailed && !snap.chat_format_notice.empty()) {
+    // A fallback is a warning; a base model's plain completion is how it is meant to run.
+    const bool fallback = snap.chat_format_fallback;
+    ImGui::PushStyleColor(ImGuiCol_Text, fallback ? palette::kWarning : palette::kMuted);
+    wrapped_text((fallback ? "Chat template: " : "") + snap.chat_format_notice +
+                 (snap.chat_format == ChatFormatKind::kCompletion ? " (each message continues the text)" : ""));
+    ImGui::PopStyleColor();
+  }
   if (snap.state == EngineState::kFailed) {
     ImGui::PushStyleColor(ImGuiCol_Text, palette::kError);
     wrapped_text(snap.load_error);
@@ -150,6 +158,27 @@ void draw_file_row(ChatPanelState& state, Conversation& conversation, EngineWork
   }
 }
 
+// An answer's text; a thinking block (<think>…</think>) comes first as a
+// collapsed node, so the answer reads first and the reasoning is a click away.
+void draw_answer_text(const std::string& content, bool streaming, float pad) {
+  const char* cursor = "\xE2\x96\x8D";  // U+258D: a text cursor
+  const ReasoningSplit split = split_reasoning(content);
+  if (!split.has_reasoning) {
+    wrapped_text(streaming ? content + cursor : content, pad);
+    return;
+  }
+  char label[96];
+  std::snprintf(label, sizeof label, "%s  (%zu characters)###thinking",
+                split.reasoning_open && streaming ? "Thinking…" : "Thinking", split.reasoning.size());
+  ImGui::PushStyleColor(ImGuiCol_Text, palette::kMuted);
+  if (ImGui::TreeNodeEx(label, ImGuiTreeNodeFlags_None)) {
+    wrapped_text(split.reasoning_open && streaming ? split.reasoning + cursor : split.reasoning, pad);
+    ImGui::TreePop();
+  }
+  ImGui::PopStyleColor();
+  if (!split.reasoning_open) wrapped_text(streaming ? split.content + cursor : split.content, pad);
+}
+
 // One message as a rounded "bubble": role, buttons flush right, the text,
 // and for answers a line of statistics. The background is drawn after the
 // contents (on a lower draw-list channel) because its height is known only then.
@@ -218,8 +247,10 @@ void draw_message(ChatPanelState& state, Conversation& conversation, EngineWorke
     } else {
       ImGui::TextColored(palette::kMuted, "thinking…");
     }
+  } else if (!user) {
+    draw_answer_text(m.content, streaming, pad);
   } else {
-    wrapped_text(streaming ? m.content + "\xE2\x96\x8D" : m.content, pad);  // U+258D: a text cursor
+    wrapped_text(m.content, pad);
   }
 
   if (!m.error.empty()) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -31,11 +33,13 @@ EngineWorker::~EngineWorker() {
 }
 
 void EngineWorker::start(const Options& options) {
-  thread_ = std::thread(&EngineWorker::run, this, options.model_path, Model(), options.threads, options.context);
+  thread_ = std::thread(&EngineWorker::run, this, options.model_path, Model(), options.threads, options.context,
+                        options.chat_template_path, std::string());
 }
 
-void EngineWorker::start(Model model, int context) {
-  thread_ = std::thread(&EngineWorker::run, this, std::string(), std::move(model), 0, context);
+void EngineWorker::start(Model model, int context, std::string chat_template) {
+  thread_ = std::thread(&EngineWorker::run, this, std::string(), std::move(model), 0, context, std::string(),
+                        std::move(chat_template));
 }
 
 void EngineWorker::submit(EngineRequest request) {
@@ -73,7 +77,8 @@ bool EngineWorker::busy() const {
   return !queue_.empty() || snap_.state == EngineState::kPrefilling || snap_.state == EngineState::kGenerating;
 }
 
-void EngineWorker::run(std::string path, Model preloaded, int threads, int context) {
+void EngineWorker::run(std::string path, Model preloaded, int threads, int context, std::string template_path,
+                       std::string template_text) {
   Model model = std::move(preloaded);
   std::string error;
   if (!model.loaded()) {
@@ -97,6 +102,17 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
     if (session.ok()) session_ = std::move(session).value();
     else error = "cannot create a session: " + session.status().to_string();
   }
+  std::string template_notice;
+  if (model.loaded()) {
+    if (!template_path.empty()) {
+      std::ifstream f(template_path, std::ios::binary);
+      if (f.is_open()) template_text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+      if (template_text.empty()) template_notice = "cannot read the chat template " + template_path + "; ";
+    }
+    format_ = ChatFormat::for_model(model, template_text);
+    if (!template_notice.empty() && format_.notice().empty()) template_notice += "using the model's";
+    template_notice += format_.notice();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     snap_.model_path = path;
@@ -114,7 +130,11 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
       snap_.weight_bytes = model_.weight_bytes();
       // K and V, every layer, bf16.
       snap_.kv_bytes_per_token = static_cast<uint64_t>(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * 2;
-      snap_.default_system_prompt = default_system_prompt_from_template(model_.chat_template());
+      snap_.default_system_prompt = default_system_prompt_from_template(
+          format_.kind() == ChatFormatKind::kTemplate ? format_.template_source() : model_.chat_template());
+      snap_.chat_format = format_.kind();
+      snap_.chat_format_notice = template_notice;
+      snap_.chat_format_fallback = !format_.template_status().ok() || (!template_path.empty() && template_text.empty());
       snap_.context_capacity = session_.capacity();
       snap_.state = EngineState::kIdle;
     } else {
@@ -190,30 +210,28 @@ void EngineWorker::generate(const EngineRequest& r) {
     return;
   }
 
-  // Sync the cache with the conversation: keep the longest common prefix,
-  // prefill the rest. At least one token must be fed to get logits.
-  const std::vector<int32_t> ids = encode_chatml(model_.tokenizer(), r.messages, true, /*default_system=*/"");
+  // Sync the cache with the conversation: keep what it holds of the new
+  // rendering, prefill the rest (ChatFormat::next_turn).
+  auto turn = format_.next_turn(session_.tokens(), r.messages);
+  if (!turn.ok()) {
+    finish(turn.status().to_string(), nullptr);
+    return;
+  }
+  const int keep = turn->keep;
+  const std::vector<int32_t>& feed = turn->feed;
   const int capacity = session_.capacity();
-  if (static_cast<int>(ids.size()) >= capacity) {
-    finish("the conversation is " + std::to_string(ids.size()) + " tokens and the context holds " +
+  const int total = keep + static_cast<int>(feed.size());
+  if (total >= capacity) {
+    finish("the conversation is " + std::to_string(total) + " tokens and the context holds " +
                std::to_string(capacity) + ": start a new chat or shorten it",
            nullptr);
     return;
   }
-  const std::vector<int32_t> cached = session_.tokens();
-  size_t common = 0;
-  while (common < cached.size() && common < ids.size() && cached[common] == ids[common]) ++common;
-  if (common == ids.size()) --common;
-  if (Status s = session_.truncate(static_cast<int>(common)); !s.ok()) {
-    finish(s.to_string(), nullptr);
-    return;
-  }
-  const std::vector<int32_t> feed(ids.begin() + static_cast<std::ptrdiff_t>(common), ids.end());
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    snap_.answer_reused_tokens = static_cast<int>(common);
+    snap_.answer_reused_tokens = keep;
     snap_.answer_prompt_tokens = static_cast<int>(feed.size());
-    snap_.context_used = static_cast<int>(common);
+    snap_.context_used = keep;
   }
 
   Clock::time_point first_token;
@@ -228,12 +246,12 @@ void EngineWorker::generate(const EngineRequest& r) {
       const double s = std::chrono::duration<double>(Clock::now() - first_token).count();
       snap_.answer_live_tokens_per_s = s > 0 ? (sampled - 1) / s : 0.0;
       snap_.answer_tokens = sampled;
-      snap_.context_used = static_cast<int>(ids.size()) + sampled - 1;
+      snap_.context_used = total + sampled - 1;
     }
     snap_.answer_text.append(e.text.data(), e.text.size());
     return r.id > cancel_through_.load();
   };
-  auto result = session_.generate(feed, r.params, on_token);
+  auto result = session_.generate(keep, feed, r.params, on_token);
   if (!result.ok()) {
     finish(result.status().to_string(), nullptr);
     return;

@@ -7,11 +7,13 @@
 //   snapshot(&s)   ◄── mutex-guarded ◄─ token callback appends text, counts tokens
 //   stop()         ──► atomic id ────►  the token callback returns false
 //
-// Requests carry the whole conversation to answer (ChatML messages, system
-// prompt first). The worker encodes it and keeps the longest prefix its
-// cache already holds, so a follow-up prefills only the new turn, while
-// regenerate and "edit the last message" simply send a shorter or changed
-// conversation: the cache is cut back where it diverges.
+// Requests carry the whole conversation to answer (messages, system prompt
+// first). The worker renders it with the model's chat template (ChatFormat:
+// built-in ChatML when the template cannot be used, plain completion when
+// the model has none) and keeps what its cache already holds, so a
+// follow-up prefills only the new turn, while regenerate and "edit the last
+// message" simply send a shorter or changed conversation: the cache is cut
+// back where it diverges.
 //
 // Stop is not queued behind the running answer: stop() records the newest
 // request id it cancels and the token callback compares against it, so a
@@ -65,6 +67,9 @@ struct EngineSnapshot {
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes_per_token = 0;  // K and V of all layers, bf16
   std::string default_system_prompt;  // from the model's chat template
+  ChatFormatKind chat_format = ChatFormatKind::kCompletion;  // how conversations become prompts
+  std::string chat_format_notice;     // why the model's template is not used; empty when it is
+  bool chat_format_fallback = false;  // a template could not be used (not just a model without one)
   int context_capacity = 0;           // tokens the session's cache holds
 
   // The current or latest answer.
@@ -88,6 +93,7 @@ class EngineWorker {
     std::string model_path;
     int threads = 0;  // CPU threads per forward pass; 0: the runtime's load-aware auto
     int context = 0;  // KV cache tokens; 0: the model's context length
+    std::string chat_template_path;  // a Jinja template file instead of the model's; empty: the model's
   };
 
   EngineWorker() = default;
@@ -98,8 +104,9 @@ class EngineWorker {
   // Starts the thread (call one start() once), which loads the model first
   // (state kLoading → kIdle or kFailed).
   void start(const Options& options);
-  // Starts the thread on a model already loaded (tests: synthetic models).
-  void start(Model model, int context = 0);
+  // Starts the thread on a model already loaded (tests: synthetic models),
+  // with chat_template (Jinja source) instead of the model's when not empty.
+  void start(Model model, int context = 0, std::string chat_template = {});
 
   // Queues a request. Never blocks on the engine.
   void submit(EngineRequest request);
@@ -113,7 +120,8 @@ class EngineWorker {
   bool busy() const;
 
  private:
-  void run(std::string path, Model preloaded, int threads, int context);
+  void run(std::string path, Model preloaded, int threads, int context, std::string template_path,
+           std::string template_text);
   void process(const EngineRequest& request);
   void generate(const EngineRequest& request);
 
@@ -129,6 +137,7 @@ class EngineWorker {
   // Worker-thread only.
   Model model_;
   Session session_;
+  ChatFormat format_;
 };
 
 }  // namespace flashscope::app

@@ -8,7 +8,7 @@ namespace flashscope::app {
 
 const char* const kAppUsage =
     "usage: flashscope [--model PATH] [--tab NAME] [--replay TRACE] [--run-lab] [--scale S] [--size WxH]\n"
-    "                  [--threads N] [--ctx N]\n"
+    "                  [--threads N] [--ctx N] [--chat-template FILE] [--conversation FILE]\n"
     "                  [--frames N] [--screenshot OUT.png] [--layout OUT.json]\n"
     "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy]\n"
     "  --model PATH        GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
@@ -19,6 +19,8 @@ const char* const kAppUsage =
     "  --size WxH          window size at scale 1 (default 1600x1000)\n"
     "  --threads N         CPU threads per forward pass (default: auto, load-aware)\n"
     "  --ctx N             KV cache size in tokens (default: the model's context length)\n"
+    "  --chat-template FILE  a Jinja chat template to use instead of the model's\n"
+    "  --conversation FILE   open a saved conversation (the chat panel's Conversation file) at start\n"
     "headless (for tests and screenshots; run under xvfb-run without a display):\n"
     "  --frames N          render N frames and exit; with --prompt, until the answer ends or N frames\n"
     "  --screenshot PNG    write the last frame as a PNG (window size, no scaling)\n"
@@ -60,7 +62,8 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
     const bool takes_value = flag == "--model" || flag == "--frames" || flag == "--screenshot" || flag == "--layout" ||
                              flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" ||
                              flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
-                             flag == "--replay";
+                             flag == "--replay" || flag == "--chat-template" ||
+                             flag == "--conversation";
     if (!takes_value) {
       *error = "unknown argument '" + flag + "'";
       return false;
@@ -77,6 +80,10 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
     };
     if (flag == "--model") {
       o.model_path = value;
+    } else if (flag == "--chat-template") {
+      o.chat_template = value;
+    } else if (flag == "--conversation") {
+      o.conversation = value;
     } else if (flag == "--frames") {
       if (!to_int(value, 1, 1000000, &n)) return bad("expected a frame count ≥ 1");
       o.frames = static_cast<int>(n);

@@ -7,6 +7,8 @@ namespace flashscope::app {
 
 struct AppOptions {
   std::string model_path;   // --model; empty: the default model, looked up like the CLI does
+  std::string chat_template;  // --chat-template FILE: a Jinja template instead of the model's
+  std::string conversation;   // --conversation FILE: a saved conversation opened at start
   int frames = 0;           // --frames N: render N frames (at most, with --prompt) and exit; 0: interactive
   std::string screenshot;   // --screenshot PNG: written after the last frame
   std::string layout;       // --layout JSON: where each panel was drawn on the last frame (tests)

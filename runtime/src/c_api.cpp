@@ -6,15 +6,13 @@
 // each with a message. Failures are recorded in a thread-local string
 // (flashscope_last_error) and logged at ERROR through the log callback.
 //
-// A session keeps its ChatML history beside the engine Session:
+// A session keeps its message history beside the engine Session:
 //   history[0, n_in_cache)     messages whose tokens are in the cache
 //                              (replies included), in order
-//   history[n_in_cache, end)   messages added since the last reply: the
-//                              next generate prefills them, framed as
-//                              ChatML, then "<|im_start|>assistant\n"
-// and reply_closed says whether the cached reply ended with <|im_end|> (the
-// end-of-turn token stays pending in the Session, and is fed first) or has
-// to be closed before the next message.
+//   history[n_in_cache, end)   messages added since the last reply
+// Each generate renders the whole history with the session's ChatFormat
+// (the model's chat template, or ChatML) and feeds what the cache lacks
+// (ChatFormat::next_turn), so the cache never has to be tracked by hand.
 #include "flashscope/flashscope.h"
 
 #include <cstdio>
@@ -38,11 +36,11 @@ struct flashscope_model {
 
 struct flashscope_session {
   flashscope::Session session;
-  std::string default_system;
+  flashscope::ChatFormat format;
+  flashscope::ChatFormat model_format;  // what format returns to when an override is cleared
+  std::string system_prompt;            // with a template: added first when the history has no system message
   std::vector<flashscope::ChatMessage> history;
   size_t n_in_cache = 0;
-  bool reply_closed = true;
-  int32_t im_end = -1;
 };
 
 namespace {
@@ -150,25 +148,41 @@ bool valid_role(const char* role) {
   return std::strcmp(role, "system") == 0 || std::strcmp(role, "user") == 0 || std::strcmp(role, "assistant") == 0;
 }
 
-// The tokens that bring the cache up to date with the queued messages and
-// open the assistant's reply. Framing is encoded with special tokens, message
-// text without, so typed text never becomes a control token.
-std::vector<int32_t> turn_tokens(const flashscope_session& s) {
-  const flashscope::Tokenizer& tok = s.session.model().tokenizer();
-  if (s.n_in_cache == 0) return flashscope::encode_chatml(tok, s.history, true, s.default_system);
-  std::vector<int32_t> ids;
-  auto add = [&](const std::string& text, bool special) {
-    const std::vector<int32_t> part = tok.encode(text, special);
-    ids.insert(ids.end(), part.begin(), part.end());
-  };
-  add(s.reply_closed ? "\n" : "<|im_end|>\n", true);  // the template puts "\n" after every <|im_end|>
-  for (size_t i = s.n_in_cache; i < s.history.size(); ++i) {
-    add("<|im_start|>" + s.history[i].role + "\n", true);
-    add(s.history[i].content, false);
-    add("<|im_end|>\n", true);
+// A session's format: the model's template; where there is none or it does
+// not parse, ChatML as before templates were rendered, with its default
+// system prompt (system_prompt; NULL: the template's literal, else
+// SmolLM2's; "": none).
+flashscope::Result<flashscope::ChatFormat> model_chat_format(const flashscope::Model& model,
+                                                             const char* system_prompt) {
+  flashscope::ChatFormat format = flashscope::ChatFormat::for_model(model);
+  if (format.kind() == flashscope::ChatFormatKind::kTemplate) return format;
+  const flashscope::Tokenizer& tok = model.tokenizer();
+  if (tok.token_id("<|im_start|>") < 0 || tok.token_id("<|im_end|>") < 0) {
+    std::string why = "chat sessions need a chat template or ChatML, and this model's vocabulary has no "
+                      "<|im_start|> / <|im_end|> tokens";
+    if (!model.chat_template_status().ok()) why += " (" + model.chat_template_status().message() + ")";
+    return flashscope::Status(flashscope::StatusCode::kUnsupported, why);
   }
-  add("<|im_start|>assistant\n", true);
-  return ids;
+  std::string system;
+  if (system_prompt) {
+    system = system_prompt;
+  } else {
+    system = flashscope::default_system_prompt_from_template(model.chat_template());
+    if (system.empty()) system = flashscope::kSmolLMDefaultSystemPrompt;
+  }
+  return flashscope::ChatFormat::chatml(model, std::move(system));
+}
+
+// The messages the format renders: the history, after the session's
+// system prompt when it has one of its own.
+std::vector<flashscope::ChatMessage> rendered_messages(const flashscope_session& s) {
+  std::vector<flashscope::ChatMessage> out;
+  if (s.format.kind() == flashscope::ChatFormatKind::kTemplate && !s.system_prompt.empty() &&
+      (s.history.empty() || s.history.front().role != "system")) {
+    out.push_back({"system", s.system_prompt});
+  }
+  out.insert(out.end(), s.history.begin(), s.history.end());
+  return out;
 }
 
 flashscope_stop_reason to_c(flashscope::StopReason r) {
@@ -225,14 +239,16 @@ flashscope_status generate(flashscope_session* s, const flashscope_generate_para
                                    : "no message since the last reply: add one with flashscope_session_add_message");
   }
 
-  const std::vector<int32_t> prompt = turn_tokens(*s);
-  const int before = s->session.n_tokens();
+  auto turn = s->format.next_turn(s->session.tokens(), rendered_messages(*s));
+  if (!turn.ok()) return fail(fn, turn.status());
+  const std::vector<int32_t>& prompt = turn->feed;
+  const int keep = turn->keep;
   const int feed = static_cast<int>(prompt.size());
-  if (before + feed > s->session.capacity()) {
+  if (keep + feed > s->session.capacity()) {
     st->stop_reason = FLASHSCOPE_STOP_CONTEXT_FULL;
     return fail(FLASHSCOPE_CONTEXT_FULL, fn,
                 "the new messages need " + std::to_string(feed) + " tokens and the session has " +
-                    std::to_string(s->session.capacity() - before) + " of " +
+                    std::to_string(s->session.capacity() - keep) + " of " +
                     std::to_string(s->session.capacity()) + " left; nothing changed",
                 FLASHSCOPE_LOG_INFO);
   }
@@ -249,23 +265,23 @@ flashscope_status generate(flashscope_session* s, const flashscope_generate_para
   };
   // Keeps history and cache in step whatever happened after the prefill:
   // the queued messages are in the cache and `reply` is what was shown.
-  auto commit = [&](bool closed) {
-    if (s->session.n_tokens() == before) return false;  // the prefill did not happen
+  const std::vector<int32_t> held_before = s->session.tokens();
+  auto commit = [&]() {
+    if (s->session.tokens() == held_before) return false;  // the prefill did not happen
     s->history.push_back({"assistant", reply});
     s->n_in_cache = s->history.size();
-    s->reply_closed = closed;
     return true;
   };
 
   flashscope::Result<flashscope::GenerateStats> r = flashscope::Status();
   try {
-    r = s->session.generate(prompt, gp, on_token);
+    r = s->session.generate(keep, prompt, gp, on_token);
   } catch (...) {
-    commit(false);
+    commit();
     throw;
   }
   if (!r.ok()) {
-    if (commit(false)) {
+    if (commit()) {
       st->prompt_tokens = feed;
       st->generated_tokens = sampled;
       st->n_tokens = s->session.n_tokens();
@@ -273,7 +289,7 @@ flashscope_status generate(flashscope_session* s, const flashscope_generate_para
     return fail(fn, r.status());
   }
   const flashscope::GenerateStats& g = *r;
-  commit(g.stop_reason == flashscope::StopReason::kStopToken && g.stop_token == s->im_end);
+  commit();
   st->prompt_tokens = g.prompt_tokens;
   st->generated_tokens = g.generated_tokens;
   st->stop_reason = to_c(g.stop_reason);
@@ -427,25 +443,17 @@ flashscope_status flashscope_session_create(const flashscope_model* model, const
     if (!out_session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "out_session is NULL");
     const flashscope_session_params p = params ? *params : flashscope_session_default_params();
     if (p.n_ctx < 0) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "n_ctx must be >= 0 (0: the model's context)");
-    const flashscope::Tokenizer& tok = model->model.tokenizer();
-    const int32_t im_end = tok.token_id("<|im_end|>");
-    if (tok.token_id("<|im_start|>") < 0 || im_end < 0) {
-      return fail(FLASHSCOPE_UNSUPPORTED, fn,
-                  "chat sessions use ChatML, and this model's vocabulary has no <|im_start|> / <|im_end|> tokens");
-    }
+    auto format = model_chat_format(model->model, p.system_prompt);
+    if (!format.ok()) return fail(fn, format.status());
     flashscope::SessionOptions so;
     so.max_tokens = p.n_ctx;
     auto session = flashscope::Session::create(model->model, so);
     if (!session.ok()) return fail(fn, session.status());
     auto handle = std::make_unique<flashscope_session>();
     handle->session = std::move(session).value();
-    handle->im_end = im_end;
-    if (p.system_prompt) {
-      handle->default_system = p.system_prompt;
-    } else {
-      handle->default_system = flashscope::default_system_prompt_from_template(model->model.chat_template());
-      if (handle->default_system.empty()) handle->default_system = flashscope::kSmolLMDefaultSystemPrompt;
-    }
+    handle->format = *format;
+    handle->model_format = std::move(format).value();
+    if (p.system_prompt) handle->system_prompt = p.system_prompt;
     *out_session = handle.release();
     return FLASHSCOPE_OK;
   });
@@ -500,7 +508,6 @@ void flashscope_session_reset(flashscope_session* session) {
   session->session.reset();
   session->history.clear();  // clear() keeps the capacity: no allocation, nothing to throw
   session->n_in_cache = 0;
-  session->reply_closed = true;
 }
 
 int32_t flashscope_session_n_tokens(const flashscope_session* session) {
@@ -543,6 +550,40 @@ flashscope_status flashscope_session_message(const flashscope_session* session, 
     }
     if (role_wanted) std::memcpy(role_buf, m.role.c_str(), role_need);
     if (content_wanted) std::memcpy(content_buf, m.content.c_str(), content_need);
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_status flashscope_model_chat_template(const flashscope_model* model, char* buf, size_t buf_size,
+                                                size_t* out_size) {
+  constexpr const char* fn = "model_chat_template";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model is NULL");
+    return copy_out(fn, model->model.chat_template(), buf, buf_size, out_size);
+  });
+}
+
+flashscope_status flashscope_model_chat_template_error(const flashscope_model* model, char* buf, size_t buf_size,
+                                                      size_t* out_size) {
+  constexpr const char* fn = "model_chat_template_error";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model is NULL");
+    const flashscope::Status& st = model->model.chat_template_status();
+    return copy_out(fn, st.ok() ? std::string() : st.message(), buf, buf_size, out_size);
+  });
+}
+
+flashscope_status flashscope_session_set_chat_template(flashscope_session* session, const char* template_text) {
+  constexpr const char* fn = "session_set_chat_template";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
+    if (!template_text || !*template_text) {
+      session->format = session->model_format;
+      return FLASHSCOPE_OK;
+    }
+    flashscope::ChatFormat format = flashscope::ChatFormat::for_model(session->session.model(), template_text);
+    if (format.kind() != flashscope::ChatFormatKind::kTemplate) return fail(fn, format.template_status());
+    session->format = std::move(format);
     return FLASHSCOPE_OK;
   });
 }

@@ -18,6 +18,9 @@
 #   throughput  Throughput with the lab running: the prefill history chart
 #   replay_bad  --replay of a corrupt file: exit 1, the reader's message on
 #               stderr and in the layout, the window still drawn
+#   thinking    the default model with a --chat-template that does not parse
+#               (the fallback notice) and a --conversation whose answer has a
+#               thinking block (drawn collapsed above the answer)
 # Exit 77 (ctest: skipped) when xvfb-run/xauth or, for chat, the model is missing.
 #
 # usage: run_headless.sh MODE APP CHECKER OUTDIR SOURCE_DIR
@@ -82,6 +85,22 @@ case $mode in
     tab=Throughput
     args+=(--replay "$trace" --tab throughput --run-lab --frames 1500)
     checks+=(--widget throughput_prefill:any:0) ;;
+  thinking)
+    if [[ ! -f $model ]]; then
+      echo "SKIP: $model is missing (scripts/fetch_model.sh fetches it)"
+      exit 77
+    fi
+    tab=Throughput
+    mkdir -p "$out"
+    printf '{%% for m in messages %%}{{ m.content }}\n  {%% include "other.jinja" %%}{%% endfor %%}' > "$out/broken.jinja"
+    cat > "$out/thinking_conversation.json" <<'JSON'
+{"format": "flashscope-conversation", "version": 1, "system_prompt": "",
+ "messages": [
+  {"role": "user", "content": "What is 17 * 3?"},
+  {"role": "assistant", "content": "<think>\n17 * 3 = 10 * 3 + 7 * 3 = 30 + 21 = 51.\n</think>\n\n17 × 3 = **51**."}]}
+JSON
+    args+=(--model "$model" --tab throughput --frames 30 --chat-template "$out/broken.jinja"
+           --conversation "$out/thinking_conversation.json") ;;
   replay_bad)
     tab="Attention tiles"
     mkdir -p "$out"
@@ -128,6 +147,12 @@ case $mode in
   lab|throughput)
     grep -Eq '^flashscope: kernel lab: ([5-9]|[1-9][0-9]+) runs' "$out/$mode.log" || { echo "FAIL: the lab did not run 5 times"; exit 1; }
     echo "lab check passed" ;;
+  thinking)
+    grep -Eq '"messages": 2' "$out/$mode.json" || { echo "FAIL: the conversation was not opened"; exit 1; }
+    grep -q '"chat_format": "chatml"' "$out/$mode.json" || { echo "FAIL: no fallback to ChatML"; exit 1; }
+    grep -q '"chat_notice": "the chat template file cannot be used (chat template 2:6: unsupported tag .include.); using built-in ChatML"' \
+      "$out/$mode.json" || { echo "FAIL: the notice does not name the construct and its position"; exit 1; }
+    echo "thinking check passed" ;;
   replay_bad)
     grep -q -- "--replay: cannot open $out/bad.fstrace: corrupt data" "$out/$mode.log" ||
       { echo "FAIL: the bad trace's error is not reported on stderr"; exit 1; }

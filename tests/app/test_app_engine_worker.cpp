@@ -192,3 +192,46 @@ TEST_CASE("engine worker: a model that cannot be loaded says why, and requests g
   const EngineSnapshot a = wait_answer(worker, 1);
   CHECK(a.answer_error.rfind("no model", 0) == 0);
 }
+
+TEST_CASE("engine worker: an override template renders the prompt; a broken one falls back with a notice") {
+  const Model model = synthetic_model();
+  const std::vector<ChatMessage> messages = {{"user", "hi"}};
+  {
+    EngineWorker worker;
+    worker.start(model, 0, "{{ messages[0].content }}!");
+    worker.submit(generate_request(1, messages, greedy(2)));
+    const EngineSnapshot s = wait_answer(worker, 1);
+    CHECK(s.answer_error.empty());
+    CHECK(s.chat_format == flashscope::ChatFormatKind::kTemplate);
+    CHECK(s.chat_format_notice.empty());
+    CHECK(s.answer_prompt_tokens == 3);  // "h", "i", "!": byte tokens
+  }
+  {
+    EngineWorker worker;
+    worker.start(model, 0, "{% include 'x' %}");
+    worker.submit(generate_request(1, messages, greedy(2)));
+    const EngineSnapshot s = wait_answer(worker, 1);
+    CHECK(s.answer_error.empty());
+    CHECK(s.chat_format == flashscope::ChatFormatKind::kChatML);
+    CHECK(s.chat_format_notice.find("include") != std::string::npos);
+    CHECK(s.chat_format_fallback);
+  }
+}
+
+TEST_CASE("engine worker: a model without a chat template answers as plain completion") {
+  flashscope::testing::SyntheticLlama spec;
+  spec.skip_keys.insert("tokenizer.chat_template");
+  auto file = flashscope::GgufFile::from_buffer(spec.build());
+  REQUIRE(file.ok());
+  auto model = Model::from_gguf(std::move(file).value());
+  REQUIRE(model.ok());
+  EngineWorker worker;
+  worker.start(*model);
+  worker.submit(generate_request(1, {{"system", "left out"}, {"user", "Once upon"}}, greedy(2)));
+  const EngineSnapshot s = wait_answer(worker, 1);
+  CHECK(s.answer_error.empty());
+  CHECK(s.chat_format == flashscope::ChatFormatKind::kCompletion);
+  CHECK(s.chat_format_notice.find("no chat template") != std::string::npos);
+  CHECK_FALSE(s.chat_format_fallback);  // how a base model runs, not a fallback
+  CHECK(s.answer_prompt_tokens == static_cast<int>(std::string("Once upon").size()));  // byte tokens, no framing
+}

@@ -1,11 +1,19 @@
-// Chat formatting: a conversation as ChatML text or token ids (SmolLM2's
-// template), and the system prompt a GGUF chat template carries.
+// Chat formatting: a conversation as the prompt a model expects. ChatFormat
+// renders the model's own chat template (tokenizer.chat_template, parsed at
+// load; flashscope/chat_template.hpp), falls back to built-in ChatML when it
+// cannot, and runs a model without one as plain completion; next_turn()
+// says what a Session must drop and feed to hold the next turn. Also:
+// ChatML itself (SmolLM2's template, the fallback), the system prompt a
+// template carries, and a reply's reasoning split from its content.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "flashscope/status.hpp"
 #include "flashscope/tokenizer.hpp"
 
 namespace flashscope {
@@ -43,5 +51,106 @@ std::string chatml_next_turn(const std::string& user_content, bool reply_closed)
 // between "<|im_start|>system\n" and "<|im_end|>" in a string literal), or
 // an empty string when the template has none.
 std::string default_system_prompt_from_template(const std::string& chat_template);
+
+// --- the model's chat format -------------------------------------------------------
+
+class ChatTemplate;
+class Model;
+
+enum class ChatFormatKind : uint8_t {
+  kTemplate,    // the model's template (or an override)
+  kChatML,      // built-in ChatML: the template is missing or failed, and the vocabulary has ChatML's tokens
+  kCompletion,  // plain text: the contents of the messages back to back, system messages left out (a base model)
+};
+const char* chat_format_kind_name(ChatFormatKind k);
+
+// What a Session must do to hold a conversation: keep its first `keep`
+// tokens (Session::truncate), then generate() with `feed`.
+struct ChatTurn {
+  int keep = 0;
+  std::vector<int32_t> feed;
+  // True when the session's text was a prefix of the new rendering (only the
+  // new turn is fed); false when the template rewrote earlier text (or the
+  // session held nothing), so the common token prefix is kept and the rest
+  // prefilled again.
+  bool appended = false;
+};
+
+class ChatFormat {
+ public:
+  // The format a chat with `model` uses: the template parsed at load (or
+  // override_template when not empty, parsed now). No template: plain
+  // completion. A template that does not parse: ChatML when the vocabulary
+  // has <|im_start|> and <|im_end|>, else plain completion; notice() then
+  // says why in a sentence a UI can show, naming the construct and its
+  // line:column.
+  static ChatFormat for_model(const Model& model, std::string_view override_template = {});
+  // Built-in ChatML (format_chatml) with this default system prompt.
+  static ChatFormat chatml(const Model& model, std::string default_system = kSmolLMDefaultSystemPrompt);
+  static ChatFormat completion(const Model& model);
+
+  ChatFormat() = default;  // plain completion without a tokenizer; use for_model()
+
+  ChatFormatKind kind() const { return kind_; }
+  // Empty when the format is the one asked for; else why it fell back.
+  const std::string& notice() const { return notice_; }
+  // The template's parse error when it fell back (ok otherwise).
+  const Status& template_status() const { return template_status_; }
+  // For kTemplate: the template source in use.
+  const std::string& template_source() const { return source_; }
+
+  // The conversation as prompt text. kCompletion ignores roles (and
+  // add_generation_prompt), leaves system messages out and starts with the BOS text when the tokenizer
+  // asks for BOS. Template errors (raise_exception, a type error) come back
+  // as kInvalidArgument naming where.
+  Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+  // render()'s text as tokens. The template's own text is encoded with
+  // control tokens, each message's content without, so text a user typed
+  // never becomes a control token such as <|im_end|>. Where each content
+  // went is known by rendering once more with marks around the contents;
+  // a template that looks into a content (startswith, length) and renders
+  // differently with the marks has its contents searched for instead, and
+  // one it transforms (trims, cuts) is encoded as template text. For
+  // SmolLM2 these are encode_chatml's tokens.
+  Result<std::vector<int32_t>> encode(const std::vector<ChatMessage>& messages,
+                                      bool add_generation_prompt = true) const;
+
+  // Brings a session that holds `held` (Session::tokens()) up to
+  // `messages` with the generation prompt. When the session's text
+  // (held decoded) is a prefix of the new rendering, only the rest is
+  // encoded and fed: the sampled tokens of earlier replies stay as they are,
+  // as a hand-written ChatML continuation would. Otherwise (a template that
+  // rewrites earlier turns, e.g. drops the thinking of earlier replies; a
+  // reply cut by a stop string) the whole rendering is encoded and the
+  // session keeps the longest common token prefix. Never an empty feed: when
+  // the session already holds everything, its last token is fed again.
+  Result<ChatTurn> next_turn(const std::vector<int32_t>& held, const std::vector<ChatMessage>& messages) const;
+
+ private:
+  ChatFormatKind kind_ = ChatFormatKind::kCompletion;
+  std::string notice_;
+  Status template_status_;
+  std::string source_;
+  std::shared_ptr<const ChatTemplate> template_;
+  std::string default_system_;  // kChatML
+  Tokenizer tokenizer_;
+};
+
+// --- reasoning ----------------------------------------------------------------------
+
+// A reply split into its reasoning (Qwen3's "<think>…</think>", DeepSeek-R1's)
+// and the answer, as an OpenAI-style server returns reasoning_content and
+// content.
+struct ReasoningSplit {
+  std::string reasoning;  // the text between the tags, trimmed of whitespace at both ends
+  std::string content;    // the rest, leading whitespace trimmed
+  bool has_reasoning = false;  // an open tag, or a close tag, was found
+  bool reasoning_open = false;  // the reply is still inside the block (streaming, or cut off)
+};
+// Recognises an open tag at the start (after whitespace) with or without its
+// close tag, and a close tag alone (the prompt opened the block). A reply
+// without either is all content.
+ReasoningSplit split_reasoning(std::string_view reply, std::string_view open_tag = "<think>",
+                               std::string_view close_tag = "</think>");
 
 }  // namespace flashscope

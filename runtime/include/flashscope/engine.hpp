@@ -5,16 +5,17 @@
 //
 //   auto model = flashscope::Model::load(path);
 //   auto session = flashscope::Session::create(*model);
-//   std::string prompt = flashscope::format_chatml({{"user", "Hi!"}}, true);
-//   auto ids = model->tokenizer().encode(prompt, /*parse_special=*/true);
+//   auto format = flashscope::ChatFormat::for_model(*model);  // the model's chat template
+//   auto turn = format.next_turn(session->tokens(), {{"user", "Hi!"}});
 //   GenerateParams gp;                                   // greedy by default
-//   auto stats = session->generate(ids, gp, [](const TokenEvent& e) {
+//   auto stats = session->generate(turn->keep, turn->feed, gp, [](const TokenEvent& e) {
 //     std::fputs(std::string(e.text).c_str(), stdout);
 //     return true;                                       // false stops
 //   });
 //
 // Multi-turn: each generate() appends to the same cache, so only the new
-// prompt tokens are prefilled. The last sampled token (often <|im_end|>) is
+// prompt tokens are prefilled (ChatFormat::next_turn renders the whole
+// conversation and says what the cache lacks). The last sampled token (often <|im_end|>) is
 // not run through the model when generation stops; the session keeps it as
 // "pending" and the next generate() feeds it first, so tokens() always
 // reads as the whole conversation.

@@ -178,8 +178,9 @@ FLASHSCOPE_API flashscope_status flashscope_model_name(const flashscope_model* m
 
 /* --- session ------------------------------------------------------------------ */
 
-/* One conversation: a ChatML message history and the KV cache that holds
- * it. Each generate prefills only what the cache does not hold yet: the
+/* One conversation: a message history and the KV cache that holds it,
+ * rendered with the model's chat template (see "chat templates" below).
+ * Each generate prefills only what the cache does not hold yet: the
  * messages added since the last reply. */
 typedef struct flashscope_session flashscope_session;
 
@@ -188,8 +189,9 @@ typedef struct flashscope_session_params {
    * Default 0: the model's context length. More is capped to it. */
   int32_t n_ctx;
   /* The system message used when the first message is not one. Default
-   * NULL: the one in the model's chat template (SmolLM2's when it has none);
-   * "": no system message. Copied by flashscope_session_create. */
+   * NULL: the one the model's chat template writes (SmolLM2's when the
+   * model falls back to ChatML); "": none of ours (a template may still
+   * write its own default). Copied by flashscope_session_create. */
   const char* system_prompt;
 } flashscope_session_params;
 
@@ -200,7 +202,8 @@ FLASHSCOPE_API flashscope_session_params flashscope_session_default_params(void)
  * On failure *out_session is NULL (when out_session is not NULL) and nothing
  * is allocated; the model is unchanged:
  *   INVALID_ARGUMENT  model or out_session NULL, n_ctx < 0
- *   UNSUPPORTED       the vocabulary lacks ChatML's <|im_start|> / <|im_end|>
+ *   UNSUPPORTED       the model has no usable chat template and its
+ *                     vocabulary lacks ChatML's <|im_start|> / <|im_end|>
  *   OUT_OF_MEMORY     the cache could not be reserved */
 FLASHSCOPE_API flashscope_status flashscope_session_create(const flashscope_model* model,
                                                            const flashscope_session_params* params,
@@ -294,6 +297,8 @@ typedef int (*flashscope_token_callback)(const char* text, size_t len, int32_t t
  * Failures that leave the session as it was (history, cache, queued
  * messages):
  *   INVALID_ARGUMENT  session NULL; no message added since the last reply;
+ *                     the chat template failed to render the history (its
+ *                     raise_exception, a type error: the message says where);
  *                     max_tokens < 0, top_p <= 0, min_p outside [0, 1],
  *                     repetition_penalty <= 0, stop_strings NULL with
  *                     n_stop_strings > 0, a stop string NULL, empty or not
@@ -336,6 +341,39 @@ FLASHSCOPE_API flashscope_status flashscope_session_message(const flashscope_ses
                                                             char* role_buf, size_t role_buf_size,
                                                             size_t* out_role_size, char* content_buf,
                                                             size_t content_buf_size, size_t* out_content_size);
+
+/* --- chat templates ---------------------------------------------------------------- */
+
+/* Sessions render each turn with the model's chat template (GGUF
+ * tokenizer.chat_template, parsed when the model loads): the whole history
+ * is rendered, and when the text the cache holds is a prefix of it only the
+ * rest is prefilled; a template that rewrites earlier turns keeps the cache's
+ * common prefix and prefills from there. A model whose template is missing
+ * or does not parse uses built-in ChatML (SmolLM2's), as before.
+ * With a template, session_params.system_prompt is added as the first
+ * message when the history does not start with a system message (NULL or
+ * "": none is added, and the template may write its own default). */
+
+/* The model's chat template source (may be "") into buf, with the buffer rule
+ * of flashscope_model_name. */
+FLASHSCOPE_API flashscope_status flashscope_model_chat_template(const flashscope_model* model, char* buf,
+                                                                size_t buf_size, size_t* out_size);
+
+/* Why the model's chat template is not used ("" when it is, or the file has
+ * none): the construct and its line:column, e.g. "chat template 3:14:
+ * unsupported tag 'include'". Buffer rule of flashscope_model_name. */
+FLASHSCOPE_API flashscope_status flashscope_model_chat_template_error(const flashscope_model* model, char* buf,
+                                                                      size_t buf_size, size_t* out_size);
+
+/* Renders this session's turns with template_text (Jinja source, copied)
+ * instead of the model's; NULL or "": the model's again. Takes effect at the
+ * next generate, which re-renders the history and prefills from the first
+ * token that differs. Not while a generate runs on the session.
+ *   INVALID_ARGUMENT / UNSUPPORTED   session NULL, or the template does not
+ *                     parse (flashscope_last_error names the construct and
+ *                     its line:column): the session is unchanged */
+FLASHSCOPE_API flashscope_status flashscope_session_set_chat_template(flashscope_session* session,
+                                                                      const char* template_text);
 
 #ifdef __cplusplus
 }  /* extern "C" */

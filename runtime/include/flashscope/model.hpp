@@ -49,6 +49,8 @@
 
 namespace flashscope {
 
+class ChatTemplate;  // flashscope/chat_template.hpp
+
 namespace model {
 struct Internal;  // the engine's access to backend state (runtime/src/model/internal.hpp)
 }  // namespace model
@@ -159,6 +161,12 @@ class Model {
   const Tokenizer& tokenizer() const;
   // tokenizer.chat_template (Jinja source), empty when the file has none.
   const std::string& chat_template() const;
+  // The template parsed at load: nullptr when the file has none or it does
+  // not parse. A template that does not parse does not fail the load;
+  // chat_template_status() then says why (kUnsupported or kInvalidArgument,
+  // naming the construct and its line:column), and ChatFormat falls back.
+  const ChatTemplate* parsed_chat_template() const;
+  const Status& chat_template_status() const;  // ok when parsed or absent
   Device device() const;
   // Bytes of weights the model reads (mapped from the file).
   uint64_t weight_bytes() const;

@@ -87,6 +87,12 @@ class Session {
   Result<GenerateStats> generate(const std::vector<int32_t>& prompt_tokens, const GenerateParams& params,
                                  const TokenCallback& on_token);
 
+  // Keeps the first `keep` tokens of tokens(), then generate(prompt_tokens)
+  // (a chat turn: ChatFormat::next_turn's keep and feed). The checks come
+  // first: an error before the prefill leaves the session unchanged.
+  Result<GenerateStats> generate(int keep, const std::vector<int32_t>& prompt_tokens, const GenerateParams& params,
+                                 const TokenCallback& on_token);
+
   // Asks the generate() running on another thread (or in its own callback)
   // to stop: it returns after the token in progress (the prefill, a decode
   // step, or the callback) with StopReason::kCancelled. What was generated

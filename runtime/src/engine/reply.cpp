@@ -18,7 +18,9 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Status check_params(const GenerateParams& p) {
+}  // namespace
+
+Status check_generate_params(const GenerateParams& p) {
   const SamplingParams& s = p.sampling;
   if (p.max_tokens < 0) return invalid_argument("generate: max_tokens must be >= 0");
   if (!(s.top_p > 0.0f)) return invalid_argument("generate: top_p must be > 0 (1 disables it)");
@@ -26,8 +28,6 @@ Status check_params(const GenerateParams& p) {
   if (!(s.repetition_penalty > 0.0f)) return invalid_argument("generate: repetition_penalty must be > 0 (1 disables it)");
   return check_stop_strings(p.stop_strings);
 }
-
-}  // namespace
 
 Reply::Reply(Session& session, const GenerateParams& params, TokenCallback on_token)
     : session_(session),
@@ -40,7 +40,7 @@ Reply::Reply(Session& session, const GenerateParams& params, TokenCallback on_to
 Status Reply::begin(const std::vector<int32_t>& prompt_tokens) {
   if (!session_.model().loaded()) return invalid_argument("generate: the session has no model");
   Internal::cancel_flag(session_).store(false, std::memory_order_relaxed);
-  FLASHSCOPE_RETURN_IF_ERROR(check_params(params_));
+  FLASHSCOPE_RETURN_IF_ERROR(check_generate_params(params_));
   const int32_t pending = Internal::pending(session_);
   try {
     feed_.reserve(prompt_tokens.size() + 1);

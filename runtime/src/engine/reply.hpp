@@ -29,6 +29,9 @@
 
 namespace flashscope::model {
 
+// generate()'s checks of its params (kInvalidArgument naming the field).
+Status check_generate_params(const GenerateParams& p);
+
 class Reply {
  public:
   // params and on_token are copied (a batch keeps them past the caller's call).

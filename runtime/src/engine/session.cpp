@@ -58,6 +58,26 @@ Status Session::truncate(int n) {
   return Status::ok_status();  // n == n_tokens(): everything stays, pending included
 }
 
+Result<GenerateStats> Session::generate(int keep, const std::vector<int32_t>& prompt_tokens,
+                                        const GenerateParams& params, const TokenCallback& on_token) {
+  if (keep < 0 || keep > n_tokens()) {
+    return invalid_argument("generate: keep " + std::to_string(keep) + " of the session's " +
+                            std::to_string(n_tokens()) + " tokens");
+  }
+  if (keep < n_tokens()) {
+    if (!model_.loaded()) return invalid_argument("generate: the session has no model");
+    FLASHSCOPE_RETURN_IF_ERROR(model::check_generate_params(params));
+    if (prompt_tokens.empty()) return invalid_argument("generate: no prompt tokens to feed");
+    if (keep + static_cast<int64_t>(prompt_tokens.size()) > capacity()) {
+      return invalid_argument("generate: " + std::to_string(prompt_tokens.size()) + " prompt tokens after " +
+                              std::to_string(keep) + " kept do not fit the " + std::to_string(capacity()) +
+                              "-token context");
+    }
+    FLASHSCOPE_RETURN_IF_ERROR(truncate(keep));
+  }
+  return generate(prompt_tokens, params, on_token);
+}
+
 Result<GenerateStats> Session::generate(const std::vector<int32_t>& prompt_tokens, const GenerateParams& params,
                                         const TokenCallback& on_token) {
   if (!model_.loaded()) return invalid_argument("generate: the session has no model");

@@ -118,6 +118,12 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
     auto tmpl = impl->file.get_string("tokenizer.chat_template");
     if (!tmpl.ok()) return tmpl.status();
     impl->chat_template = tmpl.value();
+    auto parsed = ChatTemplate::parse(impl->chat_template);
+    if (parsed.ok()) {
+      impl->parsed_chat_template = std::make_shared<const ChatTemplate>(std::move(parsed).value());
+    } else {
+      impl->chat_template_status = parsed.status();
+    }
   }
   impl->stop_tokens = find_stop_tokens(impl->tokenizer);
 
@@ -148,6 +154,15 @@ const Tokenizer& Model::tokenizer() const {
 const std::string& Model::chat_template() const {
   static const std::string kEmpty;
   return impl_ ? impl_->chat_template : kEmpty;
+}
+
+const ChatTemplate* Model::parsed_chat_template() const {
+  return impl_ ? impl_->parsed_chat_template.get() : nullptr;
+}
+
+const Status& Model::chat_template_status() const {
+  static const Status kOk;
+  return impl_ ? impl_->chat_template_status : kOk;
 }
 
 Device Model::device() const { return impl_ ? impl_->options.device : Device::kCpu; }

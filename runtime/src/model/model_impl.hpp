@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/quant_matmul.hpp"
+#include "flashscope/chat_template.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/tokenizer.hpp"
@@ -55,6 +56,8 @@ struct Model::Impl {
   ModelOptions options;
   Tokenizer tokenizer;
   std::string chat_template;
+  std::shared_ptr<const ChatTemplate> parsed_chat_template;  // null when absent or not parsed
+  Status chat_template_status;
   std::vector<int32_t> stop_tokens;
   model::Weights weights;
   uint64_t weight_bytes = 0;

@@ -133,7 +133,8 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
   str("tokenizer.chat_template",
       "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
       "'<|im_start|>system\nYou are a synthetic test model<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
-      "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}");
+      "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}");
   if (extra) extra(b);
 
   std::mt19937_64 rng(seed);
