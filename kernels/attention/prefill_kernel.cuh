@@ -195,7 +195,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   // PrefillCta's (prefill_steps.cuh). The production loops (v5, v6) stay in
   // the kernel's own body: moved into a function of their own they compile
   // to different SASS (same instructions, other order; more spills for v6
-  // at head_dim 64).
+  // at head_dim 64). They mask through detail::mask_tile with the kernel's
+  // own locals, not through cta.mask_tile, for the same reason.
   cta.load_q();
   if constexpr (Cfg::kPipe == Pipeline::kSerial) {
     detail::pipeline_serial(cta, num_kv_tiles);
@@ -247,7 +248,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       cta.span(ProbeSpanKind::kLoadIssueK, kv_tile + 2, t, kv_tile + 2 < num_kv_tiles);
       cp_async_commit();
 
-      cta.mask_tile(kv_tile, S_cur);
+      detail::mask_tile<Cfg, kCausal>(view, q0, warp_id, lane_id, kv_begin, kv_end, kv_tile, S_cur);
       // On the last tile S_next reads a stale K buffer: wasted but harmless
       // work that keeps this block free of branches (and of a span).
       typename Cta::SFrag S_next = {};
@@ -298,7 +299,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       cta.span(ProbeSpanKind::kLoadIssueK, kv_tile + 1, t, kv_tile + 1 < num_kv_tiles);
       cp_async_commit();  // possibly empty, so the wait below always means V(t)
       t = probe_time(probe);
-      cta.online_softmax(kv_tile, S_rmem, P_rmem);
+      detail::mask_tile<Cfg, kCausal>(view, q0, warp_id, lane_id, kv_begin, kv_end, kv_tile, S_rmem);
+      cta.softmax_update(kv_tile, S_rmem, P_rmem);
       cta.span(ProbeSpanKind::kSoftmax, kv_tile, t);
       t = probe_time(probe);
       cp_async_wait<1>();  // V(t) has landed; K(t+1) may still be in flight

@@ -1,7 +1,8 @@
 // The steps of the sm80 FlashAttention-2 main loop (prefill_kernel.cuh) as
 // named functions on one CTA's state: load Q, load a K or V tile, S = Q·Kᵀ,
-// the mask, the online-softmax step, O += P·V and the epilogue. The
-// pipelines in prefill_kernel.cuh call them in the order each config wants.
+// the mask, the online-softmax step, O += P·V and the epilogue (the mask
+// also as a free function over values). The pipelines in prefill_kernel.cuh
+// call them in the order each config wants.
 //
 // Fragments (mma.m16n8k16, kernels/common/row_ops.cuh for the C layout):
 //   Q_rmem [WARP_Q/16][DIM/16][4]     A fragments of Q (register-resident Q)
@@ -56,6 +57,36 @@ __device__ __forceinline__ void load_tile(uint32_t dst, RowPtr row_ptr, int vali
     cp_async_16(dst + swizzle<Cfg::kRowBytes, Cfg::kSwizzle>(row * Cfg::kRowBytes + col * 2), valid ? src : any_valid,
                 valid);
   }
+}
+
+// Sets tile t's masked logits to -inf: keys past the CTA's range, and
+// causal keys past each row's diagonal. Only the last tile and tiles
+// crossing this warp's diagonal need it (last_key grows with the row).
+// A free function over values rather than a PrefillCta step: the v5 and v6
+// loops call it with the kernel's own locals, and only so do their causal
+// instantiations compile to the code they had as one kernel body (reached
+// through PrefillCta's references, the row index is associated differently,
+// its +8 row is hoisted out of the loop, and v6 at head_dim 64 spills).
+template <typename Cfg, bool kCausal, typename View>
+__device__ __forceinline__ void mask_tile(const View& view, int q0, int warp_id, int lane_id, int kv_begin, int kv_end,
+                                          int kv_tile, float (&S_rmem)[Cfg::kWarpQ / kMmaM][Cfg::kBlockKV / kMmaN][4]) {
+  constexpr int BLOCK_KV = Cfg::kBlockKV;
+  constexpr int WARP_Q = Cfg::kWarpQ;
+  const int k0 = kv_begin + kv_tile * BLOCK_KV;
+  const int warp_row0 = q0 + warp_id * WARP_Q;
+  const bool need_mask = k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0));
+  if (!need_mask) return;
+#pragma unroll
+  for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
+#pragma unroll
+    for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaN; ++mma_id_kv)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = warp_row0 + mma_id_q * kMmaM + lane_id / 4 + (i >= 2 ? 8 : 0);
+        const int col = k0 + mma_id_kv * kMmaN + (lane_id % 4) * 2 + (i & 1);
+        const bool masked = col >= kv_end || (kCausal && col > view.last_key(row));
+        if (masked) S_rmem[mma_id_q][mma_id_kv][i] = -INFINITY;
+      }
 }
 
 // One CTA of attention_kernel: the rows and keys it owns, where its tiles
@@ -251,25 +282,10 @@ struct PrefillCta {
     }
   }
 
-  // Sets tile t's masked logits to -inf: keys past the CTA's range, and
-  // causal keys past each row's diagonal. Only the last tile and tiles
-  // crossing this warp's diagonal need it (last_key grows with the row).
+  // The mask step (mask_tile above), for the pipelines that run on this
+  // struct's steps (v1..v4's).
   __device__ __forceinline__ void mask_tile(int kv_tile, SFrag& S_rmem) {
-    const int k0 = kv_begin + kv_tile * BLOCK_KV;
-    const int warp_row0 = q0 + warp_id * WARP_Q;
-    const bool need_mask = k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0));
-    if (!need_mask) return;
-#pragma unroll
-    for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
-#pragma unroll
-      for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaN; ++mma_id_kv)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int row = warp_row0 + mma_id_q * kMmaM + lane_id / 4 + (i >= 2 ? 8 : 0);
-          const int col = k0 + mma_id_kv * kMmaN + (lane_id % 4) * 2 + (i & 1);
-          const bool masked = col >= kv_end || (kCausal && col > view.last_key(row));
-          if (masked) S_rmem[mma_id_q][mma_id_kv][i] = -INFINITY;
-        }
+    detail::mask_tile<Cfg, kCausal>(view, q0, warp_id, lane_id, kv_begin, kv_end, kv_tile, S_rmem);
   }
 
   // Online-softmax update for one tile of (masked) logits: new running max
