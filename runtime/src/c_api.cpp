@@ -373,6 +373,12 @@ flashscope_status flashscope_model_load(const char* path, const flashscope_model
         return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
                     "unknown device " + std::to_string(p.device) + " (FLASHSCOPE_DEVICE_CPU or _CUDA)");
     }
+    static_assert(FLASHSCOPE_MAX_THREADS == flashscope::kMaxThreads, "one bound for both APIs");
+    if (p.n_threads < 0 || p.n_threads > FLASHSCOPE_MAX_THREADS) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
+                  "n_threads = " + std::to_string(p.n_threads) + " (0: all cores, at most " +
+                      std::to_string(FLASHSCOPE_MAX_THREADS) + ")");
+    }
     options.threads = p.n_threads;
     auto model = flashscope::Model::load(path, options);
     if (!model.ok()) return fail(fn, model.status());

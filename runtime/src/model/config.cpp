@@ -213,6 +213,15 @@ Result<Weights> bind_weights(const GgufFile& file, const ModelConfig& c) {
     return unsupported(std::string("tensor 'token_embd.weight' has type ") + ggml_type_name(w.token_embd.q.type) +
                        ", whose rows cannot be looked up (dequantized)");
   }
+  // Each layer binds 9 tensors: a block_count the file's tensors cannot
+  // cover is refused before it sizes the layer table (2^23 layers asked
+  // 3 GB of a 52 KB file).
+  constexpr uint64_t kTensorsPerLayer = 9;
+  if (static_cast<uint64_t>(c.n_layers) > file.tensors().size() / kTensorsPerLayer) {
+    return corrupt(c.architecture + ".block_count " + std::to_string(c.n_layers) + " needs at least " +
+                   std::to_string(kTensorsPerLayer * static_cast<uint64_t>(c.n_layers)) +
+                   " tensors (9 per layer), but the file has " + std::to_string(file.tensors().size()));
+  }
   try {
     w.layers.resize(static_cast<size_t>(c.n_layers));
   } catch (const std::bad_alloc&) {

@@ -122,7 +122,10 @@ Result<Model> Model::load(const std::string& path, const ModelOptions& options) 
 }
 
 Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
-  if (options.threads < 0) return invalid_argument("ModelOptions.threads must be >= 0 (0: all cores)");
+  if (options.threads < 0 || options.threads > kMaxThreads) {
+    return invalid_argument("ModelOptions.threads = " + std::to_string(options.threads) + " must be 0 (all cores) to " +
+                            std::to_string(kMaxThreads));
+  }
   if (options.device != Device::kCpu && options.device != Device::kCuda) {
     return invalid_argument("ModelOptions.device is not a known device (kCpu, kCuda)");
   }
