@@ -265,3 +265,117 @@ TEST_CASE("untrusted input: trace info counts the tiles of the longest valid q_l
   std::remove(path.c_str());
 }
 #endif
+
+// --- clarity: what a bad file is told, in words that name the fault ----------
+
+TEST_CASE("untrusted input: a tokenizer.ggml.pre of another type is named as such, not as '(none)'") {
+  SyntheticLlama s;
+  s.skip_keys.insert("tokenizer.ggml.pre");
+  s.extra = [](GgufBuilder& b) { b.add_u32("tokenizer.ggml.pre", 7); };
+  auto model = Model::from_gguf(GgufFile::from_buffer(s.build()).value());
+  REQUIRE_FALSE(model.ok());
+  CHECK(model.status().code() == StatusCode::kCorruptData);
+  CHECK_MESSAGE(contains(model.status().message(), "'tokenizer.ggml.pre' is u32, expected a string"),
+                model.status().message());
+}
+
+TEST_CASE("untrusted input: names from the file are echoed with control bytes escaped") {
+  SyntheticLlama s;
+  s.string_override["general.architecture"] = "lla\x1b[2Jma\n";
+  auto model = Model::from_gguf(GgufFile::from_buffer(s.build()).value());
+  REQUIRE_FALSE(model.ok());
+  CHECK_MESSAGE(contains(model.status().message(), "'lla\\x1b[2Jma\\n'"), model.status().message());
+  CHECK_FALSE(contains(model.status().message(), "\x1b"));
+
+  GgufBuilder b;
+  b.add_u32("key\x07\r", 1).add_u32("key\x07\r", 2);
+  auto f = GgufFile::from_buffer(b.build());
+  REQUIRE_FALSE(f.ok());
+  CHECK_MESSAGE(contains(f.status().message(), "'key\\x07\\r'"), f.status().message());
+}
+
+TEST_CASE("untrusted input: token types outside 1..6 are refused, I64 ones before narrowing") {
+  for (int64_t bad : {int64_t{0}, int64_t{7}, (int64_t{1} << 32) + 1, int64_t{-1}}) {
+    CAPTURE(bad);
+    SyntheticLlama s;
+    s.skip_keys.insert("tokenizer.ggml.token_type");
+    s.extra = [&](GgufBuilder& b) {
+      std::vector<int64_t> types(static_cast<size_t>(s.vocab), 1);
+      types[5] = bad;
+      b.add_int_array("tokenizer.ggml.token_type", GgufValueType::kI64, types);
+    };
+    auto model = Model::from_gguf(GgufFile::from_buffer(s.build()).value());
+    REQUIRE_FALSE(model.ok());
+    CHECK(model.status().code() == StatusCode::kCorruptData);
+    CHECK_MESSAGE(contains(model.status().message(), "token_type[5] = " + std::to_string(bad)),
+                  model.status().message());
+  }
+  auto t = Tokenizer::create({"a", "b"}, {1, 9}, {}, {});
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.status().code() == StatusCode::kInvalidArgument);
+  CHECK(contains(t.status().message(), "token 1 has type 9"));
+}
+
+TEST_CASE("untrusted input: NaN and infinite weights are found at load, naming the tensor") {
+  const std::vector<uint8_t> good = SyntheticLlama().build();
+  // The file with one value of `tensor` replaced by `bits` at byte `at` of its data.
+  auto poisoned = [&](const char* tensor, uint64_t at, std::vector<uint8_t> bits) {
+    auto f = GgufFile::from_memory(good.data(), good.size());
+    REQUIRE(f.ok());
+    const GgufTensor* t = f->find_tensor(tensor);
+    REQUIRE(t != nullptr);
+    std::vector<uint8_t> bytes = good;
+    const size_t offset = static_cast<size_t>(static_cast<const uint8_t*>(t->data) - good.data() + at);
+    for (size_t i = 0; i < bits.size(); ++i) bytes[offset + i] = bits[i];
+    return bytes;
+  };
+  struct Case {
+    const char* tensor;
+    uint64_t at;
+    std::vector<uint8_t> bits;
+  };
+  const Case cases[] = {
+      {"output_norm.weight", 8, {0x00, 0x00, 0xc0, 0x7f}},      // F32 NaN, column 2
+      {"blk.1.ffn_norm.weight", 0, {0x00, 0x00, 0x80, 0xff}},   // F32 -inf
+      {"blk.1.attn_q.weight", 20 * 3, {0x00, 0x7c}},            // Q4_1 scale d = +inf, 4th block
+      {"blk.0.ffn_down.weight", 2, {0x01, 0x7e}},               // Q4_1 min m = NaN
+      {"token_embd.weight", 34 * 2, {0x00, 0xfe}},              // Q8_0 scale NaN
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.tensor);
+    const std::vector<uint8_t> bytes = poisoned(c.tensor, c.at, c.bits);
+    auto model = Model::from_gguf(GgufFile::from_buffer(bytes).value());
+    REQUIRE_FALSE(model.ok());
+    CHECK(model.status().code() == StatusCode::kCorruptData);
+    CHECK_MESSAGE(contains(model.status().message(), std::string("tensor '") + c.tensor + "' has a NaN or infinite"),
+                  model.status().message());
+    ModelOptions trusting;
+    trusting.check_weights = WeightCheck::kNever;
+    CHECK(Model::from_gguf(GgufFile::from_buffer(bytes).value(), trusting).ok());
+  }
+  // A file on disk is checked once per process unless asked for every time.
+  const std::string path = temp_path("nan.gguf");
+  write_file(path, poisoned("output_norm.weight", 0, {0x00, 0x00, 0xc0, 0x7f}));
+  CHECK_FALSE(Model::load(path).ok());
+  CHECK_FALSE(Model::load(path).ok());  // a failed check does not mark the file as seen
+  std::remove(path.c_str());
+  write_file(path, good);
+  CHECK(Model::load(path).ok());
+  ModelOptions always;
+  always.check_weights = WeightCheck::kAlways;
+  CHECK(Model::load(path, always).ok());
+  std::remove(path.c_str());
+}
+
+TEST_CASE("untrusted input: encode_checked reports a byte no token spells; encode drops it") {
+  auto t = Tokenizer::create({"a", "b", "<|x|>"}, {1, 1, 3}, {}, {});
+  REQUIRE(t.ok());
+  CHECK(t->encode("abc", false) == std::vector<int32_t>{0, 1});
+  auto r = t->encode_checked("ab<|x|>c", true);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(contains(r.status().message(), "byte 0x63 at offset 7"), r.status().message());
+  auto ok = t->encode_checked("ab<|x|>", true);
+  REQUIRE(ok.ok());
+  CHECK(ok.value() == std::vector<int32_t>{0, 1, 2});
+}

@@ -30,6 +30,7 @@
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/status.hpp"
+#include "flashscope/untrusted.hpp"
 
 // The handles. Defined at global scope: the header declares them there.
 struct flashscope_model {
@@ -386,8 +387,9 @@ flashscope_status flashscope_model_load(const char* path, const flashscope_model
     handle->model = std::move(model).value();
     const flashscope::ModelConfig& c = handle->model.config();
     char line[256];
-    std::snprintf(line, sizeof line, "loaded %.100s: %d layers, vocabulary %d, context %d, %.0f MB of weights",
-                  c.name.empty() ? path : c.name.c_str(), c.n_layers, c.vocab, c.context_length,
+    const std::string name = c.name.empty() ? std::string(path) : flashscope::printable(c.name, 100);  // from the file
+    std::snprintf(line, sizeof line, "loaded %s: %d layers, vocabulary %d, context %d, %.0f MB of weights",
+                  name.c_str(), c.n_layers, c.vocab, c.context_length,
                   static_cast<double>(handle->model.weight_bytes()) / 1e6);
     log_message(FLASHSCOPE_LOG_INFO, line);
     *out_model = handle.release();

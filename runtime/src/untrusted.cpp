@@ -27,8 +27,8 @@ Status check_regular_file(const std::string& path) {
   return {StatusCode::kIoError, path + " is " + kind + ", not a regular file"};
 }
 
-std::string printable(std::string_view s, size_t max_bytes) {
-  std::string out = "'";
+std::string printable(std::string_view s, size_t max_bytes, char quote) {
+  std::string out(1, quote);
   const size_t shown = s.size() < max_bytes ? s.size() : max_bytes;
   for (size_t i = 0; i < shown; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
@@ -36,10 +36,12 @@ std::string printable(std::string_view s, size_t max_bytes) {
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
-      case '\'': out += "\\'"; break;
       case '\\': out += "\\\\"; break;
       default:
-        if (c < 0x20 || c == 0x7f) {
+        if (c == static_cast<unsigned char>(quote)) {
+          out += '\\';
+          out += quote;
+        } else if (c < 0x20 || c == 0x7f) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\x%02x", c);
           out += buf;
@@ -48,7 +50,7 @@ std::string printable(std::string_view s, size_t max_bytes) {
         }
     }
   }
-  out += "'";
+  out += quote;
   if (shown < s.size()) out += "... (" + std::to_string(s.size()) + " bytes)";
   return out;
 }

@@ -19,10 +19,10 @@ namespace flashscope {
 // its own words.
 Status check_regular_file(const std::string& path);
 
-// `s` for a message, quoted: control bytes, DEL, quotes and backslashes
-// escaped (\n, \x1b, ...), UTF-8 left as it is, and cut after max_bytes with
-// the full length noted, so a name read from a file cannot rewrite the
-// terminal that shows the error or flood it.
-std::string printable(std::string_view s, size_t max_bytes = 120);
+// `s` for a message, between `quote`s: control bytes, DEL, the quote and
+// backslashes escaped (\n, \x1b, ...), UTF-8 left as it is, and cut after
+// max_bytes with the full length noted, so a name read from a file cannot
+// rewrite the terminal that shows the error or flood it.
+std::string printable(std::string_view s, size_t max_bytes = 120, char quote = '\'');
 
 }  // namespace flashscope

@@ -55,7 +55,8 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
 
 Status corrupt(std::string message) { return {StatusCode::kCorruptData, std::move(message)}; }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+// Keys and tensor names come from the file: control bytes escaped.
+std::string quoted(const std::string& s) { return printable(s); }
 
 // Size in bytes of a fixed-size value type; 0 for string, array and unknown.
 uint64_t value_size(uint32_t type) {

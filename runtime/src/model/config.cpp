@@ -11,6 +11,7 @@
 
 #include "cpu/quant_matmul.hpp"
 #include "flashscope/attention.hpp"
+#include "flashscope/untrusted.hpp"
 #include "model/model_impl.hpp"
 
 namespace flashscope {
@@ -95,7 +96,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
   if (!arch.ok()) return arch.status();
   c.architecture = arch.value();
   if (c.architecture != "llama") {
-    return unsupported("model architecture '" + c.architecture + "' is not supported (supported: llama)");
+    return unsupported("model architecture " + printable(c.architecture) + " is not supported (supported: llama)");
   }
   if (f.has_key("general.name")) {
     auto name = f.get_string("general.name");
@@ -144,7 +145,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
     auto type = f.get_string(p + "rope.scaling.type");
     if (!type.ok()) return type.status();
     if (type.value() != "none" && !type.value().empty()) {
-      return unsupported("rope scaling '" + type.value() + "' (" + p + "rope.scaling.type) is not supported");
+      return unsupported("rope scaling " + printable(type.value()) + " (" + p + "rope.scaling.type) is not supported");
     }
   }
   if (f.find_tensor("rope_freqs.weight") != nullptr) {
@@ -171,7 +172,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
 
 Status ModelConfig::validate() const {
   if (architecture != "llama") {
-    return unsupported("model architecture '" + architecture + "' is not supported (supported: llama)");
+    return unsupported("model architecture " + printable(architecture) + " is not supported (supported: llama)");
   }
   const struct {
     const char* name;
