@@ -53,6 +53,15 @@ long long Args::get_int(const std::string& name, long long fallback) {
   return v;
 }
 
+long long Args::get_int_in(const std::string& name, long long fallback, long long lo, long long hi) {
+  const long long v = get_int(name, fallback);
+  if ((v < lo || v > hi) && error_.empty()) {
+    error_ = "--" + name + " must be " + std::to_string(lo) + " to " + std::to_string(hi) + ", got '" +
+             values_.at(name) + "'";
+  }
+  return v;
+}
+
 double Args::get_double(const std::string& name, double fallback) {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;

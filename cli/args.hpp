@@ -22,6 +22,9 @@ class Args {
   std::string get(const std::string& name, const std::string& fallback = "") const;
   // Parses an integer / float flag; records an error on malformed input.
   long long get_int(const std::string& name, long long fallback);
+  // get_int, and an error unless lo <= value <= hi (a value an int cannot
+  // hold is refused, not truncated).
+  long long get_int_in(const std::string& name, long long fallback, long long lo, long long hi);
   double get_double(const std::string& name, double fallback);
   const std::vector<std::string>& positional() const { return positional_; }
 

@@ -145,7 +145,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   const int prompt_len = static_cast<int>(args.get_int("prompt-len", 512));
   const int gen_len = static_cast<int>(args.get_int("gen-len", 128));
   const int runs = static_cast<int>(args.get_int("runs", 3));
-  const int threads = static_cast<int>(args.get_int("threads", 0));
+  const int threads = static_cast<int>(args.get_int_in("threads", 0, 0, kMaxThreads));
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   std::vector<int> batches;
   if (!args.ok() || !args.positional().empty() || !parse_batches(args.get("batch", "1,8,64"), &batches) ||

@@ -54,7 +54,7 @@ int cmd_chat(int argc, char** argv) {
   SessionOptions so;
   so.max_tokens = static_cast<int>(args.get_int("ctx", 0));
   ModelOptions mo;
-  mo.threads = static_cast<int>(args.get_int("threads", 0));
+  mo.threads = static_cast<int>(args.get_int_in("threads", 0, 0, kMaxThreads));
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);

@@ -63,7 +63,7 @@ int cmd_generate(int argc, char** argv) {
   gp.max_tokens = static_cast<int>(args.get_int("n-predict", 256));
   gp.sampling = parse_sampling(args);
   const int ctx = static_cast<int>(args.get_int("ctx", 0));
-  const int threads = static_cast<int>(args.get_int("threads", 0));
+  const int threads = static_cast<int>(args.get_int_in("threads", 0, 0, kMaxThreads));
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);

@@ -85,13 +85,15 @@ bool parse_tiles(const std::string& s, std::vector<TileCoord>* out) {
 
 void print_summary(const Trace& t) {
   const TraceMeta& m = t.meta;
-  const int q_tiles = (m.q_len + m.block_q - 1) / m.block_q, kv_tiles = (m.kv_len + m.block_kv - 1) / m.block_kv;
+  // In 64 bits: q_len + block_q - 1 overflows an int for the longest valid q_len.
+  const long long q_tiles = (static_cast<long long>(m.q_len) + m.block_q - 1) / m.block_q;
+  const long long kv_tiles = (static_cast<long long>(m.kv_len) + m.block_kv - 1) / m.block_kv;
   std::printf("  %s by %s on %s (%s), kernel %s\n", m.kind == TraceKind::kDecode ? "decode" : "prefill",
               m.producer.c_str(), m.device_name.c_str(), m.backend.c_str(), m.kernel.c_str());
   std::printf("  B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s%s %s, scale %.6g\n", m.batch, m.q_heads, m.kv_heads, m.q_len,
               m.kv_len, m.head_dim, m.causal ? "causal" : "non-causal", m.varlen ? " varlen" : "",
               dtype_name(m.dtype), m.softmax_scale);
-  std::printf("  tiles %d x %d: %d q-tiles x %d kv-tiles, %d warp%s per CTA", m.block_q, m.block_kv, q_tiles,
+  std::printf("  tiles %d x %d: %lld q-tiles x %lld kv-tiles, %d warp%s per CTA", m.block_q, m.block_kv, q_tiles,
               kv_tiles, m.warps, m.warps == 1 ? "" : "s");
   if (m.page_size > 0) std::printf(", page %d", m.page_size);
   if (m.num_splits > 0) std::printf(", %d splits", m.num_splits);

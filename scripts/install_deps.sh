@@ -9,6 +9,9 @@ packages=(cmake ninja-build g++ pkg-config python3 doctest-dev nlohmann-json3-de
 # (fonts-dejavu-core), and its headless test: an X server without a display
 # (xvfb, with xauth for xvfb-run) and Mesa's software OpenGL (libgl1-mesa-dri).
 packages+=(libglfw3-dev libimgui-dev libstb-dev libgl-dev fonts-dejavu-core xvfb xauth libgl1-mesa-dri)
+# The fuzz harnesses (scripts/fuzz.sh, tests/fuzz/): clang, and libFuzzer
+# with the sanitizer runtimes (libclang_rt.fuzzer is in libclang-rt-14-dev).
+packages+=(clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

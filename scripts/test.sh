@@ -4,7 +4,9 @@
 # only when there is none, to keep compile time down; GPU cases then skip),
 # fetches the default model for the tests that read it, runs the doctest
 # suites through ctest, then installs the package and builds and runs the
-# example host program against it.
+# example host program against it, and last runs each fuzz harness briefly
+# (FLASHSCOPE_FUZZ_SECONDS each, default 30: with its build about 4 minutes
+# on 2 cores; 0 skips them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -28,3 +30,8 @@ cmake --build $build/example >/dev/null
 $build/example/embed_attention
 
 ctest --test-dir $build --output-on-failure -j "$jobs"
+
+# The readers of untrusted input under libFuzzer with ASan and UBSan: a short
+# run from the committed seeds, failing on any finding (scripts/fuzz.sh).
+fuzz_seconds=${FLASHSCOPE_FUZZ_SECONDS:-30}
+if ((fuzz_seconds > 0)); then bash scripts/fuzz.sh "$fuzz_seconds"; fi

@@ -1,10 +1,13 @@
 #include "chat/conversation.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
+#include "flashscope/untrusted.hpp"
 #include "platform/json.hpp"
 
 namespace flashscope::app {
@@ -26,22 +29,67 @@ Json stats_to_json(const AnswerStats& s) {
               {"stop_reason", s.stop_reason}};
 }
 
-AnswerStats stats_from_json(const Json& o) {
+Status corrupt(const std::string& what) { return {StatusCode::kCorruptData, "conversation file: " + what}; }
+
+// Number members read into narrower types. Absent or not a number: the value
+// stays as it is. A number the type cannot hold is refused naming the field:
+// the cast would be undefined behaviour (top_k: 1e10).
+Status read_int(const Json& o, const char* key, const std::string& where, int* value) {
+  const Json* v = json_member(o, key);
+  if (!v || !v->is_number()) return Status::ok_status();
+  const double d = v->get<double>();
+  if (!(d >= std::numeric_limits<int>::min() && d < -static_cast<double>(std::numeric_limits<int>::min()))) {
+    return corrupt(where + key + " = " + v->dump() + " does not fit an int");
+  }
+  *value = static_cast<int>(d);
+  return Status::ok_status();
+}
+
+Status read_float(const Json& o, const char* key, const std::string& where, float* value) {
+  const Json* v = json_member(o, key);
+  if (!v || !v->is_number()) return Status::ok_status();
+  const double d = v->get<double>();
+  if (!(std::fabs(d) <= std::numeric_limits<float>::max())) {
+    return corrupt(where + key + " = " + v->dump() + " does not fit a float");
+  }
+  *value = static_cast<float>(d);
+  return Status::ok_status();
+}
+
+// Written as a decimal string (seeds above 2^53 lose bits as a JSON number);
+// a number is read too.
+Status read_seed(const Json& o, const std::string& where, uint64_t* value) {
+  const Json* seed = json_member(o, "seed");
+  if (!seed) return Status::ok_status();
+  if (seed->is_string()) {
+    *value = std::strtoull(seed->get_ref<const std::string&>().c_str(), nullptr, 10);
+  } else if (seed->is_number_unsigned()) {
+    *value = seed->get<uint64_t>();
+  } else if (seed->is_number()) {
+    const double d = seed->get<double>();
+    if (!(d >= 0 && d < 18446744073709551616.0)) {  // 2^64
+      return corrupt(where + "seed = " + seed->dump() + " is not a 64-bit unsigned integer");
+    }
+    *value = static_cast<uint64_t>(d);
+  }
+  return Status::ok_status();
+}
+
+Status stats_from_json(const Json& o, const std::string& where, AnswerStats* out) {
   AnswerStats s;
   s.valid = o.is_object();
-  s.prompt_tokens = static_cast<int>(json_number(o, "prompt_tokens", 0));
-  s.generated_tokens = static_cast<int>(json_number(o, "generated_tokens", 0));
-  s.context_tokens = static_cast<int>(json_number(o, "context_tokens", 0));
+  FLASHSCOPE_RETURN_IF_ERROR(read_int(o, "prompt_tokens", where, &s.prompt_tokens));
+  FLASHSCOPE_RETURN_IF_ERROR(read_int(o, "generated_tokens", where, &s.generated_tokens));
+  FLASHSCOPE_RETURN_IF_ERROR(read_int(o, "context_tokens", where, &s.context_tokens));
   s.prefill_ms = json_number(o, "prefill_ms", 0);
   s.ttft_ms = json_number(o, "ttft_ms", 0);
   s.decode_ms = json_number(o, "decode_ms", 0);
   s.prefill_tokens_per_s = json_number(o, "prefill_tokens_per_s", 0);
   s.decode_tokens_per_s = json_number(o, "decode_tokens_per_s", 0);
   s.stop_reason = json_string(o, "stop_reason");
-  return s;
+  *out = std::move(s);
+  return Status::ok_status();
 }
-
-Status corrupt(const std::string& what) { return {StatusCode::kCorruptData, "conversation file: " + what}; }
 
 }  // namespace
 
@@ -132,18 +180,15 @@ Status conversation_from_json(const std::string& text, Conversation* out) {
   c.system_prompt = json_string(root, "system_prompt", "");
   if (const Json* s = json_member(root, "settings"); s && s->is_object()) {
     ChatSettings& t = c.settings;
-    t.temperature = static_cast<float>(json_number(*s, "temperature", t.temperature));
-    t.top_k = static_cast<int>(json_number(*s, "top_k", t.top_k));
-    t.top_p = static_cast<float>(json_number(*s, "top_p", t.top_p));
-    t.min_p = static_cast<float>(json_number(*s, "min_p", t.min_p));
-    t.repetition_penalty = static_cast<float>(json_number(*s, "repetition_penalty", t.repetition_penalty));
-    t.repeat_last_n = static_cast<int>(json_number(*s, "repeat_last_n", t.repeat_last_n));
-    t.max_tokens = static_cast<int>(json_number(*s, "max_tokens", t.max_tokens));
-    if (const Json* seed = json_member(*s, "seed")) {
-      if (seed->is_string()) t.seed = std::strtoull(seed->get_ref<const std::string&>().c_str(), nullptr, 10);
-      else if (seed->is_number_unsigned()) t.seed = seed->get<uint64_t>();
-      else if (seed->is_number() && seed->get<double>() >= 0) t.seed = static_cast<uint64_t>(seed->get<double>());
-    }
+    const std::string where = "settings.";
+    FLASHSCOPE_RETURN_IF_ERROR(read_float(*s, "temperature", where, &t.temperature));
+    FLASHSCOPE_RETURN_IF_ERROR(read_int(*s, "top_k", where, &t.top_k));
+    FLASHSCOPE_RETURN_IF_ERROR(read_float(*s, "top_p", where, &t.top_p));
+    FLASHSCOPE_RETURN_IF_ERROR(read_float(*s, "min_p", where, &t.min_p));
+    FLASHSCOPE_RETURN_IF_ERROR(read_float(*s, "repetition_penalty", where, &t.repetition_penalty));
+    FLASHSCOPE_RETURN_IF_ERROR(read_int(*s, "repeat_last_n", where, &t.repeat_last_n));
+    FLASHSCOPE_RETURN_IF_ERROR(read_int(*s, "max_tokens", where, &t.max_tokens));
+    FLASHSCOPE_RETURN_IF_ERROR(read_seed(*s, where, &t.seed));
     t.random_seed = json_bool(*s, "random_seed", t.random_seed);
   }
   const Json* messages = json_member(root, "messages");
@@ -162,7 +207,9 @@ Status conversation_from_json(const std::string& text, Conversation* out) {
     Message msg;
     msg.role = role_name;
     msg.content = content->get<std::string>();
-    if (const Json* stats = json_member(m, "stats")) msg.stats = stats_from_json(*stats);
+    if (const Json* stats = json_member(m, "stats")) {
+      FLASHSCOPE_RETURN_IF_ERROR(stats_from_json(*stats, "message " + std::to_string(i) + " stats.", &msg.stats));
+    }
     c.messages.push_back(std::move(msg));
   }
   *out = std::move(c);
@@ -187,6 +234,7 @@ Status save_conversation(const std::string& path, const Conversation& conversati
 }
 
 Status load_conversation(const std::string& path, Conversation* out) {
+  FLASHSCOPE_RETURN_IF_ERROR(check_regular_file(path));  // before the open a FIFO would block
   std::ifstream f(path, std::ios::binary);
   if (!f) return {StatusCode::kIoError, "cannot open " + path};
   std::ostringstream text;

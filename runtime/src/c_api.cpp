@@ -28,6 +28,7 @@
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/status.hpp"
+#include "flashscope/untrusted.hpp"
 
 // The handles. Defined at global scope: the header declares them there.
 struct flashscope_model {
@@ -389,6 +390,12 @@ flashscope_status flashscope_model_load(const char* path, const flashscope_model
         return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
                     "unknown device " + std::to_string(p.device) + " (FLASHSCOPE_DEVICE_CPU or _CUDA)");
     }
+    static_assert(FLASHSCOPE_MAX_THREADS == flashscope::kMaxThreads, "one bound for both APIs");
+    if (p.n_threads < 0 || p.n_threads > FLASHSCOPE_MAX_THREADS) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
+                  "n_threads = " + std::to_string(p.n_threads) + " (0: all cores, at most " +
+                      std::to_string(FLASHSCOPE_MAX_THREADS) + ")");
+    }
     options.threads = p.n_threads;
     auto model = flashscope::Model::load(path, options);
     if (!model.ok()) return fail(fn, model.status());
@@ -396,8 +403,9 @@ flashscope_status flashscope_model_load(const char* path, const flashscope_model
     handle->model = std::move(model).value();
     const flashscope::ModelConfig& c = handle->model.config();
     char line[256];
-    std::snprintf(line, sizeof line, "loaded %.100s: %d layers, vocabulary %d, context %d, %.0f MB of weights",
-                  c.name.empty() ? path : c.name.c_str(), c.n_layers, c.vocab, c.context_length,
+    const std::string name = c.name.empty() ? std::string(path) : flashscope::printable(c.name, 100);  // from the file
+    std::snprintf(line, sizeof line, "loaded %s: %d layers, vocabulary %d, context %d, %.0f MB of weights",
+                  name.c_str(), c.n_layers, c.vocab, c.context_length,
                   static_cast<double>(handle->model.weight_bytes()) / 1e6);
     log_message(FLASHSCOPE_LOG_INFO, line);
     *out_model = handle.release();

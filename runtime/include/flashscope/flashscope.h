@@ -136,8 +136,12 @@ typedef enum flashscope_device {
 
 typedef struct flashscope_model_params {
   int32_t device;    /* flashscope_device; default FLASHSCOPE_DEVICE_CPU */
-  int32_t n_threads; /* CPU threads per forward pass; 0 (default): all cores not busy elsewhere */
+  int32_t n_threads; /* CPU threads per forward pass, at most FLASHSCOPE_MAX_THREADS;
+                        0 (default): all cores not busy elsewhere */
 } flashscope_model_params;
+
+/* The most n_threads may be: far above any machine's cores (each thread costs a stack). */
+#define FLASHSCOPE_MAX_THREADS 1024
 
 FLASHSCOPE_API flashscope_model_params flashscope_model_default_params(void);
 
@@ -147,6 +151,7 @@ FLASHSCOPE_API flashscope_model_params flashscope_model_default_params(void);
  * On failure *out_model is NULL (when out_model is not NULL) and nothing is
  * allocated or left open:
  *   INVALID_ARGUMENT  path or out_model NULL, an unknown device, n_threads < 0
+ *                     or above FLASHSCOPE_MAX_THREADS
  *   IO_ERROR          the file cannot be opened or read
  *   CORRUPT_DATA      not a GGUF file, or its metadata or tensors disagree
  *   UNSUPPORTED       another architecture, a tensor type or shape this build

@@ -89,14 +89,32 @@ struct ModelConfig {
   Status validate() const;
 };
 
+// The most CPU threads a forward pass may be asked for (ModelOptions::threads;
+// FLASHSCOPE_MAX_THREADS in the C ABI). Far above any machine's cores; each
+// OpenMP thread costs a stack, and 100000 of them crashed the runtime.
+inline constexpr int kMaxThreads = 1024;
+
+// When loading reads the weights for NaN and infinity (a file with them
+// loads, then generates garbage).
+enum class WeightCheck {
+  kNewFiles,  // a file this process has not checked yet (same path, size, modification time)
+  kAlways,
+  kNever,     // for speed, with files you trust
+};
+
 struct ModelOptions {
   Device device = Device::kCpu;  // kCuda: bf16 weights on the GPU (kUnsupported in a CPU-only build)
   // CPU threads of each forward pass. 0 (auto): up to OpenMP's maximum
   // (OMP_NUM_THREADS, else every core), less the cores other programs are
   // keeping busy, re-measured every ~200 ms: every matmul ends in a barrier,
   // and on a busy machine a preempted thread costs the others a whole time
-  // slice at each one (bench/TUNING.md#cpu).
+  // slice at each one (bench/TUNING.md#cpu). At most kMaxThreads.
   int threads = 0;
+  // The NaN/inf check of the weights at load (check_tensor_finite, gguf.hpp):
+  // about 20 ms for the default model (98 MB, Q4_1) when its pages are cached,
+  // against 60-80 ms for the rest of the load; a failure is
+  // kCorruptData naming the tensor.
+  WeightCheck check_weights = WeightCheck::kNewFiles;
 };
 
 // Which logits forward() returns.

@@ -68,7 +68,8 @@ class Tokenizer {
   // "Ġworld" for " world"). token_types[i] is its TokenType value; an empty
   // vector means all normal. merges are "left right" strings, rank = index.
   // Errors: kInvalidArgument for an empty vocabulary, a token_types size
-  // other than 0 or tokens.size(), or a special id outside the vocabulary;
+  // other than 0 or tokens.size(), a type outside 1..6 (kNormal..kByte),
+  // or a special id outside the vocabulary;
   // kCorruptData for a merge that is not two tokens joined by one space.
   // Merges naming tokens that are not in the vocabulary (or whose join is
   // not) can never apply and are ignored; for a duplicate token string the
@@ -83,8 +84,13 @@ class Tokenizer {
   // Token ids of `text` (any bytes: invalid UTF-8 is encoded byte by byte
   // and round-trips through the byte tokens). Never adds BOS or EOS. A byte
   // whose one-character token is missing from the vocabulary is dropped, as
-  // HF's BPE does without an unknown token.
+  // HF's BPE does without an unknown token (encode_checked reports it).
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
+  // encode(), but a byte no token spells is an error (kInvalidArgument
+  // naming the byte and its offset) instead of being dropped. Byte-level
+  // vocabularies (GPT-2 style, SmolLM2's) spell all 256 bytes, so this
+  // fails only for a vocabulary that lacks some; llama.cpp drops them too.
+  Result<std::vector<int32_t>> encode_checked(std::string_view text, bool parse_special) const;
 
   // The text of `ids`, valid UTF-8: invalid or incomplete byte sequences
   // become U+FFFD (one per maximal invalid subpart, as Rust's
@@ -115,6 +121,7 @@ class Tokenizer {
  private:
   friend class StreamDecoder;
   explicit Tokenizer(std::shared_ptr<const tokenizer::TokenizerData> data);
+  void encode_into(std::string_view text, bool parse_special, std::vector<int32_t>& out, size_t* uncovered) const;
   std::shared_ptr<const tokenizer::TokenizerData> data_;
 };
 

@@ -13,8 +13,9 @@
 //            type; string and array lengths inside the file; bools 0 or 1
 //   align    general.alignment, when present, an integer power of two
 //   tensors  non-empty unique name; n_dims <= 4; each dim <= INT64_MAX and
-//            their product too; known type with a layout; ne[0] a multiple
-//            of the block size; byte size without overflow; offset a
+//            the product of the nonzero ones too; known type with a layout;
+//            ne[0] a multiple of the block size; byte size without overflow
+//            (zeros aside, as for the element count); offset a
 //            multiple of the alignment; data inside the file, no overlaps
 #include <algorithm>
 #include <cerrno>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "flashscope/gguf.hpp"
+#include "flashscope/untrusted.hpp"
 
 #if defined(_WIN32)
 #include <fstream>
@@ -53,7 +55,8 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
 
 Status corrupt(std::string message) { return {StatusCode::kCorruptData, std::move(message)}; }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+// Keys and tensor names come from the file: control bytes escaped.
+std::string quoted(const std::string& s) { return printable(s); }
 
 // Size in bytes of a fixed-size value type; 0 for string, array and unknown.
 uint64_t value_size(uint32_t type) {
@@ -545,7 +548,11 @@ Status GgufFile::Impl::parse_tensor_info(Cursor& cur, uint64_t index) {
     return corrupt(what + " has n_dims " + std::to_string(t.n_dims) + " at offset " + std::to_string(cur.pos() - 4) +
                    " (at most " + std::to_string(kMaxDims) + ")");
   }
-  int64_t n_elements = 1;
+  // Products of the dimensions are checked with the zeros left out: a zero
+  // makes the element count 0, but n_rows() and a caller's ne[1] * ne[2]
+  // still multiply the others.
+  int64_t nonzero_elements = 1;
+  bool has_zero = false;
   for (uint32_t d = 0; d < t.n_dims; ++d) {
     uint64_t ne;
     if (!cur.read(&ne)) return cur.truncated("ne[" + std::to_string(d) + "] of " + what, 8);
@@ -553,10 +560,14 @@ Status GgufFile::Impl::parse_tensor_info(Cursor& cur, uint64_t index) {
       return corrupt(what + " has ne[" + std::to_string(d) + "] = " + std::to_string(ne) + ", above INT64_MAX");
     }
     t.ne[d] = static_cast<int64_t>(ne);
-    if (t.ne[d] != 0 && n_elements > std::numeric_limits<int64_t>::max() / t.ne[d]) {
+    if (t.ne[d] == 0) {
+      has_zero = true;
+      continue;
+    }
+    if (nonzero_elements > std::numeric_limits<int64_t>::max() / t.ne[d]) {
       return corrupt(what + " has dimensions whose element count overflows 64 bits");
     }
-    n_elements *= t.ne[d];
+    nonzero_elements *= t.ne[d];
   }
 
   uint32_t type;
@@ -576,16 +587,20 @@ Status GgufFile::Impl::parse_tensor_info(Cursor& cur, uint64_t index) {
     return corrupt(what + " of type " + type_name + " has ne[0] = " + std::to_string(t.ne[0]) +
                    ", not a multiple of its block size " + std::to_string(block));
   }
-  // bytes = (ne0 / block) * type_size * ne1 * ne2 * ne3, checked step by step.
-  uint64_t bytes = static_cast<uint64_t>(t.ne[0] / block) * static_cast<uint64_t>(ggml_type_size(t.type));
+  // bytes = (ne0 / block) * type_size * ne1 * ne2 * ne3, every step checked,
+  // zeros left out as above.
+  const auto blocks = static_cast<uint64_t>(t.ne[0] / block);
+  const auto type_size = static_cast<uint64_t>(ggml_type_size(t.type));
+  const std::string too_big = what + " has a byte size that overflows 64 bits";
+  if (blocks != 0 && type_size > std::numeric_limits<uint64_t>::max() / blocks) return corrupt(too_big);
+  uint64_t bytes = blocks != 0 ? blocks * type_size : type_size;
   for (int d = 1; d < 4; ++d) {
     const auto ne = static_cast<uint64_t>(t.ne[d]);
-    if (ne != 0 && bytes > std::numeric_limits<uint64_t>::max() / ne) {
-      return corrupt(what + " has a byte size that overflows 64 bits");
-    }
+    if (ne == 0) continue;
+    if (bytes > std::numeric_limits<uint64_t>::max() / ne) return corrupt(too_big);
     bytes *= ne;
   }
-  t.size = bytes;
+  t.size = has_zero ? 0 : bytes;
 
   if (!cur.read(&t.offset)) return cur.truncated("the data offset of " + what, 8);
   if (t.offset % alignment != 0) {
@@ -641,6 +656,7 @@ Result<GgufFile> GgufFile::from_buffer(std::vector<uint8_t> bytes) {
 }
 
 Result<GgufFile> GgufFile::open(const std::string& path) {
+  FLASHSCOPE_RETURN_IF_ERROR(check_regular_file(path));
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   auto io_error = [&](const std::string& what, int err) {
@@ -662,7 +678,9 @@ Result<GgufFile> GgufFile::open(const std::string& path) {
   impl->size = impl->owned.size();
   (void)io_error;
 #else
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO put in the file's place after the check above must
+  // not block here either; fstat below refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return io_error("cannot open", errno);
   struct stat st {};
   if (fstat(fd, &st) != 0) {

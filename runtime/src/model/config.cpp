@@ -11,6 +11,7 @@
 
 #include "backends/cpu/quant_matmul.hpp"
 #include "flashscope/attention.hpp"
+#include "flashscope/untrusted.hpp"
 #include "model/model_impl.hpp"
 
 namespace flashscope {
@@ -95,7 +96,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
   if (!arch.ok()) return arch.status();
   c.architecture = arch.value();
   if (c.architecture != "llama") {
-    return unsupported("model architecture '" + c.architecture + "' is not supported (supported: llama)");
+    return unsupported("model architecture " + printable(c.architecture) + " is not supported (supported: llama)");
   }
   if (f.has_key("general.name")) {
     auto name = f.get_string("general.name");
@@ -144,7 +145,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
     auto type = f.get_string(p + "rope.scaling.type");
     if (!type.ok()) return type.status();
     if (type.value() != "none" && !type.value().empty()) {
-      return unsupported("rope scaling '" + type.value() + "' (" + p + "rope.scaling.type) is not supported");
+      return unsupported("rope scaling " + printable(type.value()) + " (" + p + "rope.scaling.type) is not supported");
     }
   }
   if (f.find_tensor("rope_freqs.weight") != nullptr) {
@@ -171,7 +172,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
 
 Status ModelConfig::validate() const {
   if (architecture != "llama") {
-    return unsupported("model architecture '" + architecture + "' is not supported (supported: llama)");
+    return unsupported("model architecture " + printable(architecture) + " is not supported (supported: llama)");
   }
   const struct {
     const char* name;
@@ -212,6 +213,15 @@ Result<Weights> bind_weights(const GgufFile& file, const ModelConfig& c) {
   if (!ggml_type_can_dequantize(w.token_embd.q.type)) {
     return unsupported(std::string("tensor 'token_embd.weight' has type ") + ggml_type_name(w.token_embd.q.type) +
                        ", whose rows cannot be looked up (dequantized)");
+  }
+  // Each layer binds 9 tensors: a block_count the file's tensors cannot
+  // cover is refused before it sizes the layer table (2^23 layers asked
+  // 3 GB of a 52 KB file).
+  constexpr uint64_t kTensorsPerLayer = 9;
+  if (static_cast<uint64_t>(c.n_layers) > file.tensors().size() / kTensorsPerLayer) {
+    return corrupt(c.architecture + ".block_count " + std::to_string(c.n_layers) + " needs at least " +
+                   std::to_string(kTensorsPerLayer * static_cast<uint64_t>(c.n_layers)) +
+                   " tensors (9 per layer), but the file has " + std::to_string(file.tensors().size()));
   }
   try {
     w.layers.resize(static_cast<size_t>(c.n_layers));

@@ -1,9 +1,9 @@
 // find_repo_file() and find_default_model(): the searches the CLI and the app share (repo_file.hpp, model.hpp).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +17,12 @@ std::string parent_dir(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// A readable regular file, found without opening it: a FIFO would block the open.
+bool is_readable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), R_OK) == 0;
 }
 
 }  // namespace
@@ -36,14 +42,14 @@ std::string find_repo_file(const std::string& relative) {
     }
   }
   for (const std::string& c : candidates)
-    if (std::ifstream(c).good()) return c;
+    if (is_readable_file(c)) return c;
   return "";
 }
 
 std::string find_default_model() {
   if (const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR"); dir && *dir) {
     const std::string in_dir = std::string(dir) + "/" + kDefaultModelFile;
-    if (std::ifstream(in_dir).good()) return in_dir;
+    if (is_readable_file(in_dir)) return in_dir;
   }
   return find_repo_file(std::string("assets/models/") + kDefaultModelFile);
 }

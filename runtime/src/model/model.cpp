@@ -6,6 +6,9 @@
 #include <utility>
 
 #include "backends/backend.hpp"
+#include "flashscope/untrusted.hpp"
+#include "gguf/check_finite.hpp"
+#include "model/internal.hpp"
 #include "model/model_impl.hpp"
 
 namespace flashscope {
@@ -20,12 +23,18 @@ Result<Tokenizer> load_tokenizer(const GgufFile& f, int vocab) {
   auto model = f.get_string("tokenizer.ggml.model");
   if (!model.ok()) return model.status();
   if (model.value() != "gpt2") {
-    return unsupported("tokenizer model '" + model.value() + "' is not supported (supported: gpt2 byte-level BPE)");
+    return unsupported("tokenizer model " + printable(model.value()) +
+                       " is not supported (supported: gpt2 byte-level BPE)");
   }
-  const std::string pre = f.has_key("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre").value() : "";
+  std::string pre;
+  if (f.has_key("tokenizer.ggml.pre")) {
+    auto v = f.get_string("tokenizer.ggml.pre");  // a key of another type is named as such
+    if (!v.ok()) return v.status();
+    pre = v.value();
+  }
   if (pre != "smollm") {
-    return unsupported("pre-tokenizer '" + (pre.empty() ? std::string("(none)") : pre) +
-                       "' (tokenizer.ggml.pre) is not supported (supported: smollm)");
+    return unsupported("pre-tokenizer " + (pre.empty() ? std::string("(none)") : printable(pre)) +
+                       " (tokenizer.ggml.pre) is not supported (supported: smollm)");
   }
   auto tokens = f.get_string_array("tokenizer.ggml.tokens");
   if (!tokens.ok()) return tokens.status();
@@ -37,7 +46,15 @@ Result<Tokenizer> load_tokenizer(const GgufFile& f, int vocab) {
   if (f.has_key("tokenizer.ggml.token_type")) {
     auto types64 = f.get_int_array("tokenizer.ggml.token_type");
     if (!types64.ok()) return types64.status();
-    types.assign(types64.value().begin(), types64.value().end());
+    types.reserve(types64.value().size());
+    for (size_t i = 0; i < types64.value().size(); ++i) {
+      const int64_t t = types64.value()[i];
+      if (t < 1 || t > 6) {  // checked before narrowing: 2^32 + 1 must not pass as 1
+        return corrupt("tokenizer.ggml.token_type[" + std::to_string(i) + "] = " + std::to_string(t) +
+                       " is not a token type (1 normal .. 6 byte)");
+      }
+      types.push_back(static_cast<int32_t>(t));
+    }
   }
   auto merges = f.get_string_array("tokenizer.ggml.merges");
   if (!merges.ok()) return merges.status();
@@ -91,7 +108,10 @@ Result<Model> Model::load(const std::string& path, const ModelOptions& options) 
 }
 
 Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
-  if (options.threads < 0) return invalid_argument("ModelOptions.threads must be >= 0 (0: all cores)");
+  if (options.threads < 0 || options.threads > kMaxThreads) {
+    return invalid_argument("ModelOptions.threads = " + std::to_string(options.threads) + " must be 0 (all cores) to " +
+                            std::to_string(kMaxThreads));
+  }
   if (options.device != Device::kCpu && options.device != Device::kCuda) {
     return invalid_argument("ModelOptions.device is not a known device (kCpu, kCuda)");
   }
@@ -109,6 +129,7 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
 
   auto weights = model::bind_weights(impl->file, impl->config);
   if (!weights.ok()) return weights.status();
+  FLASHSCOPE_RETURN_IF_ERROR(model::check_weights_finite(impl->file, options.check_weights));
   impl->weights = std::move(weights).value();
 
   auto tok = load_tokenizer(impl->file, impl->config.vocab);

@@ -2,8 +2,11 @@
 // the encode pipeline (pretokenize.cpp, bpe.cpp) and decoding.
 #include "flashscope/tokenizer.hpp"
 
+#include "flashscope/untrusted.hpp"
+
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -40,6 +43,7 @@ struct TokenizerData {
   std::array<std::vector<int32_t>, 256> specials_by_first_byte;
   bool has_user_defined = false;
   bool has_control = false;
+  bool covers_all_bytes = false;  // every byte has its one-character token
   SpecialTokens special_ids;
 
   mutable std::mutex cache_mutex;
@@ -72,6 +76,15 @@ struct TokenizerData {
     }
   }
 
+  // The offset in `text` of the first byte no token spells, or npos.
+  size_t find_uncovered(std::string_view text) const {
+    if (covers_all_bytes) return std::string_view::npos;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (byte_token[static_cast<uint8_t>(text[i])] < 0) return i;
+    }
+    return std::string_view::npos;
+  }
+
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const {
     if (text.empty()) return;
     std::vector<std::string_view> words;
@@ -97,6 +110,12 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
   if (!token_types.empty() && token_types.size() != tokens.size()) {
     return invalid_argument("tokenizer: " + std::to_string(token_types.size()) + " token types for " +
                             std::to_string(tokens.size()) + " tokens");
+  }
+  for (size_t i = 0; i < token_types.size(); ++i) {
+    if (token_types[i] < 1 || token_types[i] > 6) {
+      return invalid_argument("tokenizer: token " + std::to_string(i) + " has type " +
+                              std::to_string(token_types[i]) + " (1 normal .. 6 byte)");
+    }
   }
   const int32_t n = static_cast<int32_t>(tokens.size());
   const std::pair<const char*, int32_t> roles[] = {{"bos", specials.bos_id},
@@ -152,6 +171,8 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
     auto it = data->piece_to_id.find(spelled);
     data->byte_token[b] = it == data->piece_to_id.end() ? -1 : it->second;
   }
+  data->covers_all_bytes =
+      std::find(data->byte_token.begin(), data->byte_token.end(), -1) == data->byte_token.end();
 
   data->merges.reserve(merges.size());
   std::string joined;
@@ -160,8 +181,8 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
     const size_t space = m.find(' ');
     if (space == std::string::npos || space == 0 || space + 1 == m.size() ||
         m.find(' ', space + 1) != std::string::npos) {
-      return Status(StatusCode::kCorruptData, "tokenizer: merge " + std::to_string(rank) + " \"" + m +
-                                                  "\" is not two tokens separated by one space");
+      return Status(StatusCode::kCorruptData, "tokenizer: merge " + std::to_string(rank) + " " + printable(m, 120, '"') +
+                                                  " is not two tokens separated by one space");
     }
     const std::string_view left(m.data(), space);
     const std::string_view right(m.data() + space + 1, m.size() - space - 1);
@@ -194,14 +215,43 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
   std::vector<int32_t> out;
+  if (data_) encode_into(text, parse_special, out, nullptr);
+  return out;
+}
+
+Result<std::vector<int32_t>> Tokenizer::encode_checked(std::string_view text, bool parse_special) const {
+  std::vector<int32_t> out;
   if (!data_) return out;
+  size_t uncovered = std::string_view::npos;
+  encode_into(text, parse_special, out, &uncovered);
+  if (uncovered != std::string_view::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<uint8_t>(text[uncovered]));
+    return invalid_argument(std::string("tokenizer: byte ") + byte + " at offset " + std::to_string(uncovered) +
+                            " has no token in the vocabulary (no byte-level token spells it)");
+  }
+  return out;
+}
+
+// Leftmost special token first; at one position the longest. With
+// `uncovered`, the first byte no token spells is reported there (and its
+// segment still encoded without it).
+void Tokenizer::encode_into(std::string_view text, bool parse_special, std::vector<int32_t>& out,
+                            size_t* uncovered) const {
   const TokenizerData& d = *data_;
   out.reserve(text.size() / 3 + 4);
+  auto plain = [&](size_t begin, size_t end) {
+    const std::string_view segment = text.substr(begin, end - begin);
+    if (uncovered && *uncovered == std::string_view::npos) {
+      const size_t at = d.find_uncovered(segment);
+      if (at != std::string_view::npos) *uncovered = begin + at;
+    }
+    d.encode_plain(segment, out);
+  };
   if (!d.has_user_defined && !(parse_special && d.has_control)) {
-    d.encode_plain(text, out);
-    return out;
+    plain(0, text.size());
+    return;
   }
-  // Leftmost special token first; at one position the longest.
   size_t plain_start = 0;
   size_t i = 0;
   while (i < text.size()) {
@@ -218,13 +268,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
       ++i;
       continue;
     }
-    d.encode_plain(text.substr(plain_start, i - plain_start), out);
+    plain(plain_start, i);
     out.push_back(match);
     i += d.pieces[match].size();
     plain_start = i;
   }
-  d.encode_plain(text.substr(plain_start), out);
-  return out;
+  plain(plain_start, text.size());
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {

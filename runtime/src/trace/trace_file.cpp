@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "flashscope/trace_file.hpp"
+#include "flashscope/untrusted.hpp"
 
 namespace flashscope {
 namespace {
@@ -435,6 +436,9 @@ Status write_trace(const Trace& t, const std::string& path) {
 }
 
 Result<Trace> read_trace(const std::string& path) {
+  // Before fopen: a FIFO would block it, and a directory "opens" and then
+  // reports a size of LONG_MAX.
+  if (Status s = check_regular_file(path); !s.ok()) return s;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return Status{StatusCode::kIoError, "cannot open " + path};
   std::vector<uint8_t> bytes;

@@ -25,6 +25,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FLASHSCOPE_X86_KERNELS 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -280,7 +281,10 @@ FS_AVX2 void tile_q8_0_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
 
 bool cpu_has_avx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID (leaf 1, ECX): clang before 15 does not know "f16c" here.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 }
 #else
 bool cpu_has_avx2() { return false; }
