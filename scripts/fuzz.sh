@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-((${#harnesses[@]})) || harnesses=(gguf model tokenizer trace npy conversation)
+((${#harnesses[@]})) || harnesses=(gguf model tokenizer trace npy conversation chat_template)
 build=${FLASHSCOPE_FUZZ_BUILD:-build-fuzz}
 cxx=$(command -v clang++-14 || command -v clang++ || true)
 cc=$(command -v clang-14 || command -v clang || true)
