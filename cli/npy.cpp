@@ -343,15 +343,15 @@ Status shape_bytes(const std::vector<int64_t>& shape, size_t itemsize, int64_t* 
     if (d < 0) return invalid_argument("negative dimension in shape " + shape_repr(shape));
     if (d == 0) has_zero = true;
   }
-  if (!has_zero) {
-    const int64_t limit = std::numeric_limits<int64_t>::max() / static_cast<int64_t>(itemsize);
-    for (int64_t d : shape) {
-      if (n > limit / d) return invalid_argument("shape " + shape_repr(shape) + " is too large");
-      n *= d;
-    }
-  } else {
-    n = 0;
+  // The nonzero dimensions must multiply without overflow even when a zero
+  // makes the count 0: numel() and a caller's strides still multiply them.
+  const int64_t limit = std::numeric_limits<int64_t>::max() / static_cast<int64_t>(itemsize ? itemsize : 1);
+  for (int64_t d : shape) {
+    if (d == 0) continue;
+    if (n > limit / d) return invalid_argument("shape " + shape_repr(shape) + " is too large");
+    n *= d;
   }
+  if (has_zero) n = 0;
   *numel = n;
   *bytes = static_cast<uint64_t>(n) * itemsize;
   return {};
@@ -498,7 +498,9 @@ Status with_path(const std::string& path, Status s) {
 
 int64_t NpyArray::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return -1;  // a shape built by hand; a parsed one fits
+  }
   return n;
 }
 

@@ -37,7 +37,8 @@ struct NpyArray {
   std::vector<int64_t> shape;  // empty for a 0-d (scalar) array
   std::vector<uint8_t> data;
 
-  // Number of elements: the product of shape (1 for a 0-d array).
+  // Number of elements: the product of shape (1 for a 0-d array); -1 when it
+  // overflows int64, which a shape parse_npy accepted never does.
   int64_t numel() const;
 };
 

@@ -23,6 +23,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/trace.hpp"
+#include "npy.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/synthetic_llama.hpp"
 
@@ -378,4 +379,33 @@ TEST_CASE("untrusted input: encode_checked reports a byte no token spells; encod
   auto ok = t->encode_checked("ab<|x|>", true);
   REQUIRE(ok.ok());
   CHECK(ok.value() == std::vector<int32_t>{0, 1, 2});
+}
+
+// Found by fuzz_npy: a zero dimension let the others skip the overflow check,
+// so numel() overflowed (UBSan) on a file that parsed.
+TEST_CASE("untrusted input: .npy shapes with a zero still have their other dimensions checked") {
+  auto npy = [](const std::string& shape) {
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    header.resize(((10 + header.size() + 1 + 63) / 64) * 64 - 10 - 1, ' ');
+    header += '\n';
+    std::string file = std::string("\x93NUMPY\x01\x00", 8);
+    file += static_cast<char>(header.size() & 0xff);
+    file += static_cast<char>(header.size() >> 8);
+    return file + header;
+  };
+  const std::string big = std::to_string(int64_t{1} << 40);
+  for (const std::string& shape : {"(" + big + ", " + big + ", 0)", "(0, " + big + ", " + big + ")"}) {
+    CAPTURE(shape);
+    const std::string file = npy(shape);
+    auto a = cli::parse_npy(file.data(), file.size());
+    REQUIRE_FALSE(a.ok());
+    CHECK_MESSAGE(contains(a.status().message(), "too large"), a.status().message());
+  }
+  const std::string empty = npy("(" + big + ", 0, 3)");
+  auto a = cli::parse_npy(empty.data(), empty.size());
+  REQUIRE_MESSAGE(a.ok(), a.status().message());
+  CHECK(a->numel() == 0);
+  cli::NpyArray hand;
+  hand.shape = {int64_t{1} << 40, int64_t{1} << 40, 0};
+  CHECK(hand.numel() == -1);
 }
