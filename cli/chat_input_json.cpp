@@ -1,7 +1,6 @@
 #include "chat_input_json.hpp"
 
-#include <fstream>
-#include <sstream>
+#include "flashscope/untrusted.hpp"
 
 namespace flashscope::cli {
 
@@ -64,11 +63,9 @@ Result<ChatTemplateInput> chat_input_from_json(const nlohmann::ordered_json& j) 
 }
 
 Result<ChatTemplateInput> read_chat_input(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status(StatusCode::kIoError, "cannot read " + path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const auto j = nlohmann::ordered_json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  auto text = read_small_file(path);
+  if (!text.ok()) return text.status();
+  const auto j = nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return invalid_argument(path + " is not valid JSON");
   return chat_input_from_json(j);
 }

@@ -6,8 +6,6 @@
 #include <chrono>
 #include <ctime>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "chat_input_json.hpp"
 #include "commands.hpp"
 #include "engine_args.hpp"
+#include "flashscope/untrusted.hpp"
 #include "flashscope/chat_template.hpp"
 #include "flashscope/model.hpp"
 
@@ -33,15 +32,6 @@ constexpr const char* kUsage =
     "  --now DATE             strftime_now's clock, \"YYYY-MM-DD[ HH:MM:SS]\" (default: local time now)\n"
     "  --ids                  print the prompt's token ids (special tokens parsed, no BOS added)\n"
     "  --bench N              render N times and print the median time per render and per message\n";
-
-bool read_file(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return true;
-}
 
 }  // namespace
 
@@ -112,10 +102,12 @@ int cmd_chat_template(int argc, char** argv) {
 
   std::string source;
   if (args.has("chat-template")) {
-    if (!read_file(args.get("chat-template"), &source)) {
-      std::fprintf(stderr, "flashscope-cli chat-template: cannot read %s\n", args.get("chat-template").c_str());
+    auto read = read_small_file(args.get("chat-template"));
+    if (!read.ok()) {
+      std::fprintf(stderr, "flashscope-cli chat-template: %s\n", read.status().to_string().c_str());
       return 1;
     }
+    source = std::move(read).value();
   } else {
     source = model.chat_template();
     if (source.empty()) {

@@ -2,10 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
+#include "flashscope/untrusted.hpp"
 #include "flashscope/model.hpp"
 
 namespace flashscope::cli {
@@ -25,14 +24,13 @@ bool chat_format_from_args(const Args& args, const Model& model, const char* com
   std::string text;
   const std::string file = args.get("chat-template");
   if (!file.empty()) {
-    std::ifstream f(file, std::ios::binary);
-    const bool opened = f.is_open();
-    if (opened) text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    if (text.empty()) {
-      std::fprintf(stderr, "flashscope-cli %s: cannot read the chat template %s%s\n", command, file.c_str(),
-                   opened ? " (the file is empty)" : "");
+    auto read = read_small_file(file);
+    if (!read.ok() || read->empty()) {
+      std::fprintf(stderr, "flashscope-cli %s: cannot read the chat template: %s\n", command,
+                   read.ok() ? (file + " is empty").c_str() : read.status().message().c_str());
       return false;
     }
+    text = std::move(read).value();
   }
   *out = ChatFormat::for_model(model, text);
   if (!out->notice().empty()) std::fprintf(stderr, "flashscope-cli %s: note: %s\n", command, out->notice().c_str());

@@ -23,6 +23,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/trace.hpp"
+#include "flashscope/untrusted.hpp"
 #include "npy.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/synthetic_llama.hpp"
@@ -248,6 +249,42 @@ TEST_CASE("untrusted input: FIFOs and directories are refused before any blockin
 }
 
 #if FLASHSCOPE_TEST_CLI
+TEST_CASE("untrusted input: chat template and messages files are read whole only when regular and small") {
+  {
+    Fifo fifo("template.fifo");
+    Result<std::string> r = std::string();
+    CHECK(returns_promptly(fifo, [&] { r = read_small_file(fifo.path); }));
+    REQUIRE_FALSE(r.ok());
+    CHECK(contains(r.status().message(), "FIFO"));
+  }
+  {
+    TempDir dir("template_dir");
+    auto r = read_small_file(dir.path);
+    REQUIRE_FALSE(r.ok());
+    CHECK(contains(r.status().message(), "is a directory"));
+  }
+  const std::string path = temp_path("template.jinja");
+  write_file(path, std::vector<uint8_t>(100, 'x'));
+  auto whole = read_small_file(path);
+  REQUIRE(whole.ok());
+  CHECK(*whole == std::string(100, 'x'));
+  auto big = read_small_file(path, 99);
+  REQUIRE_FALSE(big.ok());
+  CHECK(contains(big.status().message(), "100 bytes"));
+  CHECK_FALSE(read_small_file(temp_path("missing.jinja")).ok());
+  ::unlink(path.c_str());
+#if FLASHSCOPE_TEST_CLI
+  {
+    Fifo fifo("cli_messages.fifo");
+    int rc = -1;
+    CHECK(returns_promptly(fifo, [&] {
+      rc = run_cli(cli::cmd_chat_template, {"--chat-template", fifo.path, "--messages", fifo.path});
+    }));
+    CHECK(rc == 1);
+  }
+#endif
+}
+
 TEST_CASE("untrusted input: trace info counts the tiles of the longest valid q_len without overflow") {
   Trace t;
   t.meta.backend = "cpu";

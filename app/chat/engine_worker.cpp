@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <utility>
 
+#include "flashscope/untrusted.hpp"
 #include "flashscope/device.hpp"
 
 namespace flashscope::app {
@@ -105,9 +104,10 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
   std::string template_notice;
   if (model.loaded()) {
     if (!template_path.empty()) {
-      std::ifstream f(template_path, std::ios::binary);
-      if (f.is_open()) template_text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-      if (template_text.empty()) template_notice = "cannot read the chat template " + template_path + "; ";
+      auto text = read_small_file(template_path);
+      if (text.ok()) template_text = std::move(text).value();
+      if (!text.ok()) template_notice = "cannot read the chat template: " + text.status().message() + "; ";
+      else if (template_text.empty()) template_notice = "the chat template " + template_path + " is empty; ";
     }
     format_ = ChatFormat::for_model(model, template_text);
     if (!template_notice.empty() && format_.notice().empty()) template_notice += "using the model's";

@@ -1,7 +1,9 @@
-// check_regular_file() and printable() (flashscope/untrusted.hpp).
+// check_regular_file(), read_small_file() and printable() (flashscope/untrusted.hpp).
 #include "flashscope/untrusted.hpp"
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <filesystem>
 #include <system_error>
 
@@ -25,6 +27,21 @@ Status check_regular_file(const std::string& path) {
     default: kind = "not a regular file"; break;
   }
   return {StatusCode::kIoError, path + " is " + kind + ", not a regular file"};
+}
+
+Result<std::string> read_small_file(const std::string& path, size_t max_bytes) {
+  FLASHSCOPE_RETURN_IF_ERROR(check_regular_file(path));
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return Status(StatusCode::kIoError, "cannot read " + path + ": " + ec.message());
+  if (size > max_bytes)
+    return Status(StatusCode::kIoError, path + " is " + std::to_string(size) + " bytes; at most " +
+                                            std::to_string(max_bytes) + " are read");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status(StatusCode::kIoError, "cannot open " + path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) return Status(StatusCode::kIoError, "cannot read " + path);
+  return text;
 }
 
 std::string printable(std::string_view s, size_t max_bytes, char quote) {

@@ -19,6 +19,12 @@ namespace flashscope {
 // its own words.
 Status check_regular_file(const std::string& path);
 
+// The whole of a small text file a person names (a chat template, a
+// messages file): check_regular_file() first, then at most max_bytes, so a
+// FIFO cannot hang the caller nor a huge file exhaust its memory. kIoError
+// naming the path when it cannot be read or is larger.
+Result<std::string> read_small_file(const std::string& path, size_t max_bytes = size_t{16} << 20);
+
 // `s` for a message, between `quote`s: control bytes, DEL, the quote and
 // backslashes escaped (\n, \x1b, ...), UTF-8 left as it is, and cut after
 // max_bytes with the full length noted, so a name read from a file cannot
