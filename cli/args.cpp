@@ -1,6 +1,8 @@
 #include "args.hpp"
 
+#include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 namespace flashscope::cli {
 
@@ -70,6 +72,24 @@ double Args::get_double(const std::string& name, double fallback) {
   if (end == it->second.c_str() || *end != '\0') {
     if (error_.empty()) error_ = "--" + name + " expects a number, got '" + it->second + "'";
     return fallback;
+  }
+  return v;
+}
+
+double Args::get_double_in(const std::string& name, double fallback, double lo, bool lo_open, double hi,
+                           bool hi_open) {
+  const double v = get_double(name, fallback);
+  if (!has(name) || !error_.empty()) return v;
+  const bool above = lo_open ? v > lo : v >= lo;
+  const bool below = hi_open ? v < hi : v <= hi;
+  if (!(above && below && std::isfinite(v))) {
+    std::ostringstream range;
+    if (std::isinf(hi)) {
+      range << (lo_open ? "> " : ">= ") << lo;
+    } else {
+      range << "in " << (lo_open ? '(' : '[') << lo << ", " << hi << (hi_open ? ')' : ']');
+    }
+    error_ = "--" + name + " must be " + range.str() + ", got '" + values_.at(name) + "'";
   }
   return v;
 }

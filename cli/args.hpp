@@ -26,6 +26,14 @@ class Args {
   // hold is refused, not truncated).
   long long get_int_in(const std::string& name, long long fallback, long long lo, long long hi);
   double get_double(const std::string& name, double fallback);
+  // get_double, and an error naming the flag unless the value lies between
+  // lo and hi (each bound open or closed; hi may be infinity, which is then
+  // refused as a value). NaN is always refused.
+  double get_double_in(const std::string& name, double fallback, double lo, bool lo_open, double hi, bool hi_open);
+  // Records an error (the first one wins) for checks only the caller can make.
+  void fail(const std::string& message) {
+    if (error_.empty()) error_ = message;
+  }
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

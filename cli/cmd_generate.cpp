@@ -48,11 +48,15 @@ int cmd_generate(int argc, char** argv) {
             {"model", "prompt", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed",
              "ctx", "device", "threads"},
             {"chat", "help"});
-  if (!args.ok() || args.has("help") || !args.has("prompt")) {
-    const bool usage_error = !args.ok() || !args.has("help");
+  if (!args.ok() || args.has("help")) {
+    const bool usage_error = !args.ok();
     std::fprintf(usage_error ? stderr : stdout, "%s%s%s", args.error().c_str(), args.error().empty() ? "" : "\n",
                  kUsage);
     return usage_error ? 2 : 0;
+  }
+  if (!args.has("prompt")) {
+    std::fprintf(stderr, "flashscope-cli generate: -p TEXT (the prompt) is required\n%s", kUsage);
+    return 2;
   }
   if (!args.positional().empty()) {
     std::fprintf(stderr, "flashscope-cli generate: unexpected argument '%s'\n%s", args.positional()[0].c_str(), kUsage);
@@ -60,9 +64,9 @@ int cmd_generate(int argc, char** argv) {
   }
 
   GenerateParams gp;
-  gp.max_tokens = static_cast<int>(args.get_int("n-predict", 256));
+  gp.max_tokens = parse_n_predict(args, 256);
   gp.sampling = parse_sampling(args);
-  const int ctx = static_cast<int>(args.get_int("ctx", 0));
+  const int ctx = parse_ctx(args);
   const int threads = static_cast<int>(args.get_int_in("threads", 0, 0, kMaxThreads));
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   if (!args.ok()) {
@@ -92,6 +96,7 @@ int cmd_generate(int argc, char** argv) {
                  model.status().to_string().c_str());
     return 1;
   }
+  if (!check_ctx_fits(ctx, *model, "generate")) return 2;
   const Tokenizer& tok = model->tokenizer();
   const std::string prompt = args.get("prompt");
   std::vector<int32_t> ids;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include "flashscope/untrusted.hpp"
@@ -38,16 +39,33 @@ bool chat_format_from_args(const Args& args, const Model& model, const char* com
 }
 
 SamplingParams parse_sampling(Args& args) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   SamplingParams s;
-  s.temperature = static_cast<float>(args.get_double("temp", 0.7));
-  s.top_k = static_cast<int>(args.get_int("top-k", 40));
-  s.top_p = static_cast<float>(args.get_double("top-p", 0.95));
-  s.min_p = static_cast<float>(args.get_double("min-p", 0.05));
-  s.repetition_penalty = static_cast<float>(args.get_double("repeat-penalty", 1.0));
+  s.temperature = static_cast<float>(args.get_double_in("temp", 0.7, 0.0, false, kInf, false));
+  s.top_k = static_cast<int>(args.get_int_in("top-k", 40, 0, std::numeric_limits<int>::max()));
+  s.top_p = static_cast<float>(args.get_double_in("top-p", 0.95, 0.0, true, 1.0, false));
+  s.min_p = static_cast<float>(args.get_double_in("min-p", 0.05, 0.0, false, 1.0, false));
+  s.repetition_penalty = static_cast<float>(args.get_double_in("repeat-penalty", 1.0, 0.0, true, kInf, false));
   const long long clock_seed =
       static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff);
-  s.seed = static_cast<uint64_t>(args.get_int("seed", clock_seed));
+  s.seed = static_cast<uint64_t>(args.get_int_in("seed", clock_seed, 0, std::numeric_limits<long long>::max()));
   return s;
+}
+
+int parse_n_predict(Args& args, int fallback) {
+  return static_cast<int>(args.get_int_in("n-predict", fallback, 1, std::numeric_limits<int>::max()));
+}
+
+int parse_ctx(Args& args) { return static_cast<int>(args.get_int_in("ctx", 0, 0, std::numeric_limits<int>::max())); }
+
+bool check_ctx_fits(int ctx, const Model& model, const char* command) {
+  const int limit = model.config().context_length;
+  if (ctx > 0 && limit > 0 && ctx > limit) {
+    std::fprintf(stderr, "flashscope-cli %s: --ctx must be at most the model's context length (%d), got %d\n", command,
+                 limit, ctx);
+    return false;
+  }
+  return true;
 }
 
 std::vector<std::string> expand_short_flags(int argc, char** argv) {

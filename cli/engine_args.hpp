@@ -18,8 +18,17 @@ std::string resolve_model_path(const Args& args);
 std::string missing_model_message(const char* command);
 
 // --temp (default 0.7), --top-k 40, --top-p 0.95, --min-p 0.05,
-// --repeat-penalty 1.0, --seed (default: from the clock).
+// --repeat-penalty 1.0, --seed (default: from the clock). A value out of
+// range (--temp < 0, --top-k < 0, --top-p outside (0, 1], --min-p outside
+// [0, 1], --repeat-penalty <= 0, --seed < 0) is an error of args naming the flag.
 SamplingParams parse_sampling(Args& args);
+// -n / --n-predict: at least 1. --ctx: 0 (the model's context length) or more;
+// whether it fits the model is check_ctx_fits's, once the model is loaded.
+int parse_n_predict(Args& args, int fallback);
+int parse_ctx(Args& args);
+// False, with "--ctx must be at most the model's context length" printed,
+// when ctx exceeds what the model was trained on.
+bool check_ctx_fits(int ctx, const Model& model, const char* command);
 
 // The chat format of `generate --chat` and `chat`: --chat-template FILE, else
 // the model's template (ChatFormat::for_model). Prints its notice (a

@@ -4,6 +4,8 @@
 # (on PATH or in /usr/local/cuda/bin) the CUDA backend is built, else the CPU path.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config python3 doctest-dev nlohmann-json3-dev)
+# Line editing and history in `flashscope-cli chat` (optional: plain lines without it).
+packages+=(libedit-dev)
 # The desktop app: window, UI and GL (libglfw3-dev, libimgui-dev with its
 # GLFW/OpenGL 3 backends, libstb-dev for PNG, libgl-dev), its font
 # (fonts-dejavu-core), and its headless test: an X server without a display

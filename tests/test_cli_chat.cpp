@@ -1,0 +1,229 @@
+// `flashscope-cli chat` and `generate` as a user meets them (issue #22): every
+// numeric flag is range-checked with a message naming it, `generate` without
+// -p says -p is required, whitespace-only lines are not sent, the context
+// meter never reads more than its maximum, and a Ctrl-C during an answer
+// stops it while the next turn still works. The commands run in-process on a
+// synthetic model, with stdin, stdout and stderr redirected to files.
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "support/synthetic_llama.hpp"
+
+#if FLASHSCOPE_TEST_CLI
+#include "commands.hpp"
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir && *dir ? dir : "/tmp") + "/flashscope_cli_chat_" + std::to_string(::getpid()) + "_" + name;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Runs a command with `input` as its stdin and its stdout and stderr sent to
+// files (what a pipe gives it: not a terminal, so no line editing).
+CliRun run_cli(int (*cmd)(int, char**), std::vector<std::string> args, const std::string& input = "") {
+  const std::string in_path = temp_path("stdin.txt"), out_path = temp_path("stdout.txt"),
+                    err_path = temp_path("stderr.txt");
+  {
+    std::ofstream f(in_path, std::ios::trunc);
+    f << input;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const int saved[3] = {::dup(STDIN_FILENO), ::dup(STDOUT_FILENO), ::dup(STDERR_FILENO)};
+  const int fds[3] = {::open(in_path.c_str(), O_RDONLY), ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600),
+                      ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600)};
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(saved[i] >= 0);
+    REQUIRE(fds[i] >= 0);
+    ::dup2(fds[i], i);
+    ::close(fds[i]);
+  }
+  std::clearerr(stdin);
+  std::cin.clear();
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  CliRun r;
+  r.rc = cmd(static_cast<int>(argv.size()), argv.data());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  for (int i = 0; i < 3; ++i) {
+    ::dup2(saved[i], i);
+    ::close(saved[i]);
+  }
+  std::clearerr(stdin);
+  std::cin.clear();
+  r.out = read_text(out_path);
+  r.err = read_text(err_path);
+  std::remove(in_path.c_str());
+  std::remove(out_path.c_str());
+  std::remove(err_path.c_str());
+  return r;
+}
+
+// A synthetic ChatML model on disk (context 512), removed at the end.
+struct ModelFile {
+  std::string path = temp_path("model.gguf");
+  ModelFile() {
+    const auto bytes = flashscope::testing::SyntheticLlama().build();
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    REQUIRE(f.good());
+  }
+  ~ModelFile() { std::remove(path.c_str()); }
+  ModelFile(const ModelFile&) = delete;
+  ModelFile& operator=(const ModelFile&) = delete;
+};
+
+// Every "context X of Y" the chat printed, as (X, Y).
+std::vector<std::pair<int, int>> meters(const std::string& text) {
+  std::vector<std::pair<int, int>> m;
+  const std::regex re("context:? (\\d+) of (\\d+)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+    m.emplace_back(std::stoi((*it)[1]), std::stoi((*it)[2]));
+  }
+  return m;
+}
+
+}  // namespace
+
+using flashscope::cli::cmd_chat;
+using flashscope::cli::cmd_generate;
+
+TEST_CASE("cli: each numeric flag out of range is refused with a message naming the flag") {
+  ModelFile model;
+  struct Bad {
+    std::vector<std::string> flag;
+    const char* named;
+  };
+  const std::vector<Bad> bad = {
+      {{"--top-p", "7"}, "--top-p"},          {{"--top-p", "0"}, "--top-p"},
+      {{"--top-p", "nan"}, "--top-p"},        {{"--temp", "-0.5"}, "--temp"},
+      {{"--temp", "inf"}, "--temp"},          {{"--top-k", "-1"}, "--top-k"},
+      {{"--top-k", "4294967297"}, "--top-k"}, {{"--min-p", "1.5"}, "--min-p"},
+      {{"--min-p", "-0.1"}, "--min-p"},       {{"--repeat-penalty", "0"}, "--repeat-penalty"},
+      {{"--seed", "-1"}, "--seed"},           {{"-n", "0"}, "--n-predict"},
+      {{"-n", "-5"}, "--n-predict"},          {{"--ctx", "-1"}, "--ctx"},
+      {{"--ctx", "99999999"}, "--ctx"},       {{"-t", "1025"}, "--threads"},
+      {{"--top-p", "x"}, "--top-p"},
+  };
+  for (auto cmd : {cmd_generate, cmd_chat}) {
+    for (const Bad& b : bad) {
+      CAPTURE(b.flag[0]);
+      CAPTURE(b.flag[1]);
+      std::vector<std::string> args = {"-m", model.path, "--device", "cpu", "-t", "1"};
+      if (cmd == cmd_generate) args.insert(args.end(), {"-p", "hi"});
+      args.insert(args.end(), b.flag.begin(), b.flag.end());
+      const CliRun r = run_cli(cmd, args, "hi\n");
+      CHECK(r.rc == 2);
+      CHECK(contains(r.err, b.named));
+      CHECK(r.out.empty());  // nothing generated
+    }
+  }
+  // The edges are accepted.
+  const CliRun edge = run_cli(cmd_generate, {"-m", model.path, "--device", "cpu", "-t", "1", "-p", "hi", "-n", "1",
+                                             "--top-p", "1", "--min-p", "0", "--temp", "0", "--top-k", "0",
+                                             "--ctx", "512", "--seed", "0"});
+  CHECK_MESSAGE(edge.rc == 0, edge.err);
+}
+
+TEST_CASE("cli: generate without -p says that -p is required") {
+  ModelFile model;
+  const CliRun r = run_cli(cmd_generate, {"-m", model.path, "--device", "cpu"});
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "-p TEXT (the prompt) is required"));
+  CHECK(contains(r.err, "usage:"));
+  const CliRun help = run_cli(cmd_generate, {"--help"});
+  CHECK(help.rc == 0);
+  CHECK(contains(help.out, "usage:"));
+}
+
+TEST_CASE("cli: chat ignores whitespace-only lines") {
+  ModelFile model;
+  const CliRun r = run_cli(cmd_chat, {"-m", model.path, "--device", "cpu", "-t", "1", "--temp", "0"},
+                           "   \n\t\n \t \r\n\n/stats\n");
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  CHECK(contains(r.out, "context: 0 of 512 tokens"));  // nothing was sent to the model
+  CHECK_FALSE(contains(r.err, "tokens/s"));             // and no turn ran
+}
+
+TEST_CASE("cli: the chat's context meter never exceeds its maximum, even when a reply fills the cache") {
+  ModelFile model;
+  // --ctx 80 with long replies: the first turn (64 prompt tokens) fills the
+  // cache (the reply stops on it, its last sampled token with no slot left),
+  // the next does not fit. The meter once read "context 81 of 80" there.
+  const CliRun r = run_cli(cmd_chat,
+                           {"-m", model.path, "--device", "cpu", "-t", "1", "--ctx", "80", "-n", "1000", "--temp", "2",
+                            "--repeat-penalty", "3", "--seed", "7", "--top-k", "0", "--top-p", "1", "--min-p", "0"},
+                           "hello\nand again\n/stats\n");
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  const auto m = meters(r.out + r.err);
+  REQUIRE(m.size() >= 2);  // the first turn's meter and /stats
+  bool full = false;
+  for (const auto& [used, max] : m) {
+    CAPTURE(used);
+    CHECK(max == 80);
+    CHECK(used <= max);
+    full = full || used == max;
+  }
+  CHECK_MESSAGE(full, (r.out + r.err));  // the case the test is about happened
+}
+
+TEST_CASE("cli: Ctrl-C during an answer stops it, keeps it in the conversation, and the next turn works") {
+  ModelFile model;
+  // The chat raises SIGINT from its token callback at token 0 of each answer
+  // (the handler the command installs catches it, as a Ctrl-C).
+  struct sigaction before {};
+  REQUIRE(::sigaction(SIGINT, nullptr, &before) == 0);
+  REQUIRE(::setenv("FLASHSCOPE_CHAT_TEST_SIGINT_AT", "0", 1) == 0);
+  const CliRun r = run_cli(cmd_chat,
+                           {"-m", model.path, "--device", "cpu", "-t", "1", "-n", "50", "--temp", "2", "--seed", "3",
+                            "--top-k", "0", "--top-p", "1", "--min-p", "0", "--repeat-penalty", "3"},
+                           "hello\nhow are you\n/stats\n");
+  ::unsetenv("FLASHSCOPE_CHAT_TEST_SIGINT_AT");
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  // Both turns were stopped after their first token, and neither failed.
+  size_t stops = 0;
+  for (size_t at = r.err.find("stopped (kept in the conversation); 1 tokens"); at != std::string::npos;
+       at = r.err.find("stopped (kept in the conversation); 1 tokens", at + 1)) {
+    ++stops;
+  }
+  CHECK_MESSAGE(stops == 2, r.err);
+  CHECK_FALSE(contains(r.err, "/reset to start over"));
+  // The process's SIGINT handler is the test runner's again.
+  struct sigaction after {};
+  REQUIRE(::sigaction(SIGINT, nullptr, &after) == 0);
+  const bool restored = after.sa_handler == before.sa_handler;
+  CHECK(restored);
+  const auto turns = meters(r.err), stats = meters(r.out);
+  REQUIRE(turns.size() == 2);
+  REQUIRE(stats.size() == 1);
+  CHECK(turns[1].first > turns[0].first);   // the second turn built on the first
+  CHECK(stats[0].first == turns[1].first);  // /stats agrees with the meter
+}
+
+#endif  // FLASHSCOPE_TEST_CLI
