@@ -44,10 +44,11 @@ constexpr const char* kUsage =
     "  --system TEXT        system prompt (default: the one in the model's chat template)\n"
     "  --chat-template FILE a Jinja chat template to use instead of the model's\n"
     "  other options as for `flashscope-cli generate`\n"
-    "in the chat: /reset  /system TEXT  /stats  /help  /quit\n";
+    "in the chat: /reset  /system TEXT  /stats  /help  /quit; Ctrl-C stops an answer, twice at the prompt quits\n";
 
 constexpr const char* kHelp = "commands: /reset (forget the conversation), /system TEXT (new system prompt, resets),\n"
-                              "          /stats (context use), /quit (or Ctrl-D)\n";
+                              "          /stats (context use), /quit (or Ctrl-D, or Ctrl-C twice at the prompt);\n"
+                              "          Ctrl-C during an answer stops it and keeps it in the conversation\n";
 
 // Set by SIGINT; the handler does nothing else but ask the streaming
 // session (if any) to stop, which is one more atomic store.
