@@ -149,7 +149,7 @@ int cmd_chat(int argc, char** argv) {
   SessionOptions so;
   so.max_tokens = parse_ctx(args);
   ModelOptions mo;
-  mo.threads = static_cast<int>(args.get_int_in("threads", 0, 0, kMaxThreads));
+  mo.threads = parse_threads(args, "chat");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);

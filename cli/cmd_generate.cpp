@@ -67,7 +67,7 @@ int cmd_generate(int argc, char** argv) {
   gp.max_tokens = parse_n_predict(args, 256);
   gp.sampling = parse_sampling(args);
   const int ctx = parse_ctx(args);
-  const int threads = static_cast<int>(args.get_int_in("threads", 0, 0, kMaxThreads));
+  const int threads = parse_threads(args, "generate");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);

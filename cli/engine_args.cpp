@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "flashscope/untrusted.hpp"
@@ -54,6 +55,18 @@ SamplingParams parse_sampling(Args& args) {
 
 int parse_n_predict(Args& args, int fallback) {
   return static_cast<int>(args.get_int_in("n-predict", fallback, 1, std::numeric_limits<int>::max()));
+}
+
+int parse_threads(Args& args, const char* command) {
+  const long long threads = args.get_int_in("threads", 0, 0, kMaxThreads);
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (args.ok() && cores > 0 && threads > static_cast<long long>(cores)) {
+    std::fprintf(stderr,
+                 "flashscope-cli %s: note: --threads %lld is more than this machine's %u hardware threads "
+                 "(slower, not faster)\n",
+                 command, threads, cores);
+  }
+  return static_cast<int>(threads);
 }
 
 int parse_ctx(Args& args) { return static_cast<int>(args.get_int_in("ctx", 0, 0, std::numeric_limits<int>::max())); }

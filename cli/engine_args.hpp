@@ -26,6 +26,9 @@ SamplingParams parse_sampling(Args& args);
 // whether it fits the model is check_ctx_fits's, once the model is loaded.
 int parse_n_predict(Args& args, int fallback);
 int parse_ctx(Args& args);
+// -t / --threads: 0 (the default count) to kMaxThreads; more than the
+// machine's hardware threads is allowed (a note says it is slower).
+int parse_threads(Args& args, const char* command);
 // False, with "--ctx must be at most the model's context length" printed,
 // when ctx exceeds what the model was trained on.
 bool check_ctx_fits(int ctx, const Model& model, const char* command);

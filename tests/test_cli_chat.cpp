@@ -14,6 +14,7 @@
 #include <iterator>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fcntl.h>
@@ -149,6 +150,16 @@ TEST_CASE("cli: each numeric flag out of range is refused with a message naming 
                                              "--top-p", "1", "--min-p", "0", "--temp", "0", "--top-k", "0",
                                              "--ctx", "512", "--seed", "0"});
   CHECK_MESSAGE(edge.rc == 0, edge.err);
+}
+
+TEST_CASE("cli: more threads than the machine has is allowed, with a note naming --threads") {
+  ModelFile model;
+  // Nothing is generated (empty input), so no thread is started.
+  const CliRun r = run_cli(cmd_chat, {"-m", model.path, "--device", "cpu", "-t", "1000"}, "");
+  CHECK(r.rc == 0);
+  if (std::thread::hardware_concurrency() > 0 && std::thread::hardware_concurrency() < 1000) {
+    CHECK(contains(r.err, "--threads 1000 is more than this machine's"));
+  }
 }
 
 TEST_CASE("cli: generate without -p says that -p is required") {
