@@ -19,7 +19,8 @@ app=$build/app/flashscope
 display=${DISPLAY:-}${WAYLAND_DISPLAY:-}
 targets=(flashscope-cli)
 # The app is built only where its libraries were found (app/CMakeLists.txt).
-if [[ -n $display ]] && cmake --build $build --target help | grep -q '^flashscope-app:'; then
+# (grep reads to the end: -q would stop early and fail the pipe under pipefail.)
+if [[ -n $display ]] && cmake --build $build --target help | grep '^flashscope-app:' >/dev/null; then
   targets+=(flashscope-app)
 fi
 cmake --build $build -j "$jobs" --target "${targets[@]}"
