@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs every test: installs missing packages,
 # builds (CUDA code too when nvcc exists: for the local GPU, or for sm_80
-# only when there is none, to keep compile time down; GPU cases then skip),
+# only when there is none, to keep compile time down; GPU cases then skip and
+# ctest counts them as skipped; the sm_90a Hopper objects only for a Hopper
+# GPU or when asked for: scripts/env.sh),
 # fetches the default model for the tests that read it, runs the doctest
 # suites through ctest, then installs the package and builds and runs the
 # example host program against it, and last runs each fuzz harness briefly
@@ -13,13 +15,14 @@ bash scripts/install_deps.sh
 source scripts/env.sh
 if command -v nvcc >/dev/null 2>&1; then
   if has_gpu; then archs=${FLASHSCOPE_CUDA_ARCHS:-native}; else archs=${FLASHSCOPE_CUDA_ARCHS:-80}; fi
-  cuda=(-DFLASHSCOPE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs")
+  cuda=(-DFLASHSCOPE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" "$(hopper_option)")
 else
   cuda=(-DFLASHSCOPE_CUDA=OFF)
 fi
-build=build-test
-cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHSCOPE_WARNINGS_AS_ERRORS=ON \
-  -DCMAKE_INSTALL_PREFIX="$PWD/$build/install" "${cuda[@]}" >/dev/null
+# run.sh's folder where it builds the same (a GPU, or no nvcc), so what one
+# script built the other reuses; without a GPU run.sh builds no CUDA code.
+if has_gpu || ! command -v nvcc >/dev/null 2>&1; then build=build; else build=build-test; fi
+configure $build "${cuda[@]}"
 cmake --build $build -j "$jobs"
 [[ -x scripts/fetch_model.sh ]] && bash scripts/fetch_model.sh
 

@@ -39,6 +39,7 @@ bool skip_without_hopper() {
   if (skip_without_gpu()) return true;
   if (prefill_kernel_runnable(PrefillKernel::kHopper)) return false;
   MESSAGE("skipped: the hopper kernel does not run on this device or build");
+  flashscope::testing::mark_skipped();
   return true;
 }
 

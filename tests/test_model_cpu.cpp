@@ -29,6 +29,7 @@
 #include "support/llama_reference.hpp"
 #include "support/random.hpp"
 #include "support/json_fixture.hpp"
+#include "support/skip.hpp"
 #include "support/synthetic_llama.hpp"
 
 using flashscope::GgmlType;
@@ -144,6 +145,7 @@ TEST_CASE("model config: the default model's values come from its GGUF") {
                            "/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
+    flashscope::testing::mark_skipped();
     return;
   }
   auto model = Model::load(path);
@@ -594,6 +596,7 @@ TEST_CASE("forward: SmolLM2-135M logits match HF transformers on the same GGUF")
                            "/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
+    flashscope::testing::mark_skipped();
     return;
   }
   const nlohmann::json fixture =

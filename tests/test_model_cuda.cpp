@@ -956,6 +956,7 @@ TEST_CASE("cuda model: SmolLM2-135M matches HF transformers and the CPU backend"
   const std::string path = model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh, or set FLASHSCOPE_MODEL_DIR)");
+    flashscope::testing::mark_skipped();
     return;
   }
   const nlohmann::json fixture =

@@ -25,6 +25,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/tokenizer.hpp"
 #include "support/json_fixture.hpp"
+#include "support/skip.hpp"
 #include "tokenizer/byte_map.hpp"
 #include "tokenizer/pretokenize.hpp"
 #include "tokenizer/unicode.hpp"
@@ -436,6 +437,7 @@ TEST_CASE("tokenizer: SmolLM2 GGUF vocabulary matches the reference fixture") {
   const std::string path = model_path();
   if (!file_exists(path)) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
+    flashscope::testing::mark_skipped();
     return;
   }
   auto loaded = load_model_tokenizer(path);
@@ -496,6 +498,7 @@ TEST_CASE("tokenizer: SmolLM2 streams emoji and CJK split across tokens") {
   const std::string path = model_path();
   if (!file_exists(path)) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
+    flashscope::testing::mark_skipped();
     return;
   }
   auto loaded = load_model_tokenizer(path);

@@ -11,6 +11,7 @@
 
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
+#include "support/skip.hpp"
 
 namespace flashscope::testing {
 
@@ -18,6 +19,7 @@ namespace flashscope::testing {
 inline bool skip_without_gpu() {
   if (cuda_available()) return false;
   MESSAGE("no CUDA device: GPU case skipped");
+  mark_skipped();
   return true;
 }
 
