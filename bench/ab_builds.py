@@ -56,6 +56,11 @@ def e2e_cases(model):
     yield "e2e smollm2-shape", ["bench", "e2e", "-m", model, "--batch", "1,8,64", "--json"], None
 
 
+def save(path, samples):
+    with open(path, "w") as f:
+        json.dump([{"case": c, "metric": m, "build": b, "values": v} for (c, m, b), v in samples.items()], f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True)
@@ -96,6 +101,8 @@ def main():
                         for label, key in metrics.items():
                             samples.setdefault((name, label, b), []).append(row[key])
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        if args.out:  # every round's samples so far, so a run cut short still leaves them
+            save(args.out, samples)
 
     print(f"| case | metric | before (median of {args.rounds}) | after | before/after |")
     print("|---|---|---|---|---|")
@@ -118,9 +125,7 @@ def main():
     if worst is not None:
         print(f"\nslowest case: after runs at {worst:.3f}x before's speed")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump([{"case": c, "metric": m, "build": b, "values": v} for (c, m, b), v in samples.items()], f,
-                      indent=1)
+        save(args.out, samples)
 
 
 if __name__ == "__main__":
