@@ -52,6 +52,37 @@ double prefill_flops(const PrefillParams& p) {
 
 bool prefill_kernel_runnable(PrefillKernel k) { return cuda::prefill_kernel_runnable(k); }
 
+namespace {
+
+// Ascending; the CUDA list is what the kernels (sm80 family, Hopper, paged)
+// are instantiated for.
+constexpr int kCpuHeadDims[] = {32, 64, 80, 96, 128, 256};
+constexpr int kCudaHeadDims[] = {64, 128};
+
+template <size_t N>
+bool contains(const int (&dims)[N], int d) {
+  for (int x : dims)
+    if (x == d) return true;
+  return false;
+}
+
+template <size_t N>
+std::string join(const int (&dims)[N]) {
+  std::string s;
+  for (int x : dims) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
+}  // namespace
+
+bool head_dim_supported(Device device, int head_dim) {
+  return device == Device::kCuda ? contains(kCudaHeadDims, head_dim) : contains(kCpuHeadDims, head_dim);
+}
+
+std::string supported_head_dims_text(Device device) {
+  return device == Device::kCuda ? join(kCudaHeadDims) : join(kCpuHeadDims);
+}
+
 PrefillKernel resolve_prefill_kernel(const PrefillParams& p) {
   if (p.device == Device::kCpu) return PrefillKernel::kAuto;
   return p.kernel == PrefillKernel::kAuto ? cuda::choose_prefill_kernel(p) : p.kernel;
@@ -115,7 +146,7 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
 size_t prefill_workspace_bytes(const PrefillParams& p) {
   // Shapes only: p's pointers need not be set yet (callers size the
   // workspace before they allocate it).
-  if (p.device == Device::kCpu || !supported_head_dim(p.head_dim) || p.q_heads <= 0 || p.kv_heads <= 0) return 0;
+  if (p.device == Device::kCpu || !head_dim_supported(Device::kCuda, p.head_dim) || p.q_heads <= 0 || p.kv_heads <= 0) return 0;
   auto plan = cuda::plan_prefill(p);
   return plan.ok() ? plan->workspace_bytes : 0;
 }
