@@ -1,6 +1,7 @@
 // prefill(): validate, then hand the call to the backend its tensors live on.
 #include "flashscope/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -39,7 +40,36 @@ std::vector<PrefillKernel> all_prefill_kernels() {
           PrefillKernel::kV4, PrefillKernel::kV5, PrefillKernel::kV6};
 }
 
+namespace {
+
+// (query, key) pairs the causal mask and the window let in, for one
+// sequence of lq queries over lk keys (bottom-right aligned).
+double windowed_pairs(const PrefillParams& p, int64_t lq, int64_t lk) {
+  double pairs = 0;
+  for (int64_t i = 0; i < lq; ++i) {
+    const int64_t pos = i + lk - lq;
+    int64_t lo = 0, hi = lk - 1;
+    if (p.causal) hi = std::min(hi, pos);
+    if (p.window_right >= 0) hi = std::min(hi, pos + p.window_right);
+    if (p.window_left >= 0) lo = std::max(lo, pos - p.window_left);
+    if (hi >= lo) pairs += double(hi - lo + 1);
+  }
+  return pairs;
+}
+
+}  // namespace
+
 double prefill_flops(const PrefillParams& p) {
+  if (p.window_left >= 0 || p.window_right >= 0) {
+    double pairs = 0;
+    if (p.cu_seqlens_q != nullptr && p.device == Device::kCpu) {
+      for (int b = 0; b < p.batch; ++b)
+        pairs += windowed_pairs(p, p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]);
+    } else {
+      pairs = double(p.batch) * windowed_pairs(p, p.q_len, p.kv_len);
+    }
+    return 4.0 * pairs * p.q_heads * p.head_dim;
+  }
   double pairs = 0;
   if (p.cu_seqlens_q != nullptr && p.device == Device::kCpu) {
     for (int b = 0; b < p.batch; ++b)

@@ -195,6 +195,9 @@ std::string supported_head_dims_text(Device device);
 // them, so TFLOPS compare: 4·batch·q_heads·Lq·Lk·D (QKᵀ and PV, one
 // multiply-add = 2), halved when causal. For varlen, summed per sequence
 // (needs host-readable cu_seqlens; pass the lengths' maxima otherwise).
+// With a window (window_left or window_right >= 0), 4·q_heads·D times the
+// (query, key) pairs the mask lets in, counted exactly: the work a kernel
+// that skips the tiles outside the window cannot avoid.
 double prefill_flops(const PrefillParams& p);
 
 }  // namespace flashscope
