@@ -58,6 +58,20 @@ GgufBuilder::Bytes synthetic_random_blocks(GgmlType type, int64_t n, float scale
         put_fp16(scale / (32.0f * 63.0f));
         break;
       }
+      case GgmlType::kQ5_K:
+        put_fp16(2.0f * scale / (31.0f * 63.0f));
+        put_fp16(scale / 63.0f);
+        put_bytes(12 + 32 + 128);
+        break;
+      case GgmlType::kQ2_K:
+        put_bytes(16 + 64);
+        put_fp16(2.0f * scale / (3.0f * 15.0f));
+        put_fp16(scale / 15.0f);
+        break;
+      case GgmlType::kQ3_K:
+        put_bytes(32 + 64 + 12);
+        put_fp16(scale / (4.0f * 32.0f));
+        break;
       default:  // raw bytes of the right size for anything else
         put_bytes(static_cast<int>(ggml_type_size(type)));
         break;
@@ -188,8 +202,8 @@ Status check_row(const char* what, int cols, GgmlType type) {
   const char* name = ggml_type_name(type);
   if (name == nullptr || !cpu::matmul_supports(type)) {
     return invalid_argument(std::string(what) + ": type " + (name ? name : "(unknown)") +
-                            " is not one the engine multiplies (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, "
-                            "q6_k)");
+                            " is not one the engine multiplies (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, "
+                            "q3_k, q4_k, q5_k, q6_k)");
   }
   const int64_t block = ggml_block_size(type);
   if (block < 1 || cols % block != 0) {

@@ -133,11 +133,28 @@ Status upload_floats(const std::vector<float>& v, float* dst, const char* what) 
 
 }  // namespace
 
+Status cuda_check_config(const ModelConfig& c) {
+  // The CUDA kernels run the plain llama layer; every other family feature
+  // is refused here, never run half-way.
+  const std::string cpu_only = " runs on the CPU only in this build (use Device::kCpu)";
+  if (c.arch != Architecture::kLlama) return unsupported(std::string("architecture ") + architecture_name(c.arch) + cpu_only);
+  if (c.rope_freq_factors) return unsupported("a llama model with rope_freqs.weight (Llama 3 rope scaling)" + cpu_only);
+  if (c.rope_scale != 1.0f) return unsupported("linear rope scaling" + cpu_only);
+  if (c.qkv_bias) return unsupported("a llama model with Q/K/V biases" + cpu_only);
+  for (int l = 0; l < c.n_layers; ++l)
+    if (c.layer(l).window > 0) return unsupported("sliding-window attention" + cpu_only);
+  return Status::ok_status();
+}
+
 Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   if (!cuda_available()) {
     return unsupported("Device::kCuda was requested but no CUDA device is present (or no driver); use Device::kCpu");
   }
   const ModelConfig& c = m.config;
+  FLASHSCOPE_RETURN_IF_ERROR(cuda_check_config(c));
+  for (const LayerWeights& L : m.weights.layers) {
+    if (!L.bo.empty()) return unsupported("a llama model with an attention output bias runs on the CPU only in this build (use Device::kCpu)");
+  }
   const Weights& w = m.weights;
   std::shared_ptr<CudaModel> cm;
   try {
