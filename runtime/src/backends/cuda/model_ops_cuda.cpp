@@ -52,6 +52,7 @@ std::vector<int32_t> penalty_ids(const SamplingParams& params, const std::vector
 #if FLASHSCOPE_WITH_CUDA
 
 static_assert(kMaxSampleCandidates == kernels::kMaxSampleCandidates, "the runtime's cap is the kernel's");
+static_assert(kRopeAppendMaxHeadDim == kernels::kRopeAppendMaxHeadDim, "the runtime's limit is the kernel's");
 
 namespace {
 
@@ -116,9 +117,8 @@ constexpr size_t kSkinnySmemLimit = 48 * 1024;
 Status check_rope_target(const RopeAppendOp& op, const char* name) {
   if (op.q_heads < 1 || op.kv_heads < 1 || op.head_dim < 2 || op.head_dim % 2 != 0)
     return bad(name, "q_heads, kv_heads >= 1 and an even head_dim are required");
-  if (op.head_dim > kernels::kRopeAppendMaxHeadDim)
-    return bad(name, "head_dim " + std::to_string(op.head_dim) + " is above " +
-                         std::to_string(kernels::kRopeAppendMaxHeadDim));
+  if (op.head_dim > kRopeAppendMaxHeadDim)
+    return bad(name, "head_dim " + std::to_string(op.head_dim) + " is above " + std::to_string(kRopeAppendMaxHeadDim));
   if ((op.q_norm || op.k_norm) && !(op.norm_eps >= 0.0f)) return bad(name, "norm_eps must be >= 0");
   if (op.rope_dim < 0 || op.rope_dim > op.head_dim || op.rope_dim % 2 != 0)
     return bad(name, "rope_dim " + std::to_string(op.rope_dim) + " must be even and in [0, head_dim " +

@@ -80,7 +80,8 @@ struct RopeAppendOp {
   float norm_eps = 1e-6f;
   bool neox = false;
 };
-// head_dim <= 256.
+// head_dim <= kRopeAppendMaxHeadDim (the kernel keeps a head in a warp's registers).
+inline constexpr int kRopeAppendMaxHeadDim = 256;
 Status rope_append(const RopeAppendOp& op, void* stream);
 
 // out = f(gate) · up: f silu (SwiGLU) or tanh-approximated GELU (Gemma's GeGLU).
