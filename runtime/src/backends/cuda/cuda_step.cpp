@@ -251,9 +251,7 @@ PagedAttentionParams attention_params(const ModelConfig& c, const CudaModel& cm,
   p.max_kv_len = v.mkl;
   p.causal = true;
   p.softmax_scale = c.attn_scale;  // 0: 1/sqrt(head_dim)
-  // A sliding layer's window goes to PagedAttentionParams::window_left
-  // (#20's attention API); until this build has it, check_attention refuses
-  // such models at load.
+  p.window_left = cm.layers[static_cast<size_t>(layer)].window_left;
   p.dtype = DType::kBF16;
   p.device = Device::kCuda;
   p.stream = sc.stream;

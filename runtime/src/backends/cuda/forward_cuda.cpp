@@ -174,10 +174,7 @@ Status check_attention(const ModelConfig& c, const std::vector<CudaModel::Layer>
   p.dtype = DType::kBF16;
   p.device = Device::kCuda;
   for (const CudaModel::Layer& L : layers) {
-    if (L.window_left >= 0) {
-      return unsupported("sliding-window attention (a window of " + std::to_string(L.window_left + 1) +
-                         " keys) needs paged attention's window_left, which this build lacks (use Device::kCpu)");
-    }
+    p.window_left = L.window_left;
     FLASHSCOPE_RETURN_IF_ERROR(validate(p));
     auto plan = plan_paged_attention(p);
     if (!plan.ok()) return plan.status();
