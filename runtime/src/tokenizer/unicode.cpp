@@ -133,4 +133,32 @@ size_t utf8_append_lossy(std::string_view in, bool final, std::string& out) {
   return i;
 }
 
+bool utf8_replace_invalid(std::string_view in, std::string& out) {
+  static constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+  const auto* p = reinterpret_cast<const uint8_t*>(in.data());
+  size_t i = 0;
+  while (i < in.size()) {  // find the first invalid byte
+    if (p[i] < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    if (check_sequence(p + i, in.size() - i, &len) != SeqState::kComplete) break;
+    i += len;
+  }
+  if (i == in.size()) return false;
+  out.assign(in.data(), i);
+  while (i < in.size()) {
+    size_t len = 1;
+    if (p[i] < 0x80 || check_sequence(p + i, in.size() - i, &len) == SeqState::kComplete) {
+      out.append(in.data() + i, len);
+      i += len;
+    } else {
+      out += kReplacement;
+      ++i;
+    }
+  }
+  return true;
+}
+
 }  // namespace flashscope::tokenizer

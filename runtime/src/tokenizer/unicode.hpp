@@ -54,4 +54,9 @@ void utf8_append(uint32_t cp, std::string& out);
 // consumed (always in.size() when final).
 size_t utf8_append_lossy(std::string_view in, bool final, std::string& out);
 
+// What llama.cpp's byte-level BPE does with text that is not valid UTF-8:
+// every byte that is not part of a valid UTF-8 character becomes U+FFFD
+// (one per byte). Returns false, and leaves `out` alone, when `in` is valid.
+bool utf8_replace_invalid(std::string_view in, std::string& out);
+
 }  // namespace flashscope::tokenizer
