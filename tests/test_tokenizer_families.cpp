@@ -94,6 +94,12 @@ Tokenizer make_spm(SpmSpec v, bool add_space_prefix, int32_t unk = 0) {
 
 std::string data_path(const std::string& name) { return std::string(FLASHSCOPE_SOURCE_DIR) + "/tests/data/" + name; }
 
+std::string gemma_path() {
+  const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
+  const std::string base = dir && *dir ? dir : std::string(FLASHSCOPE_SOURCE_DIR) + "/assets/models";
+  return base + "/gemma-3-270m-q4_k_m.gguf";
+}
+
 flashscope::Result<Tokenizer> load(const std::string& path) {
   auto file = flashscope::GgufFile::open(path);
   if (!file.ok()) return file.status();
@@ -214,6 +220,11 @@ TEST_CASE("tokenizer: invalid UTF-8 becomes U+FFFD before byte-level BPE, as in 
   CHECK(t.encode("\xe4\xb8", false) == want({fffd, fffd}));
   CHECK(t.encode("\xe4\xb8\xad", false) == std::vector<int32_t>{0xE4, 0xB8, 0xAD});  // valid: unchanged
   CHECK(t.decode(t.encode("x\xc3", false)) == "x\xef\xbf\xbd");
+  // llama.cpp's decoder reads bit patterns: an overlong NUL is NUL, a
+  // surrogate stays as written; above U+10FFFF (where it aborts) is U+FFFD.
+  CHECK(t.encode("a\xc0\x80", false) == std::vector<int32_t>{'a', 0});
+  CHECK(t.encode("\xed\xa0\x80", false) == std::vector<int32_t>{0xED, 0xA0, 0x80});
+  CHECK(t.encode("\xf4\x90\x80\x80", false) == fffd);
 }
 
 TEST_CASE("tokenizer: llama-bpe takes a word that is a token whole (ignore_merges)") {
@@ -328,4 +339,25 @@ TEST_CASE("tokenizer: a trained qwen2 vocabulary matches the reference ids") {
   CHECK(tok.value().pre_tokenizer() == PreTokenizer::kQwen2);
   CHECK_FALSE(tok.value().add_bos());
   check_fixture(tok.value(), "tokenizer_qwen2.json", 500);
+}
+
+TEST_CASE("tokenizer: Gemma-3-270M's SentencePiece vocabulary matches the reference ids") {
+  const std::string path = gemma_path();
+  if (!std::ifstream(path).good()) {
+    MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh gemma3-270m)");
+    flashscope::testing::mark_skipped();
+    return;
+  }
+  auto tok = load(path);
+  REQUIRE_MESSAGE(tok.ok(), tok.status().to_string());
+  const Tokenizer& t = tok.value();
+  CHECK(t.model() == TokenizerModel::kSentencePiece);
+  CHECK(t.vocab_size() == 262144);
+  CHECK(t.bos_id() == 2);
+  CHECK(t.eos_id() == 1);
+  CHECK(t.add_bos());
+  CHECK(t.token_piece(105) == "<start_of_turn>");
+  CHECK(t.is_control(106));
+  CHECK(t.token_text(107) == "\n");
+  check_fixture(t, "tokenizer_gemma3.json", 500);
 }

@@ -20,7 +20,8 @@
 //      first takes a word that is itself a token whole, as Llama 3's
 //      tokenizer.json says with ignore_merges).
 //   Text that is not valid UTF-8 is encoded as llama.cpp does: each byte that
-//   is not part of a valid UTF-8 character becomes U+FFFD.
+//   is not part of a UTF-8 sequence becomes U+FFFD (tokenizer/unicode.hpp,
+//   utf8_replace_invalid, has the details).
 //
 // "llama": SentencePiece BPE (Gemma, TinyLlama, Llama 2). Each text fragment
 // between special tokens gets a leading space when add_space_prefix is set
