@@ -115,7 +115,8 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
 size_t prefill_workspace_bytes(const PrefillParams& p) {
   // Shapes only: p's pointers need not be set yet (callers size the
   // workspace before they allocate it).
-  if (p.device == Device::kCpu || !supported_head_dim(p.head_dim) || p.q_heads <= 0 || p.kv_heads <= 0) return 0;
+  if (p.device == Device::kCpu || !head_dim_supported(p.device, p.head_dim) || p.q_heads <= 0 || p.kv_heads <= 0)
+    return 0;
   auto plan = cuda::plan_prefill(p);
   return plan.ok() ? plan->workspace_bytes : 0;
 }

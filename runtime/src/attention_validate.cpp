@@ -35,11 +35,16 @@ Status check_tensor(const char* name, const AttnTensor& t, const PrefillParams& 
 
 }  // namespace
 
+bool head_dim_supported(Device device, int head_dim) {
+  return supported_head_dim(head_dim) || (device == Device::kCuda && head_dim == 256);
+}
+
 Status validate(const PrefillParams& p) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
     return unsupported(std::string("dtype ") + dtype_name(p.dtype) + " is not supported for attention (bf16, fp16)");
-  if (!supported_head_dim(p.head_dim))
-    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported (64, 128)");
+  if (!head_dim_supported(p.device, p.head_dim))
+    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported " +
+                       (p.device == Device::kCuda ? "on CUDA (64, 128, 256)" : "on the CPU (64, 128)"));
   if (p.batch < 1) return invalid_argument("batch must be >= 1");
   if (p.q_heads < 1 || p.kv_heads < 1) return invalid_argument("q_heads and kv_heads must be >= 1");
   if (p.q_heads % p.kv_heads != 0)

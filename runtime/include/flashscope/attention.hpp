@@ -164,6 +164,10 @@ size_t prefill_workspace_bytes(const PrefillParams& p);
 
 // head_dim values the kernels are built for.
 inline bool supported_head_dim(int d) { return d == 64 || d == 128; }
+// head_dim values prefill on `device` takes: supported_head_dim's, and on
+// CUDA 256 (the Hopper kernel on an H100/H200, dense tensors; plan_prefill
+// says where no kernel of this device and build runs it).
+bool head_dim_supported(Device device, int head_dim);
 
 // FLOPs of one prefill as the peers (PyTorch SDPA, FlashAttention) count
 // them, so TFLOPS compare: 4·batch·q_heads·Lq·Lk·D (QKᵀ and PV, one
