@@ -248,7 +248,7 @@ TEST_CASE("RequestQueue: a full queue and malformed requests are refused without
   CHECK(calls.load() == 0);
 }
 
-TEST_CASE("BatchGenerator: release frees finished replies with ids kept; cancel(id) stops that reply only") {
+TEST_CASE("BatchGenerator: release frees finished replies with ids kept, and cancel(id) stops that reply only") {
   const Model model = synthetic_model();
   auto s0 = Session::create(model);
   auto s1 = Session::create(model);

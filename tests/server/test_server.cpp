@@ -416,7 +416,7 @@ TEST_CASE("serve: past --parallel and --queue a request gets 503 with Retry-Afte
   }));
 }
 
-TEST_CASE("serve: bad requests get their status and OpenAI's error naming the field; running streams go on") {
+TEST_CASE("serve: bad requests get their status and OpenAI's error naming the field, and running streams go on") {
   REQUIRE_DEFAULT_MODEL(model);
   server::ServerOptions o = options(2, 8, 128);
   o.max_body_bytes = 4096;
