@@ -131,6 +131,7 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
   const auto type = elem_type(p.dtype);
   if (version == 0 && kernel != PrefillKernel::kHopper)
     return invalid_argument("prefill kernel must be v1..v6, hopper or auto on CUDA");
+  FLASHSCOPE_RETURN_IF_ERROR(check_features(p, kernel));
   auto facts = device_facts();
   if (!facts.ok()) return facts.status();
   if (kernel == PrefillKernel::kHopper && !facts->hopper)
@@ -142,7 +143,6 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
   if (version != 0 && !kernels::prefill_version_built(version, type))
     return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
                        prefill_kernel_name(kernel));
-  FLASHSCOPE_RETURN_IF_ERROR(check_features(p, kernel));
   // Grid limits: heads on y and sequences on z are capped at 65535.
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
 
