@@ -29,7 +29,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli trace prefill [--batch B] [--q-heads H] [--kv-heads HK] [--q-len LQ] [--kv-len LK]\n"
-    "                                    [--head-dim D] [--causal] [--dtype bf16|fp16] [--device cpu|cuda]\n"
+    "                                    [--head-dim D] [--causal] [--window W] [--window-right R] [--softcap C]\n"
+    "                                    [--dtype bf16|fp16] [--device cpu|cuda]\n"
     "                                    [--kernel v1..v6|hopper|auto] [--trace-batch B] [--trace-head H]\n"
     "                                    [--rows R,R,...] [--sample-tiles QT:KT,...] [--seed N] --out FILE\n"
     "       flashscope-cli trace decode [--batch B] [--q-heads H] [--kv-heads HK] [--context L] [--head-dim D]\n"
@@ -43,7 +44,9 @@ constexpr const char* kUsage =
     "          auto splits, causal, head 0 of sequence 0, every new token's row, sample tile 0:0, seed 1\n"
     "--device cuda and decode run the kernels built with their probes on the GPU (per-CTA SM and\n"
     "%globaltimer times, per-warp phase spans, softmax states, tile masses); they need a CUDA device.\n"
-    "--kernel auto traces prefill()'s choice, or v5/v6 where that is the hopper kernel (no probes yet)\n";
+    "--kernel auto traces prefill()'s choice, or v5/v6 where that is the hopper kernel (no probes yet)\n"
+    "--window W: sliding window (window_left; the tiles outside it are recorded skipped), --window-right R\n"
+    "(non-causal), --softcap C: logits capped at C*tanh(s/C)\n";
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "flashscope-cli trace: %s\n%s", msg.c_str(), kUsage);
@@ -156,7 +159,7 @@ void print_summary(const Trace& t) {
       skipped += (r.flags & TileMassRecord::kSkipped) != 0;
       if (r.mass > top->mass) top = &r;
     }
-    std::printf("  %zu tile masses, %zu skipped by causality; heaviest block (%u, %u) holds %.1f%% of its q-tile\n",
+    std::printf("  %zu tile masses, %zu skipped (causal or window); heaviest block (%u, %u) holds %.1f%% of its q-tile\n",
                 t.tile_mass.size(), skipped, top->q_tile, top->kv_tile, 100.0 * top->mass);
   }
   if (!t.prob_samples.empty()) std::printf("  %zu probability samples\n", t.prob_samples.size());
@@ -181,7 +184,7 @@ int trace_info(int argc, char** argv) {
 int trace_prefill(int argc, char** argv) {
   Args args(argc, argv,
             {"batch", "q-heads", "kv-heads", "q-len", "kv-len", "head-dim", "dtype", "device", "kernel",
-             "trace-batch", "trace-head", "rows", "sample-tiles", "seed", "out"},
+             "trace-batch", "trace-head", "rows", "sample-tiles", "seed", "out", "window", "window-right", "softcap"},
             {"causal", "help"});
   if (args.has("help")) {
     std::printf("%s", kUsage);
@@ -195,6 +198,9 @@ int trace_prefill(int argc, char** argv) {
   p.kv_len = int(args.get_int("kv-len", p.q_len));
   p.head_dim = int(args.get_int("head-dim", 128));
   p.causal = args.has("causal");
+  p.window_left = int(args.get_int_in("window", -1, -1, 0x7fffffff));
+  p.window_right = int(args.get_int_in("window-right", -1, -1, 0x7fffffff));
+  p.softcap = float(args.get_double("softcap", 0.0));
   TraceOptions opt;
   opt.batch = int(args.get_int("trace-batch", 0));
   opt.head = int(args.get_int("trace-head", 0));

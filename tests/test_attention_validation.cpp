@@ -215,6 +215,30 @@ TEST_CASE("validate: varlen needs both prefix sums, well-formed") {
   expect(a.p, StatusCode::kInvalidArgument, "longer than");
 }
 
+TEST_CASE("prefill on CUDA: a window or a soft-cap the kernels lack is refused by name, before any launch") {
+  // Until the CUDA kernels implement them (issue #20): kUnsupported naming
+  // the feature, never a silently ignored parameter. Host pointers are safe
+  // here: the refusal comes before anything is read.
+  for (int which = 0; which < 3; ++which) {
+    Valid c(Device::kCuda);
+    c.p.causal = true;
+    if (which == 0) c.p.window_left = 512;
+    if (which == 1) c.p.softcap = 30.0f;
+    if (which == 2) {
+      c.p.causal = false;
+      c.p.window_right = 8;
+    }
+    CAPTURE(which);
+    const Status s = prefill(c.p);
+    CHECK(s.code() == StatusCode::kUnsupported);
+    CHECK(plan_prefill(c.p).status().code() == StatusCode::kUnsupported);
+#if FLASHSCOPE_WITH_CUDA
+    CHECK_MESSAGE(s.message().find(which == 1 ? "soft-capping" : "sliding window") != std::string::npos, s.message());
+#endif
+    CHECK(c.output_untouched());
+  }
+}
+
 TEST_CASE("prefill on CUDA without a device or CUDA build fails cleanly") {
   if (cuda_available()) return;  // the GPU suites cover the real path
   Valid c(Device::kCuda);

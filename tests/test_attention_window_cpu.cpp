@@ -570,3 +570,33 @@ TEST_CASE("cpu paged attention: a window equals the same window in dense prefill
   const double u = std::ldexp(1.0, -8);
   for (size_t i = 0; i < a.size(); ++i) CHECK(std::fabs(a[i] - b[i]) <= 4 * u * paged.max_abs_v());
 }
+
+TEST_CASE("prefill_flops counts the pairs a window lets in") {
+  fs::PrefillParams p;
+  p.q_heads = 2;
+  p.head_dim = 64;
+  p.q_len = p.kv_len = 4;
+  p.causal = true;
+  p.window_left = 1;  // rows see 1, 2, 2, 2 keys
+  CHECK(fs::prefill_flops(p) == 4.0 * 7 * 2 * 64);
+  p.causal = false;
+  p.window_right = 1;  // rows see 2, 3, 3, 2 keys
+  CHECK(fs::prefill_flops(p) == 4.0 * 10 * 2 * 64);
+  p.q_len = 2;
+  p.kv_len = 5;
+  p.causal = true;
+  p.window_right = -1;
+  p.window_left = 2;  // rows at positions 3 and 4 see 3 keys each
+  CHECK(fs::prefill_flops(p) == 4.0 * 6 * 2 * 64);
+  p.window_left = 100;  // a window past the start: every causal pair (4 + 5)
+  CHECK(fs::prefill_flops(p) == 4.0 * 9 * 2 * 64);
+  // varlen with host prefix sums: per sequence.
+  const int32_t cu_q[] = {0, 2, 6}, cu_k[] = {0, 5, 9};
+  p.batch = 2;
+  p.q_len = 4;
+  p.kv_len = 5;
+  p.cu_seqlens_q = cu_q;
+  p.cu_seqlens_k = cu_k;
+  p.window_left = 0;  // causal, each row only its own key: 2 + 4 pairs
+  CHECK(fs::prefill_flops(p) == 4.0 * 6 * 2 * 64);
+}

@@ -27,6 +27,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -418,8 +419,13 @@ constexpr int kTile = 64;  // the CPU backend's q and kv tiles
 
 struct SeqView {
   int q_len, kv_len;
+  bool causal = false;
+  int left = -1, right = -1;  // the window
   int shift() const { return kv_len - q_len; }
-  bool visible(int i, int j) const { return j <= i + shift(); }
+  bool visible(int i, int j) const {
+    const int pos = i + shift();
+    return (!causal || j <= pos) && (left < 0 || j >= pos - left) && (right < 0 || j <= pos + right);
+  }
 };
 
 // Independent double-precision logits and LSE of (b, h) from the fixture's inputs.
@@ -442,13 +448,15 @@ ExactHead exact_head(const AttentionProblem& prob, int b, int h, const SeqView& 
       double dot = 0;
       for (int d = 0; d < sh.head_dim; ++d)
         dot += double(prob.get(Operand::kQ, b, i, h, d)) * prob.get(Operand::kK, b, j, g, d);
-      e.s[size_t(i) * sv.kv_len + j] = scale * dot;
-      if (!sh.causal || sv.visible(i, j)) mx = std::max(mx, scale * dot);
+      double x = scale * dot;
+      if (sh.softcap > 0) x = sh.softcap * std::tanh(x / sh.softcap);
+      e.s[size_t(i) * sv.kv_len + j] = x;
+      if (sv.visible(i, j)) mx = std::max(mx, x);
     }
     if (mx == -INFINITY) continue;
     double sum = 0;
     for (int j = 0; j < sv.kv_len; ++j)
-      if (!sh.causal || sv.visible(i, j)) sum += std::exp(e.s[size_t(i) * sv.kv_len + j] - mx);
+      if (sv.visible(i, j)) sum += std::exp(e.s[size_t(i) * sv.kv_len + j] - mx);
     e.lse[size_t(i)] = mx + std::log(sum);
   }
   return e;
@@ -470,15 +478,22 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
   INFO(shape.describe());
   AttentionProblem prob(shape);
   const int b = opt.batch, h = opt.head;
-  const SeqView sv{prob.seq_q_len(b), prob.seq_kv_len(b)};
+  const SeqView sv{prob.seq_q_len(b), prob.seq_kv_len(b), shape.causal, shape.window_left, shape.window_right};
   const int q_tiles = (sv.q_len + kTile - 1) / kTile, kv_tiles = (sv.kv_len + kTile - 1) / kTile;
-  // The tiles a q-tile visits: up to its last row's last visible key.
-  auto visited = [&](int qt) {
-    if (!shape.causal) return kv_tiles;
-    const int last_row = std::min(sv.q_len, (qt + 1) * kTile) - 1;
-    const int kv_end = std::clamp(last_row + sv.shift() + 1, 0, sv.kv_len);
-    return (kv_end + kTile - 1) / kTile;
+  // The tiles a q-tile visits, [first, first + count): from the tile of the
+  // first key any of its rows sees to that of the last one.
+  auto tile_range = [&](int qt) {
+    int lo = sv.kv_len, hi = -1;
+    for (int i = qt * kTile; i < std::min(sv.q_len, (qt + 1) * kTile); ++i)
+      for (int j = 0; j < sv.kv_len; ++j)
+        if (sv.visible(i, j)) {
+          lo = std::min(lo, j);
+          hi = std::max(hi, j);
+        }
+    return hi < lo ? std::pair{0, 0} : std::pair{lo / kTile, hi / kTile - lo / kTile + 1};
   };
+  auto visited = [&](int qt) { return tile_range(qt).second; };
+  auto first_tile = [&](int qt) { return tile_range(qt).first; };
 
   fs::Trace t;
   const fs::Status st = fs::capture_cpu_prefill_trace(prob.host_params(), opt, &t);
@@ -523,12 +538,13 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
     const auto& recs = by_row[i];
     REQUIRE(int(recs.size()) == visited(i / kTile));
     float m_old = -kInf, l_old = 0.0f;
-    for (size_t kt = 0; kt < recs.size(); ++kt) {
-      const fs::SoftmaxStateRecord& r = *recs[kt];
+    for (size_t n = 0; n < recs.size(); ++n) {
+      const fs::SoftmaxStateRecord& r = *recs[n];
+      const int kt = first_tile(i / kTile) + int(n);
       CAPTURE(kt);
-      REQUIRE(r.kv_tile == kt);
-      int keys = std::min(kTile, sv.kv_len - int(kt) * kTile);
-      if (shape.causal) keys = std::clamp(i + sv.shift() + 1 - int(kt) * kTile, 0, keys);
+      REQUIRE(r.kv_tile == uint32_t(kt));
+      int keys = 0;
+      for (int j = kt * kTile; j < std::min(sv.kv_len, (kt + 1) * kTile); ++j) keys += sv.visible(i, j);
       CHECK(r.keys == uint32_t(keys));
       if (keys == 0) {
         CHECK(r.rescale == 1.0f);
@@ -546,8 +562,8 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
         CHECK(near_rel(r.l, double(r.rescale) * l_old + r.tile_sum, 1e-5));
         // tile_max is the largest visible logit of the tile.
         double tmax = -INFINITY;
-        for (int j = int(kt) * kTile; j < int(kt) * kTile + keys; ++j)
-          tmax = std::max(tmax, exact.s[size_t(i) * sv.kv_len + j]);
+        for (int j = kt * kTile; j < std::min(sv.kv_len, (kt + 1) * kTile); ++j)
+          if (sv.visible(i, j)) tmax = std::max(tmax, exact.s[size_t(i) * sv.kv_len + j]);
         CHECK(std::fabs(r.tile_max - tmax) <= 1e-4 * (1 + std::fabs(tmax)));
       }
       m_old = r.m;
@@ -585,7 +601,7 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
         double mass = 0, max_p = 0;
         for (int i = i0; i < i1; ++i) {
           for (int j = j0; j < j1; ++j) {
-            const bool vis = !shape.causal || sv.visible(i, j);
+            const bool vis = sv.visible(i, j);
             any_visible |= vis;
             any_masked |= !vis;
             if (vis) {
@@ -594,8 +610,9 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
             }
           }
         }
-        CHECK(bool(r.flags & fs::TileMassRecord::kSkipped) == (shape.causal && !any_visible));
-        CHECK(bool(r.flags & fs::TileMassRecord::kSkipped) == (kt >= visited(qt)));
+        CHECK(bool(r.flags & fs::TileMassRecord::kSkipped) == !any_visible);
+        CHECK(bool(r.flags & fs::TileMassRecord::kSkipped) ==
+              (kt < first_tile(qt) || kt >= first_tile(qt) + visited(qt)));
         if (any_visible) CHECK(bool(r.flags & fs::TileMassRecord::kMasked) == any_masked);
         const double want = seeing > 0 ? mass / seeing : 0.0;
         CHECK(std::fabs(r.mass - want) <= 1e-4);
@@ -614,7 +631,7 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
   CHECK(t.prob_samples.size() == expected);
   for (const fs::ProbSampleRecord& r : t.prob_samples) {
     const int i = int(r.row), j = int(r.key);
-    const bool vis = (!shape.causal || sv.visible(i, j)) && exact.lse[size_t(i)] != -INFINITY;
+    const bool vis = sv.visible(i, j) && exact.lse[size_t(i)] != -INFINITY;
     CAPTURE(i);
     CAPTURE(j);
     CHECK(bool(r.flags & fs::ProbSampleRecord::kMasked) == !vis);
@@ -655,7 +672,7 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
         const fs::WarpSpanRecord& s = *spans[n];
         const bool epilogue = n + 1 == spans.size();
         CHECK(s.kind == (epilogue ? fs::SpanKind::kEpilogue : order[n % 5]));
-        CHECK(s.kv_tile == (epilogue ? -1 : int(n / 5)));
+        CHECK(s.kv_tile == (epilogue ? -1 : first_tile(int(c.q_tile)) + int(n / 5)));
         CHECK(s.warp == 0);
         CHECK(s.start >= last);
         CHECK(s.end >= s.start);
@@ -709,6 +726,32 @@ TEST_CASE("trace: CPU capture, causal with q_len > kv_len (rows that see nothing
   fs::TraceOptions opt;
   opt.rows = {0, 109, 110, 111, 150, 199};
   opt.sample_tiles = {{1, 0}, {1, 1}};
+  check_capture(s, opt);
+}
+
+TEST_CASE("trace: CPU capture, a causal sliding window skips tiles on both sides") {
+  // Window 100 over 400 keys: q-tile 5 (rows 320..383) sees keys 220..383,
+  // tiles 3..5; tiles 0..2 and 6 are skipped.
+  AttentionShape s = dense_shape(1, 4, 1, 400, 400, 96, true);
+  s.window_left = 100;
+  s.softcap = 20.0f;
+  s.seed = 35;
+  fs::TraceOptions opt;
+  opt.head = 2;
+  opt.rows = {0, 63, 64, 200, 333, 399};
+  opt.sample_tiles = {{5, 3}, {5, 1}, {2, 2}};  // the window's left edge, a skipped block, the diagonal
+  check_capture(s, opt);
+}
+
+TEST_CASE("trace: CPU capture, a two-sided window, non-causal, q_len > kv_len") {
+  AttentionShape s = dense_shape(1, 2, 2, 260, 150, 256, false);
+  s.window_left = 40;
+  s.window_right = 70;
+  s.seed = 36;
+  fs::TraceOptions opt;
+  opt.head = 1;
+  opt.rows = all_rows(260);
+  opt.sample_tiles = {{0, 0}, {3, 1}, {4, 2}};
   check_capture(s, opt);
 }
 

@@ -88,7 +88,7 @@ void tile_tooltip(const TilesView& v, const TraceMeta& m, int q, int k) {
               std::min(m.q_len, (q + 1) * m.block_q) - 1, k, k * m.block_kv,
               std::min(m.kv_len, (k + 1) * m.block_kv) - 1);
   if (c.flags & viz::kTileSkipped) {
-    ImGui::TextColored(palette::kMuted, "skipped: every key is after every row (causal), never computed");
+    ImGui::TextColored(palette::kMuted, "skipped: no row sees any of its keys (causal or window), never computed");
   } else {
     if (c.flags & viz::kTileHasMass) {
       ImGui::Text("mass %s of the average row's attention (%u rows see a key)", percent(c.mass).c_str(), c.rows);
@@ -97,7 +97,7 @@ void tile_tooltip(const TilesView& v, const TraceMeta& m, int q, int k) {
     if (c.flags & viz::kTileHasTime)
       ImGui::Text("time %s (a warp's mean, loads and math)", viz::format_us(c.time_us).c_str());
     if (c.flags & viz::kTileMasked)
-      ImGui::TextColored(palette::kWarning, "on the diagonal: keys after a row are masked");
+      ImGui::TextColored(palette::kWarning, "partly masked: the diagonal or a window's edge crosses it");
   }
   ImGui::TextColored(
       palette::kMuted, "%s",
@@ -176,14 +176,14 @@ void selected_tile_card(const TilesView& v, const TraceMeta& m, const UiFonts& f
   }
   ImGui::PopFont();
   if (c.flags & viz::kTileMasked)
-    ImGui::TextColored(palette::kWarning, "diagonal: partly masked");
+    ImGui::TextColored(palette::kWarning, "partly masked (diagonal or window edge)");
   else if (!(c.flags & viz::kTileSkipped))
     dash::muted("every pair visible");
   dash::muted("%s", (c.flags & viz::kTileSampled) ? "probabilities below" : "not sampled");
   ImGui::Spacing();
   dash::muted("Click a tile to select it;");
   dash::muted("\xE2\x97\x8F sampled, \xE2\x97\xA5 diagonal,");
-  dash::muted("dark: skipped by causality.");
+  dash::muted("dark: skipped (causal or window).");
   ImGui::EndGroup();
 }
 

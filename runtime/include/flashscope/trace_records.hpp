@@ -7,7 +7,7 @@
 //   spans        per warp of selected CTAs: load / MMA / softmax / epilogue spans
 //   softmax      online-softmax state of selected rows after every KV tile
 //   tile_mass    attention mass per (q-tile, kv-tile) of the traced head,
-//                including the tiles causal skipping left out
+//                including the tiles causal or sliding-window skipping left out
 //   prob_samples final softmax probabilities of selected (q-tile, kv-tile) blocks
 // Producers: the captures of trace_capture.hpp (the CPU path and the GPU
 // probes fill the same records). Consumers: the app's dashboard tabs, viz/,
@@ -91,7 +91,7 @@ struct CtaRecord {
   uint32_t sm = 0;              // SM id (CPU: OpenMP thread number)
   uint32_t batch = 0, head = 0, q_tile = 0;
   uint32_t split = 0;     // split-KV index; 0 without splits
-  uint32_t kv_tiles = 0;  // KV tiles it processed (causal skipping makes this vary)
+  uint32_t kv_tiles = 0;  // KV tiles it processed (causal and window skipping make this vary)
 };
 
 enum class SpanKind : uint32_t {
@@ -141,8 +141,8 @@ struct SoftmaxStateRecord {
 // is the share of attention the tile's average row puts on the block. Both
 // are 0 for skipped blocks and when R is empty.
 struct TileMassRecord {
-  static constexpr uint32_t kSkipped = 1;  // causal: no row can see any key; never computed
-  static constexpr uint32_t kMasked = 2;   // causal: some (row, key) pairs are masked (the diagonal)
+  static constexpr uint32_t kSkipped = 1;  // causal or window: no row can see any key; never computed
+  static constexpr uint32_t kMasked = 2;   // some (row, key) pairs are masked (the causal diagonal, a window's edge)
 
   uint32_t batch = 0, head = 0, q_tile = 0, kv_tile = 0;
   float mass = 0, max_prob = 0;

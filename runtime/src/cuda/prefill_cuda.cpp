@@ -131,6 +131,7 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
   const auto type = elem_type(p.dtype);
   if (version == 0 && kernel != PrefillKernel::kHopper)
     return invalid_argument("prefill kernel must be v1..v6, hopper or auto on CUDA");
+  FLASHSCOPE_RETURN_IF_ERROR(check_features(p, kernel));
   auto facts = device_facts();
   if (!facts.ok()) return facts.status();
   if (kernel == PrefillKernel::kHopper && !facts->hopper)
@@ -142,7 +143,6 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
   if (version != 0 && !kernels::prefill_version_built(version, type))
     return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
                        prefill_kernel_name(kernel));
-  FLASHSCOPE_RETURN_IF_ERROR(check_features(p, kernel));
   // head_dim 256: the Hopper kernel through TMA (dense tensors) only.
   if (p.head_dim == 256 && kernel != PrefillKernel::kHopper)
     return unsupported(std::string("head_dim 256 runs on the hopper kernel (an H100/H200, dense tensors), not ") +

@@ -7,9 +7,11 @@
 // numbers the same way, one phase at a time:
 //   work item  (sequence b, q-head h, 64-query block): one "CTA", one thread
 //   per KV tile t of 64 keys the block may see (causal: up to its last row's
-//   last key, the GPU's tile skip):
+//   last key, the GPU's tile skip; a left window: from its first row's first
+//   key's tile; a right window: like causal):
 //     K, V → float (K transposed)                        spans kLoadIssueK, kLoadIssueV
 //     s_rj  = (Σ_d q_rd·k_jd) · scale·log2(e)            span kQK: float, d in order
+//     s_rj  = c'·tanh(s_rj / c'), c' = softcap·log2(e)   with a soft-cap, visible keys only
 //     m_new = max(m, max_j s_rj);  alpha = exp2(m − m_new)
 //     p_rj  = exp2(s_rj − m_new);  l = alpha·l + Σ_j p_rj  span kSoftmax: unrounded p in l
 //     o_r   = alpha·o_r + Σ_j round(p_rj)·v_j            span kPV: P rounded to the dtype
@@ -77,15 +79,47 @@ struct Block {
   int q0;
 };
 
-// Keys [0, kv_end) are visible to at least one row of the block at q0.
-int block_kv_end(const Sequence& s, int q0, bool causal) {
+// Which keys a query sees: causal and the window (attention.hpp), bottom-right aligned.
+struct Mask {
+  bool causal = false;
+  int left = -1, right = -1;  // window_left / window_right; -1 unbounded
+
+  // Query i of sequence s sees keys [lo(i), hi(i)), unclamped (the range may
+  // be empty or reach past [0, kv_len)); both grow with i.
+  int64_t lo(const Sequence& s, int i) const {
+    return left >= 0 ? int64_t{i} + (s.kv_len - s.q_len) - left : 0;
+  }
+  int64_t hi(const Sequence& s, int i) const {
+    const int64_t pos = int64_t{i} + (s.kv_len - s.q_len);
+    int64_t h = s.kv_len;
+    if (causal) h = std::min(h, pos + 1);
+    if (right >= 0) h = std::min(h, pos + right + 1);
+    return h;
+  }
+};
+
+// The KV tiles [first, end) the block at q0 visits: those holding a key some
+// row of it sees. first = end when it sees none.
+struct TileRange {
+  int first = 0, end = 0;
+  int count() const { return end - first; }
+};
+TileRange block_tiles(const Sequence& s, int q0, const Mask& mask) {
   const int rows = std::min(kBlockQ, s.q_len - q0);
-  return causal ? std::clamp(q0 + rows + (s.kv_len - s.q_len), 0, s.kv_len) : s.kv_len;
+  const int64_t lo = std::clamp<int64_t>(mask.lo(s, q0), 0, s.kv_len);
+  const int64_t hi = std::clamp<int64_t>(mask.hi(s, q0 + rows - 1), 0, s.kv_len);
+  if (hi <= lo) return {};
+  return {static_cast<int>(lo / kBlockKV), static_cast<int>(ceil_div<int64_t>(hi, kBlockKV))};
 }
 
-// Keys of tile [t0, t0 + n) that query i sees.
-int visible_keys(const Sequence& s, int i, int t0, int n, bool causal) {
-  return causal ? std::clamp(i + (s.kv_len - s.q_len) + 1 - t0, 0, n) : n;
+// Keys [begin, end) of tile [t0, t0 + n) that query i sees, relative to t0.
+struct KeyRange {
+  int begin = 0, end = 0;
+  int count() const { return end > begin ? end - begin : 0; }
+};
+KeyRange visible_keys(const Sequence& s, int i, int t0, int n, const Mask& mask) {
+  return {static_cast<int>(std::clamp<int64_t>(mask.lo(s, i) - t0, 0, n)),
+          static_cast<int>(std::clamp<int64_t>(mask.hi(s, i) - t0, 0, n))};
 }
 
 // State of one row of the traced head after one KV tile, as computed (log2 units).
@@ -96,14 +130,14 @@ struct RowTile {
 
 // Float scratch of one thread, rows of head_dim `dim`:
 //   q, v, o [kBlockQ, dim]; kt [dim, kBlockKV]; s, p [kBlockQ, kBlockKV];
-//   acc [dim]; m, l, alpha, keys [kBlockQ]
+//   acc [dim]; m, l, alpha, keys, first_key [kBlockQ]
 struct Scratch {
   float *q, *kt, *v, *o, *s, *p, *acc, *m, *l, *alpha;
-  int* keys;
+  int *keys, *first_key;  // per row: visible keys of the tile, and the first one
 };
 
 size_t scratch_floats(int dim) {
-  return 4 * size_t{kBlockQ} * dim + 2 * size_t{kBlockQ} * kBlockKV + dim + 4 * size_t{kBlockQ};
+  return 4 * size_t{kBlockQ} * dim + 2 * size_t{kBlockQ} * kBlockKV + dim + 5 * size_t{kBlockQ};
 }
 
 Scratch carve(float* base, int dim) {
@@ -120,6 +154,7 @@ Scratch carve(float* base, int dim) {
   w.l = w.m + kBlockQ;
   w.alpha = w.l + kBlockQ;
   w.keys = reinterpret_cast<int*>(w.alpha + kBlockQ);  // int and float are both 4 bytes
+  w.first_key = w.keys + kBlockQ;
   return w;
 }
 static_assert(sizeof(int) == sizeof(float), "Scratch::keys shares the float slab");
@@ -132,6 +167,8 @@ struct Capture {
   uint16_t* o = nullptr;
   int dim = 0, group = 1;
   float scale_log2 = 0;
+  float cap_log2 = 0;  // softcap · log2(e); 0: no soft-cap
+  Mask mask;
   int64_t lse_head_stride = 0;
   const std::vector<Sequence>* seqs = nullptr;
   const std::vector<Block>* blocks = nullptr;
@@ -178,9 +215,9 @@ void run_item(const Capture& c, int64_t item, int tid, const Scratch& w) {
   std::fill(w.m, w.m + rows, kNegInf);
   std::fill(w.l, w.l + rows, 0.0f);
 
-  const int kv_end = block_kv_end(seq, q0, p.causal);
-  const int tiles = ceil_div(kv_end, kBlockKV);
-  for (int t = 0; t < tiles; ++t) {
+  const TileRange tiles = block_tiles(seq, q0, c.mask);
+  const int kv_end = static_cast<int>(std::clamp<int64_t>(c.mask.hi(seq, q0 + rows - 1), 0, seq.kv_len));
+  for (int t = tiles.first; t < tiles.end; ++t) {
     const int t0 = t * kBlockKV;
     const int n = std::min(kBlockKV, kv_end - t0);
 
@@ -220,19 +257,23 @@ void run_item(const Capture& c, int64_t item, int tid, const Scratch& w) {
       }
     }
     for (int r = 0; r < rows; ++r) {
-      const float* s = w.s + r * kBlockKV;
+      float* s = w.s + r * kBlockKV;
       float* pr = w.p + r * kBlockKV;
-      const int keys = visible_keys(seq, q0 + r, t0, n, p.causal);
+      const KeyRange vis = visible_keys(seq, q0 + r, t0, n, c.mask);
+      const int keys = vis.count();
       w.keys[r] = keys;
+      w.first_key[r] = vis.begin;
       float tile_max = kNegInf, row_sum = 0.0f;
       if (keys == 0) {
         w.alpha[r] = 1.0f;  // nothing visible: m, l and o stay as they are
       } else {
-        tile_max = s[0];
-        for (int j = 1; j < keys; ++j) tile_max = std::max(tile_max, s[j]);
+        if (c.cap_log2 > 0.0f)
+          for (int j = vis.begin; j < vis.end; ++j) s[j] = c.cap_log2 * std::tanh(s[j] / c.cap_log2);
+        tile_max = s[vis.begin];
+        for (int j = vis.begin + 1; j < vis.end; ++j) tile_max = std::max(tile_max, s[j]);
         const float m_new = std::max(w.m[r], tile_max);
         w.alpha[r] = std::exp2(w.m[r] - m_new);  // 0 on the row's first tile (m = -inf)
-        for (int j = 0; j < keys; ++j) {
+        for (int j = vis.begin; j < vis.end; ++j) {
           const float pj = std::exp2(s[j] - m_new);
           row_sum += pj;
           pr[j] = T::round(pj);
@@ -254,7 +295,7 @@ void run_item(const Capture& c, int64_t item, int tid, const Scratch& w) {
       const int keys = w.keys[r];
       if (keys == 0) continue;
       std::fill(w.acc, w.acc + dim, 0.0f);
-      for (int j = 0; j < keys; ++j) {
+      for (int j = w.first_key[r]; j < w.first_key[r] + keys; ++j) {
         const float p_rj = w.p[r * kBlockKV + j];
         const float* v_j = w.v + j * dim;
         for (int d = 0; d < dim; ++d) w.acc[d] += p_rj * v_j[d];
@@ -278,7 +319,8 @@ void run_item(const Capture& c, int64_t item, int tid, const Scratch& w) {
   span(SpanKind::kEpilogue, -1, epilogue);
   if (c.ctas != nullptr) {
     c.ctas[item] = {item_start, c.now(), static_cast<uint32_t>(tid), static_cast<uint32_t>(blk.seq),
-                    static_cast<uint32_t>(h), static_cast<uint32_t>(q0 / kBlockQ), 0, static_cast<uint32_t>(tiles)};
+                    static_cast<uint32_t>(h), static_cast<uint32_t>(q0 / kBlockQ), 0,
+                    static_cast<uint32_t>(tiles.count())};
   }
 }
 
@@ -331,17 +373,17 @@ struct RowFinal {
 };
 
 // The records derived from the traced head's states, appended to *t.
-void derive_records(const Capture& c, const Sequence& seq, const TraceOptions& opt, bool causal, Trace* t) {
+void derive_records(const Capture& c, const Sequence& seq, const TraceOptions& opt, Trace* t) {
   const int kv_tiles = c.traced_kv_tiles;
   const int q_tiles = ceil_div(seq.q_len, kBlockQ);
   const uint32_t b = static_cast<uint32_t>(opt.batch), h = static_cast<uint32_t>(opt.head);
-  auto tiles_of = [&](int qt) { return ceil_div(block_kv_end(seq, qt * kBlockQ, causal), kBlockKV); };
+  auto tiles_of = [&](int qt) { return block_tiles(seq, qt * kBlockQ, c.mask); };
   auto state = [&](int i, int kt) -> const RowTile& { return c.states[static_cast<size_t>(i) * kv_tiles + kt]; };
 
   std::vector<RowFinal> fin(static_cast<size_t>(seq.q_len));
   for (int i = 0; i < seq.q_len; ++i) {
-    const int n = tiles_of(i / kBlockQ);
-    if (n > 0) fin[static_cast<size_t>(i)] = {state(i, n - 1).m, state(i, n - 1).l};
+    const TileRange r = tiles_of(i / kBlockQ);
+    if (r.count() > 0) fin[static_cast<size_t>(i)] = {state(i, r.end - 1).m, state(i, r.end - 1).l};
   }
   // p_ij = exp(s − lse) = exp2(s₂ − m₂) / l with s₂, m₂ in the log2 units the pass computed in.
   auto prob = [&](int i, float s2) {
@@ -353,7 +395,8 @@ void derive_records(const Capture& c, const Sequence& seq, const TraceOptions& o
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   for (int32_t i : rows) {
-    for (int kt = 0; kt < tiles_of(i / kBlockQ); ++kt) {
+    const TileRange visited = tiles_of(i / kBlockQ);
+    for (int kt = visited.first; kt < visited.end; ++kt) {
       const RowTile& s = state(i, kt);
       t->softmax.push_back({b, h, static_cast<uint32_t>(i), static_cast<uint32_t>(kt), s.m * kLn2, s.l, s.alpha,
                             s.tile_max * kLn2, s.tile_sum, s.keys});
@@ -361,19 +404,21 @@ void derive_records(const Capture& c, const Sequence& seq, const TraceOptions& o
   }
 
   if (opt.record_tile_mass) {
-    const int shift = seq.kv_len - seq.q_len;
     for (int qt = 0; qt < q_tiles; ++qt) {
       const int i0 = qt * kBlockQ, i1 = std::min(seq.q_len, i0 + kBlockQ);
       uint32_t seeing = 0;  // |R|: rows that see at least one key
       for (int i = i0; i < i1; ++i) seeing += fin[static_cast<size_t>(i)].l > 0.0f;
-      const int visited = tiles_of(qt);
+      const TileRange visited = tiles_of(qt);
       for (int kt = 0; kt < kv_tiles; ++kt) {
         TileMassRecord r{b, h, static_cast<uint32_t>(qt), static_cast<uint32_t>(kt), 0.0f, 0.0f, seeing, 0};
-        if (kt >= visited) {
+        if (kt < visited.first || kt >= visited.end) {
           r.flags = TileMassRecord::kSkipped;
         } else {
+          // Every row sees every key of the tile iff the last row's first
+          // key and the first row's last key (both grow with the row) bound it.
+          const int first_key = kt * kBlockKV;
           const int last_key = std::min(seq.kv_len, (kt + 1) * kBlockKV) - 1;
-          if (causal && last_key > i0 + shift) r.flags = TileMassRecord::kMasked;
+          if (c.mask.lo(seq, i1 - 1) > first_key || c.mask.hi(seq, i0) <= last_key) r.flags = TileMassRecord::kMasked;
           double mass = 0, max_prob = 0;
           for (int i = i0; i < i1; ++i) {
             const RowTile& s = state(i, kt);
@@ -395,12 +440,14 @@ void derive_records(const Capture& c, const Sequence& seq, const TraceOptions& o
     const float* s = c.sample_s + n * kBlockQ * kBlockKV;
     const int i0 = tc.q_tile * kBlockQ, j0 = tc.kv_tile * kBlockKV;
     const int i1 = std::min(seq.q_len, i0 + kBlockQ), j1 = std::min(seq.kv_len, j0 + kBlockKV);
+    const TileRange visited = tiles_of(tc.q_tile);
+    const bool computed = tc.kv_tile >= visited.first && tc.kv_tile < visited.end;
     for (int i = i0; i < i1; ++i) {
       // Visible keys of a visited tile are exactly those the pass computed.
-      const int keys = tc.kv_tile < tiles_of(tc.q_tile) ? visible_keys(seq, i, j0, j1 - j0, causal) : 0;
+      const KeyRange vis = computed ? visible_keys(seq, i, j0, j1 - j0, c.mask) : KeyRange{};
       for (int j = j0; j < j1; ++j) {
         ProbSampleRecord r{b, h, static_cast<uint32_t>(i), static_cast<uint32_t>(j), 0.0f, ProbSampleRecord::kMasked};
-        if (j - j0 < keys) {
+        if (j - j0 >= vis.begin && j - j0 < vis.end) {
           r.prob = static_cast<float>(prob(i, s[(i - i0) * kBlockKV + (j - j0)]));
           r.flags = 0;
         }
@@ -434,6 +481,8 @@ Status capture_cpu_prefill_trace(const PrefillParams& p, const TraceOptions& opt
   c.dim = p.head_dim;
   c.group = p.q_heads / p.kv_heads;
   c.scale_log2 = scale * kLog2e;
+  c.cap_log2 = p.softcap > 0.0f ? p.softcap * kLog2e : 0.0f;
+  c.mask = {p.causal, p.window_left, p.window_right};
   c.lse_head_stride = varlen ? p.cu_seqlens_q[p.batch] : p.q_len;
   c.traced_seq = opt.batch;
   c.traced_head = opt.head;
@@ -488,7 +537,7 @@ Status capture_cpu_prefill_trace(const PrefillParams& p, const TraceOptions& opt
       for (size_t bi = 0; bi < blocks.size(); ++bi) {
         if (blocks[bi].seq != opt.batch) continue;
         span_begin[bi * static_cast<size_t>(p.q_heads) + static_cast<size_t>(opt.head)] = spans;
-        spans += size_t{kSpansPerTile} * ceil_div(block_kv_end(traced, blocks[bi].q0, p.causal), kBlockKV) + 1;
+        spans += size_t{kSpansPerTile} * block_tiles(traced, blocks[bi].q0, c.mask).count() + 1;
       }
       t.spans.resize(spans);
     }
@@ -512,7 +561,7 @@ Status capture_cpu_prefill_trace(const PrefillParams& p, const TraceOptions& opt
   const double elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c.t0).count();
 
   try {
-    derive_records(c, seqs[static_cast<size_t>(opt.batch)], opt, p.causal, &t);
+    derive_records(c, seqs[static_cast<size_t>(opt.batch)], opt, &t);
   } catch (const std::bad_alloc&) {
     return {StatusCode::kOutOfMemory, "capture_cpu_prefill_trace: cannot allocate the trace records"};
   }

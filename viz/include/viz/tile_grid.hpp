@@ -1,6 +1,7 @@
 // The q-tile × kv-tile grid of the traced head: attention mass from the
 // tile_mass records, time per tile from the warp spans, and which tiles
-// causal masking skipped or cut (the diagonal).
+// causal masking or a sliding window skipped or cut (the diagonal, the
+// window's edges: from the tile_mass records' flags).
 //
 // Time per tile: for each CTA of the traced head, the spans tagged with KV
 // tile t (loads, QKᵀ, softmax, PV) are summed per warp and averaged over
@@ -19,8 +20,8 @@ namespace flashscope::viz {
 
 // Flags of a cell; kSkipped and kMasked carry the trace's TileMassRecord bits.
 enum TileFlag : uint32_t {
-  kTileSkipped = TileMassRecord::kSkipped,  // causal: never computed
-  kTileMasked = TileMassRecord::kMasked,    // causal: the diagonal crosses it
+  kTileSkipped = TileMassRecord::kSkipped,  // causal or window: never computed
+  kTileMasked = TileMassRecord::kMasked,    // the diagonal or a window's edge crosses it
   kTileSampled = 4,                         // the trace holds its probabilities
   kTileHasMass = 8,                         // a tile_mass record exists
   kTileHasTime = 16,                        // spans of this tile exist
