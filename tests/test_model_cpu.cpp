@@ -186,8 +186,8 @@ TEST_CASE("model load: bad or mismatched GGUFs are refused with the tensor or ke
        {"llama.block_count"}},
       {"missing eps", [](SyntheticLlama& s) { s.skip_keys = {"llama.attention.layer_norm_rms_epsilon"}; },
        StatusCode::kCorruptData, {"layer_norm_rms_epsilon"}},
-      {"head_dim", [](SyntheticLlama& s) { s.head_dim = 32; s.rope_dim = 32; }, StatusCode::kUnsupported,
-       {"head_dim 32"}},
+      {"head_dim", [](SyntheticLlama& s) { s.head_dim = 48; s.rope_dim = 48; }, StatusCode::kUnsupported,
+       {"head_dim 48"}},
       {"gqa ratio", [](SyntheticLlama& s) { s.n_kv_heads = 3; }, StatusCode::kCorruptData, {"head_count_kv 3"}},
       {"rope dims", [](SyntheticLlama& s) { s.rope_dim = 80; }, StatusCode::kCorruptData, {"dimension_count 80"}},
       {"rope scaling", [](SyntheticLlama& s) {
