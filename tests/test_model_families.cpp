@@ -21,11 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "flashscope/attention.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/model.hpp"
 #include "npy.hpp"
 #include "support/skip.hpp"
+#include "support/synthetic_llama.hpp"
 
 namespace {
 
@@ -34,6 +36,7 @@ using flashscope::LogitsMode;
 using flashscope::Model;
 using flashscope::ModelOptions;
 using flashscope::StatusCode;
+using flashscope::testing::SyntheticLlama;
 
 const std::string kDir = FLASHSCOPE_SOURCE_DIR "/tests/data/families/";
 
@@ -42,10 +45,10 @@ const std::string kDir = FLASHSCOPE_SOURCE_DIR "/tests/data/families/";
 // and float summation order. Q8_0: each weight rounded to 1/254 of its
 // block's largest, and the activations quantized the same way (the CPU's
 // integer dot products), ~1-2% of a logit.
-// Measured on the CPU (llama3, qwen2, qwen3): BF16 normalized error
-// 0.0022-0.0026, worst position 0.0049, top-1 222-223 of 224; Q8_0 0.018-0.023,
-// worst 0.038, top-1 216-218 of 224 (every miss a reference lead under 0.4).
-// A wrong RoPE pairing, a missing bias or norm puts the error near 1.
+// Measured on the CPU (llama3, qwen2, qwen3, gemma3): BF16 normalized error
+// 0.0020-0.0026, worst position 0.0052, top-1 222-224 of 224; Q8_0
+// 0.017-0.023, worst 0.038, top-1 216-224 of 224 (every miss a reference
+// lead under 0.4). gemma3's window off by one key gives 0.13 (worst 0.62).
 struct Bounds {
   const char* type;
   double norm_err;      // whole-run ||ours − ref|| / ||ref||
@@ -171,12 +174,12 @@ bool run_family(const std::string& family, const Bounds& b, Device device) {
   return true;
 }
 
-const char* const kFamilies[] = {"llama3", "qwen2", "qwen3"};
+const char* const kFamilies[] = {"llama3", "qwen2", "qwen3", "gemma3"};
 
 }  // namespace
 
 TEST_CASE("model families: each architecture's logits match transformers on the CPU") {
-  for (const char* family : kFamilies) {
+  for (const std::string family : kFamilies) {
     CAPTURE(family);
     for (const Bounds& b : {kBf16, kQ8_0}) run_family(family, b, Device::kCpu);
   }
@@ -189,9 +192,156 @@ TEST_CASE("model families: the same on CUDA where the CUDA backend runs the arch
     return;
   }
   int ran = 0;
-  for (const char* family : kFamilies) {
+  for (const std::string family : kFamilies) {
     CAPTURE(family);
     for (const Bounds& b : {kBf16, kQ8_0}) ran += run_family(family, b, Device::kCuda);
   }
   if (ran == 0) flashscope::testing::mark_skipped();
+}
+
+TEST_CASE("model families: each file's config says what the family is") {
+  struct Want {
+    const char* family;
+    flashscope::Architecture arch;
+    flashscope::RopeStyle rope;
+    bool bias, qk_norm, post_norms, rope_factors;
+  };
+  using flashscope::Architecture;
+  using flashscope::RopeStyle;
+  const Want wants[] = {
+      {"llama3", Architecture::kLlama, RopeStyle::kPairs, false, false, false, true},
+      {"qwen2", Architecture::kQwen2, RopeStyle::kHalves, true, false, false, false},
+      {"qwen3", Architecture::kQwen3, RopeStyle::kHalves, false, true, false, false},
+      {"gemma3", Architecture::kGemma3, RopeStyle::kHalves, false, true, true, false},
+  };
+  for (const Want& w : wants) {
+    const std::string family = w.family;
+    CAPTURE(family);
+    auto file = flashscope::GgufFile::open(kDir + w.family + ".q8_0.gguf");
+    REQUIRE_MESSAGE(file.ok(), file.status().to_string());
+    auto c = flashscope::ModelConfig::from_gguf(file.value());
+    REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+    CHECK(c->arch == w.arch);
+    CHECK(c->architecture == flashscope::architecture_name(w.arch));
+    CHECK(c->rope_style == w.rope);
+    CHECK(c->qkv_bias == w.bias);
+    CHECK(c->qk_norm == w.qk_norm);
+    CHECK(c->post_norms == w.post_norms);
+    CHECK(c->rope_freq_factors == w.rope_factors);
+    REQUIRE(c->layers.size() == static_cast<size_t>(c->n_layers));
+    if (w.arch == Architecture::kGemma3) {
+      CHECK(c->ffn_activation == flashscope::FfnActivation::kGeluTanh);
+      CHECK(c->embed_scale == doctest::Approx(std::sqrt(32.0)));
+      CHECK(c->attn_scale == doctest::Approx(1.0 / 16.0));  // 1/sqrt(head_dim 256)
+      CHECK(c->sliding_window == 16);
+      for (int l = 0; l < c->n_layers; ++l) {
+        CAPTURE(l);
+        const bool global = l == 5;  // every sixth layer
+        CHECK(c->layers[static_cast<size_t>(l)].window == (global ? 0 : 16));
+        CHECK(c->layers[static_cast<size_t>(l)].rope_base == (global ? 1e6f : 1e4f));
+      }
+    } else {
+      CHECK(c->ffn_activation == flashscope::FfnActivation::kSilu);
+      CHECK(c->embed_scale == 1.0f);
+      for (const flashscope::LayerConfig& L : c->layers) CHECK(L.window == 0);
+    }
+  }
+}
+
+TEST_CASE("model families: bad files of each family are refused, naming the tensor or key") {
+  struct Case {
+    const char* what;
+    void (*edit)(SyntheticLlama&);
+    StatusCode code;
+    std::vector<std::string> message_has;
+  };
+  const Case cases[] = {
+      {"unknown architecture", [](SyntheticLlama& s) { s.string_override["general.architecture"] = "phi3"; },
+       StatusCode::kUnsupported, {"'phi3'", "llama, qwen2, qwen3, gemma3"}},
+      {"qwen3 without a QK-norm", [](SyntheticLlama& s) {
+         s.architecture = "qwen3";
+         s.skip_tensors = {"blk.1.attn_k_norm.weight"};
+       }, StatusCode::kCorruptData, {"'blk.1.attn_k_norm.weight' is missing", "normalizes Q and K"}},
+      {"qwen3 QK-norm of hidden, not head_dim", [](SyntheticLlama& s) {
+         s.architecture = "qwen3";
+         s.shape_override["blk.0.attn_q_norm.weight"] = {64 * 2};
+       }, StatusCode::kCorruptData, {"'blk.0.attn_q_norm.weight'", "expected [64] (head_dim)"}},
+      {"qwen2 without a bias", [](SyntheticLlama& s) {
+         s.architecture = "qwen2";
+         s.skip_tensors = {"blk.0.attn_v.bias"};
+       }, StatusCode::kCorruptData, {"'blk.0.attn_v.bias' is missing", "Q, K and V biases"}},
+      {"qwen3 with a bias", [](SyntheticLlama& s) {
+         s.architecture = "qwen3";
+         s.extra = [](flashscope::testing::GgufBuilder& b) {
+           b.add_tensor("blk.0.attn_q.bias", flashscope::GgmlType::kF32, {256}, std::vector<uint8_t>(1024, 0));
+         };
+       }, StatusCode::kUnsupported, {"'blk.0.attn_q.bias'", "qwen3"}},
+      {"gemma3 without a post-norm", [](SyntheticLlama& s) {
+         s.architecture = "gemma3";
+         s.skip_tensors = {"blk.0.post_ffw_norm.weight"};
+       }, StatusCode::kCorruptData, {"'blk.0.post_ffw_norm.weight' is missing"}},
+      {"gemma3 window beyond the context", [](SyntheticLlama& s) {
+         s.architecture = "gemma3";
+         s.extra = [](flashscope::testing::GgufBuilder& b) { b.add_u32("gemma3.attention.sliding_window", 4096); };
+       }, StatusCode::kCorruptData, {"sliding_window 4096", "context_length 512"}},
+      {"rope_freqs of the wrong length", [](SyntheticLlama& s) {
+         s.extra = [](flashscope::testing::GgufBuilder& b) {
+           b.add_tensor("rope_freqs.weight", flashscope::GgmlType::kF32, {16}, std::vector<uint8_t>(64, 0));
+         };
+       }, StatusCode::kCorruptData, {"'rope_freqs.weight'", "expected [32]"}},
+      {"rope_freqs with a zero factor", [](SyntheticLlama& s) {
+         s.extra = [](flashscope::testing::GgufBuilder& b) {
+           b.add_tensor("rope_freqs.weight", flashscope::GgmlType::kF32, {32}, std::vector<uint8_t>(128, 0));
+         };
+       }, StatusCode::kCorruptData, {"'rope_freqs.weight'[0]", "not a positive frequency factor"}},
+      {"unsupported rope scaling", [](SyntheticLlama& s) {
+         s.architecture = "qwen2";
+         s.extra = [](flashscope::testing::GgufBuilder& b) { b.add_string("qwen2.rope.scaling.type", "yarn"); };
+       }, StatusCode::kUnsupported, {"rope scaling 'yarn'", "linear"}},
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.what;
+    CAPTURE(what);
+    SyntheticLlama s;
+    c.edit(s);
+    auto file = flashscope::GgufFile::from_buffer(s.build());
+    REQUIRE(file.ok());
+    const auto st = Model::from_gguf(std::move(file).value()).status();
+    CAPTURE(st.to_string());
+    CHECK(st.code() == c.code);
+    for (const std::string& m : c.message_has) CHECK_MESSAGE(st.message().find(m) != std::string::npos, m);
+  }
+  // The same specs unbroken load (so each refusal above is the breakage's).
+  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+    CAPTURE(arch);
+    SyntheticLlama s;
+    s.architecture = arch;
+    auto file = flashscope::GgufFile::from_buffer(s.build());
+    REQUIRE(file.ok());
+    auto m = Model::from_gguf(std::move(file).value());
+    CHECK_MESSAGE(m.ok(), m.status().to_string());
+  }
+}
+
+TEST_CASE("model families: the CUDA backend refuses what it cannot run yet, naming it") {
+  // Without a device the refusal is "no CUDA device"; the family check is
+  // what a device build says first, so it is checked only there.
+  if (!flashscope::cuda_available()) {
+    MESSAGE("no CUDA device: GPU case skipped");
+    flashscope::testing::mark_skipped();
+    return;
+  }
+  SyntheticLlama s;
+  s.architecture = "qwen3";
+  auto file = flashscope::GgufFile::from_buffer(s.build());
+  REQUIRE(file.ok());
+  ModelOptions o;
+  o.device = Device::kCuda;
+  auto m = Model::from_gguf(std::move(file).value(), o);
+  if (m.ok()) {
+    MESSAGE("the CUDA backend runs qwen3: nothing to refuse");
+    return;
+  }
+  CHECK(m.status().code() == StatusCode::kUnsupported);
+  CHECK(m.status().message().find("qwen3") != std::string::npos);
 }
