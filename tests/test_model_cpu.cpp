@@ -215,10 +215,12 @@ TEST_CASE("model load: bad or mismatched GGUFs are refused with the tensor or ke
            b.add_tensor("blk.0.attn_q.bias", GgmlType::kF32, {128}, std::vector<uint8_t>(512, 0));
          };
        }, StatusCode::kCorruptData, {"'blk.0.attn_q.bias'", "expected [256]"}},
-      {"tokenizer model", [](SyntheticLlama& s) { s.string_override["tokenizer.ggml.model"] = "llama"; },
-       StatusCode::kUnsupported, {"tokenizer model 'llama'"}},
-      {"pre-tokenizer", [](SyntheticLlama& s) { s.string_override["tokenizer.ggml.pre"] = "llama-bpe"; },
-       StatusCode::kUnsupported, {"'llama-bpe'", "smollm"}},
+      {"tokenizer model", [](SyntheticLlama& s) { s.string_override["tokenizer.ggml.model"] = "t5"; },
+       StatusCode::kUnsupported, {"tokenizer model 't5'", "gpt2", "llama"}},
+      {"SentencePiece without scores", [](SyntheticLlama& s) { s.string_override["tokenizer.ggml.model"] = "llama"; },
+       StatusCode::kCorruptData, {"tokenizer.ggml.scores"}},
+      {"pre-tokenizer", [](SyntheticLlama& s) { s.string_override["tokenizer.ggml.pre"] = "deepseek-coder"; },
+       StatusCode::kUnsupported, {"'deepseek-coder'", "smollm", "llama-bpe", "qwen2"}},
       {"vocab mismatch", [](SyntheticLlama& s) {
          s.skip_keys = {"llama.vocab_size"};
          s.extra = [](flashscope::testing::GgufBuilder& b) { b.add_u32("llama.vocab_size", 120); };

@@ -143,6 +143,12 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
     return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
                        prefill_kernel_name(kernel));
   FLASHSCOPE_RETURN_IF_ERROR(check_features(p, kernel));
+  // head_dim 256: the Hopper kernel through TMA (dense tensors) only.
+  if (p.head_dim == 256 && kernel != PrefillKernel::kHopper)
+    return unsupported(std::string("head_dim 256 runs on the hopper kernel (an H100/H200, dense tensors), not ") +
+                       prefill_kernel_name(kernel));
+  if (p.head_dim == 256 && p.cu_seqlens_q != nullptr)
+    return unsupported("head_dim 256 on the hopper kernel needs dense tensors (TMA); varlen batches are not supported");
   // Grid limits: heads on y and sequences on z are capped at 65535.
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
 

@@ -11,77 +11,15 @@
 #include "gguf/check_finite.hpp"
 #include "model/internal.hpp"
 #include "model/model_impl.hpp"
+#include "tokenizer/gguf_tokenizer.hpp"
 
 namespace flashscope {
 namespace {
 
-Status corrupt(std::string m) { return {StatusCode::kCorruptData, std::move(m)}; }
-
-// The tokenizer from tokenizer.ggml.* keys. Only byte-level BPE ("gpt2")
-// with the "smollm" pre-tokenizer is implemented; anything else would
-// tokenize differently from how the model was trained, so it is refused.
-Result<Tokenizer> load_tokenizer(const GgufFile& f, int vocab) {
-  auto model = f.get_string("tokenizer.ggml.model");
-  if (!model.ok()) return model.status();
-  if (model.value() != "gpt2") {
-    return unsupported("tokenizer model " + printable(model.value()) +
-                       " is not supported (supported: gpt2 byte-level BPE)");
-  }
-  std::string pre;
-  if (f.has_key("tokenizer.ggml.pre")) {
-    auto v = f.get_string("tokenizer.ggml.pre");  // a key of another type is named as such
-    if (!v.ok()) return v.status();
-    pre = v.value();
-  }
-  if (pre != "smollm") {
-    return unsupported("pre-tokenizer " + (pre.empty() ? std::string("(none)") : printable(pre)) +
-                       " (tokenizer.ggml.pre) is not supported (supported: smollm)");
-  }
-  auto tokens = f.get_string_array("tokenizer.ggml.tokens");
-  if (!tokens.ok()) return tokens.status();
-  if (static_cast<int64_t>(tokens.value().size()) != vocab) {
-    return corrupt("tokenizer.ggml.tokens has " + std::to_string(tokens.value().size()) +
-                   " entries but the model's vocabulary is " + std::to_string(vocab));
-  }
-  std::vector<int32_t> types;
-  if (f.has_key("tokenizer.ggml.token_type")) {
-    auto types64 = f.get_int_array("tokenizer.ggml.token_type");
-    if (!types64.ok()) return types64.status();
-    types.reserve(types64.value().size());
-    for (size_t i = 0; i < types64.value().size(); ++i) {
-      const int64_t t = types64.value()[i];
-      if (t < 1 || t > 6) {  // checked before narrowing: 2^32 + 1 must not pass as 1
-        return corrupt("tokenizer.ggml.token_type[" + std::to_string(i) + "] = " + std::to_string(t) +
-                       " is not a token type (1 normal .. 6 byte)");
-      }
-      types.push_back(static_cast<int32_t>(t));
-    }
-  }
-  auto merges = f.get_string_array("tokenizer.ggml.merges");
-  if (!merges.ok()) return merges.status();
-
-  SpecialTokens sp;
-  auto id_of = [&](const char* key, int32_t* out) -> Status {
-    if (!f.has_key(key)) return Status::ok_status();
-    auto v = f.get_int(key);
-    if (!v.ok()) return v.status();
-    if (v.value() < 0 || v.value() >= vocab) {
-      return corrupt(std::string(key) + " = " + std::to_string(v.value()) + " is outside the vocabulary");
-    }
-    *out = static_cast<int32_t>(v.value());
-    return Status::ok_status();
-  };
-  FLASHSCOPE_RETURN_IF_ERROR(id_of("tokenizer.ggml.bos_token_id", &sp.bos_id));
-  FLASHSCOPE_RETURN_IF_ERROR(id_of("tokenizer.ggml.eos_token_id", &sp.eos_id));
-  FLASHSCOPE_RETURN_IF_ERROR(id_of("tokenizer.ggml.unknown_token_id", &sp.unk_id));
-  FLASHSCOPE_RETURN_IF_ERROR(id_of("tokenizer.ggml.padding_token_id", &sp.pad_id));
-  if (f.has_key("tokenizer.ggml.add_bos_token")) {
-    auto add_bos = f.get_bool("tokenizer.ggml.add_bos_token");
-    if (!add_bos.ok()) return add_bos.status();
-    sp.add_bos = add_bos.value();
-  }
-  return Tokenizer::create(std::move(tokens).value(), std::move(types), std::move(merges).value(), sp);
-}
+// The tokenizer from tokenizer.ggml.* keys (tokenizer/gguf_tokenizer.cpp);
+// a model or pre-tokenizer it does not implement would tokenize differently
+// from how the model was trained, so it is refused.
+Result<Tokenizer> load_tokenizer(const GgufFile& f, int vocab) { return tokenizer::load_gguf_tokenizer(f, vocab); }
 
 std::vector<int32_t> find_stop_tokens(const Tokenizer& tok) {
   std::vector<int32_t> ids;

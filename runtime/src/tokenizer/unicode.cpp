@@ -133,4 +133,60 @@ size_t utf8_append_lossy(std::string_view in, bool final, std::string& out) {
   return i;
 }
 
+bool utf8_replace_invalid(std::string_view in, std::string& out) {
+  static constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+  const auto* p = reinterpret_cast<const uint8_t*>(in.data());
+  size_t i = 0;
+  while (i < in.size()) {  // find the first byte that is not strictly valid
+    if (p[i] < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    if (check_sequence(p + i, in.size() - i, &len) != SeqState::kComplete) break;
+    i += len;
+  }
+  if (i == in.size()) return false;
+  out.assign(in.data(), i);
+  // From here llama.cpp's decoder (unicode_cpt_from_utf8): a lead byte and
+  // the continuation bytes it asks for make a code point, whatever its value
+  // (so an overlong form becomes its shortest one and a surrogate stays);
+  // anything else is U+FFFD for one byte.
+  while (i < in.size()) {
+    const uint8_t b = p[i];
+    size_t need = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      out += static_cast<char>(b);
+      ++i;
+      continue;
+    } else if ((b & 0xE0) == 0xC0) {
+      need = 2, cp = b & 0x1F;
+    } else if ((b & 0xF0) == 0xE0) {
+      need = 3, cp = b & 0x0F;
+    } else if ((b & 0xF8) == 0xF0) {
+      need = 4, cp = b & 0x07;
+    }
+    bool ok = need != 0 && i + need <= in.size();
+    for (size_t k = 1; ok && k < need; ++k) {
+      ok = (p[i + k] & 0xC0) == 0x80;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if (!ok) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    if (cp > 0x10FFFF) {
+      out += kReplacement;  // llama.cpp aborts here; one U+FFFD for the sequence
+    } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+      out.append(in.data() + i, need);  // kept as written, as llama.cpp re-encodes it
+    } else {
+      utf8_append(cp, out);
+    }
+    i += need;
+  }
+  return true;
+}
+
 }  // namespace flashscope::tokenizer

@@ -54,4 +54,12 @@ void utf8_append(uint32_t cp, std::string& out);
 // consumed (always in.size() when final).
 size_t utf8_append_lossy(std::string_view in, bool final, std::string& out);
 
+// What llama.cpp's byte-level BPE does with text that is not valid UTF-8,
+// written to `out`: a byte that does not start a complete sequence (by its
+// bit pattern) becomes U+FFFD, one per byte; an overlong form becomes the
+// shortest form of its code point, a surrogate stays as written; a sequence
+// above U+10FFFF (on which llama.cpp aborts) becomes one U+FFFD. Returns
+// false, and leaves `out` alone, when `in` is valid UTF-8.
+bool utf8_replace_invalid(std::string_view in, std::string& out);
+
 }  // namespace flashscope::tokenizer
