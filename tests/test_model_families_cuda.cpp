@@ -1,6 +1,9 @@
-// The CUDA backend's paths agree with each other on every model family
-// (tests/data/families/: llama with Llama 3 rope factors, qwen2, qwen3,
-// gemma3; test_model_families.cpp holds each against transformers):
+// The CUDA backend's paths agree with each other on every model family:
+// the transformers fixtures (tests/data/families/: llama with Llama 3 rope
+// factors, qwen2, qwen3, gemma3; test_model_families.cpp holds each against
+// transformers) and synthetic models of the released models' shapes (Qwen2.5's
+// 14/2 heads over hidden 896, Qwen3's 16/8 heads of 128 with Q wider than
+// hidden, a Gemma 3 shape with one KV head, window 32 and six layers):
 //
 //  * the fused few-token decode step (skinny GEMMs, with rope_append behind
 //    the QKV product for NeoX pairs, biases and q/k norms, and add_rms_norm
@@ -30,7 +33,9 @@
 
 #include "backends/cuda/cuda_backend.hpp"
 #include "flashscope/device.hpp"
+#include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/synthetic_model.hpp"
 #include "support/gpu.hpp"
 #include "support/random.hpp"
 
@@ -41,15 +46,64 @@ using flashscope::testing::skip_without_gpu;
 namespace {
 
 const std::string kDir = FLASHSCOPE_SOURCE_DIR "/tests/data/families/";
-const char* const kFamilies[] = {"llama3", "qwen2", "qwen3", "gemma3"};
 
-// The family's BF16 fixture on CUDA; no value when the backend refuses it.
-std::optional<Model> load_cuda(const std::string& family, bool skinny) {
+// A model to run: a fixture file (BF16) or a synthetic spec.
+struct Source {
+  std::string name;
+  std::string fixture;  // family name under kDir, or empty
+  SyntheticModelSpec spec;
+};
+
+std::vector<Source> sources() {
+  std::vector<Source> out;
+  for (const char* family : {"llama3", "qwen2", "qwen3", "gemma3"}) out.push_back({family, family, {}});
+  SyntheticModelSpec qwen2;
+  qwen2.architecture = "qwen2";
+  qwen2.hidden = 896;
+  qwen2.n_heads = 14;
+  qwen2.n_kv_heads = 2;
+  qwen2.head_dim = 64;
+  qwen2.ffn = 1024;
+  qwen2.vocab = 1000;
+  qwen2.rope_base = 1e6f;
+  qwen2.matrix_type = GgmlType::kQ8_0;
+  out.push_back({"qwen2.5-shaped synthetic", "", qwen2});
+  SyntheticModelSpec qwen3 = qwen2;
+  qwen3.architecture = "qwen3";
+  qwen3.hidden = 1024;
+  qwen3.n_heads = 16;
+  qwen3.n_kv_heads = 8;
+  qwen3.head_dim = 128;
+  qwen3.ffn = 1536;
+  out.push_back({"qwen3-shaped synthetic", "", qwen3});
+  SyntheticModelSpec gemma3 = qwen2;
+  gemma3.architecture = "gemma3";
+  gemma3.n_layers = 6;
+  gemma3.hidden = 640;
+  gemma3.n_heads = 4;
+  gemma3.n_kv_heads = 1;
+  gemma3.head_dim = 128;
+  gemma3.ffn = 2048;
+  gemma3.sliding_window = 32;
+  out.push_back({"gemma3-shaped synthetic", "", gemma3});
+  return out;
+}
+
+// The source on CUDA; no value when the backend refuses it.
+std::optional<Model> load_cuda(const Source& src, bool skinny) {
   ModelOptions o;
   o.device = Device::kCuda;
   if (!skinny) ::setenv("FLASHSCOPE_CUDA_SKINNY", "0", 1);
-  auto model = Model::load(kDir + family + ".bf16.gguf", o);
+  auto model = [&]() -> Result<Model> {
+    if (!src.fixture.empty()) return Model::load(kDir + src.fixture + ".bf16.gguf", o);
+    auto bytes = build_synthetic_model(src.spec);
+    if (!bytes.ok()) return bytes.status();
+    auto file = GgufFile::from_buffer(std::move(bytes).value());
+    if (!file.ok()) return file.status();
+    return Model::from_gguf(std::move(file).value(), o);
+  }();
   ::unsetenv("FLASHSCOPE_CUDA_SKINNY");
+  const std::string& family = src.name;
   if (!model.ok() && model.status().code() == StatusCode::kUnsupported) {
     MESSAGE(family << " on CUDA skipped: " << model.status().message());
     return std::nullopt;
@@ -81,10 +135,11 @@ void diff(const std::vector<float>& a, const float* b, double* max_abs, double* 
 TEST_CASE("cuda families: the fused few-token decode step gives the cuBLAS step's logits") {
   if (skip_without_gpu()) return;
   int ran = 0;
-  for (const char* family : kFamilies) {
+  for (const Source& src : sources()) {
+    const std::string family = src.name;
     CAPTURE(family);
-    auto unfused = load_cuda(family, false);
-    auto fused = load_cuda(family, true);
+    auto unfused = load_cuda(src, false);
+    auto fused = load_cuda(src, true);
     if (!unfused || !fused) continue;
     ++ran;
     const int V = fused->config().vocab;
@@ -128,9 +183,10 @@ TEST_CASE("cuda families: the fused few-token decode step gives the cuBLAS step'
 TEST_CASE("cuda families: forward_batch rows give each sequence's own decode step") {
   if (skip_without_gpu()) return;
   int ran = 0;
-  for (const char* family : kFamilies) {
+  for (const Source& src : sources()) {
+    const std::string family = src.name;
     CAPTURE(family);
-    auto model = load_cuda(family, true);
+    auto model = load_cuda(src, true);
     if (!model) continue;
     ++ran;
     const int V = model->config().vocab;

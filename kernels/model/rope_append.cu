@@ -19,8 +19,9 @@
 // are copied in adjacent pairs. Q and K are rotated in fp32 and rounded to
 // bf16 once, like the CPU path (rope in float, then bf16 for the cache).
 //
-// Grid: one CTA per token, one warp per head in turn (the q/k norm is a sum
-// over the head's D elements: a warp's shuffles). Lane l holds pairs l,
+// Grid: (token, group of kWarps heads); one warp per head (the q/k norm is
+// a sum over the head's D elements: a warp's shuffles). A decode step's
+// heads spread over CTAs instead of queueing behind one CTA's four warps. Lane l holds pairs l,
 // l + 32, ... of its head (D <= 256: at most four) in registers between the
 // sum and the rotation. Adjacent pairs are one float2 load and one 32-bit
 // store; a warp's halves pairs are two coalesced 128-byte loads.
@@ -58,6 +59,9 @@ __device__ __forceinline__ Pair pair_of(int i, int rope_dim, bool neox) {
 __global__ void __launch_bounds__(kThreads) rope_append_kernel(const __grid_constant__ RopeAppendKernelParams p) {
   const int t = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = blockIdx.y * kWarps + warp;
+  const int heads = p.q_heads + 2 * p.kv_heads;
+  if (head >= heads) return;  // a whole warp: no shuffle is left waiting
   const int half_d = p.head_dim / 2;
   const int rope_pairs = p.rope_dim / 2;
   const bool neox = p.neox != 0;
@@ -69,8 +73,7 @@ __global__ void __launch_bounds__(kThreads) rope_append_kernel(const __grid_cons
   const float* row = p.qkv + int64_t(t) * p.qkv_stride;
   const float* cos_t = p.rope_cos + int64_t(t) * rope_pairs;
   const float* sin_t = p.rope_sin + int64_t(t) * rope_pairs;
-  const int heads = p.q_heads + 2 * p.kv_heads;
-  for (int head = warp; head < heads; head += kWarps) {
+  {
     const bool is_q = head < p.q_heads;
     const bool is_v = head >= p.q_heads + p.kv_heads;
     const float* norm_w = is_q ? p.q_norm : is_v ? nullptr : p.k_norm;
@@ -111,7 +114,7 @@ __global__ void __launch_bounds__(kThreads) rope_append_kernel(const __grid_cons
                     : write_kv ? (is_v ? p.v_pages : p.k_pages) +
                                      ((page * p.kv_heads + kv_head) * p.page_size + offset) * p.head_dim
                                : nullptr;
-    if (dst == nullptr) continue;
+    if (dst == nullptr) return;
 #pragma unroll
     for (int m = 0; m < kMaxPairsPerLane; ++m) {
       const int i = lane + 32 * m;
@@ -142,7 +145,8 @@ __global__ void __launch_bounds__(kThreads) rope_append_kernel(const __grid_cons
 
 cudaError_t launch_rope_append(const RopeAppendKernelParams& p, cudaStream_t stream) {
   if (p.n <= 0) return cudaSuccess;
-  rope_append_kernel<<<p.n, kThreads, 0, stream>>>(p);
+  const int heads = p.q_heads + 2 * p.kv_heads;
+  rope_append_kernel<<<dim3(p.n, (heads + kWarps - 1) / kWarps), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

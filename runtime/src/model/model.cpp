@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "backends/backend.hpp"
+#include "flashscope/attention.hpp"
 #include "flashscope/untrusted.hpp"
 #include "gguf/check_finite.hpp"
 #include "model/internal.hpp"
@@ -64,6 +65,11 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
   auto config = ModelConfig::from_gguf(impl->file);
   if (!config.ok()) return config.status();
   impl->config = config.value();
+  if (!head_dim_supported(options.device, impl->config.head_dim)) {
+    return unsupported("head_dim " + std::to_string(impl->config.head_dim) + " is not supported on " +
+                       (options.device == Device::kCuda ? "CUDA" : "the CPU") + " (supported: " +
+                       supported_head_dims_text(options.device) + ")");
+  }
 
   auto weights = model::bind_weights(impl->file, impl->config);
   if (!weights.ok()) return weights.status();

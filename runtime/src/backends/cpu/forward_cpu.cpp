@@ -190,40 +190,29 @@ struct ChunkRows {
 };
 
 // Causal attention of q rows [q_row0, q_row0 + q_len) over one sequence's
-// cache of layer l, slots [kv0, kv_len): bf16 q/o from scratch.
-Status attend_range(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv0,
-                    int kv_len) {
+// cache of layer l, [0, kv_len): bf16 q/o from scratch. In a layer with a
+// sliding window of W keys, the query in slot t sees slots (t − W, t]
+// (window_left = W − 1; the CPU prefill skips tiles outside every row's window).
+Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv_len) {
   const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
   PrefillParams p;
   p.q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
   p.o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
-  p.k = bshd(seq.k_cache.get() + l * seq.layer_stride + kv0 * kv_dim, seq.capacity - kv0, c.n_kv_heads, c.head_dim);
-  p.v = bshd(seq.v_cache.get() + l * seq.layer_stride + kv0 * kv_dim, seq.capacity - kv0, c.n_kv_heads, c.head_dim);
+  p.k = bshd(seq.k_cache.get() + l * seq.layer_stride, seq.capacity, c.n_kv_heads, c.head_dim);
+  p.v = bshd(seq.v_cache.get() + l * seq.layer_stride, seq.capacity, c.n_kv_heads, c.head_dim);
   p.device = Device::kCpu;
   p.dtype = DType::kBF16;
   p.batch = 1;
   p.q_heads = c.n_heads;
   p.kv_heads = c.n_kv_heads;
   p.q_len = q_len;
-  p.kv_len = kv_len - kv0;
+  p.kv_len = kv_len;
   p.head_dim = c.head_dim;
   p.softmax_scale = c.attn_scale;
-  p.causal = true;  // bottom-right: query i sees slots [kv0, kv_len - q_len + i]
-  return prefill(p);
-}
-
-// attend_range over [0, kv_len), within the layer's sliding window: the
-// query in slot t sees slots (t − window, t]. A chunk whose rows all see
-// the whole cache is one call; otherwise each row attends to its own range.
-Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv_len) {
+  p.causal = true;  // bottom-right: query i sees slots [0, kv_len - q_len + i]
   const int window = c.layer(l).window;
-  if (window <= 0 || kv_len <= window) return attend_range(c, s, seq, l, q_row0, q_len, 0, kv_len);
-  for (int i = 0; i < q_len; ++i) {
-    const int slot = kv_len - q_len + i;
-    FLASHSCOPE_RETURN_IF_ERROR(attend_range(c, s, seq, l, q_row0 + i, 1, std::max(0, slot - window + 1), slot + 1));
-  }
-  return Status::ok_status();
+  if (window > 0) p.window_left = window - 1;
+  return prefill(p);
 }
 
 void add_bias(float* y, const std::vector<float>& bias, int64_t n) {
