@@ -5,6 +5,10 @@
 // Inputs may be float16/32/64; they are rounded to --dtype (bf16 or fp16),
 // which is what the kernels compute in. o.npy is float32 in q's layout;
 // lse.npy is float32 [B, Hq, Lq] (natural log, scale applied).
+// --window W is PrefillParams::window_left (query at position i sees keys
+// >= i - W; with --causal, a sliding window), --window-right R its right
+// side (non-causal), --softcap C caps the scaled logits at C·tanh(s / C).
+// head_dim is q's last axis.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -22,8 +26,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli attend --q Q.npy --k K.npy --v V.npy --out O.npy [--lse LSE.npy]\n"
-    "                             [--causal] [--scale S] [--layout bshd|bhsd] [--dtype bf16|fp16]\n"
-    "                             [--device cuda|cpu] [--kernel v1..v6|auto]\n";
+    "                             [--causal] [--window W] [--window-right R] [--softcap C] [--scale S]\n"
+    "                             [--layout bshd|bhsd] [--dtype bf16|fp16] [--device cuda|cpu] [--kernel v1..v6|auto]\n";
 
 struct Loaded {
   std::vector<uint16_t> halves;
@@ -53,13 +57,18 @@ int fail(const std::string& msg) {
 }  // namespace
 
 int cmd_attend(int argc, char** argv) {
-  Args args(argc, argv, {"q", "k", "v", "out", "lse", "scale", "layout", "dtype", "device", "kernel"},
+  Args args(argc, argv,
+            {"q", "k", "v", "out", "lse", "scale", "layout", "dtype", "device", "kernel", "window", "window-right",
+             "softcap"},
             {"causal", "help"});
   if (args.has("help")) {
     std::printf("%s", kUsage);
     return 0;
   }
   const double scale = args.get_double("scale", 0.0);
+  const int window_left = int(args.get_int_in("window", -1, -1, 0x7fffffff));
+  const int window_right = int(args.get_int_in("window-right", -1, -1, 0x7fffffff));
+  const double softcap = args.get_double("softcap", 0.0);
   if (!args.ok() || !args.has("q") || !args.has("k") || !args.has("v") || !args.has("out")) {
     std::fprintf(stderr, "flashscope-cli attend: %s\n%s",
                  args.ok() ? "--q, --k, --v and --out are required" : args.error().c_str(), kUsage);
@@ -95,6 +104,9 @@ int cmd_attend(int argc, char** argv) {
   if (k->shape[0] != p.batch || k->shape[3] != p.head_dim)
     return fail("q and k disagree on batch or head_dim");
   p.causal = args.has("causal");
+  p.window_left = window_left;
+  p.window_right = window_right;
+  p.softcap = float(softcap);
   p.softmax_scale = float(scale);
   p.dtype = dtype;
   p.kernel = kernel;
@@ -144,9 +156,13 @@ int cmd_attend(int argc, char** argv) {
     const std::vector<int64_t> lse_shape{p.batch, p.q_heads, p.q_len};
     if (Status s = write_npy(args.get("lse"), "<f4", lse_shape, lse.data()); !s.ok()) return fail(s.to_string());
   }
-  std::fprintf(stderr, "attend: B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s %s on %s (kernel %s)\n", p.batch, p.q_heads,
-               p.kv_heads, p.q_len, p.kv_len, p.head_dim, p.causal ? "causal" : "non-causal", dtype_s.c_str(),
-               device_s.c_str(), prefill_kernel_name(resolve_prefill_kernel(p)));
+  std::string extras;
+  if (p.window_left >= 0 || p.window_right >= 0)
+    extras += " window (" + std::to_string(p.window_left) + ", " + std::to_string(p.window_right) + ")";
+  if (p.softcap > 0.0f) extras += " softcap " + std::to_string(p.softcap);
+  std::fprintf(stderr, "attend: B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s%s %s on %s (kernel %s)\n", p.batch, p.q_heads,
+               p.kv_heads, p.q_len, p.kv_len, p.head_dim, p.causal ? "causal" : "non-causal", extras.c_str(),
+               dtype_s.c_str(), device_s.c_str(), prefill_kernel_name(resolve_prefill_kernel(p)));
   return 0;
 }
 

@@ -2,7 +2,8 @@
 // Each launch is timed alone with CUDA events after a warm-up; the median of
 // the runs is reported (the minimum too), as TFLOPS (4·B·Hq·Lq·Lk·D, halved
 // when causal: the count PyTorch and FlashAttention use) and % of the
-// device's SOL from `flashscope-cli info`.
+// device's SOL from `flashscope-cli info`. With a sliding window the FLOPs
+// are those of the (query, key) pairs the window lets in (prefill_flops).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,10 +29,13 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli bench prefill [--batch B] [--q-heads H] [--kv-heads HK] [--q-len LQ] [--kv-len LK]\n"
-    "                                    [--head-dim D] [--causal] [--kernel v1..v6|hopper|auto|all] [--dtype bf16|fp16]\n"
+    "                                    [--head-dim D] [--causal] [--window W] [--window-right R] [--softcap C]\n"
+    "                                    [--kernel v1..v6|hopper|auto|all] [--dtype bf16|fp16]\n"
     "                                    [--device cuda|cpu] [--iters N] [--warmup N] [--no-workspace] [--json]\n"
     "defaults: the seed shape 1 x 8 heads x 4096 x 8192 x 128, kernel auto, bf16, 50 iterations after 5 warm-ups\n"
-    "--no-workspace runs without PrefillParams::workspace (non-causal hopper launches then split no tiles)\n";
+    "--no-workspace runs without PrefillParams::workspace (non-causal hopper launches then split no tiles)\n"
+    "--window W: the query at position i sees keys >= i - W (window_left); --window-right R: keys <= i + R\n"
+    "(non-causal); --softcap C: logits capped at C*tanh(s/C). FLOPs count only the pairs the window lets in\n";
 
 struct Timing {
   double median_ms = 0, min_ms = 0;
@@ -88,10 +92,13 @@ Result<Timing> time_runs(const PrefillParams& p, int warmup, int iters) {
 constexpr const char* kDecodeUsage =
     "usage: flashscope-cli bench decode [--batch B] [--q-heads H] [--kv-heads HK] [--context L] [--head-dim D]\n"
     "                                   [--page-size P] [--q-len N] [--splits auto|N] [--dtype bf16|fp16]\n"
-    "                                   [--kernel auto|hopper] [--iters N] [--warmup N] [--json]\n"
+    "                                   [--window W] [--softcap C] [--kernel auto|hopper] [--iters N] [--warmup N]\n"
+    "                                   [--json]\n"
     "defaults: B1, 32/8 heads, context 4096, D128, page 16, one new token, auto splits\n"
     "--kernel hopper runs chunked prefill (more than 64 rows per kv-head) through the sm_90a kernel\n"
-    "K/V bytes/s counts each sequence's K and V read once; pages are scattered in a random order\n";
+    "K/V bytes/s counts each sequence's K and V read once; pages are scattered in a random order\n"
+    "--window W (window_left): each new token sees the W keys before it; bytes count only the keys some\n"
+    "new token's window holds (W + q_len, at most the context)\n";
 
 // `bench decode`: paged attention of q_len new tokens per sequence against
 // `context` cached ones, pages handed out in a shuffled order so the block
@@ -99,7 +106,7 @@ constexpr const char* kDecodeUsage =
 int bench_decode(int argc, char** argv) {
   Args args(argc, argv,
             {"batch", "q-heads", "kv-heads", "context", "head-dim", "page-size", "q-len", "splits", "dtype", "iters",
-             "warmup", "kernel"},
+             "warmup", "kernel", "window", "softcap"},
             {"json", "help"});
   if (args.has("help")) {
     std::printf("%s", kDecodeUsage);
@@ -113,6 +120,8 @@ int bench_decode(int argc, char** argv) {
   p.head_dim = int(args.get_int("head-dim", 128));
   p.page_size = int(args.get_int("page-size", 16));
   p.q_len = int(args.get_int("q-len", 1));
+  p.window_left = int(args.get_int_in("window", -1, -1, 0x7fffffff));
+  p.softcap = float(args.get_double("softcap", 0.0));
   const std::string splits_s = args.get("splits", "auto");
   const int iters = int(args.get_int("iters", 100));
   const int warmup = int(args.get_int("warmup", 10));
@@ -209,7 +218,9 @@ int bench_decode(int argc, char** argv) {
     if (i >= warmup) us.push_back(t.value() * 1e3);
   }
   const double med = median(us);
-  const double bytes = 2.0 * p.batch * double(context) * p.kv_heads * p.head_dim * 2;
+  // The keys some new token sees: the window's W before the first new token, and the new ones.
+  const double keys_read = p.window_left >= 0 ? std::min(double(context), double(p.window_left) + p.q_len) : context;
+  const double bytes = 2.0 * p.batch * keys_read * p.kv_heads * p.head_dim * 2;
   const double gbps = bytes / (med * 1e-6) / 1e9;
   const double pct = 100.0 * gbps / info->sol_dram_gbps;
   if (args.has("json")) {
@@ -221,6 +232,8 @@ int bench_decode(int argc, char** argv) {
                      {"head_dim", p.head_dim},
                      {"page_size", p.page_size},
                      {"q_len", p.q_len},
+                     {"window_left", p.window_left},
+                     {"softcap", p.softcap},
                      {"splits", plan->num_splits},
                      {"dtype", dtype_s},
                      {"us", rounded(med, 3)},
@@ -231,8 +244,9 @@ int bench_decode(int argc, char** argv) {
                      {"iters", iters},
                      {"device", info->name}});
   } else {
-    std::printf("decode  B=%d Hq=%d Hkv=%d context=%d D=%d page=%d q_len=%d %s on %s\n", p.batch, p.q_heads,
-                p.kv_heads, context, p.head_dim, p.page_size, p.q_len, dtype_s.c_str(), info->name.c_str());
+    std::printf("decode  B=%d Hq=%d Hkv=%d context=%d D=%d page=%d q_len=%d window=%d softcap=%g %s on %s\n", p.batch,
+                p.q_heads, p.kv_heads, context, p.head_dim, p.page_size, p.q_len, p.window_left, double(p.softcap),
+                dtype_s.c_str(), info->name.c_str());
     std::printf("  splits %d; median of %d runs after %d warm-ups: %.2f us, K/V %.0f GB/s = %.1f%% of DRAM SOL (%.0f GB/s)\n",
                 plan->num_splits, iters, warmup, med, gbps, pct, info->sol_dram_gbps);
   }
@@ -251,7 +265,7 @@ int cmd_bench(int argc, char** argv) {
   }
   Args args(argc - 1, argv + 1,
             {"batch", "q-heads", "kv-heads", "q-len", "kv-len", "head-dim", "kernel", "dtype", "device", "iters",
-             "warmup"},
+             "warmup", "window", "window-right", "softcap"},
             {"causal", "json", "help", "no-workspace"});
   if (args.has("help")) {
     std::printf("%s", kUsage);
@@ -265,6 +279,9 @@ int cmd_bench(int argc, char** argv) {
   p.kv_len = int(args.get_int("kv-len", 8192));
   p.head_dim = int(args.get_int("head-dim", 128));
   p.causal = args.has("causal");
+  p.window_left = int(args.get_int_in("window", -1, -1, 0x7fffffff));
+  p.window_right = int(args.get_int_in("window-right", -1, -1, 0x7fffffff));
+  p.softcap = float(args.get_double("softcap", 0.0));
   const int iters = int(args.get_int("iters", 50));
   const int warmup = int(args.get_int("warmup", 5));
   const std::string dtype_s = args.get("dtype", "bf16");
@@ -378,11 +395,16 @@ int cmd_bench(int argc, char** argv) {
   const double flops = prefill_flops(p);
   const bool json = args.has("json");
   if (!json) {
-    std::printf("prefill  B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s %s on %s\n", p.batch, p.q_heads, p.kv_heads, p.q_len,
-                p.kv_len, p.head_dim, p.causal ? "causal" : "non-causal", dtype_s.c_str(), device_name.c_str());
-    std::printf("  FLOPs counted: 4*B*Hq*Lq*Lk*D%s = %.3g; median of %d runs after %d warm-ups, each alone between\n"
+    const bool window = p.window_left >= 0 || p.window_right >= 0;
+    std::printf("prefill  B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s window=(%d,%d) softcap=%g %s on %s\n", p.batch,
+                p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim, p.causal ? "causal" : "non-causal",
+                p.window_left, p.window_right, double(p.softcap), dtype_s.c_str(), device_name.c_str());
+    std::printf("  FLOPs counted: %s = %.3g; median of %d runs after %d warm-ups, each alone between\n"
                 "  two events; 'stream': the median of 5 batches of 10 calls back to back, per call\n",
-                p.causal ? " / 2 (causal)" : "", flops, iters, warmup);
+                window     ? "4*D*Hq*(query, key) pairs in the window"
+                : p.causal ? "4*B*Hq*Lq*Lk*D / 2 (causal)"
+                           : "4*B*Hq*Lq*Lk*D",
+                flops, iters, warmup);
     std::printf("  %-8s %10s %10s %9s %8s %10s %9s\n", "kernel", "ms", "min ms", "TFLOPS", "% SOL", "stream ms",
                 "TFLOPS");
   }
@@ -417,6 +439,9 @@ int cmd_bench(int argc, char** argv) {
                        {"kv_len", p.kv_len},
                        {"head_dim", p.head_dim},
                        {"causal", p.causal},
+                       {"window_left", p.window_left},
+                       {"window_right", p.window_right},
+                       {"softcap", p.softcap},
                        {"dtype", dtype_s},
                        {"ms", rounded(t->median_ms, 5)},
                        {"ms_min", rounded(t->min_ms, 5)},

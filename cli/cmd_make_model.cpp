@@ -1,4 +1,4 @@
-// `flashscope-cli make-model`: writes a small llama GGUF with random weights
+// `flashscope-cli make-model`: writes a small GGUF (llama, qwen2, qwen3, gemma3) with random weights
 // of any shape and weight types (flashscope::build_synthetic_model), for
 // tests and GPU runs without downloading a model: every engine path
 // (head_dim 64/128, any GQA ratio, each weight type) on any size.
@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "usage: flashscope-cli make-model --out FILE [--preset tiny|smollm2-135m] [--layers N] [--dim D] [--heads H]\n"
     "                                 [--kv-heads HK] [--head-dim 64|128] [--ffn F] [--vocab V] [--context C]\n"
     "                                 [--rope-dim R] [--rope-base B] [--type T] [--embd-type T] [--output-type T]\n"
-    "                                 [--untied] [--seed S]\n"
+    "                                 [--untied] [--seed S] [--arch llama|qwen2|qwen3|gemma3] [--window W]\n"
     "  --preset              tiny (default: 2 layers, dim 64, 4/2 heads, D64, ffn 96, vocab 100, context 512)\n"
     "                        or smollm2-135m (30 layers, dim 576, 9/3 heads, D64, ffn 1536, vocab 49152,\n"
     "                        context 8192, rope base 100000); the flags below override it\n"
@@ -29,6 +29,8 @@ constexpr const char* kUsage =
     "  --untied              write output.weight (default: the LM head is token_embd)\n"
     "  --rope-dim R          rotated dims per head (default: head_dim)\n"
     "  --seed S              weights' seed (default 1): the same flags always write the same file\n"
+    "  --arch A              llama (default), qwen2 (Q/K/V biases), qwen3 (QK-norm), gemma3 (QK-norm, post-norms)\n"
+    "  --window W            gemma3's sliding window (default: none)\n"
     "The model loads with Model::load and `generate -m FILE`; its vocabulary spells ASCII bytes.\n";
 
 bool parse_type(const std::string& text, GgmlType* out) {
@@ -49,7 +51,7 @@ bool parse_type(const std::string& text, GgmlType* out) {
 int cmd_make_model(int argc, char** argv) {
   Args args(argc, argv,
             {"out", "preset", "layers", "dim", "heads", "kv-heads", "head-dim", "ffn", "vocab", "context", "rope-dim",
-             "rope-base", "type", "embd-type", "output-type", "seed"},
+             "rope-base", "type", "embd-type", "output-type", "seed", "arch", "window"},
             {"untied", "help"});
   if (args.has("help")) {
     std::printf("%s", kUsage);
@@ -90,6 +92,8 @@ int cmd_make_model(int argc, char** argv) {
   spec.rope_base = static_cast<float>(args.get_double("rope-base", spec.rope_base));
   spec.seed = static_cast<uint64_t>(args.get_int("seed", 1));
   spec.tied = !args.has("untied");
+  spec.architecture = args.get("arch", spec.architecture);
+  spec.sliding_window = static_cast<int>(args.get_int("window", 0));
   if (!args.ok()) {
     std::fprintf(stderr, "flashscope-cli make-model: %s\n%s", args.error().c_str(), kUsage);
     return 2;
@@ -112,10 +116,11 @@ int cmd_make_model(int argc, char** argv) {
   const std::string head =
       spec.tied ? "tied LM head" : std::string("untied ") + ggml_type_name(spec.output_type) + " LM head";
   std::printf("wrote %s: %d layers, dim %d, %d/%d heads x %d, ffn %d, vocab %d, context %d, %s matrices, %s "
-              "embeddings, %s, seed %llu\n",
+              "embeddings, %s, seed %llu%s\n",
               out.c_str(), spec.n_layers, spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.ffn,
               spec.vocab, spec.context, ggml_type_name(spec.matrix_type), ggml_type_name(spec.embd_type),
-              head.c_str(), static_cast<unsigned long long>(spec.seed));
+              head.c_str(), static_cast<unsigned long long>(spec.seed),
+              spec.architecture == "llama" ? "" : (", " + spec.architecture).c_str());
   return 0;
 }
 

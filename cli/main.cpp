@@ -21,6 +21,7 @@ void print_usage() {
       "  chat-template        render a conversation with the model's chat template (Jinja), or its token ids\n"
       "  chat                 talk with the model in the terminal (/reset, /system, /stats, /quit)\n"
       "  generate             run a GGUF model (default SmolLM2-135M) on a prompt, streaming the reply\n"
+      "  serve                an OpenAI-compatible HTTP server (chat and completions, streaming; /metrics)\n"
       "  make-model           write a small llama GGUF with random weights of any shape and types\n"
       "  trace                capture a trace of one run to a file (prefill; decode later), or `trace info FILE`\n"
       "  help                 this text; `flashscope-cli <command> --help` for a command's options\n");
@@ -41,6 +42,14 @@ int main(int argc, char** argv) {
   if (cmd == "generate") return flashscope::cli::cmd_generate(argc - 2, argv + 2);
   if (cmd == "trace") return flashscope::cli::cmd_trace(argc - 2, argv + 2);
   if (cmd == "chat-template") return flashscope::cli::cmd_chat_template(argc - 2, argv + 2);
+  if (cmd == "serve") {
+#ifdef FLASHSCOPE_HAVE_SERVER
+    return flashscope::cli::cmd_serve(argc - 2, argv + 2);
+#else
+    std::fprintf(stderr, "flashscope-cli serve: this build has no server (install libcpp-httplib-dev and rebuild)\n");
+    return 1;
+#endif
+  }
   if (cmd == "make-model") return flashscope::cli::cmd_make_model(argc - 2, argv + 2);
   std::fprintf(stderr, "flashscope-cli: unknown command '%s'\n\n", cmd.c_str());
   print_usage();

@@ -8,9 +8,10 @@ them by hand invites typos, so they are generated.
 """
 
 # n of m64nNk16. S = Q·Kᵀ uses n = the KV tile (128, or 176/192 for the
-# wider tiles); P·V uses n = head_dim (64, 128) with A from registers.
-SS_SHAPES = [64, 128, 176, 192]
-RS_SHAPES = [64, 128]
+# wider tiles, 80 at head_dim 256); P·V uses n = head_dim (64, 128, 256)
+# with A from registers.
+SS_SHAPES = [64, 80, 128, 176, 192]
+RS_SHAPES = [64, 128, 256]
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 
 

@@ -6,6 +6,10 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config python3 doctest-dev nlohmann-json3-dev)
 # Line editing and history in `flashscope-cli chat` (optional: plain lines without it).
 packages+=(libedit-dev)
+# `flashscope-cli serve`: the HTTP server library (without it the CLI has no
+# serve); its tests use curl for the raw events and a venv for the official
+# `openai` client (python3-venv; scripts/test.sh installs the package).
+packages+=(libcpp-httplib-dev curl python3-venv)
 # The desktop app: window, UI and GL (libglfw3-dev, libimgui-dev with its
 # GLFW/OpenGL 3 backends, libstb-dev for PNG, libgl-dev), its font
 # (fonts-dejavu-core), and its headless test: an X server without a display

@@ -22,7 +22,17 @@ fi
 # run.sh's folder where it builds the same (a GPU, or no nvcc), so what one
 # script built the other reuses; without a GPU run.sh builds no CUDA code.
 if has_gpu || ! command -v nvcc >/dev/null 2>&1; then build=build; else build=build-test; fi
-configure $build "${cuda[@]}"
+# The official `openai` client for serve's test (tests/server/): a venv of
+# its own, made once; without network the test is reported as skipped (the
+# C++ server tests need nothing extra).
+pyenv=$build/pyenv
+if [[ ! -x $pyenv/bin/python ]] || ! $pyenv/bin/python -c "import openai" 2>/dev/null; then
+  { python3 -m venv "$pyenv" && "$pyenv/bin/pip" install -q openai; } ||
+    echo "note: could not install the openai package; tests/server/test_openai_client.py will skip"
+fi
+test_python=python3
+[[ -x $pyenv/bin/python ]] && test_python="$PWD/$pyenv/bin/python"
+configure $build "${cuda[@]}" -DFLASHSCOPE_TEST_PYTHON="$test_python"
 cmake --build $build -j "$jobs"
 [[ -x scripts/fetch_model.sh ]] && bash scripts/fetch_model.sh
 

@@ -125,6 +125,33 @@ static int wait_for_cancel(const char* text, size_t len, int32_t token, void* us
   return 1;
 }
 
+/* --- request queue -------------------------------------------------------------------- */
+
+typedef struct {
+  reply_buf reply;
+  atomic_int done;
+  atomic_int tokens_seen;
+  flashscope_status status;
+  flashscope_generate_stats stats;
+} queued_reply;
+
+static int queued_token(const char* text, size_t len, int32_t token, void* user) {
+  queued_reply* q = (queued_reply*)user;
+  if (token >= 0) atomic_fetch_add(&q->tokens_seen, 1);
+  return collect(text, len, token, &q->reply);
+}
+
+static void queued_done(flashscope_status status, const flashscope_generate_stats* stats, void* user) {
+  queued_reply* q = (queued_reply*)user;
+  q->status = status;
+  q->stats = *stats;
+  atomic_store(&q->done, 1);
+}
+
+static void wait_done(queued_reply* q) {
+  for (long spins = 0; !atomic_load(&q->done) && spins < 2000000000L; ++spins) sched_yield();
+}
+
 /* ----------------------------------------------------------------------------------------- */
 
 static flashscope_status chat_turn(flashscope_session* s, const char* user_text, int32_t max_tokens,
@@ -437,6 +464,65 @@ int main(void) {
   CHECK(stats.stop_reason == FLASHSCOPE_STOP_CONTEXT_FULL);
   CHECK(stats.generated_tokens == 4); /* 3 fit in the cache, the 4th waits as the pending token */
   CHECK(flashscope_session_n_messages(tiny) == 2);
+
+  /* The request queue: replies decoded together from token prompts. */
+  {
+    int32_t ids[64];
+    size_t n_ids = 0;
+    CHECK_STATUS(flashscope_model_tokenize(model, "The sky is", 0, NULL, 0, &n_ids), FLASHSCOPE_BUFFER_TOO_SMALL);
+    REQUIRE(n_ids > 0 && n_ids < 64);
+    CHECK_STATUS(flashscope_model_tokenize(model, "The sky is", 0, ids, 64, &n_ids), FLASHSCOPE_OK);
+    flashscope_queue* queue = NULL;
+    flashscope_queue_params qp = flashscope_queue_default_params();
+    CHECK(qp.parallel == 4 && qp.max_queued == 16 && qp.n_ctx == 0);
+    qp.parallel = 0;
+    CHECK_STATUS(flashscope_queue_create(model, &qp, &queue), FLASHSCOPE_INVALID_ARGUMENT);
+    CHECK(queue == NULL);
+    qp.parallel = 2;
+    qp.n_ctx = 256;
+    REQUIRE(flashscope_queue_create(model, &qp, &queue) == FLASHSCOPE_OK);
+    flashscope_generate_params qgp = flashscope_generate_default_params();
+    qgp.max_tokens = 5;
+    CHECK_STATUS(flashscope_queue_submit(queue, NULL, 0, &qgp, NULL, NULL, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    CHECK_STATUS(flashscope_queue_cancel(queue, 12345), FLASHSCOPE_INVALID_ARGUMENT);
+    queued_reply same[3];
+    uint64_t qid[3];
+    memset(same, 0, sizeof same);
+    for (int i = 0; i < 3; ++i) {
+      CHECK_STATUS(flashscope_queue_submit(queue, ids, n_ids, &qgp, queued_token, queued_done, &same[i], &qid[i]),
+                   FLASHSCOPE_OK);
+    }
+    CHECK(qid[1] == qid[0] + 1 && qid[2] == qid[1] + 1);
+    for (int i = 0; i < 3; ++i) wait_done(&same[i]);
+    for (int i = 0; i < 3; ++i) {
+      CHECK(same[i].status == FLASHSCOPE_OK);
+      CHECK(same[i].stats.generated_tokens == 5 && same[i].stats.prompt_tokens == (int32_t)n_ids);
+      CHECK(same[i].reply.tokens == 5 && same[i].reply.bad_events == 0);
+      CHECK(strcmp(same[i].reply.text, same[0].reply.text) == 0); /* greedy: the same prompt, the same reply */
+    }
+    /* Cancel a long reply once it has begun. */
+    queued_reply longr;
+    memset(&longr, 0, sizeof longr);
+    uint64_t long_id = 0;
+    qgp.max_tokens = 200;
+    CHECK_STATUS(flashscope_queue_submit(queue, ids, n_ids, &qgp, queued_token, queued_done, &longr, &long_id),
+                 FLASHSCOPE_OK);
+    for (long spins = 0; atomic_load(&longr.tokens_seen) < 1 && !atomic_load(&longr.done) && spins < 2000000000L;
+         ++spins) {
+      sched_yield();
+    }
+    flashscope_status cancelled = flashscope_queue_cancel(queue, long_id);
+    wait_done(&longr);
+    if (cancelled == FLASHSCOPE_OK) {
+      CHECK(longr.status == FLASHSCOPE_CANCELLED && longr.stats.stop_reason == FLASHSCOPE_STOP_CANCELLED);
+      CHECK(longr.stats.generated_tokens < 200);
+    } else {
+      CHECK(longr.status == FLASHSCOPE_OK); /* it ended (an end-of-turn token) before the cancel came */
+    }
+    CHECK(flashscope_queue_n_waiting(queue) == 0 && flashscope_queue_n_running(queue) == 0);
+    flashscope_queue_free(queue);
+    flashscope_queue_free(NULL);
+  }
 
   /* Sessions outlive the model handle. */
   flashscope_model_free(model);

@@ -267,7 +267,9 @@ TEST_CASE("gpu prefill: hopper persistent CTAs walk more work tiles than SMs") {
   const Case cases[] = {{128, 555, false, DType::kBF16}, {64, 555, false, DType::kBF16},
                         {128, 555, true, DType::kBF16},  {64, 555, true, DType::kBF16},
                         {128, 300, true, DType::kBF16},  {64, 300, true, DType::kBF16},
-                        {128, 555, false, DType::kFP16}, {64, 555, true, DType::kFP16}};
+                        {128, 555, false, DType::kFP16}, {64, 555, true, DType::kFP16},
+                        {256, 555, false, DType::kBF16}, {256, 555, true, DType::kFP16},
+                        {256, 300, true, DType::kBF16}};
   for (const Case& c : cases) {
     // 777 queries: 7 q-tiles of 128 rows (5 of 192), 252 (180) work tiles.
     const AttentionShape s = gqa_12_over_4(3, 777, c.kv_len, c.d, c.causal, c.dtype, 61 + c.d + c.kv_len);
@@ -304,10 +306,10 @@ TEST_CASE("gpu prefill: hopper split tail shares the last wave's tiles through t
   // on 132 SMs, where splitting the last two saves more key tiles than it
   // costs (persistent_deal.h). Keys: 1500 and 3000 (9 and 18 tiles of 176,
   // the last masked), 1000 and 900 at 64 (8 tiles of 128), 4100 (the
-  // 192-key tiles).
+  // 192-key tiles); at 256, 1500 keys are 19 tiles of 80.
   const Case cases[] = {{128, 3, 1000, 1500, DType::kBF16}, {64, 4, 1000, 1000, DType::kBF16},
                         {64, 4, 1000, 900, DType::kFP16},   {128, 3, 700, 4100, DType::kBF16},
-                        {128, 3, 1000, 3000, DType::kFP16}};
+                        {128, 3, 1000, 3000, DType::kFP16}, {256, 3, 1000, 1500, DType::kBF16}};
   for (const Case& c : cases) {
     const AttentionShape s = gqa_12_over_4(c.batch, c.q_len, c.kv_len, c.d, false, c.dtype, 71 + c.d + c.kv_len);
     AttentionProblem prob(s);
@@ -334,9 +336,9 @@ TEST_CASE("gpu prefill: hopper softmax at the running maximum, and where a new m
   // 12 powers of two above the maximum) or overflows. Every query gets a
   // component 1 along dimension 0, and a few keys a large one there, so
   // their logit is a chosen one in a late key tile (keys 600, 1000, 1400:
-  // tiles 3-10 of 128-192 keys), where the random logits stay within about
-  // 3 nats of 0. One scenario per kv-head, so no jump hides another under a
-  // larger one:
+  // tiles 3-10 of 128-192 keys, 7-17 of 80 at head_dim 256), where the
+  // random logits stay within about 3 nats of 0. One scenario per kv-head,
+  // so no jump hides another under a larger one:
   //   0: 8 nats (p up to about 2^7: the stale maximum holds)
   //   1: 20 nats (p about 2^24: the vote fails, S is recomputed)
   //   2: 170 nats (exp2 overflows to inf: the vote fails)
@@ -357,7 +359,8 @@ TEST_CASE("gpu prefill: hopper softmax at the running maximum, and where a new m
   const Case cases[] = {{128, 300, 2000, false, false, DType::kBF16}, {64, 300, 2000, false, false, DType::kBF16},
                         {128, 300, 2000, true, false, DType::kFP16},  {64, 300, 2000, true, false, DType::kBF16},
                         {128, 300, 2000, false, true, DType::kBF16},  {128, 1100, 706, true, false, DType::kBF16},
-                        {64, 1100, 706, true, false, DType::kBF16}};
+                        {64, 1100, 706, true, false, DType::kBF16},   {256, 300, 2000, false, false, DType::kBF16},
+                        {256, 300, 2000, true, false, DType::kFP16},  {256, 1100, 706, true, false, DType::kBF16}};
   for (const Case& c : cases) {
     AttentionShape s = gqa_12_over_4(2, c.q_len, c.kv_len, c.d, c.causal, c.dtype, 91 + c.d + c.q_len);
     if (c.varlen) {  // the cp.async producer
@@ -441,4 +444,57 @@ TEST_CASE("gpu prefill: the hopper kernel runs exactly where it is reported runn
   // On an H100/H200 a standard build carries the sm_90a code.
   REQUIRE(prefill_kernel_runnable(PrefillKernel::kHopper));
   check_on_gpu(prob, PrefillKernel::kHopper);
+}
+
+// head_dim 256 (Gemma's) runs on the Hopper kernel: the dense grid's
+// lengths (tails of every size against 128-row q-tiles and 80-key tiles),
+// both dtypes, causal both ways, GQA 1/3/4/8, every layout. `auto` picks it
+// on an H100/H200 for dense tensors.
+TEST_CASE("gpu prefill: hopper head_dim 256 matches the reference") {
+  if (skip_without_hopper()) return;
+  const int lens[][2] = {{1, 1},      {1, 17},     {17, 17},     {17, 64},  {79, 81},
+                         {127, 1000}, {1000, 127}, {1000, 1000}, {1, 4096}, {4096, 4096}};
+  const int heads[][2] = {{1, 1}, {9, 3}, {4, 1}, {8, 1}};
+  const Layout layouts[] = {Layout::kBSHD, Layout::kBHSD, Layout::kPaddedBSHD};
+  int i = 0;
+  for (const auto& len : lens)
+    for (bool causal : {false, true}) {
+      const bool long_case = len[0] * len[1] >= 1000 * 1000;
+      const int ratio = heads[i % 4][0] / heads[i % 4][1];
+      AttentionShape s = testing::dense_shape(long_case ? 1 : 2, long_case ? ratio : heads[i % 4][0],
+                                              long_case ? 1 : heads[i % 4][1], len[0], len[1], 256, causal,
+                                              uint64_t(3000 + i));
+      s.layout = layouts[i % 3];
+      s.dtype = (i / 2) % 2 ? DType::kFP16 : DType::kBF16;
+      AttentionProblem prob(s);
+      check_on_gpu(prob, PrefillKernel::kHopper);
+      check_on_gpu(prob, PrefillKernel::kAuto);
+      ++i;
+    }
+}
+
+// What plan_prefill reports for head_dim 256 is a launch that covers the
+// problem (the dashboard draws these tiles), and what the kernel does not
+// run at 256 is refused with a status before anything is touched.
+TEST_CASE("gpu prefill: hopper head_dim 256 plans its tiles and refuses varlen") {
+  if (skip_without_hopper()) return;
+  {
+    AttentionProblem prob(testing::dense_shape(4, 8, 8, 4096, 4096, 256, true, 41));
+    DeviceAttention dev(prob);
+    const auto plan = plan_prefill(dev.params(prob, PrefillKernel::kAuto));
+    REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+    CHECK(plan->kernel == PrefillKernel::kHopper);
+    CHECK(plan->block_q % 64 == 0);                    // whole warpgroups of 64 rows
+    CHECK(plan->warps == (plan->block_q / 64 + 1) * 4);  // and the producer's
+    CHECK(plan->block_kv % 16 == 0);
+    CHECK(plan->persistent_ctas > 0);  // 1024 work tiles: more than one wave
+  }
+  {
+    AttentionProblem prob(testing::varlen_shape({17, 300}, {40, 300}, 4, 2, 256, true, 42));
+    prob.reset_outputs();
+    DeviceAttention dev(prob);
+    const Status st = prefill(dev.params(prob, PrefillKernel::kHopper));
+    CHECK(st.code() == StatusCode::kUnsupported);
+    CHECK_MESSAGE(st.message().find("varlen") != std::string::npos, st.message());
+  }
 }

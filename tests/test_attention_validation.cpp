@@ -3,7 +3,9 @@
 // on the host before anything is launched, for Device::kCuda too.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -70,11 +72,74 @@ TEST_CASE("validate: null pointers are named") {
 
 TEST_CASE("validate: unsupported head_dim and dtype say what is supported") {
   Valid c;
-  c.p.head_dim = 96;
-  expect(c.p, StatusCode::kUnsupported, "(64, 128)");
+  c.p.head_dim = 48;
+  expect(c.p, StatusCode::kUnsupported, "(32, 64, 80, 96, 128, 256)");
+  // The CUDA list is the kernels' own: whatever it is, the message names it.
+  Valid g(Device::kCuda);
+  g.p.head_dim = 48;
+  expect(g.p, StatusCode::kUnsupported, ("(" + supported_head_dims_text(Device::kCuda) + ")").c_str());
   Valid f;
   f.p.dtype = DType::kFP32;
   expect(f.p, StatusCode::kUnsupported, "bf16, fp16");
+}
+
+TEST_CASE("validate: head_dim per device") {
+  for (int d : {32, 64, 80, 96, 128, 256}) {
+    CHECK(supported_head_dim(d));
+    CHECK(head_dim_supported(Device::kCpu, d));
+    Valid c(Device::kCpu, d);
+    CHECK(validate(c.p).ok());
+  }
+  for (int d : {0, -64, 16, 48, 112, 192, 512}) {
+    CHECK_FALSE(supported_head_dim(d));
+    CHECK_FALSE(head_dim_supported(Device::kCpu, d));
+    CHECK_FALSE(head_dim_supported(Device::kCuda, d));
+  }
+  // What the CUDA kernels run is a subset of what some path runs, and
+  // includes the dims they have always run.
+  CHECK(head_dim_supported(Device::kCuda, 64));
+  CHECK(head_dim_supported(Device::kCuda, 128));
+  for (int d = 0; d <= 512; ++d)
+    if (head_dim_supported(Device::kCuda, d)) CHECK(supported_head_dim(d));
+}
+
+TEST_CASE("validate: window and soft-cap") {
+  struct Case {
+    int left, right;
+    float cap;
+    bool causal;
+    StatusCode code;
+    const char* mentions;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const Case cases[] = {
+      {-1, -1, 0.0f, false, StatusCode::kOk, ""},
+      {0, -1, 0.0f, true, StatusCode::kOk, ""},
+      {512, 0, 0.0f, true, StatusCode::kOk, ""},       // window_right 0 is what causal means
+      {17, 5, 0.0f, false, StatusCode::kOk, ""},       // two-sided local window
+      {-1, 0, 30.0f, false, StatusCode::kOk, ""},
+      {-2, -1, 0.0f, true, StatusCode::kInvalidArgument, "window_left"},
+      {-1, -7, 0.0f, false, StatusCode::kInvalidArgument, "window_right"},
+      {4, 1, 0.0f, true, StatusCode::kInvalidArgument, "with causal"},
+      {-1, -1, -1.0f, true, StatusCode::kInvalidArgument, "softcap"},
+      {-1, -1, inf, true, StatusCode::kInvalidArgument, "softcap"},
+      {-1, -1, std::nanf(""), true, StatusCode::kInvalidArgument, "softcap"},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.left);
+    CAPTURE(k.right);
+    CAPTURE(k.cap);
+    Valid c;
+    c.p.causal = k.causal;
+    c.p.window_left = k.left;
+    c.p.window_right = k.right;
+    c.p.softcap = k.cap;
+    expect(c.p, k.code, k.mentions);
+    if (k.code != StatusCode::kOk) {
+      CHECK(prefill(c.p).code() == k.code);
+      CHECK(c.output_untouched());
+    }
+  }
 }
 
 TEST_CASE("validate: GQA ratio must be whole") {

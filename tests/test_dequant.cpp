@@ -252,6 +252,92 @@ TEST_CASE("dequant: Q6_K groups of 16, ql/qh split in 128-element halves") {
   check_all(got, want);
 }
 
+// Q2_K, Q3_K and Q5_K: every element gets its own quantized value and every
+// group its own scale (and min), placed into the block by an encoder written
+// from the layout (llama.cpp's block_q*_K and dequantize_row_q*_K), not from
+// our decoder's loops. d = 0.5, dmin = 0.25: every expected value is exact.
+namespace {
+
+// Element e of a 256-element K block sits in half h = e / 128 at r = e % 128;
+// Q2_K/Q3_K store its 2 low bits in qs[32h + r % 32] at bit 2 (r / 32).
+void put_2bits(uint8_t* qs, int e, int q2) {
+  const int h = e / 128, r = e % 128;
+  qs[32 * h + r % 32] |= static_cast<uint8_t>((q2 & 3) << (2 * (r / 32)));
+}
+
+int pseudo(int e, int mod) { return (e * 37 + e / 7 + 11) % mod; }
+
+}  // namespace
+
+TEST_CASE("dequant: Q2_K, 16 groups with 4-bit scales and mins, 2-bit values") {
+  Bytes b(84, 0);
+  int sc[16], m[16];
+  for (int g = 0; g < 16; ++g) {
+    sc[g] = (g * 5 + 1) % 16;
+    m[g] = (g * 3 + 2) % 16;
+    b[g] = static_cast<uint8_t>(sc[g] | m[g] << 4);
+  }
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) {
+    const int q = pseudo(e, 4);
+    put_2bits(b.data() + 16, e, q);
+    want[e] = 0.5f * sc[e / 16] * q - 0.25f * m[e / 16];
+  }
+  put_u16(b, 80, kHalfHalf);
+  put_u16(b, 82, kHalfQuarter);
+  check_all(run(GgmlType::kQ2_K, b, 256), want);
+}
+
+TEST_CASE("dequant: Q3_K, signed 6-bit scales split over 12 bytes, third bit in hmask") {
+  Bytes b(110, 0);
+  uint8_t* hmask = b.data();
+  uint8_t* qs = b.data() + 32;
+  uint8_t* packed = b.data() + 96;
+  int scale[16];
+  for (int g = 0; g < 16; ++g) {
+    const int s6 = (g * 23 + 5) % 64;  // stored; the scale is s6 - 32
+    scale[g] = s6 - 32;
+    packed[g % 8] |= static_cast<uint8_t>(g < 8 ? (s6 & 15) : (s6 & 15) << 4);
+    packed[8 + g % 4] |= static_cast<uint8_t>((s6 >> 4) << (2 * (g / 4)));
+  }
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) {
+    const int q = pseudo(e, 8) - 4;  // -4..3, stored as q + 4: 2 bits in qs, the third in hmask
+    put_2bits(qs, e, (q + 4) & 3);
+    const int h = e / 128, r = e % 128;
+    if ((q + 4) >> 2) hmask[r % 32] |= static_cast<uint8_t>(1 << (4 * h + r / 32));
+    want[e] = 0.5f * static_cast<float>(scale[e / 16]) * static_cast<float>(q);
+  }
+  put_u16(b, 108, kHalfHalf);
+  check_all(run(GgmlType::kQ3_K, b, 256), want);
+}
+
+TEST_CASE("dequant: Q5_K, Q4_K's scales and nibbles plus a fifth bit per element in qh") {
+  Bytes b(176, 0);
+  put_u16(b, 0, kHalfHalf);
+  put_u16(b, 2, kHalfQuarter);
+  uint8_t* packed = b.data() + 4;
+  uint8_t* qh = b.data() + 16;
+  uint8_t* qs = b.data() + 48;
+  const int sc[8] = {1, 2, 3, 63, 17, 34, 51, 60};
+  const int m[8] = {0, 5, 10, 15, 36, 9, 25, 47};
+  for (int j = 0; j < 4; ++j) {  // get_scale_min_k4's packing
+    packed[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
+    packed[j + 4] = static_cast<uint8_t>(m[j] | (m[j + 4] >> 4) << 6);
+    packed[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+  }
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) {
+    const int q = pseudo(e, 32);
+    const int c = e / 64, r = e % 64;
+    const bool high = r >= 32;
+    qs[32 * c + r % 32] |= static_cast<uint8_t>(high ? (q & 15) << 4 : (q & 15));
+    if (q >> 4) qh[r % 32] |= static_cast<uint8_t>(1 << (2 * c + (high ? 1 : 0)));
+    want[e] = 0.5f * sc[e / 32] * q - 0.25f * m[e / 32];
+  }
+  check_all(run(GgmlType::kQ5_K, b, 256), want);
+}
+
 TEST_CASE("dequant: bad arguments and unsupported types") {
   Bytes block(144, 0);
   std::vector<float> out(256, 7.0f);
@@ -265,9 +351,9 @@ TEST_CASE("dequant: bad arguments and unsupported types") {
   CHECK(dequantize_row(GgmlType::kQ4_K, block.data(), out.data(), -256).code() == StatusCode::kInvalidArgument);
   CHECK(dequantize_row(GgmlType::kQ8_0, nullptr, nullptr, 0).ok());
 
-  s = dequantize_row(GgmlType::kQ3_K, block.data(), out.data(), 256);
+  s = dequantize_row(GgmlType::kIQ2_XXS, block.data(), out.data(), 256);
   CHECK(s.code() == StatusCode::kUnsupported);
-  CHECK(s.message().find("Q3_K") != std::string::npos);
+  CHECK(s.message().find("IQ2_XXS") != std::string::npos);
   CHECK(out[0] == 7.0f);  // nothing written on failure
 
   s = dequantize_row(static_cast<GgmlType>(99), block.data(), out.data(), 32);
@@ -289,14 +375,16 @@ TEST_CASE("dequant: ggml type table") {
   const Row rows[] = {{GgmlType::kF32, 1, 4},     {GgmlType::kF16, 1, 2},     {GgmlType::kBF16, 1, 2},
                       {GgmlType::kQ4_0, 32, 18},  {GgmlType::kQ4_1, 32, 20},  {GgmlType::kQ5_0, 32, 22},
                       {GgmlType::kQ5_1, 32, 24},  {GgmlType::kQ8_0, 32, 34},  {GgmlType::kQ4_K, 256, 144},
-                      {GgmlType::kQ6_K, 256, 210}, {GgmlType::kQ5_K, 256, 176}, {GgmlType::kQ2_K, 256, 84}};
+                      {GgmlType::kQ6_K, 256, 210}, {GgmlType::kQ5_K, 256, 176}, {GgmlType::kQ2_K, 256, 84},
+                      {GgmlType::kQ3_K, 256, 110}};
   for (const Row& r : rows) {
     INFO(flashscope::ggml_type_name(r.type));
     CHECK(flashscope::ggml_block_size(r.type) == r.block);
     CHECK(flashscope::ggml_type_size(r.type) == r.bytes);
   }
   CHECK(flashscope::ggml_type_can_dequantize(GgmlType::kQ6_K));
-  CHECK_FALSE(flashscope::ggml_type_can_dequantize(GgmlType::kQ5_K));
+  CHECK(flashscope::ggml_type_can_dequantize(GgmlType::kQ5_K));
+  CHECK_FALSE(flashscope::ggml_type_can_dequantize(GgmlType::kQ8_K));
   CHECK(flashscope::ggml_block_size(static_cast<GgmlType>(31)) == 0);
 }
 

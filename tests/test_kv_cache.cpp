@@ -481,7 +481,7 @@ TEST_CASE("create: bad configs are rejected with messages that say why") {
       {"page 24", [](KvCacheConfig& c) { c.page_size = 24; }, StatusCode::kInvalidArgument, "power of two in 16..256"},
       {"page 8", [](KvCacheConfig& c) { c.page_size = 8; }, StatusCode::kInvalidArgument, "power of two in 16..256"},
       {"page 512", [](KvCacheConfig& c) { c.page_size = 512; }, StatusCode::kInvalidArgument, "16..256"},
-      {"dim", [](KvCacheConfig& c) { c.head_dim = 96; }, StatusCode::kUnsupported, "(64, 128)"},
+      {"dim", [](KvCacheConfig& c) { c.head_dim = 48; }, StatusCode::kUnsupported, "(32, 64, 80, 96, 128, 256)"},
       {"dtype", [](KvCacheConfig& c) { c.dtype = DType::kFP32; }, StatusCode::kUnsupported, "bf16, fp16"},
       {"overflow",
        [](KvCacheConfig& c) {
@@ -632,8 +632,8 @@ TEST_CASE("append_kv: invalid calls are rejected before anything is written") {
   {
     AppendCase c(3);
     AppendKvParams p = c.params(slots);
-    p.head_dim = 80;
-    expect(c, p, StatusCode::kUnsupported, "(64, 128)");
+    p.head_dim = 48;
+    expect(c, p, StatusCode::kUnsupported, "(32, 64, 80, 96, 128, 256)");
   }
   {
     AppendCase c(3);

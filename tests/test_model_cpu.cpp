@@ -186,8 +186,8 @@ TEST_CASE("model load: bad or mismatched GGUFs are refused with the tensor or ke
        {"llama.block_count"}},
       {"missing eps", [](SyntheticLlama& s) { s.skip_keys = {"llama.attention.layer_norm_rms_epsilon"}; },
        StatusCode::kCorruptData, {"layer_norm_rms_epsilon"}},
-      {"head_dim", [](SyntheticLlama& s) { s.head_dim = 32; s.rope_dim = 32; }, StatusCode::kUnsupported,
-       {"head_dim 32"}},
+      {"head_dim", [](SyntheticLlama& s) { s.head_dim = 48; s.rope_dim = 48; }, StatusCode::kUnsupported,
+       {"head_dim 48"}},
       {"gqa ratio", [](SyntheticLlama& s) { s.n_kv_heads = 3; }, StatusCode::kCorruptData, {"head_count_kv 3"}},
       {"rope dims", [](SyntheticLlama& s) { s.rope_dim = 80; }, StatusCode::kCorruptData, {"dimension_count 80"}},
       {"rope scaling", [](SyntheticLlama& s) {
@@ -203,13 +203,18 @@ TEST_CASE("model load: bad or mismatched GGUFs are refused with the tensor or ke
        StatusCode::kCorruptData, {"'token_embd.weight'", "expected [64, 100]"}},
       {"wrong norm", [](SyntheticLlama& s) { s.shape_override["blk.0.ffn_norm.weight"] = {32}; },
        StatusCode::kCorruptData, {"'blk.0.ffn_norm.weight'", "[32]"}},
-      {"unsupported type", [](SyntheticLlama& s) { s.type_override["blk.1.attn_v.weight"] = GgmlType::kQ2_K; s.hidden = 256; },
-       StatusCode::kUnsupported, {"'blk.1.attn_v.weight'", "Q2_K"}},
-      {"bias", [](SyntheticLlama& s) {
+      {"unsupported type", [](SyntheticLlama& s) { s.type_override["blk.1.attn_v.weight"] = GgmlType::kQ8_K; s.hidden = 256; },
+       StatusCode::kUnsupported, {"'blk.1.attn_v.weight'", "Q8_K"}},
+      {"bias on Q only", [](SyntheticLlama& s) {  // llama's biases are optional, but all three or none
          s.extra = [](flashscope::testing::GgufBuilder& b) {
            b.add_tensor("blk.0.attn_q.bias", GgmlType::kF32, {256}, std::vector<uint8_t>(1024, 0));
          };
-       }, StatusCode::kUnsupported, {"blk.0.attn_q.bias"}},
+       }, StatusCode::kCorruptData, {"'blk.0.attn_k.bias' is missing", "Q, K and V biases"}},
+      {"bias of the wrong size", [](SyntheticLlama& s) {
+         s.extra = [](flashscope::testing::GgufBuilder& b) {
+           b.add_tensor("blk.0.attn_q.bias", GgmlType::kF32, {128}, std::vector<uint8_t>(512, 0));
+         };
+       }, StatusCode::kCorruptData, {"'blk.0.attn_q.bias'", "expected [256]"}},
       {"tokenizer model", [](SyntheticLlama& s) { s.string_override["tokenizer.ggml.model"] = "t5"; },
        StatusCode::kUnsupported, {"tokenizer model 't5'", "gpt2", "llama"}},
       {"SentencePiece without scores", [](SyntheticLlama& s) { s.string_override["tokenizer.ggml.model"] = "llama"; },
@@ -259,7 +264,8 @@ TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t cols = 256, rows = 37;  // 256: the K-quants' block; 37 rows: odd, not a tile multiple
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
-                        GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+                        GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_K, GgmlType::kQ6_K,
+                        GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ5_K}) {
     const std::string type_name = flashscope::ggml_type_name(type);
     CAPTURE(type_name);
     const auto bytes = SyntheticLlama::random_blocks(type, rows * cols, 1.0f, rng);

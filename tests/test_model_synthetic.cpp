@@ -131,7 +131,7 @@ TEST_CASE("synthetic models: specs the engine cannot run are refused naming the 
   refused([](SyntheticModelSpec& s) { s.n_kv_heads = 3; }, "kv-heads");
   refused([](SyntheticModelSpec& s) { s.n_layers = 0; }, "layers");
   refused([](SyntheticModelSpec& s) { s.hidden = 48; }, "blocks");              // Q4_1 rows of 48: not whole blocks
-  refused([](SyntheticModelSpec& s) { s.matrix_type = GgmlType::kQ2_K; }, "Q2_K");  // not multiplied by the engine
+  refused([](SyntheticModelSpec& s) { s.matrix_type = GgmlType::kQ8_K; }, "Q8_K");  // not multiplied by the engine
   refused([](SyntheticModelSpec& s) { s.rope_dim = 80; }, "rope_dim");
   CHECK(write_synthetic_model(SyntheticModelSpec{}, "/nonexistent-dir/x.gguf").code() == StatusCode::kIoError);
 }

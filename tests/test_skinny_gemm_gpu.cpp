@@ -3,7 +3,8 @@
 //   kRmsNorm input  = rms_norm, then the GEMM on its bf16 output
 //   kStore / kAccumulate = gemm_bf16 (accumulate: into the same start values)
 //   kRopeAppend     = gemm_bf16 into fp32 qkv, then rope_append
-//   kSwiglu         = gemm_bf16 into fp32 gate|up, then swiglu
+//   kSwiglu         = gemm_bf16 into fp32 gate|up, then swiglu (kGegluTanh:
+//                     swiglu with GateActivation::kGeluTanh)
 //   kSplitKv input  = attention partials merged on the host in double, rounded
 //                     to bf16, then the kBf16 kernel
 // over 1..8 rows, SmolLM2's shapes (k 576 and 1536, the 49152-row head), a
@@ -334,7 +335,7 @@ TEST_CASE("skinny gemm: kRopeAppend equals the GEMM then rope_append (q and K/V 
   }
 }
 
-TEST_CASE("skinny gemm: kSwiglu equals the gate/up GEMM then swiglu") {
+TEST_CASE("skinny gemm: kSwiglu and kGegluTanh equal the gate/up GEMM then swiglu (silu / gelu_tanh)") {
   if (skip_without_gpu()) return;
   auto handle = cuda::CublasHandle::create();
   REQUIRE_MESSAGE(handle.ok(), handle.status().to_string());
@@ -345,12 +346,15 @@ TEST_CASE("skinny gemm: kSwiglu equals the gate/up GEMM then swiglu") {
   const Shape shapes[] = {{1, 1536, 576}, {6, 1536, 576}, {2, 101, 2056}};
   uint64_t seed = 303;
   for (const Shape& s : shapes) {
-    for (const auto input : {cuda::SkinnyInput::kBf16, cuda::SkinnyInput::kRmsNorm}) {
-      INFO("rows ", s.rows, " ffn ", s.ffn, " hidden ", s.hidden, " input ", input_name(input));
+    for (const auto input : {cuda::SkinnyInput::kBf16, cuda::SkinnyInput::kRmsNorm})
+    for (const bool gelu : {false, true}) {
+      INFO("rows ", s.rows, " ffn ", s.ffn, " hidden ", s.hidden, " input ", input_name(input),
+           (gelu ? " gelu_tanh" : " silu"));
       Problem pb(s.rows, 2 * s.ffn, s.hidden, seed++);
       const int64_t ld_act = s.ffn + 5;
       DeviceBuffer d_fused = poisoned(size_t(s.rows) * ld_act * 2), d_ref = poisoned(size_t(s.rows) * ld_act * 2);
-      cuda::SkinnyGemmOp op = pb.fused_op(input, cuda::SkinnyOutput::kSwiglu, s.ffn);
+      cuda::SkinnyGemmOp op =
+          pb.fused_op(input, gelu ? cuda::SkinnyOutput::kGegluTanh : cuda::SkinnyOutput::kSwiglu, s.ffn);
       op.act = static_cast<uint16_t*>(d_fused.data());
       op.ld_act = ld_act;
       const Status st = cuda::skinny_gemm(op, nullptr);
@@ -374,6 +378,7 @@ TEST_CASE("skinny gemm: kSwiglu equals the gate/up GEMM then swiglu") {
       sw.out_stride = ld_act;
       sw.rows = s.rows;
       sw.ffn = s.ffn;
+      sw.activation = gelu ? cuda::GateActivation::kGeluTanh : cuda::GateActivation::kSilu;
       REQUIRE(cuda::swiglu(sw, nullptr).ok());
 
       double worst = 0;
@@ -485,6 +490,30 @@ TEST_CASE("skinny gemm: refusals name the problem and launch nothing") {
   const Status no_x = cuda::skinny_gemm(op, nullptr);
   CHECK(no_x.code() == StatusCode::kInvalidArgument);
   CHECK(no_x.message().find("x must be") != std::string::npos);
+  // The RoPE epilogue rotates adjacent pairs only: NeoX pairs, biases and
+  // q/k norms go through rope_append (never dereferenced: refused first).
+  const auto fake = [](uintptr_t at) { return reinterpret_cast<uint16_t*>(at); };
+  op.x = fake(512);
+  op.ldx = 64;
+  op.output = cuda::SkinnyOutput::kRopeAppend;
+  op.rope.q_heads = 1;
+  op.rope.kv_heads = 1;
+  op.rope.head_dim = 8;
+  op.rope.rope_dim = 8;
+  op.rope.page_size = 16;
+  op.rope.rope_cos = op.rope.rope_sin = reinterpret_cast<const float*>(uintptr_t{1024});
+  op.rope.slots = reinterpret_cast<const int64_t*>(uintptr_t{1024});
+  op.rope.q_out = fake(1024);
+  op.rope.q_stride = 8;
+  op.rope.k_pages = op.rope.v_pages = fake(1024);
+  op.n_out = 24;
+  op.rope.neox = true;
+  const Status neox = cuda::skinny_gemm(op, nullptr);
+  CHECK(neox.code() == StatusCode::kInvalidArgument);
+  CHECK(neox.message().find("rope_append") != std::string::npos);
+  op.rope.neox = false;
+  op.rope.k_norm = reinterpret_cast<const float*>(uintptr_t{1024});
+  CHECK(cuda::skinny_gemm(op, nullptr).code() == StatusCode::kInvalidArgument);
 #else
   CHECK(cuda::skinny_gemm(op, nullptr).code() == StatusCode::kUnsupported);
   CHECK_FALSE(cuda::skinny_gemm_supported(1, 576));

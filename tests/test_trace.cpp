@@ -756,7 +756,7 @@ TEST_CASE("trace: CPU capture rejects what it cannot trace") {
   p.device = fs::Device::kCuda;
   CHECK(code(opt).code() == fs::StatusCode::kInvalidArgument);
   p = prob.host_params();
-  p.head_dim = 96;
+  p.head_dim = 48;
   CHECK(code(opt).code() == fs::StatusCode::kUnsupported);  // validate()'s verdict
   CHECK(t.ctas.empty());  // failures leave *out alone
 

@@ -35,13 +35,14 @@ DeviceLaunchFacts read_device_launch_facts();
 
 enum class PrefillFamily : uint8_t { kSm80, kHopper };
 
-// The Hopper kernel's tile configurations (hopper_config.cuh): the four the
+// The Hopper kernel's tile configurations (hopper_config.cuh): the five the
 // production launch chooses from, and the research variants' (the lab's).
 enum class HopperConfig : uint8_t {
   kDefault64,
   kShortCausal64,
   kDefault128,
-  kLongKv128,  // the last production one
+  kLongKv128,
+  kDefault256,  // the last production one
   kTwoConsumersPingPong64,
   kThreeConsumers64,
   kBlockKV128,
@@ -51,7 +52,7 @@ enum class HopperConfig : uint8_t {
   kBlockKV192,
 };
 
-inline bool is_production_hopper_config(HopperConfig c) { return c <= HopperConfig::kLongKv128; }
+inline bool is_production_hopper_config(HopperConfig c) { return c <= HopperConfig::kDefault256; }
 
 struct PrefillLaunchPlan {
   PrefillFamily family = PrefillFamily::kSm80;

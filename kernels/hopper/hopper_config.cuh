@@ -20,6 +20,12 @@ namespace flashscope::kernels {
 //   64:  three consumer warpgroups (192-row q-tiles) taking turns, four
 //        stages: at 64 the softmax is twice the share of the work and needs
 //        other warpgroups' GEMMs to hide under.
+//   256: two consumer warpgroups (128-row q-tiles) taking turns, 80-key
+//        tiles, two stages. Registers bound the rows: O alone is 128 fp32
+//        per thread for a warpgroup's 64 x 256, with S 40 and P 20 that is
+//        188 of the 240 two consumer warpgroups get (three would get 160).
+//        Shared memory bounds the keys: Q 64 KiB + 4 tiles of 40 KiB =
+//        224 KiB of the 227 (96-key tiles would need 256).
 // Short causal sequences at 64 (SmolLM2's prompts): 192-row q-tiles leave
 // much of the last tile idle and the causal work per CTA uneven, so two
 // consumer warpgroups (128-row tiles), still taking turns, up to 1024 queries.
@@ -29,8 +35,9 @@ inline bool use_short_causal_config(int head_dim, bool causal, int q_len) {
 }
 
 template <int DIM>
-using DefaultConfig = std::conditional_t<DIM == 64, HopperPrefillConfig<64, 4, 3, true>,
-                                         HopperPrefillConfig<128, 2, 2, true, 176>>;
+using DefaultConfig = std::conditional_t<
+    DIM == 64, HopperPrefillConfig<64, 4, 3, true>,
+    std::conditional_t<DIM == 128, HopperPrefillConfig<128, 2, 2, true, 176>, HopperPrefillConfig<256, 2, 2, true, 80>>>;
 
 // Long key ranges at 128: 192-key tiles (S 96 + P 48 + O 64 registers of
 // the 240) pass fewer tiles through the per-tile bookkeeping, from 4096 keys.
@@ -40,6 +47,7 @@ inline bool use_long_kv_config(int head_dim, int kv_len) { return head_dim == 12
 // The production choice, the one place it is made (the plan records it).
 inline HopperConfig production_hopper_config(int head_dim, bool causal, int q_len, int kv_len) {
   if (head_dim == 64) return use_short_causal_config(64, causal, q_len) ? HopperConfig::kShortCausal64 : HopperConfig::kDefault64;
+  if (head_dim == 256) return HopperConfig::kDefault256;
   return use_long_kv_config(128, kv_len) ? HopperConfig::kLongKv128 : HopperConfig::kDefault128;
 }
 
@@ -60,6 +68,7 @@ cudaError_t visit_hopper_config(HopperConfig c, Fn&& fn) {
       case HopperConfig::kShortCausal64: return fn(ShortCausalConfig64{}, std::true_type{});
       case HopperConfig::kDefault128: return fn(DefaultConfig<128>{}, std::true_type{});
       case HopperConfig::kLongKv128: return fn(LongKvConfig128{}, std::true_type{});
+      case HopperConfig::kDefault256: return fn(DefaultConfig<256>{}, std::true_type{});
       default: break;
     }
   }
@@ -135,9 +144,14 @@ inline bool encode_map(CUtensorMap* map, ElemType type, const void* base, int he
 // tile only once the next is issued, so it needs the deeper ring), and at
 // head_dim 128 the warpgroups do not take turns: the configuration measured
 // for it before the TMA path moved to 176-key tiles.
+// At head_dim 256 three stages of 128-key tiles do not fit (Q 64 KiB + 6
+// tiles of 64 KiB); there is no cp.async configuration (kHasCpAsync): dense
+// tensors TMA cannot describe and varlen ones run other kernels.
 template <typename Cfg>
 using CpAsyncConfig = HopperPrefillConfig<Cfg::kDim, (Cfg::kStages < 3 ? 3 : Cfg::kStages), 2,
                                           Cfg::kDim == 64 && Cfg::kPingPong>;
+template <typename Cfg>
+inline constexpr bool kHasCpAsync = Cfg::kDim != 256;
 
 // Fills hp's three maps for dense (not packed varlen) tensors; false when TMA
 // cannot describe them (then the cp.async producer runs).

@@ -91,7 +91,9 @@ struct HopperConsumer {
 #pragma unroll
     for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
       const uint64_t desc_v = smem_desc_add(V_tile, kk * 16 * 128);
-      if constexpr (DIM == 128) {
+      if constexpr (DIM == 256) {
+        Wgmma<T>::template rs_n256<1>(O_rmem, P_rmem[kk], desc_v, kk > 0 || !first);
+      } else if constexpr (DIM == 128) {
         Wgmma<T>::template rs_n128<1>(O_rmem, P_rmem[kk], desc_v, kk > 0 || !first);
       } else {
         Wgmma<T>::template rs_n64<1>(O_rmem, P_rmem[kk], desc_v, kk > 0 || !first);

@@ -49,8 +49,8 @@ struct HopperPrefillConfig {
   // causal tiles of SmolLM2's prompts: about nine work tiles of 1-8 key
   // tiles per CTA), so a persistent CTA loads the next work tile's Q while
   // the current one still reads its own; the three-warpgroup tiles of long
-  // problems lose with it (bench/TUNING.md#hopper-prefill). One at 128,
-  // where the K/V ring takes the rest of shared memory.
+  // problems lose with it (bench/TUNING.md#hopper-prefill). One at 128 and
+  // 256, where the K/V ring takes the rest of shared memory.
   static constexpr int kQSlots = DIM == 64 && CONSUMERS == 2 ? 2 : 1;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQBytes * kQSlots;
@@ -64,7 +64,7 @@ struct HopperPrefillConfig {
   // +1024: the dynamic shared window is aligned up to the swizzle atom inside.
   static constexpr int kSmemBytes = kBarrierOffset + kBarrierBytes + 1024;
 
-  static_assert(DIM == 64 || DIM == 128, "head_dim 64 or 128");
+  static_assert(DIM == 64 || DIM == 128 || DIM == 256, "head_dim 64, 128 or 256");
   static_assert(BLOCK_KV % 16 == 0 && BLOCK_KV <= 256, "one wgmma N and one TMA box of keys");
   static_assert(kSmemBytes <= 227 * 1024, "fits one SM's shared memory");
 };

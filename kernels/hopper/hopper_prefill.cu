@@ -1,6 +1,6 @@
 // The Hopper attention kernel's plan and its one launch path: bf16 and fp16,
-// head_dim 64 and 128, causal on/off; dense tensors through TMA, varlen and
-// the paged cache through the cp.async producer. This file instantiates the
+// head_dim 64, 128 and 256, causal on/off; dense tensors through TMA, varlen
+// and the paged cache through the cp.async producer (64 and 128 only). This file instantiates the
 // production kernels; hopper_prefill_probed.cu the same launch path with
 // probes; the lab (lab/src/hopper_variants.cu) the research variants' tiles.
 // sm_90a only.
@@ -33,7 +33,11 @@ PrefillLaunchPlan plan_prefill_hopper_config(ElemType type, int head_dim, bool c
     plan.longest_first_group = causal_longest_first_group(p, head_dim, dev.l2_bytes);
   visit_hopper_config<HopperConfigs::kAll>(config, [&](auto cfg, auto) {
     using Cfg = decltype(cfg);
-    plan.tiling = plan.tma ? tiling_of<Cfg>() : tiling_of<CpAsyncConfig<Cfg>>();
+    if constexpr (kHasCpAsync<Cfg>) {
+      plan.tiling = plan.tma ? tiling_of<Cfg>() : tiling_of<CpAsyncConfig<Cfg>>();
+    } else {
+      plan.tiling = tiling_of<Cfg>();  // no cp.async tiles: such a launch is refused (launch_dense)
+    }
     plan_hopper_deal(&plan, p, HopperTileShape{Cfg::kBlockQ, Cfg::kBlockKV, Cfg::kConsumerWarps, Cfg::kDim}, one_cta,
                      dev.sm_count);
     return cudaSuccess;
@@ -50,8 +54,7 @@ PrefillLaunchPlan plan_prefill_hopper(ElemType type, int head_dim, bool causal, 
 
 cudaError_t launch_prefill_hopper(const PrefillLaunchPlan& plan, const PrefillKernelParams& p,
                                   const ProbeBuffers* probe, cudaStream_t stream) {
-  if (plan.family != PrefillFamily::kHopper || (plan.head_dim != 64 && plan.head_dim != 128))
-    return cudaErrorInvalidValue;
+  if (plan.family != PrefillFamily::kHopper || !hopper_head_dim(plan.head_dim)) return cudaErrorInvalidValue;
   if (probe != nullptr) return launch_prefill_hopper_probed(plan, p, *probe, stream);
   constexpr HopperConfigs kSet = HopperConfigs::kProduction;
   return plan.type == ElemType::kFP16 ? launch_hopper_typed<__half, NoProbe, kSet>(plan, p, nullptr, stream)

@@ -76,12 +76,16 @@ cudaError_t launch_dense(const PrefillLaunchPlan& plan, const PrefillKernelParam
     return launch_maybe_programmatic(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
                                      kProgrammaticTma && !kProbed, hp);
   }
-  using Cp = CpAsyncConfig<Cfg>;
-  auto kernel = hopper_attention_kernel<Cp, T, kCausal, DenseView<T, Cp::kBlockQ, kCausal>, false, Probe>;
-  if (cudaError_t err = prepare<Cp>(kernel); err != cudaSuccess) return err;
-  const dim3 cp_grid((p.q_len + Cp::kBlockQ - 1) / Cp::kBlockQ, p.q_heads, p.batch);
-  kernel<<<cp_grid, Cp::kThreads, Cp::kSmemBytes, stream>>>(hp);
-  return cudaGetLastError();
+  if constexpr (kHasCpAsync<Cfg>) {
+    using Cp = CpAsyncConfig<Cfg>;
+    auto kernel = hopper_attention_kernel<Cp, T, kCausal, DenseView<T, Cp::kBlockQ, kCausal>, false, Probe>;
+    if (cudaError_t err = prepare<Cp>(kernel); err != cudaSuccess) return err;
+    const dim3 cp_grid((p.q_len + Cp::kBlockQ - 1) / Cp::kBlockQ, p.q_heads, p.batch);
+    kernel<<<cp_grid, Cp::kThreads, Cp::kSmemBytes, stream>>>(hp);
+    return cudaGetLastError();
+  } else {
+    return cudaErrorNotSupported;  // TMA only at this head_dim (hopper_config.cuh)
+  }
 }
 
 // The plan's configuration as template constants, of the set kSet:

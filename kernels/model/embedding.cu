@@ -2,7 +2,7 @@
 //
 //   ids   : [n] int32
 //   table : [vocab, hidden] bf16 (token_embd, dequantized at load)
-//   x     : [n, hidden] fp32, the residual stream
+//   x     : [n, hidden] fp32, the residual stream (× scale: Gemma's √hidden)
 //
 // Grid: one CTA per token. The row is a few hundred to a few thousand
 // elements, read once, with every thread's loads issued together.
@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kThreads) embedding_kernel(const __grid_consta
     for (int j = 0; j < kBatch; ++j) v_rmem[j] = base + j * kThreads < p.hidden ? row[base + j * kThreads] : 0;
 #pragma unroll
     for (int j = 0; j < kBatch; ++j)
-      if (base + j * kThreads < p.hidden) x[base + j * kThreads] = bf16_bits_to_float(v_rmem[j]);
+      if (base + j * kThreads < p.hidden) x[base + j * kThreads] = bf16_bits_to_float(v_rmem[j]) * p.scale;
   }
 }
 

@@ -21,13 +21,15 @@
 
 namespace flashscope::kernels {
 
-// x [n, hidden] fp32 = bf16 table [vocab, hidden] rows ids[0..n).
+// x [n, hidden] fp32 = bf16 table [vocab, hidden] rows ids[0..n) · scale
+// (Gemma scales its embeddings by √hidden; 1 elsewhere, which is exact).
 // An id outside [0, vocab) writes a zero row (the runtime rejects them first).
 struct EmbeddingKernelParams {
   const int32_t* ids;     // [n] device
   const uint16_t* table;  // [vocab, hidden] bf16
   float* x;               // [n, hidden]
   int n, hidden, vocab;
+  float scale;
 };
 cudaError_t launch_embedding(const EmbeddingKernelParams& p, cudaStream_t stream);
 
@@ -43,16 +45,48 @@ struct RmsNormKernelParams {
 };
 cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream);
 
-// One layer's RoPE on consecutive pairs (llama GGUF layout) fused with the
-// K/V append into the paged cache:
+// Gemma's post-norm and residual add, with the next block's pre-norm fused
+// behind it, one CTA per row:
+//   x[r] += rms_norm(y[r]) · post_weight                 (fp32, in place)
+//   xn[r] = bf16(rms_norm(x[r]) · next_weight)           when next_weight is set
+//   y  [rows, dim] fp32 (y_stride): the attention or FFN block's output
+//   x  [rows, dim] fp32 (x_stride): the residual stream
+//   xn [rows, dim] bf16 (xn_stride)
+// Each norm is rms_norm_kernel's formula (x · (1/sqrt(Σx²/dim + eps)) · w).
+struct AddRmsNormKernelParams {
+  const float* y;
+  int64_t y_stride;
+  const float* post_weight;  // [dim]
+  float* x;
+  int64_t x_stride;
+  const float* next_weight;  // [dim] or null
+  uint16_t* xn;
+  int64_t xn_stride;
+  int rows, dim;
+  float eps;
+};
+cudaError_t launch_add_rms_norm(const AddRmsNormKernelParams& p, cudaStream_t stream);
+
+// One layer's RoPE fused with the K/V append into the paged cache:
 //   qkv [n, qkv_stride] fp32: q heads [H, D] at 0, k heads [KV, D] at H·D,
 //       v heads [KV, D] at (H + KV)·D (the fused QKV GEMM's output)
 //   q_out [n, H, D] bf16 (row stride q_stride) = rope(q)
 //   K pages [slot] = bf16(rope(k)), V pages [slot] = bf16(v), pages
 //       [num_pages, KV, page_size, D]
-// Pair i of a head (elements 2i, 2i+1) is rotated by the angle whose cos/sin
-// are cos/sin[t][i] when 2i < rope_dim, copied otherwise (partial rotary).
+// Before the rotation, in this order (each off when its pointer is null):
+//   bias   [(H + 2·KV)·D] added to the row (Qwen2's Q/K/V biases; v too)
+//   q_norm [D], k_norm [D]: every q (k) head RMS-normalized over its D
+//       elements, x · (1/sqrt(Σx²/D + norm_eps)) · w (Qwen3, Gemma 3)
+// The rotation, by the angle whose cos/sin are cos/sin[t][i] for pair i <
+// rope_dim / 2 (the tables carry the base, per-layer or not, and any
+// per-frequency factors: computed on the host):
+//   neox 0: pair i is elements (2i, 2i+1) (llama GGUFs: the converter
+//           permuted Q/K rows so that HF's halves became adjacent pairs)
+//   neox 1: pair i is elements (i, i + rope_dim/2) (rotate halves: qwen2,
+//           qwen3, gemma3 GGUFs keep HF's order)
+// Elements past rope_dim are copied (partial rotary).
 // A slot < 0, or >= num_slots when num_slots > 0, skips that token's K/V.
+inline constexpr int kRopeAppendMaxHeadDim = 256;
 struct RopeAppendKernelParams {
   const float* qkv;
   int64_t qkv_stride;
@@ -65,17 +99,26 @@ struct RopeAppendKernelParams {
   uint16_t* v_pages;
   int n, q_heads, kv_heads, head_dim, rope_dim, page_size;
   int64_t num_slots;
+  const float* bias;    // [(H + 2·KV)·D] or null
+  const float* q_norm;  // [D] or null
+  const float* k_norm;  // [D] or null
+  float norm_eps;
+  int neox;
 };
 cudaError_t launch_rope_append(const RopeAppendKernelParams& p, cudaStream_t stream);
 
-// act [rows, ffn] bf16 = silu(gate) · up, with gate and up side by side in
+// act [rows, ffn] bf16 = f(gate) · up, with gate and up side by side in
 // one row of the fused gate/up GEMM's output: gu [rows, 2·ffn] fp32.
+// f: silu (SwiGLU, llama/qwen) or GELU with the tanh approximation (GeGLU,
+// Gemma: 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³)))).
+enum class GateActivation : int { kSilu = 0, kGeluTanh = 1 };
 struct SwigluKernelParams {
   const float* gu;
   int64_t gu_stride;
   uint16_t* out;
   int64_t out_stride;
   int rows, ffn;
+  GateActivation activation;
 };
 cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream);
 
@@ -87,6 +130,10 @@ cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream);
 //          kRopeAppend: rope_append of in · wᵀ through `rope` (its qkv, qkv_stride, n unused; n_out
 //                       = (H + 2·KV)·D, even)
 //          kSwiglu: act [rows, n_out] bf16 (ld_act) = silu(in · w[0, n_out)ᵀ) · (in · w[n_out, 2·n_out)ᵀ)
+//          kGegluTanh: the same with gelu_tanh in place of silu (see GateActivation)
+//   kRopeAppend takes adjacent pairs only, without bias or norms (neox 0,
+//   bias, q_norm and k_norm null): the runtime stores the QKV product and
+//   runs rope_append for the other families.
 // Dynamic shared memory skinny_gemm_smem_bytes(rows, k) (the runtime keeps it <= 48 KiB).
 inline constexpr int kSkinnyMaxRows = 8;
 enum class SkinnyInput : int { kBf16 = 0, kRmsNorm = 1, kSplitKv = 2 };
@@ -102,7 +149,7 @@ struct SkinnySplitKvInput {
   int num_splits, q_heads, head_dim, q_len;
   int64_t partial_rows;
 };
-enum class SkinnyOutput : int { kStore = 0, kAccumulate = 1, kRopeAppend = 2, kSwiglu = 3 };
+enum class SkinnyOutput : int { kStore = 0, kAccumulate = 1, kRopeAppend = 2, kSwiglu = 3, kGegluTanh = 4 };
 struct SkinnyGemmKernelParams {
   SkinnyInput input;
   SkinnyOutput output;

@@ -11,6 +11,12 @@
 //
 // Grid: one CTA per row; each thread sums a strided slice, warps reduce with
 // shuffles, one shared slot per warp finishes it.
+//
+// add_rms_norm (Gemma's post-norms): x[r] += rms_norm(y[r]) · post_weight,
+// then optionally xn[r] = bf16(rms_norm(x[r]) · next_weight), the next
+// block's pre-norm, in the same CTA. Each thread reads back only the x
+// elements it wrote itself, so the second sum needs no barrier beyond the
+// reduction's.
 #include <cuda_bf16.h>
 
 #include "kernels/model/model_ops.h"
@@ -21,14 +27,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-__global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constant__ RmsNormKernelParams p) {
-  __shared__ float warp_sums_smem[kWarps];
-  const int r = blockIdx.x;
-  const float* x = p.x + int64_t(r) * p.x_stride;
-  uint16_t* y = p.y + int64_t(r) * p.y_stride;
-
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < p.dim; i += kThreads) ss += x[i] * x[i];
+// Σ over the CTA of every thread's ss, in every thread. warp_sums_smem is
+// free again when this returns (a second call may follow).
+__device__ __forceinline__ float cta_sum(float ss, float* warp_sums_smem) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -37,13 +38,54 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constan
   float total = 0.0f;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) total += warp_sums_smem[w];
+  __syncthreads();  // every thread has read the sums before a next call overwrites them
+  return total;
+}
+
+__global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constant__ RmsNormKernelParams p) {
+  __shared__ float warp_sums_smem[kWarps];
+  const int r = blockIdx.x;
+  const float* x = p.x + int64_t(r) * p.x_stride;
+  uint16_t* y = p.y + int64_t(r) * p.y_stride;
+
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < p.dim; i += kThreads) ss += x[i] * x[i];
+  const float total = cta_sum(ss, warp_sums_smem);
 
   const float scale = 1.0f / sqrtf(total / float(p.dim) + p.eps);
   for (int i = threadIdx.x; i < p.dim; i += kThreads)
     y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i] * scale * p.weight[i]));
 }
 
+__global__ void __launch_bounds__(kThreads) add_rms_norm_kernel(const __grid_constant__ AddRmsNormKernelParams p) {
+  __shared__ float warp_sums_smem[kWarps];
+  const int r = blockIdx.x;
+  const float* y = p.y + int64_t(r) * p.y_stride;
+  float* x = p.x + int64_t(r) * p.x_stride;
+
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < p.dim; i += kThreads) ss += y[i] * y[i];
+  const float y_scale = 1.0f / sqrtf(cta_sum(ss, warp_sums_smem) / float(p.dim) + p.eps);
+  float ss_x = 0.0f;
+  for (int i = threadIdx.x; i < p.dim; i += kThreads) {
+    const float v = x[i] + y[i] * y_scale * p.post_weight[i];
+    x[i] = v;
+    ss_x += v * v;
+  }
+  if (p.next_weight == nullptr) return;  // uniform over the CTA: no thread is left at a barrier
+  const float x_scale = 1.0f / sqrtf(cta_sum(ss_x, warp_sums_smem) / float(p.dim) + p.eps);
+  uint16_t* xn = p.xn + int64_t(r) * p.xn_stride;
+  for (int i = threadIdx.x; i < p.dim; i += kThreads)
+    xn[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i] * x_scale * p.next_weight[i]));
+}
+
 }  // namespace
+
+cudaError_t launch_add_rms_norm(const AddRmsNormKernelParams& p, cudaStream_t stream) {
+  if (p.rows <= 0) return cudaSuccess;
+  add_rms_norm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;

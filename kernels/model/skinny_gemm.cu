@@ -12,6 +12,7 @@
 //         kRopeAppend the rope_append op on in · wᵀ              (QKV → q, K/V pages)
 //         kSwiglu     act [rows, n_out] bf16 = silu(in · w_gateᵀ) · (in · w_upᵀ),
 //                     gate rows [0, n_out), up rows [n_out, 2·n_out) of w
+//         kGegluTanh  the same with gelu_tanh (Gemma)
 //   rows <= kSkinnyMaxRows (8).
 //
 // Why: with 1..8 tokens a decode step is a chain of GEMVs that each read a
@@ -34,6 +35,7 @@
 #include <algorithm>
 
 #include "kernels/common/ptx.cuh"
+#include "kernels/model/activation.cuh"
 #include "kernels/model/model_ops.h"
 
 namespace flashscope::kernels {
@@ -348,7 +350,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
   extern __shared__ uint4 x_smem[];  // [kTok][k / 8] bf16 chunks of the (normalized) input rows
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kc = p.k / kChunkElems;
-  const bool swiglu = p.output == SkinnyOutput::kSwiglu;
+  const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;  // gate/up units
   const int passes = (p.k + kPassElems - 1) / kPassElems;
 
   // Unit u of this warp: its two weight rows and whether each exists.
@@ -449,7 +451,11 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
           if (r.has1) p.y[t * p.ldy + r.row1] = epi.y1 + b;
           break;
         case SkinnyOutput::kSwiglu:
-          p.act[t * p.ld_act + r.unit] = __bfloat16_as_ushort(__float2bfloat16_rn(a / (1.0f + expf(-a)) * b));
+          p.act[t * p.ld_act + r.unit] = __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kSilu, a, b)));
+          break;
+        case SkinnyOutput::kGegluTanh:
+          p.act[t * p.ld_act + r.unit] =
+              __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kGeluTanh, a, b)));
           break;
         case SkinnyOutput::kRopeAppend:
           rope_append_pair(p.rope, t, r.row0, a, b, epi);
@@ -465,7 +471,8 @@ constexpr int kMaxCtas = 512;
 
 template <int kTok>
 cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool programmatic) {
-  const int units = p.output == SkinnyOutput::kSwiglu ? p.n_out : (p.n_out + 1) / 2;
+  const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
+  const int units = gated_units ? p.n_out : (p.n_out + 1) / 2;
   const int warps = (units + kWarps - 1) / kWarps * kWarps;
   p.units_per_warp = std::max(1, warps / (kMaxCtas * kWarps));
   return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,

@@ -1,13 +1,14 @@
-// SwiGLU of the feed-forward block, reading the fused gate/up GEMM output.
+// The gated activation of the feed-forward block (SwiGLU, or Gemma's GeGLU
+// with tanh GELU), reading the fused gate/up GEMM output.
 //
 //   gu  : [rows, 2·ffn] fp32 (row stride gu_stride): gate in [0, ffn), up in [ffn, 2·ffn)
 //   out : [rows, ffn] bf16 (row stride out_stride), the down GEMM's input
-//   out[r][i] = bf16(gate / (1 + exp(-gate)) · up)       (cpu::swiglu's formula)
+//   out[r][i] = bf16(f(gate) · up), f silu (cpu::swiglu's formula) or gelu_tanh
 //
-// Grid: (ceil(ffn / kThreads), rows); one element per thread. expf, not
-// __expf: the fast intrinsic loses several bits for large |gate|.
+// Grid: (ceil(ffn / kThreads), rows); one element per thread.
 #include <cuda_bf16.h>
 
+#include "kernels/model/activation.cuh"
 #include "kernels/model/model_ops.h"
 
 namespace flashscope::kernels {
@@ -22,7 +23,7 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(const __grid_constant_
   const float* row = p.gu + int64_t(r) * p.gu_stride;
   const float g = row[i];
   const float u = row[p.ffn + i];
-  p.out[int64_t(r) * p.out_stride + i] = __bfloat16_as_ushort(__float2bfloat16_rn(g / (1.0f + expf(-g)) * u));
+  p.out[int64_t(r) * p.out_stride + i] = __bfloat16_as_ushort(__float2bfloat16_rn(gated(p.activation, g, u)));
 }
 
 }  // namespace

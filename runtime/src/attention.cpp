@@ -1,6 +1,7 @@
 // prefill(): validate, then hand the call to the backend its tensors live on.
 #include "flashscope/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -39,7 +40,36 @@ std::vector<PrefillKernel> all_prefill_kernels() {
           PrefillKernel::kV4, PrefillKernel::kV5, PrefillKernel::kV6};
 }
 
+namespace {
+
+// (query, key) pairs the causal mask and the window let in, for one
+// sequence of lq queries over lk keys (bottom-right aligned).
+double windowed_pairs(const PrefillParams& p, int64_t lq, int64_t lk) {
+  double pairs = 0;
+  for (int64_t i = 0; i < lq; ++i) {
+    const int64_t pos = i + lk - lq;
+    int64_t lo = 0, hi = lk - 1;
+    if (p.causal) hi = std::min(hi, pos);
+    if (p.window_right >= 0) hi = std::min(hi, pos + p.window_right);
+    if (p.window_left >= 0) lo = std::max(lo, pos - p.window_left);
+    if (hi >= lo) pairs += double(hi - lo + 1);
+  }
+  return pairs;
+}
+
+}  // namespace
+
 double prefill_flops(const PrefillParams& p) {
+  if (p.window_left >= 0 || p.window_right >= 0) {
+    double pairs = 0;
+    if (p.cu_seqlens_q != nullptr && p.device == Device::kCpu) {
+      for (int b = 0; b < p.batch; ++b)
+        pairs += windowed_pairs(p, p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]);
+    } else {
+      pairs = double(p.batch) * windowed_pairs(p, p.q_len, p.kv_len);
+    }
+    return 4.0 * pairs * p.q_heads * p.head_dim;
+  }
   double pairs = 0;
   if (p.cu_seqlens_q != nullptr && p.device == Device::kCpu) {
     for (int b = 0; b < p.batch; ++b)
@@ -51,6 +81,37 @@ double prefill_flops(const PrefillParams& p) {
 }
 
 bool prefill_kernel_runnable(PrefillKernel k) { return cuda::prefill_kernel_runnable(k); }
+
+namespace {
+
+// Ascending; the CUDA list is what the kernels (sm80 family, Hopper, paged)
+// are instantiated for.
+constexpr int kCpuHeadDims[] = {32, 64, 80, 96, 128, 256};
+constexpr int kCudaHeadDims[] = {64, 128, 256};
+
+template <size_t N>
+bool contains(const int (&dims)[N], int d) {
+  for (int x : dims)
+    if (x == d) return true;
+  return false;
+}
+
+template <size_t N>
+std::string join(const int (&dims)[N]) {
+  std::string s;
+  for (int x : dims) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
+}  // namespace
+
+bool head_dim_supported(Device device, int head_dim) {
+  return device == Device::kCuda ? contains(kCudaHeadDims, head_dim) : contains(kCpuHeadDims, head_dim);
+}
+
+std::string supported_head_dims_text(Device device) {
+  return device == Device::kCuda ? join(kCudaHeadDims) : join(kCpuHeadDims);
+}
 
 PrefillKernel resolve_prefill_kernel(const PrefillParams& p) {
   if (p.device == Device::kCpu) return PrefillKernel::kAuto;
@@ -115,7 +176,7 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
 size_t prefill_workspace_bytes(const PrefillParams& p) {
   // Shapes only: p's pointers need not be set yet (callers size the
   // workspace before they allocate it).
-  if (p.device == Device::kCpu || !supported_head_dim(p.head_dim) || p.q_heads <= 0 || p.kv_heads <= 0) return 0;
+  if (p.device == Device::kCpu || !head_dim_supported(Device::kCuda, p.head_dim) || p.q_heads <= 0 || p.kv_heads <= 0) return 0;
   auto plan = cuda::plan_prefill(p);
   return plan.ok() ? plan->workspace_bytes : 0;
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attention_validate.hpp"
 #include "flashscope/attention.hpp"
 
 namespace flashscope {
@@ -35,11 +36,24 @@ Status check_tensor(const char* name, const AttnTensor& t, const PrefillParams& 
 
 }  // namespace
 
+Status check_window_softcap(int window_left, int window_right, float softcap, bool causal) {
+  if (window_left < -1 || window_right < -1)
+    return invalid_argument("window_left and window_right must be >= 0, or -1 for unbounded (got " +
+                            std::to_string(window_left) + ", " + std::to_string(window_right) + ")");
+  if (causal && window_right > 0)
+    return invalid_argument("window_right must be -1 or 0 with causal (causal lets no key right of the query in; got " +
+                            std::to_string(window_right) + ")");
+  if (!(softcap >= 0.0f) || softcap > 3.0e38f)
+    return invalid_argument("softcap must be finite and >= 0 (0 is off; got " + std::to_string(softcap) + ")");
+  return {};
+}
+
 Status validate(const PrefillParams& p) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
     return unsupported(std::string("dtype ") + dtype_name(p.dtype) + " is not supported for attention (bf16, fp16)");
-  if (!supported_head_dim(p.head_dim))
-    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported (64, 128)");
+  if (!head_dim_supported(p.device, p.head_dim))
+    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported on " +
+                       (p.device == Device::kCuda ? "CUDA" : "the CPU") + " (" + supported_head_dims_text(p.device) + ")");
   if (p.batch < 1) return invalid_argument("batch must be >= 1");
   if (p.q_heads < 1 || p.kv_heads < 1) return invalid_argument("q_heads and kv_heads must be >= 1");
   if (p.q_heads % p.kv_heads != 0)
@@ -50,6 +64,7 @@ Status validate(const PrefillParams& p) {
     return invalid_argument("cu_seqlens_q and cu_seqlens_k must both be set (varlen) or both be null");
   if (!(p.softmax_scale >= 0.0f) || p.softmax_scale > 1e30f)
     return invalid_argument("softmax_scale must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
+  FLASHSCOPE_RETURN_IF_ERROR(check_window_softcap(p.window_left, p.window_right, p.softcap, p.causal));
   if (p.workspace_bytes > 0 && p.workspace == nullptr)
     return invalid_argument("workspace is null but workspace_bytes is " + std::to_string(p.workspace_bytes));
   if (p.device == Device::kCuda && reinterpret_cast<uintptr_t>(p.workspace) % 16 != 0)

@@ -27,12 +27,17 @@
 
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/request_queue.hpp"
 #include "flashscope/status.hpp"
 #include "flashscope/untrusted.hpp"
 
 // The handles. Defined at global scope: the header declares them there.
 struct flashscope_model {
   flashscope::Model model;
+};
+
+struct flashscope_queue {
+  std::unique_ptr<flashscope::RequestQueue> queue;
 };
 
 struct flashscope_session {
@@ -207,6 +212,47 @@ void clear_stats(flashscope_generate_stats* st, int32_t n_tokens) {
   st->n_tokens = n_tokens;
 }
 
+// flashscope_generate_params (NULL: the defaults) as GenerateParams; the
+// stop strings' NULLs are refused here, the values by the engine's checks.
+flashscope_status to_cpp(const char* fn, const flashscope_generate_params* params, flashscope::GenerateParams* gp) {
+  const flashscope_generate_params p = params ? *params : flashscope_generate_default_params();
+  gp->max_tokens = p.max_tokens;
+  gp->sampling.temperature = p.temperature;
+  gp->sampling.top_k = p.top_k;
+  gp->sampling.top_p = p.top_p;
+  gp->sampling.min_p = p.min_p;
+  gp->sampling.repetition_penalty = p.repetition_penalty;
+  gp->sampling.repeat_last_n = p.repeat_last_n;
+  gp->sampling.seed = p.seed;
+  if (p.n_stop_strings > 0 && !p.stop_strings) {
+    return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "stop_strings is NULL but n_stop_strings > 0");
+  }
+  for (size_t i = 0; i < p.n_stop_strings; ++i) {
+    if (!p.stop_strings[i]) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "stop_strings[" + std::to_string(i) + "] is NULL");
+    }
+    gp->stop_strings.emplace_back(p.stop_strings[i]);
+  }
+  return FLASHSCOPE_OK;
+}
+
+// GenerateStats as the C struct (n_tokens: the queue's sessions are reset
+// after each request, so it is what the request held: prompt + reply).
+void to_c_stats(const flashscope::GenerateStats& g, flashscope_generate_stats* st) {
+  clear_stats(st, 0);
+  st->prompt_tokens = g.prompt_tokens;
+  st->generated_tokens = g.generated_tokens;
+  st->stop_reason = to_c(g.stop_reason);
+  st->stop_token = g.stop_token;
+  st->stop_string = g.stop_string;
+  st->n_tokens = g.prompt_tokens + g.generated_tokens;
+  st->prefill_ms = g.prefill_ms;
+  st->ttft_ms = g.ttft_ms;
+  st->decode_ms = g.decode_ms;
+  st->prefill_tokens_per_s = g.prefill_tokens_per_s;
+  st->decode_tokens_per_s = g.decode_tokens_per_s;
+}
+
 flashscope_status generate(flashscope_session* s, const flashscope_generate_params* params,
                            flashscope_token_callback callback, void* user, flashscope_generate_stats* out_stats) {
   constexpr const char* fn = "session_generate";
@@ -215,25 +261,8 @@ flashscope_status generate(flashscope_session* s, const flashscope_generate_para
   clear_stats(st, s ? s->session.n_tokens() : 0);
   if (!s) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
 
-  const flashscope_generate_params p = params ? *params : flashscope_generate_default_params();
   flashscope::GenerateParams gp;
-  gp.max_tokens = p.max_tokens;
-  gp.sampling.temperature = p.temperature;
-  gp.sampling.top_k = p.top_k;
-  gp.sampling.top_p = p.top_p;
-  gp.sampling.min_p = p.min_p;
-  gp.sampling.repetition_penalty = p.repetition_penalty;
-  gp.sampling.repeat_last_n = p.repeat_last_n;
-  gp.sampling.seed = p.seed;
-  if (p.n_stop_strings > 0 && !p.stop_strings) {
-    return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "stop_strings is NULL but n_stop_strings > 0");
-  }
-  for (size_t i = 0; i < p.n_stop_strings; ++i) {
-    if (!p.stop_strings[i]) {
-      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "stop_strings[" + std::to_string(i) + "] is NULL");
-    }
-    gp.stop_strings.emplace_back(p.stop_strings[i]);
-  }
+  if (const flashscope_status c = to_cpp(fn, params, &gp); c != FLASHSCOPE_OK) return c;
   if (s->n_in_cache == s->history.size()) {
     return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
                 s->history.empty() ? "no message: add one with flashscope_session_add_message first"
@@ -592,6 +621,113 @@ flashscope_status flashscope_session_set_chat_template(flashscope_session* sessi
     flashscope::ChatFormat format = flashscope::ChatFormat::for_model(session->session.model(), template_text);
     if (format.kind() != flashscope::ChatFormatKind::kTemplate) return fail(fn, format.template_status());
     session->format = std::move(format);
+    return FLASHSCOPE_OK;
+  });
+}
+
+// --- request queue ---------------------------------------------------------------------
+
+flashscope_queue_params flashscope_queue_default_params(void) {
+  flashscope_queue_params p;
+  p.parallel = 4;
+  p.max_queued = 16;
+  p.n_ctx = 0;
+  return p;
+}
+
+flashscope_status flashscope_queue_create(const flashscope_model* model, const flashscope_queue_params* params,
+                                          flashscope_queue** out_queue) {
+  constexpr const char* fn = "queue_create";
+  if (out_queue) *out_queue = nullptr;
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model || !out_queue) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model or out_queue is NULL");
+    const flashscope_queue_params p = params ? *params : flashscope_queue_default_params();
+    flashscope::RequestQueueOptions o;
+    o.parallel = p.parallel;
+    o.max_queued = p.max_queued;
+    o.session_tokens = p.n_ctx;
+    auto q = flashscope::RequestQueue::create(model->model, o);
+    if (!q.ok()) return fail(fn, q.status());
+    *out_queue = new flashscope_queue{std::move(q).value()};
+    return FLASHSCOPE_OK;
+  });
+}
+
+void flashscope_queue_free(flashscope_queue* queue) { delete queue; }
+
+flashscope_status flashscope_queue_submit(flashscope_queue* queue, const int32_t* tokens, size_t n_tokens,
+                                          const flashscope_generate_params* params,
+                                          flashscope_token_callback on_token, flashscope_done_callback on_done,
+                                          void* user, uint64_t* out_id) {
+  constexpr const char* fn = "queue_submit";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!queue || !tokens || n_tokens == 0) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "queue or tokens is NULL, or n_tokens is 0");
+    }
+    flashscope::GenerateParams gp;
+    if (const flashscope_status c = to_cpp(fn, params, &gp); c != FLASHSCOPE_OK) return c;
+    flashscope::TokenCallback token_cb;
+    if (on_token) {
+      token_cb = [on_token, user, text = std::string()](const flashscope::TokenEvent& e) mutable {
+        text.assign(e.text.data(), e.text.size());  // NUL-terminated for C
+        return on_token(text.c_str(), text.size(), e.token, user) != 0;
+      };
+    }
+    flashscope::DoneCallback done_cb;
+    if (on_done) {
+      done_cb = [on_done, user](const flashscope::Result<flashscope::GenerateStats>& r) {
+        flashscope_generate_stats st;
+        clear_stats(&st, 0);
+        flashscope_status code = FLASHSCOPE_OK;
+        if (!r.ok()) {
+          code = to_c(r.status().code());
+        } else {
+          to_c_stats(r.value(), &st);
+          if (r.value().stop_reason == flashscope::StopReason::kCancelled) code = FLASHSCOPE_CANCELLED;
+          if (r.value().stop_reason == flashscope::StopReason::kContextFull) code = FLASHSCOPE_CONTEXT_FULL;
+        }
+        on_done(code, &st, user);
+      };
+    }
+    auto id = queue->queue->submit(std::vector<int32_t>(tokens, tokens + n_tokens), gp, std::move(token_cb),
+                                   std::move(done_cb));
+    if (!id.ok()) return fail(fn, id.status());
+    if (out_id) *out_id = id.value();
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_status flashscope_queue_cancel(flashscope_queue* queue, uint64_t id) {
+  constexpr const char* fn = "queue_cancel";
+  if (!queue) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "queue is NULL");
+  if (!queue->queue->cancel(id)) {
+    return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "no request " + std::to_string(id) + " waits or runs",
+                FLASHSCOPE_LOG_INFO);
+  }
+  return FLASHSCOPE_OK;
+}
+
+int32_t flashscope_queue_n_waiting(const flashscope_queue* queue) {
+  return queue ? queue->queue->stats().queued : 0;
+}
+
+int32_t flashscope_queue_n_running(const flashscope_queue* queue) {
+  return queue ? queue->queue->stats().running : 0;
+}
+
+flashscope_status flashscope_model_tokenize(const flashscope_model* model, const char* text, int32_t parse_special,
+                                            int32_t* tokens, size_t max_tokens, size_t* out_n) {
+  constexpr const char* fn = "model_tokenize";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model || !text) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model or text is NULL");
+    if (!tokens && max_tokens > 0) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "tokens is NULL but max_tokens > 0");
+    const std::vector<int32_t> ids = model->model.tokenizer().encode(text, parse_special != 0);
+    if (out_n) *out_n = ids.size();
+    if (max_tokens < ids.size()) {
+      return fail(FLASHSCOPE_BUFFER_TOO_SMALL, fn,
+                  std::to_string(ids.size()) + " tokens, the buffer has room for " + std::to_string(max_tokens));
+    }
+    if (!ids.empty()) std::memcpy(tokens, ids.data(), ids.size() * sizeof(int32_t));
     return FLASHSCOPE_OK;
   });
 }

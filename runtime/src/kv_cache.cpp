@@ -141,11 +141,12 @@ Status check_config(const KvCacheConfig& c) {
   if (!is_power_of_two(c.page_size) || c.page_size < 16 || c.page_size > 256)
     return invalid_argument("KV cache: page_size must be a power of two in 16..256 (got " +
                             std::to_string(c.page_size) + ")");
-  if (!supported_head_dim(c.head_dim))
-    return unsupported("KV cache: head_dim " + std::to_string(c.head_dim) + " is not supported (64, 128)");
   if (c.dtype != DType::kBF16 && c.dtype != DType::kFP16)
     return unsupported(std::string("KV cache: dtype ") + dtype_name(c.dtype) + " is not supported (bf16, fp16)");
   if (c.device != Device::kCpu && c.device != Device::kCuda) return invalid_argument("KV cache: unknown device");
+  if (!head_dim_supported(c.device, c.head_dim))
+    return unsupported("KV cache: head_dim " + std::to_string(c.head_dim) + " is not supported on " +
+                       (c.device == Device::kCuda ? "CUDA" : "the CPU") + " (" + supported_head_dims_text(c.device) + ")");
 #if !FLASHSCOPE_WITH_CUDA
   if (c.device == Device::kCuda)
     return unsupported("KV cache: this build of flashscope has no CUDA backend; use Device::kCpu");
@@ -420,8 +421,9 @@ Status check_new_tensor(const char* name, const AttnTensor& t, const AppendKvPar
 Status validate_append(const AppendKvParams& p) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
     return unsupported(std::string("append_kv: dtype ") + dtype_name(p.dtype) + " is not supported (bf16, fp16)");
-  if (!supported_head_dim(p.head_dim))
-    return unsupported("append_kv: head_dim " + std::to_string(p.head_dim) + " is not supported (64, 128)");
+  if (!head_dim_supported(p.device, p.head_dim))
+    return unsupported("append_kv: head_dim " + std::to_string(p.head_dim) + " is not supported on " +
+                       (p.device == Device::kCuda ? "CUDA" : "the CPU") + " (" + supported_head_dims_text(p.device) + ")");
   if (p.kv_heads < 1) return invalid_argument("append_kv: kv_heads must be >= 1");
   if (!is_power_of_two(p.page_size) || p.page_size < 16 || p.page_size > 256)
     return invalid_argument("append_kv: page_size must be a power of two in 16..256 (got " +

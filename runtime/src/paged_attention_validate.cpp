@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attention_validate.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/paged_attention.hpp"
 #include "util/math.hpp"
@@ -67,9 +68,13 @@ Status check_sequences(const PagedAttentionParams& p) {
 Status validate(const PagedAttentionParams& p) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
     return unsupported(std::string("dtype ") + dtype_name(p.dtype) + " is not supported for paged attention (bf16, fp16)");
-  if (!supported_head_dim(p.head_dim))
-    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported (64, 128)");
   if (p.device != Device::kCpu && p.device != Device::kCuda) return invalid_argument("unknown device");
+  if (!head_dim_supported(p.device, p.head_dim))
+    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported on " +
+                       (p.device == Device::kCuda ? "CUDA" : "the CPU") + " (" + supported_head_dims_text(p.device) + ")");
+  // Prefill runs head_dim 256 on CUDA (the Hopper kernel); the paged kernels are built for 64 and 128.
+  if (p.device == Device::kCuda && p.head_dim != 64 && p.head_dim != 128)
+    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported by the CUDA paged attention kernels (64, 128)");
   if (p.batch < 1) return invalid_argument("batch must be >= 1");
   if (p.q_heads < 1 || p.kv_heads < 1) return invalid_argument("q_heads and kv_heads must be >= 1");
   if (p.q_heads % p.kv_heads != 0)
@@ -89,6 +94,7 @@ Status validate(const PagedAttentionParams& p) {
   if (p.num_splits < 0) return invalid_argument("num_splits must be >= 0 (0 = the plan decides)");
   if (!(p.softmax_scale >= 0.0f) || p.softmax_scale > 1e30f)
     return invalid_argument("softmax_scale must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
+  FLASHSCOPE_RETURN_IF_ERROR(check_window_softcap(p.window_left, p.window_right, p.softcap, p.causal));
 
   FLASHSCOPE_RETURN_IF_ERROR(check_tensor("q", p.q, p));
   FLASHSCOPE_RETURN_IF_ERROR(check_tensor("o", p.o, p));

@@ -71,6 +71,9 @@ struct AttentionShape {
   DType dtype = DType::kBF16;
   uint64_t seed = 1;
   float softmax_scale = 0.0f;  // 0: 1/sqrt(head_dim), as in PrefillParams
+  int window_left = -1;        // as in PrefillParams: -1 unbounded
+  int window_right = -1;
+  float softcap = 0.0f;        // 0: off
 
   // One line that reproduces the case, e.g.
   // "b2 hq9/hkv3 lq17 lk1000 d64 causal bf16 bshd seed=7".
@@ -89,6 +92,8 @@ struct AttentionShape {
     s << " d" << head_dim << (causal ? " causal" : " full") << " " << dtype_name_of(dtype) << " "
       << layout_name(layout) << " seed=" << seed;
     if (softmax_scale != 0.0f) s << " scale=" << softmax_scale;
+    if (window_left >= 0 || window_right >= 0) s << " window=(" << window_left << "," << window_right << ")";
+    if (softcap > 0.0f) s << " softcap=" << softcap;
     return s.str();
   }
 
@@ -237,6 +242,9 @@ class AttentionProblem {
     }
     p.causal = shape_.causal;
     p.softmax_scale = shape_.softmax_scale;
+    p.window_left = shape_.window_left;
+    p.window_right = shape_.window_right;
+    p.softcap = shape_.softcap;
     return p;
   }
 

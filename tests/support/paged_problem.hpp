@@ -69,6 +69,9 @@ struct PagedShape {
   DType dtype = DType::kBF16;
   uint64_t seed = 1;
   float softmax_scale = 0.0f;
+  int window_left = -1;  // as in PagedAttentionParams: -1 unbounded
+  int window_right = -1;
+  float softcap = 0.0f;  // 0: off
 
   int batch() const { return static_cast<int>(kv_lens.size()); }
   int max_kv_len() const { return kv_lens.empty() ? 0 : *std::max_element(kv_lens.begin(), kv_lens.end()); }
@@ -87,6 +90,8 @@ struct PagedShape {
     if (padded_q) s << " padded";
     if (max_kv_len_slack) s << " slack=" << max_kv_len_slack;
     if (softmax_scale != 0.0f) s << " scale=" << softmax_scale;
+    if (window_left >= 0 || window_right >= 0) s << " window=(" << window_left << "," << window_right << ")";
+    if (softcap > 0.0f) s << " softcap=" << softcap;
     s << " seed=" << seed;
     return s.str();
   }
@@ -189,6 +194,9 @@ class PagedProblem {
     p.max_kv_len = max_kv_len_;
     p.causal = s_.causal;
     p.softmax_scale = s_.softmax_scale;
+    p.window_left = s_.window_left;
+    p.window_right = s_.window_right;
+    p.softcap = s_.softcap;
     p.dtype = s_.dtype;
     p.device = device;
     p.num_pages = num_pages_;
@@ -205,6 +213,37 @@ class PagedProblem {
     for (size_t i = 0; i < o_.size(); ++i) o_[i] = o_logical_[i] ? kNaNBits : kOutGuardBits;
     std::fill(lse_.begin(), lse_.end(), kLseGuardValue);
     std::fill(lse_.begin() + kLseGuard, lse_.end() - kLseGuard, std::numeric_limits<float>::quiet_NaN());
+  }
+
+  // With a left window: fills with NaN every page that holds only keys
+  // before every new token's window, for every sequence that uses it (a
+  // page shared by a sequence that still sees it keeps its data). A path
+  // that reads such a page instead of skipping it, and lets it reach o,
+  // fails. Returns the pages poisoned. The reference skips them too (it
+  // reads K and V rows only inside each query's window).
+  int poison_pages_outside_windows() {
+    if (s_.window_left < 0) return 0;
+    const int P = s_.page_size;
+    std::vector<uint8_t> needed(static_cast<size_t>(num_pages_), 0), used(needed.size(), 0);
+    for (int b = 0; b < s_.batch(); ++b) {
+      const int64_t first_key = int64_t{kv_lens_[size_t(b)]} - s_.q_len - s_.window_left;
+      const int pages = (kv_lens_[size_t(b)] + P - 1) / P;
+      for (int i = 0; i < pages; ++i) {
+        const int32_t page = tables_[size_t(int64_t{b} * table_stride_ + i)];
+        used[size_t(page)] = 1;
+        if (int64_t{i + 1} * P > first_key) needed[size_t(page)] = 1;
+      }
+    }
+    const size_t page_elems = size_t(s_.kv_heads) * P * s_.head_dim;
+    int poisoned = 0;
+    for (int page = 0; page < num_pages_; ++page) {
+      if (!used[size_t(page)] || needed[size_t(page)]) continue;
+      std::fill(k_.begin() + page * page_elems, k_.begin() + (page + 1) * page_elems, kNaNBits);
+      std::fill(v_.begin() + page * page_elems, v_.begin() + (page + 1) * page_elems, kNaNBits);
+      ++poisoned;
+    }
+    reference_.reset();
+    return poisoned;
   }
 
   // Logical K/V of sequence b at position pos (read through its block table).
@@ -319,7 +358,10 @@ class PagedProblem {
     for (int b = 0; b < s_.batch(); ++b)
       for (int pos = 0; pos < kv_lens_[size_t(b)]; ++pos)
         for (int h = 0; h < s_.kv_heads; ++h)
-          for (int d = 0; d < s_.head_dim; ++d) m = std::max(m, std::fabs(double(v_at(b, pos, h, d))));
+          for (int d = 0; d < s_.head_dim; ++d) {
+            const double x = std::fabs(double(v_at(b, pos, h, d)));
+            if (x > m) m = x;  // NaN (a poisoned page) never counts
+          }
     return m;
   }
 

@@ -20,6 +20,14 @@
 // appended after a cached prefix see all of it: query i (0-based within its
 // sequence) attends key j iff j <= i + (kv_len - q_len). Query rows that see
 // no key at all (q_len > kv_len) produce zeros and lse = -inf.
+//
+// Local (sliding-window) attention uses the same alignment: with query i at
+// position pos = i + (kv_len - q_len), window_left = W >= 0 keeps keys
+// j >= pos - W and window_right = W >= 0 keeps keys j <= pos + W (causal is
+// window_right = 0). Key tiles wholly outside every row's window are never
+// read, so the cost grows with the window, not with the context.
+// Logit soft-capping (Gemma 2): s <- softcap · tanh(s / softcap) on the
+// scaled score s, before the softmax; lse is of the capped scores.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +85,16 @@ struct PrefillParams {
 
   bool causal = false;
   float softmax_scale = 0.0f;  // 0 means 1/sqrt(head_dim)
+
+  // Sliding window, positions bottom-right aligned (see the top of this
+  // file). -1: unbounded. W >= 0: the query at position i sees keys j >= i - W
+  // (window_left) and j <= i + W (window_right). With causal, window_right
+  // must be -1 or 0 (causal already means 0).
+  int window_left = -1;
+  int window_right = -1;
+  // 0: off. > 0: s <- softcap · tanh(s / softcap) on the already scaled
+  // score, before the softmax.
+  float softcap = 0.0f;
 
   PrefillKernel kernel = PrefillKernel::kAuto;
   void* stream = nullptr;  // cudaStream_t for Device::kCuda; null is the default stream
@@ -162,13 +180,24 @@ PrefillKernel resolve_prefill_kernel(const PrefillParams& p);
 // wave is nearly full) or where p cannot be planned.
 size_t prefill_workspace_bytes(const PrefillParams& p);
 
-// head_dim values the kernels are built for.
-inline bool supported_head_dim(int d) { return d == 64 || d == 128; }
+// head_dim values some attention path runs: 32, 64, 80, 96, 128, 256.
+inline bool supported_head_dim(int d) {
+  return d == 32 || d == 64 || d == 80 || d == 96 || d == 128 || d == 256;
+}
+// head_dim values the attention paths of `device` run (the CPU: every one
+// of supported_head_dim; CUDA: those its kernels are instantiated for).
+// validate() checks this form.
+bool head_dim_supported(Device device, int head_dim);
+// The list head_dim_supported(device, ·) accepts, for messages: "64, 128".
+std::string supported_head_dims_text(Device device);
 
 // FLOPs of one prefill as the peers (PyTorch SDPA, FlashAttention) count
 // them, so TFLOPS compare: 4·batch·q_heads·Lq·Lk·D (QKᵀ and PV, one
 // multiply-add = 2), halved when causal. For varlen, summed per sequence
 // (needs host-readable cu_seqlens; pass the lengths' maxima otherwise).
+// With a window (window_left or window_right >= 0), 4·q_heads·D times the
+// (query, key) pairs the mask lets in, counted exactly: the work a kernel
+// that skips the tiles outside the window cannot avoid.
 double prefill_flops(const PrefillParams& p);
 
 }  // namespace flashscope

@@ -104,6 +104,19 @@ class BatchGenerator {
   bool finished(int id) const;
   Result<GenerateStats> result(int id) const;
 
+  // Asks reply `id` to stop, as Session::cancel() on its session does: it
+  // finishes with StopReason::kCancelled at its next check (after its
+  // prefill, or after the token in progress). False for an unknown,
+  // released or finished id. Same thread as step() (or its callbacks); from
+  // another thread, call Session::cancel() on the reply's session.
+  bool cancel(int id);
+  // Frees what a finished reply holds (its prompt, logits, stats): a
+  // generator that runs for days (a server) keeps only the replies in
+  // flight. Afterwards finished(id) is true and result(id) is
+  // kInvalidArgument; ids are never reused. False, with nothing freed, for
+  // a reply still running or an unknown or already released id.
+  bool release(int id);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

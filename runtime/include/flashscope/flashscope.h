@@ -380,6 +380,82 @@ FLASHSCOPE_API flashscope_status flashscope_model_chat_template_error(const flas
 FLASHSCOPE_API flashscope_status flashscope_session_set_chat_template(flashscope_session* session,
                                                                       const char* template_text);
 
+/* --- request queue (continuous batching) -------------------------------------------- */
+
+/* Many independent requests on one model, decoded together: a thread of the
+ * queue's own runs `parallel` sessions in one batched step; a request that
+ * arrives while others decode joins the next step, each reply ends on its
+ * own and its session takes the next waiting request at once. Past
+ * `parallel`, up to max_queued requests wait; beyond that submit refuses.
+ * Requests are token ids (flashscope_model_tokenize); each starts from an
+ * empty cache, and a greedy one gives the tokens flashscope_session_generate
+ * would for the same tokens, whatever runs beside it. What a server needs
+ * (flashscope-cli serve is built on the same C++ RequestQueue). */
+typedef struct flashscope_queue flashscope_queue;
+
+typedef struct flashscope_queue_params {
+  int32_t parallel;   /* sessions decoded together, >= 1; default 4 */
+  int32_t max_queued; /* requests that may wait for a session, >= 0; default 16 */
+  int32_t n_ctx;      /* each session's tokens (prompt + reply); 0 (default): the model's context length */
+} flashscope_queue_params;
+
+FLASHSCOPE_API flashscope_queue_params flashscope_queue_default_params(void);
+
+/* Starts the queue. On failure *out_queue is NULL:
+ *   INVALID_ARGUMENT  model or out_queue NULL, parallel < 1, max_queued < 0,
+ *                     n_ctx < 0 or above the model's context length
+ *   OUT_OF_MEMORY     the sessions or the thread could not be had */
+FLASHSCOPE_API flashscope_status flashscope_queue_create(const flashscope_model* model,
+                                                         const flashscope_queue_params* params,
+                                                         flashscope_queue** out_queue);
+
+/* Cancels every request, waits for the queue's thread (each request's done
+ * callback runs first) and releases the queue. NULL is a no-op. Not from a
+ * callback of this queue. */
+FLASHSCOPE_API void flashscope_queue_free(flashscope_queue* queue);
+
+/* Called once per submitted request, on the queue's thread, after its last
+ * token callback: status OK (the reply ended by max_tokens, an end-of-turn
+ * token, a stop string or the token callback's 0), CANCELLED
+ * (flashscope_queue_cancel; also before it started), CONTEXT_FULL (the
+ * session filled up), or the error that stopped it. stats is valid during
+ * the call only. */
+typedef void (*flashscope_done_callback)(flashscope_status status, const flashscope_generate_stats* stats,
+                                         void* user);
+
+/* Queues a reply to tokens[0, n_tokens) (copied). The callbacks (either may
+ * be NULL) run on the queue's thread and receive `user`; they may submit or
+ * cancel, but not free the queue. *out_id (may be NULL) is the request's id
+ * (1, 2, ...; never reused). Refused, with nothing queued and no callback:
+ *   INVALID_ARGUMENT  queue or tokens NULL, n_tokens 0, a token outside the
+ *                     vocabulary, a prompt of n_ctx tokens or more, a
+ *                     malformed parameter (as flashscope_session_generate)
+ *   OUT_OF_MEMORY     the queue is full: max_queued requests wait already */
+FLASHSCOPE_API flashscope_status flashscope_queue_submit(flashscope_queue* queue, const int32_t* tokens,
+                                                         size_t n_tokens, const flashscope_generate_params* params,
+                                                         flashscope_token_callback on_token,
+                                                         flashscope_done_callback on_done, void* user,
+                                                         uint64_t* out_id);
+
+/* Stops request `id` (any thread): a waiting one never starts, a running one
+ * stops after the token in progress; its done callback follows with
+ * CANCELLED and its session takes the next request.
+ *   INVALID_ARGUMENT  queue NULL, or no request with this id waits or runs */
+FLASHSCOPE_API flashscope_status flashscope_queue_cancel(flashscope_queue* queue, uint64_t id);
+
+/* Requests waiting, and running; 0 for NULL. */
+FLASHSCOPE_API int32_t flashscope_queue_n_waiting(const flashscope_queue* queue);
+FLASHSCOPE_API int32_t flashscope_queue_n_running(const flashscope_queue* queue);
+
+/* text (UTF-8) as the model's token ids, without BOS; parse_special nonzero:
+ * control tokens written as text ("<|im_start|>") become their ids. Buffer
+ * rule in tokens: *out_n (when not NULL) is the count needed; with
+ * max_tokens smaller, BUFFER_TOO_SMALL and nothing written.
+ *   INVALID_ARGUMENT  model or text NULL, tokens NULL with max_tokens > 0 */
+FLASHSCOPE_API flashscope_status flashscope_model_tokenize(const flashscope_model* model, const char* text,
+                                                           int32_t parse_special, int32_t* tokens,
+                                                           size_t max_tokens, size_t* out_n);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -73,7 +73,7 @@ const char* ggml_type_name(GgmlType type);
 int64_t ggml_block_size(GgmlType type);
 int64_t ggml_type_size(GgmlType type);
 // True for the types dequantize_row handles: F32, F16, BF16, Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q4_K, Q6_K.
+// Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
 bool ggml_type_can_dequantize(GgmlType type);
 
 // Converts n consecutive elements of `type` at src (n / block_size blocks)

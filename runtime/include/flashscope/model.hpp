@@ -1,4 +1,4 @@
-// A Llama-family language model loaded from a GGUF file, and the forward
+// A decoder-only language model (llama, qwen2, qwen3, gemma3) loaded from a GGUF file, and the forward
 // pass that runs a batch of new tokens of one sequence against its KV cache,
 // or one new token of each of several sequences together.
 //
@@ -15,11 +15,12 @@
 // use integer dot products against the weight blocks (llama.cpp's scheme);
 // other weight types fall back to dequantize-then-dot.
 //
-// Architecture: "llama" (SmolLM2, TinyLlama, Llama 2/3 without rope
-// scaling): token embedding, per layer RMSNorm → Q/K/V → RoPE on
-// consecutive pairs → causal GQA attention over the cache → O → residual →
-// RMSNorm → SwiGLU FFN → residual, then final RMSNorm and the LM head
-// (token_embd when output.weight is absent). No biases.
+// Architectures (ModelConfig::arch): token embedding, per layer RMSNorm →
+// Q/K/V (+ bias) → [per-head QK RMSNorm] → RoPE → causal GQA attention over
+// the cache (sliding window where the layer has one) → O → [post-norm] →
+// residual → RMSNorm → gated FFN (SiLU or GELU-tanh) → [post-norm] →
+// residual, then final RMSNorm and the LM head (token_embd when
+// output.weight is absent). Which pieces a family has is in ModelConfig.
 //
 // Numerics: logits differ from a float reference by the 8-bit activation
 // rounding (llama.cpp's trade; tests/test_model_cpu.cpp measures it against
@@ -63,30 +64,84 @@ struct Internal;  // the engine's access to backend state (runtime/src/model/int
 inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 std::string find_default_model();
 
+// The model families the engine runs (GGUF general.architecture).
+//   llama   SmolLM2, TinyLlama, Llama 2/3.x (rope_freqs factors), optional Q/K/V/O biases
+//   qwen2   Qwen2.5: Q/K/V biases, NeoX RoPE
+//   qwen3   per-head RMSNorm of Q and K before RoPE, head_dim independent of hidden, NeoX RoPE
+//   gemma3  embeddings × √hidden, norms before and after attention and FFN, GELU-tanh gated FFN,
+//           QK-norm, sliding window on 5 of every 6 layers with their own RoPE base
+enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3, kGemma3 };
+// general.architecture's spelling ("llama", "qwen2", "qwen3", "gemma3").
+const char* architecture_name(Architecture arch);
+// The supported names, comma-separated, for messages.
+const char* supported_architectures();
+
+// Which elements RoPE rotates together inside a head of rope_dim leading
+// elements: kPairs (x[2i], x[2i+1]): llama GGUFs, whose converter permutes
+// Q and K; kHalves (x[i], x[i + rope_dim/2]): NeoX style, unpermuted Q/K
+// (qwen2, qwen3, gemma3). Pair i turns by pos · rope_scale · base^(−2i/rope_dim)
+// / freq_factor[i].
+enum class RopeStyle : uint8_t { kPairs, kHalves };
+
+enum class FfnActivation : uint8_t {
+  kSilu,      // silu(gate) · up (SwiGLU)
+  kGeluTanh,  // gelu_tanh(gate) · up (GeGLU, Gemma)
+};
+
+// What differs between the layers of one model.
+struct LayerConfig {
+  // Sliding-window attention: 0 means the whole causal context; W > 0 means
+  // the token at position p attends to keys at positions (p − W, p], W keys
+  // including itself (llama.cpp's n_swa; transformers' sliding_window).
+  int window = 0;
+  float rope_base = 10000.0f;
+  float rope_scale = 1.0f;  // positions are multiplied by this (linear rope scaling: 1 / factor)
+};
+
 // The shape of a model, from its GGUF metadata ("{arch}.*" keys).
 struct ModelConfig {
-  std::string architecture;  // general.architecture; "llama" is supported
+  std::string architecture;  // general.architecture
+  Architecture arch = Architecture::kLlama;
   std::string name;          // general.name (informational, may be empty)
   int n_layers = 0;          // block_count
   int hidden = 0;            // embedding_length
   int n_heads = 0;           // attention.head_count
   int n_kv_heads = 0;        // attention.head_count_kv (= n_heads when absent)
-  int head_dim = 0;          // attention.key_length, else hidden / n_heads
+  int head_dim = 0;          // attention.key_length, else hidden / n_heads (Q is n_heads·head_dim wide)
   int ffn = 0;               // feed_forward_length
   int vocab = 0;             // vocab_size, else the length of tokenizer.ggml.tokens
   int context_length = 0;    // context_length: the longest sequence the model was trained on
-  float rope_base = 10000.0f;  // rope.freq_base
+  float rope_base = 10000.0f;  // rope.freq_base (the global layers' base)
   int rope_dim = 0;          // rope.dimension_count, else head_dim: leading dims rotated per head
   float rms_eps = 1e-5f;     // attention.layer_norm_rms_epsilon
   bool tied_embeddings = false;  // no output.weight: the LM head is token_embd
 
+  RopeStyle rope_style = RopeStyle::kPairs;
+  float rope_scale = 1.0f;          // rope.scaling.type "linear": 1 / rope.scaling.factor (global layers)
+  bool rope_freq_factors = false;   // a rope_freqs.weight tensor [rope_dim/2] divides each pair's frequency
+  bool qkv_bias = false;            // attn_q/k/v.bias present (qwen2: required; llama: optional)
+  bool qk_norm = false;             // attn_q_norm / attn_k_norm [head_dim], RMSNorm per head before RoPE
+  bool post_norms = false;          // post_attention_norm, post_ffw_norm on each block's output (gemma3)
+  FfnActivation ffn_activation = FfnActivation::kSilu;
+  float embed_scale = 1.0f;         // token embeddings are multiplied by this (gemma3: √hidden)
+  float attn_scale = 0.0f;          // softmax scale of Q·Kᵀ: 1/√head_dim as llama.cpp takes it for these families
+  int sliding_window = 0;           // attention.sliding_window (gemma3), 0 when the model has none
+  // Per layer: window and RoPE base. gemma3: layer l slides (window =
+  // sliding_window, rope base rope.freq_base_swa else 10000, no scaling)
+  // unless (l + 1) % 6 == 0, as llama.cpp's set_swa_pattern(6).
+  std::vector<LayerConfig> layers;
+
   // Reads and checks the metadata (not the tensors). kUnsupported for an
-  // architecture other than llama, rope scaling, head_dim other than 64/128
-  // or key_length != value_length; kCorruptData for a missing key or
-  // inconsistent values, naming the key.
+  // architecture not listed above (the message names the supported ones),
+  // rope scaling other than none/linear, or key_length != value_length;
+  // kCorruptData for a missing key or inconsistent values, naming the key.
   static Result<ModelConfig> from_gguf(const GgufFile& file);
-  // The consistency checks of from_gguf, for a config built by hand.
+  // The consistency checks of from_gguf, for a config built by hand
+  // (an empty `layers` is filled by from_gguf only; validate accepts it
+  // empty or of n_layers entries).
   Status validate() const;
+  // Layer l's window and RoPE (from `layers`, or the model-wide values when empty).
+  LayerConfig layer(int l) const;
 };
 
 // The most CPU threads a forward pass may be asked for (ModelOptions::threads;

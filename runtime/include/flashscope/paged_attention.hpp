@@ -50,6 +50,16 @@ struct PagedAttentionParams {
   bool causal = true;
   float softmax_scale = 0.0f;  // 0 means 1/sqrt(head_dim)
 
+  // Sliding window and soft-cap, as in PrefillParams: new token t of
+  // sequence b sits at position kv_lens[b] - q_len + t and sees keys
+  // j >= pos - window_left and j <= pos + window_right (-1: unbounded;
+  // with causal, window_right must be -1 or 0). softcap > 0:
+  // s <- softcap · tanh(s / softcap) on the scaled score. Pages wholly
+  // before every new token's window are not read.
+  int window_left = -1;
+  int window_right = -1;
+  float softcap = 0.0f;
+
   DType dtype = DType::kBF16;
   Device device = Device::kCpu;
   void* stream = nullptr;

@@ -1,4 +1,4 @@
-// Synthetic llama models: GGUF files built from a spec, with random weights
+// Synthetic models (llama, qwen2, qwen3, gemma3): GGUF files built from a spec, with random weights
 // of the chosen types (Model::load reads them like any other file).
 #pragma once
 
@@ -20,6 +20,11 @@ namespace flashscope {
 // ASCII, space and newline, then fillers; byte-level BPE with no merges and
 // a ChatML template. The same spec always gives the same bytes.
 struct SyntheticModelSpec {
+  // general.architecture: "llama", "qwen2" (adds Q/K/V biases), "qwen3"
+  // (adds attn_q_norm / attn_k_norm), "gemma3" (QK-norms, post-norms and
+  // attention.sliding_window = sliding_window).
+  std::string architecture = "llama";
+  int sliding_window = 0;  // gemma3 only; 0 writes no window
   int n_layers = 2;
   int hidden = 64;
   int n_heads = 4;

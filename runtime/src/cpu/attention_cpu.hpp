@@ -9,8 +9,9 @@
 // GPU's and the dashboard's softmax traces mean the same thing on both.
 //
 // Semantics are those of flashscope/attention.hpp: bottom-right causal
-// alignment, varlen through host cu_seqlens, GQA head mapping, natural-log
-// LSE of the scaled logits, rows that see no key give zeros and lse = -inf.
+// alignment (and sliding windows aligned the same way), soft-capping,
+// varlen through host cu_seqlens, GQA head mapping, natural-log LSE of the
+// scaled (capped) logits, rows that see no key give zeros and lse = -inf.
 //
 // Neither function validates its params: the dispatcher calls
 // flashscope::validate() first. They only guard what memory safety needs and

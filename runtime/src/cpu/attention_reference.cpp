@@ -1,8 +1,11 @@
 // Reference attention: the yardstick for every other implementation.
 //
-// Algorithm, for each sequence b, q-head h and query i, over the keys j the
-// mask allows (all of them, or j <= i + (kv_len - q_len) when causal):
+// Algorithm, for each sequence b, q-head h and query i at position
+// pos = i + (kv_len - q_len), over the keys j the mask allows: all of them;
+// j <= pos when causal; pos - window_left <= j when window_left >= 0;
+// j <= pos + window_right when window_right >= 0:
 //   s_j = scale · (q_i · k_j)            in double
+//   s_j = cap · tanh(s_j / cap)          when softcap = cap > 0
 //   m   = max_j s_j
 //   l   = Σ_j exp(s_j − m)                two passes: max first, then the sum
 //   o_i = Σ_j exp(s_j − m) · v_j / l
@@ -92,6 +95,7 @@ Status attention_reference(const PrefillParams& p, float* o_out, float* lse_out)
   const int group = q_heads / p.kv_heads;  // q-heads per kv-head
   const double scale = p.softmax_scale != 0.0f ? static_cast<double>(p.softmax_scale)
                                                : 1.0 / std::sqrt(static_cast<double>(dim));
+  const double softcap = static_cast<double>(p.softcap);
   const int64_t total_q = varlen ? p.cu_seqlens_q[p.batch] : 0;
   const auto* q = static_cast<const uint16_t*>(p.q.data);
   const auto* k = static_cast<const uint16_t*>(p.k.data);
@@ -141,8 +145,13 @@ Status attention_reference(const PrefillParams& p, float* o_out, float* lse_out)
         const int64_t q_at = seq.q_offset + i * p.q.seq_stride + h * p.q.head_stride;
         for (int d = 0; d < dim; ++d) q_row[d] = load(q, q_at + d, bf16);
 
-        int keys = seq.kv_len;
-        if (p.causal) keys = std::clamp(i + causal_shift + 1, 0, seq.kv_len);
+        // The allowed keys are the run [first, first + keys).
+        const int64_t pos = int64_t{i} + causal_shift;
+        int64_t first = 0, last = seq.kv_len - 1;
+        if (p.causal) last = std::min(last, pos);
+        if (p.window_right >= 0) last = std::min(last, pos + p.window_right);
+        if (p.window_left >= 0) first = std::max(first, pos - p.window_left);
+        const int keys = last >= first ? static_cast<int>(last - first + 1) : 0;
 
         float* o_row = o_out + ((seq.out_row + i) * q_heads + h) * dim;
         const int64_t lse_at = varlen ? h * total_q + seq.out_row + i
@@ -155,7 +164,7 @@ Status attention_reference(const PrefillParams& p, float* o_out, float* lse_out)
 
         double m = -std::numeric_limits<double>::infinity();
         for (int j = 0; j < keys; ++j) {
-          const double* k_row = k_f64.data() + static_cast<size_t>(j) * dim;
+          const double* k_row = k_f64.data() + static_cast<size_t>(first + j) * dim;
           double dot = 0.0;
           // Lets the compiler split the sum into vector lanes; in double the
           // order is immaterial at float32 output precision.
@@ -164,6 +173,7 @@ Status attention_reference(const PrefillParams& p, float* o_out, float* lse_out)
 #endif
           for (int d = 0; d < dim; ++d) dot += q_row[d] * k_row[d];
           s[j] = scale * dot;
+          if (softcap > 0.0) s[j] = softcap * std::tanh(s[j] / softcap);
           m = std::max(m, s[j]);
         }
 
@@ -177,7 +187,7 @@ Status attention_reference(const PrefillParams& p, float* o_out, float* lse_out)
         double* acc = q_row;
         std::fill(acc, acc + dim, 0.0);
         for (int j = 0; j < keys; ++j) {
-          const double* v_row = v_f64.data() + static_cast<size_t>(j) * dim;
+          const double* v_row = v_f64.data() + static_cast<size_t>(first + j) * dim;
           for (int d = 0; d < dim; ++d) acc[d] += s[j] * v_row[d];
         }
         for (int d = 0; d < dim; ++d) o_row[d] = static_cast<float>(acc[d] / l);

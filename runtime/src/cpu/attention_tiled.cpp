@@ -14,9 +14,16 @@
 //                                    tensor cores in bf16/fp16, and that rounding is the
 //                                    largest error the kernel adds, so we add it too
 // then O /= l, stored in p.dtype, and lse = m·ln2 + ln l (natural log).
-// Rows that see no key keep l = 0 and store zeros and lse = -inf. Causal
-// blocks stop at the last tile their last row can see (the GPU's tile skip);
-// inside a tile each row reads only the keys j <= i + (kv_len − q_len).
+// Soft-capping (softcap = c > 0) caps S before the max, in log2 units:
+// S <- c' · tanh(S / c') with c' = c · log2(e), which is c · tanh(s / c) on
+// the natural scaled score s, times log2(e).
+// Rows that see no key keep l = 0 and store zeros and lse = -inf. A block
+// runs only the tiles some row of it can see: causal blocks stop at the last
+// tile their last row can see (the GPU's tile skip), a left window starts at
+// the tile of its first row's first key, a right window stops like causal.
+// Inside a tile each row reads only its own keys: with its position
+// pos = i + (kv_len − q_len), pos − window_left <= j and j <= pos (causal) or
+// j <= pos + window_right.
 //
 // Layouts: q, k, v, o through the PrefillParams strides (head_dim
 // contiguous); lse dense [batch, q_heads, q_len] (varlen [q_heads, total_q]).
@@ -126,6 +133,7 @@ struct Problem {
   uint16_t* o;
   int dim, group;
   float scale_log2;  // softmax scale · log2(e)
+  float cap_log2;    // softcap · log2(e); 0: no soft-cap
   int64_t lse_head_stride;
 };
 
@@ -149,37 +157,40 @@ void qk_rows(const float* q, const float* kt, int n, int dp, float scale_log2, f
   }
 }
 
-// One online-softmax step of one row over its scores s[0, keys) of this
-// tile (keys >= 1). Writes rounded P to p[j · kRows] for j < keys and 0 for
-// keys <= j < n, so the row can share the P·V product with rows that see
-// more keys. Returns alpha, the factor that rescales the row's O and l from
-// the old max to the new one.
+// One online-softmax step of one row over its scores s[begin, end) of this
+// tile (begin < end), soft-capped first when cap_log2 > 0. Writes rounded P
+// to p[j · kRows] for begin <= j < end and 0 for the other j < n, so the row
+// can share the P·V product with rows that see other keys. Returns alpha,
+// the factor that rescales the row's O and l from the old max to the new one.
 template <typename T>
-float softmax_row(const float* s, int keys, int n, float* m, float* l, float* p) {
-  float tile_max = s[0];
-  for (int j = 1; j < keys; ++j) tile_max = std::max(tile_max, s[j]);
+float softmax_row(float* s, int begin, int end, int n, float cap_log2, float* m, float* l, float* p) {
+  if (cap_log2 > 0.0f)
+    for (int j = begin; j < end; ++j) s[j] = cap_log2 * std::tanh(s[j] / cap_log2);
+  float tile_max = s[begin];
+  for (int j = begin + 1; j < end; ++j) tile_max = std::max(tile_max, s[j]);
   const float m_new = std::max(*m, tile_max);
   const float alpha = std::exp2(*m - m_new);  // 0 on the row's first tile (m = -inf)
 
   float row_sum = 0.0f;
-  for (int j = 0; j < keys; ++j) {
+  for (int j = 0; j < begin; ++j) p[j * kRows] = 0.0f;
+  for (int j = begin; j < end; ++j) {
     const float pj = std::exp2(s[j] - m_new);
     row_sum += pj;
     p[j * kRows] = T::round(pj);
   }
-  for (int j = keys; j < n; ++j) p[j * kRows] = 0.0f;
+  for (int j = end; j < n; ++j) p[j * kRows] = 0.0f;
   *l = *l * alpha + row_sum;
   *m = m_new;
   return alpha;
 }
 
-// o[r][:] = alpha[r] · o[r][:] + Σ_{j < keys} p[r][j] · v[j][:] for kRows rows.
+// o[r][:] = alpha[r] · o[r][:] + Σ_{begin <= j < end} p[r][j] · v[j][:] for kRows rows.
 //   pt [kBlockKV, kRows], v [kBlockKV, dp], o [kRows, dp]
 // Same register blocking as qk_rows: each V load feeds kRows rows.
-void pv_rows(const float* pt, const float* alpha, int keys, const float* v, int dp, float* o) {
+void pv_rows(const float* pt, const float* alpha, int begin, int end, const float* v, int dp, float* o) {
   for (int d0 = 0; d0 < dp; d0 += kLanes) {
     float acc[kRows][kLanes] = {};
-    for (int j = 0; j < keys; ++j) {
+    for (int j = begin; j < end; ++j) {
       const float* v_j = v + static_cast<size_t>(j) * dp + d0;
       for (int r = 0; r < kRows; ++r) {
         const float p_rj = pt[j * kRows + r];
@@ -215,11 +226,21 @@ void attend_block(const Problem& pr, const Sequence& seq, int q0, int h, const S
   std::fill(w.m, w.m + rows_padded, -std::numeric_limits<float>::infinity());
   std::fill(w.l, w.l + rows_padded, 0.0f);
 
-  // Keys [0, kv_end) are visible to at least one row of the block.
-  int kv_end = seq.kv_len;
-  if (p.causal) kv_end = std::clamp(q0 + rows + causal_shift, 0, seq.kv_len);
+  // Row r's keys are [key_lo(r), key_hi(r)) (unclamped: may be empty or
+  // reach past [0, kv_len)); both grow with r, so the block's keys are
+  // [key_lo(0), key_hi(rows - 1)) clamped, and tiles outside it are skipped.
+  const int64_t pos0 = int64_t{q0} + causal_shift;  // position of the block's row 0
+  auto key_lo = [&](int r) -> int64_t { return p.window_left >= 0 ? pos0 + r - p.window_left : 0; };
+  auto key_hi = [&](int r) -> int64_t {
+    int64_t hi = seq.kv_len;
+    if (p.causal) hi = std::min(hi, pos0 + r + 1);
+    if (p.window_right >= 0) hi = std::min(hi, pos0 + r + p.window_right + 1);
+    return hi;
+  };
+  const int kv_begin = static_cast<int>(std::clamp<int64_t>(key_lo(0), 0, seq.kv_len)) / kBlockKV * kBlockKV;
+  const int kv_end = static_cast<int>(std::clamp<int64_t>(key_hi(rows - 1), 0, seq.kv_len));
 
-  for (int t0 = 0; t0 < kv_end; t0 += kBlockKV) {
+  for (int t0 = kv_begin; t0 < kv_end; t0 += kBlockKV) {
     const int n = std::min(kBlockKV, kv_end - t0);
     for (int j = 0; j < n; ++j) {
       const uint16_t* k_src = pr.k + seq.k_offset + (t0 + j) * p.k.seq_stride + kv_head * p.k.head_stride;
@@ -232,20 +253,24 @@ void attend_block(const Problem& pr, const Sequence& seq, int q0, int h, const S
     for (int r0 = 0; r0 < rows; r0 += kRows) {
       qk_rows(w.q + static_cast<size_t>(r0) * dp, w.kt, n, dp, pr.scale_log2, w.s);
       float alpha[kRows];
-      int pv_keys = 0;  // the most keys any of these rows sees in this tile
+      int pv_begin = n, pv_end = 0;  // the keys of this tile any of these rows sees
       for (int g = 0; g < kRows; ++g) {
         const int r = r0 + g;
-        int keys = r < rows ? n : 0;
-        if (p.causal && r < rows) keys = std::clamp(q0 + r + causal_shift + 1 - t0, 0, n);
-        if (keys == 0) {  // nothing visible in this tile: m, l and O unchanged
+        int begin = 0, end = 0;  // the row's keys in this tile: [begin, end)
+        if (r < rows) {
+          begin = static_cast<int>(std::clamp<int64_t>(key_lo(r) - t0, 0, n));
+          end = static_cast<int>(std::clamp<int64_t>(key_hi(r) - t0, 0, n));
+        }
+        if (begin >= end) {  // nothing visible in this tile: m, l and O unchanged
           for (int j = 0; j < n; ++j) w.pt[j * kRows + g] = 0.0f;
           alpha[g] = 1.0f;
           continue;
         }
-        alpha[g] = softmax_row<T>(w.s + g * kBlockKV, keys, n, &w.m[r], &w.l[r], w.pt + g);
-        pv_keys = std::max(pv_keys, keys);
+        alpha[g] = softmax_row<T>(w.s + g * kBlockKV, begin, end, n, pr.cap_log2, &w.m[r], &w.l[r], w.pt + g);
+        pv_begin = std::min(pv_begin, begin);
+        pv_end = std::max(pv_end, end);
       }
-      pv_rows(w.pt, alpha, pv_keys, w.v, dp, w.o + static_cast<size_t>(r0) * dp);
+      pv_rows(w.pt, alpha, pv_begin, pv_end, w.v, dp, w.o + static_cast<size_t>(r0) * dp);
     }
   }
 
@@ -309,6 +334,7 @@ Status attention_tiled(const PrefillParams& p) {
   const float scale = p.softmax_scale != 0.0f ? p.softmax_scale
                                               : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   pr.scale_log2 = scale * kLog2e;
+  pr.cap_log2 = p.softcap > 0.0f ? p.softcap * kLog2e : 0.0f;
   pr.lse_head_stride = varlen ? p.cu_seqlens_q[p.batch] : p.q_len;
 
   int threads = 1;

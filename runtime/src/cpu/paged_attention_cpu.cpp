@@ -7,6 +7,12 @@
 // threads: decode of many short sequences parallelises across sequences,
 // not only across the few q-heads of one.
 //
+// With a left window (window_left = W) a sequence's keys before the page
+// holding position kv_len − q_len − W (its first new token's first key) are
+// never read: they are not gathered, and the dense call sees the sequence
+// from that page on. Its bottom-right alignment keeps every position
+// relative to the end, so the window means the same on the shorter run.
+//
 // Scratch of one chunk (elements of p.dtype unless noted):
 //   k, v : [kv_heads, chunk_tokens, head_dim]  head-major, so one page's run
 //          of one head ([page_size, head_dim], contiguous in the pool) is one
@@ -42,15 +48,24 @@ constexpr int64_t kGatherBudgetBytes = int64_t{64} << 20;  // K + V scratch of o
 
 struct Chunk {
   int first = 0, count = 0;  // sequences [first, first + count)
-  int64_t tokens = 0;        // Σ kv_lens over the chunk
+  int64_t tokens = 0;        // Σ gathered tokens over the chunk
 };
+
+// The first key sequence b's new tokens can see, rounded down to its page:
+// 0 without a left window.
+int first_gathered(const PagedAttentionParams& p, int b) {
+  if (p.window_left < 0) return 0;
+  const int64_t first_key = int64_t{p.kv_lens[b]} - p.q_len - p.window_left;
+  if (first_key <= 0) return 0;
+  return static_cast<int>(first_key / p.page_size * p.page_size);
+}
 
 std::vector<Chunk> make_chunks(const PagedAttentionParams& p, int64_t bytes_per_token) {
   const int64_t budget_tokens = std::max<int64_t>(1, kGatherBudgetBytes / bytes_per_token);
   std::vector<Chunk> chunks;
   Chunk c;
   for (int b = 0; b < p.batch; ++b) {
-    const int64_t len = p.kv_lens[b];
+    const int64_t len = p.kv_lens[b] - first_gathered(p, b);
     if (c.count > 0 && c.tokens + len > budget_tokens) {
       chunks.push_back(c);
       c = Chunk{b, 0, 0};
@@ -62,8 +77,9 @@ std::vector<Chunk> make_chunks(const PagedAttentionParams& p, int64_t bytes_per_
   return chunks;
 }
 
-// Copies the pages of sequences [c.first, c.first + c.count) into the
-// head-major scratch, tokens of sequence b starting at row cu_k[b - first].
+// Copies the pages of sequences [c.first, c.first + c.count) from their
+// first gathered page on into the head-major scratch, tokens of sequence b
+// starting at row cu_k[b - first].
 void gather_chunk(const PagedAttentionParams& p, const Chunk& c, const int32_t* cu_k, uint16_t* k_out,
                   uint16_t* v_out) {
   const int P = p.page_size, D = p.head_dim, H = p.kv_heads;
@@ -78,11 +94,12 @@ void gather_chunk(const PagedAttentionParams& p, const Chunk& c, const int32_t* 
     const int i = item / H, h = item % H;
     const int b = c.first + i;
     const int len = p.kv_lens[b];
+    const int start = first_gathered(p, b);
     const int32_t* table = p.block_tables + int64_t{b} * p.block_table_stride;
-    for (int t0 = 0; t0 < len; t0 += P) {
+    for (int t0 = start; t0 < len; t0 += P) {
       const int n = std::min(P, len - t0);
       const int64_t src = (int64_t{table[t0 / P]} * H + h) * P * D;
-      const int64_t dst = h * head_stride + (int64_t{cu_k[i]} + t0) * D;
+      const int64_t dst = h * head_stride + (int64_t{cu_k[i]} + t0 - start) * D;
       std::memcpy(k_out + dst, k_pages + src, size_t(n) * D * sizeof(uint16_t));
       std::memcpy(v_out + dst, v_pages + src, size_t(n) * D * sizeof(uint16_t));
     }
@@ -128,7 +145,7 @@ Status paged_attention(const PagedAttentionParams& p) {
     cu_k[0] = 0;
     int max_len = 0;
     for (int i = 0; i < c.count; ++i) {
-      const int len = p.kv_lens[c.first + i];
+      const int len = p.kv_lens[c.first + i] - first_gathered(p, c.first + i);
       cu_q[size_t(i) + 1] = cu_q[size_t(i)] + Lq;
       cu_k[size_t(i) + 1] = cu_k[size_t(i)] + len;
       max_len = std::max(max_len, len);
@@ -159,6 +176,9 @@ Status paged_attention(const PagedAttentionParams& p) {
     a.cu_seqlens_k = cu_k.data();
     a.causal = p.causal;
     a.softmax_scale = p.softmax_scale;
+    a.window_left = p.window_left;
+    a.window_right = p.window_right;
+    a.softcap = p.softcap;
     FLASHSCOPE_RETURN_IF_ERROR(attention_tiled(a));
 
     const int64_t total_q = int64_t{c.count} * Lq;
@@ -226,6 +246,9 @@ Status paged_attention_reference(const PagedAttentionParams& p, float* o_out, fl
     a.v = bshd(v.data(), len, H, D);
     a.causal = p.causal;
     a.softmax_scale = p.softmax_scale;
+    a.window_left = p.window_left;
+    a.window_right = p.window_right;
+    a.softcap = p.softcap;
     const int64_t rows = int64_t{p.q_len} * p.q_heads;
     FLASHSCOPE_RETURN_IF_ERROR(attention_reference(a, o_out + b * rows * D, lse_out ? lse_out + b * rows : nullptr));
   }

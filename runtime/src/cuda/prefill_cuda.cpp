@@ -46,6 +46,18 @@ int sm80_version(PrefillKernel k) {
 
 kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16; }
 
+// What the kernels do not implement yet: refused by name, never ignored.
+Status check_features(const PrefillParams& p, PrefillKernel kernel) {
+  const bool window = p.window_left >= 0 || (!p.causal && p.window_right >= 0);
+  if (window)
+    return unsupported(std::string("sliding window (window_left/window_right) is not supported by the CUDA prefill kernel ") +
+                       prefill_kernel_name(kernel) + " yet; Device::kCpu runs it");
+  if (p.softcap > 0.0f)
+    return unsupported(std::string("logit soft-capping (softcap) is not supported by the CUDA prefill kernel ") +
+                       prefill_kernel_name(kernel) + " yet; Device::kCpu runs it");
+  return {};
+}
+
 }  // namespace
 
 bool prefill_kernel_runnable(PrefillKernel kernel) {
@@ -130,6 +142,13 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
   if (version != 0 && !kernels::prefill_version_built(version, type))
     return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
                        prefill_kernel_name(kernel));
+  FLASHSCOPE_RETURN_IF_ERROR(check_features(p, kernel));
+  // head_dim 256: the Hopper kernel through TMA (dense tensors) only.
+  if (p.head_dim == 256 && kernel != PrefillKernel::kHopper)
+    return unsupported(std::string("head_dim 256 runs on the hopper kernel (an H100/H200, dense tensors), not ") +
+                       prefill_kernel_name(kernel));
+  if (p.head_dim == 256 && p.cu_seqlens_q != nullptr)
+    return unsupported("head_dim 256 on the hopper kernel needs dense tensors (TMA); varlen batches are not supported");
   // Grid limits: heads on y and sequences on z are capped at 65535.
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
 
@@ -166,6 +185,8 @@ cudaError_t launch_prefill(const PrefillPlan& plan, const kernels::PrefillKernel
 }
 
 Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_device) {
+  // The plan's shape does not carry the window or the cap: check them per call.
+  FLASHSCOPE_RETURN_IF_ERROR(check_features(p, plan.kernel));
   if (check_device) {
     int device = -1;
     if (cudaGetDevice(&device) != cudaSuccess) {

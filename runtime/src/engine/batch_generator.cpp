@@ -9,7 +9,10 @@
 //
 // Replies are kept by pointer and visited by index, so a callback that adds a
 // reply (to this generator) does not disturb the step in progress: the new
-// reply is queued for the next step.
+// reply is queued for the next step. A released reply leaves a null entry;
+// the leading nulls are dropped outside step() (`base` counts them), so ids
+// stay fixed while the list holds only the replies in flight.
+#include <deque>
 #include <memory>
 #include <new>
 #include <string>
@@ -37,7 +40,10 @@ struct Entry {
 
 struct BatchGenerator::Impl {
   const Model::Impl* model = nullptr;  // of the first reply added; every reply runs on it
-  std::vector<std::unique_ptr<Entry>> entries;
+  std::deque<std::unique_ptr<Entry>> entries;  // entries[i] is reply base + i; null once released
+  int base = 0;
+  bool in_step = false;
+
   std::vector<float> host_logits;  // CPU models: the batch's logits
 
   void finish(Entry& e, Result<GenerateStats> result) {
@@ -45,6 +51,17 @@ struct BatchGenerator::Impl {
     e.result = std::move(result);
   }
   void finish(Entry& e) { finish(e, e.reply->finish()); }
+
+  Entry* find(int id) const {
+    if (id < base || id - base >= static_cast<int>(entries.size())) return nullptr;
+    return entries[static_cast<size_t>(id - base)].get();
+  }
+  void drop_released() {
+    while (!entries.empty() && !entries.front()) {
+      entries.pop_front();
+      ++base;
+    }
+  }
 
   // After a reply's logits are ready (prefill, or a decode step it joined
   // with `next` sampled for it): the loop up to the next forward pass.
@@ -78,7 +95,7 @@ Result<int> BatchGenerator::add(Session& session, const std::vector<int32_t>& pr
     return invalid_argument("BatchGenerator::add: the session runs another model than the replies already added");
   }
   for (const auto& e : impl_->entries) {
-    if (e->phase != Phase::kFinished && &e->reply->session() == &session) {
+    if (e && e->phase != Phase::kFinished && &e->reply->session() == &session) {
       return invalid_argument("BatchGenerator::add: the session already has a reply running in this batch");
     }
   }
@@ -92,14 +109,23 @@ Result<int> BatchGenerator::add(Session& session, const std::vector<int32_t>& pr
     return Status(StatusCode::kOutOfMemory, "BatchGenerator::add: cannot allocate the reply");
   }
   impl_->model = m;
-  return static_cast<int>(impl_->entries.size()) - 1;
+  return impl_->base + static_cast<int>(impl_->entries.size()) - 1;
 }
 
 Status BatchGenerator::step() {
   if (!impl_) return invalid_argument("BatchGenerator::step: the generator was moved from");
   Impl& g = *impl_;
+  struct InStep {
+    Impl& g;
+    explicit InStep(Impl& impl) : g(impl) { g.in_step = true; }
+    ~InStep() {
+      g.in_step = false;
+      g.drop_released();
+    }
+  } in_step(g);
   const size_t count = g.entries.size();  // replies a callback adds now wait for the next step
   for (size_t i = 0; i < count; ++i) {
+    if (!g.entries[i]) continue;
     Entry& e = *g.entries[i];
     if (e.phase != Phase::kQueued) continue;
     const Status prefilled = e.reply->prefill();
@@ -116,6 +142,7 @@ Status BatchGenerator::step() {
   std::vector<model::SampleInput> sampling;
   try {
     for (size_t i = 0; i < count; ++i) {
+      if (!g.entries[i]) continue;
       Entry& e = *g.entries[i];
       if (e.phase != Phase::kRunning) continue;
       live.push_back(&e);
@@ -153,21 +180,40 @@ bool BatchGenerator::done() const { return running() == 0; }
 int BatchGenerator::running() const {
   if (!impl_) return 0;
   int n = 0;
-  for (const auto& e : impl_->entries) n += e->phase != Phase::kFinished;
+  for (const auto& e : impl_->entries) n += e && e->phase != Phase::kFinished;
   return n;
 }
 
-int BatchGenerator::size() const { return impl_ ? static_cast<int>(impl_->entries.size()) : 0; }
+int BatchGenerator::size() const { return impl_ ? impl_->base + static_cast<int>(impl_->entries.size()) : 0; }
 
 bool BatchGenerator::finished(int id) const {
-  return impl_ && id >= 0 && id < size() && impl_->entries[static_cast<size_t>(id)]->phase == Phase::kFinished;
+  if (!impl_ || id < 0 || id >= size()) return false;
+  const Entry* e = impl_->find(id);
+  return e == nullptr || e->phase == Phase::kFinished;  // null: released, which only a finished reply is
 }
 
 Result<GenerateStats> BatchGenerator::result(int id) const {
-  if (!impl_ || id < 0 || id >= size()) {
-    return invalid_argument("BatchGenerator::result: no reply has id " + std::to_string(id));
+  const Entry* e = impl_ ? impl_->find(id) : nullptr;
+  if (e == nullptr) {
+    return invalid_argument("BatchGenerator::result: no reply has id " + std::to_string(id) +
+                            (impl_ && id >= 0 && id < size() ? " (released)" : ""));
   }
-  return impl_->entries[static_cast<size_t>(id)]->result;
+  return e->result;
+}
+
+bool BatchGenerator::cancel(int id) {
+  Entry* e = impl_ ? impl_->find(id) : nullptr;
+  if (e == nullptr || e->phase == Phase::kFinished) return false;
+  e->reply->session().cancel();
+  return true;
+}
+
+bool BatchGenerator::release(int id) {
+  Entry* e = impl_ ? impl_->find(id) : nullptr;
+  if (e == nullptr || e->phase != Phase::kFinished) return false;
+  impl_->entries[static_cast<size_t>(id - impl_->base)].reset();
+  if (!impl_->in_step) impl_->drop_released();
+  return true;
 }
 
 Result<std::vector<Result<GenerateStats>>> generate_batch(const std::vector<BatchRequest>& requests) {

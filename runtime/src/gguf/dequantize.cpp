@@ -18,6 +18,7 @@
 // j's fifth bit.
 //   Q4_K 144: d, dmin, scales[12], qs[128]: 8 sub-blocks of 32 with 6-bit
 //             scale sc and min m each; x = (d * sc) * q - (dmin * m).
+//   Q2_K 84, Q3_K 110, Q5_K 176: at their functions below.
 //   Q6_K 210: ql[128], qh[64], int8 scales[16], d: 16 groups of 16 with an
 //             8-bit signed scale; x = (d * scale) * (q6 - 32).
 #include <cstdint>
@@ -204,6 +205,107 @@ void dequant_q6_k(const uint8_t* src, float* dst, int64_t n_blocks) {
   }
 }
 
+// Q2_K 84: scales[16], qs[64], d, dmin. 16 groups of 16 elements; group g's
+// byte scales[g] holds a 4-bit scale (low) and a 4-bit min (high):
+// x = (d * sc) * q - (dmin * m) with q 2 bits. Two halves of 128 elements,
+// each over 32 bytes of qs: element l + 32k of a half (k = 0..3) is bits
+// 2k..2k+1 of qs[l]; groups run in element order.
+void dequant_q2_k(const uint8_t* src, float* dst, int64_t n_blocks) {
+  constexpr int kBytes = 84;
+  for (int64_t b = 0; b < n_blocks; ++b, src += kBytes) {
+    const uint8_t* scales = src;
+    const uint8_t* q = src + 16;
+    const float d = load_fp16(src + 80);
+    const float min = load_fp16(src + 82);
+    int is = 0;
+    for (int n = 0; n < kQK_K; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        uint8_t sc = scales[is++];
+        float dl = d * (sc & 0xF);
+        float ml = min * (sc >> 4);
+        for (int l = 0; l < 16; ++l) *dst++ = dl * static_cast<int8_t>((q[l] >> shift) & 3) - ml;
+        sc = scales[is++];
+        dl = d * (sc & 0xF);
+        ml = min * (sc >> 4);
+        for (int l = 0; l < 16; ++l) *dst++ = dl * static_cast<int8_t>((q[l + 16] >> shift) & 3) - ml;
+        shift += 2;
+      }
+      q += 32;
+    }
+  }
+}
+
+// Q3_K 110: hmask[32], qs[64], scales[12], d. 16 groups of 16 with a signed
+// 6-bit scale (stored + 32): the low 4 bits of scale g are the low (g < 8)
+// or high (g >= 8) nibble of scales[g % 8], the top 2 bits are bits
+// 2(g / 4)..+1 of scales[8 + g % 4]. The low 2 bits of element l + 32k of a
+// half come from qs as in Q2_K; its third bit is bit (4h + k) of hmask[l]
+// (h the half), and a clear bit subtracts 4: x = d * (sc - 32) * (q - 4·!hbit).
+void dequant_q3_k(const uint8_t* src, float* dst, int64_t n_blocks) {
+  constexpr int kBytes = 110;
+  for (int64_t b = 0; b < n_blocks; ++b, src += kBytes) {
+    const uint8_t* hm = src;
+    const uint8_t* q = src + 32;
+    const uint8_t* packed = src + 96;
+    const float d_all = load_fp16(src + 108);
+    int8_t scales[16];
+    for (int g = 0; g < 16; ++g) {
+      const int low = g < 8 ? (packed[g] & 0xF) : (packed[g - 8] >> 4);
+      const int high = (packed[8 + g % 4] >> (2 * (g / 4))) & 3;
+      scales[g] = static_cast<int8_t>((low | (high << 4)) - 32);
+    }
+    int is = 0;
+    uint8_t m = 1;
+    for (int n = 0; n < kQK_K; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        float dl = d_all * scales[is++];
+        for (int l = 0; l < 16; ++l)
+          *dst++ = dl * static_cast<int8_t>(((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+        dl = d_all * scales[is++];
+        for (int l = 0; l < 16; ++l)
+          *dst++ = dl * static_cast<int8_t>(((q[l + 16] >> shift) & 3) - ((hm[l + 16] & m) ? 0 : 4));
+        shift += 2;
+        m = static_cast<uint8_t>(m << 1);
+      }
+      q += 32;
+    }
+  }
+}
+
+// Q5_K 176: d, dmin, scales[12], qh[32], qs[128]. As Q4_K (same scale and
+// min packing, same nibble order), plus a fifth bit: element l of 64-element
+// chunk c takes bit 2c of qh[l] (low nibbles) or bit 2c + 1 (high nibbles).
+void dequant_q5_k(const uint8_t* src, float* dst, int64_t n_blocks) {
+  constexpr int kBytes = 176;
+  for (int64_t b = 0; b < n_blocks; ++b, src += kBytes) {
+    const float d = load_fp16(src);
+    const float min = load_fp16(src + 2);
+    const uint8_t* scales = src + 4;
+    const uint8_t* qh = src + 16;
+    const uint8_t* ql = src + 48;
+    int is = 0;
+    uint8_t u1 = 1, u2 = 2;
+    for (int j = 0; j < kQK_K; j += 64) {
+      uint8_t sc;
+      uint8_t m;
+      get_scale_min_k4(is + 0, scales, &sc, &m);
+      const float d1 = d * sc;
+      const float m1 = min * m;
+      get_scale_min_k4(is + 1, scales, &sc, &m);
+      const float d2 = d * sc;
+      const float m2 = min * m;
+      for (int l = 0; l < 32; ++l) *dst++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *dst++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      ql += 32;
+      is += 2;
+      u1 = static_cast<uint8_t>(u1 << 2);
+      u2 = static_cast<uint8_t>(u2 << 2);
+    }
+  }
+}
+
 }  // namespace
 
 Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
@@ -212,7 +314,7 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     return unsupported(std::string("dequantization of ") +
                        (name ? name : "ggml type " + std::to_string(static_cast<uint32_t>(type))) +
                        " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                       "Q5_1, Q4_K, Q6_K)");
+                       "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
   }
   const int64_t block = ggml_block_size(type);
   if (n < 0 || n % block != 0) {
@@ -236,6 +338,9 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::kQ8_0: dequant_q8_0(s, dst, n_blocks); break;
     case GgmlType::kQ4_K: dequant_q4_k(s, dst, n_blocks); break;
     case GgmlType::kQ6_K: dequant_q6_k(s, dst, n_blocks); break;
+    case GgmlType::kQ2_K: dequant_q2_k(s, dst, n_blocks); break;
+    case GgmlType::kQ3_K: dequant_q3_k(s, dst, n_blocks); break;
+    case GgmlType::kQ5_K: dequant_q5_k(s, dst, n_blocks); break;
     default:  // unreachable: ggml_type_can_dequantize and this switch list the same types
       return unsupported(std::string("dequantization of ") + ggml_type_name(type) + " is not supported");
   }

@@ -25,16 +25,24 @@ struct Matrix {
   cpu::QuantMatrix q;  // type, rows, cols, row_bytes, data
 };
 
+// One layer's tensors. Vectors are expanded to float at load (tiny); an
+// empty vector is a piece the model's config does not have (ModelConfig:
+// qkv_bias, qk_norm, post_norms).
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [hidden], expanded to float at load (tiny)
-  Matrix wq;                     // [n_heads·head_dim, hidden]
-  Matrix wk;                     // [n_kv_heads·head_dim, hidden]
-  Matrix wv;                     // [n_kv_heads·head_dim, hidden]
-  Matrix wo;                     // [hidden, n_heads·head_dim]
-  std::vector<float> ffn_norm;   // [hidden]
-  Matrix gate;                   // [ffn, hidden]
-  Matrix up;                     // [ffn, hidden]
-  Matrix down;                   // [hidden, ffn]
+  std::vector<float> attn_norm;      // [hidden]                    attn_norm.weight
+  Matrix wq;                         // [n_heads·head_dim, hidden]  attn_q.weight
+  Matrix wk;                         // [n_kv_heads·head_dim, hidden]
+  Matrix wv;                         // [n_kv_heads·head_dim, hidden]
+  Matrix wo;                         // [hidden, n_heads·head_dim]  attn_output.weight
+  std::vector<float> bq, bk, bv;     // [n_heads·head_dim], [n_kv_heads·head_dim] ×2: attn_q/k/v.bias
+  std::vector<float> bo;             // [hidden] attn_output.bias (optional, llama only)
+  std::vector<float> q_norm, k_norm; // [head_dim] attn_q_norm / attn_k_norm.weight, per head
+  std::vector<float> post_attn_norm; // [hidden] post_attention_norm.weight (gemma3)
+  std::vector<float> ffn_norm;       // [hidden]
+  Matrix gate;                       // [ffn, hidden]
+  Matrix up;                         // [ffn, hidden]
+  Matrix down;                       // [hidden, ffn]
+  std::vector<float> post_ffn_norm;  // [hidden] post_ffw_norm.weight (gemma3)
 };
 
 struct Weights {
@@ -42,6 +50,9 @@ struct Weights {
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;  // [hidden]
   Matrix output;                   // [vocab, hidden]; token_embd when tied
+  // [rope_dim / 2] rope_freqs.weight (Llama 3.x): pair i's frequency is
+  // divided by rope_freqs[i]; empty when the file has none.
+  std::vector<float> rope_freqs;
 };
 
 // The CUDA backend's device side of a model: weights in bf16 on the device,

@@ -58,6 +58,20 @@ GgufBuilder::Bytes synthetic_random_blocks(GgmlType type, int64_t n, float scale
         put_fp16(scale / (32.0f * 63.0f));
         break;
       }
+      case GgmlType::kQ5_K:
+        put_fp16(2.0f * scale / (31.0f * 63.0f));
+        put_fp16(scale / 63.0f);
+        put_bytes(12 + 32 + 128);
+        break;
+      case GgmlType::kQ2_K:
+        put_bytes(16 + 64);
+        put_fp16(2.0f * scale / (3.0f * 15.0f));
+        put_fp16(scale / 15.0f);
+        break;
+      case GgmlType::kQ3_K:
+        put_bytes(32 + 64 + 12);
+        put_fp16(scale / (4.0f * 32.0f));
+        break;
       default:  // raw bytes of the right size for anything else
         put_bytes(static_cast<int>(ggml_type_size(type)));
         break;
@@ -92,6 +106,10 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
   const auto& string_override = breakage.string_override;
   const auto& extra = breakage.extra;
 
+  const std::string arch = spec.architecture;
+  const std::string a = arch + ".";
+  const bool qwen2 = arch == "qwen2", gemma3 = arch == "gemma3", qk_norm = arch == "qwen3" || gemma3;
+
   GgufBuilder b;
   auto key_ok = [&](const std::string& k) { return skip_keys.count(k) == 0; };
   auto str = [&](const std::string& k, const std::string& v) {
@@ -105,20 +123,21 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
   auto f32 = [&](const std::string& k, float v) {
     if (key_ok(k)) b.add_f32(k, v);
   };
-  str("general.architecture", "llama");
+  str("general.architecture", arch);
   str("general.name", "synthetic");
-  u32("llama.block_count", static_cast<uint32_t>(n_layers));
-  u32("llama.context_length", static_cast<uint32_t>(context));
-  u32("llama.embedding_length", static_cast<uint32_t>(hidden));
-  u32("llama.feed_forward_length", static_cast<uint32_t>(ffn));
-  u32("llama.attention.head_count", static_cast<uint32_t>(n_heads));
-  u32("llama.attention.head_count_kv", static_cast<uint32_t>(n_kv_heads));
-  u32("llama.attention.key_length", static_cast<uint32_t>(head_dim));
-  u32("llama.attention.value_length", static_cast<uint32_t>(head_dim));
-  f32("llama.rope.freq_base", rope_base);
-  u32("llama.rope.dimension_count", static_cast<uint32_t>(rope_dim));
-  f32("llama.attention.layer_norm_rms_epsilon", rms_eps);
-  u32("llama.vocab_size", static_cast<uint32_t>(vocab));
+  u32(a + "block_count", static_cast<uint32_t>(n_layers));
+  u32(a + "context_length", static_cast<uint32_t>(context));
+  u32(a + "embedding_length", static_cast<uint32_t>(hidden));
+  u32(a + "feed_forward_length", static_cast<uint32_t>(ffn));
+  u32(a + "attention.head_count", static_cast<uint32_t>(n_heads));
+  u32(a + "attention.head_count_kv", static_cast<uint32_t>(n_kv_heads));
+  u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
+  u32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
+  f32(a + "rope.freq_base", rope_base);
+  u32(a + "rope.dimension_count", static_cast<uint32_t>(rope_dim));
+  f32(a + "attention.layer_norm_rms_epsilon", rms_eps);
+  u32(a + "vocab_size", static_cast<uint32_t>(vocab));
+  if (gemma3 && spec.sliding_window > 0) u32(a + "attention.sliding_window", static_cast<uint32_t>(spec.sliding_window));
 
   const std::vector<std::string> toks = synthetic_vocabulary(vocab);
   std::vector<int64_t> types(toks.size(), 1);
@@ -146,9 +165,9 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
     for (uint64_t d : ne) n *= static_cast<int64_t>(d);
     b.add_tensor(name, type, ne, synthetic_random_blocks(type, n, scale, rng));
   };
-  auto norm = [&](const std::string& name) {
+  auto norm = [&](const std::string& name, int dim = 0) {
     if (skip_tensors.count(name)) return;
-    std::vector<uint64_t> ne = {static_cast<uint64_t>(hidden)};
+    std::vector<uint64_t> ne = {static_cast<uint64_t>(dim > 0 ? dim : hidden)};
     if (auto it = shape_override.find(name); it != shape_override.end()) ne = it->second;
     GgufBuilder::Bytes data;
     std::uniform_real_distribution<float> uni(0.8f, 1.2f);
@@ -168,6 +187,19 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
     tensor(p + "attn_k.weight", matrix_type, {h, kvd}, unit(h));
     tensor(p + "attn_v.weight", matrix_type, {h, kvd}, unit(h));
     tensor(p + "attn_output.weight", matrix_type, {qd, h}, unit(qd));
+    if (qwen2) {
+      tensor(p + "attn_q.bias", GgmlType::kF32, {qd}, 0.5f);
+      tensor(p + "attn_k.bias", GgmlType::kF32, {kvd}, 0.5f);
+      tensor(p + "attn_v.bias", GgmlType::kF32, {kvd}, 0.5f);
+    }
+    if (qk_norm) {
+      norm(p + "attn_q_norm.weight", head_dim);
+      norm(p + "attn_k_norm.weight", head_dim);
+    }
+    if (gemma3) {
+      norm(p + "post_attention_norm.weight");
+      norm(p + "post_ffw_norm.weight");
+    }
     norm(p + "ffn_norm.weight");
     tensor(p + "ffn_gate.weight", matrix_type, {h, f}, unit(h));
     tensor(p + "ffn_up.weight", matrix_type, {h, f}, unit(h));
@@ -188,8 +220,8 @@ Status check_row(const char* what, int cols, GgmlType type) {
   const char* name = ggml_type_name(type);
   if (name == nullptr || !cpu::matmul_supports(type)) {
     return invalid_argument(std::string(what) + ": type " + (name ? name : "(unknown)") +
-                            " is not one the engine multiplies (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, "
-                            "q6_k)");
+                            " is not one the engine multiplies (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, "
+                            "q3_k, q4_k, q5_k, q6_k)");
   }
   const int64_t block = ggml_block_size(type);
   if (block < 1 || cols % block != 0) {
@@ -202,6 +234,11 @@ Status check_row(const char* what, int cols, GgmlType type) {
 Status check_spec(const SyntheticModelSpec& s) {
   if (s.n_layers < 1 || s.hidden < 1 || s.n_heads < 1 || s.n_kv_heads < 1 || s.ffn < 1 || s.context < 1)
     return invalid_argument("synthetic model: layers, dim, heads, kv-heads, ffn and context must be >= 1");
+  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3" && s.architecture != "gemma3")
+    return invalid_argument("synthetic model: architecture '" + s.architecture +
+                            "' is not one of llama, qwen2, qwen3, gemma3");
+  if (s.sliding_window < 0 || s.sliding_window > s.context || (s.sliding_window > 0 && s.architecture != "gemma3"))
+    return invalid_argument("synthetic model: sliding_window is for gemma3 only, in [0, context]");
   if (s.vocab < 3) return invalid_argument("synthetic model: vocab must be >= 3 (the special tokens)");
   if (s.head_dim != 64 && s.head_dim != 128)
     return invalid_argument("synthetic model: head_dim " + std::to_string(s.head_dim) + " is not supported (64, 128)");

@@ -1,21 +1,25 @@
-// The CPU forward pass of a llama model over one sequence's KV cache, and
-// the batched decode step: one new token of each of n sequences.
+// The CPU forward pass of a model (every architecture of ModelConfig) over
+// one sequence's KV cache, and the batched decode step: one new token of each
+// of n sequences.
 //
 // New tokens run in chunks of at most kChunk (bounded scratch; a chunk's
 // activations stay in cache while every weight streams past once). For a
 // chunk of n tokens, with the cache already holding `cached` tokens:
 //
-//   x    [n, hidden]  = token_embd[ids]                         (rows dequantized)
-//   per layer:
+//   x    [n, hidden]  = token_embd[ids] · embed_scale           (rows dequantized)
+//   per layer l (bracketed steps where the config has them):
 //     xn [n, hidden]  = rms_norm(x) · attn_norm
-//     q  [n, H·D]     = xn · Wqᵀ;  k, v [n, KV·D] = xn · Wk/vᵀ  (Q8 activations)
-//     q, k            = rope_pairs(q, k, positions)             (consecutive pairs)
+//     q  [n, H·D]     = xn · Wqᵀ [+ bq];  k, v [n, KV·D] = xn · Wk/vᵀ [+ bk/bv]  (Q8 activations)
+//     [q, k           = rms_norm per head (q_norm, k_norm)]      qwen3, gemma3
+//     q, k            = rope(q, k, positions; layer l's base)    pairs (llama) or halves (NeoX)
 //     cache K/V [cached .. cached+n) = bf16(k), bf16(v)          [tokens, KV, D]
-//     o  [n, H·D]     = attention(bf16(q), cache[0, cached+n))   causal, bottom-right
-//                       flashscope::prefill on Device::kCpu (the tiled FA2 backend)
-//     x              += o · Woᵀ
+//     o  [n, H·D]     = attention(bf16(q), cache[0, cached+n))   causal, bottom-right, scale attn_scale,
+//                       keys within layer l's window             flashscope::prefill on Device::kCpu
+//     a               = o · Woᵀ [+ bo];  [a = rms_norm(a) · post_attn_norm]
+//     x              += a
 //     xn              = rms_norm(x) · ffn_norm
-//     x              += (silu(xn · Wgateᵀ) ⊙ (xn · Wupᵀ)) · Wdownᵀ
+//     f               = (act(xn · Wgateᵀ) ⊙ (xn · Wupᵀ)) · Wdownᵀ    act: silu or gelu_tanh
+//     [f = rms_norm(f) · post_ffn_norm];  x += f
 //   logits [rows, vocab] = rms_norm(x[rows]) · output_norm · Woutᵀ   (rows: last or all)
 //
 // Batched decode (cpu_forward_batch): the same chunk with row i the next
@@ -86,7 +90,14 @@ class ThreadCountScope {
 // Activations of one chunk, allocated on the first forward and reused.
 struct Scratch {
   int rows = 0;  // chunk capacity in tokens
-  std::vector<float> x, xn, q, k, v, att, gate, up, rope_cos, rope_sin;
+  std::vector<float> x, xn, q, k, v, att, gate, up;
+  // RoPE tables of the chunk's positions, one per distinct (base, scale)
+  // among the layers (gemma3: the global and the sliding layers').
+  struct Rope {
+    float base = 0.0f, scale = 0.0f;
+    std::vector<float> cos, sin;  // [rows, rope_dim / 2]
+  };
+  Rope rope[2];
   std::vector<int32_t> positions;        // a batch's RoPE positions (one per sequence)
   std::vector<uint16_t> q_bf16, o_bf16;  // attention operands
   std::vector<cpu::BlockQ8> xq;          // quantized input of the current matmuls
@@ -123,8 +134,10 @@ Status ensure_scratch(const ModelConfig& c, int rows, Scratch* s) {
     s->att.resize(n * q_dim);
     s->gate.resize(n * c.ffn);
     s->up.resize(n * c.ffn);
-    s->rope_cos.resize(n * static_cast<size_t>(c.rope_dim / 2));
-    s->rope_sin.resize(n * static_cast<size_t>(c.rope_dim / 2));
+    for (Scratch::Rope& r : s->rope) {
+      r.cos.resize(n * static_cast<size_t>(c.rope_dim / 2));
+      r.sin.resize(n * static_cast<size_t>(c.rope_dim / 2));
+    }
     s->positions.resize(n);
     s->q_bf16.resize(n * q_dim);
     s->o_bf16.resize(n * q_dim);
@@ -177,24 +190,60 @@ struct ChunkRows {
 };
 
 // Causal attention of q rows [q_row0, q_row0 + q_len) over one sequence's
-// cache of layer l, [0, kv_len): bf16 q/o from scratch.
-Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv_len) {
+// cache of layer l, slots [kv0, kv_len): bf16 q/o from scratch.
+Status attend_range(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv0,
+                    int kv_len) {
   const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
   PrefillParams p;
   p.q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
   p.o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
-  p.k = bshd(seq.k_cache.get() + l * seq.layer_stride, seq.capacity, c.n_kv_heads, c.head_dim);
-  p.v = bshd(seq.v_cache.get() + l * seq.layer_stride, seq.capacity, c.n_kv_heads, c.head_dim);
+  p.k = bshd(seq.k_cache.get() + l * seq.layer_stride + kv0 * kv_dim, seq.capacity - kv0, c.n_kv_heads, c.head_dim);
+  p.v = bshd(seq.v_cache.get() + l * seq.layer_stride + kv0 * kv_dim, seq.capacity - kv0, c.n_kv_heads, c.head_dim);
   p.device = Device::kCpu;
   p.dtype = DType::kBF16;
   p.batch = 1;
   p.q_heads = c.n_heads;
   p.kv_heads = c.n_kv_heads;
   p.q_len = q_len;
-  p.kv_len = kv_len;
+  p.kv_len = kv_len - kv0;
   p.head_dim = c.head_dim;
-  p.causal = true;  // bottom-right: query i sees slots [0, kv_len - q_len + i]
+  p.softmax_scale = c.attn_scale;
+  p.causal = true;  // bottom-right: query i sees slots [kv0, kv_len - q_len + i]
   return prefill(p);
+}
+
+// attend_range over [0, kv_len), within the layer's sliding window: the
+// query in slot t sees slots (t − window, t]. A chunk whose rows all see
+// the whole cache is one call; otherwise each row attends to its own range.
+Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv_len) {
+  const int window = c.layer(l).window;
+  if (window <= 0 || kv_len <= window) return attend_range(c, s, seq, l, q_row0, q_len, 0, kv_len);
+  for (int i = 0; i < q_len; ++i) {
+    const int slot = kv_len - q_len + i;
+    FLASHSCOPE_RETURN_IF_ERROR(attend_range(c, s, seq, l, q_row0 + i, 1, std::max(0, slot - window + 1), slot + 1));
+  }
+  return Status::ok_status();
+}
+
+void add_bias(float* y, const std::vector<float>& bias, int64_t n) {
+  if (bias.empty()) return;
+  const size_t d = bias.size();
+  for (int64_t t = 0; t < n; ++t)
+    for (size_t i = 0; i < d; ++i) y[static_cast<size_t>(t) * d + i] += bias[i];
+}
+
+// The chunk's RoPE table for layer l (computed on first use by a layer of its base).
+const Scratch::Rope& rope_for(const ModelConfig& c, const Weights& w, Scratch& s, int l, const int32_t* pos, int n) {
+  const LayerConfig L = c.layer(l);
+  for (const Scratch::Rope& r : s.rope)
+    if (r.base == L.rope_base && r.scale == L.rope_scale) return r;
+  Scratch::Rope& r = s.rope[0].base == 0.0f ? s.rope[0] : s.rope[1];
+  r.base = L.rope_base;
+  r.scale = L.rope_scale;
+  cpu::rope_table(pos, n, c.rope_dim, L.rope_base, L.rope_scale, w.rope_freqs.empty() ? nullptr : w.rope_freqs.data(),
+                  r.cos.data(), r.sin.data());
+  return r;
 }
 
 void add_into(float* x, const float* y, size_t n) {
@@ -220,7 +269,9 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
   for (int i = 0; i < n; ++i) {
     FLASHSCOPE_RETURN_IF_ERROR(dequantize_rows(*w.token_embd.tensor, ids[i], 1, s.x.data() + i * hidden));
   }
-  cpu::rope_table(pos, n, c.rope_dim, c.rope_base, s.rope_cos.data(), s.rope_sin.data());
+  if (c.embed_scale != 1.0f)
+    for (int64_t i = 0; i < n * hidden; ++i) s.x[static_cast<size_t>(i)] *= c.embed_scale;
+  for (Scratch::Rope& r : s.rope) r.base = 0.0f;  // new positions: recompute on first use
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[static_cast<size_t>(l)];
@@ -233,8 +284,20 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wk, s.k.data(), kv_dim));
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wv, s.v.data(), kv_dim));
     }
-    cpu::rope_pairs(s.q.data(), n, c.n_heads, c.head_dim, c.rope_dim, s.rope_cos.data(), s.rope_sin.data());
-    cpu::rope_pairs(s.k.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim, s.rope_cos.data(), s.rope_sin.data());
+    add_bias(s.q.data(), L.bq, n);
+    add_bias(s.k.data(), L.bk, n);
+    add_bias(s.v.data(), L.bv, n);
+    if (c.qk_norm) {
+      cpu::rms_norm(s.q.data(), L.q_norm.data(), s.q.data(), static_cast<int64_t>(n) * c.n_heads, c.head_dim, c.rms_eps);
+      cpu::rms_norm(s.k.data(), L.k_norm.data(), s.k.data(), static_cast<int64_t>(n) * c.n_kv_heads, c.head_dim,
+                    c.rms_eps);
+    }
+    {
+      const Scratch::Rope& r = rope_for(c, w, s, l, pos, n);
+      auto rope = c.rope_style == RopeStyle::kPairs ? cpu::rope_pairs : cpu::rope_halves;
+      rope(s.q.data(), n, c.n_heads, c.head_dim, c.rope_dim, r.cos.data(), r.sin.data());
+      rope(s.k.data(), n, c.n_kv_heads, c.head_dim, c.rope_dim, r.cos.data(), r.sin.data());
+    }
     to_bf16(s.q.data(), s.q_bf16.data(), static_cast<size_t>(n * q_dim));
     if (!batch) {
       CpuState& st = *rows.single;
@@ -259,6 +322,8 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
       MatInput in(s.att.data(), n, q_dim, s, tiled);
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.wo, s.xn.data(), hidden));
     }
+    add_bias(s.xn.data(), L.bo, n);
+    if (c.post_norms) cpu::rms_norm(s.xn.data(), L.post_attn_norm.data(), s.xn.data(), n, hidden, c.rms_eps);
     add_into(s.x.data(), s.xn.data(), static_cast<size_t>(n * hidden));
 
     // Feed-forward block.
@@ -268,11 +333,16 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.gate, s.gate.data(), c.ffn));
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.up, s.up.data(), c.ffn));
     }
-    cpu::swiglu(s.gate.data(), s.up.data(), static_cast<int64_t>(n) * c.ffn);
+    if (c.ffn_activation == FfnActivation::kGeluTanh) {
+      cpu::geglu_tanh(s.gate.data(), s.up.data(), static_cast<int64_t>(n) * c.ffn);
+    } else {
+      cpu::swiglu(s.gate.data(), s.up.data(), static_cast<int64_t>(n) * c.ffn);
+    }
     {
       MatInput in(s.gate.data(), n, c.ffn, s, tiled);
       FLASHSCOPE_RETURN_IF_ERROR(in.mul(L.down, s.xn.data(), hidden));
     }
+    if (c.post_norms) cpu::rms_norm(s.xn.data(), L.post_ffn_norm.data(), s.xn.data(), n, hidden, c.rms_eps);
     add_into(s.x.data(), s.xn.data(), static_cast<size_t>(n * hidden));
   }
 

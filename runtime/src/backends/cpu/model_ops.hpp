@@ -1,4 +1,4 @@
-// The element-wise pieces of a Llama forward pass on the CPU, each a plain
+// The element-wise pieces of a forward pass on the CPU, each a plain
 // loop over token-major rows. These are the reference the CUDA model ops are
 // checked against, so they favour the obvious formula over speed (they are a
 // few percent of a token's time; the matrix products are the rest).
@@ -16,12 +16,28 @@ void rms_norm(const float* x, const float* weight, float* y, int64_t n, int64_t 
 // in double: table [n, rope_dim / 2] each.
 void rope_table(const int32_t* positions, int64_t n, int rope_dim, float base, float* cos_out, float* sin_out);
 
+// The same with rope scaling: angle = pos · scale · base^(−2i/rope_dim) /
+// factors[i] (factors: [rope_dim / 2] or null for none; Llama 3's
+// rope_freqs), as llama.cpp's rope with freq_scale and freq_factors.
+void rope_table(const int32_t* positions, int64_t n, int rope_dim, float base, float scale, const float* factors,
+                float* cos_out, float* sin_out);
+
 // Rotates consecutive pairs (x[2i], x[2i+1]) of the first rope_dim elements
 // of every head ("normal" RoPE, the layout of llama GGUFs, whose converter
 // permutes Q and K rows so that HF's half-split pairs become adjacent).
 //   x [n, heads, head_dim] in place; cos/sin [n, rope_dim / 2]
 void rope_pairs(float* x, int64_t n, int heads, int head_dim, int rope_dim, const float* cos_t,
                 const float* sin_t);
+
+// Rotates the halves (x[i], x[i + rope_dim/2]) of the first rope_dim
+// elements of every head (NeoX RoPE: qwen2, qwen3, gemma3, whose Q and K are
+// stored unpermuted). Same shapes as rope_pairs.
+void rope_halves(float* x, int64_t n, int heads, int head_dim, int rope_dim, const float* cos_t,
+                 const float* sin_t);
+
+// gate[i] = gelu_tanh(gate[i]) · up[i], with gelu_tanh(x) =
+// x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³))) (Gemma's GeGLU).
+void geglu_tanh(float* gate, const float* up, int64_t n);
 
 // gate[i] = silu(gate[i]) · up[i] = gate / (1 + exp(−gate)) · up, n elements.
 void swiglu(float* gate, const float* up, int64_t n);

@@ -11,7 +11,7 @@
 //         Q4_1: d_w·d_x·Σ nib·x_q + m_w·d_x·Σx_q   Q5_*: the same with 5-bit values (−16)
 //       AVX2 kernels (chosen at run time; the build stays generic x86-64)
 //       for Q4_0, Q4_1 and Q8_0; portable integer loops for the others.
-//   F32 F16 BF16 Q4_K Q6_K  fallback: each weight row is dequantized to float
+//   F32 F16 BF16 Q2_K Q3_K Q4_K Q5_K Q6_K  fallback: each weight row is dequantized to float
 //       (per thread scratch) and dotted with the float activations.
 // Rows are split over OpenMP threads. In prefill, tokens are grouped by four
 // (TileQ8) so that each weight block is unpacked once per four tokens.

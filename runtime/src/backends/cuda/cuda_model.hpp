@@ -153,6 +153,7 @@ struct StepScratch {
   cudaStream_t stream = nullptr;
   int rows = 0;  // tokens the activations hold
   DeviceBuffer x, xn, qkv, q, o, gu, act;
+  DeviceBuffer y;  // [rows, hidden] fp32: a block's output before its post-norm (gemma3)
   int logit_rows = 0;
   DeviceBuffer logits;     // [logit_rows, vocab] fp32
   DeviceBuffer attn_ws;    // split-KV workspace of paged attention
@@ -190,7 +191,23 @@ struct CudaModel {
     const uint16_t* w_down = nullptr;     // [hidden, ffn]
     const float* attn_norm = nullptr;     // [hidden]
     const float* ffn_norm = nullptr;      // [hidden]
+    // The family's optional pieces (null where the config has none):
+    const float* bqkv = nullptr;            // [(H + 2·KV)·D]: bq, bk, bv (qwen2)
+    const float* q_norm = nullptr;          // [D] per-head RMSNorm of q before RoPE (qwen3, gemma3)
+    const float* k_norm = nullptr;          // [D]
+    const float* post_attn_norm = nullptr;  // [hidden] on the attention block's output (gemma3)
+    const float* post_ffn_norm = nullptr;   // [hidden] on the FFN block's output (gemma3)
+    int rope = 0;        // which of the step's RoPE tables (CudaModel::ropes) its q and k turn by
+    int window_left = -1;  // paged attention's window_left: -1 unbounded (sliding layers: window - 1)
   };
+  // The distinct RoPE angle sets of the layers (gemma3: global and local
+  // base), each one table of the step block; Llama 3's frequency factors
+  // are folded into every table on the host.
+  struct Rope {
+    float base = 10000.0f;
+    float scale = 1.0f;
+  };
+  std::vector<Rope> ropes;
 
   int device = 0;
   DeviceBuffer weights;  // every tensor below points into it
@@ -261,12 +278,17 @@ struct StepLayout {
   size_t kv_lens = 0;  // int32 [seqs]: cached tokens of each sequence including this step's
   size_t slots = 0;    // int64 [tokens]: pool slot of each new token's K/V
   size_t ids = 0;      // int32 [tokens]
-  size_t cos = 0;      // float [tokens, rope_dim / 2]
-  size_t sin = 0;      // float [tokens, rope_dim / 2]
+  size_t cos = 0;      // float [rope_tables, tokens, rope_dim / 2]: table r at cos + r · rope_stride
+  size_t sin = 0;      // float [rope_tables, tokens, rope_dim / 2]
+  size_t rope_stride = 0;  // bytes from one RoPE table to the next
   size_t tables = 0;   // int32 [seqs, table_stride]: block tables
   size_t bytes = 0;
 };
-StepLayout step_layout(int seqs, int tokens, int rope_half, int table_stride);
+StepLayout step_layout(int seqs, int tokens, int rope_half, int table_stride, int rope_tables);
+// Writes the step's RoPE tables (cm.ropes, in double, with the model's
+// frequency factors) for `positions` [n] into the host staging block at `at`.
+void pack_rope_tables(const Model::Impl& m, const CudaModel& cm, const int32_t* positions, int n, char* host,
+                      const StepLayout& at);
 
 // One enqueue's shape: `seqs` sequences with q_len new tokens each (one
 // sequence's chunk: seqs 1; a batched decode step: q_len 1), rows

@@ -3,31 +3,42 @@
 // one step, and decode steps as CUDA graphs.
 //
 // One step of T = seqs · q_len tokens, its inputs at fixed offsets of the
-// device step block:
+// device step block (bracketed steps where the family has them: ModelConfig):
 //
-//   x    [T, hidden] fp32 = token_embd[ids]                     embedding
+//   x    [T, hidden] fp32 = token_embd[ids] · embed_scale       embedding
 //   per layer:
 //     xn  [T, hidden] bf16 = rms_norm(x) · attn_norm             rms_norm
 //     qkv [T, (H+2KV)·D] fp32 = xn · Wqkvᵀ                       cuBLAS, M = T
-//     q [T, H, D] bf16, K/V pool pages at slots[T] = rope(qkv)   rope_append
+//     q [T, H, D] bf16, K/V pool pages at slots[T] =             rope_append: [+ bias],
+//       rope(qkv; the layer's table)                             [q/k RMSNorm per head], pairs or halves
 //     o [T, H, D] bf16 = paged_attention(q, pool, block tables,  one launch for every
-//                        kv_lens, batch = seqs, q_len)           sequence of the step
+//                        kv_lens, batch = seqs, q_len)           sequence of the step; the layer's window
 //     x += o · Woᵀ                                               cuBLAS, beta = 1
+//       [gemma3: y = o · Woᵀ; x += rms_norm(y) · post_attn_norm  add_rms_norm, with the next
+//        and xn = rms_norm(x) · ffn_norm in one kernel]          norm fused behind it
 //     xn = rms_norm(x) · ffn_norm
 //     gu  [T, 2·ffn] fp32 = xn · Wguᵀ                            cuBLAS
-//     act [T, ffn] bf16 = silu(gate) · up                        swiglu
+//     act [T, ffn] bf16 = silu(gate) · up  [gelu_tanh: gemma3]   swiglu
 //     x += act · Wdownᵀ                                          cuBLAS, beta = 1
+//       [gemma3: y = act · Wdownᵀ; x += rms_norm(y) · post_ffn_norm, next layer's attn_norm into xn]
 //   logits [rows, vocab] fp32 = rms_norm(x[rows]) · output_norm · Woutᵀ
+//
+// RoPE tables: one per distinct (base, scale) of the layers (CudaModel::ropes;
+// gemma3 has two), computed on the host in double with Llama 3's frequency
+// factors folded in, so the kernels only read angles.
 //
 // A step of at most kSkinnyRows tokens (a decode step, a small batch) runs
 // each layer as four fused few-token GEMMs (cuda::skinny_gemm) around the
 // attention instead of nine launches:
-//     q, K/V pages = rope(rms_norm(x) · Wqkvᵀ)        kRmsNorm → kRopeAppend
+//     q, K/V pages = rope(rms_norm(x) · Wqkvᵀ)        kRmsNorm → kRopeAppend (llama: adjacent pairs,
+//                                                      no bias or norm; the other families kStore
+//                                                      into qkv, then rope_append)
 //     x += o · Woᵀ                                     kBf16 → kAccumulate, or kSplitKv:
 //                                                      the attention's split-KV partials merged
-//                                                      here (no combine launch)
-//     act = swiglu(rms_norm(x) · Wguᵀ)                 kRmsNorm → kSwiglu
-//     x += act · Wdownᵀ                                kBf16 → kAccumulate
+//                                                      here (no combine launch) [gemma3: kStore into
+//                                                      y, then add_rms_norm]
+//     act = swiglu(rms_norm(x) · Wguᵀ)                 kRmsNorm → kSwiglu (kGegluTanh)
+//     x += act · Wdownᵀ                                kBf16 → kAccumulate [gemma3: as for O]
 // Same roundings as the cuBLAS path (bf16 inputs, fp32 sums and residual);
 // only the summation order differs. Past 4 tokens cuBLAS wins (its cost is
 // flat in M; ours grows with the rows), so larger steps keep it
@@ -45,8 +56,9 @@
 #include <string>
 #include <utility>
 
-#include "cuda/paged_attention_cuda.hpp"
+#include "backends/cpu/model_ops.hpp"
 #include "backends/cuda/cuda_model.hpp"
+#include "cuda/paged_attention_cuda.hpp"
 
 namespace flashscope::model {
 
@@ -116,7 +128,7 @@ Status StepScratch::init(size_t cublas_workspace_bytes) {
 void StepScratch::release() {
   if (stream != nullptr) cudaStreamSynchronize(stream);
   graph.drop();
-  for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &logits, &attn_ws, &cublas_ws, &step_dev,
+  for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &y, &logits, &attn_ws, &cublas_ws, &step_dev,
                           &sampler.penalty_ids, &sampler.token, &batch_sampler.block})
     *b = DeviceBuffer();
   rows = 0;
@@ -125,17 +137,31 @@ void StepScratch::release() {
   stream = nullptr;
 }
 
-StepLayout step_layout(int seqs, int tokens, int rope_half, int table_stride) {
+StepLayout step_layout(int seqs, int tokens, int rope_half, int table_stride, int rope_tables) {
   const size_t S = static_cast<size_t>(seqs), T = static_cast<size_t>(tokens), R = static_cast<size_t>(rope_half);
+  const size_t tables = static_cast<size_t>(std::max(rope_tables, 1));
   StepLayout s;
   s.kv_lens = 0;
   s.slots = align_up(4 * S, kStepAlign);
   s.ids = align_up(s.slots + 8 * T, kStepAlign);
+  s.rope_stride = 4 * T * R;
   s.cos = align_up(s.ids + 4 * T, kStepAlign);
-  s.sin = align_up(s.cos + 4 * T * R, kStepAlign);
-  s.tables = align_up(s.sin + 4 * T * R, kStepAlign);
+  s.sin = align_up(s.cos + tables * s.rope_stride, kStepAlign);
+  s.tables = align_up(s.sin + tables * s.rope_stride, kStepAlign);
   s.bytes = align_up(s.tables + 4 * S * static_cast<size_t>(table_stride), kStepAlign);
   return s;
+}
+
+void pack_rope_tables(const Model::Impl& m, const CudaModel& cm, const int32_t* positions, int n, char* host,
+                      const StepLayout& at) {
+  const ModelConfig& c = m.config;
+  if (c.rope_dim / 2 <= 0) return;
+  const float* factors = m.weights.rope_freqs.empty() ? nullptr : m.weights.rope_freqs.data();
+  for (size_t r = 0; r < cm.ropes.size(); ++r) {
+    cpu::rope_table(positions, n, c.rope_dim, cm.ropes[r].base, cm.ropes[r].scale, factors,
+                    reinterpret_cast<float*>(host + at.cos + r * at.rope_stride),
+                    reinterpret_cast<float*>(host + at.sin + r * at.rope_stride));
+  }
 }
 
 Status ensure_rows(const ModelConfig& c, StepScratch& sc, int rows) {
@@ -151,15 +177,16 @@ Status ensure_rows(const ModelConfig& c, StepScratch& sc, int rows) {
   } plan[] = {{&sc.x, R * H * 4, "activations x"},   {&sc.xn, R * H * 2, "activations xn"},
               {&sc.qkv, R * qkv_dim * 4, "activations qkv"}, {&sc.q, R * qd * 2, "activations q"},
               {&sc.o, R * qd * 2, "activations o"},  {&sc.gu, R * 2 * F * 4, "activations gate/up"},
-              {&sc.act, R * F * 2, "activations act"}};
-  DeviceBuffer fresh[7];
-  for (size_t i = 0; i < 7; ++i) {
+              {&sc.act, R * F * 2, "activations act"}, {&sc.y, R * H * 4, "activations y"}};
+  constexpr size_t kBuffers = sizeof(plan) / sizeof(plan[0]);
+  DeviceBuffer fresh[kBuffers];
+  for (size_t i = 0; i < kBuffers; ++i) {
     auto b = device_alloc(plan[i].bytes, plan[i].what);
     if (!b.ok()) return b.status();
     fresh[i] = std::move(b).value();
     FLASHSCOPE_RETURN_IF_ERROR(poison(fresh[i].data(), plan[i].bytes, sc.stream, plan[i].what));
   }
-  for (size_t i = 0; i < 7; ++i) *plan[i].buf = std::move(fresh[i]);
+  for (size_t i = 0; i < kBuffers; ++i) *plan[i].buf = std::move(fresh[i]);
   sc.rows = r;
   sc.bump();
   return {};
@@ -223,6 +250,8 @@ PagedAttentionParams attention_params(const ModelConfig& c, const CudaModel& cm,
   p.page_size = kPageSize;
   p.max_kv_len = v.mkl;
   p.causal = true;
+  p.softmax_scale = c.attn_scale;  // 0: 1/sqrt(head_dim)
+  p.window_left = cm.layers[static_cast<size_t>(layer)].window_left;
   p.dtype = DType::kBF16;
   p.device = Device::kCuda;
   p.stream = sc.stream;
@@ -234,13 +263,19 @@ PagedAttentionParams attention_params(const ModelConfig& c, const CudaModel& cm,
 
 }  // namespace
 
-// The plan depends only on shapes and the SM count, so the enqueue that
-// follows (captured or not) gets the same one.
+// The plan depends only on shapes, the layer's window and the SM count, so
+// the enqueue that follows (captured or not) gets the same one; the
+// workspace is the largest any layer's plan asks for.
 Status ensure_attention_workspace(const ModelConfig& c, const CudaModel& cm, StepScratch& sc, const StepView& v) {
-  auto plan = plan_paged_attention(attention_params(c, cm, sc, 0, v));
-  if (!plan.ok()) return plan.status();
-  if (plan->workspace_bytes <= sc.attn_ws.size()) return {};
-  auto b = device_alloc(plan->workspace_bytes, "the split-KV attention workspace");
+  size_t bytes = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (l > 0 && cm.layers[static_cast<size_t>(l)].window_left == cm.layers[0].window_left) continue;
+    auto plan = plan_paged_attention(attention_params(c, cm, sc, l, v));
+    if (!plan.ok()) return plan.status();
+    bytes = std::max(bytes, plan->workspace_bytes);
+  }
+  if (bytes <= sc.attn_ws.size()) return {};
+  auto b = device_alloc(bytes, "the split-KV attention workspace");
   if (!b.ok()) return b.status();
   sc.attn_ws = std::move(b).value();
   sc.bump();
@@ -260,6 +295,7 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
   auto* qkv = static_cast<float*>(sc.qkv.data());
   auto* gu = static_cast<float*>(sc.gu.data());
   auto* act = static_cast<uint16_t*>(sc.act.data());
+  auto* y = static_cast<float*>(sc.y.data());
 
   cuda::EmbeddingOp emb;
   emb.ids = in_step<const int32_t>(sc, v.at.ids);
@@ -268,6 +304,7 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
   emb.n = n;
   emb.hidden = H;
   emb.vocab = c.vocab;
+  emb.scale = c.embed_scale;
   FLASHSCOPE_RETURN_IF_ERROR(cuda::embedding(emb, s));
 
   auto norm = [&](const float* weight, int first_row, int rows) {
@@ -296,12 +333,34 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     op.accumulate = accumulate;
     return cuda::gemm_bf16(cm.cublas.get(), op);
   };
+  // Gemma's post-norm of a block's output y, added into x; with next_weight
+  // the next block's pre-norm into xn as well.
+  auto post_norm = [&](const float* post_weight, const float* next_weight) {
+    cuda::AddRmsNormOp op;
+    op.y = y;
+    op.y_stride = H;
+    op.post_weight = post_weight;
+    op.x = x;
+    op.x_stride = H;
+    op.next_weight = next_weight;
+    op.xn = xn;
+    op.xn_stride = H;
+    op.rows = n;
+    op.dim = H;
+    op.eps = c.rms_eps;
+    return cuda::add_rms_norm(op, s);
+  };
 
   // The fused few-token path (see the top of this file) when every product
   // of the step fits it.
   const bool skinny = cm.skinny && n <= kSkinnyRows && cuda::skinny_gemm_supported(n, H) &&
                       cuda::skinny_gemm_supported(n, qd) && cuda::skinny_gemm_supported(n, F);
   if (skinny) totals().fused_step_enqueues.fetch_add(1, std::memory_order_relaxed);
+  // Its QKV epilogue rotates adjacent pairs and knows no bias or q/k norm:
+  // the other families store the product and run rope_append.
+  const bool rope_in_gemm = c.rope_style == RopeStyle::kPairs && !c.qkv_bias && !c.qk_norm;
+  const cuda::SkinnyOutput gate_out =
+      c.ffn_activation == FfnActivation::kGeluTanh ? cuda::SkinnyOutput::kGegluTanh : cuda::SkinnyOutput::kSwiglu;
   auto fused = [&](cuda::SkinnyInput input, cuda::SkinnyOutput output, const uint16_t* w, int n_out, int k) {
     cuda::SkinnyGemmOp op;
     op.input = input;
@@ -320,13 +379,17 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     return op;
   };
 
+  // cuBLAS path: whether xn already holds this layer's attention pre-norm
+  // (the previous layer's post-FFN norm computed it).
+  bool xn_ready = false;
   for (int l = 0; l < c.n_layers; ++l) {
     const CudaModel::Layer& L = cm.layers[static_cast<size_t>(l)];
+    const CudaModel::Layer* next = l + 1 < c.n_layers ? &cm.layers[static_cast<size_t>(l + 1)] : nullptr;
     cuda::RopeAppendOp ra;
     ra.qkv = qkv;
     ra.qkv_stride = qkv_dim;
-    ra.rope_cos = in_step<const float>(sc, v.at.cos);
-    ra.rope_sin = in_step<const float>(sc, v.at.sin);
+    ra.rope_cos = in_step<const float>(sc, v.at.cos + static_cast<size_t>(L.rope) * v.at.rope_stride);
+    ra.rope_sin = in_step<const float>(sc, v.at.sin + static_cast<size_t>(L.rope) * v.at.rope_stride);
     ra.slots = in_step<const int64_t>(sc, v.at.slots);
     ra.q_out = static_cast<uint16_t*>(sc.q.data());
     ra.q_stride = qd;
@@ -339,14 +402,29 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     ra.rope_dim = c.rope_dim;
     ra.page_size = kPageSize;
     ra.num_pages = cm.pool.num_pages();
+    ra.bias = L.bqkv;
+    ra.q_norm = L.q_norm;
+    ra.k_norm = L.k_norm;
+    ra.norm_eps = c.rms_eps;
+    ra.neox = c.rope_style == RopeStyle::kHalves;
     const auto* o = static_cast<const uint16_t*>(sc.o.data());
+    // Where the O and down products go: straight into the residual stream,
+    // or into y for the post-norm.
+    const bool post_attn = L.post_attn_norm != nullptr, post_ffn = L.post_ffn_norm != nullptr;
 
     if (skinny) {
       cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeAppend, L.wqkv,
                                         qkv_dim, H);
       qkv_op.norm_weight = L.attn_norm;
-      qkv_op.rope = ra;
+      if (rope_in_gemm) {
+        qkv_op.rope = ra;
+      } else {
+        qkv_op.output = cuda::SkinnyOutput::kStore;
+        qkv_op.y = qkv;
+        qkv_op.ldy = qkv_dim;
+      }
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
+      if (!rope_in_gemm) FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
       const PagedAttentionParams ap = attention_params(c, cm, sc, l, v);
       FLASHSCOPE_RETURN_IF_ERROR(validate(ap));
       cuda::UnmergedOutput attn;
@@ -359,24 +437,38 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
         wo_op.split_kv = {attn.o_partial, attn.lse_partial, attn.num_splits, c.n_heads, c.head_dim, v.q_len,
                           attn.partial_rows};
       }
+      if (post_attn) {
+        wo_op.output = cuda::SkinnyOutput::kStore;
+        wo_op.y = y;
+      }
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(wo_op, s));
-      cuda::SkinnyGemmOp gu_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kSwiglu, L.w_gate_up, F, H);
+      if (post_attn) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, nullptr));
+      cuda::SkinnyGemmOp gu_op = fused(cuda::SkinnyInput::kRmsNorm, gate_out, L.w_gate_up, F, H);
       gu_op.norm_weight = L.ffn_norm;
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(gu_op, s));
       cuda::SkinnyGemmOp down_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.w_down, H, F);
       down_op.x = act;
       down_op.ldx = F;
+      if (post_ffn) {
+        down_op.output = cuda::SkinnyOutput::kStore;
+        down_op.y = y;
+      }
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(down_op, s));
+      if (post_ffn) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_ffn_norm, nullptr));
       continue;
     }
 
-    FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n));
+    if (!xn_ready) FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n));
     FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wqkv, xn, H, qkv, qkv_dim, n, qkv_dim, H, false));
     FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
     FLASHSCOPE_RETURN_IF_ERROR(paged_attention(attention_params(c, cm, sc, l, v)));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, x, H, n, H, qd, true));
-
-    FLASHSCOPE_RETURN_IF_ERROR(norm(L.ffn_norm, 0, n));
+    if (post_attn) {
+      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, y, H, n, H, qd, false));
+      FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, L.ffn_norm));
+    } else {
+      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, x, H, n, H, qd, true));
+      FLASHSCOPE_RETURN_IF_ERROR(norm(L.ffn_norm, 0, n));
+    }
     FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_gate_up, xn, H, gu, 2 * F, n, 2 * F, H, false));
     cuda::SwigluOp sw;
     sw.gu = gu;
@@ -385,8 +477,19 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     sw.out_stride = F;
     sw.rows = n;
     sw.ffn = F;
+    sw.activation = c.ffn_activation == FfnActivation::kGeluTanh ? cuda::GateActivation::kGeluTanh
+                                                                 : cuda::GateActivation::kSilu;
     FLASHSCOPE_RETURN_IF_ERROR(cuda::swiglu(sw, s));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_down, act, F, x, H, n, H, F, true));
+    xn_ready = false;
+    if (post_ffn) {
+      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_down, act, F, y, H, n, H, F, false));
+      // The next layer's attention pre-norm rides along (the LM head's
+      // norm covers other rows than the step's, so the last layer stops here).
+      FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_ffn_norm, next != nullptr ? next->attn_norm : nullptr));
+      xn_ready = next != nullptr;
+    } else {
+      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_down, act, F, x, H, n, H, F, true));
+    }
   }
 
   // The LM head stays on cuBLAS: it streams 49152 × 576 faster there than

@@ -1,12 +1,17 @@
-// The CUDA forward pass of a llama model over one sequence's pages of the
-// model's KV pool (cuda_model.hpp has the pool and scratch; cuda_step.cpp
+// The CUDA forward pass of a model (llama, qwen2, qwen3, gemma3: the
+// families of ModelConfig) over one sequence's pages of the model's KV pool (cuda_model.hpp has the pool and scratch; cuda_step.cpp
 // the step itself; forward_cuda_batch.cpp the batched decode step).
 //
 // Load (cuda_load): every matrix is dequantized on the host (dequantize_rows,
 // the same values the CPU backend multiplies by) and rounded to bf16 into one
 // device allocation; Q, K, V rows are stacked into one [(H + 2·KV)·D, hidden]
 // matrix and gate, up into one [2·ffn, hidden] matrix, so each block is one
-// GEMM. Norm weights stay fp32. Tied embeddings share token_embd.
+// GEMM. Norm weights stay fp32. Tied embeddings share token_embd. The
+// families' vectors stay fp32 too: Q/K/V biases stacked like the weights
+// ([(H + 2·KV)·D]), q/k norms [head_dim], Gemma's post-norms [hidden]. Each
+// layer's RoPE table and window are fixed here, and paged attention is asked
+// at load whether it runs the model's head_dim and windows (kUnsupported
+// with the kernel's own message when not).
 //
 // A call runs its n new tokens in chunks of at most kChunk, each one step of
 // cuda_step.cpp (seqs 1, q_len = the chunk's tokens); the LM head runs on the
@@ -18,7 +23,7 @@
 // the CPU. tests/test_model_cuda.cpp holds both against a float64 reference.
 //
 // Per-step inputs (token ids, slots, RoPE cos/sin from cpu::rope_table in
-// double, kv_len, the block table) are packed on the host into pinned memory
+// double, one table per distinct base of the layers, kv_len, the block table) are packed on the host into pinned memory
 // and copied in one cudaMemcpyAsync before the kernels; every kernel reads
 // them through fixed device pointers, which is what lets a decode step be a
 // CUDA graph (cuda_step.cpp says when one is captured and replayed).
@@ -131,21 +136,94 @@ Status upload_floats(const std::vector<float>& v, float* dst, const char* what) 
                     std::string("cudaMemcpy of ") + what + " to the device");
 }
 
+// A layer's Q, K and V biases as one [(H + 2·KV)·D] vector, zeros for a
+// missing one; empty when the layer has none.
+std::vector<float> stacked_bias(const LayerWeights& L, size_t qd, size_t kvd) {
+  if (L.bq.empty() && L.bk.empty() && L.bv.empty()) return {};
+  std::vector<float> b(qd + 2 * kvd, 0.0f);
+  std::copy(L.bq.begin(), L.bq.end(), b.begin());
+  std::copy(L.bk.begin(), L.bk.end(), b.begin() + static_cast<std::ptrdiff_t>(qd));
+  std::copy(L.bv.begin(), L.bv.end(), b.begin() + static_cast<std::ptrdiff_t>(qd + kvd));
+  return b;
+}
+
+// What paged attention says of the model's layers (head_dim, each window,
+// the scale) before any weight moves: a shape the kernels cannot run is
+// refused at load with their own message, not at the first forward.
+Status check_attention(const ModelConfig& c, const std::vector<CudaModel::Layer>& layers) {
+  // Never dereferenced: validate and plan read shapes, strides and alignment.
+  void* fake = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  PagedAttentionParams p;
+  p.q = bshd(fake, 1, c.n_heads, c.head_dim);
+  p.o = bshd(fake, 1, c.n_heads, c.head_dim);
+  p.k_pages = fake;
+  p.v_pages = fake;
+  p.block_tables = static_cast<const int32_t*>(fake);
+  p.block_table_stride = 1;
+  p.kv_lens = static_cast<const int32_t*>(fake);
+  p.batch = 1;
+  p.q_heads = c.n_heads;
+  p.kv_heads = c.n_kv_heads;
+  p.q_len = 1;
+  p.head_dim = c.head_dim;
+  p.page_size = kPageSize;
+  p.max_kv_len = kPageSize;
+  p.num_pages = 1;
+  p.causal = true;
+  p.softmax_scale = c.attn_scale;
+  p.dtype = DType::kBF16;
+  p.device = Device::kCuda;
+  for (const CudaModel::Layer& L : layers) {
+    p.window_left = L.window_left;
+    FLASHSCOPE_RETURN_IF_ERROR(validate(p));
+    auto plan = plan_paged_attention(p);
+    if (!plan.ok()) return plan.status();
+  }
+  return {};
+}
+
 }  // namespace
+
+Status cuda_check_config(const ModelConfig& c) {
+  // What the model kernels take; attention's own limits (head_dim, windows)
+  // are asked of paged attention at load (check_attention), in its words.
+  if (c.head_dim > cuda::kRopeAppendMaxHeadDim) {
+    return unsupported("head_dim " + std::to_string(c.head_dim) + " is above the CUDA RoPE kernel's " +
+                       std::to_string(cuda::kRopeAppendMaxHeadDim) + " (use Device::kCpu)");
+  }
+  return Status::ok_status();
+}
 
 Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   if (!cuda_available()) {
     return unsupported("Device::kCuda was requested but no CUDA device is present (or no driver); use Device::kCpu");
   }
   const ModelConfig& c = m.config;
+  FLASHSCOPE_RETURN_IF_ERROR(cuda_check_config(c));
+  for (const LayerWeights& L : m.weights.layers) {
+    if (!L.bo.empty()) {
+      return unsupported("a llama model with an attention output bias runs on the CPU only in this build (use Device::kCpu)");
+    }
+  }
   const Weights& w = m.weights;
   std::shared_ptr<CudaModel> cm;
   try {
     cm = std::make_shared<CudaModel>();
     cm->layers.resize(static_cast<size_t>(c.n_layers));
+    // Each layer's RoPE table (one per distinct base and scale) and window.
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerConfig lc = c.layer(l);
+      CudaModel::Layer& D = cm->layers[static_cast<size_t>(l)];
+      D.window_left = lc.window > 0 ? lc.window - 1 : -1;  // keys (p − window, p]
+      auto same = [&](const CudaModel::Rope& r) { return r.base == lc.rope_base && r.scale == lc.rope_scale; };
+      auto it = std::find_if(cm->ropes.begin(), cm->ropes.end(), same);
+      if (it == cm->ropes.end()) it = cm->ropes.insert(cm->ropes.end(), CudaModel::Rope{lc.rope_base, lc.rope_scale});
+      D.rope = static_cast<int>(it - cm->ropes.begin());
+    }
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "cannot allocate the CUDA model");
   }
+  FLASHSCOPE_RETURN_IF_ERROR(check_attention(c, cm->layers));
   FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaGetDevice(&cm->device), "cudaGetDevice"));
 
   // Where each tensor goes in the one weight allocation.
@@ -158,18 +236,35 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
     total = at + bytes;
     return at;
   };
+  constexpr size_t kNone = ~size_t{0};
+  // The family's optional vectors (kNone: absent).
+  auto reserve_floats = [&](const std::vector<float>& v) { return v.empty() ? kNone : reserve(v.size() * 4); };
   struct LayerOffsets {
     size_t wqkv, wo, gate_up, down, attn_norm, ffn_norm;
+    size_t bqkv, q_norm, k_norm, post_attn_norm, post_ffn_norm;
   };
   std::vector<LayerOffsets> lo(static_cast<size_t>(c.n_layers));
+  std::vector<std::vector<float>> biases(lo.size());
   const size_t embd_at = reserve(V * H * 2);
-  for (LayerOffsets& o : lo) {
+  for (size_t l = 0; l < lo.size(); ++l) {
+    const LayerWeights& L = w.layers[l];
+    LayerOffsets& o = lo[l];
     o.wqkv = reserve((qd + 2 * kvd) * H * 2);
     o.wo = reserve(H * qd * 2);
     o.gate_up = reserve(2 * F * H * 2);
     o.down = reserve(H * F * 2);
     o.attn_norm = reserve(H * 4);
     o.ffn_norm = reserve(H * 4);
+    try {
+      biases[l] = stacked_bias(L, qd, kvd);
+    } catch (const std::bad_alloc&) {
+      return Status(StatusCode::kOutOfMemory, "cannot allocate the Q/K/V biases");
+    }
+    o.bqkv = reserve_floats(biases[l]);
+    o.q_norm = reserve_floats(L.q_norm);
+    o.k_norm = reserve_floats(L.k_norm);
+    o.post_attn_norm = reserve_floats(L.post_attn_norm);
+    o.post_ffn_norm = reserve_floats(L.post_ffn_norm);
   }
   const size_t out_norm_at = reserve(H * 4);
   const size_t output_at = tied ? embd_at : reserve(V * H * 2);
@@ -203,6 +298,21 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
     D.w_down = bf16_at(o.down);
     D.attn_norm = f32_at(o.attn_norm);
     D.ffn_norm = f32_at(o.ffn_norm);
+    const struct {
+      const std::vector<float>& host;
+      size_t at;
+      const float** dst;
+      const char* what;
+    } optional[] = {{biases[l], o.bqkv, &D.bqkv, "the Q/K/V biases"},
+                    {L.q_norm, o.q_norm, &D.q_norm, "attn_q_norm"},
+                    {L.k_norm, o.k_norm, &D.k_norm, "attn_k_norm"},
+                    {L.post_attn_norm, o.post_attn_norm, &D.post_attn_norm, "post_attention_norm"},
+                    {L.post_ffn_norm, o.post_ffn_norm, &D.post_ffn_norm, "post_ffw_norm"}};
+    for (const auto& v : optional) {
+      if (v.at == kNone) continue;
+      FLASHSCOPE_RETURN_IF_ERROR(upload_floats(v.host, f32_at(v.at), v.what));
+      *v.dst = f32_at(v.at);
+    }
   }
   FLASHSCOPE_RETURN_IF_ERROR(upload_floats(w.output_norm, f32_at(out_norm_at), "output_norm"));
   if (!tied) FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(w.output, bf16_at(output_at)));
@@ -252,18 +362,15 @@ void count(CudaState& st, uint64_t CudaForwardStats::*field, std::atomic<uint64_
 // Packs one chunk's inputs into the host staging block at layout sl: kv_len,
 // the slots of cache positions [first, first + n), ids, RoPE tables, the
 // sequence's block table.
-void pack_chunk(const ModelConfig& c, const CudaState& st, const StepLayout& sl, int first, int n,
-                const int32_t* tokens, const int32_t* positions) {
+void pack_chunk(const Model::Impl& m, const CudaModel& cm, const CudaState& st, const StepLayout& sl, int first,
+                int n, const int32_t* tokens, const int32_t* positions) {
   char* h = st.scratch.step_host.data();
   const int32_t kv_len = first + n;
   std::memcpy(h + sl.kv_lens, &kv_len, sizeof kv_len);
   auto* slots = reinterpret_cast<int64_t*>(h + sl.slots);
   for (int i = 0; i < n; ++i) slots[i] = st.slot(first + i);
   std::memcpy(h + sl.ids, tokens, static_cast<size_t>(n) * sizeof(int32_t));
-  if (c.rope_dim / 2 > 0) {
-    cpu::rope_table(positions, n, c.rope_dim, c.rope_base, reinterpret_cast<float*>(h + sl.cos),
-                    reinterpret_cast<float*>(h + sl.sin));
-  }
+  pack_rope_tables(m, cm, positions, n, h, sl);
   std::memcpy(h + sl.tables, st.pages.data(), st.pages.size() * sizeof(int32_t));
 }
 
@@ -289,7 +396,7 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
     v.q_len = cn;
     v.table_stride = st.max_pages;
     v.mkl = decode ? kv_bucket(kv_len, st.max_pages * kPageSize) : kv_len;
-    v.at = step_layout(1, cn, c.rope_dim / 2, st.max_pages);
+    v.at = step_layout(1, cn, c.rope_dim / 2, st.max_pages, static_cast<int>(cm.ropes.size()));
 
     // Held while this chunk allocates and enqueues (not while it runs): the
     // handle's stream and workspace are this chunk's, and no other thread
@@ -301,7 +408,7 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
     FLASHSCOPE_RETURN_IF_ERROR(ensure_step_bytes(sc, v.at.bytes));
     FLASHSCOPE_RETURN_IF_ERROR(ensure_attention_workspace(c, cm, sc, v));
 
-    pack_chunk(c, st, v.at, cached + c0, cn, tokens + c0, positions + c0);
+    pack_chunk(m, cm, st, v.at, cached + c0, cn, tokens + c0, positions + c0);
     FLASHSCOPE_RETURN_IF_ERROR(cuda_check(
         cudaMemcpyAsync(sc.step_dev.data(), sc.step_host.data(), v.at.bytes, cudaMemcpyHostToDevice, sc.stream),
         "cudaMemcpyAsync of the step inputs"));

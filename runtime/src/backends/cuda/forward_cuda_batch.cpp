@@ -44,7 +44,8 @@ void add(std::atomic<uint64_t> TotalStats::*field, uint64_t n) {
   (totals().*field).fetch_add(n, std::memory_order_relaxed);
 }
 
-// Where chunk c0's rows read their inputs in the step block laid out for the whole batch.
+// Where chunk c0's rows read their inputs in the step block laid out for the
+// whole batch (each RoPE table's rows move; the tables stay rope_stride apart).
 StepLayout shifted(const StepLayout& all, int c0, int rope_half, int stride) {
   const size_t r = static_cast<size_t>(c0);
   StepLayout at = all;
@@ -58,8 +59,8 @@ StepLayout shifted(const StepLayout& all, int c0, int rope_half, int stride) {
 }
 
 // Packs the whole batch's inputs into the host staging block.
-void pack_batch(const ModelConfig& c, StepScratch& sc, const std::vector<CudaState*>& seqs, const int32_t* tokens,
-                const StepLayout& at, int stride) {
+void pack_batch(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const std::vector<CudaState*>& seqs,
+                const int32_t* tokens, const StepLayout& at, int stride) {
   char* h = sc.step_host.data();
   const size_t n = seqs.size();
   auto* kv_lens = reinterpret_cast<int32_t*>(h + at.kv_lens);
@@ -76,10 +77,7 @@ void pack_batch(const ModelConfig& c, StepScratch& sc, const std::vector<CudaSta
     std::fill(row + st.pages.size(), row + stride, 0);  // never read: keeps the entries valid page ids
   }
   std::memcpy(h + at.ids, tokens, n * sizeof(int32_t));
-  if (c.rope_dim / 2 > 0) {
-    cpu::rope_table(sc.positions.data(), static_cast<int>(n), c.rope_dim, c.rope_base,
-                    reinterpret_cast<float*>(h + at.cos), reinterpret_cast<float*>(h + at.sin));
-  }
+  pack_rope_tables(m, cm, sc.positions.data(), static_cast<int>(n), h, at);
 }
 
 // The step. logits (host) and sampling/next are each optional; with
@@ -97,7 +95,7 @@ Status run_batch(const Model::Impl& m, CudaModel& cm, const std::vector<CudaStat
     stride = std::max(stride, st->max_pages);
     max_kv = std::max(max_kv, static_cast<int>(st->tokens.size()) + 1);
   }
-  const StepLayout all = step_layout(n, n, rope_half, stride);
+  const StepLayout all = step_layout(n, n, rope_half, stride, static_cast<int>(cm.ropes.size()));
   const int mkl = kv_bucket(max_kv, stride * kPageSize);
   auto view = [&](int c0) {
     StepView v;
@@ -124,7 +122,7 @@ Status run_batch(const Model::Impl& m, CudaModel& cm, const std::vector<CudaStat
     return Status(StatusCode::kOutOfMemory, "forward_batch: cannot allocate the positions");
   }
 
-  pack_batch(c, sc, seqs, tokens, all, stride);
+  pack_batch(m, cm, sc, seqs, tokens, all, stride);
   FLASHSCOPE_RETURN_IF_ERROR(cuda_check(
       cudaMemcpyAsync(sc.step_dev.data(), sc.step_host.data(), all.bytes, cudaMemcpyHostToDevice, sc.stream),
       "cudaMemcpyAsync of the batch's step inputs"));

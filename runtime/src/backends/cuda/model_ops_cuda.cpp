@@ -5,6 +5,7 @@
 #include "cuda/device_facts.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
@@ -51,6 +52,7 @@ std::vector<int32_t> penalty_ids(const SamplingParams& params, const std::vector
 #if FLASHSCOPE_WITH_CUDA
 
 static_assert(kMaxSampleCandidates == kernels::kMaxSampleCandidates, "the runtime's cap is the kernel's");
+static_assert(kRopeAppendMaxHeadDim == kernels::kRopeAppendMaxHeadDim, "the runtime's limit is the kernel's");
 
 namespace {
 
@@ -70,7 +72,8 @@ Status embedding(const EmbeddingOp& op, void* stream) {
   if (op.n < 0 || op.hidden < 1 || op.vocab < 1) return bad(name, "n >= 0, hidden >= 1 and vocab >= 1 are required");
   if (op.n == 0) return {};
   if (!op.ids || !op.table || !op.x) return bad(name, "ids, table and x must not be null");
-  kernels::EmbeddingKernelParams k{op.ids, op.table, op.x, op.n, op.hidden, op.vocab};
+  if (!std::isfinite(op.scale)) return bad(name, "scale must be finite");
+  kernels::EmbeddingKernelParams k{op.ids, op.table, op.x, op.n, op.hidden, op.vocab, op.scale};
   return launched(kernels::launch_embedding(k, static_cast<cudaStream_t>(stream)), "embedding");
 }
 
@@ -87,6 +90,22 @@ Status rms_norm(const RmsNormOp& op, void* stream) {
   return launched(kernels::launch_rms_norm(k, static_cast<cudaStream_t>(stream)), "rms_norm");
 }
 
+Status add_rms_norm(const AddRmsNormOp& op, void* stream) {
+  const char* name = "add_rms_norm";
+  if (op.rows < 0 || op.dim < 1) return bad(name, "rows >= 0 and dim >= 1 are required");
+  if (op.rows == 0) return {};
+  if (!op.y || !op.post_weight || !op.x) return bad(name, "y, post_weight and x must not be null");
+  if (op.next_weight && !op.xn) return bad(name, "xn must not be null when next_weight is set");
+  if (op.y_stride < op.dim || op.x_stride < op.dim || (op.next_weight && op.xn_stride < op.dim))
+    return bad(name, "row strides (y " + std::to_string(op.y_stride) + ", x " + std::to_string(op.x_stride) +
+                         ", xn " + std::to_string(op.xn_stride) + ") must be >= dim " + std::to_string(op.dim));
+  if (!(op.eps >= 0.0f)) return bad(name, "eps must be >= 0");
+  kernels::AddRmsNormKernelParams k{op.y,           op.y_stride, op.post_weight, op.x,   op.x_stride,
+                                    op.next_weight, op.xn,       op.xn_stride,   op.rows, op.dim,
+                                    op.eps};
+  return launched(kernels::launch_add_rms_norm(k, static_cast<cudaStream_t>(stream)), "add_rms_norm");
+}
+
 namespace {
 
 // Without opting in to more (cudaFuncSetAttribute), a CTA gets 48 KiB of
@@ -98,6 +117,9 @@ constexpr size_t kSkinnySmemLimit = 48 * 1024;
 Status check_rope_target(const RopeAppendOp& op, const char* name) {
   if (op.q_heads < 1 || op.kv_heads < 1 || op.head_dim < 2 || op.head_dim % 2 != 0)
     return bad(name, "q_heads, kv_heads >= 1 and an even head_dim are required");
+  if (op.head_dim > kRopeAppendMaxHeadDim)
+    return bad(name, "head_dim " + std::to_string(op.head_dim) + " is above " + std::to_string(kRopeAppendMaxHeadDim));
+  if ((op.q_norm || op.k_norm) && !(op.norm_eps >= 0.0f)) return bad(name, "norm_eps must be >= 0");
   if (op.rope_dim < 0 || op.rope_dim > op.head_dim || op.rope_dim % 2 != 0)
     return bad(name, "rope_dim " + std::to_string(op.rope_dim) + " must be even and in [0, head_dim " +
                          std::to_string(op.head_dim) + "]");
@@ -131,6 +153,11 @@ kernels::RopeAppendKernelParams rope_params(const RopeAppendOp& op) {
   k.rope_dim = op.rope_dim;
   k.page_size = op.page_size;
   k.num_slots = int64_t(op.num_pages) * op.page_size;
+  k.bias = op.bias;
+  k.q_norm = op.q_norm;
+  k.k_norm = op.k_norm;
+  k.norm_eps = op.norm_eps;
+  k.neox = op.neox ? 1 : 0;
   return k;
 }
 
@@ -139,6 +166,7 @@ kernels::SkinnyOutput kernel_output(SkinnyOutput o) {
     case SkinnyOutput::kAccumulate: return kernels::SkinnyOutput::kAccumulate;
     case SkinnyOutput::kRopeAppend: return kernels::SkinnyOutput::kRopeAppend;
     case SkinnyOutput::kSwiglu: return kernels::SkinnyOutput::kSwiglu;
+    case SkinnyOutput::kGegluTanh: return kernels::SkinnyOutput::kGegluTanh;
     case SkinnyOutput::kStore: break;
   }
   return kernels::SkinnyOutput::kStore;
@@ -202,10 +230,14 @@ Status skinny_gemm(const SkinnyGemmOp& op, void* stream) {
       if (!op.y || op.ldy < op.n_out) return bad(name, "y must not be null and ldy >= n_out");
       break;
     case SkinnyOutput::kSwiglu:
+    case SkinnyOutput::kGegluTanh:
       if (!op.act || op.ld_act < op.n_out) return bad(name, "act must not be null and ld_act >= n_out");
       break;
     case SkinnyOutput::kRopeAppend: {
       FLASHSCOPE_RETURN_IF_ERROR(check_rope_target(op.rope, name));
+      if (op.rope.neox || op.rope.bias || op.rope.q_norm || op.rope.k_norm)
+        return bad(name, "the RoPE epilogue rotates adjacent pairs without bias or q/k norms; store the product "
+                         "and run rope_append for NeoX pairs, biases or norms");
       const int64_t row = int64_t(op.rope.q_heads + 2 * op.rope.kv_heads) * op.rope.head_dim;
       if (op.n_out != row)
         return bad(name, "n_out " + std::to_string(op.n_out) + " must be (q_heads + 2·kv_heads)·head_dim = " +
@@ -252,7 +284,9 @@ Status swiglu(const SwigluOp& op, void* stream) {
   if (!op.gu || !op.out) return bad(name, "gu and out must not be null");
   if (op.gu_stride < 2 * int64_t(op.ffn) || op.out_stride < op.ffn)
     return bad(name, "gu_stride must be >= 2·ffn and out_stride >= ffn");
-  kernels::SwigluKernelParams k{op.gu, op.gu_stride, op.out, op.out_stride, op.rows, op.ffn};
+  kernels::SwigluKernelParams k{op.gu,   op.gu_stride, op.out, op.out_stride, op.rows, op.ffn,
+                                op.activation == GateActivation::kGeluTanh ? kernels::GateActivation::kGeluTanh
+                                                                            : kernels::GateActivation::kSilu};
   return launched(kernels::launch_swiglu(k, static_cast<cudaStream_t>(stream)), "swiglu");
 }
 
@@ -565,6 +599,7 @@ Status finish_sample_rows(const std::vector<SampleRowInput>&, int, BatchSampleSc
 
 Status embedding(const EmbeddingOp&, void*) { return no_cuda(); }
 Status rms_norm(const RmsNormOp&, void*) { return no_cuda(); }
+Status add_rms_norm(const AddRmsNormOp&, void*) { return no_cuda(); }
 Status rope_append(const RopeAppendOp&, void*) { return no_cuda(); }
 Status swiglu(const SwigluOp&, void*) { return no_cuda(); }
 Status gemm_bf16(void*, const GemmOp&) { return no_cuda(); }

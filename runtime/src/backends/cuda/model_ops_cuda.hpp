@@ -26,8 +26,9 @@ namespace flashscope::cuda {
 struct EmbeddingOp {
   const int32_t* ids = nullptr;     // [n]
   const uint16_t* table = nullptr;  // [vocab, hidden] bf16
-  float* x = nullptr;               // [n, hidden]
+  float* x = nullptr;               // [n, hidden] = rows · scale
   int n = 0, hidden = 0, vocab = 0;
+  float scale = 1.0f;  // Gemma: √hidden
 };
 Status embedding(const EmbeddingOp& op, void* stream);
 
@@ -42,6 +43,25 @@ struct RmsNormOp {
 };
 Status rms_norm(const RmsNormOp& op, void* stream);
 
+// Gemma's post-norm + residual, and the next pre-norm behind it:
+//   x += rms_norm(y) · post_weight;  xn = bf16(rms_norm(x) · next_weight) when next_weight is set
+struct AddRmsNormOp {
+  const float* y = nullptr;  // [rows, dim] fp32, row stride y_stride
+  int64_t y_stride = 0;
+  const float* post_weight = nullptr;  // [dim]
+  float* x = nullptr;                  // [rows, dim] fp32, row stride x_stride (in place)
+  int64_t x_stride = 0;
+  const float* next_weight = nullptr;  // [dim] or null
+  uint16_t* xn = nullptr;              // [rows, dim] bf16, row stride xn_stride (with next_weight)
+  int64_t xn_stride = 0;
+  int rows = 0, dim = 0;
+  float eps = 1e-5f;
+};
+Status add_rms_norm(const AddRmsNormOp& op, void* stream);
+
+// Before the rotation: bias added to the whole row, then q and k heads
+// RMS-normalized over head_dim with q_norm / k_norm (each null: off). neox:
+// pairs (i, i + rope_dim/2) instead of (2i, 2i+1). See kernels/model/model_ops.h.
 struct RopeAppendOp {
   const float* qkv = nullptr;  // [n, qkv_stride] fp32: q [H·D], k [KV·D], v [KV·D]
   int64_t qkv_stride = 0;
@@ -54,15 +74,25 @@ struct RopeAppendOp {
   void* v_pages = nullptr;
   int n = 0, q_heads = 0, kv_heads = 0, head_dim = 0, rope_dim = 0, page_size = 0;
   int num_pages = 0;  // > 0: slots past the pool are skipped
+  const float* bias = nullptr;    // [(H + 2·KV)·D]
+  const float* q_norm = nullptr;  // [D]
+  const float* k_norm = nullptr;  // [D]
+  float norm_eps = 1e-6f;
+  bool neox = false;
 };
+// head_dim <= kRopeAppendMaxHeadDim (the kernel keeps a head in a warp's registers).
+inline constexpr int kRopeAppendMaxHeadDim = 256;
 Status rope_append(const RopeAppendOp& op, void* stream);
 
+// out = f(gate) · up: f silu (SwiGLU) or tanh-approximated GELU (Gemma's GeGLU).
+enum class GateActivation { kSilu, kGeluTanh };
 struct SwigluOp {
   const float* gu = nullptr;  // [rows, 2·ffn] fp32: gate then up
   int64_t gu_stride = 0;
   uint16_t* out = nullptr;  // [rows, ffn] bf16
   int64_t out_stride = 0;
   int rows = 0, ffn = 0;
+  GateActivation activation = GateActivation::kSilu;
 };
 Status swiglu(const SwigluOp& op, void* stream);
 
@@ -110,6 +140,9 @@ Status gemm_bf16(void* cublas, const GemmOp& op);
 //          kRopeAppend: what rope_append(`rope`) does with in · wᵀ as its qkv (rope.qkv,
 //                       qkv_stride and n are ignored; n_out = (H + 2·KV)·D)
 //          kSwiglu: act [rows, n_out] bf16 (ld_act) = silu(in · w_gateᵀ) · (in · w_upᵀ)
+//          kGegluTanh: the same with gelu_tanh (swiglu() with GateActivation::kGeluTanh)
+// kRopeAppend fuses adjacent-pair RoPE only: an op with neox, bias or q/k
+// norms is kInvalidArgument (store the product, then rope_append).
 // The results equal the unfused ops' (rms_norm, gemm_bf16, rope_append,
 // swiglu) up to fp32 summation order. kUnsupported when rows > 8 or the input
 // rows need more than 48 KiB of shared memory (skinny_gemm_supported).
@@ -127,7 +160,7 @@ struct SkinnySplitKv {
   int num_splits = 0, q_heads = 0, head_dim = 0, q_len = 1;
   int64_t partial_rows = 0;
 };
-enum class SkinnyOutput { kStore, kAccumulate, kRopeAppend, kSwiglu };
+enum class SkinnyOutput { kStore, kAccumulate, kRopeAppend, kSwiglu, kGegluTanh };
 struct SkinnyGemmOp {
   SkinnyInput input = SkinnyInput::kBf16;
   SkinnyOutput output = SkinnyOutput::kStore;

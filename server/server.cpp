@@ -1,0 +1,563 @@
+// The HTTP side of `serve` (server.hpp): cpp-httplib's thread pool takes
+// the connections, each request handler renders and encodes its prompt,
+// submits it to the RequestQueue and then waits on its own Reply channel,
+// which the queue's thread fills from the token and done callbacks.
+//
+//   handler thread                         queue thread
+//   parse → encode → submit ────────────►  admit → batched steps
+//   wait on Reply ◄── tokens, done ──────  on_token / on_done
+//   write SSE chunks (stream) or one JSON; a failed write or a closed
+//   connection → RequestQueue::cancel(id)
+//
+// The pool has room for every request that may run or wait plus a few for
+// /health and /metrics, so the queue's bound (503), not the pool's, is what
+// a client meets.
+#include "server.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <iterator>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "flashscope/request_queue.hpp"
+#include "openai_request.hpp"
+
+namespace flashscope::server {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(error_json(e)), "application/json");
+}
+
+ApiError api_error(int status, std::string message, std::string type, std::string param = {}) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.param = std::move(param);
+  return e;
+}
+
+// What a request's handler and the queue's thread share.
+struct Reply {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string pending;  // text not yet taken by the handler
+  int tokens = 0;       // token events so far
+  bool done = false;
+  Result<GenerateStats> result = Status();
+  Clock::time_point submitted;
+  Clock::time_point first_token;
+  bool has_first_token = false;
+};
+
+// The reply text split into reasoning_content and content as it streams,
+// so that each chunk carries only what can no longer change: text that may
+// still become "<think>" or "</think>" is held back.
+class ReasoningStream {
+ public:
+  void push(const std::string& text) { text_ += text; }
+  // The new reasoning and content since the last call; `final` sends all.
+  void take(bool final, std::string* reasoning, std::string* content) {
+    const ReasoningSplit s = split_reasoning(text_);
+    std::string r = s.reasoning, c = s.content;
+    if (!final) {
+      if (s.reasoning_open) {
+        r = utf8_prefix(r, r.size() >= kHold ? r.size() - kHold : 0);
+      } else if (!s.has_reasoning && is_tag_prefix(c)) {
+        c.clear();
+      }
+    }
+    *reasoning = grow(&sent_reasoning_, r);
+    *content = grow(&sent_content_, c);
+  }
+
+ private:
+  static constexpr size_t kHold = 8;  // "</think>" and a space it may follow
+  static bool is_tag_prefix(const std::string& c) {
+    size_t i = c.find_first_not_of(" \t\r\n");
+    if (i == std::string::npos) return true;  // whitespace only: may precede a tag
+    const std::string_view rest(c.data() + i, c.size() - i);
+    const std::string_view tag = "<think>";
+    return rest.size() < tag.size() && tag.substr(0, rest.size()) == rest;
+  }
+  static std::string utf8_prefix(const std::string& s, size_t n) {
+    while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+    return s.substr(0, n);
+  }
+  // The part of `now` past what was sent, when what was sent is its prefix.
+  static std::string grow(std::string* sent, const std::string& now) {
+    if (now.size() <= sent->size() || now.compare(0, sent->size(), *sent) != 0) return {};
+    std::string d = now.substr(sent->size());
+    *sent = now;
+    return d;
+  }
+  std::string text_, sent_reasoning_, sent_content_;
+};
+
+// A fixed-bucket histogram of seconds, Prometheus style.
+struct Histogram {
+  static constexpr double kBounds[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  uint64_t counts[std::size(kBounds)] = {};
+  uint64_t count = 0;
+  double sum = 0;
+  void observe(double s) {
+    for (size_t i = 0; i < std::size(kBounds); ++i) counts[i] += s <= kBounds[i];
+    ++count;
+    sum += s;
+  }
+  void write(std::string* out, const char* name) const {
+    char line[512];
+    for (size_t i = 0; i < std::size(kBounds); ++i) {
+      std::snprintf(line, sizeof line, "%s_bucket{le=\"%g\"} %llu\n", name, kBounds[i],
+                    static_cast<unsigned long long>(counts[i]));
+      *out += line;
+    }
+    std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                  static_cast<unsigned long long>(count), name, sum, name, static_cast<unsigned long long>(count));
+    *out += line;
+  }
+};
+
+uint64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long pages_total = 0, pages_resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &pages_total, &pages_resident);
+  std::fclose(f);
+  return n == 2 ? pages_resident * 4096ull : 0;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Model model;
+  ServerOptions options;
+  ChatFormat format;
+  std::unique_ptr<RequestQueue> queue;
+  httplib::Server http;
+  int bound_port = -1;
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+
+  std::mutex stats_mu;
+  Histogram ttft;
+  std::deque<std::pair<Clock::time_point, int>> recent_tokens;  // (when, tokens) of requests ended lately
+  std::atomic<int64_t> http_requests{0}, bad_requests{0}, unauthorized{0}, disconnects{0};
+  std::atomic<uint64_t> next_completion{1};
+  std::mutex active_mu;
+  std::set<uint64_t> active;  // requests a handler waits on: stop() cancels them
+  std::mt19937_64 seeds{std::random_device{}()};
+
+  static constexpr double kWindow = 10.0;  // seconds of flashscope_generated_tokens_per_second
+  void prune_recent(Clock::time_point now) {  // under stats_mu
+    while (!recent_tokens.empty() &&
+           std::chrono::duration<double>(now - recent_tokens.front().first).count() > kWindow) {
+      recent_tokens.pop_front();
+    }
+  }
+
+  void routes();
+  void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  std::string metrics();
+
+  // Prompt tokens of a request, or the error to answer.
+  std::optional<ApiError> prompt_tokens(const GenRequest& g, std::vector<int32_t>* out) const {
+    if (g.chat) {
+      auto ids = format.encode(g.messages, true);
+      if (!ids.ok()) return api_error(400, "the chat template failed: " + ids.status().message(),
+                                      "invalid_request_error", "messages");
+      *out = std::move(ids).value();
+      return std::nullopt;
+    }
+    if (g.prompt_is_ids) {
+      *out = g.prompt_ids;
+      return std::nullopt;
+    }
+    const Tokenizer& tok = model.tokenizer();
+    if (tok.add_bos() && tok.bos_id() >= 0) out->push_back(tok.bos_id());
+    const std::vector<int32_t> ids = tok.encode(g.prompt, false);
+    out->insert(out->end(), ids.begin(), ids.end());
+    return std::nullopt;
+  }
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  if (impl_) impl_->http.stop();
+}
+
+Result<std::unique_ptr<Server>> Server::create(const Model& model, const ServerOptions& options) {
+  if (!model.loaded()) return invalid_argument("serve: no model");
+  if (options.max_body_bytes == 0) return invalid_argument("serve: the body-size limit must be > 0");
+  // A write to a client that has gone must fail (and cancel its request),
+  // not kill the process: httplib sends without MSG_NOSIGNAL.
+  std::signal(SIGPIPE, SIG_IGN);
+  auto impl = std::make_unique<Impl>();
+  impl->model = model;
+  impl->options = options;
+  impl->format = ChatFormat::for_model(model, options.chat_template);
+  RequestQueueOptions qo;
+  qo.parallel = options.parallel;
+  qo.max_queued = options.max_queued;
+  qo.session_tokens = options.ctx;
+  auto q = RequestQueue::create(model, qo);
+  if (!q.ok()) return q.status();
+  impl->queue = std::move(q).value();
+  // Every request that may run or wait holds a pool thread (a stream writes
+  // from it), and a few more answer /health, /metrics and the 503s.
+  const size_t threads = static_cast<size_t>(options.parallel) + static_cast<size_t>(options.max_queued) + 8;
+  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl->http.set_payload_max_length(options.max_body_bytes);
+  impl->routes();
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Status Server::bind() {
+  Impl& s = *impl_;
+  if (s.options.port == 0) {
+    s.bound_port = s.http.bind_to_any_port(s.options.host);
+  } else {
+    s.bound_port = s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1;
+  }
+  if (s.bound_port < 0) {
+    return Status(StatusCode::kIoError, "serve: cannot listen on " + s.options.host + ":" +
+                                            std::to_string(s.options.port) + " (in use, or not an address here)");
+  }
+  return Status::ok_status();
+}
+
+void Server::run() { impl_->http.listen_after_bind(); }
+void Server::stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->active_mu);
+    for (uint64_t id : impl_->active) impl_->queue->cancel(id);
+  }
+  impl_->http.stop();
+}
+int Server::port() const { return impl_->bound_port; }
+const std::string& Server::chat_format_notice() const { return impl_->format.notice(); }
+
+void Server::Impl::routes() {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    ++http_requests;
+    if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth != "Bearer " + options.api_key) {
+        ++unauthorized;
+        ApiError e = api_error(401, "a valid API key is needed: Authorization: Bearer <key>",
+                               "invalid_request_error");
+        e.code = "invalid_api_key";
+        send_error(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Statuses httplib sets itself (404, 413, 400 for a malformed request)
+  // get OpenAI's error body too.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg = "error " + std::to_string(res.status);
+    std::string type = "invalid_request_error";
+    if (res.status == 404) msg = "no route " + req.method + " " + req.path;
+    if (res.status == 413) msg = "the request body is larger than the server's limit";
+    if (res.status >= 500) type = "server_error";
+    send_error(res, api_error(res.status, msg, type));
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what += std::string(": ") + e.what();
+    } catch (...) {
+    }
+    send_error(res, api_error(500, what, "server_error"));
+  });
+
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json m = {{"id", options.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "flashscope"},
+              {"max_model_len", queue->session_tokens()}};
+    res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics(), "text/plain; version=0.0.4");
+  });
+  http.Post("/v1/chat/completions",
+            [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, true); });
+  http.Post("/v1/completions",
+            [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, false); });
+}
+
+void Server::Impl::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  auto fail = [&](const ApiError& e) {
+    if (e.status == 400) ++bad_requests;
+    send_error(res, e);
+  };
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    return fail(api_error(400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error"));
+  }
+  GenRequest g;
+  if (auto e = chat ? parse_chat_request(body, &g) : parse_completion_request(body, &g)) return fail(*e);
+
+  std::vector<int32_t> prompt;
+  if (auto e = prompt_tokens(g, &prompt)) return fail(*e);
+  const int ctx = queue->session_tokens();
+  const int n_prompt = static_cast<int>(prompt.size());
+  if (n_prompt == 0) return fail(api_error(400, "the prompt is empty", "invalid_request_error", chat ? "messages" : "prompt"));
+  if (n_prompt >= ctx || (g.max_tokens_given && static_cast<int64_t>(n_prompt) + g.params.max_tokens > ctx)) {
+    ApiError e = api_error(400,
+                           "This model's maximum context length is " + std::to_string(ctx) + " tokens. However, you requested " +
+                               std::to_string(static_cast<int64_t>(n_prompt) + (g.max_tokens_given ? g.params.max_tokens : 1)) +
+                               " tokens (" + std::to_string(n_prompt) + " in the " + (chat ? "messages" : "prompt") + ", " +
+                               std::to_string(g.max_tokens_given ? g.params.max_tokens : 1) +
+                               (g.max_tokens_given ? " for the completion" : " at least for the completion") +
+                               "). Please reduce the length of the " + (chat ? "messages" : "prompt") + " or completion.",
+                           "invalid_request_error", chat ? "messages" : "prompt");
+    e.code = "context_length_exceeded";
+    return fail(e);
+  }
+  if (!g.max_tokens_given) g.params.max_tokens = ctx - n_prompt;
+  if (!g.seed_given && g.params.sampling.temperature > 0) {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    g.params.sampling.seed = seeds();
+  }
+
+  auto reply = std::make_shared<Reply>();
+  reply->submitted = Clock::now();
+  auto on_token = [reply](const TokenEvent& e) {
+    std::lock_guard<std::mutex> lock(reply->mu);
+    if (e.token >= 0 && !reply->has_first_token) {
+      reply->first_token = Clock::now();
+      reply->has_first_token = true;
+    }
+    if (e.token >= 0) ++reply->tokens;
+    reply->pending.append(e.text.data(), e.text.size());
+    reply->cv.notify_all();
+    return true;
+  };
+  auto on_done = [this, reply](const Result<GenerateStats>& r) {
+    {
+      std::lock_guard<std::mutex> lock(reply->mu);
+      reply->done = true;
+      reply->result = r;
+      reply->cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(stats_mu);
+    if (reply->has_first_token) {
+      ttft.observe(std::chrono::duration<double>(reply->first_token - reply->submitted).count());
+    }
+    if (r.ok()) recent_tokens.emplace_back(Clock::now(), r.value().generated_tokens);
+    prune_recent(Clock::now());
+  };
+  auto submitted = queue->submit(std::move(prompt), g.params, on_token, on_done);
+  if (!submitted.ok()) {
+    if (submitted.status().code() == StatusCode::kOutOfMemory) {
+      res.set_header("Retry-After", "1");
+      return send_error(res, api_error(503, "the server is busy: " + submitted.status().message(),
+                                       "server_error"));
+    }
+    return fail(api_error(400, submitted.status().message(), "invalid_request_error", chat ? "messages" : "prompt"));
+  }
+  const uint64_t id = submitted.value();
+  {
+    std::lock_guard<std::mutex> lock(active_mu);
+    active.insert(id);
+  }
+  auto forget = [this, id] {
+    std::lock_guard<std::mutex> lock(active_mu);
+    active.erase(id);
+  };
+  const std::string cid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_completion++);
+  const int64_t created_at = static_cast<int64_t>(std::time(nullptr));
+  const std::string object = chat ? "chat.completion" : "text_completion";
+  auto usage_json = [n_prompt](const GenerateStats& st) {
+    return json{{"prompt_tokens", n_prompt},
+                {"completion_tokens", st.generated_tokens},
+                {"total_tokens", n_prompt + st.generated_tokens}};
+  };
+
+  if (!g.stream) {
+    std::unique_lock<std::mutex> lock(reply->mu);
+    reply->cv.wait(lock, [&] { return reply->done; });
+    forget();
+    if (!reply->result.ok()) {
+      lock.unlock();
+      return send_error(res, api_error(500, reply->result.status().to_string(), "server_error"));
+    }
+    const GenerateStats st = reply->result.value();
+    json choice = {{"index", 0}, {"finish_reason", finish_reason(st.stop_reason)}, {"logprobs", nullptr}};
+    if (chat) {
+      const ReasoningSplit split = split_reasoning(reply->pending);
+      json msg = {{"role", "assistant"}, {"content", split.has_reasoning ? split.content : reply->pending}};
+      if (split.has_reasoning) msg["reasoning_content"] = split.reasoning;
+      choice["message"] = msg;
+    } else {
+      choice["text"] = reply->pending;
+    }
+    json out = {{"id", cid}, {"object", object}, {"created", created_at}, {"model", options.model_id},
+                {"choices", json::array({choice})}, {"usage", usage_json(st)}};
+    lock.unlock();
+    res.set_content(dump(out), "application/json");
+    return;
+  }
+
+  const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+  const bool include_usage = g.include_usage;
+  const std::string model_id = options.model_id;
+  auto chunk = [cid, chunk_object, created_at, model_id, include_usage](json choice) {
+    choice["index"] = 0;
+    if (!choice.contains("finish_reason")) choice["finish_reason"] = nullptr;
+    json c = {{"id", cid}, {"object", chunk_object}, {"created", created_at}, {"model", model_id},
+              {"choices", json::array({choice})}};
+    if (include_usage) c["usage"] = nullptr;
+    return "data: " + dump(c) + "\n\n";
+  };
+  auto stream = std::make_shared<ReasoningStream>();
+  auto started = std::make_shared<bool>(false);
+  auto finished = std::make_shared<bool>(false);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [reply, stream, started, finished, chat, chunk, include_usage, cid, chunk_object, created_at, model_id,
+       usage_json](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        if (!*started) {
+          *started = true;
+          if (chat && !write(chunk({{"delta", {{"role", "assistant"}, {"content", ""}}}}))) return false;
+        }
+        std::string text;
+        bool done = false;
+        Result<GenerateStats> result = Status();
+        {
+          std::unique_lock<std::mutex> lock(reply->mu);
+          // A short wait: the connection is checked between tokens too.
+          reply->cv.wait_for(lock, std::chrono::milliseconds(200),
+                             [&] { return reply->done || !reply->pending.empty(); });
+          text.swap(reply->pending);
+          done = reply->done;
+          if (done) result = reply->result;
+        }
+        if (!sink.is_writable()) return false;
+        if (!text.empty() || done) {
+          std::string reasoning, content;
+          if (chat) {
+            stream->push(text);
+            stream->take(done, &reasoning, &content);
+          } else {
+            content = text;
+          }
+          json delta;
+          if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+          if (!content.empty()) delta["content"] = content;
+          if (!delta.empty()) {
+            const std::string c = chat ? chunk({{"delta", delta}}) : chunk({{"text", content}, {"logprobs", nullptr}});
+            if (!write(c)) return false;
+          }
+        }
+        if (!done) return true;
+        if (!result.ok()) {
+          write("data: " + dump(error_json(api_error(500, result.status().to_string(), "server_error"))) + "\n\n");
+        } else {
+          const GenerateStats& st = result.value();
+          json last = chat ? json{{"delta", json::object()}} : json{{"text", ""}, {"logprobs", nullptr}};
+          last["finish_reason"] = finish_reason(st.stop_reason);
+          if (!write(chunk(last))) return false;
+          if (include_usage) {
+            json u = {{"id", cid}, {"object", chunk_object}, {"created", created_at}, {"model", model_id},
+                      {"choices", json::array()}, {"usage", usage_json(st)}};
+            if (!write("data: " + dump(u) + "\n\n")) return false;
+          }
+        }
+        write("data: [DONE]\n\n");
+        *finished = true;
+        sink.done();
+        return true;
+      },
+      [this, id, reply, finished, forget](bool success) {
+        // The connection ended before the reply did: stop it, free its session.
+        bool done;
+        {
+          std::lock_guard<std::mutex> lock(reply->mu);
+          done = reply->done;
+        }
+        if (!success || !*finished) {
+          if (!done && queue->cancel(id)) ++disconnects;
+        }
+        forget();
+      });
+}
+
+std::string Server::Impl::metrics() {
+  const RequestQueueStats q = queue->stats();
+  std::string out;
+  char line[256];
+  auto gauge = [&](const char* name, const char* help, const char* type, double v) {
+    std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+    out += line;
+  };
+  gauge("flashscope_http_requests_total", "HTTP requests received", "counter", static_cast<double>(http_requests));
+  gauge("flashscope_requests_total", "generation requests accepted into the queue", "counter",
+        static_cast<double>(q.submitted));
+  gauge("flashscope_requests_rejected_total", "generation requests answered 503 (queue full)", "counter",
+        static_cast<double>(q.rejected));
+  gauge("flashscope_requests_completed_total", "generation requests ended (any reason)", "counter",
+        static_cast<double>(q.completed));
+  gauge("flashscope_requests_cancelled_total", "generation requests cancelled (client gone)", "counter",
+        static_cast<double>(q.cancelled));
+  gauge("flashscope_requests_failed_total", "generation requests ended by an engine error", "counter",
+        static_cast<double>(q.failed));
+  gauge("flashscope_client_disconnects_total", "streams whose client left before the reply ended", "counter",
+        static_cast<double>(disconnects));
+  gauge("flashscope_bad_requests_total", "requests answered 400", "counter", static_cast<double>(bad_requests));
+  gauge("flashscope_unauthorized_total", "requests answered 401", "counter", static_cast<double>(unauthorized));
+  gauge("flashscope_requests_running", "requests decoding now", "gauge", q.running);
+  gauge("flashscope_requests_queued", "requests waiting for a slot", "gauge", q.queued);
+  gauge("flashscope_slots", "requests decoded together at most (--parallel)", "gauge", q.parallel);
+  gauge("flashscope_prompt_tokens_total", "prompt tokens prefilled", "counter", static_cast<double>(q.prompt_tokens));
+  gauge("flashscope_generated_tokens_total", "tokens generated", "counter", static_cast<double>(q.generated_tokens));
+  gauge("flashscope_batch_steps_total", "batched decode steps", "counter", static_cast<double>(q.steps));
+  gauge("flashscope_kv_tokens_in_use", "tokens the slots' KV caches hold", "gauge", q.kv_tokens);
+  gauge("flashscope_kv_pages_in_use", "64-token KV pages the slots hold", "gauge", q.kv_pages);
+  gauge("process_resident_memory_bytes", "resident memory of the server", "gauge",
+        static_cast<double>(resident_bytes()));
+  std::lock_guard<std::mutex> lock(stats_mu);
+  prune_recent(Clock::now());
+  double tokens = 0;
+  for (const auto& [t, n] : recent_tokens) tokens += n;
+  gauge("flashscope_generated_tokens_per_second", "tokens of the requests that ended in the last 10 s, per second",
+        "gauge", tokens / kWindow);
+  out += "# HELP flashscope_time_to_first_token_seconds from the request's arrival to its first token\n"
+         "# TYPE flashscope_time_to_first_token_seconds histogram\n";
+  ttft.write(&out, "flashscope_time_to_first_token_seconds");
+  return out;
+}
+
+}  // namespace flashscope::server
