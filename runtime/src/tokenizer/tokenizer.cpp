@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -84,7 +86,7 @@ struct TokenizerData {
   SpecialTrie specials;
   // Rank of each special token in the order llama.cpp splits them out:
   // longest text first (equal lengths by id).
-  std::unordered_map<int32_t, int32_t> special_rank;
+  std::vector<int32_t> special_rank;  // per token id; -1 for the others
   bool has_user_defined = false;
   bool has_control = false;  // control or unknown: split out only with parse_special
   bool covers_all_bytes = false;  // every byte has its one-character token
@@ -137,14 +139,14 @@ struct TokenizerData {
     return std::string_view::npos;
   }
 
-  // Byte-level BPE of text between special tokens. Returns the offset of
-  // the first byte no token spells (in `text`, or, where it was not valid
-  // UTF-8, in its U+FFFD form), or npos.
-  size_t encode_bpe(std::string_view text, std::vector<int32_t>& out) const {
+  // Byte-level BPE of text between special tokens. With `check`, returns
+  // the offset of the first byte no token spells (in `text`, or, where it
+  // was not valid UTF-8, in its U+FFFD form), or npos.
+  size_t encode_bpe(std::string_view text, bool check, std::vector<int32_t>& out) const {
     if (text.empty()) return std::string_view::npos;
     std::string replaced;
     if (utf8_replace_invalid(text, replaced)) text = replaced;
-    const size_t uncovered = find_uncovered(text);
+    const size_t uncovered = check ? find_uncovered(text) : std::string_view::npos;
     std::vector<std::string_view> words;
     pretokenize(pre, text, words);
     for (std::string_view w : words) encode_word(w, out);
@@ -397,9 +399,8 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
   std::stable_sort(special_ids.begin(), special_ids.end(), [&](int32_t a, int32_t b) {
     return data->pieces[a].size() > data->pieces[b].size();
   });
-  for (size_t i = 0; i < special_ids.size(); ++i) {
-    data->special_rank.emplace(special_ids[i], static_cast<int32_t>(i));
-  }
+  data->special_rank.assign(n, -1);
+  for (size_t i = 0; i < special_ids.size(); ++i) data->special_rank[special_ids[i]] = static_cast<int32_t>(i);
   return Tokenizer(std::move(data));
 }
 
@@ -444,7 +445,7 @@ void Tokenizer::encode_into(std::string_view text, bool parse_special, std::vect
       at = d.encode_spm(segment, d.add_space_prefix && prev_special, out);
       if (at != std::string_view::npos) at = 0;
     } else {
-      at = d.encode_bpe(segment, out);
+      at = d.encode_bpe(segment, uncovered != nullptr, out);
       if (at >= segment.size()) at = at == std::string_view::npos ? at : 0;
     }
     if (uncovered && *uncovered == std::string_view::npos && at != std::string_view::npos) *uncovered = begin + at;
@@ -466,7 +467,7 @@ void Tokenizer::encode_into(std::string_view text, bool parse_special, std::vect
     for (size_t j = i; node >= 0;) {
       const int32_t id = d.specials.token[node];
       if (id >= 0 && (parse_special || d.types[id] == TokenType::kUserDefined)) {
-        found.push_back({d.special_rank.at(id), static_cast<uint32_t>(i), id});
+        found.push_back({d.special_rank[id], static_cast<uint32_t>(i), id});
       }
       if (++j == text.size()) break;
       node = d.specials.child(node, static_cast<uint8_t>(text[j]));
@@ -479,21 +480,21 @@ void Tokenizer::encode_into(std::string_view text, bool parse_special, std::vect
   std::sort(found.begin(), found.end(), [](const Occurrence& a, const Occurrence& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos;
   });
-  std::vector<uint8_t> taken(text.size(), 0);
-  std::vector<std::pair<uint32_t, int32_t>> chosen;  // (position, id)
+  // Taken spans by start (disjoint): an occurrence is free when the span
+  // starting before its end ends at or before its start.
+  std::map<uint32_t, std::pair<uint32_t, int32_t>> taken;  // start -> (end, id)
   for (const Occurrence& o : found) {
-    const size_t len = d.pieces[o.id].size();
-    if (std::find(taken.begin() + o.pos, taken.begin() + o.pos + len, 1) != taken.begin() + o.pos + len) continue;
-    std::fill(taken.begin() + o.pos, taken.begin() + o.pos + len, 1);
-    chosen.emplace_back(o.pos, o.id);
+    const uint32_t end = o.pos + static_cast<uint32_t>(d.pieces[o.id].size());
+    auto next = taken.lower_bound(end);
+    if (next != taken.begin() && std::prev(next)->second.first > o.pos) continue;
+    taken.emplace(o.pos, std::make_pair(end, o.id));
   }
-  std::sort(chosen.begin(), chosen.end());
   size_t plain_start = 0;
-  for (const auto& [pos, id] : chosen) {
+  for (const auto& [pos, span] : taken) {
     plain(plain_start, pos);
-    out.push_back(id);
+    out.push_back(span.second);
     prev_special = true;
-    plain_start = pos + d.pieces[id].size();
+    plain_start = span.first;
   }
   plain(plain_start, text.size());
 }
