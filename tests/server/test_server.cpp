@@ -85,6 +85,8 @@ struct TestServer {
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(120, 0);
+    c.set_write_timeout(60, 0);
+    c.set_connection_timeout(60, 0);
     return c;
   }
 };
@@ -138,6 +140,7 @@ struct Streamed {
   json usage;
   bool done_marker = false;
   int chunks = 0;
+  std::string error;  // the client's, when there was no response
 };
 
 Streamed post_stream(const TestServer& ts, const std::string& path, json body,
@@ -176,7 +179,11 @@ Streamed post_stream(const TestServer& ts, const std::string& path, json body,
     return !keep_going || keep_going(out);
   };
   auto res = c.send(req);
-  if (res) out.status = res->status;
+  if (res) {
+    out.status = res->status;
+  } else {
+    out.error = httplib::to_string(res.error());
+  }
   return out;
 }
 
@@ -323,6 +330,7 @@ TEST_CASE("serve: 16 concurrent clients each get exactly the tokens a sequential
   TestServer ts(*model, options(4, kClients));
   std::vector<std::string> got(kClients);
   std::vector<int> got_tokens(kClients, -1), statuses(kClients, 0);
+  std::vector<std::string> errors(kClients);
   std::vector<std::thread> threads;
   for (int i = 0; i < kClients; ++i) {
     threads.emplace_back([&, i] {
@@ -335,12 +343,16 @@ TEST_CASE("serve: 16 concurrent clients each get exactly the tokens a sequential
         body["stream_options"] = {{"include_usage", true}};
         Streamed s = post_stream(ts, "/v1/chat/completions", body);
         statuses[i] = s.status;
+        errors[i] = s.error;
         got[i] = s.text;
         if (s.usage.is_object()) got_tokens[i] = s.usage["completion_tokens"].get<int>();
       } else {
         httplib::Client cl = ts.client();
         auto res = cl.Post("/v1/chat/completions", body.dump(), "application/json");
-        if (!res) return;
+        if (!res) {
+          errors[i] = httplib::to_string(res.error());
+          return;
+        }
         statuses[i] = res->status;
         const json r = json::parse(res->body, nullptr, false);
         if (res->status != 200) return;
@@ -353,6 +365,7 @@ TEST_CASE("serve: 16 concurrent clients each get exactly the tokens a sequential
   for (int i = 0; i < kClients; ++i) {
     CAPTURE(i);
     CAPTURE(cases[i].user);
+    CAPTURE(errors[i]);
     CHECK(statuses[i] == 200);
     CHECK(got[i] == cases[i].want.text);
     CHECK(got_tokens[i] == cases[i].want.tokens);
