@@ -310,16 +310,19 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
   }
   const int ctx = queue->session_tokens();
   const int n_prompt = static_cast<int>(prompt.size());
-  if (n_prompt == 0) return fail(api_error(400, "the prompt is empty", "invalid_request_error", chat ? "messages" : "prompt"));
-  if (n_prompt >= ctx || (g.max_tokens_given && static_cast<int64_t>(n_prompt) + g.params.max_tokens > ctx)) {
+  const char* what = chat ? "messages" : "prompt";
+  if (n_prompt == 0) return fail(api_error(400, "the prompt is empty", "invalid_request_error", what));
+  // The reply needs a token at least; with max_tokens, all of them.
+  const int64_t reply_tokens = g.max_tokens_given ? g.params.max_tokens : 1;
+  if (n_prompt + reply_tokens > ctx) {
     ApiError e = api_error(400,
-                           "This model's maximum context length is " + std::to_string(ctx) + " tokens. However, you requested " +
-                               std::to_string(static_cast<int64_t>(n_prompt) + (g.max_tokens_given ? g.params.max_tokens : 1)) +
-                               " tokens (" + std::to_string(n_prompt) + " in the " + (chat ? "messages" : "prompt") + ", " +
-                               std::to_string(g.max_tokens_given ? g.params.max_tokens : 1) +
+                           "This model's maximum context length is " + std::to_string(ctx) +
+                               " tokens. However, you requested " + std::to_string(n_prompt + reply_tokens) +
+                               " tokens (" + std::to_string(n_prompt) + " in the " + what + ", " +
+                               std::to_string(reply_tokens) +
                                (g.max_tokens_given ? " for the completion" : " at least for the completion") +
-                               "). Please reduce the length of the " + (chat ? "messages" : "prompt") + " or completion.",
-                           "invalid_request_error", chat ? "messages" : "prompt");
+                               "). Please reduce the length of the " + what + " or completion.",
+                           "invalid_request_error", what);
     e.code = "context_length_exceeded";
     return fail(e);
   }
@@ -363,7 +366,7 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
       return send_error(res, api_error(503, "the server is busy: " + submitted.status().message(),
                                        "server_error"));
     }
-    return fail(api_error(400, submitted.status().message(), "invalid_request_error", chat ? "messages" : "prompt"));
+    return fail(api_error(400, submitted.status().message(), "invalid_request_error", what));
   }
   const uint64_t id = submitted.value();
   {
