@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flashscope/engine.hpp"
+#include "reasoning_stream.hpp"
 #include "server.hpp"
 #include "support/skip.hpp"
 
@@ -136,6 +137,7 @@ Expected chat_alone(const Model& model, const std::string& user, const GenerateP
 struct Streamed {
   int status = 0;
   std::string text;
+  std::string reasoning;  // delta.reasoning_content
   std::string finish_reason;
   json usage;
   bool done_marker = false;
@@ -173,6 +175,9 @@ Streamed post_stream(const TestServer& ts, const std::string& path, json body,
       if (j["choices"].empty()) continue;
       const json& ch = j["choices"][0];
       if (ch.contains("delta") && ch["delta"].contains("content")) out.text += ch["delta"]["content"].get<std::string>();
+      if (ch.contains("delta") && ch["delta"].contains("reasoning_content")) {
+        out.reasoning += ch["delta"]["reasoning_content"].get<std::string>();
+      }
       if (ch.contains("text")) out.text += ch["text"].get<std::string>();
       if (!ch["finish_reason"].is_null()) out.finish_reason = ch["finish_reason"].get<std::string>();
     }
@@ -298,6 +303,33 @@ TEST_CASE("serve: health, models, and chat and completion replies equal Session:
   REQUIRE(status == 200);
   CHECK(sr["choices"][0]["text"] == ws.text);
   CHECK(sr["choices"][0]["finish_reason"] == "stop");
+}
+
+TEST_CASE("serve: a template that opens a <think> block: the reply comes back as reasoning_content") {
+  REQUIRE_DEFAULT_MODEL(model);
+  // ChatML whose generation prompt opens the block, as Qwen3's does when thinking.
+  const std::string tpl =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
+  server::ServerOptions o = options(1, 2);
+  o.chat_template = tpl;
+  TestServer ts(*model, o);
+  auto ids = ChatFormat::for_model(*model, tpl).encode({{"user", "Why is the sky blue?"}}, true);
+  REQUIRE(ids.ok());
+  const Expected want = run_alone(*model, *ids, greedy(12));
+  const ReasoningSplit split = server::split_reply(want.text, true);
+  REQUIRE(!split.reasoning.empty());
+  json body = {{"messages", {{{"role", "user"}, {"content", "Why is the sky blue?"}}}},
+               {"max_tokens", 12},
+               {"temperature", 0}};
+  int status = 0;
+  const json r = post_json(ts, "/v1/chat/completions", body.dump(), &status);
+  REQUIRE(status == 200);
+  CHECK(r["choices"][0]["message"]["reasoning_content"] == split.reasoning);
+  CHECK(r["choices"][0]["message"]["content"] == split.content);
+  const Streamed s = post_stream(ts, "/v1/chat/completions", body);
+  CHECK(s.reasoning == split.reasoning);
+  CHECK(s.text == split.content);
 }
 
 TEST_CASE("serve: 16 concurrent clients each get exactly the tokens a sequential run gives") {
