@@ -9,9 +9,9 @@
 //   write SSE chunks (stream) or one JSON; a failed write or a closed
 //   connection → RequestQueue::cancel(id)
 //
-// The pool has room for every request that may run or wait plus a few for
-// /health and /metrics, so the queue's bound (503), not the pool's, is what
-// a client meets.
+// The pool has room for every request that may run or wait plus idle
+// keep-alive connections and a few for /health and /metrics, so the
+// queue's bound (503), not the pool's, is what a client meets.
 #include "server.hpp"
 
 #include <atomic>
@@ -184,8 +184,10 @@ Result<std::unique_ptr<Server>> Server::create(const Model& model, const ServerO
   if (!q.ok()) return q.status();
   impl->queue = std::move(q).value();
   // Every request that may run or wait holds a pool thread (a stream writes
-  // from it), and a few more answer /health, /metrics and the 503s.
-  const size_t threads = static_cast<size_t>(options.parallel) + static_cast<size_t>(options.max_queued) + 8;
+  // from it); as many again for clients' idle keep-alive connections (each
+  // holds its thread for httplib's keep-alive timeout), and a few more for
+  // /health, /metrics and the 503s.
+  const size_t threads = 2 * (static_cast<size_t>(options.parallel) + static_cast<size_t>(options.max_queued)) + 8;
   impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl->http.set_payload_max_length(options.max_body_bytes);
   // httplib's 5 s would drop a client whose request or reading stalls that
