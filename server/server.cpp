@@ -9,9 +9,9 @@
 //   write SSE chunks (stream) or one JSON; a failed write or a closed
 //   connection → RequestQueue::cancel(id)
 //
-// The pool has room for every request that may run or wait plus a few for
-// /health and /metrics, so the queue's bound (503), not the pool's, is what
-// a client meets.
+// The pool has room for every request that may run or wait plus idle
+// keep-alive connections and a few for /health and /metrics, so the
+// queue's bound (503), not the pool's, is what a client meets.
 #include "server.hpp"
 
 #include <atomic>
@@ -30,10 +30,12 @@
 #include <vector>
 
 #include <httplib.h>
+#include <sys/socket.h>
 #include <nlohmann/json.hpp>
 
 #include "flashscope/request_queue.hpp"
 #include "openai_request.hpp"
+#include "reasoning_stream.hpp"
 
 namespace flashscope::server {
 
@@ -69,50 +71,6 @@ struct Reply {
   Clock::time_point submitted;
   Clock::time_point first_token;
   bool has_first_token = false;
-};
-
-// The reply text split into reasoning_content and content as it streams,
-// so that each chunk carries only what can no longer change: text that may
-// still become "<think>" or "</think>" is held back.
-class ReasoningStream {
- public:
-  void push(const std::string& text) { text_ += text; }
-  // The new reasoning and content since the last call; `final` sends all.
-  void take(bool final, std::string* reasoning, std::string* content) {
-    const ReasoningSplit s = split_reasoning(text_);
-    std::string r = s.reasoning, c = s.content;
-    if (!final) {
-      if (s.reasoning_open) {
-        r = utf8_prefix(r, r.size() >= kHold ? r.size() - kHold : 0);
-      } else if (!s.has_reasoning && is_tag_prefix(c)) {
-        c.clear();
-      }
-    }
-    *reasoning = grow(&sent_reasoning_, r);
-    *content = grow(&sent_content_, c);
-  }
-
- private:
-  static constexpr size_t kHold = 8;  // "</think>" and a space it may follow
-  static bool is_tag_prefix(const std::string& c) {
-    size_t i = c.find_first_not_of(" \t\r\n");
-    if (i == std::string::npos) return true;  // whitespace only: may precede a tag
-    const std::string_view rest(c.data() + i, c.size() - i);
-    const std::string_view tag = "<think>";
-    return rest.size() < tag.size() && tag.substr(0, rest.size()) == rest;
-  }
-  static std::string utf8_prefix(const std::string& s, size_t n) {
-    while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-    return s.substr(0, n);
-  }
-  // The part of `now` past what was sent, when what was sent is its prefix.
-  static std::string grow(std::string* sent, const std::string& now) {
-    if (now.size() <= sent->size() || now.compare(0, sent->size(), *sent) != 0) return {};
-    std::string d = now.substr(sent->size());
-    *sent = now;
-    return d;
-  }
-  std::string text_, sent_reasoning_, sent_content_;
 };
 
 // A fixed-bucket histogram of seconds, Prometheus style.
@@ -157,6 +115,7 @@ struct Server::Impl {
   std::unique_ptr<RequestQueue> queue;
   httplib::Server http;
   int bound_port = -1;
+  socket_t listen_socket = INVALID_SOCKET;
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
 
   std::mutex stats_mu;
@@ -225,10 +184,25 @@ Result<std::unique_ptr<Server>> Server::create(const Model& model, const ServerO
   if (!q.ok()) return q.status();
   impl->queue = std::move(q).value();
   // Every request that may run or wait holds a pool thread (a stream writes
-  // from it), and a few more answer /health, /metrics and the 503s.
-  const size_t threads = static_cast<size_t>(options.parallel) + static_cast<size_t>(options.max_queued) + 8;
+  // from it); as many again for clients' idle keep-alive connections (each
+  // holds its thread for httplib's keep-alive timeout), and a few more for
+  // /health, /metrics and the 503s.
+  const size_t threads = 2 * (static_cast<size_t>(options.parallel) + static_cast<size_t>(options.max_queued)) + 8;
   impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl->http.set_payload_max_length(options.max_body_bytes);
+  // httplib's 5 s would drop a client whose request or reading stalls that
+  // long on a busy machine (CPU forward passes take every core).
+  impl->http.set_read_timeout(30, 0);
+  impl->http.set_write_timeout(30, 0);
+  // httplib listens with a backlog of 5: a burst of clients (or a busy
+  // machine whose accept loop falls behind) would overflow it and the
+  // kernel drop their connections. The socket is kept to listen again
+  // with a deep backlog after bind().
+  Impl* raw = impl.get();
+  impl->http.set_socket_options([raw](socket_t sock) {
+    httplib::default_socket_options(sock);
+    raw->listen_socket = sock;
+  });
   impl->routes();
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -244,6 +218,8 @@ Status Server::bind() {
     return Status(StatusCode::kIoError, "serve: cannot listen on " + s.options.host + ":" +
                                             std::to_string(s.options.port) + " (in use, or not an address here)");
   }
+  // listen() again on a listening socket only changes its backlog.
+  if (s.listen_socket != INVALID_SOCKET) (void)::listen(s.listen_socket, SOMAXCONN);
   return Status::ok_status();
 }
 
@@ -329,18 +305,26 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
 
   std::vector<int32_t> prompt;
   if (auto e = prompt_tokens(g, &prompt)) return fail(*e);
+  bool opened = false;  // the template left a <think> block open: the reply starts in it
+  if (chat) {
+    auto text = format.render(g.messages, true);
+    opened = text.ok() && prompt_opens_reasoning(text.value());
+  }
   const int ctx = queue->session_tokens();
   const int n_prompt = static_cast<int>(prompt.size());
-  if (n_prompt == 0) return fail(api_error(400, "the prompt is empty", "invalid_request_error", chat ? "messages" : "prompt"));
-  if (n_prompt >= ctx || (g.max_tokens_given && static_cast<int64_t>(n_prompt) + g.params.max_tokens > ctx)) {
+  const char* what = chat ? "messages" : "prompt";
+  if (n_prompt == 0) return fail(api_error(400, "the prompt is empty", "invalid_request_error", what));
+  // The reply needs a token at least; with max_tokens, all of them.
+  const int64_t reply_tokens = g.max_tokens_given ? g.params.max_tokens : 1;
+  if (n_prompt + reply_tokens > ctx) {
     ApiError e = api_error(400,
-                           "This model's maximum context length is " + std::to_string(ctx) + " tokens. However, you requested " +
-                               std::to_string(static_cast<int64_t>(n_prompt) + (g.max_tokens_given ? g.params.max_tokens : 1)) +
-                               " tokens (" + std::to_string(n_prompt) + " in the " + (chat ? "messages" : "prompt") + ", " +
-                               std::to_string(g.max_tokens_given ? g.params.max_tokens : 1) +
+                           "This model's maximum context length is " + std::to_string(ctx) +
+                               " tokens. However, you requested " + std::to_string(n_prompt + reply_tokens) +
+                               " tokens (" + std::to_string(n_prompt) + " in the " + what + ", " +
+                               std::to_string(reply_tokens) +
                                (g.max_tokens_given ? " for the completion" : " at least for the completion") +
-                               "). Please reduce the length of the " + (chat ? "messages" : "prompt") + " or completion.",
-                           "invalid_request_error", chat ? "messages" : "prompt");
+                               "). Please reduce the length of the " + what + " or completion.",
+                           "invalid_request_error", what);
     e.code = "context_length_exceeded";
     return fail(e);
   }
@@ -384,7 +368,7 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
       return send_error(res, api_error(503, "the server is busy: " + submitted.status().message(),
                                        "server_error"));
     }
-    return fail(api_error(400, submitted.status().message(), "invalid_request_error", chat ? "messages" : "prompt"));
+    return fail(api_error(400, submitted.status().message(), "invalid_request_error", what));
   }
   const uint64_t id = submitted.value();
   {
@@ -415,8 +399,8 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
     const GenerateStats st = reply->result.value();
     json choice = {{"index", 0}, {"finish_reason", finish_reason(st.stop_reason)}, {"logprobs", nullptr}};
     if (chat) {
-      const ReasoningSplit split = split_reasoning(reply->pending);
-      json msg = {{"role", "assistant"}, {"content", split.has_reasoning ? split.content : reply->pending}};
+      const ReasoningSplit split = split_reply(reply->pending, opened);
+      json msg = {{"role", "assistant"}, {"content", split.content}};
       if (split.has_reasoning) msg["reasoning_content"] = split.reasoning;
       choice["message"] = msg;
     } else {
@@ -440,7 +424,7 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
     if (include_usage) c["usage"] = nullptr;
     return "data: " + dump(c) + "\n\n";
   };
-  auto stream = std::make_shared<ReasoningStream>();
+  auto stream = std::make_shared<ReasoningStream>(opened);
   auto started = std::make_shared<bool>(false);
   auto finished = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flashscope/engine.hpp"
+#include "reasoning_stream.hpp"
 #include "server.hpp"
 #include "support/skip.hpp"
 
@@ -85,6 +86,8 @@ struct TestServer {
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(120, 0);
+    c.set_write_timeout(60, 0);
+    c.set_connection_timeout(60, 0);
     return c;
   }
 };
@@ -134,10 +137,12 @@ Expected chat_alone(const Model& model, const std::string& user, const GenerateP
 struct Streamed {
   int status = 0;
   std::string text;
+  std::string reasoning;  // delta.reasoning_content
   std::string finish_reason;
   json usage;
   bool done_marker = false;
   int chunks = 0;
+  std::string error;  // the client's, when there was no response
 };
 
 Streamed post_stream(const TestServer& ts, const std::string& path, json body,
@@ -170,13 +175,20 @@ Streamed post_stream(const TestServer& ts, const std::string& path, json body,
       if (j["choices"].empty()) continue;
       const json& ch = j["choices"][0];
       if (ch.contains("delta") && ch["delta"].contains("content")) out.text += ch["delta"]["content"].get<std::string>();
+      if (ch.contains("delta") && ch["delta"].contains("reasoning_content")) {
+        out.reasoning += ch["delta"]["reasoning_content"].get<std::string>();
+      }
       if (ch.contains("text")) out.text += ch["text"].get<std::string>();
       if (!ch["finish_reason"].is_null()) out.finish_reason = ch["finish_reason"].get<std::string>();
     }
     return !keep_going || keep_going(out);
   };
   auto res = c.send(req);
-  if (res) out.status = res->status;
+  if (res) {
+    out.status = res->status;
+  } else {
+    out.error = httplib::to_string(res.error());
+  }
   return out;
 }
 
@@ -293,6 +305,33 @@ TEST_CASE("serve: health, models, and chat and completion replies equal Session:
   CHECK(sr["choices"][0]["finish_reason"] == "stop");
 }
 
+TEST_CASE("serve: a template that opens a <think> block: the reply comes back as reasoning_content") {
+  REQUIRE_DEFAULT_MODEL(model);
+  // ChatML whose generation prompt opens the block, as Qwen3's does when thinking.
+  const std::string tpl =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
+  server::ServerOptions o = options(1, 2);
+  o.chat_template = tpl;
+  TestServer ts(*model, o);
+  auto ids = ChatFormat::for_model(*model, tpl).encode({{"user", "Why is the sky blue?"}}, true);
+  REQUIRE(ids.ok());
+  const Expected want = run_alone(*model, *ids, greedy(12));
+  const ReasoningSplit split = server::split_reply(want.text, true);
+  REQUIRE(!split.reasoning.empty());
+  json body = {{"messages", {{{"role", "user"}, {"content", "Why is the sky blue?"}}}},
+               {"max_tokens", 12},
+               {"temperature", 0}};
+  int status = 0;
+  const json r = post_json(ts, "/v1/chat/completions", body.dump(), &status);
+  REQUIRE(status == 200);
+  CHECK(r["choices"][0]["message"]["reasoning_content"] == split.reasoning);
+  CHECK(r["choices"][0]["message"]["content"] == split.content);
+  const Streamed s = post_stream(ts, "/v1/chat/completions", body);
+  CHECK(s.reasoning == split.reasoning);
+  CHECK(s.text == split.content);
+}
+
 TEST_CASE("serve: 16 concurrent clients each get exactly the tokens a sequential run gives") {
   REQUIRE_DEFAULT_MODEL(model);
   constexpr int kClients = 16;
@@ -323,6 +362,7 @@ TEST_CASE("serve: 16 concurrent clients each get exactly the tokens a sequential
   TestServer ts(*model, options(4, kClients));
   std::vector<std::string> got(kClients);
   std::vector<int> got_tokens(kClients, -1), statuses(kClients, 0);
+  std::vector<std::string> errors(kClients);
   std::vector<std::thread> threads;
   for (int i = 0; i < kClients; ++i) {
     threads.emplace_back([&, i] {
@@ -335,12 +375,16 @@ TEST_CASE("serve: 16 concurrent clients each get exactly the tokens a sequential
         body["stream_options"] = {{"include_usage", true}};
         Streamed s = post_stream(ts, "/v1/chat/completions", body);
         statuses[i] = s.status;
+        errors[i] = s.error;
         got[i] = s.text;
         if (s.usage.is_object()) got_tokens[i] = s.usage["completion_tokens"].get<int>();
       } else {
         httplib::Client cl = ts.client();
         auto res = cl.Post("/v1/chat/completions", body.dump(), "application/json");
-        if (!res) return;
+        if (!res) {
+          errors[i] = httplib::to_string(res.error());
+          return;
+        }
         statuses[i] = res->status;
         const json r = json::parse(res->body, nullptr, false);
         if (res->status != 200) return;
@@ -353,6 +397,7 @@ TEST_CASE("serve: 16 concurrent clients each get exactly the tokens a sequential
   for (int i = 0; i < kClients; ++i) {
     CAPTURE(i);
     CAPTURE(cases[i].user);
+    CAPTURE(errors[i]);
     CHECK(statuses[i] == 200);
     CHECK(got[i] == cases[i].want.text);
     CHECK(got_tokens[i] == cases[i].want.tokens);
