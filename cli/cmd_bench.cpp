@@ -30,8 +30,26 @@ constexpr const char* kUsage =
     "usage: flashscope-cli bench prefill [--batch B] [--q-heads H] [--kv-heads HK] [--q-len LQ] [--kv-len LK]\n"
     "                                    [--head-dim D] [--causal] [--kernel v1..v6|hopper|auto|all] [--dtype bf16|fp16]\n"
     "                                    [--device cuda|cpu] [--iters N] [--warmup N] [--no-workspace] [--json]\n"
+    "                                    [--window W] [--window-right W] [--softcap C]\n"
     "defaults: the seed shape 1 x 8 heads x 4096 x 8192 x 128, kernel auto, bf16, 50 iterations after 5 warm-ups\n"
+    "--window W: keys from W before each query's position (sliding window; FLOPs count the visible pairs)\n"
+    "--softcap C: each scaled logit s becomes C*tanh(s/C)\n"
     "--no-workspace runs without PrefillParams::workspace (non-causal hopper launches then split no tiles)\n";
+
+// FLOPs of a windowed problem: 4·D per (query, key) pair a query sees,
+// counted row by row (bottom-right positions, as PrefillParams says).
+double windowed_flops(const PrefillParams& p) {
+  double pairs = 0;
+  for (int i = 0; i < p.q_len; ++i) {
+    const int64_t pos = int64_t(i) + p.kv_len - p.q_len;
+    int64_t lo = 0, hi = p.kv_len;
+    if (p.window_left >= 0) lo = std::max<int64_t>(lo, pos - p.window_left);
+    if (p.causal) hi = std::min<int64_t>(hi, pos + 1);
+    else if (p.window_right >= 0) hi = std::min<int64_t>(hi, pos + p.window_right + 1);
+    pairs += double(std::max<int64_t>(0, hi - lo));
+  }
+  return 4.0 * pairs * p.batch * p.q_heads * p.head_dim;
+}
 
 struct Timing {
   double median_ms = 0, min_ms = 0;
@@ -251,7 +269,7 @@ int cmd_bench(int argc, char** argv) {
   }
   Args args(argc - 1, argv + 1,
             {"batch", "q-heads", "kv-heads", "q-len", "kv-len", "head-dim", "kernel", "dtype", "device", "iters",
-             "warmup"},
+             "warmup", "window", "window-right", "softcap"},
             {"causal", "json", "help", "no-workspace"});
   if (args.has("help")) {
     std::printf("%s", kUsage);
@@ -265,6 +283,9 @@ int cmd_bench(int argc, char** argv) {
   p.kv_len = int(args.get_int("kv-len", 8192));
   p.head_dim = int(args.get_int("head-dim", 128));
   p.causal = args.has("causal");
+  p.window_left = int(args.get_int_in("window", -1, -1, 1 << 30));
+  p.window_right = int(args.get_int_in("window-right", -1, -1, 1 << 30));
+  p.softcap = float(args.get_double_in("softcap", 0.0, 0.0, false, 1e30, false));
   const int iters = int(args.get_int("iters", 50));
   const int warmup = int(args.get_int("warmup", 5));
   const std::string dtype_s = args.get("dtype", "bf16");
@@ -375,14 +396,20 @@ int cmd_bench(int argc, char** argv) {
     p.o.data = ho.data();
   }
 
-  const double flops = prefill_flops(p);
+  const bool windowed = p.window_left >= 0 || (!p.causal && p.window_right >= 0);
+  const double flops = windowed ? windowed_flops(p) : prefill_flops(p);
   const bool json = args.has("json");
   if (!json) {
     std::printf("prefill  B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s %s on %s\n", p.batch, p.q_heads, p.kv_heads, p.q_len,
                 p.kv_len, p.head_dim, p.causal ? "causal" : "non-causal", dtype_s.c_str(), device_name.c_str());
-    std::printf("  FLOPs counted: 4*B*Hq*Lq*Lk*D%s = %.3g; median of %d runs after %d warm-ups, each alone between\n"
+    if (windowed || p.softcap > 0.0f)
+      std::printf("  window %d left, %d right (-1: none); softcap %g (0: none)\n", p.window_left, p.window_right,
+                  double(p.softcap));
+    std::printf("  FLOPs counted: %s = %.3g; median of %d runs after %d warm-ups, each alone between\n"
                 "  two events; 'stream': the median of 5 batches of 10 calls back to back, per call\n",
-                p.causal ? " / 2 (causal)" : "", flops, iters, warmup);
+                windowed ? "4*B*Hq*D per visible (query, key) pair" : p.causal ? "4*B*Hq*Lq*Lk*D / 2 (causal)"
+                                                                               : "4*B*Hq*Lq*Lk*D",
+                flops, iters, warmup);
     std::printf("  %-8s %10s %10s %9s %8s %10s %9s\n", "kernel", "ms", "min ms", "TFLOPS", "% SOL", "stream ms",
                 "TFLOPS");
   }
@@ -417,6 +444,9 @@ int cmd_bench(int argc, char** argv) {
                        {"kv_len", p.kv_len},
                        {"head_dim", p.head_dim},
                        {"causal", p.causal},
+                       {"window_left", p.window_left},
+                       {"window_right", p.window_right},
+                       {"softcap", double(p.softcap)},
                        {"dtype", dtype_s},
                        {"ms", rounded(t->median_ms, 5)},
                        {"ms_min", rounded(t->min_ms, 5)},

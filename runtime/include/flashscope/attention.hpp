@@ -78,6 +78,15 @@ struct PrefillParams {
   bool causal = false;
   float softmax_scale = 0.0f;  // 0 means 1/sqrt(head_dim)
 
+  // Sliding window, bottom-right aligned as causal (query row i sits at
+  // position i + kv_len − q_len): -1 unbounded; W >= 0 sees keys
+  // j >= pos − W (window_left) and j <= pos + W (window_right; causal means
+  // 0 there). Logit soft-cap: 0 off; > 0 replaces each scaled logit s by
+  // softcap·tanh(s / softcap) before the softmax.
+  int window_left = -1;
+  int window_right = -1;
+  float softcap = 0.0f;
+
   PrefillKernel kernel = PrefillKernel::kAuto;
   void* stream = nullptr;  // cudaStream_t for Device::kCuda; null is the default stream
 
