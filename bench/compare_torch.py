@@ -22,11 +22,19 @@ beside it (.md). Exit status: 0 all good, 1 a numerics check or one of our
 runs failed (unsupported is reported apart and is not a failure), 2 the
 setup is wrong (no torch, no CUDA device, no CLI binary).
 
+With --window W and/or --softcap C the --shape extras run with a sliding
+window (keys from W before each query's bottom-right position) and a logit
+soft-cap; SDPA has neither, so torch is timed with
+torch.nn.attention.flex_attention, compiled, with a sliding-window block
+mask (and a tanh score_mod), and TFLOPS count 4*D per visible (query, key)
+pair on both sides.
+
 torch is imported only once the arguments are parsed, so `--help` works on a
 machine without it. See bench/README.md for how to run and read it.
 """
 
 import argparse
+import dataclasses
 import ctypes
 import datetime
 import json
@@ -63,15 +71,27 @@ class Shape:
     head_dim: int
     causal: bool
     q_scale: float = 1.0  # numerics only: q is randn * q_scale (sharper softmax)
+    window: int = -1  # sliding window to the left (-1: none); --window
+    softcap: float = 0.0  # logit soft-cap (0: none); --softcap
 
     def label(self):
         heads = str(self.q_heads) if self.q_heads == self.kv_heads else f"{self.q_heads}/{self.kv_heads}"
         mask = " causal" if self.causal else ""
-        return f"B{self.batch} H{heads} {self.q_len}x{self.kv_len} D{self.head_dim}{mask}"
+        extras = (f" W{self.window}" if self.window >= 0 else "") + (f" cap{self.softcap:g}" if self.softcap > 0 else "")
+        return f"B{self.batch} H{heads} {self.q_len}x{self.kv_len} D{self.head_dim}{mask}{extras}"
 
     def flops(self):
         # The count PyTorch, FlashAttention and sdpa_anchors.py use: two GEMMs
         # of 2*Lq*Lk*D per head, halved for causal whatever Lq and Lk are.
+        # With a window: 4*D per (query, key) pair a query sees (as
+        # `flashscope-cli bench prefill --window` counts them).
+        if self.window >= 0:
+            pairs = 0
+            for i in range(self.q_len):
+                pos = i + self.kv_len - self.q_len
+                hi = min(self.kv_len, pos + 1) if self.causal else self.kv_len
+                pairs += max(0, hi - max(0, pos - self.window))
+            return 4.0 * self.batch * self.q_heads * self.head_dim * pairs
         f = 4.0 * self.batch * self.q_heads * self.q_len * self.kv_len * self.head_dim
         return f / 2 if self.causal else f
 
@@ -146,6 +166,10 @@ def parse_args(argv):
                    help="also run the SmolLM2 shape as 9 q-heads over 3 kv-heads (torch enable_gqa=True)")
     p.add_argument("--shape", type=parse_shape, action="append", default=[], metavar="B,HQ[/HK],LQ,LK,D[,causal]",
                    help="an extra prefill shape to time (repeatable)")
+    p.add_argument("--window", type=int, default=-1, metavar="W",
+                   help="run the --shape extras with a sliding window of W keys (torch: compiled flex_attention)")
+    p.add_argument("--softcap", type=float, default=0.0, metavar="C",
+                   help="run the --shape extras with the logit soft-cap C (torch: compiled flex_attention)")
     p.add_argument("--only", choices=["bench", "numerics", "decode"], help="run one part only")
     p.add_argument("--page-size", type=int, default=16, help="page size of our decode runs (default: 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the numerics inputs (default: 0)")
@@ -161,6 +185,12 @@ def parse_args(argv):
         p.error("--iters must be >= 30 for a reported number (use --quick for a smoke run)")
     if args.warmup < 0:
         p.error("--warmup must be >= 0")
+    if args.window < -1 or args.softcap < 0:
+        p.error("--window must be >= 0 (or -1: none) and --softcap >= 0")
+    if args.window >= 0 or args.softcap > 0:
+        if not args.shape:
+            p.error("--window and --softcap apply to the --shape extras: give at least one --shape")
+        args.shape = [dataclasses.replace(s, window=args.window, softcap=args.softcap) for s in args.shape]
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
     if kernels == ["all"]:
         args.kernel_list, args.kernel_all = list(DEFAULT_KERNELS), True
@@ -241,6 +271,10 @@ def bench_ours(cli, shape, args):
               "--iters", str(args.iters), "--warmup", str(args.warmup), "--json"]
     if shape.causal:
         common.append("--causal")
+    if shape.window >= 0:
+        common += ["--window", str(shape.window)]
+    if shape.softcap > 0:
+        common += ["--softcap", repr(shape.softcap)]
     calls = [("all", common + ["--kernel", "all"])] if args.kernel_all else \
         [(k, common + ["--kernel", k]) for k in args.kernel_list]
 
@@ -346,6 +380,9 @@ def bench_torch(torch, F, sdpa_kernel, SDPBackend, shape, args, sol_tflops):
     k = torch.randn(shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim, device="cuda", dtype=torch.bfloat16)
     v = torch.randn_like(k)
     gqa = shape.q_heads != shape.kv_heads
+    if shape.window >= 0 or shape.softcap > 0:
+        rows["FLEX_ATTENTION"] = bench_flex(torch, shape, q, k, v, gqa, args, sol_tflops)
+        return rows
     # torch's is_causal is top-left aligned, ours bottom-right: the same mask
     # only when Lq == Lk, as in every anchor shape. For a causal shape with
     # Lq != Lk torch is given its bottom-right bias (causal_lower_right), which
@@ -384,6 +421,39 @@ def bench_torch(torch, F, sdpa_kernel, SDPBackend, shape, args, sol_tflops):
             row.update(status="unsupported", error=f"{type(ex).__name__}: {str(ex)[:200]}")
         rows[name] = row
     return rows
+
+
+def bench_flex(torch, shape, q, k, v, gqa, args, sol_tflops):
+    """torch.nn.attention.flex_attention, compiled, with the shape's window (a block mask: tiles outside every
+    window skipped) and soft-cap (a score_mod); a row like bench_torch's, errors recorded."""
+    row = {"backend": "FLEX_ATTENTION"}
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        offset, window, causal, cap = shape.kv_len - shape.q_len, shape.window, shape.causal, shape.softcap
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            pos = q_idx + offset  # bottom-right aligned, as ours
+            keep = (kv_idx <= pos) if causal else (kv_idx >= 0)
+            if window >= 0:
+                keep = keep & (pos - kv_idx <= window)
+            return keep
+
+        block_mask = None
+        if causal or window >= 0:
+            block_mask = create_block_mask(mask_mod, None, None, shape.q_len, shape.kv_len, device="cuda")
+        score_mod = (lambda score, b, h, q_idx, kv_idx: cap * torch.tanh(score / cap)) if cap > 0 else None
+        compiled = torch.compile(flex_attention)
+        call = lambda: compiled(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa)
+        ms, ms_min = time_cuda(torch, call, args.iters, args.warmup)
+        ms_stream = time_cuda_stream(torch, call)
+        tflops = shape.flops() / ms / 1e9
+        row.update(status="ok", ms=round(ms, 5), ms_min=round(ms_min, 5), tflops=round(tflops, 2),
+                   ms_stream=round(ms_stream, 5), tflops_stream=round(shape.flops() / ms_stream / 1e9, 2))
+        if sol_tflops:
+            row["sol_pct"] = round(100.0 * tflops / sol_tflops, 2)
+    except Exception as ex:  # no flex_attention in this torch, or it cannot compile here: record it
+        row.update(status="unsupported", error=f"{type(ex).__name__}: {str(ex)[:200]}")
+    return row
 
 
 # --- .npy without numpy (torch may come without it) -------------------------------
@@ -566,9 +636,11 @@ def share(row, gemm, key="tflops_stream"):
 
 
 def bench_table(results, kernels, gemm=None):
+    with_flex = any("FLEX_ATTENTION" in r["torch"] for r in results)
     head = (["shape", "ours best (kernel)"] + [f"{k} TFLOPS (% SOL)" for k in kernels]
             + ["torch FA2", "cuDNN", "ours/FA2", "ours/cuDNN", "stream: ours", "FA2", "cuDNN", "ours/FA2",
-               "ours/cuDNN"] + (["stream: ours / GEMM", "cuDNN / GEMM"] if gemm else []))
+               "ours/cuDNN"] + (["stream: ours / GEMM", "cuDNN / GEMM"] if gemm else [])
+            + (["flex", "ours/flex", "stream: flex", "ours/flex"] if with_flex else []))
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     notes = False
     for r in results:
@@ -588,6 +660,9 @@ def bench_table(results, kernels, gemm=None):
                  + [stream_tflops(best), stream_tflops(fa2), stream_tflops(cudnn),
                     ratio(best, fa2, "tflops_stream"), ratio(best, cudnn, "tflops_stream")]
                  + ([share(best, gemm), share(cudnn, gemm)] if gemm else []))
+        if with_flex:
+            flex = r["torch"].get("FLEX_ATTENTION")
+            cells += [fmt_tflops(flex), ratio(best, flex), stream_tflops(flex), ratio(best, flex, "tflops_stream")]
         lines.append("| " + " | ".join(cells) + " |")
     if notes:
         lines += ["", "\\* torch's is_causal is top-left aligned, ours bottom-right: with Lq != Lk "

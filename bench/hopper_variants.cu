@@ -3,7 +3,7 @@
 // inputs). Not part of the build; on the GPU machine:
 //   nvcc -std=c++17 -O3 -I. --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a \
 //     -Ilab/include bench/hopper_variants.cu lab/src/hopper_variants.cu kernels/hopper/hopper_prefill.cu \
-//     kernels/attention/prefill_launch.cu -o hopper_variants
+//     kernels/hopper/hopper_prefill_extras.cu kernels/attention/prefill_launch.cu -o hopper_variants
 //   ./hopper_variants [VARIANTS [SHAPES]]   comma lists of the names to run (default all; "groups"
 //                                           adds the causal longest-first group sweep)
 #include <cuda_bf16.h>

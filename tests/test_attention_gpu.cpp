@@ -1,5 +1,6 @@
 // Every CUDA prefill kernel (v1..v6 bf16, v5 and v6 also fp16; the sm_90a
-// "hopper" kernel in both dtypes where the device runs it) against the FP64 CPU
+// "hopper" kernel in both dtypes where the device runs it, with head_dim 256,
+// sliding windows and the soft-cap) against the FP64 CPU
 // reference over a grid of shapes: odd lengths (tails of every size), Lq != Lk
 // both ways, causal, GQA ratios 1/3/4/8, varlen batches, BSHD / BHSD / padded
 // strides. Outputs are poisoned with NaN before each run and surrounded by
@@ -11,6 +12,7 @@
 // CI has no GPU; the GPU machine runs the same binary.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -496,5 +498,217 @@ TEST_CASE("gpu prefill: hopper head_dim 256 plans its tiles and refuses varlen")
     const Status st = prefill(dev.params(prob, PrefillKernel::kHopper));
     CHECK(st.code() == StatusCode::kUnsupported);
     CHECK_MESSAGE(st.message().find("varlen") != std::string::npos, st.message());
+  }
+}
+
+// Sliding windows and the soft-cap on the Hopper kernel, against an FP64
+// reference of their own here (the window and cap applied to the
+// fixture's inputs in double): query row i sits at position
+// i + kv_len − q_len and sees keys [pos − window_left, pos] (causal) or
+// [pos − window_left, pos + window_right] (a side at -1 unbounded), and
+// each scaled logit s becomes cap·tanh(s/cap) before the softmax.
+struct Extras {
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+};
+
+struct ExtrasReference {
+  std::vector<float> o, lse;  // the fixture's dense layouts
+};
+
+// The fixture's operands in double, dense [batch, len, heads, D].
+struct DenseOperands {
+  std::vector<double> q, k, v;
+  explicit DenseOperands(const AttentionProblem& prob) {
+    const AttentionShape& s = prob.shape();
+    auto read = [&](Operand which, int len, int heads, std::vector<double>& out) {
+      out.resize(size_t(s.batch) * len * heads * s.head_dim);
+      size_t n = 0;
+      for (int b = 0; b < s.batch; ++b)
+        for (int t = 0; t < len; ++t)
+          for (int h = 0; h < heads; ++h)
+            for (int d = 0; d < s.head_dim; ++d) out[n++] = prob.get(which, b, t, h, d);
+    };
+    read(Operand::kQ, s.q_len, s.q_heads, q);
+    read(Operand::kK, s.kv_len, s.kv_heads, k);
+    read(Operand::kV, s.kv_len, s.kv_heads, v);
+  }
+};
+
+ExtrasReference extras_reference(const AttentionProblem& prob, const Extras& x) {
+  const AttentionShape& s = prob.shape();
+  const DenseOperands in(prob);
+  const int dim = s.head_dim, group = s.q_heads / s.kv_heads;
+  const double scale = s.softmax_scale > 0 ? s.softmax_scale : 1.0 / std::sqrt(double(dim));
+  ExtrasReference r;
+  r.o.assign(size_t(s.batch) * s.q_len * s.q_heads * dim, 0.0f);
+  r.lse.assign(size_t(s.batch) * s.q_heads * s.q_len, -INFINITY);
+  std::vector<double> logit(static_cast<size_t>(s.kv_len)), acc(static_cast<size_t>(dim));
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.q_heads; ++h)
+      for (int i = 0; i < s.q_len; ++i) {
+        const int pos = i + s.kv_len - s.q_len;
+        int lo = 0, hi = s.kv_len;  // keys [lo, hi)
+        if (x.window_left >= 0) lo = std::max(lo, pos - x.window_left);
+        if (s.causal) hi = std::min(hi, pos + 1);
+        else if (x.window_right >= 0) hi = std::min(hi, pos + x.window_right + 1);
+        if (lo >= hi) continue;  // no key: zeros, lse -inf
+        const double* qi = &in.q[((size_t(b) * s.q_len + i) * s.q_heads + h) * dim];
+        auto kv_row = [&](const std::vector<double>& t, int j) {
+          return &t[((size_t(b) * s.kv_len + j) * s.kv_heads + h / group) * dim];
+        };
+        double m = -INFINITY;
+        for (int j = lo; j < hi; ++j) {
+          const double* kj = kv_row(in.k, j);
+          double dot = 0;
+          for (int d = 0; d < dim; ++d) dot += qi[d] * kj[d];
+          double v = dot * scale;
+          if (x.softcap > 0) v = x.softcap * std::tanh(v / x.softcap);
+          logit[size_t(j)] = v;
+          m = std::max(m, v);
+        }
+        double l = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int j = lo; j < hi; ++j) {
+          const double p = std::exp(logit[size_t(j)] - m);
+          const double* vj = kv_row(in.v, j);
+          l += p;
+          for (int d = 0; d < dim; ++d) acc[size_t(d)] += p * vj[d];
+        }
+        for (int d = 0; d < dim; ++d)
+          r.o[((size_t(b) * s.q_len + i) * s.q_heads + h) * dim + d] = float(acc[size_t(d)] / l);
+        r.lse[(size_t(b) * s.q_heads + h) * s.q_len + i] = float(m + std::log(l));
+      }
+  return r;
+}
+
+// Runs the Hopper kernel with x on the problem and compares with
+// extras_reference, within the dtype's tolerances, guards intact.
+void check_extras_on_gpu(AttentionProblem& prob, const Extras& x, const ExtrasReference& ref,
+                         DeviceBuffer* workspace = nullptr) {
+  INFO("case: ", prob.shape().describe(), " window_left ", x.window_left, " window_right ", x.window_right,
+       " softcap ", x.softcap);
+  prob.reset_outputs();
+  DeviceAttention dev(prob);
+  PrefillParams p = dev.params(prob, PrefillKernel::kHopper);
+  p.window_left = x.window_left;
+  p.window_right = x.window_right;
+  p.softcap = x.softcap;
+  if (workspace != nullptr) {
+    p.workspace = workspace->data();
+    p.workspace_bytes = workspace->size();
+  }
+  const Status st = prefill(p);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  REQUIRE(device_synchronize().ok());
+  dev.read(prob);
+  const auto tol = prob.tolerance();
+  const std::vector<float> out = prob.output_as_float();
+  const std::vector<float> lse = prob.lse_values();
+  CHECK_MESSAGE(prob.guards_intact(), "a write landed outside the output or lse");
+  double diff2 = 0, ref2 = 0, worst = 0, lse_worst = 0;
+  for (size_t i = 0; i < ref.o.size(); ++i) {
+    const double d = std::isfinite(out[i]) ? double(out[i]) - ref.o[i] : INFINITY;
+    diff2 += d * d;
+    ref2 += double(ref.o[i]) * ref.o[i];
+    worst = std::max(worst, std::fabs(d));
+  }
+  for (size_t i = 0; i < ref.lse.size(); ++i) {
+    const bool ref_empty = std::isinf(ref.lse[i]), out_empty = std::isinf(lse[i]) && lse[i] < 0;
+    if (ref_empty && out_empty) continue;
+    lse_worst = ref_empty != out_empty || !std::isfinite(lse[i])
+                    ? INFINITY
+                    : std::max(lse_worst, std::fabs(double(lse[i]) - ref.lse[i]));
+  }
+  const double nerr = ref2 > 0 ? std::sqrt(diff2 / ref2) : (diff2 == 0 ? 0.0 : INFINITY);
+  CHECK_MESSAGE(nerr < tol.normalized, "normalized error ", nerr, " >= ", tol.normalized);
+  CHECK_MESSAGE(worst < tol.max_abs, "max abs error ", worst, " >= ", tol.max_abs);
+  CHECK_MESSAGE(lse_worst < tol.lse_abs, "lse error ", lse_worst, " >= ", tol.lse_abs);
+}
+
+TEST_CASE("gpu prefill: hopper sliding windows match the reference") {
+  if (skip_without_hopper()) return;
+  struct Case {
+    int d, batch, q_heads, kv_heads, q_len, kv_len;
+    bool causal;
+    DType dtype;
+  };
+  // 1000 queries: 8 q-tiles of 128 rows (6 of 192 at 64), one CTA per work
+  // tile; 777 over 12 heads x 3: persistent CTAs. Gemma-3's 4 q-heads over
+  // one kv-head; a chunk after a cached prefix (100 x 612); more queries
+  // than keys (rows that see no key). Windows from one key to more than
+  // the sequence, unaligned to every tile width.
+  const Case cases[] = {{256, 2, 4, 1, 1000, 1000, true, DType::kBF16}, {128, 2, 8, 2, 1000, 1000, true, DType::kFP16},
+                        {64, 2, 4, 4, 1000, 1000, true, DType::kBF16},  {256, 3, 12, 4, 777, 777, true, DType::kBF16},
+                        {128, 3, 12, 4, 777, 777, false, DType::kBF16}, {256, 2, 4, 1, 100, 612, true, DType::kFP16},
+                        {128, 1, 4, 4, 300, 200, true, DType::kBF16},   {256, 2, 4, 1, 1000, 1000, false, DType::kBF16}};
+  const int windows[] = {1, 17, 128, 512, 5000};
+  int i = 0;
+  for (const Case& c : cases) {
+    AttentionShape s = testing::dense_shape(c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.d, c.causal,
+                                            uint64_t(5000 + i));
+    s.dtype = c.dtype;
+    AttentionProblem prob(s);
+    for (int w : windows) {
+      Extras x;
+      x.window_left = w;
+      check_extras_on_gpu(prob, x, extras_reference(prob, x));
+      if (!c.causal) {  // two-sided: a window to the right too
+        x.window_right = w / 2;
+        check_extras_on_gpu(prob, x, extras_reference(prob, x));
+      }
+    }
+    ++i;
+  }
+  // Varlen batches (no TMA maps) are refused with a status, nothing run.
+  AttentionProblem varlen(testing::varlen_shape({17, 300}, {40, 300}, 4, 2, 128, true, 43));
+  DeviceAttention dev(varlen);
+  PrefillParams p = dev.params(varlen, PrefillKernel::kHopper);
+  p.window_left = 16;
+  const Status st = prefill(p);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK_MESSAGE(st.message().find("sliding window") != std::string::npos, st.message());
+}
+
+TEST_CASE("gpu prefill: hopper soft-cap matches the reference, alone and with a window") {
+  if (skip_without_hopper()) return;
+  struct Case {
+    int d, batch, q_heads, kv_heads, q_len, kv_len;
+    bool causal;
+    float q_gain;  // queries scaled so the logits reach well into tanh's bend
+    float softcap;
+    int window_left;
+  };
+  // Gemma 2's cap of 50 (logits up to about 60 here), and a cap of 2
+  // on unit logits; non-causal long problems also run the split tail.
+  const Case cases[] = {{256, 2, 4, 1, 1000, 1000, true, 30.0f, 50.0f, -1},
+                        {128, 2, 8, 2, 700, 900, false, 1.0f, 2.0f, -1},
+                        {64, 2, 4, 4, 1000, 1000, true, 1.0f, 2.0f, -1},
+                        {256, 3, 12, 4, 777, 1500, false, 1.0f, 2.0f, -1},
+                        {256, 2, 4, 1, 1000, 1000, true, 30.0f, 50.0f, 512},
+                        {128, 2, 8, 2, 1000, 1000, true, 1.0f, 2.0f, 127}};
+  int i = 0;
+  for (const Case& c : cases) {
+    AttentionProblem prob(testing::dense_shape(c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.d, c.causal,
+                                               uint64_t(6000 + i++)));
+    for (int b = 0; b < c.batch; ++b)
+      for (int t = 0; t < c.q_len; ++t)
+        for (int h = 0; h < c.q_heads; ++h)
+          for (int d = 0; d < c.d; ++d)
+            prob.set(Operand::kQ, b, t, h, d, prob.get(Operand::kQ, b, t, h, d) * c.q_gain);
+    Extras x;
+    x.softcap = c.softcap;
+    x.window_left = c.window_left;
+    const ExtrasReference capped = extras_reference(prob, x);
+    // The cap changes the answer: a kernel that ignored it would fail.
+    Extras uncapped = x;
+    uncapped.softcap = 0.0f;
+    const ExtrasReference plain = extras_reference(prob, uncapped);
+    double moved = 0;
+    for (size_t k = 0; k < capped.lse.size(); ++k)
+      if (std::isfinite(capped.lse[k])) moved = std::max(moved, std::fabs(double(capped.lse[k]) - plain.lse[k]));
+    REQUIRE_MESSAGE(moved > 0.1, "the cap barely moves this case's logits (", moved, ")");
+    DeviceBuffer workspace = zeroed_workspace(prob);  // the split tail where the plan asks for one
+    check_extras_on_gpu(prob, x, capped, workspace.size() > 0 ? &workspace : nullptr);
   }
 }

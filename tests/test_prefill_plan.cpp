@@ -174,3 +174,46 @@ TEST_CASE("kernel lab: linking flashscope_lab installs the teaching ladder in CU
   CHECK_FALSE(flashscope::lab::ladder_available());
 #endif
 }
+
+TEST_CASE("prefill plan: a sliding window takes no split tail and sizes its L2 groups by the window") {
+  // 8k x 8k non-causal: the split tail without a window (above), none with
+  // one (its work tiles hold fewer key tiles than the split counts); a
+  // soft-cap alone keeps it.
+  const k::PrefillKernelParams p = shape(1, 16, 8192, 8192);
+  auto plan_with = [&](const k::HopperExtras& x) {
+    k::PrefillLaunchPlan plan;
+    plan.family = k::PrefillFamily::kHopper;
+    plan.tma = true;
+    k::plan_hopper_deal(&plan, p, kD128, /*one_cta=*/false, 132, x);
+    return plan;
+  };
+  k::HopperExtras window;
+  window.window_left = 512;
+  const k::PrefillLaunchPlan windowed = plan_with(window);
+  CHECK(windowed.persistent.ctas == 132);
+  CHECK(windowed.persistent.split.split_tiles == 0);
+  CHECK(windowed.workspace_bytes == 0);
+  k::HopperExtras cap;
+  cap.softcap = 50.0f;
+  CHECK(plan_with(cap).persistent.split.split_tiles > 0);
+
+  // Causal 4 x 16 x 4096²: a q-tile reads its window, its rows and one more
+  // key tile (the window's start is unaligned): 816 keys, 408 KiB of K and V
+  // per pair, so 62 pairs fit half of 50 MiB and the groups hold 32 (the
+  // largest divisor of 64 below that), where without a window 8 do (above).
+  const k::PrefillKernelParams batch = shape(4, 16, 4096, 4096);
+  CHECK(k::hopper_keys_per_q_tile(batch, window, kD128, true) == 512 + 128 + 176);
+  k::PrefillKernelParams keys = batch;
+  keys.kv_len = k::hopper_keys_per_q_tile(batch, window, kD128, true);
+  CHECK(k::causal_longest_first_group(keys, 128, 50 << 20) == 32);
+  // A window wider than the sequence, or none: the whole sequence.
+  k::HopperExtras wide;
+  wide.window_left = 100000;
+  CHECK(k::hopper_keys_per_q_tile(batch, wide, kD128, true) == 4096);
+  CHECK(k::hopper_keys_per_q_tile(batch, k::HopperExtras{}, kD128, true) == 4096);
+  // Non-causal, both sides: the two widths.
+  k::HopperExtras both;
+  both.window_left = 300;
+  both.window_right = 200;
+  CHECK(k::hopper_keys_per_q_tile(batch, both, kD128, false) == 300 + 200 + 128 + 176);
+}

@@ -131,6 +131,7 @@ struct HopperTileSoftmax {
   using View = typename Cta::ViewType;
   using Probe = typename Cta::ProbeType;
   static constexpr bool kCausal = Cta::kIsCausal;
+  static constexpr bool kExtras = Cta::kHasExtras;
   static constexpr int BLOCK_KV = Cfg::kBlockKV;
   static constexpr int kVoteBarrier = HopperConsumer<Cta>::kVoteBarrier;
   // Tiles after a work tile's first take their softmax at the running maximum
@@ -143,8 +144,49 @@ struct HopperTileSoftmax {
   const int& kv_end;
   const int& warp_row0;
 
+  // EXTRAS: soft-caps tile t's logits (before any mask: a masked logit
+  // stays -inf), then masks each row's keys outside its window, past its
+  // diagonal (causal) and past the range. cap·tanh(x) = cap − 2·cap/(e^{2x} + 1)
+  // on exp2 and rcp.approx: accurate to float rounding, where tanh.approx's
+  // 2^-11 relative error would move a logit by 0.02 at cap 50.
+  __device__ __forceinline__ void cap_and_mask_tile(int t) const {
+    const auto& cta = c.cta;
+    const int lane_id = cta.lane_id;
+    float(&S_rmem)[BLOCK_KV / 2] = c.S_rmem;
+    const float c1 = cta.hp.softcap_c1, c2 = cta.hp.softcap_c2;
+    if (c2 > 0.0f) {
+#pragma unroll
+      for (int i = 0; i < BLOCK_KV / 2; ++i)
+        S_rmem[i] = fmaf(-2.0f * c2, fast_rcp(fast_exp2(S_rmem[i] * c1) + 1.0f), c2);
+    }
+    const int k0 = kv_begin + t * BLOCK_KV;
+    const int wl = cta.hp.extras.window_left;
+    const int wr = kCausal ? 0 : cta.hp.extras.window_right;
+    // Row r sees keys [lo(r), hi(r)); both grow with r, so a tile inside
+    // the warp's last row's lo and first row's hi needs no mask.
+    auto lo_of = [&](int row) { return wl >= 0 ? view.last_key(row) - wl : 0; };
+    auto hi_of = [&](int row) { return wr >= 0 ? min(kv_end, view.last_key(row) + wr + 1) : kv_end; };
+    if (k0 >= lo_of(warp_row0 + 15) && k0 + BLOCK_KV <= hi_of(warp_row0)) return;
+    int lo[2], hi[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_row0 + lane_id / 4 + h * 8;
+      lo[h] = lo_of(row) - k0 - (lane_id % 4) * 2;
+      hi[h] = hi_of(row) - k0 - (lane_id % 4) * 2;
+    }
+#pragma unroll
+    for (int i = 0; i < BLOCK_KV / 2; ++i) {
+      const int col = (i / 4) * 8 + (i % 2);
+      if (col < lo[(i / 2) % 2] || col >= hi[(i / 2) % 2]) S_rmem[i] = -INFINITY;
+    }
+  }
+
   // Masks tile t's logits: keys past the range, causal keys past each row's diagonal.
   __device__ __forceinline__ void mask_tile(int t) const {
+    if constexpr (kExtras) {
+      cap_and_mask_tile(t);
+      return;
+    }
     const int lane_id = c.cta.lane_id;
     float(&S_rmem)[BLOCK_KV / 2] = c.S_rmem;
     const int k0 = kv_begin + t * BLOCK_KV;

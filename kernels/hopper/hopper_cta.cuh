@@ -33,17 +33,19 @@ struct TmaCoords {
 
 // The kernel's own values, held by reference as the lambdas these functions
 // once were held them (which keeps the kernel's code as it was).
-template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe, bool kPersistent>
+template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe, bool kPersistent,
+          bool kExtras = false>
 struct HopperCta {
   using Config = Cfg;
   using Elem = T;
   using ViewType = View;
   using ProbeType = Probe;
-  using Schedule = HopperSchedule<Cfg, kCausal, View, Probe, kPersistent>;
+  using Schedule = HopperSchedule<Cfg, kCausal, View, Probe, kPersistent, kExtras>;
   using Params = typename Schedule::Params;
   static constexpr bool kIsCausal = kCausal;
   static constexpr bool kUsesTma = kTma;
   static constexpr bool kIsPersistent = kPersistent;
+  static constexpr bool kHasExtras = kExtras;
   static constexpr int STAGES = Cfg::kStages;
 
   const Params& hp;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/attention/persistent_deal.h"
+#include "kernels/hopper/hopper_extras.h"
 #include "kernels/common/ptx.cuh"
 
 namespace flashscope::kernels {
@@ -120,6 +121,13 @@ struct HopperParams {
   SplitTail split;
   float* split_partials;
   int* split_arrivals;
+  // EXTRAS launches: the window (and soft-cap) as given;
+  HopperExtras extras;
+  // the soft-cap (softcap_c2 = 0: off), cap·tanh(s/cap) of the
+  // scaled logit s, in S's own units (S·scale_log2 is the logit in log2
+  // units) as S ← c2 − 2·c2 / (exp2(S·c1) + 1), c1 = 2·scale·log2(e)/cap,
+  // c2 = cap/scale.
+  float softcap_c1, softcap_c2;
 };
 
 }  // namespace flashscope::kernels

@@ -11,6 +11,7 @@
 #include "kernels/attention/persistent_deal.h"
 #include "kernels/attention/prefill_params.h"
 #include "kernels/attention/prefill_plan.h"
+#include "kernels/hopper/hopper_extras.h"
 #include "kernels/hopper/split_tail_workspace.h"
 
 namespace flashscope::kernels {
@@ -22,6 +23,19 @@ struct HopperTileShape {
   int consumer_warps = 0;  // kConsumerWarps
   int dim = 0;             // kDim
 };
+
+// The keys a q-tile of t.block_q rows reads at most: the whole range, or
+// with a window the window's width plus the tile's rows. The L2 groups are
+// sized by it: a windowed group's pairs hold only that much K and V in L2 at
+// a time, so more of them fit.
+inline int hopper_keys_per_q_tile(const PrefillKernelParams& p, const HopperExtras& x, const HopperTileShape& t,
+                                  bool causal) {
+  if (!x.windowed(causal)) return p.kv_len;
+  const int64_t left = x.window_left >= 0 ? x.window_left : p.kv_len;
+  const int64_t right = causal ? 0 : x.window_right >= 0 ? x.window_right : p.kv_len;
+  const int64_t keys = left + right + t.block_q + t.block_kv;  // + one tile: the window's start is unaligned
+  return int(keys < p.kv_len ? keys : p.kv_len);
+}
 
 // The split tail of a persistent non-causal launch of tiles t on `sms` CTAs
 // (split_tiles = 0 where whole tiles deal as well).
@@ -38,9 +52,11 @@ inline SplitTail hopper_split_tail(const PrefillKernelParams& p, const HopperTil
 // tiles leaves a persistent CTA nothing to overlap, so one CTA per tile
 // saves its bookkeeping. Causal: the deal's longest-first groups
 // (persistent_longest_first_group, from the L2's plan->longest_first_group);
-// non-causal: the split tail, used where the caller gives its workspace.
+// non-causal: the split tail, used where the caller gives its workspace
+// (not with a window: its work tiles have fewer key tiles than the split
+// counts, and none start at key 0).
 inline void plan_hopper_deal(PrefillLaunchPlan* plan, const PrefillKernelParams& p, const HopperTileShape& t,
-                             bool one_cta, int sms) {
+                             bool one_cta, int sms, const HopperExtras& x = {}) {
   const int q_tiles = (p.q_len + t.block_q - 1) / t.block_q;
   const int64_t work_tiles = int64_t(q_tiles) * p.q_heads * p.batch;
   if (!plan->tma || one_cta || work_tiles <= sms) return;
@@ -48,7 +64,7 @@ inline void plan_hopper_deal(PrefillLaunchPlan* plan, const PrefillKernelParams&
   plan->persistent.longest_first_group =
       plan->causal ? persistent_longest_first_group(p.q_heads * p.batch, q_tiles, sms, plan->longest_first_group)
                    : plan->longest_first_group;
-  if (plan->causal) return;
+  if (plan->causal || x.windowed(plan->causal)) return;
   plan->persistent.split = hopper_split_tail(p, t, sms);
   plan->persistent.split_workspace_bytes = split_tail_workspace_bytes(sms, t.consumer_warps, t.dim);
   if (plan->persistent.split.split_tiles > 0) plan->workspace_bytes = plan->persistent.split_workspace_bytes;

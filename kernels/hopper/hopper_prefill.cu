@@ -19,7 +19,7 @@ KernelTiling tiling_of() {
 
 PrefillLaunchPlan plan_prefill_hopper_config(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
                                              const DeviceLaunchFacts& dev, HopperConfig config, bool tma,
-                                             bool one_cta) {
+                                             bool one_cta, const HopperExtras& x) {
   PrefillLaunchPlan plan;
   plan.family = PrefillFamily::kHopper;
   plan.type = type;
@@ -29,32 +29,36 @@ PrefillLaunchPlan plan_prefill_hopper_config(ElemType type, int head_dim, bool c
   plan.tma = tma && p.cu_seqlens_q == nullptr;
   plan.hopper_config = config;
   plan.longest_first_group = p.longest_first_group;
-  if (causal && plan.longest_first_group == 0)
-    plan.longest_first_group = causal_longest_first_group(p, head_dim, dev.l2_bytes);
   visit_hopper_config<HopperConfigs::kAll>(config, [&](auto cfg, auto) {
     using Cfg = decltype(cfg);
+    const HopperTileShape shape{Cfg::kBlockQ, Cfg::kBlockKV, Cfg::kConsumerWarps, Cfg::kDim};
+    if (causal && plan.longest_first_group == 0) {
+      PrefillKernelParams keys = p;  // with a window, the keys a q-tile reads
+      keys.kv_len = hopper_keys_per_q_tile(p, x, shape, causal);
+      plan.longest_first_group = causal_longest_first_group(keys, head_dim, dev.l2_bytes);
+    }
     if constexpr (kHasCpAsync<Cfg>) {
       plan.tiling = plan.tma ? tiling_of<Cfg>() : tiling_of<CpAsyncConfig<Cfg>>();
     } else {
       plan.tiling = tiling_of<Cfg>();  // no cp.async tiles: such a launch is refused (launch_dense)
     }
-    plan_hopper_deal(&plan, p, HopperTileShape{Cfg::kBlockQ, Cfg::kBlockKV, Cfg::kConsumerWarps, Cfg::kDim}, one_cta,
-                     dev.sm_count);
+    plan_hopper_deal(&plan, p, shape, one_cta, dev.sm_count, x);
     return cudaSuccess;
   });
   return plan;
 }
 
 PrefillLaunchPlan plan_prefill_hopper(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
-                                      const DeviceLaunchFacts& dev) {
+                                      const DeviceLaunchFacts& dev, const HopperExtras& x) {
   return plan_prefill_hopper_config(type, head_dim, causal, p, dev,
                                     production_hopper_config(head_dim, causal, p.q_len, p.kv_len), /*tma=*/true,
-                                    /*one_cta=*/false);
+                                    /*one_cta=*/false, x);
 }
 
 cudaError_t launch_prefill_hopper(const PrefillLaunchPlan& plan, const PrefillKernelParams& p,
-                                  const ProbeBuffers* probe, cudaStream_t stream) {
+                                  const ProbeBuffers* probe, cudaStream_t stream, const HopperExtras& x) {
   if (plan.family != PrefillFamily::kHopper || !hopper_head_dim(plan.head_dim)) return cudaErrorInvalidValue;
+  if (x.any(plan.causal)) return probe != nullptr ? cudaErrorNotSupported : launch_prefill_hopper_extras(plan, p, x, stream);
   if (probe != nullptr) return launch_prefill_hopper_probed(plan, p, *probe, stream);
   constexpr HopperConfigs kSet = HopperConfigs::kProduction;
   return plan.type == ElemType::kFP16 ? launch_hopper_typed<__half, NoProbe, kSet>(plan, p, nullptr, stream)

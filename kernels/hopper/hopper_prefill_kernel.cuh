@@ -59,17 +59,25 @@ namespace flashscope::kernels {
 // is free and its Q once both warpgroups' last Q·Kᵀ of the current tile has
 // read Q, all under the last softmax, P·V and epilogue, which a CTA per work
 // tile would spend waiting on its first loads.
+//
+// EXTRAS: the sliding window and the logit soft-cap (hp.extras,
+// hp.softcap_*), read at run time by their own instantiations
+// so the kernels without them keep their code: dense views through TMA, no
+// probes; the schedule skips the key tiles outside the windows
+// (hopper_schedule.cuh), the consumers cap and mask (hopper_consumer.cuh).
 template <typename Cfg, typename T, bool kCausal, typename View, bool kTma, typename Probe = NoProbe,
-          bool kPersistent = false>
+          bool kPersistent = false, bool kExtras = false>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) hopper_attention_kernel(
     const __grid_constant__ typename Probe::template Params<HopperParams<typename View::Params>> hp) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace hopper_detail;
-  using Cta = HopperCta<Cfg, T, kCausal, View, kTma, Probe, kPersistent>;
+  using Cta = HopperCta<Cfg, T, kCausal, View, kTma, Probe, kPersistent, kExtras>;
   using Schedule = typename Cta::Schedule;
   constexpr int STAGES = Cfg::kStages;
   static_assert(!kPersistent || (kTma && !Probe::kEnabled && kViewTakesTileCoords<View>),
                 "persistent CTAs: dense views through TMA, no probes");
+  static_assert(!kExtras || (kTma && !Probe::kEnabled && kViewTakesTileCoords<View>),
+                "windows and soft-cap: dense views through TMA, no probes");
   const auto& p = hp.view;
 
   const int tid = threadIdx.x;

@@ -16,6 +16,11 @@ namespace flashscope::kernels {
 // without FLASHSCOPE_KERNEL_PROBES).
 cudaError_t launch_prefill_hopper_probed(const PrefillLaunchPlan& plan, const PrefillKernelParams& p,
                                          const ProbeBuffers& probe, cudaStream_t stream);
+// The launch with a sliding window or a soft-cap (hopper_plan.h's
+// hopper_extras; hopper_prefill_extras.cu, its own kernels): dense tensors
+// through TMA only, else cudaErrorNotSupported.
+cudaError_t launch_prefill_hopper_extras(const PrefillLaunchPlan& plan, const PrefillKernelParams& p,
+                                         const HopperExtras& x, cudaStream_t stream);
 
 namespace {
 
@@ -36,26 +41,37 @@ constexpr bool kProgrammaticTma = true;
 // work tile. Probed launches run one CTA per work tile: the probe's span
 // buffers are indexed by blockIdx.x (probe.cuh), and the kernel reads such
 // a grid in blockIdx order.
-template <typename Cfg, bool kMayPersist, typename T, bool kCausal, typename Probe>
+// kExtras: the window and soft-cap instantiations (TMA only, no probes).
+template <typename Cfg, bool kMayPersist, typename T, bool kCausal, typename Probe, bool kExtras = false>
 cudaError_t launch_dense(const PrefillLaunchPlan& plan, const PrefillKernelParams& p, const ProbeBuffers* probe,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const HopperExtras& x = {}) {
   constexpr bool kProbed = Probe::kEnabled;
+  static_assert(!kExtras || !kProbed, "windows and soft-cap are not probed");
   typename Probe::template Params<HopperParams<PrefillKernelParams>> hp{};
   hp.view = p;
   hp.view.longest_first_group = plan.longest_first_group;
   if constexpr (kProbed) hp.probe = *probe;
+  if constexpr (kExtras) {
+    hp.extras = x;
+    if (x.softcap > 0.0f) {
+      hp.softcap_c1 = 2.0f * p.scale_log2 / x.softcap;
+      hp.softcap_c2 = x.softcap * kLog2e / p.scale_log2;
+    }
+  }
   if (plan.tma && encode_dense_maps<Cfg>(plan.type, p, &hp)) {
     const dim3 grid((p.q_len + Cfg::kBlockQ - 1) / Cfg::kBlockQ, p.q_heads, p.batch);
     if constexpr (kMayPersist && !kProbed) {
       if (plan.persistent.ctas > 0) {
-        auto kernel =
-            hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true, NoProbe, true>;
+        auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true, NoProbe,
+                                              true, kExtras>;
         if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
         const int sms = plan.persistent.ctas;
         hp.view.longest_first_group = plan.persistent.longest_first_group;
         // Non-causal: the last two rounds split by key tiles when the caller
         // gave the scratch for it (the kernel's counters and partials).
-        if (!kCausal && p.workspace != nullptr && p.workspace_bytes >= plan.persistent.split_workspace_bytes) {
+        // Not with a window (a plan made without one may meet p with one).
+        if (!kCausal && !x.windowed(kCausal) && p.workspace != nullptr &&
+            p.workspace_bytes >= plan.persistent.split_workspace_bytes) {
           hp.split = plan.persistent.split;
           hp.split_arrivals = static_cast<int*>(p.workspace);
           hp.split_partials = reinterpret_cast<float*>(static_cast<char*>(p.workspace) +
@@ -71,12 +87,13 @@ cudaError_t launch_dense(const PrefillLaunchPlan& plan, const PrefillKernelParam
                                          kProgrammaticTma, hp);
       }
     }
-    auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true, Probe>;
+    auto kernel =
+        hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true, Probe, false, kExtras>;
     if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
     return launch_maybe_programmatic(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, stream,
                                      kProgrammaticTma && !kProbed, hp);
   }
-  if constexpr (kHasCpAsync<Cfg>) {
+  if constexpr (kHasCpAsync<Cfg> && !kExtras) {
     using Cp = CpAsyncConfig<Cfg>;
     auto kernel = hopper_attention_kernel<Cp, T, kCausal, DenseView<T, Cp::kBlockQ, kCausal>, false, Probe>;
     if (cudaError_t err = prepare<Cp>(kernel); err != cudaSuccess) return err;
@@ -84,21 +101,22 @@ cudaError_t launch_dense(const PrefillLaunchPlan& plan, const PrefillKernelParam
     kernel<<<cp_grid, Cp::kThreads, Cp::kSmemBytes, stream>>>(hp);
     return cudaGetLastError();
   } else {
-    return cudaErrorNotSupported;  // TMA only at this head_dim (hopper_config.cuh)
+    return cudaErrorNotSupported;  // TMA only at this head_dim (hopper_config.cuh), or with extras
   }
 }
 
 // The plan's configuration as template constants, of the set kSet:
 // hopper_prefill.cu instantiates the production ones (with and without
-// probes), the lab the research variants' (bf16, no probes).
-template <typename T, typename Probe, HopperConfigs kSet>
+// probes), hopper_prefill_extras.cu their window and soft-cap kernels, the
+// lab the research variants' (bf16, no probes).
+template <typename T, typename Probe, HopperConfigs kSet, bool kExtras = false>
 cudaError_t launch_hopper_typed(const PrefillLaunchPlan& plan, const PrefillKernelParams& p, const ProbeBuffers* probe,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, const HopperExtras& x = {}) {
   return visit_hopper_config<kSet>(plan.hopper_config, [&](auto config, auto production) {
     using Cfg = decltype(config);
     constexpr bool kMayPersist = decltype(production)::value;
-    return plan.causal ? launch_dense<Cfg, kMayPersist, T, true, Probe>(plan, p, probe, stream)
-                       : launch_dense<Cfg, kMayPersist, T, false, Probe>(plan, p, probe, stream);
+    return plan.causal ? launch_dense<Cfg, kMayPersist, T, true, Probe, kExtras>(plan, p, probe, stream, x)
+                       : launch_dense<Cfg, kMayPersist, T, false, Probe, kExtras>(plan, p, probe, stream, x);
   });
 }
 

@@ -14,6 +14,13 @@
 // key tiles, so every CTA ends within a key tile of the others; a tile's
 // pieces are merged by the last of its holders to finish
 // (hopper_epilogue.cuh). 32-bit: a launch has fewer than 2^31 work tiles.
+//
+// EXTRAS (sliding window, soft-cap: hp.extras; dense views through TMA): a work tile's
+// keys are those some row of it sees, [first row's position − window_left,
+// last row's position + window_right] within its range, so key tiles outside
+// every row's window are never loaded: its cost grows with the window, not
+// the context. The start need not be a multiple of the key tile (TMA reads
+// from any row). No split tail then (the plan leaves it out).
 #pragma once
 
 #include "kernels/attention/attention_views.cuh"
@@ -25,7 +32,7 @@ namespace flashscope::kernels::hopper_detail {
 
 // Built in the kernel from its own values, held by reference as the lambdas
 // these functions once were held them (which keeps the kernel's code as it was).
-template <typename Cfg, bool kCausal, typename View, typename Probe, bool kPersistent>
+template <typename Cfg, bool kCausal, typename View, typename Probe, bool kPersistent, bool kExtras = false>
 struct HopperSchedule {
   using Params = typename Probe::template Params<HopperParams<typename View::Params>>;
   static constexpr bool kMaySplit = kPersistent && !kCausal;
@@ -42,12 +49,29 @@ struct HopperSchedule {
     return !kPersistent || item >= whole_rounds || deal.entry(item, blockIdx.x) >= 0;
   }
 
+  // EXTRAS: the view's keys narrowed to the work tile's windows (row r sits
+  // at position r + diag, bottom-right aligned as causal; causal has no
+  // window to the right). May leave no keys (kv_begin >= kv_end).
+  __device__ __forceinline__ View windowed(View v) const {
+    if constexpr (kExtras) {
+      const HopperExtras& x = hp.extras;
+      if (x.window_left >= 0) v.kv_begin = max(v.kv_begin, v.q0 + v.diag - x.window_left);
+      if (!kCausal && x.window_right >= 0)
+        v.kv_end = min(v.kv_end, min(v.q0 + Cfg::kBlockQ, v.rows) + v.diag + x.window_right);
+    }
+    return v;
+  }
+
   // Item `item`'s rows and keys (a piece of a split tile: its key tiles only).
   __device__ __forceinline__ View work_view(int item) const {
     if constexpr (kPersistent) {
       auto tile_view = [&](int linear) {
         const WorkTileList::Tile t = hp.tiles.at(linear);
-        return View(p, t.q_tile, t.q_head, t.seq, t.kv_head);
+        if constexpr (kExtras) {
+          return windowed(View(p, t.q_tile, t.q_head, t.seq, t.kv_head));
+        } else {
+          return View(p, t.q_tile, t.q_head, t.seq, t.kv_head);
+        }
       };
       if (kMaySplit && item >= whole_rounds) {
         const SplitTail::Piece piece = hp.split.piece_in_order(blockIdx.x, item - whole_rounds);
@@ -58,7 +82,7 @@ struct HopperSchedule {
       }
       return tile_view(deal.entry(item, blockIdx.x));
     } else {
-      return cta_view<View, kCausal && !Probe::kEnabled>(p);
+      return windowed(cta_view<View, kCausal && !Probe::kEnabled>(p));
     }
   }
 

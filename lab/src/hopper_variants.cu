@@ -30,6 +30,7 @@ HopperConfig variant_config(HopperVariant v, ElemType type, int head_dim, Hopper
       default: return production;
     }
   }
+  if (head_dim != 128) return production;  // 256: the production tiles only
   switch (v) {
     case HopperVariant::kBlockKV128: return variant(HopperConfig::kBlockKV128);
     case HopperVariant::kStages2: return variant(HopperConfig::kStages2);

@@ -133,13 +133,17 @@ PrefillPlan::Shape shape_of(const PrefillParams& p) {
   s.head_dim = p.head_dim;
   s.causal = p.causal;
   s.varlen = p.cu_seqlens_q != nullptr;
+  s.window_left = p.window_left;
+  s.window_right = p.window_right;
+  s.softcap = p.softcap;
   return s;
 }
 
 bool same_shape(const PrefillPlan::Shape& a, const PrefillPlan::Shape& b) {
   return a.device == b.device && a.dtype == b.dtype && a.requested == b.requested && a.batch == b.batch &&
          a.q_heads == b.q_heads && a.kv_heads == b.kv_heads && a.q_len == b.q_len && a.kv_len == b.kv_len &&
-         a.head_dim == b.head_dim && a.causal == b.causal && a.varlen == b.varlen;
+         a.head_dim == b.head_dim && a.causal == b.causal && a.varlen == b.varlen &&
+         a.window_left == b.window_left && a.window_right == b.window_right && a.softcap == b.softcap;
 }
 
 std::string describe(const PrefillPlan::Shape& s) {
@@ -147,7 +151,11 @@ std::string describe(const PrefillPlan::Shape& s) {
          " kernel " + prefill_kernel_name(s.requested) + ", batch " + std::to_string(s.batch) + ", heads " +
          std::to_string(s.q_heads) + "/" + std::to_string(s.kv_heads) + ", " + std::to_string(s.q_len) + " x " +
          std::to_string(s.kv_len) + ", head_dim " + std::to_string(s.head_dim) + (s.causal ? ", causal" : "") +
-         (s.varlen ? ", varlen" : "");
+         (s.varlen ? ", varlen" : "") +
+         (s.window_left >= 0 || s.window_right >= 0
+              ? ", window (" + std::to_string(s.window_left) + ", " + std::to_string(s.window_right) + ")"
+              : "") +
+         (s.softcap > 0.0f ? ", softcap " + std::to_string(s.softcap) : "");
 }
 
 // p has passed validate().

@@ -153,6 +153,8 @@ struct PrefillPlan {
     PrefillKernel requested = PrefillKernel::kAuto;
     int batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0;
     bool causal = false, varlen = false;
+    int window_left = -1, window_right = -1;  // a window changes the tiles a launch reads
+    float softcap = 0.0f;
   } shape;
   alignas(8) unsigned char launch[128] = {};
 };

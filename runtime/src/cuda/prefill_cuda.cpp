@@ -46,18 +46,6 @@ int sm80_version(PrefillKernel k) {
 
 kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16; }
 
-// What the kernels do not implement yet: refused by name, never ignored.
-Status check_features(const PrefillParams& p, PrefillKernel kernel) {
-  const bool window = p.window_left >= 0 || (!p.causal && p.window_right >= 0);
-  if (window)
-    return unsupported(std::string("sliding window (window_left/window_right) is not supported by the CUDA prefill kernel ") +
-                       prefill_kernel_name(kernel) + " yet; Device::kCpu runs it");
-  if (p.softcap > 0.0f)
-    return unsupported(std::string("logit soft-capping (softcap) is not supported by the CUDA prefill kernel ") +
-                       prefill_kernel_name(kernel) + " yet; Device::kCpu runs it");
-  return {};
-}
-
 }  // namespace
 
 bool prefill_kernel_runnable(PrefillKernel kernel) {
@@ -119,6 +107,14 @@ kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
   return k;
 }
 
+kernels::HopperExtras hopper_extras_of(const PrefillParams& p) {
+  kernels::HopperExtras x;
+  x.window_left = p.window_left;
+  x.window_right = p.window_right;
+  x.softcap = p.softcap;
+  return x;
+}
+
 kernels::PrefillLaunchPlan launch_plan(const PrefillPlan& plan) {
   kernels::PrefillLaunchPlan lp;
   std::memcpy(&lp, plan.launch, sizeof(lp));
@@ -131,7 +127,6 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
   const auto type = elem_type(p.dtype);
   if (version == 0 && kernel != PrefillKernel::kHopper)
     return invalid_argument("prefill kernel must be v1..v6, hopper or auto on CUDA");
-  FLASHSCOPE_RETURN_IF_ERROR(check_features(p, kernel));
   auto facts = device_facts();
   if (!facts.ok()) return facts.status();
   if (kernel == PrefillKernel::kHopper && !facts->hopper)
@@ -149,6 +144,16 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
                        prefill_kernel_name(kernel));
   if (p.head_dim == 256 && p.cu_seqlens_q != nullptr)
     return unsupported("head_dim 256 on the hopper kernel needs dense tensors (TMA); varlen batches are not supported");
+  // Sliding windows and the soft-cap: the Hopper kernel through TMA.
+  const kernels::HopperExtras extras = hopper_extras_of(p);
+  if (extras.any(p.causal)) {
+    const std::string what = extras.windowed(p.causal) ? "sliding window" : "soft-cap";
+    if (kernel != PrefillKernel::kHopper)
+      return unsupported(what + " is not supported by the CUDA kernel " + prefill_kernel_name(kernel) +
+                         " (the hopper kernel runs it on an H100/H200)");
+    if (p.cu_seqlens_q != nullptr)
+      return unsupported(what + " on the hopper kernel needs dense tensors (TMA); varlen batches are not supported");
+  }
   // Grid limits: heads on y and sequences on z are capped at 65535.
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
 
@@ -156,7 +161,7 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
   const kernels::DeviceLaunchFacts dev{facts->sm_count, facts->l2_bytes};
   kernels::PrefillLaunchPlan lp;
 #if FLASHSCOPE_WITH_HOPPER
-  if (kernel == PrefillKernel::kHopper) lp = kernels::plan_prefill_hopper(type, p.head_dim, p.causal, k, dev);
+  if (kernel == PrefillKernel::kHopper) lp = kernels::plan_prefill_hopper(type, p.head_dim, p.causal, k, dev, extras);
 #endif
   if (version != 0) lp = kernels::plan_prefill_sm80(version, type, p.head_dim, p.causal, k, dev);
 
@@ -175,18 +180,18 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
 }
 
 cudaError_t launch_prefill(const PrefillPlan& plan, const kernels::PrefillKernelParams& k,
-                           const kernels::ProbeBuffers* probe, cudaStream_t stream) {
+                           const kernels::ProbeBuffers* probe, cudaStream_t stream, const kernels::HopperExtras& extras) {
   const kernels::PrefillLaunchPlan lp = launch_plan(plan);
 #if FLASHSCOPE_WITH_HOPPER
-  if (lp.family == kernels::PrefillFamily::kHopper) return kernels::launch_prefill_hopper(lp, k, probe, stream);
+  if (lp.family == kernels::PrefillFamily::kHopper)
+    return kernels::launch_prefill_hopper(lp, k, probe, stream, extras);
 #endif
+  if (extras.any(lp.causal)) return cudaErrorNotSupported;  // plan_prefill refuses it before this
   if (lp.family == kernels::PrefillFamily::kSm80) return kernels::launch_prefill(lp, k, probe, stream);
   return cudaErrorInvalidValue;
 }
 
 Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_device) {
-  // The plan's shape does not carry the window or the cap: check them per call.
-  FLASHSCOPE_RETURN_IF_ERROR(check_features(p, plan.kernel));
   if (check_device) {
     int device = -1;
     if (cudaGetDevice(&device) != cudaSuccess) {
@@ -197,7 +202,8 @@ Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_devic
       return invalid_argument("prefill: the plan was made on CUDA device " + std::to_string(plan.shape.device_ordinal) +
                               ", the current device is " + std::to_string(device));
   }
-  const cudaError_t err = launch_prefill(plan, prefill_kernel_params(p), nullptr, static_cast<cudaStream_t>(p.stream));
+  const cudaError_t err =
+      launch_prefill(plan, prefill_kernel_params(p), nullptr, static_cast<cudaStream_t>(p.stream), hopper_extras_of(p));
   if (err != cudaSuccess)
     return device_error(std::string("prefill ") + prefill_kernel_name(plan.kernel) + " launch failed: " +
                         cudaGetErrorString(err));

@@ -32,6 +32,7 @@ Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_devic
 #include "kernels/attention/prefill_params.h"
 #include "kernels/attention/prefill_plan.h"
 #include "kernels/common/probe_records.h"
+#include "kernels/hopper/hopper_extras.h"
 
 namespace flashscope::cuda {
 
@@ -45,8 +46,12 @@ kernels::PrefillLaunchPlan launch_plan(const PrefillPlan& plan);
 
 // The one launch path of both families: plan's kernel on k, with probes
 // when `probe` is set (the trace capture), the production kernels otherwise.
+// extras: p's window and soft-cap (hopper_extras_of), which only the Hopper
+// kernel runs (plan_prefill refuses them elsewhere).
 cudaError_t launch_prefill(const PrefillPlan& plan, const kernels::PrefillKernelParams& k,
-                           const kernels::ProbeBuffers* probe, cudaStream_t stream);
+                           const kernels::ProbeBuffers* probe, cudaStream_t stream,
+                           const kernels::HopperExtras& extras = {});
+kernels::HopperExtras hopper_extras_of(const PrefillParams& p);
 
 }  // namespace flashscope::cuda
 #endif

@@ -584,7 +584,9 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
   EventTimer timer;
   FLASHSCOPE_RETURN_IF_ERROR(timer.start(p.stream));
   if (run.grid_x > 0) {
-    const cudaError_t err = cuda::launch_prefill(plan.value(), k, &run.buffers, stream);
+    // A window or soft-cap reaches the launch (which has no probed kernels
+    // for them yet and says so) rather than being traced without.
+    const cudaError_t err = cuda::launch_prefill(plan.value(), k, &run.buffers, stream, cuda::hopper_extras_of(p));
     FLASHSCOPE_RETURN_IF_ERROR(cuda_check(err, std::string("probed prefill ") + prefill_kernel_name(kernel) + " launch"));
   }
   FLASHSCOPE_RETURN_IF_ERROR(timer.stop(p.stream));
