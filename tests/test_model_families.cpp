@@ -58,6 +58,13 @@ struct Bounds {
 };
 constexpr Bounds kBf16{"bf16", 0.008, 0.015, 0.1, 0.98};
 constexpr Bounds kQ8_0{"q8_0", 0.045, 0.075, 0.4, 0.95};
+// CUDA keeps every matrix in bf16 (a Q8_0 file is dequantized, then rounded)
+// and rounds each matmul's input to bf16: per GEMM ~0.4% where the CPU's
+// float fallback has none, fewer where the CPU quantizes to 8 bits. Not yet
+// measured (no family runs on CUDA yet): SmolLM2's CUDA-vs-CPU ratio on the
+// real model (test_model_cuda.cpp) suggests about the CPU's Q8_0 bounds.
+constexpr Bounds kBf16Cuda{"bf16", 0.045, 0.075, 0.4, 0.95};
+constexpr Bounds kQ8_0Cuda{"q8_0", 0.045, 0.075, 0.4, 0.95};
 
 struct Reference {
   std::vector<int32_t> tokens;
@@ -194,7 +201,7 @@ TEST_CASE("model families: the same on CUDA where the CUDA backend runs the arch
   int ran = 0;
   for (const std::string family : kFamilies) {
     CAPTURE(family);
-    for (const Bounds& b : {kBf16, kQ8_0}) ran += run_family(family, b, Device::kCuda);
+    for (const Bounds& b : {kBf16Cuda, kQ8_0Cuda}) ran += run_family(family, b, Device::kCuda);
   }
   if (ran == 0) flashscope::testing::mark_skipped();
 }

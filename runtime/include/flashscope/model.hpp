@@ -244,7 +244,7 @@ class Model {
   // Bytes of weights the model reads (mapped from the file).
   uint64_t weight_bytes() const;
   // Token ids that end a reply: eos, and the control tokens named
-  // <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|> when present.
+  // <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|>, <end_of_turn> (Gemma) when present.
   const std::vector<int32_t>& stop_tokens() const;
 
   // An empty sequence with room for max_tokens tokens (0 or more than the

@@ -86,7 +86,7 @@ Result<Tokenizer> load_tokenizer(const GgufFile& f, int vocab) {
 std::vector<int32_t> find_stop_tokens(const Tokenizer& tok) {
   std::vector<int32_t> ids;
   if (tok.eos_id() >= 0) ids.push_back(tok.eos_id());
-  for (const char* piece : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>"}) {
+  for (const char* piece : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>"}) {
     const int32_t id = tok.token_id(piece);
     if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   }
