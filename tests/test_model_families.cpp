@@ -352,3 +352,49 @@ TEST_CASE("model families: the CUDA backend refuses what it cannot run yet, nami
   CHECK(m.status().code() == StatusCode::kUnsupported);
   CHECK(m.status().message().find("qwen3") != std::string::npos);
 }
+
+TEST_CASE("model families: a batched decode step gives each sequence its solo logits, bit for bit (CPU)") {
+  // Rows of one forward_batch come from sequences of different lengths: for
+  // gemma3 one inside its 16-key window and two past it, each row with its
+  // own window; qwen2's biases and qwen3's QK-norm apply per row.
+  for (const std::string family : {"gemma3", "qwen2", "qwen3", "llama3"}) {
+    CAPTURE(family);
+    const Reference ref = read_reference(family);
+    auto model = Model::load(kDir + family + ".q8_0.gguf");
+    REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+    const int lengths[] = {9, 40, 70};
+    std::vector<flashscope::Sequence> batch_seqs, solo_seqs;
+    for (int len : lengths) {
+      const std::vector<int32_t> prefix(ref.tokens.begin(), ref.tokens.begin() + len);
+      for (auto* seqs : {&batch_seqs, &solo_seqs}) {
+        auto seq = model->new_sequence(128);
+        REQUIRE(seq.ok());
+        REQUIRE(model->forward(*seq, prefix, {}, LogitsMode::kNone, nullptr).ok());
+        seqs->push_back(std::move(seq).value());
+      }
+    }
+    std::vector<flashscope::Sequence*> ptrs;
+    std::vector<int32_t> next;
+    for (size_t i = 0; i < batch_seqs.size(); ++i) {
+      ptrs.push_back(&batch_seqs[i]);
+      next.push_back(ref.tokens[static_cast<size_t>(lengths[i])]);
+    }
+    std::vector<float> batched;
+    REQUIRE(model->forward_batch(ptrs, next, &batched).ok());
+    const size_t V = static_cast<size_t>(ref.vocab);
+    for (size_t i = 0; i < solo_seqs.size(); ++i) {
+      CAPTURE(i);
+      std::vector<float> solo;
+      REQUIRE(model->forward(solo_seqs[i], {next[i]}, {}, LogitsMode::kLast, &solo).ok());
+      CHECK(std::equal(solo.begin(), solo.end(), batched.begin() + static_cast<std::ptrdiff_t>(i * V)));
+      // And the step is the reference's next position (within the Q8_0 bounds).
+      const float* r = ref.logits.data() + static_cast<size_t>(lengths[i]) * V;
+      double num = 0, den = 0;
+      for (size_t v = 0; v < V; ++v) {
+        num += (solo[v] - r[v]) * static_cast<double>(solo[v] - r[v]);
+        den += static_cast<double>(r[v]) * r[v];
+      }
+      CHECK(std::sqrt(num / den) <= kQ8_0.row_norm_err);
+    }
+  }
+}
