@@ -14,9 +14,9 @@ Python package over a libllama built from the sdist's vendor/llama.cpp
         /work/peers/venv/bin/python scripts/check_families_llamacpp.py
 
 llama.cpp 0c1e570 (llama-cpp-python 0.3.36's vendor tree), 2 threads:
-    bf16: llama3 0.0041, qwen2 0.0033, qwen3 0.0039, gemma3 0.0029; top-1 223-224/224
-    q8_0: llama3 0.022,  qwen2 0.017,  qwen3 0.021,  gemma3 0.016;  top-1 217-223/224
-(FlashScope's CPU backend, same files: bf16 0.0020-0.0026, q8_0 0.017-0.023.)
+    bf16: llama3 0.0041, qwen2 0.0033, qwen3 0.0039, gemma3 0.0029, phi3 0.0043; top-1 223-224/224
+    q8_0: llama3 0.022,  qwen2 0.017,  qwen3 0.021,  gemma3 0.016,  phi3 0.024;  top-1 216-223/224
+(FlashScope's CPU backend, same files: bf16 0.0020-0.0028, q8_0 0.017-0.024.)
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def main() -> int:
     from llama_cpp import Llama
 
     worst = 0
-    for family in ("llama3", "qwen2", "qwen3", "gemma3"):
+    for family in ("llama3", "qwen2", "qwen3", "gemma3", "phi3"):
         tokens = np.load(DIR / f"{family}.tokens.npy").astype(int).tolist()
         ref = np.load(DIR / f"{family}.logits.npy").astype(np.float64)
         for wtype, bound in BOUNDS.items():

@@ -93,7 +93,9 @@ std::vector<int32_t> find_stop_tokens(const Tokenizer& tok) {
   return ids;
 }
 
-uint64_t matrix_bytes(const model::Matrix& m) { return m.tensor != nullptr ? m.tensor->size : 0; }
+uint64_t matrix_bytes(const model::Matrix& m) {
+  return m.tensor != nullptr ? static_cast<uint64_t>(m.q.rows) * m.q.row_bytes : 0;  // a view's share of a fused tensor
+}
 
 }  // namespace
 
