@@ -302,6 +302,20 @@ TEST_CASE("model families: bad files of each family are refused, naming the tens
            b.add_tensor("rope_freqs.weight", flashscope::GgmlType::kF32, {32}, std::vector<uint8_t>(128, 0));
          };
        }, StatusCode::kCorruptData, {"'rope_freqs.weight'[0]", "not a positive frequency factor"}},
+      {"phi3 fused QKV of the wrong height", [](SyntheticLlama& s) {
+         s.architecture = "phi3";
+         s.shape_override["blk.1.attn_qkv.weight"] = {64, 256};
+       }, StatusCode::kCorruptData, {"'blk.1.attn_qkv.weight'", "expected [64, 512]"}},
+      {"phi3 gate-up of one half", [](SyntheticLlama& s) {
+         s.architecture = "phi3";
+         s.shape_override["blk.0.ffn_up.weight"] = {64, 96};
+       }, StatusCode::kCorruptData, {"'blk.0.ffn_up.weight'", "expected [64, 192]", "2·ffn"}},
+      {"phi3 LongRoPE", [](SyntheticLlama& s) {
+         s.architecture = "phi3";
+         s.extra = [](flashscope::testing::GgufBuilder& b) {
+           b.add_tensor("rope_factors_long.weight", flashscope::GgmlType::kF32, {32}, std::vector<uint8_t>(128, 0));
+         };
+       }, StatusCode::kUnsupported, {"LongRoPE"}},
       {"unsupported rope scaling", [](SyntheticLlama& s) {
          s.architecture = "qwen2";
          s.extra = [](flashscope::testing::GgufBuilder& b) { b.add_string("qwen2.rope.scaling.type", "yarn"); };
@@ -320,7 +334,7 @@ TEST_CASE("model families: bad files of each family are refused, naming the tens
     for (const std::string& m : c.message_has) CHECK_MESSAGE(st.message().find(m) != std::string::npos, m);
   }
   // The same specs unbroken load (so each refusal above is the breakage's).
-  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3"}) {
     CAPTURE(arch);
     SyntheticLlama s;
     s.architecture = arch;
