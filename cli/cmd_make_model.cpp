@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "usage: flashscope-cli make-model --out FILE [--preset tiny|smollm2-135m] [--layers N] [--dim D] [--heads H]\n"
     "                                 [--kv-heads HK] [--head-dim 64|128] [--ffn F] [--vocab V] [--context C]\n"
     "                                 [--rope-dim R] [--rope-base B] [--type T] [--embd-type T] [--output-type T]\n"
-    "                                 [--untied] [--seed S] [--arch llama|qwen2|qwen3|gemma3] [--window W]\n"
+    "                                 [--untied] [--seed S] [--arch llama|qwen2|qwen3|gemma3|phi3] [--window W]\n"
     "  --preset              tiny (default: 2 layers, dim 64, 4/2 heads, D64, ffn 96, vocab 100, context 512)\n"
     "                        or smollm2-135m (30 layers, dim 576, 9/3 heads, D64, ffn 1536, vocab 49152,\n"
     "                        context 8192, rope base 100000); the flags below override it\n"
@@ -29,7 +29,8 @@ constexpr const char* kUsage =
     "  --untied              write output.weight (default: the LM head is token_embd)\n"
     "  --rope-dim R          rotated dims per head (default: head_dim)\n"
     "  --seed S              weights' seed (default 1): the same flags always write the same file\n"
-    "  --arch A              llama (default), qwen2 (Q/K/V biases), qwen3 (QK-norm), gemma3 (QK-norm, post-norms)\n"
+    "  --arch A              llama (default), qwen2 (Q/K/V biases), qwen3 (QK-norm), gemma3 (QK-norm, post-norms),\n"
+    "                        phi3 (fused QKV and gate-up)\n"
     "  --window W            gemma3's sliding window (default: none)\n"
     "The model loads with Model::load and `generate -m FILE`; its vocabulary spells ASCII bytes.\n";
 

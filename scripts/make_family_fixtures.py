@@ -10,7 +10,7 @@ not what they prove):
 
 Run with the peers' venv:  /work/peers/venv/bin/python scripts/make_family_fixtures.py
 
-What it writes, per family F (llama3, qwen2, qwen3, gemma3):
+What it writes, per family F (llama3, qwen2, qwen3, gemma3, phi3):
     F.bf16.gguf   every matrix in BF16 (norms and biases F32)
     F.q8_0.gguf   every matrix in Q8_0 (the gguf package's quantizer; it has none for Q4_K)
     F.logits.npy  float16 [positions, vocab]: transformers' logits for F.tokens.npy
@@ -25,7 +25,8 @@ conventions decide what a GGUF means; no code is taken from it):
   * tensor names: token_embd, blk.N.attn_norm / attn_q / attn_k / attn_v /
     attn_output / ffn_norm / ffn_gate / ffn_up / ffn_down, output_norm,
     output (absent when tied); qwen2 attn_q/k/v.bias; qwen3 and gemma3
-    attn_q_norm / attn_k_norm; gemma3 post_attention_norm, post_ffw_norm.
+    attn_q_norm / attn_k_norm; gemma3 post_attention_norm, post_ffw_norm;
+    phi3 attn_qkv and ffn_up [2·ffn] as HF fuses them.
   * llama: Q and K rows permuted per head so that HF's rotate-half pairs
     (i, i + d/2) become adjacent (2i, 2i + 1); Llama 3 rope scaling becomes a
     rope_freqs.weight tensor of per-frequency divisors.
@@ -53,7 +54,7 @@ SEED = 1234
 
 # --- the vocabulary: a tiny gpt2-style byte-level BPE ------------------------------
 
-def vocabulary() -> tuple[list[str], list[int], list[str]]:
+def vocabulary(family: str) -> tuple[list[str], list[int], list[str]]:
     tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     types = [3, 3, 3]
     for c in range(33, 127):
@@ -115,6 +116,16 @@ def family_configs():
                                       final_logit_softcapping=None, attn_logit_softcapping=None,
                                       tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh",
                                       **common),
+        # Phi-3: fused QKV and gate-up, head_dim 96 (Phi-3-mini's) with one
+        # KV head, NeoX RoPE, untied. No sliding window (llama.cpp ignores
+        # Phi-3's; the reference must not use one either).
+        "phi3": tf.Phi3Config(hidden_size=96, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=1, num_key_value_heads=1,
+                              rope_parameters=dict(rope_type="default", rope_theta=10000.0),
+                              original_max_position_embeddings=CONTEXT, sliding_window=None,
+                              tie_word_embeddings=False, hidden_act="silu", resid_pdrop=0.0, embd_pdrop=0.0,
+                              pad_token_id=0, bos_token_id=0, eos_token_id=0,
+                              **common),
     }
 
 
@@ -183,6 +194,8 @@ HF_TO_GGUF = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",  # phi3
+    "mlp.gate_up_proj.weight": "ffn_up.weight",      # phi3: gate rows, then up rows
 }
 GEMMA3_NORMS = {
     "input_layernorm.weight": "attn_norm.weight",
@@ -224,9 +237,12 @@ def gguf_tensors(model, family: str):
 
 def write_gguf(path: pathlib.Path, model, family: str, matrix_type) -> None:
     cfg = model.config
-    arch = {"llama3": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3"}[family]
+    arch = {"llama3": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3", "phi3": "phi3"}[family]
     w = gguf.GGUFWriter(str(path), arch)
-    w.add_name(f"flashscope-{family}-fixture")
+    # llama.cpp sets token attributes by general.name, and a name with "phi3"
+    # in it makes it look up Phi-3's SentencePiece tokens (<s>, </s>), which
+    # this byte-level vocabulary has not.
+    w.add_name("flashscope-phi-fixture" if family == "phi3" else f"flashscope-{family}-fixture")
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
     w.add_block_count(cfg.num_hidden_layers)
@@ -245,7 +261,7 @@ def write_gguf(path: pathlib.Path, model, family: str, matrix_type) -> None:
         w.add_sliding_window(cfg.sliding_window)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_BF16 if matrix_type == gguf.GGMLQuantizationType.BF16
                     else gguf.LlamaFileType.MOSTLY_Q8_0)
-    tokens, types, merges = vocabulary()
+    tokens, types, merges = vocabulary(family)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
     w.add_token_list(tokens)

@@ -1,4 +1,4 @@
-// A decoder-only language model (llama, qwen2, qwen3, gemma3) loaded from a GGUF file, and the forward
+// A decoder-only language model (llama, qwen2, qwen3, gemma3, phi3) loaded from a GGUF file, and the forward
 // pass that runs a batch of new tokens of one sequence against its KV cache,
 // or one new token of each of several sequences together.
 //
@@ -70,8 +70,9 @@ std::string find_default_model();
 //   qwen3   per-head RMSNorm of Q and K before RoPE, head_dim independent of hidden, NeoX RoPE
 //   gemma3  embeddings × √hidden, norms before and after attention and FFN, GELU-tanh gated FFN,
 //           QK-norm, sliding window on 5 of every 6 layers with their own RoPE base
-enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3, kGemma3 };
-// general.architecture's spelling ("llama", "qwen2", "qwen3", "gemma3").
+//   phi3    fused QKV (attn_qkv) and gate-up (ffn_up [2·ffn]) weights, NeoX RoPE; no LongRoPE
+enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3, kGemma3, kPhi3 };
+// general.architecture's spelling ("llama", "qwen2", "qwen3", "gemma3", "phi3").
 const char* architecture_name(Architecture arch);
 // The supported names, comma-separated, for messages.
 const char* supported_architectures();
@@ -79,7 +80,7 @@ const char* supported_architectures();
 // Which elements RoPE rotates together inside a head of rope_dim leading
 // elements: kPairs (x[2i], x[2i+1]): llama GGUFs, whose converter permutes
 // Q and K; kHalves (x[i], x[i + rope_dim/2]): NeoX style, unpermuted Q/K
-// (qwen2, qwen3, gemma3). Pair i turns by pos · rope_scale · base^(−2i/rope_dim)
+// (qwen2, qwen3, gemma3, phi3). Pair i turns by pos · rope_scale · base^(−2i/rope_dim)
 // / freq_factor[i].
 enum class RopeStyle : uint8_t { kPairs, kHalves };
 
@@ -244,7 +245,7 @@ class Model {
   // Bytes of weights the model reads (mapped from the file).
   uint64_t weight_bytes() const;
   // Token ids that end a reply: eos, and the control tokens named
-  // <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|> when present.
+  // <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|>, <end_of_turn> (Gemma) when present.
   const std::vector<int32_t>& stop_tokens() const;
 
   // An empty sequence with room for max_tokens tokens (0 or more than the

@@ -1,4 +1,4 @@
-// Synthetic models (llama, qwen2, qwen3, gemma3): GGUF files built from a spec, with random weights
+// Synthetic models (llama, qwen2, qwen3, gemma3, phi3): GGUF files built from a spec, with random weights
 // of the chosen types (Model::load reads them like any other file).
 #pragma once
 
@@ -22,7 +22,8 @@ namespace flashscope {
 struct SyntheticModelSpec {
   // general.architecture: "llama", "qwen2" (adds Q/K/V biases), "qwen3"
   // (adds attn_q_norm / attn_k_norm), "gemma3" (QK-norms, post-norms and
-  // attention.sliding_window = sliding_window).
+  // attention.sliding_window = sliding_window), "phi3" (fused attn_qkv and
+  // ffn_up [2·ffn]).
   std::string architecture = "llama";
   int sliding_window = 0;  // gemma3 only; 0 writes no window
   int n_layers = 2;

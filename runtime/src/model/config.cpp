@@ -20,6 +20,11 @@
 //           and no rope scaling; softmax scale 1/√head_dim (llama.cpp takes
 //           query_pre_attn_scalar = head_dim, which the file does not carry;
 //           the 62-layer 27B uses 1/√(hidden / heads)).
+//   phi3    attn_qkv.weight [hidden, q + 2·kv] (or separate Q/K/V) and
+//           ffn_up.weight [hidden, 2·ffn] (gate rows first, then up), bound
+//           as row views; NeoX RoPE. attention.sliding_window is ignored,
+//           as llama.cpp does (it disables Phi-3's window); LongRoPE files
+//           (rope_factors_long/short) are refused.
 #include <cmath>
 #include <new>
 #include <string>
@@ -57,9 +62,10 @@ std::string shape_string(const GgufTensor& t) {
 }
 
 // The tensor `name`, checked to be a matrix [rows, cols] (ne[0] = cols) of a
-// type the matrix products accept.
+// type the matrix products accept; out views rows [row0, row0 + view_rows)
+// (view_rows 0: all of them).
 Status bind_matrix(const GgufFile& file, const std::string& name, int64_t rows, int64_t cols, const char* what,
-                   model::Matrix* out) {
+                   model::Matrix* out, int64_t row0 = 0, int64_t view_rows = 0) {
   const GgufTensor* t = file.find_tensor(name);
   if (t == nullptr) return corrupt("tensor '" + name + "' is missing");
   if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows) {
@@ -74,11 +80,12 @@ Status bind_matrix(const GgufFile& file, const std::string& name, int64_t rows, 
                        "Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
   }
   out->tensor = t;
+  out->row0 = row0;
   out->q.type = t->type;
-  out->q.rows = rows;
+  out->q.rows = view_rows > 0 ? view_rows : rows;
   out->q.cols = cols;
   out->q.row_bytes = t->row_size();
-  out->q.data = t->data;
+  out->q.data = t->data + static_cast<uint64_t>(row0) * out->q.row_bytes;
   return Status::ok_status();
 }
 
@@ -119,7 +126,8 @@ struct ArchName {
 constexpr ArchName kArchNames[] = {{Architecture::kLlama, "llama"},
                                    {Architecture::kQwen2, "qwen2"},
                                    {Architecture::kQwen3, "qwen3"},
-                                   {Architecture::kGemma3, "gemma3"}};
+                                   {Architecture::kGemma3, "gemma3"},
+                                   {Architecture::kPhi3, "phi3"}};
 
 // gemma3's layer pattern (llama.cpp set_swa_pattern(6)): every sixth layer is global.
 constexpr int kGemma3SwaPattern = 6;
@@ -140,7 +148,7 @@ const char* architecture_name(Architecture arch) {
   return "?";
 }
 
-const char* supported_architectures() { return "llama, qwen2, qwen3, gemma3"; }
+const char* supported_architectures() { return "llama, qwen2, qwen3, gemma3, phi3"; }
 
 Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
@@ -255,13 +263,19 @@ Result<ModelConfig> ModelConfig::from_gguf(const GgufFile& f) {
         c.sliding_window = static_cast<int>(w.value());
       }
       break;
+    case Architecture::kPhi3:
+      c.rope_style = RopeStyle::kHalves;
+      if (f.find_tensor("rope_factors_long.weight") != nullptr || f.find_tensor("rope_factors_short.weight") != nullptr) {
+        return unsupported("phi3 LongRoPE (rope_factors_long/short.weight) is not supported");
+      }
+      break;
   }
 
-  // Each layer has at least 9 tensors: a block_count the file cannot cover
+  // Each layer has at least 6 tensors: a block_count the file cannot cover
   // is refused before it sizes the layer table.
-  if (static_cast<uint64_t>(c.n_layers) > f.tensors().size() / 9) {
+  if (static_cast<uint64_t>(c.n_layers) > f.tensors().size() / 6) {
     return corrupt(p + "block_count " + std::to_string(c.n_layers) + " needs at least " +
-                   std::to_string(9 * static_cast<uint64_t>(c.n_layers)) + " tensors (9 per layer), but the file has " +
+                   std::to_string(6 * static_cast<uint64_t>(c.n_layers)) + " tensors (6 per layer), but the file has " +
                    std::to_string(f.tensors().size()));
   }
   try {
@@ -369,14 +383,14 @@ Result<Weights> bind_weights(const GgufFile& file, const ModelConfig& c) {
     return unsupported(std::string("tensor 'token_embd.weight' has type ") + ggml_type_name(w.token_embd.q.type) +
                        ", whose rows cannot be looked up (dequantized)");
   }
-  // Each layer binds at least 9 tensors: a block_count the file's tensors
-  // cannot cover is refused before it sizes the layer table (2^23 layers
-  // asked 3 GB of a 52 KB file).
-  constexpr uint64_t kTensorsPerLayer = 9;
+  // Each layer binds at least 6 tensors (phi3's fused ones; 9 otherwise): a
+  // block_count the file's tensors cannot cover is refused before it sizes
+  // the layer table (2^23 layers asked 3 GB of a 52 KB file).
+  constexpr uint64_t kTensorsPerLayer = 6;
   if (static_cast<uint64_t>(c.n_layers) > file.tensors().size() / kTensorsPerLayer) {
     return corrupt(c.architecture + ".block_count " + std::to_string(c.n_layers) + " needs at least " +
                    std::to_string(kTensorsPerLayer * static_cast<uint64_t>(c.n_layers)) +
-                   " tensors (9 per layer), but the file has " + std::to_string(file.tensors().size()));
+                   " tensors (6 per layer), but the file has " + std::to_string(file.tensors().size()));
   }
   try {
     w.layers.resize(static_cast<size_t>(c.n_layers));
@@ -408,11 +422,21 @@ Result<Weights> bind_weights(const GgufFile& file, const ModelConfig& c) {
       FLASHSCOPE_RETURN_IF_ERROR(bind_vector(file, b + "attn_output.bias", c.hidden, "hidden", &L.bo));
     }
     FLASHSCOPE_RETURN_IF_ERROR(bind_vector(file, b + "attn_norm.weight", c.hidden, "hidden", &L.attn_norm));
-    FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, b + "attn_q.weight", q_dim, c.hidden, "hidden × heads·head_dim", &L.wq));
-    FLASHSCOPE_RETURN_IF_ERROR(
-        bind_matrix(file, b + "attn_k.weight", kv_dim, c.hidden, "hidden × kv_heads·head_dim", &L.wk));
-    FLASHSCOPE_RETURN_IF_ERROR(
-        bind_matrix(file, b + "attn_v.weight", kv_dim, c.hidden, "hidden × kv_heads·head_dim", &L.wv));
+    if (c.arch == Architecture::kPhi3 && file.find_tensor(b + "attn_qkv.weight") != nullptr) {
+      const std::string qkv = b + "attn_qkv.weight";
+      const int64_t rows = q_dim + 2 * kv_dim;
+      const char* what = "hidden × (heads + 2·kv_heads)·head_dim";
+      FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, qkv, rows, c.hidden, what, &L.wq, 0, q_dim));
+      FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, qkv, rows, c.hidden, what, &L.wk, q_dim, kv_dim));
+      FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, qkv, rows, c.hidden, what, &L.wv, q_dim + kv_dim, kv_dim));
+    } else {
+      FLASHSCOPE_RETURN_IF_ERROR(
+          bind_matrix(file, b + "attn_q.weight", q_dim, c.hidden, "hidden × heads·head_dim", &L.wq));
+      FLASHSCOPE_RETURN_IF_ERROR(
+          bind_matrix(file, b + "attn_k.weight", kv_dim, c.hidden, "hidden × kv_heads·head_dim", &L.wk));
+      FLASHSCOPE_RETURN_IF_ERROR(
+          bind_matrix(file, b + "attn_v.weight", kv_dim, c.hidden, "hidden × kv_heads·head_dim", &L.wv));
+    }
     FLASHSCOPE_RETURN_IF_ERROR(
         bind_matrix(file, b + "attn_output.weight", c.hidden, q_dim, "heads·head_dim × hidden", &L.wo));
     if (c.qk_norm) {
@@ -428,8 +452,15 @@ Result<Weights> bind_weights(const GgufFile& file, const ModelConfig& c) {
           bind_vector(file, b + "post_ffw_norm.weight", c.hidden, "hidden", &L.post_ffn_norm, needs_post));
     }
     FLASHSCOPE_RETURN_IF_ERROR(bind_vector(file, b + "ffn_norm.weight", c.hidden, "hidden", &L.ffn_norm));
-    FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, b + "ffn_gate.weight", c.ffn, c.hidden, "hidden × ffn", &L.gate));
-    FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, b + "ffn_up.weight", c.ffn, c.hidden, "hidden × ffn", &L.up));
+    if (c.arch == Architecture::kPhi3) {
+      const std::string up = b + "ffn_up.weight";
+      const int64_t ffn = c.ffn;
+      FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, up, 2 * ffn, c.hidden, "hidden × 2·ffn (gate, up)", &L.gate, 0, ffn));
+      FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, up, 2 * ffn, c.hidden, "hidden × 2·ffn (gate, up)", &L.up, ffn, ffn));
+    } else {
+      FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, b + "ffn_gate.weight", c.ffn, c.hidden, "hidden × ffn", &L.gate));
+      FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, b + "ffn_up.weight", c.ffn, c.hidden, "hidden × ffn", &L.up));
+    }
     FLASHSCOPE_RETURN_IF_ERROR(bind_matrix(file, b + "ffn_down.weight", c.hidden, c.ffn, "ffn × hidden", &L.down));
   }
   FLASHSCOPE_RETURN_IF_ERROR(bind_vector(file, "output_norm.weight", c.hidden, "hidden", &w.output_norm));

@@ -24,14 +24,16 @@ Result<Tokenizer> load_tokenizer(const GgufFile& f, int vocab) { return tokenize
 std::vector<int32_t> find_stop_tokens(const Tokenizer& tok) {
   std::vector<int32_t> ids;
   if (tok.eos_id() >= 0) ids.push_back(tok.eos_id());
-  for (const char* piece : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>"}) {
+  for (const char* piece : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>"}) {
     const int32_t id = tok.token_id(piece);
     if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   }
   return ids;
 }
 
-uint64_t matrix_bytes(const model::Matrix& m) { return m.tensor != nullptr ? m.tensor->size : 0; }
+uint64_t matrix_bytes(const model::Matrix& m) {
+  return m.tensor != nullptr ? static_cast<uint64_t>(m.q.rows) * m.q.row_bytes : 0;  // a view's share of a fused tensor
+}
 
 }  // namespace
 

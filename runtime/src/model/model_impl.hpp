@@ -18,10 +18,13 @@ namespace flashscope {
 
 namespace model {
 
-// A weight matrix: a GGUF tensor [rows = ne[1], cols = ne[0]] viewed in its
-// blocks. `tensor` is kept for row lookups (embeddings).
+// A weight matrix: rows [row0, row0 + q.rows) of a GGUF tensor [ne[1] rows,
+// cols = ne[0]] viewed in its blocks; q.data points at row row0. A fused
+// tensor (phi3's attn_qkv, ffn_up) is bound as several views of itself.
+// `tensor` is kept for row lookups (embeddings: dequantize_rows(*tensor, row0 + r, ...)).
 struct Matrix {
   const GgufTensor* tensor = nullptr;
+  int64_t row0 = 0;
   cpu::QuantMatrix q;  // type, rows, cols, row_bytes, data
 };
 
@@ -30,7 +33,7 @@ struct Matrix {
 // qkv_bias, qk_norm, post_norms).
 struct LayerWeights {
   std::vector<float> attn_norm;      // [hidden]                    attn_norm.weight
-  Matrix wq;                         // [n_heads·head_dim, hidden]  attn_q.weight
+  Matrix wq;                         // [n_heads·head_dim, hidden]  attn_q.weight (phi3: rows of attn_qkv)
   Matrix wk;                         // [n_kv_heads·head_dim, hidden]
   Matrix wv;                         // [n_kv_heads·head_dim, hidden]
   Matrix wo;                         // [hidden, n_heads·head_dim]  attn_output.weight
@@ -39,8 +42,8 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm; // [head_dim] attn_q_norm / attn_k_norm.weight, per head
   std::vector<float> post_attn_norm; // [hidden] post_attention_norm.weight (gemma3)
   std::vector<float> ffn_norm;       // [hidden]
-  Matrix gate;                       // [ffn, hidden]
-  Matrix up;                         // [ffn, hidden]
+  Matrix gate;                       // [ffn, hidden]  (phi3: rows [0, ffn) of ffn_up)
+  Matrix up;                         // [ffn, hidden]  (phi3: rows [ffn, 2·ffn) of ffn_up)
   Matrix down;                       // [hidden, ffn]
   std::vector<float> post_ffn_norm;  // [hidden] post_ffw_norm.weight (gemma3)
 };

@@ -109,6 +109,7 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
   const std::string arch = spec.architecture;
   const std::string a = arch + ".";
   const bool qwen2 = arch == "qwen2", gemma3 = arch == "gemma3", qk_norm = arch == "qwen3" || gemma3;
+  const bool phi3 = arch == "phi3";  // fused attn_qkv and ffn_up
 
   GgufBuilder b;
   auto key_ok = [&](const std::string& k) { return skip_keys.count(k) == 0; };
@@ -183,9 +184,13 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
   for (int l = 0; l < n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     norm(p + "attn_norm.weight");
-    tensor(p + "attn_q.weight", matrix_type, {h, qd}, unit(h));
-    tensor(p + "attn_k.weight", matrix_type, {h, kvd}, unit(h));
-    tensor(p + "attn_v.weight", matrix_type, {h, kvd}, unit(h));
+    if (phi3) {
+      tensor(p + "attn_qkv.weight", matrix_type, {h, qd + 2 * kvd}, unit(h));
+    } else {
+      tensor(p + "attn_q.weight", matrix_type, {h, qd}, unit(h));
+      tensor(p + "attn_k.weight", matrix_type, {h, kvd}, unit(h));
+      tensor(p + "attn_v.weight", matrix_type, {h, kvd}, unit(h));
+    }
     tensor(p + "attn_output.weight", matrix_type, {qd, h}, unit(qd));
     if (qwen2) {
       tensor(p + "attn_q.bias", GgmlType::kF32, {qd}, 0.5f);
@@ -201,8 +206,12 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
       norm(p + "post_ffw_norm.weight");
     }
     norm(p + "ffn_norm.weight");
-    tensor(p + "ffn_gate.weight", matrix_type, {h, f}, unit(h));
-    tensor(p + "ffn_up.weight", matrix_type, {h, f}, unit(h));
+    if (phi3) {
+      tensor(p + "ffn_up.weight", matrix_type, {h, 2 * f}, unit(h));
+    } else {
+      tensor(p + "ffn_gate.weight", matrix_type, {h, f}, unit(h));
+      tensor(p + "ffn_up.weight", matrix_type, {h, f}, unit(h));
+    }
     tensor(p + "ffn_down.weight", matrix_type, {f, h}, unit(f));
   }
   norm("output_norm.weight");
@@ -234,9 +243,10 @@ Status check_row(const char* what, int cols, GgmlType type) {
 Status check_spec(const SyntheticModelSpec& s) {
   if (s.n_layers < 1 || s.hidden < 1 || s.n_heads < 1 || s.n_kv_heads < 1 || s.ffn < 1 || s.context < 1)
     return invalid_argument("synthetic model: layers, dim, heads, kv-heads, ffn and context must be >= 1");
-  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3" && s.architecture != "gemma3")
+  if (s.architecture != "llama" && s.architecture != "qwen2" && s.architecture != "qwen3" &&
+      s.architecture != "gemma3" && s.architecture != "phi3")
     return invalid_argument("synthetic model: architecture '" + s.architecture +
-                            "' is not one of llama, qwen2, qwen3, gemma3");
+                            "' is not one of llama, qwen2, qwen3, gemma3, phi3");
   if (s.sliding_window < 0 || s.sliding_window > s.context || (s.sliding_window > 0 && s.architecture != "gemma3"))
     return invalid_argument("synthetic model: sliding_window is for gemma3 only, in [0, context]");
   if (s.vocab < 3) return invalid_argument("synthetic model: vocab must be >= 3 (the special tokens)");

@@ -117,7 +117,7 @@ Status upload_matrix(const Matrix& m, uint16_t* dst) {
     std::vector<Status> row_status(static_cast<size_t>(nr));
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < nr; ++r) {
-      row_status[static_cast<size_t>(r)] = dequantize_rows(*m.tensor, r0 + r, 1, f.data() + r * cols);
+      row_status[static_cast<size_t>(r)] = dequantize_rows(*m.tensor, m.row0 + r0 + r, 1, f.data() + r * cols);
     }
     for (const Status& s : row_status) {
       if (!s.ok()) return Status(s.code(), "dequantizing '" + m.tensor->name + "': " + s.message());
