@@ -46,15 +46,37 @@ int sm80_version(PrefillKernel k) {
 
 kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16; }
 
-// What the kernels do not implement yet: refused by name, never ignored.
+// Whether p needs the kernels with a sliding window or a soft-cap (a causal
+// call's window_right of 0 is causal itself).
+bool needs_mods(const PrefillParams& p) {
+  return p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f;
+}
+
+// What the Hopper kernel runs: head_dim 64 and 128, no window or cap.
+bool hopper_runs(const PrefillParams& p) { return (p.head_dim == 64 || p.head_dim == 128) && !needs_mods(p); }
+
+// What a kernel does not implement: refused by name, never ignored. Checked
+// per call too (prefill(p, plan)): the plan's shape carries neither the
+// window nor the cap.
 Status check_features(const PrefillParams& p, PrefillKernel kernel) {
-  const bool window = p.window_left >= 0 || (!p.causal && p.window_right >= 0);
-  if (window)
-    return unsupported(std::string("sliding window (window_left/window_right) is not supported by the CUDA prefill kernel ") +
-                       prefill_kernel_name(kernel) + " yet; Device::kCpu runs it");
-  if (p.softcap > 0.0f)
-    return unsupported(std::string("logit soft-capping (softcap) is not supported by the CUDA prefill kernel ") +
-                       prefill_kernel_name(kernel) + " yet; Device::kCpu runs it");
+  const bool mods = needs_mods(p);
+  const char* what = p.softcap > 0.0f ? "logit soft-capping (softcap)" : "sliding window (window_left/window_right)";
+  if (kernel == PrefillKernel::kHopper) {
+    if (mods) return unsupported(std::string(what) + " is not supported by the CUDA prefill kernel hopper yet; auto runs it");
+    if (!hopper_runs(p))
+      return unsupported("head_dim " + std::to_string(p.head_dim) +
+                         " is not supported by the CUDA prefill kernel hopper (64, 128); auto runs it");
+    return {};
+  }
+  const int version = sm80_version(kernel);
+  if (!kernels::prefill_version_instantiated(version, p.head_dim, false))
+    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not built for the CUDA prefill kernel " +
+                       prefill_kernel_name(kernel) + "; auto runs it (v" +
+                       std::to_string(kernels::prefill_default_version(p.head_dim)) + ")");
+  if (mods && !kernels::prefill_version_instantiated(version, p.head_dim, true))
+    return unsupported(std::string(what) + " is not supported by the CUDA prefill kernel " + prefill_kernel_name(kernel) +
+                       " at head_dim " + std::to_string(p.head_dim) + "; auto runs it (v" +
+                       std::to_string(kernels::prefill_default_version(p.head_dim)) + ")");
   return {};
 }
 
@@ -76,13 +98,14 @@ bool prefill_kernel_runnable(PrefillKernel kernel) {
 
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
   // The Hopper kernel on an H100/H200 where its producer uses TMA (dense
-  // tensors; packed varlen ones go through its slower cp.async producer);
-  // elsewhere v6 at head_dim 128, v5 at 64 (bench/TUNING.md#hopper-prefill, #sm80-prefill).
-  if (p.cu_seqlens_q == nullptr) {
+  // tensors; packed varlen ones go through its slower cp.async producer)
+  // and it runs the call; elsewhere v6 at head_dim 96 and 128, v5 at 64 and
+  // 256 (bench/TUNING.md#hopper-prefill, #sm80-prefill).
+  if (p.cu_seqlens_q == nullptr && hopper_runs(p)) {
     auto facts = device_facts();
     if (facts.ok() && facts->hopper) return PrefillKernel::kHopper;
   }
-  return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
+  return kernels::prefill_default_version(p.head_dim) == 6 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 
 kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
@@ -116,6 +139,13 @@ kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
   k.scale_log2 = scale * kLog2e;
   k.workspace = p.workspace;
   k.workspace_bytes = p.workspace_bytes;
+  // The window and the cap reach only the kernels built for them, which
+  // take causal as window_right = 0 (kernels/attention/prefill_config.cuh).
+  if (needs_mods(p)) {
+    k.window_left = p.window_left;
+    k.window_right = p.causal ? 0 : p.window_right;
+    if (p.softcap > 0.0f) k.softcap = {2.0f * kLog2e * scale / p.softcap, p.softcap / scale};
+  }
   return k;
 }
 
@@ -203,7 +233,7 @@ Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_devic
 bool prefill_kernel_runnable(PrefillKernel) { return false; }
 
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
-  return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
+  return p.head_dim == 96 || p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 
 Result<PrefillPlan> plan_prefill(const PrefillParams&) {
