@@ -35,6 +35,15 @@ template <int D> using CandL = PrefillV6<D>;
 template <int D> using CandM = PrefillConfig<D, 128, 64, 8, true, Pipeline::kLookahead, true, false, 1>;
 template <int D> using CandN = PrefillConfig<D, 128, 32, 4, true, Pipeline::kLookahead, true, true, 1>;
 
+// head_dim 256 (a 16-row warp's accumulator alone is 128 registers, so Q
+// stays in shared memory) and 96: candidates against v5 as built (A; at 96
+// v6, auto's choice, is L). Shared memory: Q tile + K/V stages.
+template <int D> using CandW1 = PrefillConfig<D, 128, 32, 8, true, Pipeline::kK2V1, true, true, 1>;       // 112 KiB
+template <int D> using CandW2 = PrefillConfig<D, 64, 64, 4, true, Pipeline::kK2V1, true, true, 1>;        // FA2's 64x64: 128 KiB
+template <int D> using CandW3 = PrefillConfig<D, 64, 32, 4, true, Pipeline::kK2V1, true, true, 2>;        // 80 KiB, 2 CTAs/SM
+template <int D> using CandW4 = PrefillConfig<D, 128, 32, 8, true, Pipeline::kLookahead, true, true, 1>;  // 128 KiB
+template <int D> using CandW5 = PrefillConfig<D, 128, 64, 4, true, Pipeline::kK2V1, true, true, 2>;       // D96: 4 warps of 32 rows
+
 struct Shape { int b, h, lq, lk, d; bool causal; };
 
 template <template <int> class Cand, int D>
@@ -103,22 +112,39 @@ void sweep(const Shape& s) {
     std::printf("  %-4s %8.4f ms %7.1f TFLOPS  max|diff vs A| %.4f\n", name, ms, flops / ms / 1e9, worst);
   };
   std::printf("  %-4s %8.4f ms %7.1f TFLOPS\n", "A", t_ref, flops / t_ref / 1e9);
-  report("B", run<CandB, D>(p, s.causal, 20));
-  report("E", run<CandE, D>(p, s.causal, 20));
-  report("H", run<CandH, D>(p, s.causal, 20));
-  report("K", run<CandK, D>(p, s.causal, 20));
-  report("L", run<CandL, D>(p, s.causal, 20));
-  report("M", run<CandM, D>(p, s.causal, 20));
-  report("N", run<CandN, D>(p, s.causal, 20));
+  if constexpr (D == 256) {
+    report("W1", run<CandW1, D>(p, s.causal, 20));
+    report("W2", run<CandW2, D>(p, s.causal, 20));
+    report("W3", run<CandW3, D>(p, s.causal, 20));
+    report("W4", run<CandW4, D>(p, s.causal, 20));
+  } else if constexpr (D == 96) {
+    report("L", run<CandL, D>(p, s.causal, 20));
+    report("W5", run<CandW5, D>(p, s.causal, 20));
+    report("W1", run<CandW1, D>(p, s.causal, 20));
+  } else {
+    report("B", run<CandB, D>(p, s.causal, 20));
+    report("E", run<CandE, D>(p, s.causal, 20));
+    report("H", run<CandH, D>(p, s.causal, 20));
+    report("K", run<CandK, D>(p, s.causal, 20));
+    report("L", run<CandL, D>(p, s.causal, 20));
+    report("M", run<CandM, D>(p, s.causal, 20));
+    report("N", run<CandN, D>(p, s.causal, 20));
+  }
   cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(o_ref);
 }
 
 int main() {
   const Shape shapes[] = {{1, 8, 4096, 8192, 128, false}, {1, 16, 8192, 8192, 128, true}, {4, 16, 4096, 4096, 128, true},
                           {4, 16, 4096, 4096, 64, false}, {4, 16, 4096, 4096, 64, true},   {16, 9, 1024, 1024, 64, true}};
+  const Shape wide[] = {{4, 8, 4096, 4096, 256, false}, {4, 8, 4096, 4096, 256, true}, {1, 4, 8192, 8192, 256, true},
+                        {4, 32, 2048, 2048, 96, false}, {1, 32, 4096, 4096, 96, true}};
   for (const Shape& s : shapes) {
     if (s.d == 64) sweep<64>(s);
     else sweep<128>(s);
+  }
+  for (const Shape& s : wide) {
+    if (s.d == 256) sweep<256>(s);
+    else sweep<96>(s);
   }
   return 0;
 }

@@ -6,9 +6,11 @@
 //   q0, rows          first row of the CTA's tile; rows in the whole problem
 //   kv_begin, kv_end  the keys this CTA visits (a split of the sequence, and
 //                     for causal no further than its last row can see)
+//   kv_lo             windowed: keys before it are zero-filled, never read
 //   q_ptr(r), o_ptr(r)  row addresses
 //   key_rows(k0, lane), k_ptr(keys, r), v_ptr(keys, r)  key k0 + r's address
-//   last_key(r)       causal: the last key row r may see
+//   last_key(r)       causal or windowed: the last key row r may see
+//   first_key(r)      windowed: the first key row r may see
 //   store_lse(r, x)   the row's log-sum-exp, where the layout puts it
 //   partial()         write float partials for the split-KV combine instead
 // and, for the probe build only (kernels/common/probe.cuh):
@@ -26,9 +28,28 @@
 
 namespace flashscope::kernels {
 
+// A sliding window's reach on one side, -1 (unbounded) made a distance no
+// position reaches (positions stay below 2^30), so bounds need no branch.
+constexpr int kUnboundedWindow = 1 << 30;
+__host__ __device__ __forceinline__ int window_reach(int w) { return w < 0 ? kUnboundedWindow : w; }
+
+// The keys [begin, end) a windowed CTA visits: from `lo`, the first key its
+// first row sees, rounded down to a whole tile (tiles stay aligned to the
+// sequence, as the trace numbers them), to the last key its last row sees.
+// Tiles wholly left of every row's window are never visited, and the keys
+// [begin, lo) of the first tile are zero-filled, never read (a page before
+// every window may already hold another sequence's keys).
+template <int BLOCK_KV>
+__device__ __forceinline__ void windowed_key_range(int first_pos, int last_pos, int reach_left, int reach_right,
+                                                   int kv_len, int& lo, int& begin, int& end) {
+  lo = min(kv_len, max(0, first_pos - reach_left));
+  begin = lo / BLOCK_KV * BLOCK_KV;
+  end = max(begin, min(kv_len, max(0, last_pos + 1 + min(reach_right, kv_len))));
+}
+
 // Dense [batch, seq, heads, D] tensors (or packed varlen): one CTA per
 // (q-tile, q-head, sequence); rows are the q-head's tokens.
-template <typename T, int BLOCK_Q, bool kCausal>
+template <typename T, int BLOCK_Q, bool kCausal, bool kWindow = false, int BLOCK_KV = 64>
 struct DenseView {
   using Params = PrefillKernelParams;
   const Params& p;
@@ -37,6 +58,8 @@ struct DenseView {
   float* lse = nullptr;
   int q0 = 0, rows = 0, kv_len = 0, diag = 0, kv_begin = 0, kv_end = 0;
   int head = 0, seq = 0, kv_head = 0;  // the q-head, sequence (batch index) and kv-head of the CTA's rows
+  int reach_left = 0, reach_right = 0;  // kWindow: window_reach of each side
+  int kv_lo = 0;                        // kWindow: the first key any row sees (>= kv_begin)
 
   // Causal CTAs near the end of the sequence see the most keys: launch
   // them first so the long ones do not form the tail of the grid.
@@ -71,6 +94,12 @@ struct DenseView {
     // Bottom-right causal: row r sees keys j <= r + diag.
     diag = kv_len - q_len;
     kv_end = kCausal ? min(kv_len, max(0, q0 + BLOCK_Q + diag)) : kv_len;
+    if constexpr (kWindow) {
+      reach_left = window_reach(p.window_left);
+      reach_right = window_reach(p.window_right);
+      windowed_key_range<BLOCK_KV>(q0 + diag, min(rows, q0 + BLOCK_Q) - 1 + diag, reach_left, reach_right, kv_len,
+                                   kv_lo, kv_begin, kv_end);
+    }
   }
   __device__ bool active() const { return q0 < rows; }
   __device__ bool partial() const { return false; }
@@ -82,7 +111,11 @@ struct DenseView {
   __device__ Keys key_rows(int k0, int) const { return {k0}; }
   __device__ const T* k_ptr(Keys keys, int r) const { return K + int64_t(keys.k0 + r) * p.k_seq_stride; }
   __device__ const T* v_ptr(Keys keys, int r) const { return V + int64_t(keys.k0 + r) * p.v_seq_stride; }
-  __device__ int last_key(int r) const { return r + diag; }
+  __device__ int last_key(int r) const {
+    if constexpr (kWindow) return r + diag + reach_right;
+    return r + diag;
+  }
+  __device__ int first_key(int r) const { return r + diag - reach_left; }
   __device__ void store_lse(int r, float x) const {
     if (lse != nullptr) lse[r] = x;
   }
@@ -99,13 +132,15 @@ struct DenseView {
 // The paged KV cache: one CTA per (q-tile x split, kv-head, sequence). The
 // rows are all (token, q-head) pairs of the kv-head's group, token-major
 // (r = t * group + g), so every page is read once for the whole group.
-template <typename T, int DIM, int BLOCK_Q, int BLOCK_KV, bool kCausal>
+template <typename T, int DIM, int BLOCK_Q, int BLOCK_KV, bool kCausal, bool kWindow = false>
 struct PagedView {
   using Params = PagedKernelParams;
   const Params& p;
   const int32_t* table;
   int seq = 0, kv_head = 0, split = 0;
   int q0 = 0, rows = 0, kv_len = 0, kv_begin = 0, kv_end = 0;
+  int reach_left = 0, reach_right = 0;  // kWindow: window_reach of each side
+  int kv_lo = 0;                        // kWindow: the first key any row sees (>= kv_begin)
 
   __device__ PagedView(const Params& params) : p(params) {
     split = blockIdx.x % p.num_splits;
@@ -118,11 +153,24 @@ struct PagedView {
     table = p.block_tables + int64_t(seq) * p.block_table_stride;
     // Each split takes an equal share of the keys, rounded up to whole tiles,
     // computed from the live kv_len: a captured CUDA graph stays valid.
-    const int tiles = ceil_div(kv_len, BLOCK_KV);
-    const int tiles_per_split = ceil_div(tiles, p.num_splits);
-    kv_begin = min(kv_len, split * tiles_per_split * BLOCK_KV);
-    kv_end = min(kv_len, kv_begin + tiles_per_split * BLOCK_KV);
-    if (kCausal) kv_end = min(kv_end, max(kv_begin, last_key(min(rows, q0 + BLOCK_Q) - 1) + 1));
+    if constexpr (kWindow) {
+      // The splits share the keys of the CTA's window, not of the sequence:
+      // decode reads only the pages its window reaches.
+      reach_left = window_reach(p.window_left);
+      reach_right = window_reach(p.window_right);
+      int begin = 0, end = 0;
+      windowed_key_range<BLOCK_KV>(position(q0), position(min(rows, q0 + BLOCK_Q) - 1), reach_left, reach_right,
+                                   kv_len, kv_lo, begin, end);
+      const int tiles_per_split = ceil_div(ceil_div(end - begin, BLOCK_KV), p.num_splits);
+      kv_begin = min(end, begin + split * tiles_per_split * BLOCK_KV);
+      kv_end = min(end, kv_begin + tiles_per_split * BLOCK_KV);
+    } else {
+      const int tiles = ceil_div(kv_len, BLOCK_KV);
+      const int tiles_per_split = ceil_div(tiles, p.num_splits);
+      kv_begin = min(kv_len, split * tiles_per_split * BLOCK_KV);
+      kv_end = min(kv_len, kv_begin + tiles_per_split * BLOCK_KV);
+      if (kCausal) kv_end = min(kv_end, max(kv_begin, last_key(min(rows, q0 + BLOCK_Q) - 1) + 1));
+    }
   }
   __device__ bool active() const { return q0 < rows; }
   __device__ bool partial() const { return p.num_splits > 1; }
@@ -157,7 +205,12 @@ struct PagedView {
   __device__ const T* k_ptr(Keys keys, int r) const { return static_cast<const T*>(p.k_pages) + key_offset(keys, r); }
   __device__ const T* v_ptr(Keys keys, int r) const { return static_cast<const T*>(p.v_pages) + key_offset(keys, r); }
   // The new token t sits at position kv_len - q_len + t.
-  __device__ int last_key(int r) const { return kv_len - p.q_len + token(r); }
+  __device__ int position(int r) const { return kv_len - p.q_len + token(r); }
+  __device__ int last_key(int r) const {
+    if constexpr (kWindow) return position(r) + reach_right;
+    return position(r);
+  }
+  __device__ int first_key(int r) const { return position(r) - reach_left; }
   __device__ int64_t out_index(int r) const { return (int64_t(seq) * p.q_heads + q_head(r)) * p.q_len + token(r); }
   __device__ void store_lse(int r, float x) const {
     if (p.lse != nullptr) p.lse[out_index(r)] = x;

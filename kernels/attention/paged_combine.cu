@@ -61,7 +61,10 @@ CombineLayout combine_layout(int splits) {
   int groups = (splits + kCombineLoads - 1) / kCombineLoads;
   int slice_chunks = kChunks;
   auto slice_bytes = [&] { return int64_t(splits) * slice_chunks * int64_t(sizeof(float4)); };
-  while (slice_chunks > kMinSliceChunks && (slice_bytes() > kBlockBytes || groups * slice_chunks > kCombineThreads))
+  // Halved while a half is still whole rows of slices of at least
+  // kMinSliceChunks (head_dim 96's 24 chunks stop at 12).
+  while (slice_chunks % 2 == 0 && slice_chunks / 2 >= kMinSliceChunks &&
+         (slice_bytes() > kBlockBytes || groups * slice_chunks > kCombineThreads))
     slice_chunks /= 2;
   while (groups * slice_chunks % kWarp != 0) ++groups;  // extra groups have no splits
   const int slice_threads = groups * slice_chunks;
@@ -195,7 +198,9 @@ cudaError_t combine_typed(const PagedKernelParams& p, cudaStream_t stream, bool 
 template <typename T>
 cudaError_t combine_dim(int head_dim, const PagedKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (head_dim == 64) return combine_typed<T, 64>(p, stream, programmatic);
+  if (head_dim == 96) return combine_typed<T, 96>(p, stream, programmatic);
   if (head_dim == 128) return combine_typed<T, 128>(p, stream, programmatic);
+  if (head_dim == 256) return combine_typed<T, 256>(p, stream, programmatic);
   return cudaErrorInvalidValue;
 }
 

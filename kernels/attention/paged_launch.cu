@@ -13,10 +13,18 @@ int paged_block_q(int rows) {
 }
 
 namespace {
+template <typename Cfg>
+KernelTiling tiling_of() {
+  return {Cfg::kBlockQ, Cfg::kBlockKV, Cfg::kWarps};
+}
 template <template <int> class Cfg>
 KernelTiling config_tiling(int head_dim) {
-  if (head_dim == 64) return {Cfg<64>::kBlockQ, Cfg<64>::kBlockKV, Cfg<64>::kWarps};
-  return {Cfg<128>::kBlockQ, Cfg<128>::kBlockKV, Cfg<128>::kWarps};
+  switch (head_dim) {
+    case 64: return tiling_of<Cfg<64>>();
+    case 96: return tiling_of<Cfg<96>>();
+    case 256: return tiling_of<Cfg<256>>();
+    default: return tiling_of<Cfg<128>>();
+  }
 }
 }  // namespace
 
@@ -37,8 +45,16 @@ cudaError_t launch_paged_attention(ElemType type, int head_dim, bool causal, con
     return cudaErrorNotSupported;
 #endif
   }
-  return type == ElemType::kFP16 ? launch_paged_typed<__half>(head_dim, causal, decode, p, stream, programmatic)
-                                 : launch_paged_typed<__nv_bfloat16>(head_dim, causal, decode, p, stream, programmatic);
+  // The mods come from the call's parameters (the runtime fills the window
+  // only for windowed or soft-capped calls).
+  const int mods = attn_mods(p);
+  switch (head_dim) {
+    case 64: return launch_paged_d64(type, causal, mods, decode, p, stream, programmatic);
+    case 96: return launch_paged_d96(type, causal, mods, decode, p, stream, programmatic);
+    case 128: return launch_paged_d128(type, causal, mods, decode, p, stream, programmatic);
+    case 256: return launch_paged_d256(type, causal, mods, decode, p, stream, programmatic);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace flashscope::kernels

@@ -1,15 +1,20 @@
 // Attention over the paged KV cache with its probe hooks compiled in
-// (GlobalTimerProbe), for the GPU trace capture: a separate instantiation of
-// launch_paged_typed (paged_configs.cuh). Built with FLASHSCOPE_KERNEL_PROBES.
+// (GlobalTimerProbe), for the GPU trace capture: the dispatch to each head_dim's
+// probed kernels (paged_launch_d<D>.cu). Built with FLASHSCOPE_KERNEL_PROBES.
 #include "kernels/attention/paged_configs.cuh"
 
 namespace flashscope::kernels {
 
 cudaError_t launch_paged_probed(ElemType type, int head_dim, bool causal, bool decode,
                                 const GlobalTimerProbe::Params<PagedKernelParams>& p, cudaStream_t stream) {
-  return type == ElemType::kFP16 ? launch_paged_typed<__half, GlobalTimerProbe>(head_dim, causal, decode, p, stream)
-                                 : launch_paged_typed<__nv_bfloat16, GlobalTimerProbe>(head_dim, causal, decode, p,
-                                                                                        stream);
+  const int mods = attn_mods(p);
+  switch (head_dim) {
+    case 64: return launch_paged_d64_probed(type, causal, mods, decode, p, stream);
+    case 96: return launch_paged_d96_probed(type, causal, mods, decode, p, stream);
+    case 128: return launch_paged_d128_probed(type, causal, mods, decode, p, stream);
+    case 256: return launch_paged_d256_probed(type, causal, mods, decode, p, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace flashscope::kernels

@@ -12,6 +12,15 @@ enum class Pipeline {
   kLookahead,  // K and V double-buffered, Q·K(t+1)ᵀ overlapped with softmax(t) in each warp (v6)
 };
 
+// What a kernel computes beyond causal/full attention, fixed at compile time
+// so the kernels without them keep their code: kModWindow, a sliding window
+// given at run time (PrefillKernelParams::window_left/right; causal is then
+// window_right = 0 and the kernel is instantiated non-causal), whose key
+// tiles outside every row's window are skipped and whose boundary tiles are
+// masked; kModSoftcap, logit soft-capping before the softmax (always with
+// kModWindow: an unbounded window costs only the mask of the last tiles).
+enum AttnMods : int { kModNone = 0, kModWindow = 1, kModSoftcap = 2 };
+
 // Q_IN_SMEM: keep Q in shared memory and re-read its fragments every KV tile
 // (FlashAttention-2's choice) instead of holding them in registers; frees
 // DIM/4 · WARP_Q/16 registers for a taller warp tile. MIN_BLOCKS: CTAs per SM
@@ -33,7 +42,11 @@ struct PrefillConfig {
   static constexpr int kMinBlocksPerSm = MIN_BLOCKS;
   static constexpr int kKStages = PIPE == Pipeline::kSerial ? 1 : 2;
   static constexpr int kVStages = PIPE == Pipeline::kKV2 || PIPE == Pipeline::kLookahead ? 2 : 1;
-  static constexpr int kRowBytes = DIM * 2;  // one 16-bit row of head_dim
+  // One row of head_dim in shared memory: 16-bit elements, padded to a power
+  // of two of at least 128 bytes so the XOR swizzle (swizzle.cuh) stays
+  // inside the row and column steps can be XOR-ed onto row addresses
+  // (head_dim 96: 192 bytes of data in 256-byte rows).
+  static constexpr int kRowBytes = DIM <= 64 ? 128 : DIM <= 128 ? 256 : 512;
   static constexpr int kKVTileBytes = BLOCK_KV * kRowBytes;
   static constexpr int kQTileBytes = BLOCK_Q * kRowBytes;
   // Register-resident Q is staged through the start of the K/V buffers (it
@@ -43,7 +56,8 @@ struct PrefillConfig {
   static constexpr int kSmemBytes =
       Q_IN_SMEM ? kQTileBytes + kKVBytes : (kKVBytes > kQTileBytes ? kKVBytes : kQTileBytes);
 
-  static_assert(DIM == 64 || DIM == 128, "head_dim 64 or 128");
+  // head_dim in whole 32-column steps: K's ldmatrix.x4 reads 32 columns.
+  static_assert(DIM == 64 || DIM == 96 || DIM == 128 || DIM == 256, "head_dim 64, 96, 128 or 256");
   static_assert(kWarpQ % 16 == 0, "each warp owns whole m16 MMA tiles of rows");
   static_assert(BLOCK_KV % 16 == 0, "KV tiles are whole k16 MMA tiles");
 };

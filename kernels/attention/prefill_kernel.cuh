@@ -29,7 +29,9 @@
 //   kX4        v4+  ldmatrix.x4 for K and V: half the ldmatrix instructions
 //
 // Semantics: causal (bottom-right aligned, tiles past the diagonal skipped,
-// the diagonal tiles masked), GQA (kv-head = q-head / group, no K/V copies),
+// the diagonal tiles masked), sliding windows and soft-capping (kMods,
+// prefill_config.cuh: a CTA visits only the key tiles its rows' windows
+// reach, masks only those crossing a window's edge), GQA (kv-head = q-head / group, no K/V copies),
 // varlen (cu_seqlens), tails of any length (zero-filled loads, masked keys,
 // guarded stores). Layouts are arbitrary strides with head_dim contiguous.
 //
@@ -142,10 +144,10 @@ __device__ __forceinline__ void pipeline_kv2(Cta& cta, int num_kv_tiles) {
 
 }  // namespace detail
 
-template <typename Cfg, typename T, bool kCausal, typename View, typename Probe = NoProbe>
+template <typename Cfg, typename T, bool kCausal, typename View, typename Probe = NoProbe, int kMods = kModNone>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     attention_kernel(const __grid_constant__ typename Probe::template Params<typename View::Params> p) {
-  using Cta = detail::PrefillCta<Cfg, T, kCausal, View, Probe>;
+  using Cta = detail::PrefillCta<Cfg, T, kCausal, View, Probe, kMods>;
   const int tid = threadIdx.x;
   const int warp_id = tid / 32;
   const int lane_id = tid % 32;
@@ -248,7 +250,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       cta.span(ProbeSpanKind::kLoadIssueK, kv_tile + 2, t, kv_tile + 2 < num_kv_tiles);
       cp_async_commit();
 
-      detail::mask_tile<Cfg, kCausal>(view, q0, warp_id, lane_id, kv_begin, kv_end, kv_tile, S_cur);
+      if constexpr (Cta::kSoftcap) detail::softcap_tile<Cfg>(p.softcap, S_cur);
+      detail::mask_tile<Cfg, kCausal, View, Cta::kWindow>(view, q0, warp_id, lane_id, kv_begin, kv_end, kv_tile,
+                                                          S_cur);
       // On the last tile S_next reads a stale K buffer: wasted but harmless
       // work that keeps this block free of branches (and of a span).
       typename Cta::SFrag S_next = {};
@@ -299,7 +303,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       cta.span(ProbeSpanKind::kLoadIssueK, kv_tile + 1, t, kv_tile + 1 < num_kv_tiles);
       cp_async_commit();  // possibly empty, so the wait below always means V(t)
       t = probe_time(probe);
-      detail::mask_tile<Cfg, kCausal>(view, q0, warp_id, lane_id, kv_begin, kv_end, kv_tile, S_rmem);
+      if constexpr (Cta::kSoftcap) detail::softcap_tile<Cfg>(p.softcap, S_rmem);
+      detail::mask_tile<Cfg, kCausal, View, Cta::kWindow>(view, q0, warp_id, lane_id, kv_begin, kv_end, kv_tile,
+                                                          S_rmem);
       cta.softmax_update(kv_tile, S_rmem, P_rmem);
       cta.span(ProbeSpanKind::kSoftmax, kv_tile, t);
       t = probe_time(probe);
@@ -324,10 +330,14 @@ cudaError_t opt_in_smem(Kernel kernel) {
 }
 
 // Probe: NoProbe (production) or GlobalTimerProbe (trace capture, whose
-// parameters carry the probe buffers after the kernel's own).
-template <typename Cfg, typename T, bool kCausal, typename Probe = NoProbe>
+// parameters carry the probe buffers after the kernel's own). kMods with
+// kModWindow: instantiated non-causal (causal is p.window_right = 0).
+template <typename Cfg, typename T, bool kCausal, typename Probe = NoProbe, int kMods = kModNone>
 cudaError_t launch_prefill(const typename Probe::template Params<PrefillKernelParams>& p, cudaStream_t stream) {
-  auto kernel = attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, Probe>;
+  static_assert(kMods == kModNone || (kMods & kModWindow && !kCausal), "modified kernels take causal as a window");
+  using View = std::conditional_t<kMods == kModNone, DenseView<T, Cfg::kBlockQ, kCausal>,
+                                  DenseView<T, Cfg::kBlockQ, false, true, Cfg::kBlockKV>>;
+  auto kernel = attention_kernel<Cfg, T, kCausal, View, Probe, kMods>;
   if (cudaError_t err = opt_in_smem<Cfg>(kernel); err != cudaSuccess) return err;
   const dim3 grid(ceil_div(p.q_len, Cfg::kBlockQ), p.q_heads, p.batch);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
@@ -336,11 +346,12 @@ cudaError_t launch_prefill(const typename Probe::template Params<PrefillKernelPa
 
 // Launches one configuration over the paged cache: (q-tile x split) on x,
 // kv-heads on y, sequences on z.
-template <typename Cfg, typename T, bool kCausal, typename Probe = NoProbe>
+template <typename Cfg, typename T, bool kCausal, typename Probe = NoProbe, int kMods = kModNone>
 cudaError_t launch_paged(const typename Probe::template Params<PagedKernelParams>& p, cudaStream_t stream,
                          bool programmatic) {
-  auto kernel =
-      attention_kernel<Cfg, T, kCausal, PagedView<T, Cfg::kDim, Cfg::kBlockQ, Cfg::kBlockKV, kCausal>, Probe>;
+  static_assert(kMods == kModNone || (kMods & kModWindow && !kCausal), "modified kernels take causal as a window");
+  using View = PagedView<T, Cfg::kDim, Cfg::kBlockQ, Cfg::kBlockKV, kCausal, (kMods & kModWindow) != 0>;
+  auto kernel = attention_kernel<Cfg, T, kCausal, View, Probe, kMods>;
   if (cudaError_t err = opt_in_smem<Cfg>(kernel); err != cudaSuccess) return err;
   const int q_tiles = ceil_div(p.q_len * p.group, Cfg::kBlockQ);
   return launch_maybe_programmatic(kernel, dim3(q_tiles * p.num_splits, p.kv_heads, p.batch), dim3(Cfg::kThreads),

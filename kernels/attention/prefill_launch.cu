@@ -37,15 +37,29 @@ bool prefill_version_built(int version, ElemType type) {
          g_ladder.load(std::memory_order_acquire) != nullptr;
 }
 
+bool prefill_version_instantiated(int version, int head_dim, bool mods) {
+  if (version >= 1 && version <= 4) return !mods && (head_dim == 64 || head_dim == 128);
+  return sm80_instantiated(version, head_dim, mods ? kModWindow : kModNone);
+}
+
+int prefill_default_version(int head_dim) { return sm80_default_version(head_dim); }
+
 namespace {
 
 template <typename Cfg>
 KernelTiling tiling_of() {
   return {Cfg::kBlockQ, Cfg::kBlockKV, Cfg::kWarps};
 }
+// A configuration type costs nothing to name; only its kernels are
+// instantiated (sm80_instantiated).
 template <template <int> class Version>
 KernelTiling version_tiling(int head_dim) {
-  return head_dim == 64 ? tiling_of<Version<64>>() : tiling_of<Version<128>>();
+  switch (head_dim) {
+    case 64: return tiling_of<Version<64>>();
+    case 96: return tiling_of<Version<96>>();
+    case 256: return tiling_of<Version<256>>();
+    default: return tiling_of<Version<128>>();
+  }
 }
 KernelTiling prefill_tiling(int version, int head_dim) {
   switch (version) {
@@ -88,20 +102,29 @@ cudaError_t launch_prefill(const PrefillLaunchPlan& plan, const PrefillKernelPar
     static_cast<PrefillKernelParams&>(p) = params;
     p.longest_first_group = plan.longest_first_group;
     p.probe = *probe;
-    return launch_sm80_probed(plan.version, plan.type, plan.head_dim, plan.causal, p, stream);
+    return launch_sm80_production<GlobalTimerProbe>(plan.version, plan.type, plan.head_dim, plan.causal,
+                                                    attn_mods(params), p, stream);
 #else
     return cudaErrorNotSupported;
 #endif
   }
+  // The mods come from the call's parameters, not the plan: a plan is made
+  // for a shape, and the window and the cap are not part of it.
   PrefillKernelParams p = params;
   p.longest_first_group = plan.longest_first_group;
-  return launch_sm80_production<NoProbe>(plan.version, plan.type, plan.head_dim, plan.causal, p, stream);
+  return launch_sm80_production<NoProbe>(plan.version, plan.type, plan.head_dim, plan.causal, attn_mods(params), p,
+                                         stream);
 }
 
 namespace {
 template <template <int> class Version>
 int smem_for(int head_dim) {
-  return head_dim == 64 ? Version<64>::kSmemBytes : Version<128>::kSmemBytes;
+  switch (head_dim) {
+    case 64: return Version<64>::kSmemBytes;
+    case 96: return Version<96>::kSmemBytes;
+    case 256: return Version<256>::kSmemBytes;
+    default: return Version<128>::kSmemBytes;
+  }
 }
 }  // namespace
 

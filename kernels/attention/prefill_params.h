@@ -8,6 +8,16 @@
 
 namespace flashscope::kernels {
 
+// Logit soft-capping, s <- cap · tanh(s / cap) on the scaled score s, in the
+// kernels' units: they hold raw logits x (s = x · scale) and take
+// exp2(x · scale_log2), so the capped logit is written back as
+//   x <- out · tanh(x · scale / cap),  out = cap / scale,
+// with tanh(y) = 1 - 2 / (1 + exp2(y · 2·log2e)): exp2_in = 2 · log2e · scale / cap.
+struct SoftcapParams {
+  float exp2_in;
+  float out;
+};
+
 struct PrefillKernelParams {
   const void* q;  // [batch, q_len, q_heads, D]   (or packed [total_q, q_heads, D])
   const void* k;  // [batch, kv_len, kv_heads, D] (or packed [total_k, kv_heads, D])
@@ -44,6 +54,15 @@ struct PrefillKernelParams {
   // hopper_prefill_workspace_bytes asks, they deal whole tiles only.
   void* workspace;
   size_t workspace_bytes;
+
+  // Sliding window and soft-cap (kernels instantiated with kModWindow /
+  // kModSoftcap, prefill_config.cuh; the others never read these). Row r of
+  // a sequence sits at position r + kv_len - q_len and sees keys
+  // [pos - window_left, pos + window_right]; -1 is unbounded, and a causal
+  // call reaches these kernels as window_right = 0.
+  int window_left = -1;
+  int window_right = -1;
+  SoftcapParams softcap = {0.0f, 0.0f};
 };
 
 }  // namespace flashscope::kernels
@@ -74,6 +93,12 @@ struct PagedKernelParams {
   int num_splits;
   float* o_partial;    // [num_splits, batch, q_heads, q_len, D]   (num_splits > 1)
   float* lse_partial;  // [num_splits, batch, q_heads, q_len]
+
+  // As in PrefillKernelParams: new token t sits at position kv_len - q_len + t.
+  // With a window the splits share the keys of the window, not the sequence.
+  int window_left = -1;
+  int window_right = -1;
+  SoftcapParams softcap = {0.0f, 0.0f};
 };
 
 }  // namespace flashscope::kernels

@@ -38,9 +38,11 @@ constexpr int kMmaK = 16;
 // Copies rows [0, ROWS) of a [rows, DIM] tile into swizzled shared memory
 // with cp.async; row r comes from row_ptr(r), and rows >= valid_rows are
 // zero-filled (their address is never formed: for a paged source that would
-// read past the block table).
-template <typename Cfg, int ROWS, typename T, typename RowPtr>
-__device__ __forceinline__ void load_tile(uint32_t dst, RowPtr row_ptr, int valid_rows, const T* any_valid, int tid) {
+// read past the block table). kLowerBound: rows < first_row too (a window's
+// first tile: keys before the window are not read).
+template <typename Cfg, int ROWS, bool kLowerBound = false, typename T, typename RowPtr>
+__device__ __forceinline__ void load_tile(uint32_t dst, RowPtr row_ptr, int valid_rows, const T* any_valid, int tid,
+                                          int first_row = 0) {
   constexpr int kChunksPerRow = Cfg::kDim / 8;  // 16-byte chunks
   constexpr int kChunks = ROWS * kChunksPerRow;
   constexpr int kIters = ceil_div(kChunks, Cfg::kThreads);
@@ -53,7 +55,8 @@ __device__ __forceinline__ void load_tile(uint32_t dst, RowPtr row_ptr, int vali
     // warp); rows past valid_rows get a harmless address and copy zeros.
     const T* src = row_ptr(row < ROWS ? row : 0) + col;
     if (kChunks % Cfg::kThreads != 0 && chunk >= kChunks) continue;  // only when threads do not divide the tile
-    const bool valid = row < valid_rows;
+    bool valid = row < valid_rows;
+    if constexpr (kLowerBound) valid = valid && row >= first_row;
     cp_async_16(dst + swizzle<Cfg::kRowBytes, Cfg::kSwizzle>(row * Cfg::kRowBytes + col * 2), valid ? src : any_valid,
                 valid);
   }
@@ -62,19 +65,26 @@ __device__ __forceinline__ void load_tile(uint32_t dst, RowPtr row_ptr, int vali
 // Sets tile t's masked logits to -inf: keys past the CTA's range, and
 // causal keys past each row's diagonal. Only the last tile and tiles
 // crossing this warp's diagonal need it (last_key grows with the row).
+// kWindow: keys outside each row's window [first_key, last_key] too; only
+// tiles crossing either edge for some row of the warp need it (both edges
+// grow with the row, so the warp's first row bounds the right edge and its
+// last row the left).
 // A free function over values rather than a PrefillCta step: the v5 and v6
 // loops call it with the kernel's own locals, and only so do their causal
 // instantiations compile to the code they had as one kernel body (reached
 // through PrefillCta's references, the row index is associated differently,
 // its +8 row is hoisted out of the loop, and v6 at head_dim 64 spills).
-template <typename Cfg, bool kCausal, typename View>
+template <typename Cfg, bool kCausal, typename View, bool kWindow = false>
 __device__ __forceinline__ void mask_tile(const View& view, int q0, int warp_id, int lane_id, int kv_begin, int kv_end,
                                           int kv_tile, float (&S_rmem)[Cfg::kWarpQ / kMmaM][Cfg::kBlockKV / kMmaN][4]) {
   constexpr int BLOCK_KV = Cfg::kBlockKV;
   constexpr int WARP_Q = Cfg::kWarpQ;
   const int k0 = kv_begin + kv_tile * BLOCK_KV;
   const int warp_row0 = q0 + warp_id * WARP_Q;
-  const bool need_mask = k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0));
+  bool need_mask = k0 + BLOCK_KV > kv_end || (kCausal && k0 + BLOCK_KV - 1 > view.last_key(warp_row0));
+  if constexpr (kWindow)
+    need_mask = need_mask || k0 + BLOCK_KV - 1 > view.last_key(warp_row0) ||
+                k0 < view.first_key(warp_row0 + WARP_Q - 1);
   if (!need_mask) return;
 #pragma unroll
   for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
@@ -84,8 +94,28 @@ __device__ __forceinline__ void mask_tile(const View& view, int q0, int warp_id,
       for (int i = 0; i < 4; ++i) {
         const int row = warp_row0 + mma_id_q * kMmaM + lane_id / 4 + (i >= 2 ? 8 : 0);
         const int col = k0 + mma_id_kv * kMmaN + (lane_id % 4) * 2 + (i & 1);
-        const bool masked = col >= kv_end || (kCausal && col > view.last_key(row));
+        bool masked = col >= kv_end || (kCausal && col > view.last_key(row));
+        if constexpr (kWindow) masked = masked || col > view.last_key(row) || col < view.first_key(row);
         if (masked) S_rmem[mma_id_q][mma_id_kv][i] = -INFINITY;
+      }
+}
+
+// Logit soft-capping in place (kModSoftcap), before the mask: a raw logit x
+// becomes out · tanh(x · scale / cap) (SoftcapParams, prefill_params.h). tanh
+// as 1 − 2 / (1 + 2^(2y·log2e)) on the SFU is within about 3e-7 of tanh
+// everywhere (±1 where the exponential saturates), where tanh.approx's
+// relative 2^-11 would move a capped logit by up to cap · 5e-4.
+template <typename Cfg>
+__device__ __forceinline__ void softcap_tile(const SoftcapParams& c,
+                                             float (&S_rmem)[Cfg::kWarpQ / kMmaM][Cfg::kBlockKV / kMmaN][4]) {
+#pragma unroll
+  for (int i = 0; i < Cfg::kWarpQ / kMmaM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kBlockKV / kMmaN; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float e = fast_exp2(S_rmem[i][j][r] * c.exp2_in);
+        S_rmem[i][j][r] = c.out * fmaf(-2.0f, fast_rcp(1.0f + e), 1.0f);
       }
 }
 
@@ -95,9 +125,11 @@ __device__ __forceinline__ void mask_tile(const View& view, int q0, int warp_id,
 // held them (values copied into members, or a constructor that works them
 // out, compile the production kernels to different code); every step is
 // inlined into the kernel.
-template <typename Cfg, typename T, bool kCausal, typename View, typename Probe>
+template <typename Cfg, typename T, bool kCausal, typename View, typename Probe, int kMods = kModNone>
 struct PrefillCta {
   using Config = Cfg;
+  static constexpr bool kWindow = (kMods & kModWindow) != 0;
+  static constexpr bool kSoftcap = (kMods & kModSoftcap) != 0;
   using Mma = MmaType<T>;
   using Params = typename Probe::template Params<typename View::Params>;
   static constexpr int DIM = Cfg::kDim;
@@ -150,14 +182,20 @@ struct PrefillCta {
   __device__ __forceinline__ void load_K(int kv_tile, int stage) {
     const int k0 = kv_begin + kv_tile * BLOCK_KV;
     const auto keys = view.key_rows(k0, lane_id);
-    load_tile<Cfg, BLOCK_KV>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
-                             kv_end - k0, any_valid, tid);
+    load_tile<Cfg, BLOCK_KV, kWindow>(K_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.k_ptr(keys, r); },
+                                      kv_end - k0, any_valid, tid, key_lo_row(k0));
   }
   __device__ __forceinline__ void load_V(int kv_tile, int stage) {
     const int k0 = kv_begin + kv_tile * BLOCK_KV;
     const auto keys = view.key_rows(k0, lane_id);
-    load_tile<Cfg, BLOCK_KV>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
-                             kv_end - k0, any_valid, tid);
+    load_tile<Cfg, BLOCK_KV, kWindow>(V_smem + stage * Cfg::kKVTileBytes, [&](int r) { return view.v_ptr(keys, r); },
+                                      kv_end - k0, any_valid, tid, key_lo_row(k0));
+  }
+  // Windowed: the tile's first row that is read (keys before view.kv_lo are
+  // zero-filled; the mask hides them).
+  __device__ __forceinline__ int key_lo_row(int k0) const {
+    if constexpr (kWindow) return view.kv_lo - k0;
+    return 0;
   }
 
   // Prologue: Q global -> shared (-> registers, for the CTA's lifetime), and
@@ -285,7 +323,8 @@ struct PrefillCta {
   // The mask step (mask_tile above), for the pipelines that run on this
   // struct's steps (v1..v4's).
   __device__ __forceinline__ void mask_tile(int kv_tile, SFrag& S_rmem) {
-    detail::mask_tile<Cfg, kCausal>(view, q0, warp_id, lane_id, kv_begin, kv_end, kv_tile, S_rmem);
+    if constexpr (kSoftcap) softcap_tile<Cfg>(p.softcap, S_rmem);
+    detail::mask_tile<Cfg, kCausal, View, kWindow>(view, q0, warp_id, lane_id, kv_begin, kv_end, kv_tile, S_rmem);
   }
 
   // Online-softmax update for one tile of (masked) logits: new running max
@@ -306,13 +345,16 @@ struct PrefillCta {
         const float row_sum = rows::exp2_row(S_rmem[mma_id_q], h, p.scale_log2, m_use);
         l_rmem[mma_id_q][h] = l_rmem[mma_id_q][h] * rescale + row_sum;
         if constexpr (Probe::kEnabled) {
-          // The keys of this tile the row sees: those before kv_end and, causal, up to its diagonal.
+          // The keys of this tile the row sees: those before kv_end and,
+          // causal, up to its diagonal; windowed, inside its window.
           const int row = q0 + warp_id * WARP_Q + mma_id_q * kMmaM + lane_id / 4 + h * 8;
           const int k0 = kv_begin + kv_tile * BLOCK_KV;
-          const int key_end = kCausal ? min(kv_end, view.last_key(row) + 1) : kv_end;
+          const int key_end = kCausal || kWindow ? min(kv_end, view.last_key(row) + 1) : kv_end;
+          int key_begin = k0;
+          if constexpr (kWindow) key_begin = max(k0, view.first_key(row));
           probe_row_state(probe, view.probe_query(row, p.probe.traced_head), probe_tile0 + kv_tile, m_new,
                           row_max * p.scale_log2, rescale, row_sum, l_rmem[mma_id_q][h],
-                          max(0, min(BLOCK_KV, key_end - k0)));
+                          max(0, min(k0 + BLOCK_KV, key_end) - key_begin));
         }
         rows::rescale_row(O_rmem[mma_id_q], h, rescale);
       }

@@ -32,9 +32,12 @@ struct TileMassParams {
                                // k + ((table[j / P]·kv_heads + kv_head)·P + j % P)·head_dim
   int page_size_log2, kv_heads, kv_head;
   const float* lse;      // [q_len], natural log; -inf for a row that sees no key
-  int q_len, kv_len, head_dim;  // head_dim <= 128
+  int q_len, kv_len, head_dim;  // head_dim <= 256
   bool causal;           // bottom-right: key j visible to query i iff j <= i + kv_len - q_len
+  int window_left = -1;  // and iff i + kv_len - q_len - window_left <= j (-1: unbounded)
+  int window_right = -1;  // and iff j <= i + kv_len - q_len + window_right (-1: unbounded)
   float scale;           // softmax scale, natural-log units
+  float softcap = 0.0f;  // > 0: the logit s = scale·q·k becomes softcap·tanh(s / softcap)
   int block_q, block_kv;  // the trace's tiles; block_kv <= 64
   float* mass_sum;       // [n_q_tiles, n_kv_tiles]: sum of p over the block
   float* max_prob;       // [n_q_tiles, n_kv_tiles]
@@ -42,7 +45,7 @@ struct TileMassParams {
   float* samples;        // [slots, block_q, block_kv]: p of every (row, key) of a sampled block, 0 masked
 };
 constexpr int kTileMassMaxBlockKV = 64;
-constexpr int kTileMassMaxDim = 128;
+constexpr int kTileMassMaxDim = 256;
 cudaError_t launch_tile_mass(ElemType type, const TileMassParams& p, cudaStream_t stream);
 
 }  // namespace flashscope::kernels

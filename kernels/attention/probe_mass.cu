@@ -27,7 +27,10 @@ __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) tile_mass_kernel(const __grid_constant__ TileMassParams p) {
   static_assert(kTileMassMaxBlockKV == 64, "two keys per lane");
-  __shared__ float K_smem[kTileMassMaxBlockKV][kTileMassMaxDim + 1];
+  // [kTileMassMaxBlockKV][head_dim + 1] floats: up to 64 KiB at head_dim 256.
+  extern __shared__ float K_staged[];
+  const int pitch = p.head_dim + 1;
+  auto K_smem = [&](int c, int d) -> float& { return K_staged[c * pitch + d]; };
   __shared__ float sum_smem[kWarps], max_smem[kWarps];
   const int q_tile = blockIdx.x, kv_tile = blockIdx.y;
   const int i0 = q_tile * p.block_q, j0 = kv_tile * p.block_kv;
@@ -40,7 +43,7 @@ __global__ void __launch_bounds__(kWarps * 32) tile_mass_kernel(const __grid_con
   for (int e = threadIdx.x; e < kTileMassMaxBlockKV * dim; e += blockDim.x) {
     const int c = e / dim, d = e % dim, j = j0 + c;
     if (c >= keys) {
-      K_smem[c][d] = 0.0f;
+      K_smem(c, d) = 0.0f;
       continue;
     }
     int64_t row;
@@ -50,7 +53,7 @@ __global__ void __launch_bounds__(kWarps * 32) tile_mass_kernel(const __grid_con
     } else {
       row = int64_t(j) * p.k_row_stride;
     }
-    K_smem[c][d] = to_float(K[row + d]);
+    K_smem(c, d) = to_float(K[row + d]);
   }
   __syncthreads();  // the block's keys are staged
 
@@ -65,15 +68,19 @@ __global__ void __launch_bounds__(kWarps * 32) tile_mass_kernel(const __grid_con
     float dot[2] = {0.0f, 0.0f};
     for (int d = 0; d < dim; ++d) {
       const float qd = to_float(q[d]);
-      dot[0] = fmaf(qd, K_smem[lane][d], dot[0]);
-      dot[1] = fmaf(qd, K_smem[lane + 32][d], dot[1]);
+      dot[0] = fmaf(qd, K_smem(lane, d), dot[0]);
+      dot[1] = fmaf(qd, K_smem(lane + 32, d), dot[1]);
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int c = lane + 32 * h;
       if (c >= keys) continue;
-      const bool visible = (!p.causal || j0 + c <= i + shift) && !isinf(lse);
-      const float prob = visible ? expf(dot[h] * p.scale - lse) : 0.0f;
+      const int j = j0 + c, pos = i + shift;
+      const bool visible = (!p.causal || j <= pos) && (p.window_left < 0 || j >= pos - p.window_left) &&
+                           (p.window_right < 0 || j <= pos + p.window_right) && !isinf(lse);
+      float logit = dot[h] * p.scale;
+      if (p.softcap > 0.0f) logit = p.softcap * tanhf(logit / p.softcap);
+      const float prob = visible ? expf(logit - lse) : 0.0f;
       sum += prob;
       max_p = fmaxf(max_p, prob);
       if (slot >= 0) p.samples[(int64_t(slot) * p.block_q + r) * p.block_kv + c] = prob;
@@ -109,11 +116,14 @@ cudaError_t launch_tile_mass(ElemType type, const TileMassParams& p, cudaStream_
   const unsigned kv_tiles = unsigned((p.kv_len + p.block_kv - 1) / p.block_kv);
   if (q_tiles == 0 || kv_tiles == 0) return cudaSuccess;
   const dim3 grid(q_tiles, kv_tiles);
-  if (type == ElemType::kFP16) {
-    tile_mass_kernel<__half><<<grid, kWarps * 32, 0, stream>>>(p);
-  } else {
-    tile_mass_kernel<__nv_bfloat16><<<grid, kWarps * 32, 0, stream>>>(p);
+  const size_t smem = size_t(kTileMassMaxBlockKV) * (p.head_dim + 1) * sizeof(float);
+  auto kernel = type == ElemType::kFP16 ? tile_mass_kernel<__half> : tile_mass_kernel<__nv_bfloat16>;
+  if (smem > 48 * 1024) {
+    if (cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        err != cudaSuccess)
+      return err;
   }
+  kernel<<<grid, kWarps * 32, smem, stream>>>(p);
   return cudaGetLastError();
 }
 

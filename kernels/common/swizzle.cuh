@@ -1,4 +1,5 @@
-// XOR swizzle for tiles of rows of ROW_BYTES (128 or 256) in shared memory.
+// XOR swizzle for tiles of rows of ROW_BYTES (a power of two >= 128) in
+// shared memory.
 //
 // ldmatrix reads 8 rows x 16 bytes at a time. Unswizzled, those 8 rows share
 // the same column, so with 128- or 256-byte rows all 8 addresses fall into
@@ -19,7 +20,7 @@ namespace flashscope::kernels {
 
 template <int ROW_BYTES, bool ENABLED>
 __device__ __forceinline__ uint32_t swizzle(uint32_t offset) {
-  static_assert(ROW_BYTES == 128 || ROW_BYTES == 256, "rows of 64 or 128 16-bit elements");
+  static_assert(ROW_BYTES >= 128 && (ROW_BYTES & (ROW_BYTES - 1)) == 0, "rows of a power of two >= 128 bytes");
   if constexpr (!ENABLED) {
     return offset;
   } else {

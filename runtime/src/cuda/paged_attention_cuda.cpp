@@ -39,6 +39,24 @@ constexpr int kMaxSplits = kernels::kMaxPagedSplits;
 constexpr int kDecodeCtasPerSm = 8;
 constexpr int kMinKeysPerSplit = 64;  // see plan_for
 
+// Whether p needs the kernels with a sliding window or a soft-cap (a causal
+// call's window_right of 0 is causal itself).
+bool needs_mods(const PagedAttentionParams& p) {
+  return p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f;
+}
+
+// What the Hopper paged tile does not implement: refused by name.
+Status check_hopper(const PagedAttentionParams& p) {
+  if (needs_mods(p))
+    return unsupported(std::string(p.softcap > 0.0f ? "logit soft-capping (softcap)"
+                                                     : "sliding window (window_left/window_right)") +
+                       " is not supported by the hopper paged attention kernel yet; auto runs it");
+  if (p.head_dim != 64 && p.head_dim != 128)
+    return unsupported("head_dim " + std::to_string(p.head_dim) +
+                       " is not supported by the hopper paged attention kernel (64, 128); auto runs it");
+  return {};
+}
+
 int log2_exact(int x) {
   int l = 0;
   while ((1 << l) < x) ++l;
@@ -63,7 +81,12 @@ PagedAttentionPlan plan_for(const PagedAttentionParams& p, int sms) {
     // the combine's share grows faster than the CTAs' chains shrink
     // (bench/TUNING.md#paged-decode). An explicit num_splits may ask for up
     // to kMaxPagedSplits (128).
-    const int by_length = std::max(1, p.max_kv_len / kMinKeysPerSplit);
+    // With a window the splits share the keys of the window (the kernel
+    // reads no page before it): the window and the new tokens, plus a tile
+    // for the window's start rounded down to a whole tile.
+    int keys = p.max_kv_len;
+    if (p.window_left >= 0) keys = int(std::min<int64_t>(keys, int64_t(p.window_left) + p.q_len + kMinKeysPerSplit));
+    const int by_length = std::max(1, keys / kMinKeysPerSplit);
     plan.num_splits = std::clamp(std::min(by_occupancy, by_length), 1, kMaxSplits);
   }
   if (plan.num_splits > 1) {
@@ -73,22 +96,9 @@ PagedAttentionPlan plan_for(const PagedAttentionParams& p, int sms) {
   return plan;
 }
 
-// What the kernels do not implement yet: refused by name, never ignored.
-Status check_features(const PagedAttentionParams& p) {
-  const bool window = p.window_left >= 0 || (!p.causal && p.window_right >= 0);
-  if (window)
-    return unsupported("sliding window (window_left/window_right) is not supported by the CUDA paged attention "
-                       "kernels yet; Device::kCpu runs it");
-  if (p.softcap > 0.0f)
-    return unsupported("logit soft-capping (softcap) is not supported by the CUDA paged attention kernels yet; "
-                       "Device::kCpu runs it");
-  return {};
-}
-
 }  // namespace
 
 Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams& p) {
-  FLASHSCOPE_RETURN_IF_ERROR(check_features(p));
   int sms = 0;
   if (p.num_splits <= 0) {
     auto facts = device_facts();
@@ -122,6 +132,13 @@ kernels::PagedKernelParams paged_kernel_params(const PagedAttentionParams& p, in
   k.page_size_log2 = log2_exact(p.page_size);
   const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
   k.scale_log2 = scale * kLog2e;
+  // The window and the cap reach only the kernels built for them, which
+  // take causal as window_right = 0 (kernels/attention/prefill_config.cuh).
+  if (needs_mods(p)) {
+    k.window_left = p.window_left;
+    k.window_right = p.causal ? 0 : p.window_right;
+    if (p.softcap > 0.0f) k.softcap = {2.0f * kLog2e * scale / p.softcap, p.softcap / scale};
+  }
   k.num_splits = num_splits;
   if (k.num_splits > 1) {
     const size_t rows_total = size_t(p.batch) * p.q_heads * p.q_len;
@@ -136,7 +153,6 @@ namespace {
 // The launches of paged_attention(); merge = false leaves a split call's
 // partials in the workspace for the caller (paged_attention_unmerged).
 Status launch(const PagedAttentionParams& p, bool merge, UnmergedOutput* out) {
-  FLASHSCOPE_RETURN_IF_ERROR(check_features(p));
   auto facts = device_facts();
   if (!facts.ok()) return facts.status();
   const PagedAttentionPlan plan = plan_for(p, facts->sm_count);
@@ -155,6 +171,7 @@ Status launch(const PagedAttentionParams& p, bool merge, UnmergedOutput* out) {
   const bool hopper = p.kernel == PrefillKernel::kHopper && !kernels::paged_uses_decode_tile(rows);
   if (hopper && !cuda::prefill_kernel_runnable(PrefillKernel::kHopper))
     return unsupported("the hopper kernel needs an sm_90 GPU (H100/H200) and a library built with its sm_90a code");
+  if (hopper) FLASHSCOPE_RETURN_IF_ERROR(check_hopper(p));
 
   const auto type = p.dtype == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16;
   const auto stream = static_cast<cudaStream_t>(p.stream);

@@ -46,6 +46,47 @@ int sm80_version(PrefillKernel k) {
 
 kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16; }
 
+// Whether p needs the kernels with a sliding window or a soft-cap (a causal
+// call's window_right of 0 is causal itself).
+bool needs_mods(const PrefillParams& p) {
+  return p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f;
+}
+
+// What the Hopper kernel runs: head_dim 64 and 128 through either producer
+// (TMA for dense tensors, cp.async for varlen), and head_dim 256, windows
+// and the soft-cap through TMA only (dense tensors).
+bool hopper_runs(const PrefillParams& p) {
+  const bool dense = p.cu_seqlens_q == nullptr;
+  if (p.head_dim == 64 || p.head_dim == 128) return dense || !needs_mods(p);
+  return p.head_dim == 256 && dense;
+}
+
+// What a kernel does not implement: refused by name, never ignored. The
+// plan's shape carries the window and the cap, so prefill(p, plan) cannot
+// run a plan made without them.
+Status check_features(const PrefillParams& p, PrefillKernel kernel) {
+  const bool mods = needs_mods(p);
+  const char* what = p.softcap > 0.0f ? "logit soft-capping (softcap)" : "sliding window (window_left/window_right)";
+  if (kernel == PrefillKernel::kHopper) {
+    if (hopper_runs(p)) return {};
+    if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
+      return unsupported("head_dim " + std::to_string(p.head_dim) +
+                         " is not supported by the CUDA prefill kernel hopper (64, 128, 256); auto runs it");
+    return unsupported(std::string(p.head_dim == 256 ? "head_dim 256" : what) +
+                       " on the hopper kernel needs dense tensors (TMA), not varlen; auto runs it");
+  }
+  const int version = sm80_version(kernel);
+  if (!kernels::prefill_version_instantiated(version, p.head_dim, false))
+    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not built for the CUDA prefill kernel " +
+                       prefill_kernel_name(kernel) + "; auto runs it (v" +
+                       std::to_string(kernels::prefill_default_version(p.head_dim)) + ")");
+  if (mods && !kernels::prefill_version_instantiated(version, p.head_dim, true))
+    return unsupported(std::string(what) + " is not supported by the CUDA prefill kernel " + prefill_kernel_name(kernel) +
+                       " at head_dim " + std::to_string(p.head_dim) + "; auto runs it (v" +
+                       std::to_string(kernels::prefill_default_version(p.head_dim)) + ")");
+  return {};
+}
+
 }  // namespace
 
 bool prefill_kernel_runnable(PrefillKernel kernel) {
@@ -64,13 +105,14 @@ bool prefill_kernel_runnable(PrefillKernel kernel) {
 
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
   // The Hopper kernel on an H100/H200 where its producer uses TMA (dense
-  // tensors; packed varlen ones go through its slower cp.async producer);
-  // elsewhere v6 at head_dim 128, v5 at 64 (bench/TUNING.md#hopper-prefill, #sm80-prefill).
-  if (p.cu_seqlens_q == nullptr) {
+  // tensors; packed varlen ones go through its slower cp.async producer)
+  // and it runs the call; elsewhere v6 at head_dim 96 and 128, v5 at 64 and
+  // 256 (bench/TUNING.md#hopper-prefill, #sm80-prefill).
+  if (p.cu_seqlens_q == nullptr && hopper_runs(p)) {
     auto facts = device_facts();
     if (facts.ok() && facts->hopper) return PrefillKernel::kHopper;
   }
-  return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
+  return kernels::prefill_default_version(p.head_dim) == 6 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 
 kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
@@ -104,6 +146,13 @@ kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
   k.scale_log2 = scale * kLog2e;
   k.workspace = p.workspace;
   k.workspace_bytes = p.workspace_bytes;
+  // The window and the cap reach only the kernels built for them, which
+  // take causal as window_right = 0 (kernels/attention/prefill_config.cuh).
+  if (needs_mods(p)) {
+    k.window_left = p.window_left;
+    k.window_right = p.causal ? 0 : p.window_right;
+    if (p.softcap > 0.0f) k.softcap = {2.0f * kLog2e * scale / p.softcap, p.softcap / scale};
+  }
   return k;
 }
 
@@ -138,22 +187,8 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
   if (version != 0 && !kernels::prefill_version_built(version, type))
     return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
                        prefill_kernel_name(kernel));
-  // head_dim 256: the Hopper kernel through TMA (dense tensors) only.
-  if (p.head_dim == 256 && kernel != PrefillKernel::kHopper)
-    return unsupported(std::string("head_dim 256 runs on the hopper kernel (an H100/H200, dense tensors), not ") +
-                       prefill_kernel_name(kernel));
-  if (p.head_dim == 256 && p.cu_seqlens_q != nullptr)
-    return unsupported("head_dim 256 on the hopper kernel needs dense tensors (TMA); varlen batches are not supported");
-  // Sliding windows and the soft-cap: the Hopper kernel through TMA.
+  FLASHSCOPE_RETURN_IF_ERROR(check_features(p, kernel));
   const kernels::HopperExtras extras = hopper_extras_of(p);
-  if (extras.any(p.causal)) {
-    const std::string what = extras.windowed(p.causal) ? "sliding window" : "soft-cap";
-    if (kernel != PrefillKernel::kHopper)
-      return unsupported(what + " is not supported by the CUDA kernel " + prefill_kernel_name(kernel) +
-                         " (the hopper kernel runs it on an H100/H200)");
-    if (p.cu_seqlens_q != nullptr)
-      return unsupported(what + " on the hopper kernel needs dense tensors (TMA); varlen batches are not supported");
-  }
   // Grid limits: heads on y and sequences on z are capped at 65535.
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
 
@@ -186,7 +221,6 @@ cudaError_t launch_prefill(const PrefillPlan& plan, const kernels::PrefillKernel
   if (lp.family == kernels::PrefillFamily::kHopper)
     return kernels::launch_prefill_hopper(lp, k, probe, stream, extras);
 #endif
-  if (extras.any(lp.causal)) return cudaErrorNotSupported;  // plan_prefill refuses it before this
   if (lp.family == kernels::PrefillFamily::kSm80) return kernels::launch_prefill(lp, k, probe, stream);
   return cudaErrorInvalidValue;
 }
@@ -215,7 +249,7 @@ Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_devic
 bool prefill_kernel_runnable(PrefillKernel) { return false; }
 
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
-  return p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
+  return p.head_dim == 96 || p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 
 Result<PrefillPlan> plan_prefill(const PrefillParams&) {

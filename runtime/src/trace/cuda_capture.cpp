@@ -120,11 +120,26 @@ struct TracedSeq {
   int q_len = 0, kv_len = 0;
   int block_q = 1, block_kv = 1;  // the trace's q-tile (queries) and KV tile (keys)
   bool causal = false;
+  int window_left = -1, window_right = -1;  // as in PrefillParams: -1 unbounded
   int shift() const { return kv_len - q_len; }
   int q_tiles() const { return ceil_div(q_len, block_q); }
   int kv_tiles() const { return ceil_div(kv_len, block_kv); }
-  bool visible(int i, int j) const { return !causal || j <= i + shift(); }
-  bool sees_any(int i) const { return kv_len > 0 && (!causal || i + shift() >= 0); }
+  // The keys query i sees: [first_key(i), last_key(i)] within [0, kv_len).
+  int64_t first_key(int i) const { return window_left < 0 ? 0 : std::max<int64_t>(0, int64_t(i) + shift() - window_left); }
+  int64_t last_key(int i) const {
+    int64_t last = kv_len - 1;
+    if (causal) last = std::min<int64_t>(last, int64_t(i) + shift());
+    if (window_right >= 0) last = std::min<int64_t>(last, int64_t(i) + shift() + window_right);
+    return last;
+  }
+  bool visible(int i, int j) const { return j >= first_key(i) && j <= last_key(i); }
+  bool sees_any(int i) const { return kv_len > 0 && first_key(i) <= last_key(i); }
+  // Block (rows [i0, i1), keys [j0, j1)): no row sees any of its keys, so
+  // the kernels never visit it (the earliest row's window begins after it,
+  // or the latest row's ends before it: both edges grow with the row).
+  bool skipped(int i0, int i1, int j0, int j1) const { return j0 > last_key(i1 - 1) || j1 - 1 < first_key(i0); }
+  // ... some of its pairs are masked: an edge crosses it.
+  bool masked(int i0, int i1, int j0, int j1) const { return j1 - 1 > last_key(i0) || j0 < first_key(i1 - 1); }
 };
 
 Status check_options(const TraceOptions& opt, const TracedSeq& s, const char* tiles) {
@@ -436,11 +451,12 @@ Status run_mass(MassInputs in, const TracedSeq& seq, const TraceOptions& opt, cu
       for (int kt = 0; kt < seq.kv_tiles(); ++kt) {
         const int j0 = kt * seq.block_kv, j1 = std::min(seq.kv_len, j0 + seq.block_kv);
         TileMassRecord r{b, h, uint32_t(qt), uint32_t(kt), 0.0f, 0.0f, seeing, 0};
-        // Skipped: no row of the q-tile sees a key of the tile (the kernel's causal tile skip).
-        if (seq.causal && j0 > i1 - 1 + seq.shift()) {
+        // Skipped: no row of the q-tile sees a key of the tile (the kernels'
+        // causal and window tile skip).
+        if (seq.skipped(i0, i1, j0, j1)) {
           r.flags = TileMassRecord::kSkipped;
         } else {
-          if (seq.causal && j1 - 1 > i0 + seq.shift()) r.flags = TileMassRecord::kMasked;
+          if (seq.masked(i0, i1, j0, j1)) r.flags = TileMassRecord::kMasked;
           float sum = 0.0f, max_prob = 0.0f;
           for (int s = 0; s < split && kt * split + s < sub_tiles; ++s) {
             sum += host_mass[sub_index(qt, kt, s)];
@@ -561,6 +577,8 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
   seq.block_q = tiling.block_q;
   seq.block_kv = tiling.block_kv;
   seq.causal = p.causal;
+  seq.window_left = p.window_left;
+  seq.window_right = p.causal ? -1 : p.window_right;
   FLASHSCOPE_RETURN_IF_ERROR(check_options(opt, seq, "queries"));
 
   kernels::PrefillKernelParams k = cuda::prefill_kernel_params(p);
@@ -608,6 +626,9 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
     double pairs = 0;
     for (int b = 0; b < p.batch; ++b) pairs += double(seq_len(b, true)) * double(seq_len(b, false));
     m.flops = 4.0 * pairs * p.q_heads * p.head_dim * (p.causal ? 0.5 : 1.0);
+    // A window's visible pairs (prefill_flops counts them; varlen keeps the
+    // dense count, its lengths being on the device).
+    if (!varlen && (p.window_left >= 0 || (!p.causal && p.window_right >= 0))) m.flops = prefill_flops(p);
     m.traced_batch = opt.batch;
     m.traced_head = opt.head;
 
@@ -637,6 +658,9 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
   mp.kv_len = seq.kv_len;
   mp.head_dim = p.head_dim;
   mp.causal = p.causal;
+  mp.window_left = p.window_left;
+  mp.window_right = p.causal ? -1 : p.window_right;
+  mp.softcap = p.softcap;
   mp.scale = t.meta.softmax_scale;
   try {
     FLASHSCOPE_RETURN_IF_ERROR(run_mass(mass, seq, opt, stream, &t));
@@ -685,6 +709,8 @@ Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOption
   seq.block_q = std::max(1, tiling.block_q / group);
   seq.block_kv = tiling.block_kv;
   seq.causal = p.causal;
+  seq.window_left = p.window_left;
+  seq.window_right = p.causal ? -1 : p.window_right;
   FLASHSCOPE_RETURN_IF_ERROR(check_options(opt, seq, "tokens"));
 
   // The split workspace: the caller's when it is large enough, else our own.
@@ -747,7 +773,14 @@ Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOption
     double pairs = 0;  // visible (query, key) pairs: a decode token sees its whole prefix
     for (int32_t len : kv_lens) {
       m.kv_len = std::max(m.kv_len, len);
-      for (int tok = 0; tok < p.q_len; ++tok) pairs += p.causal ? std::min(len, len - p.q_len + tok + 1) : len;
+      for (int tok = 0; tok < p.q_len; ++tok) {
+        const int64_t pos = int64_t(len) - p.q_len + tok;
+        int64_t first = 0, last = int64_t(len) - 1;
+        if (p.causal) last = std::min(last, pos);
+        if (!p.causal && p.window_right >= 0) last = std::min(last, pos + p.window_right);
+        if (p.window_left >= 0) first = std::max<int64_t>(0, pos - p.window_left);
+        pairs += double(std::max<int64_t>(0, last - first + 1));
+      }
     }
     m.varlen = std::any_of(kv_lens.begin(), kv_lens.end(), [&](int32_t len) { return len != kv_lens[0]; });
     m.head_dim = p.head_dim;
@@ -791,6 +824,9 @@ Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOption
   mp.kv_len = seq.kv_len;
   mp.head_dim = p.head_dim;
   mp.causal = p.causal;
+  mp.window_left = p.window_left;
+  mp.window_right = p.causal ? -1 : p.window_right;
+  mp.softcap = p.softcap;
   mp.scale = t.meta.softmax_scale;
   try {
     FLASHSCOPE_RETURN_IF_ERROR(run_mass(mass, seq, opt, stream, &t));

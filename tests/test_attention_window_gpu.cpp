@@ -1,0 +1,500 @@
+// Sliding windows, logit soft-capping and head_dim 96 and 256 on the CUDA
+// paths (the sm80 kernel family, varlen, paged decode with split-KV and
+// chunked prefill over the page cache) against the FP64 reference:
+//   - dense prefill: head_dim {64, 96, 128, 256} x window {1, 17, 128, 512,
+//     4096, longer than the sequence} x causal on/off (two-sided windows when
+//     off) x GQA 1, 4, 8 and Gemma 3's 4 q-heads over one kv-head x lengths
+//     {1, 17, 127, 1000, 4096, 9000} (the long ones sampled) x soft-cap on/off,
+//     both dtypes by turns; varlen batches; every head_dim without a window;
+//   - adversarial logits: a new maximum in every key tile, a late spike,
+//     huge magnitudes with and without the cap;
+//   - paged: decode and chunked prefill over windows, split-KV forced and
+//     planned, pages wholly before every window filled with NaN (the kernels
+//     must not read them), the split plan sized by the window;
+//   - refusals: a kernel without a window or head_dim build says so;
+//   - the trace capture of a windowed run: the tiles each CTA visits and the
+//     skipped ones the dashboard draws.
+// Keys no query sees hold NaN in the dense cases too, outputs start as NaN
+// inside guard regions. Tolerances are the fixtures' (tied to the dtype).
+// Without a CUDA device each case says it was skipped and passes.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "flashscope/attention.hpp"
+#include "flashscope/device.hpp"
+#include "flashscope/device_buffer.hpp"
+#include "flashscope/paged_attention.hpp"
+#include "flashscope/trace_capture.hpp"
+#include "support/attention_problem.hpp"
+#include "support/device_attention.hpp"
+#include "support/gpu.hpp"
+#include "support/paged_problem.hpp"
+
+using namespace flashscope;
+using flashscope::testing::AttentionProblem;
+using flashscope::testing::AttentionShape;
+using flashscope::testing::DeviceAttention;
+using flashscope::testing::DevicePagedAttention;
+using flashscope::testing::Layout;
+using flashscope::testing::Operand;
+using flashscope::testing::PagedProblem;
+using flashscope::testing::PagedShape;
+using flashscope::testing::dense_shape;
+using flashscope::testing::skip_without_gpu;
+using flashscope::testing::varlen_shape;
+
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Whether query i of a sequence of lq queries over lk keys sees key j,
+// written from the API's words (attention.hpp), apart from every library path.
+bool visible(const AttentionShape& s, int lq, int lk, int i, int j) {
+  const int64_t pos = int64_t(i) + (lk - lq);
+  if (s.causal && j > pos) return false;
+  if (s.window_left >= 0 && j < pos - s.window_left) return false;
+  if (s.window_right >= 0 && j > pos + s.window_right) return false;
+  return true;
+}
+
+// K and V rows no query of their sequence sees become NaN: a kernel that
+// lets one reach a row's sums (a skipped tile read and not masked, a P of 0
+// times a NaN V) fails. Both edges of a window grow with the row, so the
+// keys some query sees are one run [first, last].
+int poison_invisible_keys(AttentionProblem& prob) {
+  const AttentionShape& s = prob.shape();
+  int poisoned = 0;
+  for (int b = 0; b < s.batch; ++b) {
+    const int lq = prob.seq_q_len(b), lk = prob.seq_kv_len(b);
+    for (int j = 0; j < lk; ++j) {
+      bool seen = false;
+      for (int i = 0; i < lq && !seen; ++i) seen = visible(s, lq, lk, i, j);
+      if (seen) continue;
+      ++poisoned;
+      for (int g = 0; g < s.kv_heads; ++g)
+        for (int d = 0; d < s.head_dim; ++d) {
+          prob.set(Operand::kK, b, j, g, d, kNaN);
+          prob.set(Operand::kV, b, j, g, d, kNaN);
+        }
+    }
+  }
+  return poisoned;
+}
+
+// `kernel` on a device copy of the problem against the reference, within
+// the dtype's tolerances (lse_bound, when set, overrides the lse one).
+void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel = PrefillKernel::kAuto, double lse_bound = -1) {
+  INFO("case: ", prob.shape().describe(), " kernel ", std::string(prefill_kernel_name(kernel)));
+  prob.reset_outputs();
+  DeviceAttention dev(prob);
+  const PrefillParams p = dev.params(prob, kernel);
+  const Status st = prefill(p);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  const Status sync = device_synchronize();
+  REQUIRE_MESSAGE(sync.ok(), sync.to_string());
+  dev.read(prob);
+  REQUIRE_MESSAGE(prob.reference().status.ok(), prob.reference().status.to_string());
+  const auto tol = prob.tolerance();
+  const std::vector<float> out = prob.output_as_float();
+  const std::vector<float> lse = prob.lse_values();
+  CHECK_MESSAGE(prob.guards_intact(), "a write landed outside the output or lse");
+  const double nerr = prob.normalized_error(out.data());
+  const double aerr = prob.max_abs_error(out.data());
+  const double lerr = prob.lse_max_abs_error(lse.data());
+  CHECK_MESSAGE(nerr < tol.normalized, "normalized error ", nerr, " >= ", tol.normalized);
+  CHECK_MESSAGE(aerr < tol.max_abs, "max abs error ", aerr, " >= ", tol.max_abs);
+  const double lse_tol = lse_bound > 0 ? lse_bound : tol.lse_abs;
+  CHECK_MESSAGE(lerr < lse_tol, "lse error ", lerr, " >= ", lse_tol);
+}
+
+// The kernel the library builds windows for at head_dim d (auto's sm80 choice).
+PrefillKernel sm80_kernel(int d) { return d == 64 || d == 256 ? PrefillKernel::kV5 : PrefillKernel::kV6; }
+
+struct WindowCase {
+  int q_len, kv_len, left;
+  bool causal;
+};
+
+// The dense window grid: every window against lengths it is shorter than,
+// about as long as, and longer than; the long sequences only with windows
+// that keep the FP64 reference to a few seconds.
+std::vector<AttentionShape> window_grid() {
+  const int lens[][2] = {{1, 1}, {17, 17}, {127, 127}, {1000, 1000}, {17, 1000}, {127, 4096}, {4096, 4096}, {9000, 9000}};
+  const int windows[] = {1, 17, 128, 512, 4096, 20000};  // the last: longer than any sequence
+  const int heads[][2] = {{1, 1}, {4, 1}, {8, 1}, {8, 2}};  // GQA 1, Gemma 3's 4:1, 8, 4
+  const int dims[] = {64, 96, 128, 256};
+  std::vector<AttentionShape> shapes;
+  int i = 0;
+  for (const auto& len : lens)
+    for (int w : windows) {
+      const bool long_seq = len[0] >= 4096;
+      if (long_seq && w > 512) continue;  // the reference's cost grows with the window
+      for (bool causal : {true, false}) {
+        const int d = dims[i % 4];
+        const auto& h = heads[(i / 4) % 4];
+        // Long sequences: one head, so the FP64 reference stays a few seconds.
+        AttentionShape s = dense_shape(long_seq ? 1 : 2, long_seq ? 1 : h[0], long_seq ? 1 : h[1], len[0], len[1], d,
+                                       causal, uint64_t(5000 + i));
+        s.window_left = w;
+        // Non-causal: a two-sided window, narrower on the right by turns.
+        s.window_right = causal ? -1 : (i % 2 ? w : w / 3);
+        s.softcap = i % 3 == 0 ? 30.0f : 0.0f;
+        s.dtype = i % 5 == 2 ? DType::kFP16 : DType::kBF16;
+        s.layout = i % 7 == 3 ? Layout::kBHSD : Layout::kBSHD;
+        shapes.push_back(s);
+        ++i;
+      }
+    }
+  return shapes;
+}
+
+// A paged problem through paged_attention() with num_splits forced (0: the
+// plan), against the reference.
+void check_paged_on_gpu(PagedProblem& prob, int num_splits) {
+  INFO("case: ", prob.shape().describe(), " num_splits=", num_splits);
+  DevicePagedAttention dev(prob);
+  dev.poison(prob);
+  PagedAttentionParams p = dev.params(prob);
+  p.num_splits = num_splits;
+  auto plan = plan_paged_attention(p);
+  REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+  DeviceBuffer workspace;
+  if (plan->workspace_bytes > 0) {
+    auto w = DeviceBuffer::allocate(plan->workspace_bytes);
+    REQUIRE_MESSAGE(w.ok(), w.status().to_string());
+    workspace = std::move(w.value());
+    REQUIRE(workspace.fill_bytes(0xFF).ok());  // NaN: a split read before it is written shows
+  }
+  p.workspace = workspace.data();
+  p.workspace_bytes = workspace.size();
+  const Status st = paged_attention(p);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  REQUIRE(device_synchronize().ok());
+  dev.read(prob);
+  REQUIRE_MESSAGE(prob.reference().status.ok(), prob.reference().status.to_string());
+  const auto tol = prob.tolerance();
+  const std::vector<float> out = prob.output_as_float();
+  const std::vector<float> lse = prob.lse_values();
+  CHECK_MESSAGE(prob.guards_intact(), "a write landed outside o or lse");
+  int worst_seq = -1;
+  const double serr = prob.worst_sequence_error(out.data(), &worst_seq);
+  const double aerr = prob.max_abs_error(out.data());
+  const double lerr = prob.lse_max_abs_error(lse.data());
+  CHECK_MESSAGE(serr < tol.normalized, "sequence ", worst_seq, " normalized error ", serr, " >= ", tol.normalized);
+  CHECK_MESSAGE(aerr < tol.max_abs, "max abs error ", aerr, " >= ", tol.max_abs);
+  CHECK_MESSAGE(lerr < tol.lse_abs, "lse error ", lerr, " >= ", tol.lse_abs);
+}
+
+}  // namespace
+
+TEST_CASE("gpu window: head_dim 96 and 256 without a window, both dtypes, over the reference") {
+  if (skip_without_gpu()) return;
+  const int lens[][2] = {{1, 1}, {17, 17}, {127, 1000}, {1000, 127}, {1000, 1000}, {64, 4096}};
+  const int heads[][2] = {{1, 1}, {4, 1}, {8, 1}, {9, 3}};
+  int i = 0;
+  for (int d : {96, 256})
+    for (const auto& len : lens)
+      for (bool causal : {false, true}) {
+        AttentionShape s = dense_shape(2, heads[i % 4][0], heads[i % 4][1], len[0], len[1], d, causal, uint64_t(6000 + i));
+        s.dtype = i % 2 ? DType::kFP16 : DType::kBF16;
+        s.layout = i % 3 == 1 ? Layout::kPaddedBSHD : Layout::kBSHD;
+        ++i;
+        AttentionProblem prob(s);
+        check_on_gpu(prob, PrefillKernel::kAuto);
+        check_on_gpu(prob, sm80_kernel(d));
+      }
+}
+
+TEST_CASE("gpu window: sliding windows over the reference, every head_dim, GQA, causal and two-sided") {
+  if (skip_without_gpu()) return;
+  for (const AttentionShape& s : window_grid()) {
+    AttentionProblem prob(s);
+    poison_invisible_keys(prob);
+    check_on_gpu(prob, PrefillKernel::kAuto);
+  }
+}
+
+TEST_CASE("gpu window: soft-cap without a window, causal and not, every head_dim") {
+  if (skip_without_gpu()) return;
+  int i = 0;
+  for (int d : {64, 96, 128, 256})
+    for (bool causal : {true, false})
+      for (float cap : {50.0f, 5.0f}) {
+        AttentionShape s = dense_shape(2, 8, 2, 300, 777, d, causal, uint64_t(6100 + i++));
+        s.softcap = cap;
+        s.dtype = i % 2 ? DType::kFP16 : DType::kBF16;
+        AttentionProblem prob(s);
+        check_on_gpu(prob, PrefillKernel::kAuto);
+      }
+}
+
+TEST_CASE("gpu window: varlen batches with windows and soft-cap") {
+  if (skip_without_gpu()) return;
+  int i = 0;
+  for (int d : {64, 128, 256})
+    for (bool causal : {true, false}) {
+      AttentionShape s = causal ? varlen_shape({1, 17, 300, 64, 129}, {1, 17, 700, 64, 200}, 8, 2, d, true)
+                                : varlen_shape({1, 17, 300, 64, 129}, {5, 1000, 300, 1, 129}, 9, 3, d, false);
+      s.seed = uint64_t(6200 + i);
+      s.window_left = i % 2 ? 17 : 128;
+      s.window_right = causal ? -1 : 40;
+      s.softcap = i % 3 == 1 ? 20.0f : 0.0f;
+      ++i;
+      AttentionProblem prob(s);
+      poison_invisible_keys(prob);
+      check_on_gpu(prob, PrefillKernel::kAuto);
+    }
+}
+
+TEST_CASE("gpu window: a window of 0 and windows whose queries see nothing") {
+  if (skip_without_gpu()) return;
+  // window_left = 0, causal: every query sees exactly its own key.
+  AttentionShape a = dense_shape(1, 4, 1, 200, 300, 128, true, 6300);
+  a.window_left = 0;
+  AttentionProblem pa(a);
+  poison_invisible_keys(pa);
+  check_on_gpu(pa);
+  // Non-causal, q_len 40 > kv_len 10, window (1, 1): queries 0..28 see no
+  // key (zeros, lse = -inf), the rest one to three.
+  AttentionShape b = dense_shape(1, 2, 1, 40, 10, 64, false, 6301);
+  b.window_left = 1;
+  b.window_right = 1;
+  AttentionProblem pb(b);
+  check_on_gpu(pb);
+}
+
+TEST_CASE("gpu window: adversarial logits") {
+  if (skip_without_gpu()) return;
+  SUBCASE("a new maximum in every key tile") {
+    // k_j = (1 + j/32)·q: the score grows with j, so every key tile a row
+    // sees raises its running max and rescales O and l.
+    for (int d : {64, 256})
+      for (bool causal : {true, false}) {
+        AttentionShape s = dense_shape(1, 4, 1, 300, 600, d, causal, 6400);
+        s.window_left = 200;
+        s.window_right = causal ? -1 : 100;
+        s.softmax_scale = 0.02f;
+        AttentionProblem prob(s);
+        for (int j = 0; j < s.kv_len; ++j)
+          for (int c = 0; c < d; ++c)
+            prob.set(Operand::kK, 0, j, 0, c, (1.0f + float(j) / 32.0f) * prob.get(Operand::kQ, 0, 299, 0, c));
+        poison_invisible_keys(prob);
+        check_on_gpu(prob);
+      }
+  }
+  SUBCASE("a late spike: the last key of each window dominates") {
+    for (int d : {96, 128}) {
+      AttentionShape s = dense_shape(1, 2, 1, 64, 1000, d, true, 6401);
+      s.window_left = 300;
+      AttentionProblem prob(s);
+      for (int c = 0; c < d; ++c) prob.set(Operand::kK, 0, 999, 0, c, 8.0f * prob.get(Operand::kQ, 0, 63, 0, c));
+      poison_invisible_keys(prob);
+      check_on_gpu(prob);
+    }
+  }
+  SUBCASE("huge magnitudes, capped and uncapped") {
+    // q, k ~ 16·N(0, 1): logits of a few hundred. The lse's float error
+    // grows with |logit| (about 64·2^-24·4000 ≈ 0.015 for the dot): 0.05
+    // uncapped; capped at 50 the logits stay within ±50 and tanh does not
+    // grow their error (1-Lipschitz).
+    for (float cap : {0.0f, 50.0f}) {
+      AttentionShape s = dense_shape(1, 4, 1, 130, 400, 64, true, 6402);
+      s.window_left = 128;
+      s.softcap = cap;
+      AttentionProblem prob(s);
+      for (int j = 0; j < s.kv_len; ++j)
+        for (int c = 0; c < s.head_dim; ++c) prob.set(Operand::kK, 0, j, 0, c, 16.0f * prob.get(Operand::kK, 0, j, 0, c));
+      for (int i = 0; i < s.q_len; ++i)
+        for (int h = 0; h < s.q_heads; ++h)
+          for (int c = 0; c < s.head_dim; ++c)
+            prob.set(Operand::kQ, 0, i, h, c, 16.0f * prob.get(Operand::kQ, 0, i, h, c));
+      poison_invisible_keys(prob);
+      check_on_gpu(prob, PrefillKernel::kAuto, cap > 0 ? 2e-3 : 5e-2);
+    }
+  }
+}
+
+TEST_CASE("gpu window: kernels without a build for a window or head_dim refuse by name") {
+  if (skip_without_gpu()) return;
+  struct Case {
+    int d;
+    PrefillKernel kernel;
+    int left;
+    float cap;
+    const char* mentions;
+  };
+  const Case cases[] = {
+      {128, PrefillKernel::kV5, 512, 0.0f, "sliding window"}, {64, PrefillKernel::kV6, -1, 30.0f, "soft-capping"},
+      {256, PrefillKernel::kV6, -1, 0.0f, "head_dim 256"},   {96, PrefillKernel::kV5, -1, 0.0f, "head_dim 96"},
+      {256, PrefillKernel::kV1, -1, 0.0f, "head_dim 256"},
+  };
+  for (const Case& c : cases) {
+    AttentionShape s = dense_shape(1, 2, 1, 64, 64, c.d, true, 6500);
+    s.window_left = c.left;
+    s.softcap = c.cap;
+    AttentionProblem prob(s);
+    DeviceAttention dev(prob);
+    const PrefillParams p = dev.params(prob, c.kernel);
+    const Status st = prefill(p);
+    INFO(s.describe(), " kernel ", std::string(prefill_kernel_name(c.kernel)), ": ", st.to_string());
+    if (c.kernel == PrefillKernel::kV1 && !prefill_kernel_runnable(PrefillKernel::kV1)) continue;
+    CHECK(st.code() == StatusCode::kUnsupported);
+    CHECK(st.message().find(c.mentions) != std::string::npos);
+  }
+  if (prefill_kernel_runnable(PrefillKernel::kHopper)) {
+    AttentionShape s = dense_shape(1, 2, 1, 64, 64, 128, true, 6501);
+    s.window_left = 17;
+    AttentionProblem prob(s);
+    DeviceAttention dev(prob);
+    const Status st = prefill(dev.params(prob, PrefillKernel::kHopper));
+    CHECK(st.code() == StatusCode::kUnsupported);
+    CHECK(st.message().find("sliding window") != std::string::npos);
+    // auto runs it (on the sm80 family).
+    check_on_gpu(prob, PrefillKernel::kAuto);
+  }
+}
+
+TEST_CASE("gpu window paged: decode and chunked prefill over windows, splits forced and planned") {
+  if (skip_without_gpu()) return;
+  using flashscope::testing::paged_lengths;
+  using flashscope::testing::paged_shape;
+  struct Case {
+    PagedShape s;
+    int left, right;
+    float cap;
+  };
+  std::vector<Case> grid = {
+      {paged_shape({1, 17, 127, 1000, 9000}, 4, 1, 1, 256, 16, 1), 512, -1, 0.0f},  // Gemma 3's local layers
+      {paged_shape({1, 17, 127, 1000}, 4, 1, 1, 256, 16, 2), 1, -1, 30.0f},
+      {paged_shape({17, 127, 1000, 4096}, 8, 1, 4, 96, 64, 3), 17, -1, 0.0f},  // drafted tokens
+      {paged_shape(paged_lengths(12, 1, 1500, 4), 8, 2, 1, 64, 16, 4), 128, -1, 50.0f},
+      {paged_shape({999, 1000, 8}, 4, 4, 8, 128, 256, 5), 0, -1, 0.0f},
+      {paged_shape({300, 1000}, 4, 1, 1, 128, 16, 6), 5000, -1, 0.0f},  // a window past the start
+      {paged_shape({127, 1000}, 8, 1, 3, 64, 32, 7), 17, 1, 0.0f},      // non-causal, two-sided
+      {paged_shape({1000, 400}, 4, 2, 5, 256, 16, 8), 128, -1, 0.0f},
+      {paged_shape({4096, 1000}, 8, 1, 300, 128, 16, 9), 512, -1, 0.0f},  // chunked prefill: the 128-row tile
+      {paged_shape({2000, 700}, 4, 1, 200, 256, 64, 10), 4096, -1, 30.0f},
+      {paged_shape({3000}, 8, 8, 70, 96, 16, 11), 128, -1, 0.0f},
+  };
+  grid[2].s.dtype = DType::kFP16;
+  grid[4].s.dtype = DType::kFP16;
+  grid[6].s.causal = false;
+  grid[7].s.shared_prefix_pages = 10;  // forked sequences: shared pages outside one window, inside another's
+  grid[10].s.dtype = DType::kFP16;
+  for (Case& c : grid) {
+    c.s.window_left = c.left;
+    c.s.window_right = c.right;
+    c.s.softcap = c.cap;
+    PagedProblem prob(c.s);
+    prob.poison_pages_outside_windows();
+    for (int splits : {1, 0, 7}) check_paged_on_gpu(prob, splits);
+  }
+}
+
+TEST_CASE("gpu window paged: head_dim 96 and 256 without a window, decode and chunked prefill") {
+  if (skip_without_gpu()) return;
+  using flashscope::testing::paged_shape;
+  int i = 0;
+  for (int d : {96, 256})
+    for (int q_len : {1, 4, 100}) {
+      PagedShape s = paged_shape({1, 17, 1000, 3000}, 8, 2, q_len, d, i % 2 ? 16 : 64, uint64_t(6600 + i));
+      s.dtype = i % 2 ? DType::kFP16 : DType::kBF16;
+      ++i;
+      PagedProblem prob(s);
+      for (int splits : {1, 0, 64}) check_paged_on_gpu(prob, splits);
+    }
+}
+
+TEST_CASE("gpu window paged: the split plan covers the window, not the context") {
+  if (skip_without_gpu()) return;
+  // One 32k sequence, window 512: without the window the plan splits the
+  // context in up to 128 pieces; with it, at most (512 + 1 + 64) / 64 = 9,
+  // so each split still has at least one 64-key tile of the window.
+  using flashscope::testing::paged_shape;
+  PagedShape s = paged_shape({32768}, 8, 1, 1, 128, 16, 6700);
+  PagedProblem prob(s);
+  DevicePagedAttention dev(prob);
+  PagedAttentionParams p = dev.params(prob);
+  auto full = plan_paged_attention(p);
+  REQUIRE(full.ok());
+  p.window_left = 512;
+  auto windowed = plan_paged_attention(p);
+  REQUIRE(windowed.ok());
+  CHECK(windowed->num_splits <= (512 + 1 + 64) / 64);
+  CHECK(windowed->num_splits <= full->num_splits);
+  s.window_left = 512;
+  PagedProblem wprob(s);
+  CHECK(wprob.poison_pages_outside_windows() > 0);
+  check_paged_on_gpu(wprob, 0);
+}
+
+#if FLASHSCOPE_KERNEL_PROBES
+TEST_CASE("gpu window trace: a windowed capture records the tiles the window skips") {
+  if (skip_without_gpu()) return;
+  for (bool causal : {true, false}) {
+    AttentionShape s = dense_shape(1, 4, 1, 700, 900, 128, causal, 6800);
+    s.window_left = 150;
+    s.window_right = causal ? -1 : 70;
+    s.softcap = causal ? 0.0f : 30.0f;
+    AttentionProblem prob(s);
+    INFO("case: ", s.describe());
+    DeviceAttention dev(prob);
+    dev.poison(prob);
+    TraceOptions opt;
+    opt.head = 2;
+    opt.rows = {0, 333, 699};
+    Trace t;
+    const Status st = capture_cuda_prefill_trace(dev.params(prob, PrefillKernel::kAuto), opt, &t);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    REQUIRE(device_synchronize().ok());
+    dev.read(prob);
+    REQUIRE(prob.reference().status.ok());
+    const auto tol = prob.tolerance();
+    const std::vector<float> out = prob.output_as_float();
+    CHECK(prob.normalized_error(out.data()) < tol.normalized);
+    CHECK(prob.guards_intact());
+
+    // Each q-tile's CTA visits the tiles from its first row's window start
+    // to its last row's window end; the trace marks the rest skipped.
+    const int bq = t.meta.block_q, bk = t.meta.block_kv;
+    REQUIRE(bq > 0);
+    REQUIRE(bk > 0);
+    const int shift = s.kv_len - s.q_len;
+    const int q_tiles = (s.q_len + bq - 1) / bq, kv_tiles = (s.kv_len + bk - 1) / bk;
+    auto tile_range = [&](int qt, int* first, int* end) {
+      const int i0 = qt * bq, i1 = std::min(s.q_len, i0 + bq) - 1;
+      const int lo = std::max(0, i0 + shift - s.window_left);
+      const int hi = std::min(s.kv_len - 1, i1 + shift + (causal ? 0 : s.window_right));
+      *first = lo / bk;
+      *end = hi / bk + 1;
+    };
+    int traced = 0;
+    for (const CtaRecord& c : t.ctas) {
+      if (c.head != uint32_t(opt.head)) continue;
+      int first = 0, end = 0;
+      tile_range(int(c.q_tile), &first, &end);
+      CHECK_MESSAGE(c.kv_tiles == uint32_t(end - first), "q-tile ", c.q_tile);
+      ++traced;
+    }
+    CHECK(traced == q_tiles);
+    REQUIRE(int(t.tile_mass.size()) == q_tiles * kv_tiles);
+    for (int qt = 0; qt < q_tiles; ++qt) {
+      int first = 0, end = 0;
+      tile_range(qt, &first, &end);
+      double mass = 0;
+      for (int kt = 0; kt < kv_tiles; ++kt) {
+        const TileMassRecord& r = t.tile_mass[size_t(qt * kv_tiles + kt)];
+        CHECK_MESSAGE(bool(r.flags & TileMassRecord::kSkipped) == (kt < first || kt >= end), "tile ", qt, ",", kt);
+        mass += r.mass;
+      }
+      CHECK_MESSAGE(std::fabs(mass - 1.0) < 1e-3, "q-tile ", qt, " mass ", mass);
+    }
+  }
+}
+#endif
