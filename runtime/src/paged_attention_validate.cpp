@@ -72,9 +72,6 @@ Status validate(const PagedAttentionParams& p) {
   if (!head_dim_supported(p.device, p.head_dim))
     return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported on " +
                        (p.device == Device::kCuda ? "CUDA" : "the CPU") + " (" + supported_head_dims_text(p.device) + ")");
-  // Prefill runs head_dim 256 on CUDA (the Hopper kernel); the paged kernels are built for 64 and 128.
-  if (p.device == Device::kCuda && p.head_dim != 64 && p.head_dim != 128)
-    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported by the CUDA paged attention kernels (64, 128)");
   if (p.batch < 1) return invalid_argument("batch must be >= 1");
   if (p.q_heads < 1 || p.kv_heads < 1) return invalid_argument("q_heads and kv_heads must be >= 1");
   if (p.q_heads % p.kv_heads != 0)
