@@ -216,13 +216,14 @@ TEST_CASE("validate: varlen needs both prefix sums, well-formed") {
 }
 
 TEST_CASE("prefill on CUDA: a window or a soft-cap on a kernel that lacks it is refused by name, before any launch") {
-  // The Hopper kernel runs windows and the soft-cap; the sm80 kernels (v5
-  // asked for by name here) refuse them with kUnsupported naming the
-  // feature, never a silently ignored parameter. Host pointers are safe
-  // here: the refusal comes before anything is read.
+  // The Hopper kernel and auto's sm80 kernel run windows and the soft-cap;
+  // v6 at head_dim 64 (asked for by name here) is built without them and
+  // refuses them with kUnsupported naming the feature, never a silently
+  // ignored parameter. Host pointers are safe here: the refusal comes
+  // before anything is read.
   for (int which = 0; which < 3; ++which) {
     Valid c(Device::kCuda);
-    c.p.kernel = PrefillKernel::kV5;
+    c.p.kernel = PrefillKernel::kV6;
     c.p.causal = true;
     if (which == 0) c.p.window_left = 512;
     if (which == 1) c.p.softcap = 30.0f;
