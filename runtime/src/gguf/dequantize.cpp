@@ -18,6 +18,8 @@
 // j's fifth bit.
 //   Q4_K 144: d, dmin, scales[12], qs[128]: 8 sub-blocks of 32 with 6-bit
 //             scale sc and min m each; x = (d * sc) * q - (dmin * m).
+//   Q5_K 176: d, dmin, scales[12], qh[32], qs[128]: Q4_K's sub-blocks with
+//             a fifth bit per element (bit j of qh[l] for sub-block j).
 //   Q6_K 210: ql[128], qh[64], int8 scales[16], d: 16 groups of 16 with an
 //             8-bit signed scale; x = (d * scale) * (q6 - 32).
 #include <cstdint>
@@ -173,6 +175,37 @@ void dequant_q4_k(const uint8_t* src, float* dst, int64_t n_blocks) {
   }
 }
 
+// Q5_K: Q4_K's chunks of 64, the fifth bits of chunk c's two sub-blocks
+// in bits 2c and 2c + 1 of qh[l].
+void dequant_q5_k(const uint8_t* src, float* dst, int64_t n_blocks) {
+  constexpr int kBytes = 176;
+  for (int64_t b = 0; b < n_blocks; ++b, src += kBytes) {
+    const float d = load_fp16(src);
+    const float min = load_fp16(src + 2);
+    const uint8_t* scales = src + 4;
+    const uint8_t* qh = src + 16;
+    const uint8_t* ql = src + 48;
+    int is = 0;
+    uint8_t u1 = 1, u2 = 2;
+    for (int j = 0; j < kQK_K; j += 64) {
+      uint8_t sc;
+      uint8_t m;
+      get_scale_min_k4(is + 0, scales, &sc, &m);
+      const float d1 = d * sc;
+      const float m1 = min * m;
+      get_scale_min_k4(is + 1, scales, &sc, &m);
+      const float d2 = d * sc;
+      const float m2 = min * m;
+      for (int l = 0; l < 32; ++l) *dst++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *dst++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      ql += 32;
+      is += 2;
+      u1 = static_cast<uint8_t>(u1 << 2);
+      u2 = static_cast<uint8_t>(u2 << 2);
+    }
+  }
+}
+
 // Q6_K: two halves of 128 elements; each half uses 64 bytes of ql, 32 of qh
 // and 8 scales. Element l + 32k of a half (k = 0..3, l = 0..31) takes its
 // low 4 bits from ql[l + 32(k&1)] (low nibble for k < 2, high for k >= 2)
@@ -212,7 +245,7 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     return unsupported(std::string("dequantization of ") +
                        (name ? name : "ggml type " + std::to_string(static_cast<uint32_t>(type))) +
                        " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                       "Q5_1, Q4_K, Q6_K)");
+                       "Q5_1, Q4_K, Q5_K, Q6_K)");
   }
   const int64_t block = ggml_block_size(type);
   if (n < 0 || n % block != 0) {
@@ -235,6 +268,7 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::kQ5_1: dequant_q5_1(s, dst, n_blocks); break;
     case GgmlType::kQ8_0: dequant_q8_0(s, dst, n_blocks); break;
     case GgmlType::kQ4_K: dequant_q4_k(s, dst, n_blocks); break;
+    case GgmlType::kQ5_K: dequant_q5_k(s, dst, n_blocks); break;
     case GgmlType::kQ6_K: dequant_q6_k(s, dst, n_blocks); break;
     default:  // unreachable: ggml_type_can_dequantize and this switch list the same types
       return unsupported(std::string("dequantization of ") + ggml_type_name(type) + " is not supported");

@@ -35,7 +35,7 @@ constexpr TypeTraits kTypes[] = {
     /* 10 */ {"Q2_K", kQK, 2 + 2 + kQK / 16 + kQK / 4, false},
     /* 11 */ {"Q3_K", kQK, 2 + kQK / 4 + kQK / 8 + 12, false},
     /* 12 */ {"Q4_K", kQK, 2 + 2 + kQK / 2 + 12, true},
-    /* 13 */ {"Q5_K", kQK, 2 + 2 + kQK / 2 + kQK / 8 + 12, false},
+    /* 13 */ {"Q5_K", kQK, 2 + 2 + kQK / 2 + kQK / 8 + 12, true},
     /* 14 */ {"Q6_K", kQK, 2 + kQK / 2 + kQK / 4 + kQK / 16, true},
     /* 15 */ {"Q8_K", kQK, 4 + kQK + kQK / 8, false},
     /* 16 */ {"IQ2_XXS", kQK, 2 + kQK / 4, false},
