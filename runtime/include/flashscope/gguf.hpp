@@ -135,7 +135,7 @@ Status dequantize_rows(const GgufTensor& tensor, int64_t row_begin, int64_t row_
 
 // kCorruptData naming the tensor and the row and column of its first NaN or
 // infinite weight. F32, F16 and BF16 are read whole; for the block types the
-// engine runs (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K) only the block
+// engine runs (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) only the block
 // scales, which is enough: the quants are small integers. Other types pass
 // unchecked.
 Status check_tensor_finite(const GgufTensor& tensor);
