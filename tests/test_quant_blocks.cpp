@@ -14,42 +14,11 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/half.hpp"
 #include "kernels/quant/quant_blocks.h"
+#include "support/quant_blocks.hpp"
 
 using namespace flashscope;
 namespace q = flashscope::kernels::quant;
 
-namespace {
-
-// Offsets of a block's fp16 fields (the rest of the block is random bytes).
-std::vector<int> half_fields(int type) {
-  switch (type) {
-    case q::kQ4_1:
-    case q::kQ5_1:
-    case q::kQ4_K:
-    case q::kQ5_K: return {0, 2};
-    case q::kQ6_K: return {208};
-    default: return {0};
-  }
-}
-
-// rows × blocks random blocks of `type` with finite fp16 scales of either sign.
-std::vector<uint8_t> random_blocks(int type, int rows, int blocks_per_row, std::mt19937& rng) {
-  const int bb = q::block_bytes(type);
-  std::vector<uint8_t> data(size_t(rows) * blocks_per_row * bb + q::kQuantTailPad);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
-  for (uint8_t& b : data) b = static_cast<uint8_t>(byte(rng));
-  for (int blk = 0; blk < rows * blocks_per_row; ++blk) {
-    for (int off : half_fields(type)) {
-      const uint16_t h = float_to_fp16(scale(rng));
-      data[size_t(blk) * bb + off] = static_cast<uint8_t>(h & 0xFF);
-      data[size_t(blk) * bb + off + 1] = static_cast<uint8_t>(h >> 8);
-    }
-  }
-  return data;
-}
-
-}  // namespace
 
 TEST_CASE("quant blocks: every group decodes to the CPU dequantizer's values") {
   const int types[] = {q::kQ4_0, q::kQ4_1, q::kQ5_0, q::kQ5_1, q::kQ8_0, q::kQ4_K, q::kQ5_K, q::kQ6_K};
@@ -64,7 +33,7 @@ TEST_CASE("quant blocks: every group decodes to the CPU dequantizer's values") {
     const int rows = 3, blocks_per_row = q::block_elems(type) == 256 ? 3 : 7;
     const int k = blocks_per_row * q::block_elems(type);
     const int64_t row_bytes = int64_t(blocks_per_row) * q::block_bytes(type);
-    const std::vector<uint8_t> data = random_blocks(type, rows, blocks_per_row, rng);
+    const std::vector<uint8_t> data = flashscope::testing::random_quant_blocks(type, rows, blocks_per_row, rng);
     std::vector<float> ref(static_cast<size_t>(k));
     int mismatches = 0;
     for (int r = 0; r < rows; ++r) {
