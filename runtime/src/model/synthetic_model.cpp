@@ -51,6 +51,11 @@ GgufBuilder::Bytes synthetic_random_blocks(GgmlType type, int64_t n, float scale
         put_fp16(scale / 63.0f);
         put_bytes(12 + 128);
         break;
+      case GgmlType::kQ5_K:
+        put_fp16(2.0f * scale / (31.0f * 63.0f));
+        put_fp16(scale / 63.0f);
+        put_bytes(12 + 32 + 128);
+        break;
       case GgmlType::kQ6_K: {
         put_bytes(128 + 64);
         std::uniform_int_distribution<int> sc(-63, 63);
@@ -166,12 +171,13 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
     norm(p + "attn_norm.weight");
     tensor(p + "attn_q.weight", matrix_type, {h, qd}, unit(h));
     tensor(p + "attn_k.weight", matrix_type, {h, kvd}, unit(h));
-    tensor(p + "attn_v.weight", matrix_type, {h, kvd}, unit(h));
+    const bool more_bits = spec.more_bits_type != GgmlType::kF32 && synthetic_use_more_bits(l, n_layers);
+    tensor(p + "attn_v.weight", more_bits ? spec.more_bits_type : matrix_type, {h, kvd}, unit(h));
     tensor(p + "attn_output.weight", matrix_type, {qd, h}, unit(qd));
     norm(p + "ffn_norm.weight");
     tensor(p + "ffn_gate.weight", matrix_type, {h, f}, unit(h));
     tensor(p + "ffn_up.weight", matrix_type, {h, f}, unit(h));
-    tensor(p + "ffn_down.weight", matrix_type, {f, h}, unit(f));
+    tensor(p + "ffn_down.weight", more_bits ? spec.more_bits_type : matrix_type, {f, h}, unit(f));
   }
   norm("output_norm.weight");
   if (!tied) tensor("output.weight", output_type, {h, static_cast<uint64_t>(vocab)}, unit(h));
@@ -181,6 +187,9 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
 }  // namespace flashscope::model
 
 namespace flashscope {
+
+bool synthetic_use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
 namespace {
 
 // ne[0] of a matrix of `type` must be whole blocks.
@@ -189,7 +198,7 @@ Status check_row(const char* what, int cols, GgmlType type) {
   if (name == nullptr || !cpu::matmul_supports(type)) {
     return invalid_argument(std::string(what) + ": type " + (name ? name : "(unknown)") +
                             " is not one the engine multiplies (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, "
-                            "q6_k)");
+                            "q5_k, q6_k)");
   }
   const int64_t block = ggml_block_size(type);
   if (block < 1 || cols % block != 0) {
@@ -219,6 +228,10 @@ Status check_spec(const SyntheticModelSpec& s) {
   FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (attention and FFN inputs)", s.hidden, s.matrix_type));
   FLASHSCOPE_RETURN_IF_ERROR(check_row("heads x head_dim (attn_output input)", static_cast<int>(qd), s.matrix_type));
   FLASHSCOPE_RETURN_IF_ERROR(check_row("ffn (ffn_down input)", s.ffn, s.matrix_type));
+  if (s.more_bits_type != GgmlType::kF32) {
+    FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (attn_v rows, more bits)", s.hidden, s.more_bits_type));
+    FLASHSCOPE_RETURN_IF_ERROR(check_row("ffn (ffn_down rows, more bits)", s.ffn, s.more_bits_type));
+  }
   FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (token_embd rows)", s.hidden, s.embd_type));
   if (!s.tied) FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (output rows)", s.hidden, s.output_type));
   return Status::ok_status();
