@@ -25,7 +25,8 @@ TEST_CASE("quant blocks: every group decodes to the CPU dequantizer's values") {
   std::mt19937 rng(21);
   for (int type : types) {
     const GgmlType gt = static_cast<GgmlType>(type);
-    INFO(ggml_type_name(gt));
+    const std::string type_name = ggml_type_name(gt);
+    INFO(type_name);
     CHECK(q::block_bytes(type) == ggml_type_size(gt));
     CHECK(q::block_elems(type) == ggml_block_size(gt));
     // Odd block counts per row, so rows of the 2-byte-aligned types start on

@@ -111,7 +111,10 @@ TEST_CASE("quant gemm gpu: few-token GEMM over each block type against the CPU d
       QuantMatrix w(type, sh.n, sh.k, rng);
       for (int rows : {1, 2, 3, 4, 5, 8}) {
         for (bool accumulate : {false, true}) {
-          INFO(ggml_type_name(type), " n ", sh.n, " k ", sh.k, " rows ", rows, accumulate ? " accumulate" : " store");
+          const std::string type_name = ggml_type_name(type);
+          const std::string what = type_name + " n " + std::to_string(sh.n) + " k " + std::to_string(sh.k) + " rows " +
+                                   std::to_string(rows) + (accumulate ? " accumulate" : " store");
+          INFO(what);
           const std::vector<uint16_t> x = random_bf16(size_t(rows) * sh.k, rng);
           DeviceBuffer d_x = upload(x);
           const int ldy = sh.n + 3;
@@ -154,7 +157,8 @@ TEST_CASE("quant gemm gpu: a matrix of some rows of a wider output, and SwiGLU o
   if (skip_without_gpu()) return;
   std::mt19937_64 rng(77);
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_0, GgmlType::kQ8_0}) {
-    INFO(ggml_type_name(type));
+    const std::string type_name = ggml_type_name(type);
+    INFO(type_name);
     const int k = 512, rows = 3;
     const std::vector<uint16_t> x = random_bf16(size_t(rows) * k, rng);
     DeviceBuffer d_x = upload(x);
@@ -232,7 +236,8 @@ TEST_CASE("quant gemm gpu: dequantize_bf16 and embedding_rows give the CPU dequa
   if (skip_without_gpu()) return;
   std::mt19937_64 rng(5);
   for (GgmlType type : kTypes) {
-    INFO(ggml_type_name(type));
+    const std::string type_name = ggml_type_name(type);
+    INFO(type_name);
     const int n = 11, k = 512;
     QuantMatrix w(type, n, k, rng);
     // Rows [3, 10) into a scratch with a wider row stride.
@@ -279,7 +284,9 @@ TEST_CASE("quant gemm gpu: matmul dequantizes slices into its scratch for cuBLAS
     DeviceBuffer scratch = poisoned(size_t(16) * k * 2);
     for (int rows : {1, 9, 64}) {
       for (bool accumulate : {false, true}) {
-        INFO(ggml_type_name(type), " rows ", rows, accumulate ? " accumulate" : "");
+        const std::string type_name = ggml_type_name(type);
+        const std::string what = type_name + " rows " + std::to_string(rows) + (accumulate ? " accumulate" : "");
+        INFO(what);
         const std::vector<uint16_t> x = random_bf16(size_t(rows) * k, rng);
         DeviceBuffer d_x = upload(x);
         const int ldy = n + 1;

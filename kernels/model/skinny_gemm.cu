@@ -485,6 +485,9 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_quant_kernel(const __gri
   const int groups = p.k / quant::kGroup;
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;  // gate/up units
   const SkinnyQuantWeights& wq = p.wq;
+  // Types with an offset b (a min) also need Σx per group.
+  constexpr bool kHasMin = kType == quant::kQ4_1 || kType == quant::kQ5_1 || kType == quant::kQ4_K ||
+                           kType == quant::kQ5_K;
 
   struct Rows {
     int unit, row0, row1;
@@ -562,11 +565,15 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_quant_kernel(const __gri
               hi0 = fmaf(q0[i], xe, hi0);
               hi1 = fmaf(q1[i], xe, hi1);
             }
-            sx += xe;
+            if constexpr (kHasMin) sx += xe;
           }
         }
-        acc_rmem[0][t] += s0.a0 * lo0 + s0.a1 * hi0 + s0.b * sx;
-        acc_rmem[1][t] += s1.a0 * lo1 + s1.a1 * hi1 + s1.b * sx;
+        acc_rmem[0][t] += s0.a0 * lo0 + s0.a1 * hi0;
+        acc_rmem[1][t] += s1.a0 * lo1 + s1.a1 * hi1;
+        if constexpr (kHasMin) {
+          acc_rmem[0][t] += s0.b * sx;
+          acc_rmem[1][t] += s1.b * sx;
+        }
       }
     }
 #pragma unroll

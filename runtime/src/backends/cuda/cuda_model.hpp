@@ -237,8 +237,8 @@ struct CudaModel {
   const float* output_norm = nullptr;  // [hidden]
   // Weights kept in their GGUF blocks (WeightFormat::kQuantized) where the
   // GPU reads the type in place; other matrices are bf16.
-  bool quantized = false;
-  bool layer_bf16 = false;  // some layer matrix is bf16 (always, unless quantized)
+  bool quantized = false;   // some layer matrix is in blocks
+  bool layer_bf16 = false;  // some layer matrix is bf16
   uint64_t weight_bytes = 0;  // device bytes of the weights (the allocation)
   cuda::CublasHandle cublas;
   size_t cublas_workspace_bytes = 0;

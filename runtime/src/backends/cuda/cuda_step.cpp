@@ -417,16 +417,15 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
   };
 
   // A stacked product's runs stored into out [n, ldy] fp32, the fused
-  // RMSNorm in front: a quantized run writes its rows of the whole output
-  // (row_begin), a bf16 run (read whole) its own columns.
+  // RMSNorm in front, each run its rows of the whole output (a bf16 product
+  // is one run: cuda_load keeps a stack with a bf16 part all bf16).
   auto fused_store_runs = [&](const MatrixRuns& runs, const float* norm_weight, float* out, int64_t ldy) {
     for (int i = 0; i < runs.count; ++i) {
-      const cuda::DeviceMatrix& r = runs.run[i];
-      cuda::SkinnyGemmOp op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kStore, r,
-                                    r.quantized() ? static_cast<int>(ldy) : r.rows, H);
-      op.row_begin = r.quantized() ? runs.begin[i] : 0;
+      cuda::SkinnyGemmOp op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kStore, runs.run[i],
+                                    static_cast<int>(ldy), H);
+      op.row_begin = runs.begin[i];
       op.norm_weight = norm_weight;
-      op.y = r.quantized() ? out : out + runs.begin[i];
+      op.y = out;
       op.ldy = ldy;
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(op, s));
     }
@@ -479,11 +478,7 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     const bool post_attn = L.post_attn_norm != nullptr, post_ffn = L.post_ffn_norm != nullptr;
 
     if (skinny) {
-      // The RoPE epilogue needs each run to write its rows of the whole
-      // output: a quantized run, or a bf16 one that is the whole product.
-      bool rope_runs = rope_in_gemm;
-      for (int i = 0; i < L.qkv.count; ++i) rope_runs = rope_runs && (L.qkv.run[i].quantized() || L.qkv.count == 1);
-      if (rope_runs) {
+      if (rope_in_gemm) {
         for (int i = 0; i < L.qkv.count; ++i) {  // Q, K, V of different types: one launch per run
           cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeAppend,
                                             L.qkv.run[i], qkv_dim, H);

@@ -237,8 +237,13 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   // are dequantized to bf16. Q, K, V rows (gate, up) of one device type are
   // stacked into one run, so each run is one product.
   const bool keep_blocks = m.options.weights == WeightFormat::kQuantized;
+  // Matrices expanded to bf16 although their type is read in place: the
+  // parts of a stacked product that also has a bf16 part (the bf16 kernels
+  // read a product whole, not a run of its rows).
+  std::vector<const Matrix*> forced_bf16;
   auto device_type = [&](const Matrix& mat) {
-    return keep_blocks && cuda::quant_matrix_type_supported(mat.q.type) ? mat.q.type : GgmlType::kBF16;
+    const bool forced = std::find(forced_bf16.begin(), forced_bf16.end(), &mat) != forced_bf16.end();
+    return keep_blocks && !forced && cuda::quant_matrix_type_supported(mat.q.type) ? mat.q.type : GgmlType::kBF16;
   };
   auto device_row_bytes = [&](const Matrix& mat) {
     return device_type(mat) == GgmlType::kBF16 ? mat.q.cols * 2 : static_cast<int64_t>(mat.q.row_bytes);
@@ -276,6 +281,9 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   };
   // parts stacked in order; views[i] (may be null) receives part i alone.
   auto place_runs = [&](std::vector<const Matrix*> parts, std::vector<cuda::DeviceMatrix*> views, MatrixRuns* mr) {
+    bool any_bf16 = false, any_blocks = false;
+    for (const Matrix* p : parts) (device_type(*p) == GgmlType::kBF16 ? any_bf16 : any_blocks) = true;
+    if (any_bf16 && any_blocks) forced_bf16.insert(forced_bf16.end(), parts.begin(), parts.end());
     mr->count = 0;
     int row = 0;
     for (size_t i = 0; i < parts.size();) {
@@ -344,25 +352,21 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   auto f32_at = [&](size_t off) { return reinterpret_cast<float*>(base + off); };
 
   for (const Run& r : runs) r.dst->data = base + r.at;
-  cm->quantized = keep_blocks;
+  // quantized: some layer matrix is in blocks (the step rules of kQuantSkinnyRows);
+  // layer_bf16: some is bf16 (the bf16 kernel's limits apply too).
+  cm->quantized = false;
   cm->layer_bf16 = false;
   for (const Piece& p : pieces) {
     p.dst->data = base + p.at;
     const bool layer_matrix = p.src != &w.token_embd && p.src != &w.output;
+    if (layer_matrix) (p.dst->quantized() ? cm->quantized : cm->layer_bf16) = true;
     if (p.dst->quantized()) {
       FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaMemcpy(base + p.at, p.src->q.data, p.dst->bytes(),
                                                        cudaMemcpyHostToDevice),
                                             "cudaMemcpy of '" + p.src->tensor->name + "' to the device"));
     } else {
       FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(*p.src, reinterpret_cast<uint16_t*>(base + p.at)));
-      if (layer_matrix) cm->layer_bf16 = true;
     }
-  }
-  // quantized: every layer matrix in blocks (a file with bf16-only layers runs the bf16 rules)
-  if (cm->layer_bf16) {
-    bool any_blocks = false;
-    for (const Piece& p : pieces) any_blocks = any_blocks || p.dst->quantized();
-    cm->quantized = any_blocks;
   }
   for (size_t l = 0; l < lo.size(); ++l) {
     const LayerWeights& L = w.layers[l];
