@@ -2,8 +2,8 @@
 // dequantizer (dequantize_row, llama.cpp's arithmetic), for every block type
 // the GPU reads in place (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K):
 //   skinny_gemm with a quantized matrix (1..8 rows; kStore, kAccumulate, a
-//     row range of a wider output, kSwiglu) = Σ dequant(w)·x in double
-//   dequantize_bf16 = bf16(dequant(w)) exactly; embedding_rows = dequant(w) exactly
+//     row range of a wider output, kSwiglu, kGegluTanh) = Σ dequant(w)·x in double
+//   dequantize_bf16 = bf16(dequant(w)) exactly; embedding_rows = dequant(w) (· scale) exactly
 //   matmul (slices dequantized into a scratch, then cuBLAS; 1..64 rows) =
 //     Σ bf16(dequant(w))·x in double
 // over odd shapes: n_out odd, k of 3 groups (fewer than a warp's lanes) and of
@@ -153,7 +153,7 @@ TEST_CASE("quant gemm gpu: few-token GEMM over each block type against the CPU d
   }
 }
 
-TEST_CASE("quant gemm gpu: a matrix of some rows of a wider output, and SwiGLU over quantized gate and up") {
+TEST_CASE("quant gemm gpu: a matrix of some rows of a wider output, and SwiGLU / GeGLU over quantized gate and up") {
   if (skip_without_gpu()) return;
   std::mt19937_64 rng(77);
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_0, GgmlType::kQ8_0}) {
@@ -197,12 +197,14 @@ TEST_CASE("quant gemm gpu: a matrix of some rows of a wider output, and SwiGLU o
       op.row_begin = 10;  // past n_out
       CHECK(cuda::skinny_gemm(op, nullptr).code() == StatusCode::kInvalidArgument);
     }
-    {
+    for (cuda::SkinnyOutput gated : {cuda::SkinnyOutput::kSwiglu, cuda::SkinnyOutput::kGegluTanh}) {
+      const bool gelu = gated == cuda::SkinnyOutput::kGegluTanh;
+      INFO((gelu ? "kGegluTanh" : "kSwiglu"));
       const int ffn = 37;
       QuantMatrix gate(type, ffn, k, rng), up(type, ffn, k, rng);
       DeviceBuffer d_act = poisoned(size_t(rows) * (ffn + 1) * 2);
       cuda::SkinnyGemmOp op;
-      op.output = cuda::SkinnyOutput::kSwiglu;
+      op.output = gated;
       op.matrix = &gate.m;
       op.matrix_up = &up.m;
       op.rows = rows;
@@ -219,8 +221,13 @@ TEST_CASE("quant gemm gpu: a matrix of some rows of a wider output, and SwiGLU o
       for (int t = 0; t < rows; ++t) {
         for (int u = 0; u < ffn; ++u) {
           const Ref g = dot(gate.wf, u, x, t, k), v = dot(up.wf, u, x, t, k);
-          const double want = g.value / (1.0 + std::exp(-g.value)) * v.value;
-          // the sums' bound carried through silu·up, plus act's bf16 rounding (2^-8 relative)
+          // transformers' gelu_pytorch_tanh for Gemma, silu otherwise
+          const double f = gelu ? 0.5 * g.value *
+                                      (1.0 + std::tanh(0.7978845608028654 * (g.value + 0.044715 * g.value * g.value *
+                                                                                           g.value)))
+                                : g.value / (1.0 + std::exp(-g.value));
+          const double want = f * v.value;
+          // the sums' bound carried through f·up (|f'| < 1.13 for both), plus act's bf16 rounding (2^-8 relative)
           const double tol = 2e-4 * (g.scale * std::fabs(v.value) + v.scale * std::fabs(g.value) + g.scale * v.scale) +
                              std::ldexp(std::fabs(want), -8) + 1e-30;
           if (!(std::fabs(double(bf16_to_float(act[size_t(t) * (ffn + 1) + u])) - want) <= tol)) ++bad;
@@ -266,6 +273,19 @@ TEST_CASE("quant gemm gpu: dequantize_bf16 and embedding_rows give the CPU dequa
         const float want = valid ? w.wf[size_t(ids[t]) * k + i] : 0.0f;
         bad += x[t * k + i] != want ? 1 : 0;
       }
+    }
+    CHECK(bad == 0);
+
+    // Gemma's embedding scale: each value times scale, as the bf16 embedding does.
+    const float scale = 25.298221f;  // √640
+    s = cuda::embedding_rows(w.m, static_cast<const int32_t*>(d_ids.data()), int(ids.size()),
+                             static_cast<float*>(d_x.data()), nullptr, scale);
+    REQUIRE_MESSAGE(s.ok(), s.to_string());
+    const std::vector<float> xs = download<float>(d_x, ids.size() * k);
+    bad = 0;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const bool valid = ids[t] >= 0 && ids[t] < n;
+      for (int i = 0; i < k; ++i) bad += xs[t * k + i] != (valid ? w.wf[size_t(ids[t]) * k + i] * scale : 0.0f) ? 1 : 0;
     }
     CHECK(bad == 0);
   }
