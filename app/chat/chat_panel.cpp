@@ -47,9 +47,14 @@ void draw_header(const EngineSnapshot& snap, const UiFonts& fonts) {
       break;
     default: {
       const ModelConfig& c = snap.config;
-      ImGui::TextColored(palette::kMuted, "%s · %d layers · %d/%d heads · d=%d · %.0f MB · %s", snap.model_name.c_str(),
-                         c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, snap.weight_bytes / 1e6,
-                         snap.on_gpu ? "CUDA" : "CPU");
+      if (snap.on_gpu) {  // what the weights take on the GPU, as they are kept there
+        ImGui::TextColored(palette::kMuted, "%s · %d layers · %d/%d heads · d=%d · %.0f MB file · %.0f MB on GPU (%s) · CUDA",
+                           snap.model_name.c_str(), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim,
+                           snap.weight_bytes / 1e6, snap.device_weight_bytes / 1e6, weight_format_name(snap.weights));
+      } else {
+        ImGui::TextColored(palette::kMuted, "%s · %d layers · %d/%d heads · d=%d · %.0f MB · CPU", snap.model_name.c_str(),
+                           c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, snap.weight_bytes / 1e6);
+      }
     }
   }
   if (snap.state != EngineState::kLoading && snap.state != EngineState::kFailed && !snap.chat_format_notice.empty()) {

@@ -32,6 +32,7 @@ EngineWorker::~EngineWorker() {
 }
 
 void EngineWorker::start(const Options& options) {
+  weights_ = options.weights;
   thread_ = std::thread(&EngineWorker::run, this, options.model_path, Model(), options.threads, options.context,
                         options.chat_template_path, std::string());
 }
@@ -86,6 +87,7 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
     ModelOptions mo;
     mo.threads = threads;
     mo.device = cuda_available() ? Device::kCuda : Device::kCpu;
+    mo.weights = weights_;
     auto loaded = Model::load(path, mo);
     if (!loaded.ok() && mo.device == Device::kCuda) {
       mo.device = Device::kCpu;
@@ -128,6 +130,8 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
       snap_.model_name = !stem.empty() ? stem : !c.name.empty() ? c.name : c.architecture;
       snap_.on_gpu = model.device() == Device::kCuda;
       snap_.weight_bytes = model_.weight_bytes();
+      snap_.device_weight_bytes = model_.device_weight_bytes();
+      snap_.weights = weights_;
       // K and V, every layer, bf16.
       snap_.kv_bytes_per_token = static_cast<uint64_t>(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * 2;
       snap_.default_system_prompt = default_system_prompt_from_template(
