@@ -11,9 +11,11 @@
 //   - paged: decode and chunked prefill over windows, split-KV forced and
 //     planned, pages wholly before every window filled with NaN (the kernels
 //     must not read them), the split plan sized by the window;
-//   - refusals: a kernel without a window or head_dim build says so;
+//   - refusals: a kernel without a window or head_dim build says so (the
+//     Hopper kernel runs them on dense tensors, not on varlen batches);
 //   - the trace capture of a windowed run: the tiles each CTA visits and the
-//     skipped ones the dashboard draws.
+//     skipped ones the dashboard draws (on the sm80 kernel: the Hopper one
+//     has no probed window kernels).
 // Keys no query sees hold NaN in the dense cases too, outputs start as NaN
 // inside guard regions. Tolerances are the fixtures' (tied to the dtype).
 // Without a CUDA device each case says it was skipped and passes.
@@ -358,15 +360,36 @@ TEST_CASE("gpu window: kernels without a build for a window or head_dim refuse b
     CHECK(st.message().find(c.mentions) != std::string::npos);
   }
   if (prefill_kernel_runnable(PrefillKernel::kHopper)) {
+    // The Hopper kernel runs windows, the soft-cap and head_dim 256 on dense
+    // tensors (its TMA producer) ...
     AttentionShape s = dense_shape(1, 2, 1, 64, 64, 128, true, 6501);
     s.window_left = 17;
     AttentionProblem prob(s);
-    DeviceAttention dev(prob);
-    const Status st = prefill(dev.params(prob, PrefillKernel::kHopper));
-    CHECK(st.code() == StatusCode::kUnsupported);
-    CHECK(st.message().find("sliding window") != std::string::npos);
-    // auto runs it (on the sm80 family).
+    poison_invisible_keys(prob);
+    check_on_gpu(prob, PrefillKernel::kHopper);
     check_on_gpu(prob, PrefillKernel::kAuto);
+    // ... and refuses them on varlen batches (its cp.async producer has
+    // none), naming what it lacks; auto runs them on the sm80 family.
+    struct VarlenCase {
+      int d, left;
+      float cap;
+      const char* mentions;
+    };
+    const VarlenCase varlen_cases[] = {
+        {128, 17, 0.0f, "sliding window"}, {64, -1, 30.0f, "soft-capping"}, {256, -1, 0.0f, "head_dim 256"}};
+    for (const VarlenCase& c : varlen_cases) {
+      AttentionShape v = varlen_shape({64, 17}, {64, 40}, 2, 1, c.d, true, 6502);
+      v.window_left = c.left;
+      v.softcap = c.cap;
+      AttentionProblem vprob(v);
+      DeviceAttention vdev(vprob);
+      const Status st = prefill(vdev.params(vprob, PrefillKernel::kHopper));
+      INFO(v.describe(), " kernel hopper: ", st.to_string());
+      CHECK(st.code() == StatusCode::kUnsupported);
+      CHECK(st.message().find(c.mentions) != std::string::npos);
+      CHECK(st.message().find("varlen") != std::string::npos);
+      check_on_gpu(vprob, PrefillKernel::kAuto);
+    }
   }
 }
 
@@ -413,7 +436,11 @@ TEST_CASE("gpu window paged: head_dim 96 and 256 without a window, decode and ch
   int i = 0;
   for (int d : {96, 256})
     for (int q_len : {1, 4, 100}) {
-      PagedShape s = paged_shape({1, 17, 1000, 3000}, 8, 2, q_len, d, i % 2 ? 16 : 64, uint64_t(6600 + i));
+      // kv_lens count the new tokens (kv_lens[b] >= q_len, paged_attention.hpp):
+      // the shortest sequence is a first chunk with no history, the next
+      // has 16 cached tokens before its new ones.
+      PagedShape s =
+          paged_shape({q_len, q_len + 16, 1000, 3000}, 8, 2, q_len, d, i % 2 ? 16 : 64, uint64_t(6600 + i));
       s.dtype = i % 2 ? DType::kFP16 : DType::kBF16;
       ++i;
       PagedProblem prob(s);
@@ -460,8 +487,18 @@ TEST_CASE("gpu window trace: a windowed capture records the tiles the window ski
     opt.head = 2;
     opt.rows = {0, 333, 699};
     Trace t;
+    // The Hopper kernel has no probed window or soft-cap kernels: naming it
+    // is refused before anything runs, and auto traces the sm80 kernel it
+    // picks elsewhere, which the trace names.
+    if (prefill_kernel_runnable(PrefillKernel::kHopper)) {
+      const Status hst = capture_cuda_prefill_trace(dev.params(prob, PrefillKernel::kHopper), opt, &t);
+      CHECK(hst.code() == StatusCode::kUnsupported);
+      CHECK(hst.message().find("hopper") != std::string::npos);
+      CHECK(t.meta.kernel.empty());  // *out is replaced only on success
+    }
     const Status st = capture_cuda_prefill_trace(dev.params(prob, PrefillKernel::kAuto), opt, &t);
     REQUIRE_MESSAGE(st.ok(), st.to_string());
+    CHECK(t.meta.kernel == prefill_kernel_name(sm80_kernel(s.head_dim)));
     REQUIRE(device_synchronize().ok());
     dev.read(prob);
     REQUIRE(prob.reference().status.ok());

@@ -37,7 +37,10 @@ Status capture_cpu_prefill_trace(const PrefillParams& p, const TraceOptions& opt
 
 // The GPU path with its probes (CUDA builds; kUnsupported without CUDA or
 // a device). Runs `kernel` (v1..v6, or the Hopper kernel where built;
-// kAuto: what prefill() would pick) built with its probe hooks compiled in,
+// kAuto: what prefill() would pick, except that a sliding window or a
+// soft-cap, which the Hopper kernel has no probes for, runs on the sm80
+// kernel auto picks elsewhere, and naming hopper for one is kUnsupported;
+// meta.kernel names the kernel that ran) built with its probe hooks compiled in,
 // on p (device pointers, p.device == kCuda), writes p.o and p.lse as
 // prefill() does, and fills *out: CTA records (SM id, %globaltimer start and
 // end), per-warp phase spans of the CTAs that work on the traced head,

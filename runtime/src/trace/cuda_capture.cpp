@@ -52,6 +52,7 @@
 #include "cuda/paged_attention_cuda.hpp"
 #include "cuda/prefill_cuda.hpp"
 #include "kernels/attention/paged_launch.h"
+#include "kernels/attention/prefill_launch.h"
 #include "kernels/attention/probe_launch.h"
 #endif
 
@@ -520,15 +521,36 @@ kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemT
 
 const uint16_t* element(const void* base, int64_t offset) { return static_cast<const uint16_t*>(base) + offset; }
 
+// Whether p runs the window or soft-cap kernels (a causal call's
+// window_right is causal itself), as prefill_cuda.cpp decides it.
+bool needs_mods(const PrefillParams& p) {
+  return p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f;
+}
+
 // The plan a capture of p runs with probes: prefill()'s own (the same
 // kernel, tiles and refusals), after the checks every GPU capture makes.
+// The one exception: the Hopper kernel has no probed window or soft-cap
+// kernels, so a call with them that auto gives to it is traced on the sm80
+// kernel auto runs elsewhere (whose probes record the tiles the window
+// skips), and one that names hopper is refused before anything launches.
+// The plan names the kernel that runs, and so does the trace's meta.
 Result<PrefillPlan> traced_plan(const PrefillParams& p) {
   if (p.device != Device::kCuda)
     return invalid_argument(
         "capture_cuda_prefill_trace runs CUDA tensors (device cuda); CPU traces come from capture_cpu_prefill_trace");
   FLASHSCOPE_RETURN_IF_ERROR(validate(p));
   if (!cuda_available()) return unsupported("GPU trace capture: no CUDA device is present (or no driver)");
-  return plan_prefill(p);
+  if (!needs_mods(p)) return plan_prefill(p);
+  const PrefillKernel sm80 =
+      kernels::prefill_default_version(p.head_dim) == 6 ? PrefillKernel::kV6 : PrefillKernel::kV5;
+  if (p.kernel == PrefillKernel::kHopper)
+    return unsupported(std::string("GPU trace capture: the hopper kernel has no probed kernels for a sliding window "
+                                   "or logit soft-capping; capture with kernel auto or ") +
+                       prefill_kernel_name(sm80) + ", which traces them");
+  PrefillParams traced = p;
+  if (traced.kernel == PrefillKernel::kAuto && cuda::choose_prefill_kernel(p) == PrefillKernel::kHopper)
+    traced.kernel = sm80;
+  return plan_prefill(traced);
 }
 
 }  // namespace
@@ -602,8 +624,8 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
   EventTimer timer;
   FLASHSCOPE_RETURN_IF_ERROR(timer.start(p.stream));
   if (run.grid_x > 0) {
-    // A window or soft-cap reaches the launch (which has no probed kernels
-    // for them yet and says so) rather than being traced without.
+    // p's window and soft-cap reach the probed sm80 kernels through k
+    // (traced_plan keeps them off the Hopper kernel's probed launch).
     const cudaError_t err = cuda::launch_prefill(plan.value(), k, &run.buffers, stream, cuda::hopper_extras_of(p));
     FLASHSCOPE_RETURN_IF_ERROR(cuda_check(err, std::string("probed prefill ") + prefill_kernel_name(kernel) + " launch"));
   }
