@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,58 @@ TEST_CASE("sampling: repetition penalty divides positive logits and multiplies n
   // Only the last repeat_last_n tokens count.
   p.repeat_last_n = 1;
   CHECK(flashscope::sample({4.0f, 3.0f}, p, rng, {0, 1}) == 0);
+}
+
+TEST_CASE("sampling: presence and frequency penalties subtract from the logits of generated tokens") {
+  Rng rng(1);
+  SamplingParams p = sampling(0.0f);
+  const std::vector<float> logits = {4.0f, 3.5f, 3.0f};
+  const std::vector<int32_t> three_zeros = {0, 0, 0};
+  // Presence counts once: 4.0 - 0.4 = 3.6 > 3.5, however often token 0 came.
+  p.presence_penalty = 0.4f;
+  CHECK(flashscope::sample(logits, p, rng, three_zeros) == 0);
+  p.presence_penalty = 0.6f;  // 3.4 < 3.5
+  CHECK(flashscope::sample(logits, p, rng, three_zeros) == 1);
+  // Frequency scales with the count: 4.0 - 3·0.1 = 3.7 keeps it, 4.0 - 3·0.2 = 3.4 does not.
+  p.presence_penalty = 0.0f;
+  p.frequency_penalty = 0.1f;
+  CHECK(flashscope::sample(logits, p, rng, three_zeros) == 0);
+  CHECK(flashscope::sample(logits, p, rng, {0}) == 0);
+  p.frequency_penalty = 0.2f;
+  CHECK(flashscope::sample(logits, p, rng, three_zeros) == 1);
+  CHECK(flashscope::sample(logits, p, rng, {0}) == 0);  // 3.8: one occurrence is not enough
+  // Only the reply's own tokens count: the last `generated` of recent.
+  p.frequency_penalty = 0.0f;
+  p.presence_penalty = 0.6f;
+  CHECK(flashscope::sample(logits, p, rng, {0, 2}, 1) == 0);  // token 0 is the prompt's
+  CHECK(flashscope::sample(logits, p, rng, {0, 2}, 2) == 1);
+  CHECK(flashscope::sample(logits, p, rng, {0, 2}, 0) == 0);
+  // Negative values favour what came before: 3.5 + 1 > 4.
+  p.presence_penalty = -1.0f;
+  CHECK(flashscope::sample(logits, p, rng, {1}) == 1);
+  // After the repetition penalty (llama.cpp's and vLLM's order): 4 / 2 - 0.5
+  // = 1.5 < 1.6, where subtracting first would give (4 - 0.5) / 2 = 1.75.
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 0.5f;
+  CHECK(flashscope::sample({4.0f, 1.6f}, p, rng, {0}) == 1);
+  p.presence_penalty = 0.0f;
+  CHECK(flashscope::sample({4.0f, 1.6f}, p, rng, {0}) == 0);
+  // The plan both samplers apply: repetition ids first, then the rest, each
+  // with presence·[c > 0] + frequency·c.
+  SamplingParams q;
+  q.repetition_penalty = 1.3f;
+  q.repeat_last_n = 2;
+  q.presence_penalty = 0.5f;
+  q.frequency_penalty = 0.25f;
+  const flashscope::PenaltyPlan plan = flashscope::plan_penalties(q, {7, 1, 2, 2, 9, 1, 2}, 4, 8);  // 9 is out of range
+  CHECK(plan.ids == std::vector<int32_t>{1, 2});
+  CHECK(plan.num_repeat == 2);
+  REQUIRE(plan.sub.size() == 2);
+  CHECK(plan.sub[0] == doctest::Approx(0.75));  // token 1 once among the last 4
+  CHECK(plan.sub[1] == doctest::Approx(1.0));   // token 2 twice
+  q.repetition_penalty = 1.0f;
+  q.presence_penalty = q.frequency_penalty = 0.0f;
+  CHECK(flashscope::plan_penalties(q, {1, 2, 3}, 3, 8).ids.empty());
 }
 
 // --- chat --------------------------------------------------------------------------
@@ -302,5 +355,24 @@ TEST_CASE("session: a prompt that does not fit is refused and the session is unc
   GenerateParams bad;
   bad.sampling.top_p = 0.0f;
   CHECK(s->generate({5}, bad, nullptr).status().code() == StatusCode::kInvalidArgument);
+  // OpenAI's range for the additive penalties is [-2, 2]; NaN is refused too.
+  for (float v : {2.5f, -2.01f, std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    CAPTURE(v);
+    GenerateParams presence, frequency;
+    presence.sampling.presence_penalty = v;
+    frequency.sampling.frequency_penalty = v;
+    const auto p = s->generate({5}, presence, nullptr);
+    CHECK(p.status().code() == StatusCode::kInvalidArgument);
+    CHECK(p.status().message().find("presence_penalty") != std::string::npos);
+    const auto f = s->generate({5}, frequency, nullptr);
+    CHECK(f.status().code() == StatusCode::kInvalidArgument);
+    CHECK(f.status().message().find("frequency_penalty") != std::string::npos);
+  }
+  GenerateParams edge;
+  edge.max_tokens = 1;
+  edge.sampling.presence_penalty = -2.0f;
+  edge.sampling.frequency_penalty = 2.0f;
+  s->reset();
+  CHECK(s->generate({5}, edge, nullptr).ok());
   CHECK(Session().generate({5}, GenerateParams{}, nullptr).status().code() == StatusCode::kInvalidArgument);
 }
