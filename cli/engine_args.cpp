@@ -47,6 +47,8 @@ SamplingParams parse_sampling(Args& args) {
   s.top_p = static_cast<float>(args.get_double_in("top-p", 0.95, 0.0, true, 1.0, false));
   s.min_p = static_cast<float>(args.get_double_in("min-p", 0.05, 0.0, false, 1.0, false));
   s.repetition_penalty = static_cast<float>(args.get_double_in("repeat-penalty", 1.0, 0.0, true, kInf, false));
+  s.presence_penalty = static_cast<float>(args.get_double_in("presence-penalty", 0.0, -2.0, false, 2.0, false));
+  s.frequency_penalty = static_cast<float>(args.get_double_in("frequency-penalty", 0.0, -2.0, false, 2.0, false));
   const long long clock_seed =
       static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff);
   s.seed = static_cast<uint64_t>(args.get_int_in("seed", clock_seed, 0, std::numeric_limits<long long>::max()));

@@ -131,6 +131,9 @@ TEST_CASE("cli: each numeric flag out of range is refused with a message naming 
       {{"-n", "-5"}, "--n-predict"},          {{"--ctx", "-1"}, "--ctx"},
       {{"--ctx", "99999999"}, "--ctx"},       {{"-t", "1025"}, "--threads"},
       {{"--top-p", "x"}, "--top-p"},
+      {{"--presence-penalty", "2.5"}, "--presence-penalty"},
+      {{"--presence-penalty", "nan"}, "--presence-penalty"},
+      {{"--frequency-penalty", "-3"}, "--frequency-penalty"},
   };
   for (auto cmd : {cmd_generate, cmd_chat}) {
     for (const Bad& b : bad) {
@@ -148,7 +151,8 @@ TEST_CASE("cli: each numeric flag out of range is refused with a message naming 
   // The edges are accepted.
   const CliRun edge = run_cli(cmd_generate, {"-m", model.path, "--device", "cpu", "-t", "1", "-p", "hi", "-n", "1",
                                              "--top-p", "1", "--min-p", "0", "--temp", "0", "--top-k", "0",
-                                             "--ctx", "512", "--seed", "0"});
+                                             "--ctx", "512", "--seed", "0", "--presence-penalty", "-2",
+                                             "--frequency-penalty", "2"});
   CHECK_MESSAGE(edge.rc == 0, edge.err);
 }
 
