@@ -1,23 +1,77 @@
 // `flashscope-cli info`: what the GPU is and its speed of light, with the
-// arithmetic, so a reader can check every SOL percentage the tools print.
+// arithmetic, so a reader can check every SOL percentage the tools print;
+// with -m, the sampling the model's makers recommend, and where that came from.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "engine_args.hpp"
 #include "flashscope/device.hpp"
+#include "flashscope/gguf.hpp"
+#include "flashscope/sampling_defaults.hpp"
 #include "json_line.hpp"
 
 namespace flashscope::cli {
+namespace {
+
+// The model's recommended sampling; false (error printed) when the file cannot be read.
+bool print_model_sampling(const std::string& path, bool json) {
+  auto file = GgufFile::open(path);
+  if (!file.ok()) {
+    std::fprintf(stderr, "flashscope-cli info: %s: %s\n", path.c_str(), file.status().to_string().c_str());
+    return false;
+  }
+  const SamplingDefaults d = sampling_defaults(file.value());
+  const SamplingParams& p = d.params;
+  auto has = [&](const char* f) { return std::find(d.fields.begin(), d.fields.end(), f) != d.fields.end(); };
+  if (json) {
+    JsonLine line = {{"model", path}, {"sampling_source", d.source.empty() ? "none" : d.source}};
+    if (has("temperature")) line["temperature"] = rounded(p.temperature, 4);
+    if (has("top_k")) line["top_k"] = p.top_k;
+    if (has("top_p")) line["top_p"] = rounded(p.top_p, 4);
+    if (has("min_p")) line["min_p"] = rounded(p.min_p, 4);
+    if (has("repetition_penalty")) line["repeat_penalty"] = rounded(p.repetition_penalty, 4);
+    if (has("repeat_last_n")) line["repeat_last_n"] = p.repeat_last_n;
+    if (!d.ignored.empty()) line["ignored_keys"] = d.ignored;
+    print_json_line(line);
+    return true;
+  }
+  std::printf("model %s\n", path.c_str());
+  if (d.source.empty()) {
+    std::printf("  sampling          no recommendation (no general.sampling.* keys, no known model card)\n");
+  } else {
+    std::string s;
+    auto add = [&](const std::string& item) { s += (s.empty() ? "" : ", ") + item; };
+    char buf[64];
+    if (has("temperature")) add((std::snprintf(buf, sizeof buf, "temperature %g", p.temperature), buf));
+    if (has("top_k")) add("top-k " + std::to_string(p.top_k));
+    if (has("top_p")) add((std::snprintf(buf, sizeof buf, "top-p %g", p.top_p), buf));
+    if (has("min_p")) add((std::snprintf(buf, sizeof buf, "min-p %g", p.min_p), buf));
+    if (has("repetition_penalty")) add((std::snprintf(buf, sizeof buf, "repeat-penalty %g", p.repetition_penalty), buf));
+    if (has("repeat_last_n")) add("repeat-last-n " + std::to_string(p.repeat_last_n));
+    std::printf("  sampling          %s (from the %s)\n", s.c_str(), d.source.c_str());
+  }
+  for (const std::string& k : d.ignored) std::printf("  ignored           %s: not a usable value\n", k.c_str());
+  return true;
+}
+
+}  // namespace
 
 int cmd_info(int argc, char** argv) {
-  Args args(argc, argv, {"device"}, {"json", "help"});
+  std::vector<std::string> storage = expand_short_flags(argc, argv);  // -m
+  std::vector<char*> av;
+  for (std::string& s : storage) av.push_back(s.data());
+  Args args(static_cast<int>(av.size()), av.data(), {"device", "model"}, {"json", "help"});
   if (!args.ok() || args.has("help")) {
-    std::fprintf(args.ok() ? stdout : stderr, "%s%susage: flashscope-cli info [--device N] [--json]\n",
+    std::fprintf(args.ok() ? stdout : stderr, "%s%susage: flashscope-cli info [-m PATH] [--device N] [--json]\n",
                  args.error().c_str(), args.ok() ? "" : "\n");
     return args.ok() ? 0 : 2;
   }
+  if (args.has("model") && !print_model_sampling(args.get("model"), args.has("json"))) return 1;
   const int n = cuda_device_count();
   if (n == 0) {
     if (args.has("json")) print_json_line({{"devices", 0}, {"backend", "cpu"}});

@@ -156,6 +156,17 @@ TEST_CASE("cli: each numeric flag out of range is refused with a message naming 
   CHECK_MESSAGE(edge.rc == 0, edge.err);
 }
 
+TEST_CASE("cli: info -m names the model's recommended sampling, or says there is none") {
+  ModelFile model;  // a synthetic model: no general.sampling.* keys, no known card
+  const CliRun r = run_cli(flashscope::cli::cmd_info, {"-m", model.path});
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  CHECK(contains(r.out, "model " + model.path));
+  CHECK(contains(r.out, "sampling          no recommendation"));
+  const CliRun missing = run_cli(flashscope::cli::cmd_info, {"-m", model.path + ".absent"});
+  CHECK(missing.rc == 1);
+  CHECK(contains(missing.err, model.path + ".absent"));
+}
+
 TEST_CASE("cli: more threads than the machine has is allowed, with a note naming --threads") {
   ModelFile model;
   // Nothing is generated (empty input), so no thread is started.

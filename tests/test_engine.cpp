@@ -12,6 +12,7 @@
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/sampling_defaults.hpp"
 #include "support/synthetic_llama.hpp"
 
 using flashscope::ChatMessage;
@@ -162,6 +163,52 @@ TEST_CASE("sampling: presence and frequency penalties subtract from the logits o
   q.repetition_penalty = 1.0f;
   q.presence_penalty = q.frequency_penalty = 0.0f;
   CHECK(flashscope::plan_penalties(q, {1, 2, 3}, 3, 8).ids.empty());
+}
+
+TEST_CASE("sampling defaults: the GGUF's general.sampling.* keys, else the model card, else none") {
+  using flashscope::GgufFile;
+  using flashscope::testing::GgufBuilder;
+  auto defaults = [](const GgufBuilder& b) {
+    auto f = GgufFile::from_buffer(b.build());
+    REQUIRE_MESSAGE(f.ok(), f.status().to_string());
+    return flashscope::sampling_defaults(f.value());
+  };
+  GgufBuilder keys;
+  keys.add_string("general.architecture", "qwen3")
+      .add_string("general.basename", "SmolLM2")  // the file's own keys win over the card
+      .add_f32("general.sampling.temp", 0.6f)
+      .add_i32("general.sampling.top_k", 20)
+      .add_f32("general.sampling.top_p", 0.95f)
+      .add_f32("general.sampling.min_p", 1.5f)  // out of [0, 1]: ignored
+      .add_string("general.sampling.penalty_repeat", "1.1");  // not a number: ignored
+  const auto d = defaults(keys);
+  CHECK(d.source == "gguf metadata");
+  CHECK(d.params.temperature == doctest::Approx(0.6));
+  CHECK(d.params.top_k == 20);
+  CHECK(d.params.top_p == doctest::Approx(0.95));
+  CHECK(d.params.min_p == 0.0f);  // SamplingParams' own
+  CHECK(d.params.repetition_penalty == 1.0f);
+  CHECK(d.fields == std::vector<std::string>{"temperature", "top_k", "top_p"});
+  CHECK(d.ignored == std::vector<std::string>{"general.sampling.min_p", "general.sampling.penalty_repeat"});
+
+  GgufBuilder off;
+  off.add_string("general.architecture", "llama").add_i32("general.sampling.top_k", -1);  // llama.cpp's "all"
+  CHECK(defaults(off).params.top_k == 0);
+  CHECK(defaults(off).fields == std::vector<std::string>{"top_k"});
+
+  GgufBuilder card;
+  card.add_string("general.architecture", "llama").add_string("general.name", "Smollm2 135M 8k Lc100K Mix1 Ep2");
+  const auto c = defaults(card);
+  CHECK(c.source == "SmolLM2 model card");
+  CHECK(c.params.temperature == doctest::Approx(0.2));
+  CHECK(c.params.top_p == doctest::Approx(0.9));
+
+  GgufBuilder none;
+  none.add_string("general.architecture", "llama").add_string("general.name", "something else");
+  const auto n = defaults(none);
+  CHECK(n.source.empty());
+  CHECK(n.fields.empty());
+  CHECK(n.params.temperature == SamplingParams{}.temperature);
 }
 
 // --- chat --------------------------------------------------------------------------
