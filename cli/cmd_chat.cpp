@@ -168,6 +168,7 @@ int cmd_chat(int argc, char** argv) {
     std::fputs(missing_model_message("chat").c_str(), stderr);
     return 1;
   }
+  apply_model_sampling(args, path, &gp.sampling);
   auto model = Model::load(path, mo);
   if (!model.ok()) {
     std::fprintf(stderr, "flashscope-cli chat: cannot load %s: %s\n", path.c_str(), model.status().to_string().c_str());

@@ -32,6 +32,7 @@ constexpr const char* kUsage =
     "  -n, --n-predict N     tokens to generate at most (default 256)\n"
     "  --temp T              temperature; 0 is greedy (default 0.7)\n"
     "  --top-k K             (default 40; 0 disables)   --top-p P   (default 0.95; 1 disables)\n"
+    "                        where the model recommends values (`flashscope-cli info -m`), those are the defaults\n"
     "  --min-p P             (default 0.05; 0 disables) --repeat-penalty R (default 1.0: off)\n"
     "  --presence-penalty P  subtract P from the logit of every token the reply has used (-2..2; default 0)\n"
     "  --frequency-penalty F subtract F x its count so far (-2..2; default 0); both as OpenAI's API\n"
@@ -92,6 +93,7 @@ int cmd_generate(int argc, char** argv) {
     std::fputs(missing_model_message("generate").c_str(), stderr);
     return 1;
   }
+  apply_model_sampling(args, path, &gp.sampling);
 
   auto model = Model::load(path, mo);
   if (!model.ok()) {
