@@ -39,7 +39,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashscope-cli chat [-m PATH] [--system TEXT] [--chat-template FILE] [-n N] [--temp T] [--top-k K]\n"
     "                           [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
-    "                           [--device cpu|cuda] [--weights quantized|bf16]\n"
+    "                           [--presence-penalty P] [--frequency-penalty F] [--device cpu|cuda]\n"
+    "                           [--weights quantized|bf16]\n"
     "  -n N                 tokens per reply at most (default 512)\n"
     "  --system TEXT        system prompt (default: the one in the model's chat template)\n"
     "  --chat-template FILE a Jinja chat template to use instead of the model's\n"
@@ -135,8 +136,8 @@ int cmd_chat(int argc, char** argv) {
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
-            {"model", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "ctx",
-             "threads", "device", "weights"},
+            {"model", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty",
+             "presence-penalty", "frequency-penalty", "seed", "ctx", "threads", "device", "weights"},
             {"help"});
   if (!args.ok() || args.has("help") || !args.positional().empty()) {
     const bool bad = !args.ok() || !args.positional().empty();
@@ -169,6 +170,7 @@ int cmd_chat(int argc, char** argv) {
     std::fputs(missing_model_message("chat").c_str(), stderr);
     return 1;
   }
+  apply_model_sampling(args, path, &gp.sampling);
   auto model = Model::load(path, mo);
   if (!model.ok()) {
     std::fprintf(stderr, "flashscope-cli chat: cannot load %s: %s\n", path.c_str(), model.status().to_string().c_str());

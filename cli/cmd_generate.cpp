@@ -21,8 +21,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashscope-cli generate [-m PATH] -p TEXT [--chat] [--system TEXT] [--chat-template FILE] [-n N]\n"
     "                               [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
-    "                               [--seed S] [--ctx N] [-t N] [--device cpu|cuda]\n"
-    "                               [--weights quantized|bf16]\n"
+    "                               [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ctx N] [-t N]\n"
+    "                               [--device cpu|cuda] [--weights quantized|bf16]\n"
     "  -m, --model PATH      GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  -p, --prompt TEXT     the prompt; with --chat, the user's message\n"
     "  --chat                render the prompt with the model's chat template and answer it\n"
@@ -32,7 +32,10 @@ constexpr const char* kUsage =
     "  -n, --n-predict N     tokens to generate at most (default 256)\n"
     "  --temp T              temperature; 0 is greedy (default 0.7)\n"
     "  --top-k K             (default 40; 0 disables)   --top-p P   (default 0.95; 1 disables)\n"
+    "                        where the model recommends values (`flashscope-cli info -m`), those are the defaults\n"
     "  --min-p P             (default 0.05; 0 disables) --repeat-penalty R (default 1.0: off)\n"
+    "  --presence-penalty P  subtract P from the logit of every token the reply has used (-2..2; default 0)\n"
+    "  --frequency-penalty F subtract F x its count so far (-2..2; default 0); both as OpenAI's API\n"
     "  --seed S              sampling seed (default: from the clock, printed with the stats)\n"
     "  --ctx N               KV cache size in tokens (default: the model's context length)\n"
     "  -t, --threads N       CPU threads (default: OMP_NUM_THREADS, else all cores; fewer is faster\n"
@@ -47,8 +50,8 @@ int cmd_generate(int argc, char** argv) {
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
-            {"model", "prompt", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed",
-             "ctx", "device", "threads", "weights"},
+            {"model", "prompt", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty",
+             "presence-penalty", "frequency-penalty", "seed", "ctx", "device", "threads", "weights"},
             {"chat", "help"});
   if (!args.ok() || args.has("help")) {
     const bool usage_error = !args.ok();
@@ -93,6 +96,7 @@ int cmd_generate(int argc, char** argv) {
     std::fputs(missing_model_message("generate").c_str(), stderr);
     return 1;
   }
+  apply_model_sampling(args, path, &gp.sampling);
 
   auto model = Model::load(path, mo);
   if (!model.ok()) {

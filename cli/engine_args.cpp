@@ -3,11 +3,14 @@
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "flashscope/untrusted.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/gguf.hpp"
+#include "flashscope/sampling_defaults.hpp"
 
 namespace flashscope::cli {
 
@@ -47,10 +50,33 @@ SamplingParams parse_sampling(Args& args) {
   s.top_p = static_cast<float>(args.get_double_in("top-p", 0.95, 0.0, true, 1.0, false));
   s.min_p = static_cast<float>(args.get_double_in("min-p", 0.05, 0.0, false, 1.0, false));
   s.repetition_penalty = static_cast<float>(args.get_double_in("repeat-penalty", 1.0, 0.0, true, kInf, false));
+  s.presence_penalty = static_cast<float>(args.get_double_in("presence-penalty", 0.0, -2.0, false, 2.0, false));
+  s.frequency_penalty = static_cast<float>(args.get_double_in("frequency-penalty", 0.0, -2.0, false, 2.0, false));
   const long long clock_seed =
       static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff);
   s.seed = static_cast<uint64_t>(args.get_int_in("seed", clock_seed, 0, std::numeric_limits<long long>::max()));
   return s;
+}
+
+std::string apply_model_sampling(const Args& args, const std::string& model_path, SamplingParams* s) {
+  auto file = GgufFile::open(model_path);
+  if (!file.ok()) return "";
+  const SamplingDefaults d = sampling_defaults(file.value());
+  bool took = false;
+  for (const std::string& f : d.fields) {
+    auto take = [&](const char* field, const char* flag, auto member) {
+      if (f != field || (flag != nullptr && args.has(flag))) return;
+      s->*member = d.params.*member;
+      took = true;
+    };
+    take("temperature", "temp", &SamplingParams::temperature);
+    take("top_k", "top-k", &SamplingParams::top_k);
+    take("top_p", "top-p", &SamplingParams::top_p);
+    take("min_p", "min-p", &SamplingParams::min_p);
+    take("repetition_penalty", "repeat-penalty", &SamplingParams::repetition_penalty);
+    take("repeat_last_n", nullptr, &SamplingParams::repeat_last_n);
+  }
+  return took ? d.source : "";
 }
 
 int parse_n_predict(Args& args, int fallback) {

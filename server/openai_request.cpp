@@ -1,6 +1,7 @@
 // OpenAI request bodies → GenRequest (openai_request.hpp). The field rules
 // are OpenAI's (temperature in [0, 2], top_p in (0, 1], at most 4 stop
-// strings, n = 1 here); the engine's own sampling knobs (top_k, min_p,
+// strings, n = 1 here, presence_penalty and frequency_penalty in [-2, 2]);
+// the engine's own sampling knobs (top_k, min_p,
 // repeat_penalty) and vLLM's ignore_eos are accepted as extensions, as
 // llama.cpp and vLLM do.
 #include "openai_request.hpp"
@@ -87,16 +88,10 @@ std::optional<ApiError> read_common(const json& body, GenRequest* out) {
   int64_t top_k = 0;
   if (auto e = read_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), &top_k)) return e;
   s.top_k = static_cast<int>(top_k);
-  // The engine has no presence or frequency penalty (its repetition penalty
-  // is the CTRL rule: repeat_penalty); 0, OpenAI's default, is accepted.
-  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
-    float v = 0.0f;
-    if (auto e = read_number(body, key, -2.0, 2.0, false, &v)) return e;
-    if (v != 0.0f) {
-      return bad(key, std::string("'") + key +
-                          "' other than 0 is not supported by this server; use 'repeat_penalty' (e.g. 1.1)");
-    }
-  }
+  // OpenAI's additive penalties, over the reply's own tokens as OpenAI and
+  // vLLM count them; repeat_penalty (the CTRL rule) is applied before them.
+  if (auto e = read_number(body, "presence_penalty", -2.0, 2.0, false, &s.presence_penalty)) return e;
+  if (auto e = read_number(body, "frequency_penalty", -2.0, 2.0, false, &s.frequency_penalty)) return e;
   int64_t seed = 0;
   if (auto e = read_int(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed,
                         &out->seed_given)) {

@@ -11,6 +11,7 @@
  * (temperature 0), so every reply is reproducible. */
 #define _POSIX_C_SOURCE 200809L /* pthreads and sched_yield under -std=c11 */
 
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -228,6 +229,8 @@ int main(void) {
   CHECK(session == NULL);
   flashscope_generate_stats stats;
   CHECK_STATUS(flashscope_session_generate(NULL, NULL, NULL, NULL, &stats), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK_STATUS(flashscope_session_set_penalties(NULL, 0.0f, 0.0f), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK_STATUS(flashscope_queue_set_penalties(NULL, 0.0f, 0.0f), FLASHSCOPE_INVALID_ARGUMENT);
   CHECK(stats.stop_reason == FLASHSCOPE_STOP_NONE && stats.generated_tokens == 0);
 
   /* The model. */
@@ -320,6 +323,22 @@ int main(void) {
    * sampled, as it does for this reply. */
   CHECK(stats.n_tokens == two_turns);
   CHECK(strcmp(reply2.text, reply2b.text) == 0);
+  /* Presence and frequency penalties: OpenAI's range, refused outside it
+   * with the session's values kept; 0 and 0 are the default, so the replay
+   * again gives the same reply. */
+  CHECK_STATUS(flashscope_session_set_penalties(replay, 2.5f, 0.0f), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(strstr(flashscope_last_error(), "presence") != NULL);
+  CHECK_STATUS(flashscope_session_set_penalties(replay, 0.0f, -2.01f), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(strstr(flashscope_last_error(), "frequency") != NULL);
+  CHECK_STATUS(flashscope_session_set_penalties(replay, NAN, 0.0f), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK_STATUS(flashscope_session_set_penalties(replay, -2.0f, 2.0f), FLASHSCOPE_OK);
+  CHECK_STATUS(flashscope_session_set_penalties(replay, 0.0f, 0.0f), FLASHSCOPE_OK);
+  flashscope_session_reset(replay);
+  CHECK_STATUS(flashscope_session_add_message(replay, "user", "Hi! What is your name?"), FLASHSCOPE_OK);
+  CHECK_STATUS(flashscope_session_add_message(replay, "assistant", reply1.text), FLASHSCOPE_OK);
+  reply_buf reply2c;
+  CHECK_STATUS(chat_turn(replay, "What is 2+2?", 12, &reply2c, &stats), FLASHSCOPE_OK);
+  CHECK(strcmp(reply2.text, reply2c.text) == 0);
   flashscope_session_free(replay);
 
   /* --- chat templates ---------------------------------------------------------------- */

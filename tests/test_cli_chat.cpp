@@ -23,7 +23,9 @@
 #include "support/synthetic_llama.hpp"
 
 #if FLASHSCOPE_TEST_CLI
+#include "args.hpp"
 #include "commands.hpp"
+#include "engine_args.hpp"
 
 namespace {
 
@@ -131,6 +133,9 @@ TEST_CASE("cli: each numeric flag out of range is refused with a message naming 
       {{"-n", "-5"}, "--n-predict"},          {{"--ctx", "-1"}, "--ctx"},
       {{"--ctx", "99999999"}, "--ctx"},       {{"-t", "1025"}, "--threads"},
       {{"--top-p", "x"}, "--top-p"},
+      {{"--presence-penalty", "2.5"}, "--presence-penalty"},
+      {{"--presence-penalty", "nan"}, "--presence-penalty"},
+      {{"--frequency-penalty", "-3"}, "--frequency-penalty"},
   };
   for (auto cmd : {cmd_generate, cmd_chat}) {
     for (const Bad& b : bad) {
@@ -148,8 +153,51 @@ TEST_CASE("cli: each numeric flag out of range is refused with a message naming 
   // The edges are accepted.
   const CliRun edge = run_cli(cmd_generate, {"-m", model.path, "--device", "cpu", "-t", "1", "-p", "hi", "-n", "1",
                                              "--top-p", "1", "--min-p", "0", "--temp", "0", "--top-k", "0",
-                                             "--ctx", "512", "--seed", "0"});
+                                             "--ctx", "512", "--seed", "0", "--presence-penalty", "-2",
+                                             "--frequency-penalty", "2"});
   CHECK_MESSAGE(edge.rc == 0, edge.err);
+}
+
+TEST_CASE("cli: info -m names the model's recommended sampling, or says there is none") {
+  ModelFile model;  // a synthetic model: no general.sampling.* keys, no known card
+  const CliRun r = run_cli(flashscope::cli::cmd_info, {"-m", model.path});
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  CHECK(contains(r.out, "model " + model.path));
+  CHECK(contains(r.out, "sampling          no recommendation"));
+  const CliRun missing = run_cli(flashscope::cli::cmd_info, {"-m", model.path + ".absent"});
+  CHECK(missing.rc == 1);
+  CHECK(contains(missing.err, model.path + ".absent"));
+}
+
+TEST_CASE("cli: the model's recommended sampling fills in the flags the user did not give") {
+  const std::string path = temp_path("sampling.gguf");
+  {
+    flashscope::testing::GgufBuilder b;
+    b.add_string("general.architecture", "llama")
+        .add_f32("general.sampling.temp", 0.3f)
+        .add_f32("general.sampling.top_p", 0.8f)
+        .add_i32("general.sampling.penalty_last_n", 32);
+    const auto bytes = b.build();
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    REQUIRE(f.good());
+  }
+  std::vector<std::string> argv_s = {"--temp", "0.9", "--top-k", "5"};
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  flashscope::cli::Args args(static_cast<int>(argv.size()), argv.data(), {"temp", "top-k", "top-p"}, {});
+  REQUIRE(args.ok());
+  flashscope::SamplingParams s = flashscope::cli::parse_sampling(args);
+  CHECK(flashscope::cli::apply_model_sampling(args, path, &s) == "gguf metadata");
+  CHECK(s.temperature == doctest::Approx(0.9));  // given: the user's
+  CHECK(s.top_k == 5);
+  CHECK(s.top_p == doctest::Approx(0.8));        // not given: the model's
+  CHECK(s.repeat_last_n == 32);
+  std::remove(path.c_str());
+  // An unreadable file changes nothing (loading it reports the error).
+  flashscope::SamplingParams t = s;
+  CHECK(flashscope::cli::apply_model_sampling(args, path, &t).empty());
+  CHECK(t.top_p == s.top_p);
 }
 
 TEST_CASE("cli: more threads than the machine has is allowed, with a note naming --threads") {

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/sampling_defaults.hpp"
 #include "support/synthetic_llama.hpp"
 
 using flashscope::ChatMessage;
@@ -109,6 +111,104 @@ TEST_CASE("sampling: repetition penalty divides positive logits and multiplies n
   // Only the last repeat_last_n tokens count.
   p.repeat_last_n = 1;
   CHECK(flashscope::sample({4.0f, 3.0f}, p, rng, {0, 1}) == 0);
+}
+
+TEST_CASE("sampling: presence and frequency penalties subtract from the logits of generated tokens") {
+  Rng rng(1);
+  SamplingParams p = sampling(0.0f);
+  const std::vector<float> logits = {4.0f, 3.5f, 3.0f};
+  const std::vector<int32_t> three_zeros = {0, 0, 0};
+  // Presence counts once: 4.0 - 0.4 = 3.6 > 3.5, however often token 0 came.
+  p.presence_penalty = 0.4f;
+  CHECK(flashscope::sample(logits, p, rng, three_zeros) == 0);
+  p.presence_penalty = 0.6f;  // 3.4 < 3.5
+  CHECK(flashscope::sample(logits, p, rng, three_zeros) == 1);
+  // Frequency scales with the count: 4.0 - 3·0.1 = 3.7 keeps it, 4.0 - 3·0.2 = 3.4 does not.
+  p.presence_penalty = 0.0f;
+  p.frequency_penalty = 0.1f;
+  CHECK(flashscope::sample(logits, p, rng, three_zeros) == 0);
+  CHECK(flashscope::sample(logits, p, rng, {0}) == 0);
+  p.frequency_penalty = 0.2f;
+  CHECK(flashscope::sample(logits, p, rng, three_zeros) == 1);
+  CHECK(flashscope::sample(logits, p, rng, {0}) == 0);  // 3.8: one occurrence is not enough
+  // Only the reply's own tokens count: the last `generated` of recent.
+  p.frequency_penalty = 0.0f;
+  p.presence_penalty = 0.6f;
+  CHECK(flashscope::sample(logits, p, rng, {0, 2}, 1) == 0);  // token 0 is the prompt's
+  CHECK(flashscope::sample(logits, p, rng, {0, 2}, 2) == 1);
+  CHECK(flashscope::sample(logits, p, rng, {0, 2}, 0) == 0);
+  // Negative values favour what came before: 3.5 + 1 > 4.
+  p.presence_penalty = -1.0f;
+  CHECK(flashscope::sample(logits, p, rng, {1}) == 1);
+  // After the repetition penalty (llama.cpp's and vLLM's order): 4 / 2 - 0.5
+  // = 1.5 < 1.6, where subtracting first would give (4 - 0.5) / 2 = 1.75.
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 0.5f;
+  CHECK(flashscope::sample({4.0f, 1.6f}, p, rng, {0}) == 1);
+  p.presence_penalty = 0.0f;
+  CHECK(flashscope::sample({4.0f, 1.6f}, p, rng, {0}) == 0);
+  // The plan both samplers apply: repetition ids first, then the rest, each
+  // with presence·[c > 0] + frequency·c.
+  SamplingParams q;
+  q.repetition_penalty = 1.3f;
+  q.repeat_last_n = 2;
+  q.presence_penalty = 0.5f;
+  q.frequency_penalty = 0.25f;
+  const flashscope::PenaltyPlan plan = flashscope::plan_penalties(q, {7, 1, 2, 2, 9, 1, 2}, 4, 8);  // 9 is out of range
+  CHECK(plan.ids == std::vector<int32_t>{1, 2});
+  CHECK(plan.num_repeat == 2);
+  REQUIRE(plan.sub.size() == 2);
+  CHECK(plan.sub[0] == doctest::Approx(0.75));  // token 1 once among the last 4
+  CHECK(plan.sub[1] == doctest::Approx(1.0));   // token 2 twice
+  q.repetition_penalty = 1.0f;
+  q.presence_penalty = q.frequency_penalty = 0.0f;
+  CHECK(flashscope::plan_penalties(q, {1, 2, 3}, 3, 8).ids.empty());
+}
+
+TEST_CASE("sampling defaults: the GGUF's general.sampling.* keys, else the model card, else none") {
+  using flashscope::GgufFile;
+  using flashscope::testing::GgufBuilder;
+  auto defaults = [](const GgufBuilder& b) {
+    auto f = GgufFile::from_buffer(b.build());
+    REQUIRE_MESSAGE(f.ok(), f.status().to_string());
+    return flashscope::sampling_defaults(f.value());
+  };
+  GgufBuilder keys;
+  keys.add_string("general.architecture", "qwen3")
+      .add_string("general.basename", "SmolLM2")  // the file's own keys win over the card
+      .add_f32("general.sampling.temp", 0.6f)
+      .add_i32("general.sampling.top_k", 20)
+      .add_f32("general.sampling.top_p", 0.95f)
+      .add_f32("general.sampling.min_p", 1.5f)  // out of [0, 1]: ignored
+      .add_string("general.sampling.penalty_repeat", "1.1");  // not a number: ignored
+  const auto d = defaults(keys);
+  CHECK(d.source == "gguf metadata");
+  CHECK(d.params.temperature == doctest::Approx(0.6));
+  CHECK(d.params.top_k == 20);
+  CHECK(d.params.top_p == doctest::Approx(0.95));
+  CHECK(d.params.min_p == 0.0f);  // SamplingParams' own
+  CHECK(d.params.repetition_penalty == 1.0f);
+  CHECK(d.fields == std::vector<std::string>{"temperature", "top_k", "top_p"});
+  CHECK(d.ignored == std::vector<std::string>{"general.sampling.min_p", "general.sampling.penalty_repeat"});
+
+  GgufBuilder off;
+  off.add_string("general.architecture", "llama").add_i32("general.sampling.top_k", -1);  // llama.cpp's "all"
+  CHECK(defaults(off).params.top_k == 0);
+  CHECK(defaults(off).fields == std::vector<std::string>{"top_k"});
+
+  GgufBuilder card;
+  card.add_string("general.architecture", "llama").add_string("general.name", "Smollm2 135M 8k Lc100K Mix1 Ep2");
+  const auto c = defaults(card);
+  CHECK(c.source == "SmolLM2 model card");
+  CHECK(c.params.temperature == doctest::Approx(0.2));
+  CHECK(c.params.top_p == doctest::Approx(0.9));
+
+  GgufBuilder none;
+  none.add_string("general.architecture", "llama").add_string("general.name", "something else");
+  const auto n = defaults(none);
+  CHECK(n.source.empty());
+  CHECK(n.fields.empty());
+  CHECK(n.params.temperature == SamplingParams{}.temperature);
 }
 
 // --- chat --------------------------------------------------------------------------
@@ -302,5 +402,24 @@ TEST_CASE("session: a prompt that does not fit is refused and the session is unc
   GenerateParams bad;
   bad.sampling.top_p = 0.0f;
   CHECK(s->generate({5}, bad, nullptr).status().code() == StatusCode::kInvalidArgument);
+  // OpenAI's range for the additive penalties is [-2, 2]; NaN is refused too.
+  for (float v : {2.5f, -2.01f, std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    CAPTURE(v);
+    GenerateParams presence, frequency;
+    presence.sampling.presence_penalty = v;
+    frequency.sampling.frequency_penalty = v;
+    const auto p = s->generate({5}, presence, nullptr);
+    CHECK(p.status().code() == StatusCode::kInvalidArgument);
+    CHECK(p.status().message().find("presence_penalty") != std::string::npos);
+    const auto f = s->generate({5}, frequency, nullptr);
+    CHECK(f.status().code() == StatusCode::kInvalidArgument);
+    CHECK(f.status().message().find("frequency_penalty") != std::string::npos);
+  }
+  GenerateParams edge;
+  edge.max_tokens = 1;
+  edge.sampling.presence_penalty = -2.0f;
+  edge.sampling.frequency_penalty = 2.0f;
+  s->reset();
+  CHECK(s->generate({5}, edge, nullptr).ok());
   CHECK(Session().generate({5}, GenerateParams{}, nullptr).status().code() == StatusCode::kInvalidArgument);
 }

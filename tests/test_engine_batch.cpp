@@ -240,7 +240,7 @@ TEST_CASE("forward_batch: without logits the caches still advance, and malformed
 
 // --- generate_batch / BatchGenerator -------------------------------------------------------
 
-TEST_CASE("generate_batch: every reply is the one Session::generate gives (greedy, sampled, stop strings, a pending turn)") {
+TEST_CASE("generate_batch: every reply is the one Session::generate gives (greedy, sampled, penalties, stop strings, a pending turn)") {
   const Model m = load(SyntheticLlama{});
   std::vector<Request> reqs(6);
   reqs[0].prompt = {5, 6, 7, 8};
@@ -257,12 +257,15 @@ TEST_CASE("generate_batch: every reply is the one Session::generate gives (greed
   reqs[3].prompt = {32};
   reqs[3].params = greedy(7);
   reqs[3].params.stop_strings = {"q", "zz"};
+  reqs[3].params.sampling.presence_penalty = 1.2f;  // counted over the reply alone, not the history
   reqs[4].prompt = ids(5, 3, 100);
   reqs[4].params = greedy(10);
   reqs[4].params.sampling.temperature = 1.0f;
   reqs[4].params.sampling.top_p = 0.9f;
   reqs[4].params.sampling.min_p = 0.05f;
   reqs[4].params.sampling.seed = 3;
+  reqs[4].params.sampling.presence_penalty = 0.7f;
+  reqs[4].params.sampling.frequency_penalty = -0.4f;
   reqs[5].prompt = {40};
   reqs[5].params = greedy(0);  // prefill only
   const std::vector<Reply> batched = run_batched(m, reqs);

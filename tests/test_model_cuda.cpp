@@ -450,14 +450,18 @@ TEST_CASE("cuda model sampling: the device sampler picks what sample() picks, dr
     int finite_every;  // 0: all finite; k: only every k-th logit finite (the rest -inf or NaN)
     bool ties;          // logits on a 0.5 grid: many equal values
     std::vector<int32_t> recent;
+    size_t generated = std::numeric_limits<size_t>::max();  // the penalties' tail of recent
   };
-  auto params = [](float t, int k, float p, float min_p, float rep = 1.0f) {
+  auto params = [](float t, int k, float p, float min_p, float rep = 1.0f, float presence = 0.0f,
+                   float frequency = 0.0f) {
     SamplingParams s;
     s.temperature = t;
     s.top_k = k;
     s.top_p = p;
     s.min_p = min_p;
     s.repetition_penalty = rep;
+    s.presence_penalty = presence;
+    s.frequency_penalty = frequency;
     return s;
   };
   std::vector<int32_t> recent = random_ids(80, 1000, 9);
@@ -1252,24 +1256,28 @@ TEST_CASE("cuda model: the KV pool grows and shrinks under live sequences, and r
 
 TEST_CASE("cuda model sampling: the batched device sampler picks what sample() picks, row for row") {
   if (skip_without_gpu()) return;
-  auto params = [](float t, int k, float p, float min_p, float rep = 1.0f) {
+  auto params = [](float t, int k, float p, float min_p, float rep = 1.0f, float presence = 0.0f,
+                   float frequency = 0.0f) {
     SamplingParams s;
     s.temperature = t;
     s.top_k = k;
     s.top_p = p;
     s.min_p = min_p;
     s.repetition_penalty = rep;
+    s.presence_penalty = presence;
+    s.frequency_penalty = frequency;
     return s;
   };
   const std::vector<int32_t> recent = random_ids(80, 1000, 9);
   for (int vocab : {1000, 49152}) {
     CAPTURE(vocab);
-    // Rows: greedy, the CLI's defaults, top-k at the cap, a penalty, min-p, and
-    // top-k 0 (the host fallback over 49152; on the device over 1000).
+    // Rows: greedy, the CLI's defaults, top-k at the cap, a penalty, min-p,
+    // presence and frequency penalties (over the last 30 of recent), and top-k 0 (the host fallback over 49152; on the device over 1000).
     const std::vector<SamplingParams> row_params = {
         params(0.0f, 0, 1.0f, 0.0f),          params(0.7f, 40, 0.95f, 0.05f), params(1.3f, 1024, 0.9f, 0.0f),
         params(0.9f, 20, 1.0f, 0.0f, 1.3f), params(1.0f, 0, 0.9f, 0.0f),      params(0.0f, 0, 1.0f, 0.0f, 1.3f),
-        params(1.0f, 50, 1.0f, 0.2f)};
+        params(1.0f, 50, 1.0f, 0.2f),         params(0.9f, 20, 1.0f, 0.0f, 1.2f, 0.8f, 0.5f),
+        params(0.7f, 40, 0.95f, 0.05f, 1.0f, 0.8f), params(0.0f, 0, 1.0f, 0.0f, 1.0f, 1.5f, 0.7f)};
     const int rows = static_cast<int>(row_params.size());
     std::mt19937_64 gen(5);
     std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -1289,6 +1297,7 @@ TEST_CASE("cuda model sampling: the batched device sampler picks what sample() p
         in[static_cast<size_t>(r)].params = row_params[static_cast<size_t>(r)];
         in[static_cast<size_t>(r)].rng = &device_rngs[static_cast<size_t>(r)];
         in[static_cast<size_t>(r)].recent = r % 2 ? &recent : nullptr;
+        in[static_cast<size_t>(r)].generated = 30;
       }
       REQUIRE(cuda::enqueue_sample_rows(static_cast<float*>(d.data()), vocab, vocab, in, scratch, nullptr).ok());
       REQUIRE(device_synchronize().ok());
@@ -1298,7 +1307,7 @@ TEST_CASE("cuda model sampling: the batched device sampler picks what sample() p
         const std::vector<float> row(logits.begin() + static_cast<long>(r) * vocab,
                                      logits.begin() + static_cast<long>(r + 1) * vocab);
         const int32_t want = sample(row, row_params[static_cast<size_t>(r)], host_rngs[static_cast<size_t>(r)],
-                                    r % 2 ? recent : std::vector<int32_t>{});
+                                    r % 2 ? recent : std::vector<int32_t>{}, 30);
         if (got[static_cast<size_t>(r)] != want) {
           ++mismatches;
           MESSAGE("seed ", seed, " row ", r, ": device ", got[static_cast<size_t>(r)], ", host ", want);

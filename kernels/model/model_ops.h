@@ -224,8 +224,8 @@ cudaError_t launch_embedding_quant(const QuantMatrixParams& w, const int32_t* id
 inline constexpr int kMaxSampleCandidates = 1024;
 
 // Picks a token from one logits row with the rules of flashscope::sample()
-// (engine.hpp): non-finite logits → -inf; repetition penalty on
-// penalty_ids; temperature <= 0 → argmax (lowest id on ties); else logits /
+// (engine.hpp): non-finite logits → -inf; repetition penalty on the
+// first num_repeat penalty_ids, then penalty_sub off each; temperature <= 0 → argmax (lowest id on ties); else logits /
 // temperature, the `keep` best (by logit, then lowest id), softmax in
 // double, top_p, min_p, and an inverse-CDF draw at `uniform`. One CTA.
 // logits is scratch: it is overwritten with the penalized, scaled values.
@@ -233,7 +233,9 @@ struct SampleKernelParams {
   float* logits;  // [vocab]
   int vocab;
   const int32_t* penalty_ids;  // [num_penalty] distinct ids in [0, vocab); may be null when num_penalty == 0
+  const float* penalty_sub;    // [num_penalty] subtracted after the repetition penalty; null: nothing
   int num_penalty;
+  int num_repeat;              // the first num_repeat ids get the repetition penalty
   float repetition_penalty;
   float temperature;
   int keep;  // candidates after top-k: 1..kMaxSampleCandidates (ignored when greedy)

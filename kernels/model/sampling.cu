@@ -6,7 +6,9 @@
 //   logits [vocab] fp32 (overwritten: it is the working copy)
 //   1. sanitize: non-finite → -inf; -0 → +0 here and after every later
 //      rewrite (so the radix keys below order exactly as floats compare)
-//   2. repetition penalty on the distinct ids given: l > 0 ? l / r : l · r
+//   2. penalties on the distinct ids given: the first num_repeat l > 0 ?
+//      l / r : l · r (repetition), then l -= penalty_sub[j] (presence and
+//      frequency, computed on the host)
 //   3. argmax, lowest id on ties; greedy (temperature <= 0) or an all -inf
 //      row stops here
 //   4. l /= temperature
@@ -110,8 +112,10 @@ __device__ __forceinline__ void apply_repetition_penalty(const SampleKernelParam
   for (int j = threadIdx.x; j < p.num_penalty; j += kThreads) {
     const int id = p.penalty_ids[j];
     if (id < 0 || id >= p.vocab) continue;
-    const float l = logits[id];
-    logits[id] = positive_zero(l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty);
+    float l = logits[id];
+    if (j < p.num_repeat) l = l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty;
+    if (p.penalty_sub != nullptr) l -= p.penalty_sub[j];
+    logits[id] = positive_zero(l);
   }
 }
 

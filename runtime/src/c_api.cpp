@@ -37,7 +37,11 @@ struct flashscope_model {
 };
 
 struct flashscope_queue {
+  explicit flashscope_queue(std::unique_ptr<flashscope::RequestQueue> q) : queue(std::move(q)) {}
   std::unique_ptr<flashscope::RequestQueue> queue;
+  // flashscope_queue_set_penalties; submits on other threads read the pair.
+  std::mutex penalties_mutex;
+  float presence = 0.0f, frequency = 0.0f;
 };
 
 struct flashscope_session {
@@ -47,6 +51,7 @@ struct flashscope_session {
   std::string system_prompt;            // with a template: added first when the history has no system message
   std::vector<flashscope::ChatMessage> history;
   size_t n_in_cache = 0;
+  float presence = 0.0f, frequency = 0.0f;  // flashscope_session_set_penalties
 };
 
 namespace {
@@ -263,6 +268,8 @@ flashscope_status generate(flashscope_session* s, const flashscope_generate_para
 
   flashscope::GenerateParams gp;
   if (const flashscope_status c = to_cpp(fn, params, &gp); c != FLASHSCOPE_OK) return c;
+  gp.sampling.presence_penalty = s->presence;
+  gp.sampling.frequency_penalty = s->frequency;
   if (s->n_in_cache == s->history.size()) {
     return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
                 s->history.empty() ? "no message: add one with flashscope_session_add_message first"
@@ -640,6 +647,25 @@ flashscope_status flashscope_session_set_chat_template(flashscope_session* sessi
   });
 }
 
+namespace {
+
+// The range OpenAI documents for both penalties.
+bool penalty_in_range(float v) { return v >= -2.0f && v <= 2.0f; }
+
+}  // namespace
+
+flashscope_status flashscope_session_set_penalties(flashscope_session* session, float presence, float frequency) {
+  constexpr const char* fn = "session_set_penalties";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
+    if (!penalty_in_range(presence)) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "presence must be in [-2, 2]");
+    if (!penalty_in_range(frequency)) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "frequency must be in [-2, 2]");
+    session->presence = presence;
+    session->frequency = frequency;
+    return FLASHSCOPE_OK;
+  });
+}
+
 // --- request queue ---------------------------------------------------------------------
 
 flashscope_queue_params flashscope_queue_default_params(void) {
@@ -663,7 +689,7 @@ flashscope_status flashscope_queue_create(const flashscope_model* model, const f
     o.session_tokens = p.n_ctx;
     auto q = flashscope::RequestQueue::create(model->model, o);
     if (!q.ok()) return fail(fn, q.status());
-    *out_queue = new flashscope_queue{std::move(q).value()};
+    *out_queue = new flashscope_queue(std::move(q).value());
     return FLASHSCOPE_OK;
   });
 }
@@ -681,6 +707,11 @@ flashscope_status flashscope_queue_submit(flashscope_queue* queue, const int32_t
     }
     flashscope::GenerateParams gp;
     if (const flashscope_status c = to_cpp(fn, params, &gp); c != FLASHSCOPE_OK) return c;
+    {
+      std::lock_guard<std::mutex> lock(queue->penalties_mutex);
+      gp.sampling.presence_penalty = queue->presence;
+      gp.sampling.frequency_penalty = queue->frequency;
+    }
     flashscope::TokenCallback token_cb;
     if (on_token) {
       token_cb = [on_token, user, text = std::string()](const flashscope::TokenEvent& e) mutable {
@@ -708,6 +739,19 @@ flashscope_status flashscope_queue_submit(flashscope_queue* queue, const int32_t
                                    std::move(done_cb));
     if (!id.ok()) return fail(fn, id.status());
     if (out_id) *out_id = id.value();
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_status flashscope_queue_set_penalties(flashscope_queue* queue, float presence, float frequency) {
+  constexpr const char* fn = "queue_set_penalties";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!queue) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "queue is NULL");
+    if (!penalty_in_range(presence)) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "presence must be in [-2, 2]");
+    if (!penalty_in_range(frequency)) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "frequency must be in [-2, 2]");
+    std::lock_guard<std::mutex> lock(queue->penalties_mutex);
+    queue->presence = presence;
+    queue->frequency = frequency;
     return FLASHSCOPE_OK;
   });
 }

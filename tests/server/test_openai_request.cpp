@@ -95,7 +95,8 @@ TEST_CASE("serve: request bodies become GenerateParams with OpenAI's defaults an
                                                                    {{"type", "text"}, {"text", "there"}}}}}}},
                      {"temperature", 0.5}, {"top_p", 0.9}, {"top_k", 40}, {"min_p", 0.05}, {"repeat_penalty", 1.1},
                      {"seed", 7}, {"stop", "END"}, {"max_completion_tokens", 33}, {"stream", true},
-                     {"stream_options", {{"include_usage", true}}}, {"presence_penalty", 0}, {"ignore_eos", true}};
+                     {"stream_options", {{"include_usage", true}}}, {"presence_penalty", 0.6}, {"frequency_penalty", -0.25},
+                     {"ignore_eos", true}};
   REQUIRE_FALSE(parse_chat_request(body, &g).has_value());
   REQUIRE(g.messages.size() == 2);
   CHECK(g.messages[0].role == "system");  // developer is OpenAI's newer name for it
@@ -105,6 +106,8 @@ TEST_CASE("serve: request bodies become GenerateParams with OpenAI's defaults an
   CHECK(g.params.sampling.top_k == 40);
   CHECK(g.params.sampling.min_p == doctest::Approx(0.05));
   CHECK(g.params.sampling.repetition_penalty == doctest::Approx(1.1));
+  CHECK(g.params.sampling.presence_penalty == doctest::Approx(0.6));
+  CHECK(g.params.sampling.frequency_penalty == doctest::Approx(-0.25));
   CHECK(g.params.sampling.seed == 7);
   CHECK(g.seed_given);
   CHECK(g.params.stop_strings == std::vector<std::string>{"END"});
@@ -122,6 +125,8 @@ TEST_CASE("serve: request bodies become GenerateParams with OpenAI's defaults an
   CHECK_FALSE(d.seed_given);
   CHECK_FALSE(d.stream);
   CHECK(d.params.stop_tokens.empty());
+  CHECK(d.params.sampling.presence_penalty == 0.0f);  // OpenAI's defaults: off
+  CHECK(d.params.sampling.frequency_penalty == 0.0f);
   GenRequest ids;
   REQUIRE_FALSE(parse_completion_request(json{{"prompt", {1, 2, 3}}}, &ids).has_value());
   CHECK(ids.prompt_is_ids);

@@ -305,6 +305,33 @@ TEST_CASE("serve: health, models, and chat and completion replies equal Session:
   CHECK(sr["choices"][0]["finish_reason"] == "stop");
 }
 
+TEST_CASE("serve: presence_penalty and frequency_penalty reach the sampler, with Session::generate's result") {
+  REQUIRE_DEFAULT_MODEL(model);
+  TestServer ts(*model, options(2, 4));
+  const std::vector<int32_t> ids = model->tokenizer().encode("Count: one, two, one, two, one, two,", false);
+  const Expected plain = run_alone(*model, ids, greedy(32));
+  GenerateParams gp = greedy(32);
+  gp.sampling.presence_penalty = 1.5f;
+  gp.sampling.frequency_penalty = 2.0f;
+  const Expected want = run_alone(*model, ids, gp);
+  // The penalties change this greedy reply, so a server that dropped them fails below.
+  REQUIRE(want.text != plain.text);
+  int status = 0;
+  const json body = {{"prompt", "Count: one, two, one, two, one, two,"},
+                     {"max_tokens", 32},
+                     {"temperature", 0},
+                     {"presence_penalty", 1.5},
+                     {"frequency_penalty", 2.0}};
+  const json r = post_json(ts, "/v1/completions", body.dump(), &status);
+  REQUIRE(status == 200);
+  CHECK(r["choices"][0]["text"] == want.text);
+  CHECK(r["usage"]["completion_tokens"] == want.tokens);
+  // Streamed: the same tokens.
+  const Streamed st = post_stream(ts, "/v1/completions", body);
+  CHECK(st.status == 200);
+  CHECK(st.text == want.text);
+}
+
 TEST_CASE("serve: a template that opens a <think> block: the reply comes back as reasoning_content") {
   REQUIRE_DEFAULT_MODEL(model);
   // ChatML whose generation prompt opens the block, as Qwen3's does when thinking.
@@ -507,7 +534,10 @@ TEST_CASE("serve: bad requests get their status and OpenAI's error naming the fi
       {"/v1/chat/completions", "{\"messages\": [" + user + "], \"stop\": [1]}", 400, "stop[0]"},
       {"/v1/chat/completions", "{\"messages\": [" + user + "], \"n\": 2}", 400, "n"},
       {"/v1/chat/completions", "{\"messages\": [" + user + "], \"seed\": \"x\"}", 400, "seed"},
-      {"/v1/chat/completions", "{\"messages\": [" + user + "], \"presence_penalty\": 0.5}", 400, "presence_penalty"},
+      {"/v1/chat/completions", "{\"messages\": [" + user + "], \"presence_penalty\": 2.5}", 400, "presence_penalty"},
+      {"/v1/chat/completions", "{\"messages\": [" + user + "], \"frequency_penalty\": -2.1}", 400, "frequency_penalty"},
+      {"/v1/chat/completions", "{\"messages\": [" + user + "], \"frequency_penalty\": \"x\"}", 400,
+       "frequency_penalty"},
       {"/v1/chat/completions", "{\"messages\": [" + user + "], \"max_tokens\": 200}", 400, "messages"},  // 128 ctx
       {"/v1/completions", "{}", 400, "prompt"},
       {"/v1/completions", R"({"prompt": 5})", 400, "prompt"},

@@ -336,6 +336,17 @@ FLASHSCOPE_API flashscope_status flashscope_session_generate(flashscope_session*
                                                              flashscope_token_callback callback, void* user,
                                                              flashscope_generate_stats* out_stats);
 
+/* OpenAI's presence and frequency penalties for this session's later
+ * generates (flashscope_generate_params cannot grow without breaking
+ * callers built against it): a token the reply has generated c times loses
+ * presence x [c > 0] + frequency x c from its logit, after the repetition
+ * penalty; the prompt does not count. Each in [-2, 2]; 0 and 0 (the
+ * default) switch them off. Not while a generate runs on the session.
+ *   INVALID_ARGUMENT  session NULL, or a value outside [-2, 2] or NaN: the
+ *                     session keeps its values */
+FLASHSCOPE_API flashscope_status flashscope_session_set_penalties(flashscope_session* session, float presence,
+                                                                  float frequency);
+
 /* Makes the generate running on this session return FLASHSCOPE_CANCELLED
  * after the token in progress (a forward pass or a callback). Any thread,
  * any time before flashscope_session_free begins; lock-free. A cancel while
@@ -454,6 +465,12 @@ FLASHSCOPE_API flashscope_status flashscope_queue_submit(flashscope_queue* queue
                                                          flashscope_token_callback on_token,
                                                          flashscope_done_callback on_done, void* user,
                                                          uint64_t* out_id);
+
+/* flashscope_session_set_penalties for the requests submitted after it
+ * (those already submitted keep theirs). Any thread.
+ *   INVALID_ARGUMENT  queue NULL, or a value outside [-2, 2] or NaN */
+FLASHSCOPE_API flashscope_status flashscope_queue_set_penalties(flashscope_queue* queue, float presence,
+                                                                float frequency);
 
 /* Stops request `id` (any thread): a waiting one never starts, a running one
  * stops after the token in progress; its done callback follows with

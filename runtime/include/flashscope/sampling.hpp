@@ -3,7 +3,9 @@
 // engine runs the same steps on the device with the same Rng draws).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace flashscope {
@@ -16,6 +18,11 @@ struct SamplingParams {
   float min_p = 0.0f;       // drop tokens below min_p × the top probability; ≤ 0: none
   float repetition_penalty = 1.0f;  // > 1 discourages tokens among the recent ones (CTRL / HF rule)
   int repeat_last_n = 64;   // how many recent tokens the penalty looks at; < 0: all
+  // OpenAI's additive penalties, in [-2, 2], over the tokens this reply has
+  // generated so far (not the prompt): a token seen c times loses
+  // presence_penalty·[c > 0] + frequency_penalty·c from its logit. 0: off.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   uint64_t seed = 0;
 };
 
@@ -35,12 +42,27 @@ class Rng {
 // Picks the next token from `logits` [vocab]. The steps, in order:
 //   1. repetition penalty on the last repeat_last_n of recent_tokens: a
 //      positive logit is divided by the penalty, a negative one multiplied;
+//      then the presence and frequency penalties, counted over the last
+//      `generated` of recent_tokens (the reply's own; default: all of them);
 //   2. temperature ≤ 0 → the argmax (the lowest id on ties);
 //   3. logits / temperature, top_k, softmax, top_p (nucleus), min_p;
 //   4. one draw from what is left, renormalized.
 // Non-finite logits are treated as -inf; if every logit is -inf the argmax
 // rule returns 0. logits must be non-empty.
 int32_t sample(const std::vector<float>& logits, const SamplingParams& params, Rng& rng,
-               const std::vector<int32_t>& recent_tokens);
+               const std::vector<int32_t>& recent_tokens,
+               size_t generated = std::numeric_limits<size_t>::max());
+
+// Where the penalties of step 1 land, as sample() and the device sampler
+// both apply them: distinct ids in [0, vocab); the first num_repeat get the
+// repetition penalty, then every one loses sub[j] (sub is empty when the
+// presence and frequency penalties are 0).
+struct PenaltyPlan {
+  std::vector<int32_t> ids;
+  int num_repeat = 0;
+  std::vector<float> sub;
+};
+PenaltyPlan plan_penalties(const SamplingParams& params, const std::vector<int32_t>& recent_tokens, size_t generated,
+                           int32_t vocab);
 
 }  // namespace flashscope

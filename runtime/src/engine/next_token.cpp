@@ -25,16 +25,17 @@ Status forward_for_next(const Model& model, Sequence& seq, const std::vector<int
 }
 
 Result<int32_t> sample_next(const Model& model, Sequence& seq, const std::vector<float>& host,
-                            const SamplingParams& params, Rng& rng, const std::vector<int32_t>& recent) {
+                            const SamplingParams& params, Rng& rng, const std::vector<int32_t>& recent,
+                            size_t generated) {
   const Model::Impl* m = Internal::impl(model);
   if (m == nullptr) return invalid_argument("sample: the model is not loaded");
   if (on_cuda(*m)) {
     Sequence::State* st = Internal::state(seq);
     if (st == nullptr) return invalid_argument("sample: the sequence is empty");
-    return cuda_sample_last(*m, *st, params, rng, recent);
+    return cuda_sample_last(*m, *st, params, rng, recent, generated);
   }
   if (host.empty()) return invalid_argument("sample: no logits");
-  return sample(host, params, rng, recent);
+  return sample(host, params, rng, recent, generated);
 }
 
 Status decode_batch_and_sample(const Model& model, const std::vector<Sequence*>& seqs,
@@ -67,7 +68,8 @@ Status decode_batch_and_sample(const Model& model, const std::vector<Sequence*>&
     if (n == 1) {  // the sequence's own decode step (and graph); bit-equal to Session::generate's
       FLASHSCOPE_RETURN_IF_ERROR(forward_for_next(model, *seqs[0], tokens, nullptr));
       *forwarded = true;
-      auto id = cuda_sample_last(*m, *states->front(), *sampling[0].params, *sampling[0].rng, recent(0));
+      auto id = cuda_sample_last(*m, *states->front(), *sampling[0].params, *sampling[0].rng, recent(0),
+                                 sampling[0].generated);
       if (!id.ok()) return id.status();
       (*next)[0] = id.value();
       return Status::ok_status();
@@ -91,7 +93,7 @@ Status decode_batch_and_sample(const Model& model, const std::vector<Sequence*>&
   for (size_t i = 0; i < n; ++i) {
     std::copy(host->begin() + static_cast<std::ptrdiff_t>(i * V), host->begin() + static_cast<std::ptrdiff_t>((i + 1) * V),
               row.begin());
-    (*next)[i] = sample(row, *sampling[i].params, *sampling[i].rng, recent(i));
+    (*next)[i] = sample(row, *sampling[i].params, *sampling[i].rng, recent(i), sampling[i].generated);
   }
   return Status::ok_status();
 }

@@ -22,9 +22,11 @@ namespace flashscope::model {
 Status forward_for_next(const Model& model, Sequence& seq, const std::vector<int32_t>& tokens,
                         std::vector<float>* host);
 
-// The next token from those logits, by sample()'s rules and draws.
+// The next token from those logits, by sample()'s rules and draws (the
+// last `generated` of recent are the reply's own).
 Result<int32_t> sample_next(const Model& model, Sequence& seq, const std::vector<float>& host,
-                            const SamplingParams& params, Rng& rng, const std::vector<int32_t>& recent);
+                            const SamplingParams& params, Rng& rng, const std::vector<int32_t>& recent,
+                            size_t generated);
 
 // One batched decode step (Model::forward_batch's checks and semantics),
 // then the next token of each sequence: (*next)[i] for seqs[i], sampled

@@ -26,6 +26,10 @@ Status check_generate_params(const GenerateParams& p) {
   if (!(s.top_p > 0.0f)) return invalid_argument("generate: top_p must be > 0 (1 disables it)");
   if (s.min_p < 0.0f || s.min_p > 1.0f) return invalid_argument("generate: min_p must be in [0, 1]");
   if (!(s.repetition_penalty > 0.0f)) return invalid_argument("generate: repetition_penalty must be > 0 (1 disables it)");
+  if (!(s.presence_penalty >= -2.0f && s.presence_penalty <= 2.0f))
+    return invalid_argument("generate: presence_penalty must be in [-2, 2] (0 disables it)");
+  if (!(s.frequency_penalty >= -2.0f && s.frequency_penalty <= 2.0f))
+    return invalid_argument("generate: frequency_penalty must be in [-2, 2] (0 disables it)");
   return check_stop_strings(p.stop_strings);
 }
 
@@ -95,7 +99,8 @@ bool Reply::wants_token() {
 }
 
 Result<int32_t> Reply::sample() {
-  return sample_next(session_.model(), Internal::sequence(session_), logits_, params_.sampling, rng_, recent_);
+  return sample_next(session_.model(), Internal::sequence(session_), logits_, params_.sampling, rng_, recent_,
+                     static_cast<size_t>(stats_.generated_tokens));
 }
 
 bool Reply::accept(int32_t id) {

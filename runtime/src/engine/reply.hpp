@@ -49,7 +49,9 @@ class Reply {
   // What a batched step needs of this reply.
   Session& session() { return session_; }
   int32_t token() const { return token_; }  // the accepted token to feed next
-  SampleInput sample_input() { return SampleInput{&params_.sampling, &rng_, &recent_}; }
+  SampleInput sample_input() {
+    return SampleInput{&params_.sampling, &rng_, &recent_, static_cast<size_t>(stats_.generated_tokens)};
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -59,7 +61,7 @@ class Reply {
   GenerateParams params_;
   TokenCallback on_token_;
   std::vector<int32_t> feed_;    // pending + prompt, for prefill()
-  std::vector<int32_t> recent_;  // the repetition penalty's window: the conversation so far
+  std::vector<int32_t> recent_;  // the penalties' window: the conversation so far, this reply's tokens last
   std::vector<float> logits_;    // the last logits on the host (CPU models)
   GenerateStats stats_;
   Rng rng_;

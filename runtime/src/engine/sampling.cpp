@@ -1,4 +1,4 @@
-// Token sampling: repetition penalty, greedy, temperature, top-k, top-p,
+// Token sampling: repetition, presence and frequency penalties, greedy, temperature, top-k, top-p,
 // min-p (see engine.hpp for the order and the rules), and the PRNG.
 //
 // Candidates are (id, logit) pairs. top_k keeps the k best by a partial
@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <unordered_set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -59,8 +59,44 @@ uint64_t Rng::next_u64() {
 
 double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
+PenaltyPlan plan_penalties(const SamplingParams& params, const std::vector<int32_t>& recent, size_t generated,
+                           int32_t vocab) {
+  PenaltyPlan plan;
+  const size_t n = recent.size();
+  std::unordered_map<int32_t, int> at;  // id → its index in plan.ids
+  if (params.repetition_penalty != 1.0f && params.repetition_penalty > 0.0f) {
+    const size_t window = params.repeat_last_n < 0 ? n : std::min(n, static_cast<size_t>(params.repeat_last_n));
+    for (size_t i = n - window; i < n; ++i) {
+      const int32_t id = recent[i];
+      if (id < 0 || id >= vocab || !at.emplace(id, static_cast<int>(plan.ids.size())).second) continue;
+      plan.ids.push_back(id);
+    }
+    plan.num_repeat = static_cast<int>(plan.ids.size());
+  }
+  const float presence = params.presence_penalty, frequency = params.frequency_penalty;
+  // Non-finite values are refused by generate; here they switch the penalty off.
+  if ((presence == 0.0f && frequency == 0.0f) || !std::isfinite(presence) || !std::isfinite(frequency)) return plan;
+  std::vector<int> count(plan.ids.size(), 0);
+  for (size_t i = n - std::min(n, generated); i < n; ++i) {
+    const int32_t id = recent[i];
+    if (id < 0 || id >= vocab) continue;
+    const auto [it, added] = at.emplace(id, static_cast<int>(plan.ids.size()));
+    if (added) {
+      plan.ids.push_back(id);
+      count.push_back(0);
+    }
+    ++count[static_cast<size_t>(it->second)];
+  }
+  plan.sub.resize(plan.ids.size());
+  for (size_t j = 0; j < plan.ids.size(); ++j) {
+    const int c = count[j];
+    plan.sub[j] = (c > 0 ? presence : 0.0f) + frequency * static_cast<float>(c);
+  }
+  return plan;
+}
+
 int32_t sample(const std::vector<float>& logits_in, const SamplingParams& params, Rng& rng,
-               const std::vector<int32_t>& recent_tokens) {
+               const std::vector<int32_t>& recent_tokens, size_t generated) {
   const int32_t vocab = static_cast<int32_t>(logits_in.size());
   if (vocab == 0) return 0;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -71,16 +107,12 @@ int32_t sample(const std::vector<float>& logits_in, const SamplingParams& params
     cand[static_cast<size_t>(i)] = {i, std::isfinite(l) ? l : kNegInf, 0.0};
   }
 
-  if (params.repetition_penalty != 1.0f && params.repetition_penalty > 0.0f && !recent_tokens.empty()) {
-    const size_t n = recent_tokens.size();
-    const size_t window = params.repeat_last_n < 0 ? n : std::min(n, static_cast<size_t>(params.repeat_last_n));
-    std::unordered_set<int32_t> seen;
-    for (size_t i = n - window; i < n; ++i) {
-      const int32_t id = recent_tokens[i];
-      if (id < 0 || id >= vocab || !seen.insert(id).second) continue;
-      float& l = cand[static_cast<size_t>(id)].logit;
+  const PenaltyPlan plan = plan_penalties(params, recent_tokens, generated, vocab);
+  for (size_t j = 0; j < plan.ids.size(); ++j) {
+    float& l = cand[static_cast<size_t>(plan.ids[j])].logit;
+    if (j < static_cast<size_t>(plan.num_repeat))
       l = l > 0.0f ? l / params.repetition_penalty : l * params.repetition_penalty;
-    }
+    if (!plan.sub.empty()) l -= plan.sub[j];
   }
 
   const auto best_it = std::min_element(cand.begin(), cand.end(), better);  // "min" under `better` = the best

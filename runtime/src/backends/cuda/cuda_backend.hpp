@@ -51,13 +51,14 @@ CudaForwardStats cuda_total_stats();
 // sampled once: the device sampler works in place). Differs from sample()
 // in one corner: a row of only non-finite logits consumes a draw.
 Result<int32_t> cuda_sample_last(const Model::Impl& m, Sequence::State& st, const SamplingParams& params, Rng& rng,
-                                 const std::vector<int32_t>& recent_tokens);
+                                 const std::vector<int32_t>& recent_tokens, size_t generated);
 
 // How one sequence of a batched step picks its next token.
 struct SampleInput {
   const SamplingParams* params = nullptr;
   Rng* rng = nullptr;
-  const std::vector<int32_t>* recent = nullptr;  // the repetition penalty's window source
+  const std::vector<int32_t>* recent = nullptr;  // the penalties' window source
+  size_t generated = 0;                          // its last `generated` are the reply's own
 };
 
 // cuda_forward_batch, then every row sampled on the device (the batched

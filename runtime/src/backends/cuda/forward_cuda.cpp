@@ -636,7 +636,7 @@ CudaForwardStats cuda_stats(const Sequence::State& state) {
 }
 
 Result<int32_t> cuda_sample_last(const Model::Impl& m, Sequence::State& state, const SamplingParams& params, Rng& rng,
-                                 const std::vector<int32_t>& recent_tokens) {
+                                 const std::vector<int32_t>& recent_tokens, size_t generated) {
   auto* st = dynamic_cast<CudaState*>(&state);
   if (st == nullptr || !m.cuda) return invalid_argument("cuda_sample_last: not a CUDA sequence");
   if (st->last_logits_row < 0) return invalid_argument("cuda_sample_last: no logits are pending on the device");
@@ -645,7 +645,8 @@ Result<int32_t> cuda_sample_last(const Model::Impl& m, Sequence::State& state, c
   const int V = m.config.vocab;
   float* row = static_cast<float*>(st->scratch.logits.data()) + static_cast<size_t>(st->last_logits_row) * V;
   st->last_logits_row = -1;  // the sampler works in place: a row is sampled once
-  auto token = cuda::sample_row(row, V, params, rng, recent_tokens, st->scratch.sampler, st->scratch.stream);
+  auto token = cuda::sample_row(row, V, params, rng, recent_tokens, st->scratch.sampler, st->scratch.stream,
+                                generated);
   if (token.ok()) {
     st->unsettled = false;  // sample_row waited for the stream, the forward's work before its own
     count_sample(params, V);
@@ -680,7 +681,7 @@ Status cuda_forward(const Model::Impl&, Sequence::State&, const int32_t*, const 
 CudaForwardStats cuda_stats(const Sequence::State&) { return {}; }
 
 Result<int32_t> cuda_sample_last(const Model::Impl&, Sequence::State&, const SamplingParams&, Rng&,
-                                 const std::vector<int32_t>&) {
+                                 const std::vector<int32_t>&, size_t) {
   return unsupported("this build of flashscope has no CUDA backend");
 }
 

@@ -184,6 +184,7 @@ Status batch_step(const Model::Impl& m, Sequence::State* const* states, const in
       rows[static_cast<size_t>(i)].params = *in.params;
       rows[static_cast<size_t>(i)].rng = in.rng;
       rows[static_cast<size_t>(i)].recent = in.recent;
+      rows[static_cast<size_t>(i)].generated = in.generated;
     }
   }
 

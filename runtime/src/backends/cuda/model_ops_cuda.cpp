@@ -9,7 +9,6 @@
 #include <cstring>
 #include <new>
 #include <string>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -34,20 +33,6 @@ int max_sample_candidates() { return kMaxSampleCandidates; }
 int sample_candidates(const SamplingParams& params, int vocab) {
   if (params.temperature <= 0.0f) return 0;
   return params.top_k > 0 && params.top_k < vocab ? params.top_k : vocab;
-}
-
-std::vector<int32_t> penalty_ids(const SamplingParams& params, const std::vector<int32_t>& recent, int vocab) {
-  std::vector<int32_t> ids;
-  if (params.repetition_penalty == 1.0f || !(params.repetition_penalty > 0.0f) || recent.empty()) return ids;
-  const size_t n = recent.size();
-  const size_t window = params.repeat_last_n < 0 ? n : std::min(n, static_cast<size_t>(params.repeat_last_n));
-  std::unordered_set<int32_t> seen;
-  for (size_t i = n - window; i < n; ++i) {
-    const int32_t id = recent[i];
-    if (id < 0 || id >= vocab || !seen.insert(id).second) continue;
-    ids.push_back(id);
-  }
-  return ids;
 }
 
 #if FLASHSCOPE_WITH_CUDA
@@ -513,6 +498,7 @@ static Result<kernels::SampleKernelParams> sample_params(const SampleOp& op) {
   if (!op.logits || !op.token_out) return bad(name, "logits and token_out must not be null");
   if (op.num_penalty < 0 || (op.num_penalty > 0 && !op.penalty_ids))
     return bad(name, "penalty_ids must not be null when num_penalty > 0");
+  if (op.num_repeat < 0 || op.num_repeat > op.num_penalty) return bad(name, "num_repeat must be in [0, num_penalty]");
   const SamplingParams& s = op.params;
   if (s.temperature > 0.0f) {
     if (!(s.top_p > 0.0f)) return bad(name, "top_p must be > 0 (1 disables it)");
@@ -529,7 +515,9 @@ static Result<kernels::SampleKernelParams> sample_params(const SampleOp& op) {
   k.logits = op.logits;
   k.vocab = op.vocab;
   k.penalty_ids = op.penalty_ids;
-  k.num_penalty = penalty ? op.num_penalty : 0;
+  k.penalty_sub = op.penalty_sub;
+  k.num_penalty = op.num_penalty;
+  k.num_repeat = penalty ? op.num_repeat : 0;
   k.repetition_penalty = s.repetition_penalty;
   k.temperature = s.temperature;
   k.keep = std::max(keep, 1);
@@ -586,7 +574,7 @@ Status enqueue_sample_rows(float* logits, int64_t row_stride, int vocab, const s
     return invalid_argument("sample_rows: no logits, or a row stride below the vocabulary");
   scratch.device_rows.clear();
   scratch.host_rows_of.clear();
-  std::vector<std::vector<int32_t>> ids(rows.size());
+  std::vector<PenaltyPlan> plans(rows.size());
   size_t total_ids = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     if (rows[r].rng == nullptr) return invalid_argument("sample_rows: row " + std::to_string(r) + " has no Rng");
@@ -595,15 +583,16 @@ Status enqueue_sample_rows(float* logits, int64_t row_stride, int vocab, const s
       continue;
     }
     scratch.device_rows.push_back(static_cast<int>(r));
-    if (rows[r].recent != nullptr) ids[r] = penalty_ids(rows[r].params, *rows[r].recent, vocab);
-    total_ids += ids[r].size();
+    if (rows[r].recent != nullptr) plans[r] = plan_penalties(rows[r].params, *rows[r].recent, rows[r].generated, vocab);
+    total_ids += plans[r].ids.size();
   }
-  // The block: params [nd], token ids [nd], penalty ids; built in the
+  // The block: params [nd], token ids [nd], each row's penalty ids then its
+  // subtrahends (4 bytes each); built in the
   // staging copy on the host with the device addresses it will have.
   const size_t nd = scratch.device_rows.size();
   const size_t tokens_at = (nd * sizeof(kernels::SampleKernelParams) + 15) / 16 * 16;
   const size_t ids_at = (tokens_at + nd * sizeof(int32_t) + 15) / 16 * 16;
-  const size_t bytes = ids_at + std::max<size_t>(total_ids, 1) * sizeof(int32_t);
+  const size_t bytes = ids_at + std::max<size_t>(2 * total_ids, 1) * sizeof(int32_t);
   if (scratch.block.size() < bytes) {
     auto b = DeviceBuffer::allocate(bytes * 2);  // headroom: the penalty windows grow with the replies
     if (!b.ok()) return Status(b.status().code(), "the batched sampler's block: " + b.status().message());
@@ -616,20 +605,25 @@ Status enqueue_sample_rows(float* logits, int64_t row_stride, int vocab, const s
   size_t id_cursor = ids_at;
   for (size_t j = 0; j < nd; ++j) {
     const size_t r = static_cast<size_t>(scratch.device_rows[j]);
-    const std::vector<int32_t>& row_ids = ids[r];
+    const PenaltyPlan& plan = plans[r];
+    const std::vector<int32_t>& row_ids = plan.ids;
+    const size_t sub_at = id_cursor + row_ids.size() * sizeof(int32_t);
     if (!row_ids.empty()) std::memcpy(host + id_cursor, row_ids.data(), row_ids.size() * sizeof(int32_t));
+    if (!plan.sub.empty()) std::memcpy(host + sub_at, plan.sub.data(), plan.sub.size() * sizeof(float));
     SampleOp op;
     op.logits = logits + static_cast<int64_t>(r) * row_stride;
     op.vocab = vocab;
     op.penalty_ids = reinterpret_cast<const int32_t*>(dev + id_cursor);
+    op.penalty_sub = plan.sub.empty() ? nullptr : reinterpret_cast<const float*>(dev + sub_at);
     op.num_penalty = static_cast<int>(row_ids.size());
+    op.num_repeat = plan.num_repeat;
     op.params = rows[r].params;
     op.uniform = rows[r].params.temperature > 0.0f ? rows[r].rng->uniform() : 0.0;  // sample_row's one draw
     op.token_out = reinterpret_cast<int32_t*>(dev + tokens_at) + j;
     auto k = sample_params(op);
     if (!k.ok()) return Status(k.status().code(), "sample_rows: row " + std::to_string(r) + ": " + k.status().message());
     std::memcpy(host + j * sizeof(kernels::SampleKernelParams), &k.value(), sizeof(kernels::SampleKernelParams));
-    id_cursor += row_ids.size() * sizeof(int32_t);
+    id_cursor = sub_at + plan.sub.size() * sizeof(float);
   }
   scratch.tokens_offset = tokens_at;
   if (nd > 0) {
@@ -674,13 +668,15 @@ Status finish_sample_rows(const std::vector<SampleRowInput>& rows, int vocab, Ba
   for (size_t j = 0; j < scratch.host_rows_of.size(); ++j) {
     const size_t r = static_cast<size_t>(scratch.host_rows_of[j]);
     std::memcpy(row.data(), scratch.host_rows.data() + j * row.size() * sizeof(float), row.size() * sizeof(float));
-    tokens[r] = flashscope::sample(row, rows[r].params, *rows[r].rng, rows[r].recent ? *rows[r].recent : kNone);
+    tokens[r] = flashscope::sample(row, rows[r].params, *rows[r].rng, rows[r].recent ? *rows[r].recent : kNone,
+                                   rows[r].generated);
   }
   return {};
 }
 
 Result<int32_t> sample_row(float* logits, int vocab, const SamplingParams& params, Rng& rng,
-                           const std::vector<int32_t>& recent_tokens, SampleScratch& scratch, void* stream) {
+                           const std::vector<int32_t>& recent_tokens, SampleScratch& scratch, void* stream,
+                           size_t generated) {
   const auto s = static_cast<cudaStream_t>(stream);
   if (logits == nullptr || vocab < 1) return invalid_argument("sample_row: no logits");
   if (sample_candidates(params, vocab) > kMaxSampleCandidates) {
@@ -695,23 +691,34 @@ Result<int32_t> sample_row(float* logits, int vocab, const SamplingParams& param
         cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost, s),
         "cudaMemcpyAsync of the logits row"));
     FLASHSCOPE_RETURN_IF_ERROR(checked(cudaStreamSynchronize(s), "sample_row: reading the logits row"));
-    return flashscope::sample(host, params, rng, recent_tokens);
+    return flashscope::sample(host, params, rng, recent_tokens, generated);
   }
-  const std::vector<int32_t> ids = penalty_ids(params, recent_tokens, vocab);
-  FLASHSCOPE_RETURN_IF_ERROR(grow(scratch.penalty_ids, std::max<size_t>(ids.size(), 256) * sizeof(int32_t),
+  const PenaltyPlan plan = plan_penalties(params, recent_tokens, generated, vocab);
+  const std::vector<int32_t>& ids = plan.ids;
+  // The ids, then their subtrahends.
+  FLASHSCOPE_RETURN_IF_ERROR(grow(scratch.penalty_ids, std::max<size_t>(2 * ids.size(), 256) * sizeof(int32_t),
                                   "the sampler's penalty ids"));
   FLASHSCOPE_RETURN_IF_ERROR(grow(scratch.token, 16, "the sampled token"));
+  int32_t* dev_ids = static_cast<int32_t*>(scratch.penalty_ids.data());
+  float* dev_sub = reinterpret_cast<float*>(dev_ids + ids.size());
+  // From pageable memory: staged before the call returns, ordered on s.
   if (!ids.empty()) {
-    // From pageable memory: staged before the call returns, ordered on s.
-    FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(scratch.penalty_ids.data(), ids.data(),
-                                                       ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s),
+    FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dev_ids, ids.data(), ids.size() * sizeof(int32_t),
+                                                       cudaMemcpyHostToDevice, s),
                                        "cudaMemcpyAsync of the penalty ids"));
+  }
+  if (!plan.sub.empty()) {
+    FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dev_sub, plan.sub.data(), plan.sub.size() * sizeof(float),
+                                                       cudaMemcpyHostToDevice, s),
+                                       "cudaMemcpyAsync of the penalty subtrahends"));
   }
   SampleOp op;
   op.logits = logits;
   op.vocab = vocab;
-  op.penalty_ids = static_cast<const int32_t*>(scratch.penalty_ids.data());
+  op.penalty_ids = dev_ids;
+  op.penalty_sub = plan.sub.empty() ? nullptr : dev_sub;
   op.num_penalty = static_cast<int>(ids.size());
+  op.num_repeat = plan.num_repeat;
   op.params = params;
   op.uniform = params.temperature > 0.0f ? rng.uniform() : 0.0;
   op.token_out = static_cast<int32_t*>(scratch.token.data());
@@ -740,7 +747,7 @@ CublasHandle& CublasHandle::operator=(CublasHandle&& o) noexcept {
 }
 Status CublasHandle::bind(void*, void*, size_t) { return no_cuda(); }
 Result<int32_t> sample_row(float*, int, const SamplingParams&, Rng&, const std::vector<int32_t>&, SampleScratch&,
-                           void*) {
+                           void*, size_t) {
   return no_cuda();
 }
 

@@ -14,7 +14,9 @@
 // be traced to its op.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "flashscope/device_buffer.hpp"
@@ -258,15 +260,15 @@ int max_sample_candidates();
 // top_k when 0 < top_k < vocab, else vocab (greedy: 0).
 int sample_candidates(const SamplingParams& params, int vocab);
 
-// The distinct ids the repetition penalty applies to, as sample() picks
-// them (the last repeat_last_n of recent, in range); empty when it is off.
-std::vector<int32_t> penalty_ids(const SamplingParams& params, const std::vector<int32_t>& recent, int vocab);
-
 struct SampleOp {
   float* logits = nullptr;  // [vocab]; overwritten (working copy)
   int vocab = 0;
+  // plan_penalties()'s plan on the device: the first num_repeat ids get the
+  // repetition penalty, then each loses penalty_sub[j] (null: nothing).
   const int32_t* penalty_ids = nullptr;  // [num_penalty] device, distinct
+  const float* penalty_sub = nullptr;    // [num_penalty] device, or null
   int num_penalty = 0;
+  int num_repeat = 0;
   SamplingParams params;
   double uniform = 0.0;        // from Rng::uniform(); unused when greedy
   int32_t* token_out = nullptr;  // [1] device
@@ -277,7 +279,7 @@ Status sample(const SampleOp& op, void* stream);
 
 // Device buffers sample_row grows as it needs them.
 struct SampleScratch {
-  DeviceBuffer penalty_ids;
+  DeviceBuffer penalty_ids;  // the plan's ids, then its subtrahends
   DeviceBuffer token;
 };
 
@@ -303,24 +305,26 @@ class PinnedBuffer {
 
 // Picks the next token from a device logits row [vocab] as sample() would
 // from the same values with the same rng (one uniform drawn when not
-// greedy): penalty ids built and uploaded, the sampler launched, the token
+// greedy): the penalty plan built and uploaded, the sampler launched, the token
 // read back (the stream is synchronized). The row is overwritten. When the
 // device sampler cannot keep that many candidates the row is downloaded and
 // sample() runs on the host. One corner differs from sample(): a row whose
 // logits are all non-finite consumes a draw (sample() returns before it).
 Result<int32_t> sample_row(float* logits, int vocab, const SamplingParams& params, Rng& rng,
-                           const std::vector<int32_t>& recent_tokens, SampleScratch& scratch, void* stream);
+                           const std::vector<int32_t>& recent_tokens, SampleScratch& scratch, void* stream,
+                           size_t generated = std::numeric_limits<size_t>::max());
 
 // One row of a batched sampling call: what sample() takes for it.
 struct SampleRowInput {
   SamplingParams params;
   Rng* rng = nullptr;                            // drawn from as sample_row draws
   const std::vector<int32_t>* recent = nullptr;  // the penalty window's source; null: none
+  size_t generated = std::numeric_limits<size_t>::max();  // sample()'s `generated`
 };
 
 // What sample_rows keeps between its two halves, grown as needed.
 struct BatchSampleScratch {
-  DeviceBuffer block;      // SampleKernelParams [rows], token ids [rows], penalty ids
+  DeviceBuffer block;      // SampleKernelParams [rows], token ids [rows], penalty ids and subtrahends
   PinnedBuffer staging;    // the same block built on the host; the tokens come back into it
   PinnedBuffer host_rows;  // logits rows the host samples [host rows, vocab]
   std::vector<int> device_rows, host_rows_of;  // which input rows went where
