@@ -64,6 +64,7 @@ std::string layout_json(const HeadlessFrame& f) {
       {"chat_notice", f.snap.chat_format_notice},
       {"source", trace_origin_name(shown ? f.sources.shown : TraceOrigin::kNone)},
       {"provenance", shown ? shown->provenance : std::string()},
+      {"trace_note", shown ? shown->note : std::string()},
       {"trace_device", shown ? shown->trace->meta.device_name : std::string()},
       {"replay_error", f.sources.replay_error},
       {"model", f.snap.state == EngineState::kFailed ? std::string() : f.snap.model_name},
@@ -80,8 +81,9 @@ bool HeadlessRun::last_frame(const HeadlessFrame& f) {
   // A couple of frames after the answer, so its final statistics are on screen.
   const bool answered = opt_.has_prompt && frames_after_answer_ >= 3;
   const bool lab_done = !opt_.run_lab || (f.lab.runs >= 5 && f.lab.trace && f.sources.lab.trace);
-  // The switch is under way from the frame after it was asked for until the worker ends it.
-  if (f.switch_sent && f.snap.switching_to.empty()) ++frames_after_switch_;
+  // The switch is under way from the frame after it was asked for until the
+  // worker ends it, and then the example trace of the new model is captured.
+  if (f.switch_sent && f.snap.switching_to.empty() && !f.capture_busy) ++frames_after_switch_;
   else frames_after_switch_ = 0;
   const bool switched = !opt_.switch_to.empty() && frames_after_switch_ >= 3;
   const bool last = f.frames >= opt_.frames || (answered && lab_done) ||

@@ -25,6 +25,8 @@
 #   base_model  a switch from SmolLM2 to Gemma-3-270M, a base model: loaded
 #               on the engine's thread, it runs as plain completion and the
 #               chat panel says so
+#   completion  Gemma-3-270M from the start (--model), greedy: the prompt's
+#               text is continued as llama.cpp continues it on the same file
 #   thinking    the default model with a --chat-template that does not parse
 #               (the fallback notice) and a --conversation whose answer has a
 #               thinking block (drawn collapsed above the answer)
@@ -110,6 +112,14 @@ case $mode in
 JSON
     args+=(--model "$model" --tab throughput --frames 30 --chat-template "$out/broken.jinja"
            --conversation "$out/thinking_conversation.json") ;;
+  completion)
+    if [[ ! -f $gemma ]]; then
+      echo "SKIP: $gemma is missing (scripts/fetch_model.sh gemma3-270m fetches it)"
+      exit 77
+    fi
+    # 8 greedy tokens at 1-2 tok/s on 2 cores; at most 3000 frames (40 s).
+    tab=Throughput
+    args+=(--model "$gemma" --tab throughput --frames 3000 --greedy --max-tokens 8 --prompt "The capital of France is") ;;
   models|base_model)
     for m in "$model" "$gemma"; do
       if [[ ! -f $m ]]; then
@@ -182,6 +192,12 @@ case $mode in
     grep -q '"chat_notice": "the chat template file cannot be used (chat template 2:6: unsupported tag .include.); using built-in ChatML"' \
       "$out/$mode.json" || { echo "FAIL: the notice does not name the construct and its position"; exit 1; }
     echo "thinking check passed" ;;
+  completion)
+    grep -q '"chat_format": "completion"' "$out/$mode.json" || { echo "FAIL: Gemma does not run as plain completion"; exit 1; }
+    # llama.cpp (0c1e570) continues this prompt greedily on the same file with these words.
+    grep -q '^flashscope: answer text:  the capital of the country of France' "$out/$mode.log" ||
+      { echo "FAIL: the continuation differs from llama.cpp's"; exit 1; }
+    echo "completion check passed" ;;
   models|base_model)
     # One row per installed model with its header's facts (the JSON writer
     # sorts keys: four before "file", three after).
@@ -208,6 +224,9 @@ case $mode in
         { echo "FAIL: Gemma does not run as plain completion"; exit 1; }
       grep -q '"chat_notice": "the model has no chat template: plain text completion"' "$out/$mode.json" ||
         { echo "FAIL: the chat panel does not say plain completion"; exit 1; }
+      # The dashboard's example trace follows the new model's attention shape (Gemma-3-270M: 4 q-heads, 1 kv-head).
+      grep -q "gemma-3-270m-q4_k_m's attention shape (4 q-heads / 1 kv-heads" "$out/$mode.json" ||
+        { echo "FAIL: the example trace was not captured again for Gemma"; exit 1; }
     fi
     echo "model picker check passed" ;;
   replay_bad)
