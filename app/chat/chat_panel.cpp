@@ -373,7 +373,8 @@ void draw_input(ChatPanelState& state, Conversation& conversation, EngineWorker&
   if (snap.state == EngineState::kGenerating) {
     std::snprintf(status, sizeof status, "generating · %.1f tok/s", snap.answer_live_tokens_per_s);
   } else {
-    std::snprintf(status, sizeof status, "engine: %s", engine_state_name(snap.state));
+    std::snprintf(status, sizeof status, "engine: %s",
+                  snap.switching_to.empty() ? engine_state_name(snap.state) : "loading model");
   }
   const float status_w = ImGui::CalcTextSize(status).x;
   ImGui::SameLine();

@@ -76,7 +76,8 @@ void EngineWorker::snapshot(EngineSnapshot* out) const {
 
 bool EngineWorker::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !queue_.empty() || snap_.state == EngineState::kPrefilling || snap_.state == EngineState::kGenerating;
+  return !queue_.empty() || snap_.state == EngineState::kPrefilling || snap_.state == EngineState::kGenerating ||
+         !snap_.switching_to.empty();
 }
 
 void EngineWorker::load_model(uint64_t id, std::string path) {

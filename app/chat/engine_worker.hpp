@@ -127,7 +127,7 @@ class EngineWorker {
   void load_model(uint64_t id, std::string path);
 
   void snapshot(EngineSnapshot* out) const;
-  // True while a request is queued or running.
+  // True while a request is queued or running (a model switch included).
   bool busy() const;
 
  private:

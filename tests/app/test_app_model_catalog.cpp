@@ -161,11 +161,13 @@ TEST_CASE("engine worker: a model switch that fails keeps the old model; a base 
   flashscope::app::switch_model(chat_state, worker, broken);
   worker.snapshot(&s);
   CHECK(s.switching_to == broken);  // at once, before the worker takes it up
+  CHECK(worker.busy());
   s = wait_for(worker, [](const EngineSnapshot& x) { return x.switching_to.empty(); });
   CHECK(s.switch_error.find("cannot load " + broken) == 0);
   CHECK(s.state == EngineState::kIdle);
   CHECK(s.model_name == "chat-model");
   CHECK(s.model_generation == first);
+  CHECK_FALSE(worker.busy());
   flashscope::GenerateParams gp;
   gp.max_tokens = 3;
   flashscope::app::EngineRequest r;
