@@ -83,6 +83,7 @@ bool HeadlessRun::last_frame(const HeadlessFrame& f) {
   const bool lab_done = !opt_.run_lab || (f.lab.runs >= 5 && f.lab.trace && f.sources.lab.trace);
   // The switch is under way from the frame after it was asked for until the
   // worker ends it, and then the example trace of the new model is captured.
+  if (!f.snap.switching_to.empty()) ++frames_while_switching_;
   if (f.switch_sent && f.snap.switching_to.empty() && !f.capture_busy) ++frames_after_switch_;
   else frames_after_switch_ = 0;
   const bool switched = !opt_.switch_to.empty() && frames_after_switch_ >= 3;
@@ -119,6 +120,7 @@ int HeadlessRun::report(const HeadlessFrame& f, const AppWindow& window, const M
     else if (!f.snap.switching_to.empty()) std::printf("flashscope: switch to %s: still loading\n", to);
     else std::printf("flashscope: switched to %s (%s)\n", f.snap.model_name.c_str(),
                      chat_format_kind_name(f.snap.chat_format));
+    std::printf("flashscope: UI while the model switched: %d frames\n", frames_while_switching_);
   }
   if (opt_.has_prompt) {
     const Message* answer = f.conversation.messages.empty() ? nullptr : &f.conversation.messages.back();

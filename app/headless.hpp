@@ -61,6 +61,7 @@ class HeadlessRun {
   std::chrono::steady_clock::time_point started_;
   int frames_after_answer_ = 0;
   int frames_after_switch_ = 0;
+  int frames_while_switching_ = 0;  // drawn while the engine loaded the next model
   std::string write_error_;
 };
 

@@ -62,6 +62,10 @@ void draw_main_window(FrameLayout& layout, ChatPanelState& chat, Conversation& c
   ImGui::Begin("FlashScope", nullptr, host_flags);
   if (ImGui::BeginMenuBar()) {
     draw_file_menu(dashboard, ctx.sources, quit);
+    if (ImGui::BeginMenu("Model")) {
+      if (ImGui::MenuItem("Choose model…")) chat.picker.open = true;
+      ImGui::EndMenu();
+    }
     ImGui::EndMenuBar();
   }
   draw_open_trace_dialog(dashboard, ctx.sources);

@@ -220,6 +220,10 @@ case $mode in
       grep -q '"model": "gemma-3-270m-q4_k_m"' "$out/$mode.json" ||
         { echo "FAIL: the switch to Gemma did not happen"; exit 1; }
       grep -q '"switch_error": ""' "$out/$mode.json" || { echo "FAIL: the switch reported an error"; exit 1; }
+      # The load ran on the engine's thread: the window kept drawing meanwhile
+      # (a load on the UI thread would leave no frame to see it in).
+      grep -Eq '^flashscope: UI while the model switched: [1-9][0-9]* frames' "$out/$mode.log" ||
+        { echo "FAIL: no frame was drawn while Gemma loaded"; exit 1; }
       grep -q '"chat_format": "completion"' "$out/$mode.json" ||
         { echo "FAIL: Gemma does not run as plain completion"; exit 1; }
       grep -q '"chat_notice": "the model has no chat template: plain text completion"' "$out/$mode.json" ||
