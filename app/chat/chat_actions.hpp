@@ -29,6 +29,7 @@ struct ModelPickerState {
   std::string path_error;             // why the typed path cannot be loaded
   std::string last_request;           // the path the latest switch asked for
   float rect[4] = {0, 0, 0, 0};       // where the window was drawn (framebuffer pixels; tests)
+  int frames_open = 0;                // frames since it opened
 };
 
 // Everything the chat panel keeps between frames; the caller owns it.

@@ -139,11 +139,11 @@ std::string parameter_label(int64_t parameters) {
   return buf;
 }
 
-std::string weight_types_label(const ModelFacts& facts) {
+std::string weight_types_label(const ModelFacts& facts, size_t max_types) {
   std::string out;
   size_t shown = 0;
   for (const auto& [type, share] : facts.weight_types) {
-    if (shown == 3) {
+    if (shown == max_types) {
       out += " · …";
       break;
     }

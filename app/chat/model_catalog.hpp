@@ -52,7 +52,7 @@ bool same_file(const std::string& a, const std::string& b);
 std::string tokenizer_kind_label(const std::string& ggml_model);
 // "135M", "268M", "1.2B".
 std::string parameter_label(int64_t parameters);
-// "Q4_K 61% · Q6_K 24% · F32 15%" (at most 3 types, then "· …").
-std::string weight_types_label(const ModelFacts& facts);
+// "Q4_K 61% · Q6_K 24% · …": the first max_types types, then "· …" when there are more.
+std::string weight_types_label(const ModelFacts& facts, size_t max_types = 3);
 
 }  // namespace flashscope::app

@@ -66,7 +66,10 @@ void draw_table(ChatPanelState& state, EngineWorker& worker, const EngineSnapsho
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(size_label(f.file_bytes).c_str());
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(weight_types_label(f).c_str());
+    // Two types keep the table narrow enough for a 1280-pixel window; all of them on hover.
+    ImGui::TextUnformatted(weight_types_label(f, 2).c_str());
+    if (f.weight_types.size() > 2 && ImGui::IsItemHovered())
+      ImGui::SetTooltip("%s", weight_types_label(f, f.weight_types.size()).c_str());
     ImGui::TableNextColumn();
     if (f.context_length > 0) ImGui::Text("%lld", static_cast<long long>(f.context_length));
     else ImGui::TextColored(palette::kMuted, "?");
@@ -85,11 +88,16 @@ void draw_table(ChatPanelState& state, EngineWorker& worker, const EngineSnapsho
 
 void draw_model_picker(ChatPanelState& state, EngineWorker& worker, const EngineSnapshot& snap, const UiFonts& fonts) {
   ModelPickerState& p = state.picker;
-  if (!p.open) return;
+  if (!p.open) {
+    p.frames_open = 0;
+    return;
+  }
   if (!p.listed) list(p);
   const ImGuiViewport* vp = ImGui::GetMainViewport();
+  // Centred over its first frames: a window that sizes itself knows its size only once drawn.
+  p.frames_open = p.frames_open + 1;
   ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.45f),
-                          ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+                          p.frames_open <= 3 ? ImGuiCond_Always : ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
   // Sized by its content (the table), so a long error or a new row never hides below the edge.
   ImGui::SetNextWindowSizeConstraints(ImVec2(ImGui::GetFontSize() * 30.0f, 0.0f),
                                       ImVec2(vp->WorkSize.x * 0.95f, vp->WorkSize.y * 0.9f));
