@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   wo.model_path = opt.model_path.empty() ? flashscope::find_default_model() : opt.model_path;
   if (wo.model_path.empty()) wo.model_path = std::string("assets/models/") + flashscope::kDefaultModelFile;
   wo.threads = opt.threads;
+  wo.weights = opt.weights;
   wo.context = opt.context;
   wo.chat_template_path = opt.chat_template;
   worker.start(wo);

@@ -40,7 +40,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli bench e2e [-m PATH] [--device cpu|cuda] [--batch 1,8,64] [--prompt-len N] [--gen-len N]\n"
-    "                                [--runs N] [-t N] [--json]\n"
+    "                                [--runs N] [-t N] [--weights quantized|bf16] [--json]\n"
     "  -m, --model PATH   GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --device cpu|cuda  where to run (default: cuda when a device is present)\n"
     "  --batch LIST       batch sizes, comma-separated (default 1,8,64)\n"
@@ -48,6 +48,7 @@ constexpr const char* kUsage =
     "  --gen-len N        tokens generated per session (default 128)\n"
     "  --runs N           timed runs per batch size, after one warm-up (default 3; medians reported)\n"
     "  -t, --threads N    CPU threads (default: all cores)\n"
+    "  --weights quantized|bf16  cuda: weights kept in their GGUF blocks (default) or expanded to bf16\n"
     "  --json             one JSON object per batch size\n";
 
 using Clock = std::chrono::steady_clock;
@@ -137,7 +138,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
-            {"model", "device", "batch", "prompt-len", "gen-len", "runs", "threads"}, {"json", "help"});
+            {"model", "device", "batch", "prompt-len", "gen-len", "runs", "threads", "weights"}, {"json", "help"});
   if (args.has("help")) {
     std::printf("%s", kUsage);
     return 0;
@@ -147,6 +148,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   const int runs = static_cast<int>(args.get_int("runs", 3));
   const int threads = static_cast<int>(args.get_int_in("threads", 0, 0, kMaxThreads));
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
+  const WeightFormat weights = parse_weights(args);
   std::vector<int> batches;
   if (!args.ok() || !args.positional().empty() || !parse_batches(args.get("batch", "1,8,64"), &batches) ||
       prompt_len < 1 || gen_len < 1 || runs < 1 || threads < 0 || (device != "cpu" && device != "cuda")) {
@@ -162,6 +164,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   ModelOptions mo;
   mo.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   mo.threads = threads;
+  mo.weights = weights;
   auto model = Model::load(path, mo);
   if (!model.ok()) {
     std::fprintf(stderr, "flashscope-cli bench e2e: cannot load %s: %s\n", path.c_str(),
@@ -171,9 +174,12 @@ int cmd_bench_e2e(int argc, char** argv) {
   const ModelConfig& c = model->config();
   const std::string name = c.name.empty() ? path : c.name;
   std::string device_name = "cpu";
+  std::string weights_name = "file blocks";
   if (mo.device == Device::kCuda) {
     auto info = query_device(0);
     device_name = info.ok() ? info->name : "cuda";
+    weights_name = std::string(weight_format_name(weights)) + ", " +
+                   std::to_string(static_cast<long long>(model->device_weight_bytes() / 1000000)) + " MB on the device";
   }
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   std::vector<Session> sessions;
@@ -187,9 +193,10 @@ int cmd_bench_e2e(int argc, char** argv) {
   }
   const bool json = args.has("json");
   if (!json) {
-    std::printf("e2e  %s (%d layers, %.1f MB of weights) on %s; prompt %d tokens, %d generated per session, greedy;\n"
-                "     median of %d runs after a warm-up\n",
-                name.c_str(), c.n_layers, model->weight_bytes() / 1e6, device_name.c_str(), prompt_len, gen_len, runs);
+    std::printf("e2e  %s (%d layers, %.1f MB of weights; %s) on %s; prompt %d tokens, %d generated per session,\n"
+                "     greedy; median of %d runs after a warm-up\n",
+                name.c_str(), c.n_layers, model->weight_bytes() / 1e6, weights_name.c_str(), device_name.c_str(),
+                prompt_len, gen_len, runs);
     std::printf("  %6s %11s %12s %10s %13s %14s %13s\n", "batch", "prefill ms", "prompt tok/s", "ttft ms",
                 "ttft last ms", "decode tok/s", "per seq tok/s");
   }
@@ -215,6 +222,8 @@ int cmd_bench_e2e(int argc, char** argv) {
       print_json_line({{"kind", "e2e"},
                        {"model", name},
                        {"device", device_name},
+                       {"weights", mo.device == Device::kCuda ? weight_format_name(weights) : "file blocks"},
+                       {"device_weight_bytes", static_cast<long long>(model->device_weight_bytes())},
                        {"batch", batch},
                        {"prompt_len", prompt_len},
                        {"gen_len", gen_len},

@@ -39,7 +39,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashscope-cli chat [-m PATH] [--system TEXT] [--chat-template FILE] [-n N] [--temp T] [--top-k K]\n"
     "                           [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
-    "                           [--device cpu|cuda]\n"
+    "                           [--device cpu|cuda] [--weights quantized|bf16]\n"
     "  -n N                 tokens per reply at most (default 512)\n"
     "  --system TEXT        system prompt (default: the one in the model's chat template)\n"
     "  --chat-template FILE a Jinja chat template to use instead of the model's\n"
@@ -136,7 +136,7 @@ int cmd_chat(int argc, char** argv) {
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
             {"model", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed", "ctx",
-             "threads", "device"},
+             "threads", "device", "weights"},
             {"help"});
   if (!args.ok() || args.has("help") || !args.positional().empty()) {
     const bool bad = !args.ok() || !args.positional().empty();
@@ -150,6 +150,7 @@ int cmd_chat(int argc, char** argv) {
   so.max_tokens = parse_ctx(args);
   ModelOptions mo;
   mo.threads = parse_threads(args, "chat");
+  mo.weights = parse_weights(args);
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);

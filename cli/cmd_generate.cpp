@@ -22,6 +22,7 @@ constexpr const char* kUsage =
     "usage: flashscope-cli generate [-m PATH] -p TEXT [--chat] [--system TEXT] [--chat-template FILE] [-n N]\n"
     "                               [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
     "                               [--seed S] [--ctx N] [-t N] [--device cpu|cuda]\n"
+    "                               [--weights quantized|bf16]\n"
     "  -m, --model PATH      GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  -p, --prompt TEXT     the prompt; with --chat, the user's message\n"
     "  --chat                render the prompt with the model's chat template and answer it\n"
@@ -36,7 +37,8 @@ constexpr const char* kUsage =
     "  --ctx N               KV cache size in tokens (default: the model's context length)\n"
     "  -t, --threads N       CPU threads (default: OMP_NUM_THREADS, else all cores; fewer is faster\n"
     "                        when other programs keep the cores busy)\n"
-    "  --device cpu|cuda     where to run (default: cuda when a device is present; cuda: bf16 weights, cuBLAS, CUDA graphs)\n";
+    "  --device cpu|cuda     where to run (default: cuda when a device is present; cuda: CUDA graphs)\n"
+    "  --weights quantized|bf16  cuda: weights kept in their GGUF blocks (default) or expanded to bf16\n";
 
 }  // namespace
 
@@ -46,7 +48,7 @@ int cmd_generate(int argc, char** argv) {
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
             {"model", "prompt", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty", "seed",
-             "ctx", "device", "threads"},
+             "ctx", "device", "threads", "weights"},
             {"chat", "help"});
   if (!args.ok() || args.has("help")) {
     const bool usage_error = !args.ok();
@@ -69,12 +71,14 @@ int cmd_generate(int argc, char** argv) {
   const int ctx = parse_ctx(args);
   const int threads = parse_threads(args, "generate");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
+  const WeightFormat weights = parse_weights(args);
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);
     return 2;
   }
   ModelOptions mo;
   mo.threads = threads;
+  mo.weights = weights;
   if (device == "cpu") {
     mo.device = Device::kCpu;
   } else if (device == "cuda") {

@@ -1,28 +1,92 @@
 // `flashscope-cli info`: what the GPU is and its speed of light, with the
-// arithmetic, so a reader can check every SOL percentage the tools print.
+// arithmetic, so a reader can check every SOL percentage the tools print;
+// with -m MODEL, the memory the model takes: its weights on the device (as
+// --weights keeps them) and its KV cache per token and at full context.
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "engine_args.hpp"
 #include "flashscope/device.hpp"
+#include "flashscope/model.hpp"
 #include "json_line.hpp"
 
 namespace flashscope::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: flashscope-cli info [--device N] [-m MODEL [--weights quantized|bf16]] [--json]\n"
+    "  -m, --model PATH  also load MODEL (on the GPU when there is one) and show its memory:\n"
+    "                    weights on the device and the KV cache\n";
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// The model's memory; 0 when printed, 1 when it does not load.
+int print_model_memory(const std::string& path, WeightFormat weights, bool json) {
+  ModelOptions mo;
+  mo.device = cuda_available() ? Device::kCuda : Device::kCpu;
+  mo.weights = weights;
+  auto model = Model::load(path, mo);
+  if (!model.ok()) {
+    std::fprintf(stderr, "flashscope-cli info: cannot load %s: %s\n", path.c_str(), model.status().to_string().c_str());
+    return 1;
+  }
+  const ModelConfig& c = model->config();
+  // K and V, bf16, every layer (the CUDA pool's pages and the CPU cache alike).
+  const uint64_t kv_per_token = 2ull * static_cast<uint64_t>(c.n_layers) * static_cast<uint64_t>(c.n_kv_heads) *
+                                static_cast<uint64_t>(c.head_dim) * 2ull;
+  const uint64_t kv_full = kv_per_token * static_cast<uint64_t>(c.context_length);
+  const bool on_gpu = mo.device == Device::kCuda;
+  const uint64_t device_weights = model->device_weight_bytes();
+  if (json) {
+    print_json_line({{"model", c.name.empty() ? path : c.name},
+                     {"file_weight_bytes", static_cast<long long>(model->weight_bytes())},
+                     {"device", on_gpu ? "cuda" : "cpu"},
+                     {"weights", on_gpu ? weight_format_name(weights) : "file blocks"},
+                     {"device_weight_bytes", static_cast<long long>(device_weights)},
+                     {"kv_bytes_per_token", static_cast<long long>(kv_per_token)},
+                     {"context_length", c.context_length},
+                     {"kv_bytes_full_context", static_cast<long long>(kv_full)}});
+    return 0;
+  }
+  std::printf("model %s\n", c.name.empty() ? path.c_str() : c.name.c_str());
+  std::printf("  weights (file)    %.1f MiB\n", mib(model->weight_bytes()));
+  if (on_gpu) {
+    std::printf("  weights (device)  %.1f MiB, %s (%.2f× the file's)\n", mib(device_weights), weight_format_name(weights),
+                model->weight_bytes() ? static_cast<double>(device_weights) / static_cast<double>(model->weight_bytes())
+                                      : 0.0);
+  } else {
+    std::printf("  weights (device)  none: the CPU reads them mapped from the file\n");
+  }
+  std::printf("  KV cache          %.1f KiB a token (bf16 K and V, %d layers × %d heads × %d); %.1f MiB at the\n"
+              "                    full context of %d tokens, %s\n",
+              static_cast<double>(kv_per_token) / 1024.0, c.n_layers, c.n_kv_heads, c.head_dim, mib(kv_full),
+              c.context_length, on_gpu ? "in the device's page pool as sequences take it" : "in host memory");
+  return 0;
+}
+
+}  // namespace
 
 int cmd_info(int argc, char** argv) {
-  Args args(argc, argv, {"device"}, {"json", "help"});
+  std::vector<std::string> storage = expand_short_flags(argc, argv);
+  std::vector<char*> av;
+  for (std::string& s : storage) av.push_back(s.data());
+  Args args(static_cast<int>(av.size()), av.data(), {"device", "model", "weights"}, {"json", "help"});
+  const WeightFormat weights = parse_weights(args);
   if (!args.ok() || args.has("help")) {
-    std::fprintf(args.ok() ? stdout : stderr, "%s%susage: flashscope-cli info [--device N] [--json]\n",
-                 args.error().c_str(), args.ok() ? "" : "\n");
+    std::fprintf(args.ok() ? stdout : stderr, "%s%s%s", args.error().c_str(), args.ok() ? "" : "\n", kUsage);
     return args.ok() ? 0 : 2;
   }
+  const bool json = args.has("json");
+  const std::string model_path = args.get("model");
   const int n = cuda_device_count();
   if (n == 0) {
     if (args.has("json")) print_json_line({{"devices", 0}, {"backend", "cpu"}});
     else std::printf("no CUDA device (or no CUDA in this build): the CPU backend runs everything\n");
-    return 0;
+    return model_path.empty() ? 0 : print_model_memory(model_path, weights, json);
   }
   const int ordinal = static_cast<int>(args.get_int("device", 0));
   auto info = query_device(ordinal);
@@ -45,7 +109,7 @@ int cmd_info(int argc, char** argv) {
                      {"tensor_flops_per_clk_per_sm", std::llround(d.tensor_flops_per_clk_per_sm)},
                      {"sol_tflops", rounded(d.sol_tflops, 1)},
                      {"sol_dram_gbps", std::llround(d.sol_dram_gbps)}});
-    return 0;
+    return model_path.empty() ? 0 : print_model_memory(model_path, weights, json);
   }
   std::printf("device %d of %d: %s\n", d.ordinal, n, d.name.c_str());
   std::printf("  architecture      sm_%d%d (compute capability %d.%d)\n", d.cc_major, d.cc_minor, d.cc_major,
@@ -59,7 +123,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("  SOL tensor        %.1f TFLOPS (BF16 dense, FP32 accumulate)\n", d.sol_tflops);
   std::printf("  SOL DRAM          %.0f GB/s\n", d.sol_dram_gbps);
   std::printf("  how               %s\n", d.sol_formula.c_str());
-  return 0;
+  return model_path.empty() ? 0 : print_model_memory(model_path, weights, json);
 }
 
 }  // namespace flashscope::cli

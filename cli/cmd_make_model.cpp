@@ -17,15 +17,20 @@ namespace flashscope::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: flashscope-cli make-model --out FILE [--preset tiny|smollm2-135m] [--layers N] [--dim D] [--heads H]\n"
+    "usage: flashscope-cli make-model --out FILE [--preset NAME] [--layers N] [--dim D] [--heads H]\n"
     "                                 [--kv-heads HK] [--head-dim 64|128] [--ffn F] [--vocab V] [--context C]\n"
     "                                 [--rope-dim R] [--rope-base B] [--type T] [--embd-type T] [--output-type T]\n"
     "                                 [--untied] [--seed S] [--arch llama|qwen2|qwen3|gemma3|phi3] [--window W]\n"
     "  --preset              tiny (default: 2 layers, dim 64, 4/2 heads, D64, ffn 96, vocab 100, context 512)\n"
     "                        or smollm2-135m (30 layers, dim 576, 9/3 heads, D64, ffn 1536, vocab 49152,\n"
-    "                        context 8192, rope base 100000); the flags below override it\n"
-    "  --type T              attention and FFN matrices: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q6_k\n"
-    "                        (default q4_1); --embd-type (default q8_0), --output-type (default q8_0, with --untied)\n"
+    "                        context 8192, rope base 100000), llama3.2-1b (16 layers, dim 2048, 32/8 heads, D64,\n"
+    "                        ffn 8192, vocab 128256, rope base 500000) or qwen3-1.7b (the llama-shaped part of\n"
+    "                        Qwen3-1.7B: 28 layers, dim 2048, 16/8 heads, D128, ffn 6144, vocab 151936, rope base\n"
+    "                        1000000; no QK-norm), both with context 8192; the flags below override it\n"
+    "  --type T              attention and FFN matrices: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k\n"
+    "                        (default q4_1), or a llama.cpp mix: q4_k_m / q5_k_m (Q4_K / Q5_K matrices, Q6_K for\n"
+    "                        attn_v and ffn_down of the layers llama.cpp gives more bits, Q6_K embeddings and\n"
+    "                        output); --embd-type (default q8_0), --output-type (default q8_0, with --untied)\n"
     "  --untied              write output.weight (default: the LM head is token_embd)\n"
     "  --rope-dim R          rotated dims per head (default: head_dim)\n"
     "  --seed S              weights' seed (default 1): the same flags always write the same file\n"
@@ -77,8 +82,28 @@ int cmd_make_model(int argc, char** argv) {
     spec.vocab = 49152;
     spec.context = 8192;
     spec.rope_base = 100000.0f;
+  } else if (preset == "llama3.2-1b") {
+    spec.n_layers = 16;
+    spec.hidden = 2048;
+    spec.n_heads = 32;
+    spec.n_kv_heads = 8;
+    spec.head_dim = 64;
+    spec.ffn = 8192;
+    spec.vocab = 128256;
+    spec.context = 8192;
+    spec.rope_base = 500000.0f;
+  } else if (preset == "qwen3-1.7b") {
+    spec.n_layers = 28;
+    spec.hidden = 2048;
+    spec.n_heads = 16;
+    spec.n_kv_heads = 8;
+    spec.head_dim = 128;
+    spec.ffn = 6144;
+    spec.vocab = 151936;
+    spec.context = 8192;
+    spec.rope_base = 1000000.0f;
   } else if (preset != "tiny") {
-    std::fprintf(stderr, "flashscope-cli make-model: --preset must be tiny or smollm2-135m\n");
+    std::fprintf(stderr, "flashscope-cli make-model: --preset must be tiny, smollm2-135m, llama3.2-1b or qwen3-1.7b\n");
     return 2;
   }
   spec.n_layers = static_cast<int>(args.get_int("layers", spec.n_layers));
@@ -99,9 +124,17 @@ int cmd_make_model(int argc, char** argv) {
     std::fprintf(stderr, "flashscope-cli make-model: %s\n%s", args.error().c_str(), kUsage);
     return 2;
   }
+  // llama.cpp's *_K_M mixes: the embeddings (the tied LM head) and output in Q6_K.
+  if (args.get("type") == "q4_k_m" || args.get("type") == "q5_k_m") {
+    spec.matrix_type = args.get("type") == "q4_k_m" ? GgmlType::kQ4_K : GgmlType::kQ5_K;
+    spec.more_bits_type = GgmlType::kQ6_K;
+    spec.embd_type = GgmlType::kQ6_K;
+    spec.output_type = GgmlType::kQ6_K;
+  }
   for (auto [flag, field] : {std::pair<const char*, GgmlType*>{"type", &spec.matrix_type},
                              {"embd-type", &spec.embd_type},
                              {"output-type", &spec.output_type}}) {
+    if (spec.more_bits_type != GgmlType::kF32 && std::string(flag) == "type") continue;  // a mix, set above
     if (args.has(flag) && !parse_type(args.get(flag), field)) {
       std::fprintf(stderr, "flashscope-cli make-model: --%s: unknown type '%s'\n", flag, args.get(flag).c_str());
       return 2;
@@ -116,11 +149,16 @@ int cmd_make_model(int argc, char** argv) {
   }
   const std::string head =
       spec.tied ? "tied LM head" : std::string("untied ") + ggml_type_name(spec.output_type) + " LM head";
+  const std::string matrices =
+      std::string(ggml_type_name(spec.matrix_type)) +
+      (spec.more_bits_type != GgmlType::kF32
+           ? std::string(" (") + ggml_type_name(spec.more_bits_type) + " attn_v/ffn_down in llama.cpp's layers)"
+           : std::string());
   std::printf("wrote %s: %d layers, dim %d, %d/%d heads x %d, ffn %d, vocab %d, context %d, %s matrices, %s "
               "embeddings, %s, seed %llu%s\n",
               out.c_str(), spec.n_layers, spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.ffn,
-              spec.vocab, spec.context, ggml_type_name(spec.matrix_type), ggml_type_name(spec.embd_type),
-              head.c_str(), static_cast<unsigned long long>(spec.seed),
+              spec.vocab, spec.context, matrices.c_str(), ggml_type_name(spec.embd_type), head.c_str(),
+              static_cast<unsigned long long>(spec.seed),
               spec.architecture == "llama" ? "" : (", " + spec.architecture).c_str());
   return 0;
 }

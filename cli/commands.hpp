@@ -13,6 +13,7 @@ int cmd_chat(int argc, char** argv);      // terminal chat REPL
 int cmd_trace(int argc, char** argv);     // trace prefill|decode|info
 int cmd_make_model(int argc, char** argv);  // write a synthetic llama GGUF
 int cmd_chat_template(int argc, char** argv);  // render a conversation with a chat template
+int cmd_logits(int argc, char** argv);         // every position's logits as .npy (comparisons with other runtimes)
 int cmd_serve(int argc, char** argv);          // the OpenAI-compatible HTTP server (when built with cpp-httplib)
 
 }  // namespace flashscope::cli

@@ -71,6 +71,13 @@ int parse_threads(Args& args, const char* command) {
 
 int parse_ctx(Args& args) { return static_cast<int>(args.get_int_in("ctx", 0, 0, std::numeric_limits<int>::max())); }
 
+WeightFormat parse_weights(Args& args) {
+  WeightFormat w = WeightFormat::kQuantized;
+  const std::string text = args.get("weights", "quantized");
+  if (!parse_weight_format(text, &w)) args.fail("--weights must be quantized or bf16, not '" + text + "'");
+  return w;
+}
+
 bool check_ctx_fits(int ctx, const Model& model, const char* command) {
   const int limit = model.config().context_length;
   if (ctx > 0 && limit > 0 && ctx > limit) {

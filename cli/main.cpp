@@ -23,6 +23,7 @@ void print_usage() {
       "  generate             run a GGUF model (default SmolLM2-135M) on a prompt, streaming the reply\n"
       "  serve                an OpenAI-compatible HTTP server (chat and completions, streaming; /metrics)\n"
       "  make-model           write a small llama GGUF with random weights of any shape and types\n"
+      "  logits               every position's logits of a prompt as .npy (to compare with llama.cpp, transformers)\n"
       "  trace                capture a trace of one run to a file (prefill; decode later), or `trace info FILE`\n"
       "  help                 this text; `flashscope-cli <command> --help` for a command's options\n");
 }
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   if (cmd == "generate") return flashscope::cli::cmd_generate(argc - 2, argv + 2);
   if (cmd == "trace") return flashscope::cli::cmd_trace(argc - 2, argv + 2);
   if (cmd == "chat-template") return flashscope::cli::cmd_chat_template(argc - 2, argv + 2);
+  if (cmd == "logits") return flashscope::cli::cmd_logits(argc - 2, argv + 2);
   if (cmd == "serve") {
 #ifdef FLASHSCOPE_HAVE_SERVER
     return flashscope::cli::cmd_serve(argc - 2, argv + 2);

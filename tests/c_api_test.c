@@ -210,6 +210,12 @@ int main(void) {
   mp.device = 7;
   CHECK_STATUS(flashscope_model_load(missing, &mp, &model), FLASHSCOPE_INVALID_ARGUMENT);
   CHECK(model == NULL);
+  /* The weights' format: an unknown one is refused before the file is opened. */
+  CHECK_STATUS(flashscope_model_load_weights(missing, NULL, 2, &model), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(strstr(flashscope_last_error(), "weight format") != NULL);
+  CHECK(model == NULL);
+  CHECK_STATUS(flashscope_model_load_weights(missing, NULL, FLASHSCOPE_WEIGHTS_BF16, &model), FLASHSCOPE_IO_ERROR);
+  CHECK(flashscope_model_device_size(NULL) == 0);
 
   /* NULL handles: no-ops and zeros, INVALID_ARGUMENT where a status is returned. */
   flashscope_model_free(NULL);
@@ -245,6 +251,7 @@ int main(void) {
   CHECK(flashscope_model_n_ctx(model) == 8192);
   CHECK(flashscope_model_n_layers(model) == 30);
   CHECK(flashscope_model_size(model) > 50u * 1000 * 1000);
+  CHECK(flashscope_model_device_size(model) == 0); /* a CPU model */
 
   /* The name through the size protocol. */
   size_t name_size = 0;

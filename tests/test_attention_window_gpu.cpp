@@ -252,7 +252,7 @@ TEST_CASE("gpu window: varlen batches with windows and soft-cap") {
     }
 }
 
-TEST_CASE("gpu window: a window of 0 and windows whose queries see nothing") {
+TEST_CASE("gpu window: a window of 0, windows whose queries see nothing, queries before every key") {
   if (skip_without_gpu()) return;
   // window_left = 0, causal: every query sees exactly its own key.
   AttentionShape a = dense_shape(1, 4, 1, 200, 300, 128, true, 6300);
@@ -267,6 +267,16 @@ TEST_CASE("gpu window: a window of 0 and windows whose queries see nothing") {
   b.window_right = 1;
   AttentionProblem pb(b);
   check_on_gpu(pb);
+  // Non-causal, 700 queries over 100 keys: whole q-tiles sit at negative
+  // positions (query i at i - 600) and, with the right side unbounded or
+  // wide, still see keys.
+  for (int right : {-1, 300}) {
+    AttentionShape c = dense_shape(1, 4, 1, 700, 100, 256, false, uint64_t(6302 + right));
+    c.window_left = 50;
+    c.window_right = right;
+    AttentionProblem pc(c);
+    check_on_gpu(pc);
+  }
 }
 
 TEST_CASE("gpu window: adversarial logits") {

@@ -215,6 +215,33 @@ TEST_CASE("dequant: Q4_K unpacks eight distinct 6-bit scales and mins") {
   check_all(got, want);
 }
 
+TEST_CASE("dequant: Q5_K is Q4_K's sub-blocks with a fifth bit from qh") {
+  // d = 1, dmin = 0.5; scales as in the Q4_K case above: sc {1, 2, 3, 63, 17, 34, 51, 60},
+  // m {0, 5, 10, 15, 36, 9, 25, 47}. qh[32] at 16, qs[128] at 48.
+  Bytes b(176, 0);
+  put_u16(b, 0, kHalfOne);
+  put_u16(b, 2, kHalfHalf);
+  const uint8_t scales[12] = {0x41, 0x82, 0xC3, 0xFF, 0x80, 0x05, 0x4A, 0x8F, 0x41, 0x92, 0x93, 0xFC};
+  std::memcpy(b.data() + 4, scales, 12);
+  uint8_t* qh = b.data() + 16;
+  uint8_t* qs = b.data() + 48;
+  qs[0] = 0x5A;   // element 0 low = 10 (sub 0), element 32 low = 5 (sub 1)
+  qh[0] = 0x02;   // bit 1: element 32 (sub 1) gets +16
+  qs[70] = 0x8B;  // element 134 low = 11 (sub 4), element 166 low = 8 (sub 5)
+  qh[6] = 0x30;   // bits 4, 5: elements 134 (sub 4) and 166 (sub 5) get +16
+  qh[31] = 0x80;  // bit 7: element 255 (sub 7, l = 31) = 16
+  const std::vector<float> got = run(GgmlType::kQ5_K, b, 256);
+  const float base[8] = {0, -2.5f, -5, -7.5f, -18, -4.5f, -12.5f, -23.5f};
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) want[e] = base[e / 32];
+  want[0] = 1 * 10 - 0.0f;
+  want[32] = 2 * 21 - 2.5f;
+  want[134] = 17 * 27 - 18.0f;
+  want[166] = 34 * 24 - 4.5f;
+  want[255] = 60 * 16 - 23.5f;
+  check_all(got, want);
+}
+
 TEST_CASE("dequant: Q6_K groups of 16, ql/qh split in 128-element halves") {
   // d = 0.5; the 16 int8 scales, one per 16 elements in order:
   //   {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12, 13, -14, 15, -16}
@@ -385,6 +412,8 @@ TEST_CASE("dequant: ggml type table") {
   CHECK(flashscope::ggml_type_can_dequantize(GgmlType::kQ6_K));
   CHECK(flashscope::ggml_type_can_dequantize(GgmlType::kQ5_K));
   CHECK_FALSE(flashscope::ggml_type_can_dequantize(GgmlType::kQ8_K));
+  CHECK(flashscope::ggml_type_can_dequantize(GgmlType::kQ2_K));
+  CHECK(flashscope::ggml_type_can_dequantize(GgmlType::kQ3_K));
   CHECK(flashscope::ggml_block_size(static_cast<GgmlType>(31)) == 0);
 }
 

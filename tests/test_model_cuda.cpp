@@ -99,11 +99,12 @@ constexpr uint16_t kNaN16 = 0xFFFF;  // NaN in bf16 (what poisoned buffers hold)
 
 using flashscope::testing::random_ids;
 
-Model load(const std::vector<uint8_t>& bytes, Device device) {
+Model load(const std::vector<uint8_t>& bytes, Device device, WeightFormat weights = WeightFormat::kQuantized) {
   auto file = GgufFile::from_buffer(bytes);
   REQUIRE_MESSAGE(file.ok(), file.status().to_string());
   ModelOptions o;
   o.device = device;
+  o.weights = weights;
   auto model = Model::from_gguf(std::move(file).value(), o);
   REQUIRE_MESSAGE(model.ok(), model.status().to_string());
   return std::move(model).value();
@@ -674,10 +675,11 @@ TEST_CASE("cuda model: the fused few-token step gives the logits of the cuBLAS s
     const std::string variant = v->name;
     CAPTURE(variant);
     const auto bytes = v->s.build();
+    // bf16 weights on both sides: the same roundings (test_model_cuda_quant.cpp has the quantized paths).
     ::setenv("FLASHSCOPE_CUDA_SKINNY", "0", 1);
-    const Model unfused = load(bytes, Device::kCuda);
+    const Model unfused = load(bytes, Device::kCuda, WeightFormat::kBf16);
     ::unsetenv("FLASHSCOPE_CUDA_SKINNY");
-    const Model fused = load(bytes, Device::kCuda);
+    const Model fused = load(bytes, Device::kCuda, WeightFormat::kBf16);
     const std::vector<int32_t> ids = random_ids(48, v->s.vocab, 77);
     const int prompt = 11;
     auto run = [&](const Model& m, uint64_t* fused_enqueues) {

@@ -11,9 +11,15 @@
 //    logits, replayed from CUDA graphs;
 //  * forward_batch rows (one paged attention launch for sequences of
 //    different lengths, two RoPE tables for gemma3, windows) give each
-//    sequence's own decode step.
+//    sequence's own decode step;
+//  * Q8_0 weights kept in their blocks (WeightFormat::kQuantized: the
+//    quantized few-token GEMMs with the families' epilogues, GeGLU over
+//    quantized gate/up, the quantized embedding with Gemma's scale, the
+//    many-row path's dequantized slices) give the same file's bf16 path.
 // Bounds as in test_model_cuda.cpp: the paths round the same values to bf16
-// and sum in fp32 in another order, max ~2% / RMS ~0.5% of the logit RMS;
+// and sum in fp32 in another order, max ~2% / RMS ~0.5% of the logit RMS
+// (quantized against bf16: test_model_cuda_quant.cpp's 7% / 1.5%, each path
+// within kCudaBounds of the float64 reference);
 // a wrong op (a RoPE pair, a bias, a norm, the wrong table or window) moves
 // logits by tens of percent.
 //
@@ -46,6 +52,7 @@ using flashscope::testing::skip_without_gpu;
 namespace {
 
 const std::string kDir = FLASHSCOPE_SOURCE_DIR "/tests/data/families/";
+const char* const kFamilies[] = {"llama3", "qwen2", "qwen3", "gemma3"};
 
 // A model to run: a fixture file (BF16) or a synthetic spec.
 struct Source {
@@ -56,7 +63,7 @@ struct Source {
 
 std::vector<Source> sources() {
   std::vector<Source> out;
-  for (const char* family : {"llama3", "qwen2", "qwen3", "gemma3"}) out.push_back({family, family, {}});
+  for (const char* family : kFamilies) out.push_back({family, family, {}});
   SyntheticModelSpec qwen2;
   qwen2.architecture = "qwen2";
   qwen2.hidden = 896;
@@ -89,13 +96,16 @@ std::vector<Source> sources() {
   return out;
 }
 
-// The source on CUDA; no value when the backend refuses it.
-std::optional<Model> load_cuda(const Source& src, bool skinny) {
+// The source on CUDA (a fixture in `type`, BF16 unless named); no value when
+// the backend refuses it.
+std::optional<Model> load_cuda(const Source& src, bool skinny, const std::string& type = "bf16",
+                               WeightFormat weights = WeightFormat::kQuantized) {
   ModelOptions o;
   o.device = Device::kCuda;
+  o.weights = weights;
   if (!skinny) ::setenv("FLASHSCOPE_CUDA_SKINNY", "0", 1);
   auto model = [&]() -> Result<Model> {
-    if (!src.fixture.empty()) return Model::load(kDir + src.fixture + ".bf16.gguf", o);
+    if (!src.fixture.empty()) return Model::load(kDir + src.fixture + "." + type + ".gguf", o);
     auto bytes = build_synthetic_model(src.spec);
     if (!bytes.ok()) return bytes.status();
     auto file = GgufFile::from_buffer(std::move(bytes).value());
@@ -225,6 +235,58 @@ TEST_CASE("cuda families: forward_batch rows give each sequence's own decode ste
     }
     MESSAGE(family << ": batch of " << batch << " vs own steps: worst max |diff| " << 100 * worst_rel
                    << "% of the row's RMS");
+  }
+  if (ran == 0) flashscope::testing::mark_skipped();
+}
+
+TEST_CASE("cuda families: Q8_0 weights kept in their blocks give the bf16 path's logits") {
+  if (skip_without_gpu()) return;
+  int ran = 0;
+  for (const char* family : kFamilies) {
+    CAPTURE(family);
+    const Source src{family, family, {}};
+    auto quant = load_cuda(src, true, "q8_0", WeightFormat::kQuantized);
+    auto bf16 = load_cuda(src, true, "q8_0", WeightFormat::kBf16);
+    if (!quant || !bf16) continue;
+    ++ran;
+    CHECK(quant->device_weight_bytes() < bf16->device_weight_bytes());
+    const int V = quant->config().vocab;
+    // A prompt (the many-row path), then decode steps past gemma3's window
+    // (the fused kernels over the blocks, replayed from graphs) and a step of 5.
+    const std::vector<int32_t> ids = random_ids(90, V, 31);
+    const int prompt = 40;
+    auto run = [&](const Model& m, uint64_t* fused_enqueues) {
+      const model::CudaForwardStats before = model::cuda_total_stats();
+      auto seq = m.new_sequence(128);
+      REQUIRE(seq.ok());
+      std::vector<float> logits, out;
+      Status st = m.forward(*seq, std::vector<int32_t>(ids.begin(), ids.begin() + prompt), {}, LogitsMode::kAll,
+                            &logits);
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+      out = logits;
+      for (size_t i = prompt; i + 5 < ids.size(); ++i) {
+        st = m.forward(*seq, {ids[i]}, {}, LogitsMode::kLast, &logits);
+        REQUIRE_MESSAGE(st.ok(), st.to_string());
+        out.insert(out.end(), logits.begin(), logits.end());
+      }
+      st = m.forward(*seq, std::vector<int32_t>(ids.end() - 5, ids.end()), {}, LogitsMode::kAll, &logits);
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+      out.insert(out.end(), logits.begin(), logits.end());
+      *fused_enqueues = model::cuda_total_stats().fused_step_enqueues - before.fused_step_enqueues;
+      return out;
+    };
+    uint64_t quant_enqueues = 0, bf16_enqueues = 0;
+    const std::vector<float> a = run(*bf16, &bf16_enqueues);
+    const std::vector<float> b = run(*quant, &quant_enqueues);
+    REQUIRE(a.size() == b.size());
+    CHECK(quant_enqueues >= 2);  // decode steps took the fused kernels over the blocks
+    double max_abs = 0, rms_abs = 0;
+    diff(a, b.data(), &max_abs, &rms_abs);
+    const double scale = rms(a);
+    MESSAGE(family << ": Q8_0 in blocks vs bf16 over " << a.size() / static_cast<size_t>(V) << " positions: max "
+                   << 100 * max_abs / scale << "%, RMS " << 100 * rms_abs / scale << "% of logit RMS");
+    CHECK(max_abs <= 0.07 * scale);
+    CHECK(rms_abs <= 0.015 * scale);
   }
   if (ran == 0) flashscope::testing::mark_skipped();
 }

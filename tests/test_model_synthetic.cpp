@@ -172,4 +172,55 @@ TEST_CASE("make-model: the command writes the model its flags describe, and refu
   CHECK(run({"--out", path, "--preset", "huge"}) == 2);
   CHECK(run({"--out", "/nonexistent-dir/x.gguf"}) == 1);           // cannot write
 }
+
+TEST_CASE("make-model: --type q4_k_m writes llama.cpp's mix, and the model runs") {
+  // llama.cpp's use_more_bits over 16 layers: the first and last eighth, every third between.
+  std::vector<int> more;
+  for (int i = 0; i < 16; ++i)
+    if (synthetic_use_more_bits(i, 16)) more.push_back(i);
+  CHECK(more == std::vector<int>{0, 1, 4, 7, 10, 13, 14, 15});
+
+  const std::string path = temp_path("make_model_q4_k_m");
+  auto run = [](std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return cli::cmd_make_model(static_cast<int>(argv.size()), argv.data());
+  };
+  REQUIRE(run({"--out", path, "--layers", "8", "--dim", "256", "--heads", "4", "--kv-heads", "2", "--ffn", "512",
+               "--vocab", "300", "--type", "q4_k_m"}) == 0);
+  auto file = GgufFile::open(path);
+  REQUIRE(file.ok());
+  auto type_of = [&](const std::string& name) {
+    const GgufTensor* t = file->find_tensor(name);
+    REQUIRE(t != nullptr);
+    return t->type;
+  };
+  CHECK(type_of("token_embd.weight") == GgmlType::kQ6_K);  // tied: the LM head
+  for (int l = 0; l < 8; ++l) {
+    INFO("layer ", l);
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const GgmlType more_bits = synthetic_use_more_bits(l, 8) ? GgmlType::kQ6_K : GgmlType::kQ4_K;
+    CHECK(type_of(p + "attn_q.weight") == GgmlType::kQ4_K);
+    CHECK(type_of(p + "attn_k.weight") == GgmlType::kQ4_K);
+    CHECK(type_of(p + "attn_v.weight") == more_bits);
+    CHECK(type_of(p + "attn_output.weight") == GgmlType::kQ4_K);
+    CHECK(type_of(p + "ffn_gate.weight") == GgmlType::kQ4_K);
+    CHECK(type_of(p + "ffn_down.weight") == more_bits);
+  }
+  CHECK(type_of("blk.2.attn_v.weight") == GgmlType::kQ4_K);  // 8 layers: 0, 7 and (i - 1) % 3 == 2
+  CHECK(type_of("blk.3.attn_v.weight") == GgmlType::kQ6_K);
+  // Q5_K matrices (q5_k_m) are written, load and run on the CPU too.
+  REQUIRE(run({"--out", path, "--layers", "2", "--dim", "256", "--heads", "4", "--kv-heads", "2", "--ffn", "512",
+               "--vocab", "300", "--type", "q5_k_m"}) == 0);
+  SyntheticModelSpec spec;
+  spec.n_layers = 2;
+  spec.hidden = 256;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.ffn = 512;
+  spec.vocab = 300;
+  spec.matrix_type = GgmlType::kQ5_K;
+  check_loads_and_generates(path, spec);
+  std::remove(path.c_str());
+}
 #endif  // FLASHSCOPE_TEST_CLI

@@ -52,9 +52,14 @@ void draw_header(ChatPanelState& state, const EngineSnapshot& snap, const UiFont
       break;
     default: {
       const ModelConfig& c = snap.config;
-      ImGui::TextColored(palette::kMuted, "%s · %d layers · %d/%d heads · d=%d · %.0f MB · %s", snap.model_name.c_str(),
-                         c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, snap.weight_bytes / 1e6,
-                         snap.on_gpu ? "CUDA" : "CPU");
+      if (snap.on_gpu) {  // what the weights take on the GPU, as they are kept there
+        ImGui::TextColored(palette::kMuted, "%s · %d layers · %d/%d heads · d=%d · %.0f MB file · %.0f MB on GPU (%s) · CUDA",
+                           snap.model_name.c_str(), c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim,
+                           snap.weight_bytes / 1e6, snap.device_weight_bytes / 1e6, weight_format_name(snap.weights));
+      } else {
+        ImGui::TextColored(palette::kMuted, "%s · %d layers · %d/%d heads · d=%d · %.0f MB · CPU", snap.model_name.c_str(),
+                           c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, snap.weight_bytes / 1e6);
+      }
     }
   }
   if (!snap.switching_to.empty()) {

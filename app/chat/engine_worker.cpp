@@ -34,6 +34,7 @@ EngineWorker::~EngineWorker() {
 void EngineWorker::start(const Options& options) {
   threads_ = options.threads;
   context_ = options.context;
+  weights_ = options.weights;
   thread_ = std::thread(&EngineWorker::run, this, options.model_path, Model(), options.chat_template_path,
                         std::string());
 }
@@ -103,6 +104,7 @@ std::string EngineWorker::load(const std::string& path, Model preloaded, const s
     ModelOptions mo;
     mo.threads = threads_;
     mo.device = cuda_available() ? Device::kCuda : Device::kCpu;
+    mo.weights = weights_;
     auto loaded = Model::load(path, mo);
     if (!loaded.ok() && mo.device == Device::kCuda) {
       mo.device = Device::kCpu;
@@ -144,6 +146,8 @@ std::string EngineWorker::load(const std::string& path, Model preloaded, const s
   snap_.model_name = !stem.empty() ? stem : !c.name.empty() ? c.name : c.architecture;
   snap_.on_gpu = model_.device() == Device::kCuda;
   snap_.weight_bytes = model_.weight_bytes();
+  snap_.device_weight_bytes = model_.device_weight_bytes();
+  snap_.weights = weights_;
   // K and V, every layer, bf16.
   snap_.kv_bytes_per_token = static_cast<uint64_t>(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * 2;
   snap_.default_system_prompt = default_system_prompt_from_template(

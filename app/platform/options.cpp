@@ -8,7 +8,7 @@ namespace flashscope::app {
 
 const char* const kAppUsage =
     "usage: flashscope [--model PATH] [--tab NAME] [--replay TRACE] [--run-lab] [--scale S] [--size WxH]\n"
-    "                  [--threads N] [--ctx N] [--chat-template FILE] [--conversation FILE]\n"
+    "                  [--threads N] [--ctx N] [--weights quantized|bf16] [--chat-template FILE] [--conversation FILE]\n"
     "                  [--frames N] [--screenshot OUT.png] [--layout OUT.json]\n"
     "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy] [--models] [--switch-to PATH]\n"
     "  --model PATH        GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
@@ -19,6 +19,7 @@ const char* const kAppUsage =
     "  --size WxH          window size at scale 1 (default 1600x1000)\n"
     "  --threads N         CPU threads per forward pass (default: auto, load-aware)\n"
     "  --ctx N             KV cache size in tokens (default: the model's context length)\n"
+    "  --weights FORMAT    on the GPU: quantized (the file's blocks, default) or bf16\n"
     "  --chat-template FILE  a Jinja chat template to use instead of the model's\n"
     "  --conversation FILE   open a saved conversation (the chat panel's Conversation file) at start\n"
     "  --models            open the model picker (installed models and their facts) at start\n"
@@ -68,9 +69,9 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
     }
     const bool takes_value = flag == "--model" || flag == "--frames" || flag == "--screenshot" || flag == "--layout" ||
                              flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" ||
-                             flag == "--switch-to" || flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
-                             flag == "--replay" || flag == "--chat-template" ||
-                             flag == "--conversation";
+                             flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
+                             flag == "--replay" || flag == "--chat-template" || flag == "--weights" ||
+                             flag == "--switch-to" || flag == "--conversation";
     if (!takes_value) {
       *error = "unknown argument '" + flag + "'";
       return false;
@@ -133,6 +134,8 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
     } else if (flag == "--threads") {
       if (!to_int(value, 0, 1024, &n)) return bad("expected a thread count");
       o.threads = static_cast<int>(n);
+    } else if (flag == "--weights") {
+      if (!parse_weight_format(value, &o.weights)) return bad("expected quantized or bf16");
     } else if (flag == "--ctx") {
       if (!to_int(value, 0, 1 << 24, &n)) return bad("expected a token count");
       o.context = static_cast<int>(n);

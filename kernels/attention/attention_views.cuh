@@ -24,28 +24,10 @@
 
 #include "kernels/attention/persistent_deal.h"
 #include "kernels/attention/prefill_params.h"
+#include "kernels/attention/window_range.h"
 #include "kernels/common/math.h"
 
 namespace flashscope::kernels {
-
-// A sliding window's reach on one side, -1 (unbounded) made a distance no
-// position reaches (positions stay below 2^30), so bounds need no branch.
-constexpr int kUnboundedWindow = 1 << 30;
-__host__ __device__ __forceinline__ int window_reach(int w) { return w < 0 ? kUnboundedWindow : w; }
-
-// The keys [begin, end) a windowed CTA visits: from `lo`, the first key its
-// first row sees, rounded down to a whole tile (tiles stay aligned to the
-// sequence, as the trace numbers them), to the last key its last row sees.
-// Tiles wholly left of every row's window are never visited, and the keys
-// [begin, lo) of the first tile are zero-filled, never read (a page before
-// every window may already hold another sequence's keys).
-template <int BLOCK_KV>
-__device__ __forceinline__ void windowed_key_range(int first_pos, int last_pos, int reach_left, int reach_right,
-                                                   int kv_len, int& lo, int& begin, int& end) {
-  lo = min(kv_len, max(0, first_pos - reach_left));
-  begin = lo / BLOCK_KV * BLOCK_KV;
-  end = max(begin, min(kv_len, max(0, last_pos + 1 + min(reach_right, kv_len))));
-}
 
 // Dense [batch, seq, heads, D] tensors (or packed varlen): one CTA per
 // (q-tile, q-head, sequence); rows are the q-head's tokens.
@@ -97,8 +79,8 @@ struct DenseView {
     if constexpr (kWindow) {
       reach_left = window_reach(p.window_left);
       reach_right = window_reach(p.window_right);
-      windowed_key_range<BLOCK_KV>(q0 + diag, min(rows, q0 + BLOCK_Q) - 1 + diag, reach_left, reach_right, kv_len,
-                                   kv_lo, kv_begin, kv_end);
+      windowed_key_range(q0 + diag, min(rows, q0 + BLOCK_Q) - 1 + diag, reach_left, reach_right, kv_len, BLOCK_KV,
+                         kv_lo, kv_begin, kv_end);
     }
   }
   __device__ bool active() const { return q0 < rows; }
@@ -159,11 +141,9 @@ struct PagedView {
       reach_left = window_reach(p.window_left);
       reach_right = window_reach(p.window_right);
       int begin = 0, end = 0;
-      windowed_key_range<BLOCK_KV>(position(q0), position(min(rows, q0 + BLOCK_Q) - 1), reach_left, reach_right,
-                                   kv_len, kv_lo, begin, end);
-      const int tiles_per_split = ceil_div(ceil_div(end - begin, BLOCK_KV), p.num_splits);
-      kv_begin = min(end, begin + split * tiles_per_split * BLOCK_KV);
-      kv_end = min(end, kv_begin + tiles_per_split * BLOCK_KV);
+      windowed_key_range(position(q0), position(min(rows, q0 + BLOCK_Q) - 1), reach_left, reach_right, kv_len,
+                         BLOCK_KV, kv_lo, begin, end);
+      window_split(begin, end, BLOCK_KV, p.num_splits, split, kv_begin, kv_end);
     } else {
       const int tiles = ceil_div(kv_len, BLOCK_KV);
       const int tiles_per_split = ceil_div(tiles, p.num_splits);

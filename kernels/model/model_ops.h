@@ -150,6 +150,22 @@ struct SkinnySplitKvInput {
   int64_t partial_rows;
 };
 enum class SkinnyOutput : int { kStore = 0, kAccumulate = 1, kRopeAppend = 2, kSwiglu = 3, kGegluTanh = 4 };
+// Weights kept in their GGUF blocks (kernels/quant/quant_blocks.h) instead
+// of the bf16 `w`: type 0 means bf16 (w is read, the rest unused).
+//   data     rows [row_begin, row_end) of the output space, row_bytes each (kSwiglu, kGegluTanh: the gate
+//            rows [0, n_out))
+//   up_data  kSwiglu, kGegluTanh: the up rows [0, n_out), same type and row_bytes
+//   row_begin, row_end: kStore / kAccumulate / kRopeAppend compute outputs [row_begin, row_end)
+//            of the n_out (y's columns, RoPE's rows), so Q, K and V of different types are three
+//            launches into one output; row_begin even. kSwiglu, kGegluTanh: 0 and n_out.
+// k is a multiple of the type's block (32 or 256 elements).
+struct SkinnyQuantWeights {
+  int type;
+  const uint8_t* data;
+  const uint8_t* up_data;
+  int64_t row_bytes;
+  int row_begin, row_end;
+};
 struct SkinnyGemmKernelParams {
   SkinnyInput input;
   SkinnyOutput output;
@@ -168,6 +184,7 @@ struct SkinnyGemmKernelParams {
   RopeAppendKernelParams rope;
   SkinnySplitKvInput split_kv;
   int units_per_warp;  // set by the launcher
+  SkinnyQuantWeights wq;
 };
 // Tokens the kernel is instantiated for at `rows` (1, 2, 4 or 8): the shared
 // memory holds that many input rows.
@@ -177,10 +194,30 @@ size_t skinny_gemm_smem_bytes(int rows, int k);
 // the kernel requests its weights while the kernel before it on the stream
 // finishes, and waits for that kernel on the GPU before reading its input.
 // Only where skinny_gemm_waits_on_producer() said yes.
+// Quantized weights (p.wq.type != 0) take the same path with the rows
+// decoded in registers (skinny_gemm_quant_kernel); their input rows may use
+// up to kSkinnyQuantSmemLimit bytes of shared memory (the launcher opts in
+// beyond 48 KiB).
 cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic);
+inline constexpr size_t kSkinnyQuantSmemLimit = 96 * 1024;
 // Whether the kernel's code on the current device waits for its producer
 // (compiled for sm_90 or later; code JIT-compiled from sm_80 PTX does not).
 cudaError_t skinny_gemm_waits_on_producer(bool* waits);
+
+// Matrices kept in their GGUF blocks (kernels/quant/quant_ops.cu):
+//   w      rows × k of ggml block type `type` (quant_blocks.h), row_bytes per row, starting at data
+// dequantize_bf16: out [rows, k] bf16 (row stride ld_out) = w, each value as the CPU
+//   dequantizer computes it, rounded to nearest (the prompt path's scratch for cuBLAS)
+// embedding_quant: x [n, k] fp32 = w rows ids[0..n) · scale (a row id outside [0, rows): zeros)
+struct QuantMatrixParams {
+  int type;
+  const uint8_t* data;
+  int64_t row_bytes;
+  int rows, k;
+};
+cudaError_t launch_dequantize_bf16(const QuantMatrixParams& w, uint16_t* out, int64_t ld_out, cudaStream_t stream);
+cudaError_t launch_embedding_quant(const QuantMatrixParams& w, const int32_t* ids, int n, float* x, float scale,
+                                   cudaStream_t stream);
 
 // The most candidates the sampler keeps after top-k: they are sorted in
 // shared memory by one CTA.

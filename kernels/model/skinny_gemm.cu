@@ -37,6 +37,7 @@
 #include "kernels/common/ptx.cuh"
 #include "kernels/model/activation.cuh"
 #include "kernels/model/model_ops.h"
+#include "kernels/quant/quant_blocks.h"
 
 namespace flashscope::kernels {
 namespace {
@@ -465,6 +466,153 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
   }
 }
 
+
+// The same kernel over weights kept in their GGUF blocks (p.wq): each lane
+// takes 32-element groups lane, lane + 32, ... of its unit's two rows,
+// decodes them in registers (quant_blocks.h: value = a·q + b, q a small
+// integer) and sums Σ q·x per half group and Σ x, so a group costs one
+// multiply-add per element and token plus its decode; the scales are applied
+// once per group. Staging, units and epilogues are the bf16 kernel's.
+//
+//   w rows: kStore / kAccumulate / kRopeAppend outputs [row_begin, row_end) of n_out,
+//           row r at data + (r − row_begin)·row_bytes; kSwiglu / kGegluTanh gate row u
+//           at data, up row u at up_data.
+template <int kTok, int kType>
+__global__ void __launch_bounds__(kThreads) skinny_gemm_quant_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
+  extern __shared__ uint4 x_smem[];  // [kTok][k / 8] bf16 chunks of the (normalized) input rows
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kc = p.k / kChunkElems;
+  const int groups = p.k / quant::kGroup;
+  const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;  // gate/up units
+  const SkinnyQuantWeights& wq = p.wq;
+  // Types with an offset b (a min) also need Σx per group.
+  constexpr bool kHasMin = kType == quant::kQ4_1 || kType == quant::kQ5_1 || kType == quant::kQ4_K ||
+                           kType == quant::kQ5_K;
+
+  struct Rows {
+    int unit, row0, row1;
+    bool has0, has1;
+    const uint8_t* w0;
+    const uint8_t* w1;
+  };
+  auto rows_of = [&](int u) {
+    Rows r;
+    r.unit = (blockIdx.x * p.units_per_warp + u) * kWarps + warp;
+    if (swiglu) {
+      r.row0 = r.row1 = r.unit;
+      r.has0 = r.has1 = r.unit < p.n_out;
+      r.w0 = wq.data + int64_t(r.unit) * wq.row_bytes;
+      r.w1 = wq.up_data + int64_t(r.unit) * wq.row_bytes;
+    } else {
+      r.row0 = wq.row_begin + 2 * r.unit;
+      r.row1 = r.row0 + 1;
+      r.has0 = r.row0 < wq.row_end;
+      r.has1 = r.row1 < wq.row_end;
+      r.w0 = wq.data + int64_t(r.row0 - wq.row_begin) * wq.row_bytes;
+      r.w1 = r.w0 + wq.row_bytes;
+    }
+    return r;
+  };
+
+  pdl_wait();
+  pdl_launch_dependents();
+  EpilogueInputs epi;
+  {
+    const Rows r0 = rows_of(0);
+    if (lane < kTok && lane < p.rows && r0.has0 && !swiglu) epi = load_epilogue_inputs(p, lane, r0.row0, r0.has1);
+  }
+  if (p.input == SkinnyInput::kBf16) {
+    stage_bf16<kTok>(p, x_smem, kc);
+  } else if (p.input == SkinnyInput::kRmsNorm) {
+    stage_rms_norm<kTok>(p, x_smem, kc);
+  } else {
+    stage_split_kv<kTok>(p, x_smem, kc);
+  }
+  __syncthreads();  // every input row is in shared memory before any warp reads one
+
+  for (int u = 0; u < p.units_per_warp; ++u) {
+    const Rows r = rows_of(u);
+    if (!r.has0) break;  // units only grow with u
+    float acc_rmem[2][kTok];
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) acc_rmem[0][t] = acc_rmem[1][t] = 0.0f;
+    for (int g = lane; g < groups; g += 32) {
+      float q0[quant::kGroup], q1[quant::kGroup];
+      const quant::GroupScales s0 = quant::decode_group<kType>(r.w0, g, q0);
+      quant::GroupScales s1;
+      if (r.has1) {
+        s1 = quant::decode_group<kType>(r.w1, g, q1);
+      } else {
+#pragma unroll
+        for (int i = 0; i < quant::kGroup; ++i) q1[i] = 0.0f;
+      }
+#pragma unroll
+      for (int t = 0; t < kTok; ++t) {
+        const uint4* xg = x_smem + t * kc + g * (quant::kGroup / kChunkElems);
+        float lo0 = 0.0f, hi0 = 0.0f, lo1 = 0.0f, hi1 = 0.0f, sx = 0.0f;
+#pragma unroll
+        for (int c = 0; c < quant::kGroup / kChunkElems; ++c) {
+          const uint4 xv = xg[c];
+          const uint32_t words[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+          for (int e = 0; e < kChunkElems; ++e) {
+            const int i = c * kChunkElems + e;
+            const float xe = e % 2 == 0 ? bf16_lo(words[e / 2]) : bf16_hi(words[e / 2]);
+            if (i < 16) {
+              lo0 = fmaf(q0[i], xe, lo0);
+              lo1 = fmaf(q1[i], xe, lo1);
+            } else {
+              hi0 = fmaf(q0[i], xe, hi0);
+              hi1 = fmaf(q1[i], xe, hi1);
+            }
+            if constexpr (kHasMin) sx += xe;
+          }
+        }
+        acc_rmem[0][t] += s0.a0 * lo0 + s0.a1 * hi0;
+        acc_rmem[1][t] += s1.a0 * lo1 + s1.a1 * hi1;
+        if constexpr (kHasMin) {
+          acc_rmem[0][t] += s0.b * sx;
+          acc_rmem[1][t] += s1.b * sx;
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        acc_rmem[0][t] += __shfl_xor_sync(0xffffffffu, acc_rmem[0][t], offset);
+        acc_rmem[1][t] += __shfl_xor_sync(0xffffffffu, acc_rmem[1][t], offset);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+      if (lane != t || t >= p.rows) continue;
+      const float a = acc_rmem[0][t], b = acc_rmem[1][t];
+      if (u > 0 && !swiglu) epi = load_epilogue_inputs(p, t, r.row0, r.has1);
+      switch (p.output) {
+        case SkinnyOutput::kStore:
+          p.y[t * p.ldy + r.row0] = a;
+          if (r.has1) p.y[t * p.ldy + r.row1] = b;
+          break;
+        case SkinnyOutput::kAccumulate:
+          p.y[t * p.ldy + r.row0] = epi.y0 + a;
+          if (r.has1) p.y[t * p.ldy + r.row1] = epi.y1 + b;
+          break;
+        case SkinnyOutput::kSwiglu:
+          p.act[t * p.ld_act + r.unit] = __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kSilu, a, b)));
+          break;
+        case SkinnyOutput::kGegluTanh:
+          p.act[t * p.ld_act + r.unit] =
+              __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kGeluTanh, a, b)));
+          break;
+        case SkinnyOutput::kRopeAppend:
+          rope_append_pair(p.rope, t, r.row0, a, b, epi);
+          break;
+      }
+    }
+  }
+}
+
 // Above this many CTAs a warp takes several units (the LM head); below, one
 // (a layer's products: 72 to 384 CTAs, every one on its own SM slot).
 constexpr int kMaxCtas = 512;
@@ -480,6 +628,41 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
                                    dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
 }
 
+template <int kTok, int kType>
+cudaError_t launch_quant(SkinnyGemmKernelParams p, cudaStream_t stream, bool programmatic) {
+  const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
+  const int rows = gated_units ? p.n_out : p.wq.row_end - p.wq.row_begin;
+  const int units = gated_units ? rows : (rows + 1) / 2;
+  const int warps = (units + kWarps - 1) / kWarps * kWarps;
+  p.units_per_warp = std::max(1, warps / (kMaxCtas * kWarps));
+  const size_t smem = size_t(kTok) * p.k * sizeof(uint16_t);
+  auto kernel = skinny_gemm_quant_kernel<kTok, kType>;
+  if (smem > 48 * 1024) {
+    // Opting in once per instantiation is enough (a process's devices share
+    // the setting's need; a failure shows at the launch).
+    static const cudaError_t opted =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSkinnyQuantSmemLimit));
+    if (opted != cudaSuccess) return opted;
+  }
+  return launch_maybe_programmatic(kernel, dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
+                                   dim3(kThreads), smem, stream, programmatic, p);
+}
+
+template <int kTok>
+cudaError_t launch_quant_tokens(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
+  switch (p.wq.type) {
+    case quant::kQ4_0: return launch_quant<kTok, quant::kQ4_0>(p, stream, programmatic);
+    case quant::kQ4_1: return launch_quant<kTok, quant::kQ4_1>(p, stream, programmatic);
+    case quant::kQ5_0: return launch_quant<kTok, quant::kQ5_0>(p, stream, programmatic);
+    case quant::kQ5_1: return launch_quant<kTok, quant::kQ5_1>(p, stream, programmatic);
+    case quant::kQ8_0: return launch_quant<kTok, quant::kQ8_0>(p, stream, programmatic);
+    case quant::kQ4_K: return launch_quant<kTok, quant::kQ4_K>(p, stream, programmatic);
+    case quant::kQ5_K: return launch_quant<kTok, quant::kQ5_K>(p, stream, programmatic);
+    case quant::kQ6_K: return launch_quant<kTok, quant::kQ6_K>(p, stream, programmatic);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace
 
 int skinny_gemm_tokens(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8; }
@@ -488,6 +671,14 @@ size_t skinny_gemm_smem_bytes(int rows, int k) { return size_t(skinny_gemm_token
 
 cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.rows <= 0) return cudaSuccess;
+  if (p.wq.type != 0) {
+    switch (skinny_gemm_tokens(p.rows)) {
+      case 1: return launch_quant_tokens<1>(p, stream, programmatic);
+      case 2: return launch_quant_tokens<2>(p, stream, programmatic);
+      case 4: return launch_quant_tokens<4>(p, stream, programmatic);
+      default: return launch_quant_tokens<8>(p, stream, programmatic);
+    }
+  }
   switch (skinny_gemm_tokens(p.rows)) {
     case 1: return launch_tokens<1>(p, stream, programmatic);
     case 2: return launch_tokens<2>(p, stream, programmatic);

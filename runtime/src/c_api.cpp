@@ -405,6 +405,11 @@ flashscope_model_params flashscope_model_default_params(void) {
 
 flashscope_status flashscope_model_load(const char* path, const flashscope_model_params* params,
                                         flashscope_model** out_model) {
+  return flashscope_model_load_weights(path, params, FLASHSCOPE_WEIGHTS_QUANTIZED, out_model);
+}
+
+flashscope_status flashscope_model_load_weights(const char* path, const flashscope_model_params* params,
+                                                int32_t weights, flashscope_model** out_model) {
   constexpr const char* fn = "model_load";
   if (out_model) *out_model = nullptr;
   return guarded(fn, [&]() -> flashscope_status {
@@ -426,6 +431,13 @@ flashscope_status flashscope_model_load(const char* path, const flashscope_model
                       std::to_string(FLASHSCOPE_MAX_THREADS) + ")");
     }
     options.threads = p.n_threads;
+    switch (weights) {
+      case FLASHSCOPE_WEIGHTS_QUANTIZED: options.weights = flashscope::WeightFormat::kQuantized; break;
+      case FLASHSCOPE_WEIGHTS_BF16: options.weights = flashscope::WeightFormat::kBf16; break;
+      default:
+        return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
+                    "unknown weight format " + std::to_string(weights) + " (FLASHSCOPE_WEIGHTS_QUANTIZED or _BF16)");
+    }
     auto model = flashscope::Model::load(path, options);
     if (!model.ok()) return fail(fn, model.status());
     auto handle = std::make_unique<flashscope_model>();
@@ -452,6 +464,9 @@ int32_t flashscope_model_n_layers(const flashscope_model* model) {
   return model ? model->model.config().n_layers : 0;
 }
 uint64_t flashscope_model_size(const flashscope_model* model) { return model ? model->model.weight_bytes() : 0; }
+uint64_t flashscope_model_device_size(const flashscope_model* model) {
+  return model ? model->model.device_weight_bytes() : 0;
+}
 
 flashscope_status flashscope_model_name(const flashscope_model* model, char* buf, size_t buf_size,
                                         size_t* out_size) {

@@ -160,6 +160,22 @@ FLASHSCOPE_API flashscope_model_params flashscope_model_default_params(void);
 FLASHSCOPE_API flashscope_status flashscope_model_load(const char* path, const flashscope_model_params* params,
                                                        flashscope_model** out_model);
 
+/* How a FLASHSCOPE_DEVICE_CUDA model keeps its weights on the device. */
+typedef enum flashscope_weight_format {
+  /* In their GGUF blocks where the GPU reads the type in place (Q4_0, Q4_1,
+   * Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; others as bf16): about the file's
+   * size on the device. flashscope_model_load's choice. */
+  FLASHSCOPE_WEIGHTS_QUANTIZED = 0,
+  /* Every matrix dequantized to bf16 at load: 2 bytes a weight. */
+  FLASHSCOPE_WEIGHTS_BF16 = 1
+} flashscope_weight_format;
+
+/* flashscope_model_load with the device weights' format (a
+ * flashscope_weight_format; the CPU ignores it). INVALID_ARGUMENT for an
+ * unknown format, else as flashscope_model_load. */
+FLASHSCOPE_API flashscope_status flashscope_model_load_weights(const char* path, const flashscope_model_params* params,
+                                                               int32_t weights, flashscope_model** out_model);
+
 /* Releases the handle. Sessions created from it stay valid (they share the
  * weights, which go when the last of them is freed). NULL is a no-op. */
 FLASHSCOPE_API void flashscope_model_free(flashscope_model* model);
@@ -173,6 +189,8 @@ FLASHSCOPE_API int32_t flashscope_model_n_vocab(const flashscope_model* model);
 FLASHSCOPE_API int32_t flashscope_model_n_layers(const flashscope_model* model);
 /* Bytes of weights (mapped from the file); 0 for NULL. */
 FLASHSCOPE_API uint64_t flashscope_model_size(const flashscope_model* model);
+/* Device memory of a CUDA model's weights; 0 for NULL or a CPU model. */
+FLASHSCOPE_API uint64_t flashscope_model_device_size(const flashscope_model* model);
 
 /* The model's name (GGUF general.name; may be "") into buf, NUL-terminated.
  * *out_size (when out_size is not NULL) is the size needed, NUL included.

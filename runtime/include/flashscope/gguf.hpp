@@ -82,6 +82,15 @@ bool ggml_type_can_dequantize(GgmlType type);
 // for anything ggml_type_can_dequantize rejects; nothing is written then.
 Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
+// True for the types quantize_row writes: Q8_0, Q5_0, Q4_K, Q5_K, Q6_K.
+bool ggml_type_can_quantize(GgmlType type);
+// Quantizes n finite floats (n / block_size blocks) into `type`'s blocks at
+// dst, in llama.cpp's layouts (dequantize_row reads them back). Q8_0 and
+// Q5_0 as llama.cpp's reference quantizers; the K-quants from each
+// sub-block's range. kUnsupported for other types, kInvalidArgument for n
+// not whole blocks, null pointers or a non-finite value (nothing written).
+Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
+
 // GGUF metadata value types.
 enum class GgufValueType : uint32_t {
   kU8 = 0,
@@ -135,7 +144,7 @@ Status dequantize_rows(const GgufTensor& tensor, int64_t row_begin, int64_t row_
 
 // kCorruptData naming the tensor and the row and column of its first NaN or
 // infinite weight. F32, F16 and BF16 are read whole; for the block types the
-// engine runs (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K) only the block
+// engine runs (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) only the block
 // scales, which is enough: the quants are small integers. Other types pass
 // unchecked.
 Status check_tensor_finite(const GgufTensor& tensor);

@@ -158,8 +158,25 @@ enum class WeightCheck {
   kNever,     // for speed, with files you trust
 };
 
+// How a CUDA model keeps its weight matrices on the device.
+enum class WeightFormat : uint8_t {
+  // In their GGUF blocks where the GPU reads the type in place (Q4_0, Q4_1,
+  // Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; other types as bf16): about the
+  // file's size on the device, decode steps read 3-4× fewer bytes.
+  kQuantized,
+  // Every matrix dequantized to bf16 at load (cuBLAS and the bf16 fused
+  // kernels): 2 bytes a weight, for small models at large batches.
+  kBf16,
+};
+// "quantized" / "bf16", and back (false for other text).
+const char* weight_format_name(WeightFormat f);
+bool parse_weight_format(const std::string& text, WeightFormat* out);
+
 struct ModelOptions {
-  Device device = Device::kCpu;  // kCuda: bf16 weights on the GPU (kUnsupported in a CPU-only build)
+  Device device = Device::kCpu;  // kCuda: weights on the GPU (kUnsupported in a CPU-only build)
+  // kCuda: how the weights are kept on the device (the CPU backend reads
+  // the file's blocks either way).
+  WeightFormat weights = WeightFormat::kQuantized;
   // CPU threads of each forward pass. 0 (auto): up to OpenMP's maximum
   // (OMP_NUM_THREADS, else every core), less the cores other programs are
   // keeping busy, re-measured every ~200 ms: every matmul ends in a barrier,
@@ -244,6 +261,8 @@ class Model {
   Device device() const;
   // Bytes of weights the model reads (mapped from the file).
   uint64_t weight_bytes() const;
+  // Device memory of a CUDA model's weights (0 on the CPU).
+  uint64_t device_weight_bytes() const;
   // Token ids that end a reply: eos, and the control tokens named
   // <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|>, <end_of_turn> (Gemma) when present.
   const std::vector<int32_t>& stop_tokens() const;

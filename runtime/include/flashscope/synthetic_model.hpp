@@ -41,8 +41,17 @@ struct SyntheticModelSpec {
   GgmlType matrix_type = GgmlType::kQ4_1;  // attention and FFN matrices
   GgmlType embd_type = GgmlType::kQ8_0;
   GgmlType output_type = GgmlType::kQ8_0;  // when not tied
+  // llama.cpp's *_K_M mix (llama-quant.cpp): attn_v and ffn_down of the
+  // layers its use_more_bits picks (the first and last eighth, every third
+  // between) take this type instead of matrix_type; kF32 (the default):
+  // no mix. make-model's --type q4_k_m is Q4_K matrices with Q6_K here and
+  // Q6_K embeddings (the tied LM head) and output.
+  GgmlType more_bits_type = GgmlType::kF32;
   uint64_t seed = 1;
 };
+
+// Whether llama.cpp's *_K_M rule gives layer i of n more bits.
+bool synthetic_use_more_bits(int i, int n);
 
 // The GGUF file of `spec`. kInvalidArgument naming the field when the spec
 // cannot make a model Model::load accepts (counts < 1, head_dim not 64/128,

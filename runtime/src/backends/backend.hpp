@@ -45,13 +45,16 @@ Status cpu_forward_batch(const Model::Impl& m, Sequence::State* const* states, c
 
 // The CUDA backend (backends/cuda/: forward_cuda.cpp; cuda_backend.hpp has its extras:
 // device sampling and stats). cuda_load runs last in Model::from_gguf, on a
-// fully checked Impl: it dequantizes every matrix to bf16 and uploads it.
-// kUnsupported in a build without CUDA or on a machine without a device.
+// fully checked Impl: it uploads every matrix, in its GGUF blocks or as bf16
+// (ModelOptions::weights). kUnsupported in a build without CUDA or on a
+// machine without a device.
 Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m);
 // What of a config the CUDA backend runs: kUnsupported naming the first
 // family feature it cannot (architecture, rope factors, biases, windows).
 // cuda_load calls it first.
 Status cuda_check_config(const ModelConfig& c);
+// The device bytes of a loaded CUDA model's weights (0 without one).
+uint64_t cuda_weight_bytes(const Model::Impl& m);
 Result<std::unique_ptr<Sequence::State>> cuda_new_state(const Model::Impl& m, int capacity);
 // As cpu_forward. Also accepts logits == nullptr with kLast / kAll: the
 // logits then stay on the device for cuda_sample_last (no copy).

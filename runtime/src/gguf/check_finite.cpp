@@ -42,8 +42,8 @@ ScaleLayout scale_layout(GgmlType t) {
     case GgmlType::kQ8_0: return {1, {0, 0}};    // d first
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_1:
-    case GgmlType::kQ4_K: return {2, {0, 2}};    // d, then m / dmin
-    case GgmlType::kQ5_K: return {2, {0, 2}};    // d, dmin first
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: return {2, {0, 2}};    // d, then m / dmin
     case GgmlType::kQ6_K: return {1, {208, 0}};  // ql[128] qh[64] scales[16], then d
     case GgmlType::kQ2_K: return {2, {80, 82}};  // scales[16] qs[64], then d, dmin
     case GgmlType::kQ3_K: return {1, {108, 0}};  // hmask[32] qs[64] scales[12], then d

@@ -53,6 +53,9 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
     return invalid_argument("ModelOptions.threads = " + std::to_string(options.threads) + " must be 0 (all cores) to " +
                             std::to_string(kMaxThreads));
   }
+  if (options.weights != WeightFormat::kQuantized && options.weights != WeightFormat::kBf16) {
+    return invalid_argument("ModelOptions.weights is not a known weight format (kQuantized, kBf16)");
+  }
   if (options.device != Device::kCpu && options.device != Device::kCuda) {
     return invalid_argument("ModelOptions.device is not a known device (kCpu, kCuda)");
   }
@@ -134,6 +137,20 @@ const Status& Model::chat_template_status() const {
 
 Device Model::device() const { return impl_ ? impl_->options.device : Device::kCpu; }
 uint64_t Model::weight_bytes() const { return impl_ ? impl_->weight_bytes : 0; }
+uint64_t Model::device_weight_bytes() const { return impl_ ? model::cuda_weight_bytes(*impl_) : 0; }
+
+const char* weight_format_name(WeightFormat f) { return f == WeightFormat::kBf16 ? "bf16" : "quantized"; }
+
+bool parse_weight_format(const std::string& text, WeightFormat* out) {
+  if (text == "quantized") {
+    *out = WeightFormat::kQuantized;
+  } else if (text == "bf16") {
+    *out = WeightFormat::kBf16;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 const std::vector<int32_t>& Model::stop_tokens() const {
   static const std::vector<int32_t> kEmpty;

@@ -184,12 +184,13 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
   for (int l = 0; l < n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     norm(p + "attn_norm.weight");
+    const bool more_bits = spec.more_bits_type != GgmlType::kF32 && synthetic_use_more_bits(l, n_layers);
     if (phi3) {
       tensor(p + "attn_qkv.weight", matrix_type, {h, qd + 2 * kvd}, unit(h));
     } else {
       tensor(p + "attn_q.weight", matrix_type, {h, qd}, unit(h));
       tensor(p + "attn_k.weight", matrix_type, {h, kvd}, unit(h));
-      tensor(p + "attn_v.weight", matrix_type, {h, kvd}, unit(h));
+      tensor(p + "attn_v.weight", more_bits ? spec.more_bits_type : matrix_type, {h, kvd}, unit(h));
     }
     tensor(p + "attn_output.weight", matrix_type, {qd, h}, unit(qd));
     if (qwen2) {
@@ -212,7 +213,7 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
       tensor(p + "ffn_gate.weight", matrix_type, {h, f}, unit(h));
       tensor(p + "ffn_up.weight", matrix_type, {h, f}, unit(h));
     }
-    tensor(p + "ffn_down.weight", matrix_type, {f, h}, unit(f));
+    tensor(p + "ffn_down.weight", more_bits ? spec.more_bits_type : matrix_type, {f, h}, unit(f));
   }
   norm("output_norm.weight");
   if (!tied) tensor("output.weight", output_type, {h, static_cast<uint64_t>(vocab)}, unit(h));
@@ -222,6 +223,9 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
 }  // namespace flashscope::model
 
 namespace flashscope {
+
+bool synthetic_use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
 namespace {
 
 // ne[0] of a matrix of `type` must be whole blocks.
@@ -266,6 +270,10 @@ Status check_spec(const SyntheticModelSpec& s) {
   FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (attention and FFN inputs)", s.hidden, s.matrix_type));
   FLASHSCOPE_RETURN_IF_ERROR(check_row("heads x head_dim (attn_output input)", static_cast<int>(qd), s.matrix_type));
   FLASHSCOPE_RETURN_IF_ERROR(check_row("ffn (ffn_down input)", s.ffn, s.matrix_type));
+  if (s.more_bits_type != GgmlType::kF32) {
+    FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (attn_v rows, more bits)", s.hidden, s.more_bits_type));
+    FLASHSCOPE_RETURN_IF_ERROR(check_row("ffn (ffn_down rows, more bits)", s.ffn, s.more_bits_type));
+  }
   FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (token_embd rows)", s.hidden, s.embd_type));
   if (!s.tied) FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (output rows)", s.hidden, s.output_type));
   return Status::ok_status();

@@ -79,6 +79,13 @@ constexpr int kLogitRows = 64;     // LM-head rows per GEMM with kAll (bounds a 
 constexpr int kPageSize = 64;      // KV page size (tokens)
 constexpr int kMinKvBucket = 256;  // smallest decode max_kv_len
 constexpr int kSkinnyRows = 4;     // steps of at most this many tokens take the fused few-token GEMMs (8: slower than cuBLAS, bench/TUNING.md#engine)
+// With quantized weights the fused GEMMs read 3-4× fewer bytes and the
+// many-row path pays a dequantization per matrix: they take steps of up to
+// 8 tokens (the kernel's most) and the LM head of up to 8 rows.
+constexpr int kQuantSkinnyRows = 8;
+// The bf16 slice a quantized matrix is dequantized into for cuBLAS (many-row
+// steps), per stream: 16 MiB is 4096 rows of k = 2048; larger matrices go in slices.
+constexpr size_t kDequantScratchBytes = size_t{16} << 20;
 constexpr size_t kAlign = 256;     // sub-allocations of the weight buffer
 constexpr size_t kStepAlign = 16;  // sub-arrays of the per-step block
 
@@ -156,6 +163,7 @@ struct StepScratch {
   DeviceBuffer y;  // [rows, hidden] fp32: a block's output before its post-norm (gemma3)
   int logit_rows = 0;
   DeviceBuffer logits;     // [logit_rows, vocab] fp32
+  DeviceBuffer dequant;    // quantized weights' bf16 slices for cuBLAS (many-row steps)
   DeviceBuffer attn_ws;    // split-KV workspace of paged attention
   DeviceBuffer cublas_ws;  // this stream's cuBLAS workspace (its graph replays may overlap other streams')
   cuda::PinnedBuffer step_host;  // per-step inputs (StepLayout), packed on the host
@@ -183,14 +191,26 @@ struct StepScratch {
   }
 };
 
+// The rows of a stacked product (Q, K, V or gate, up) as 1..3 runs, each one
+// matrix of one type: rows of one type are stacked in one run, so a bf16
+// model (and a file whose Q, K and V share a type) has a single run; a
+// Q4_K_M file's Q6_K V rows beside Q4_K Q and K rows make two or three.
+struct MatrixRuns {
+  cuda::DeviceMatrix run[3];
+  int begin[3] = {0, 0, 0};  // each run's first row of the stacked product
+  int count = 0;
+};
+
 struct CudaModel {
   struct Layer {
-    const uint16_t* wqkv = nullptr;       // [(H + 2·KV)·D, hidden] bf16: wq rows, wk rows, wv rows
-    const uint16_t* wo = nullptr;         // [hidden, H·D]
-    const uint16_t* w_gate_up = nullptr;  // [2·ffn, hidden]: gate rows, then up rows
-    const uint16_t* w_down = nullptr;     // [hidden, ffn]
-    const float* attn_norm = nullptr;     // [hidden]
-    const float* ffn_norm = nullptr;      // [hidden]
+    MatrixRuns qkv;            // [(H + 2·KV)·D, hidden]: wq rows, wk rows, wv rows
+    cuda::DeviceMatrix wo;     // [hidden, H·D]
+    MatrixRuns gate_up;        // [2·ffn, hidden]: gate rows, then up rows
+    cuda::DeviceMatrix gate;   // the gate rows of gate_up, and the up rows (adjacent
+    cuda::DeviceMatrix up;     //   when they share a type)
+    cuda::DeviceMatrix down;   // [hidden, ffn]
+    const float* attn_norm = nullptr;  // [hidden]
+    const float* ffn_norm = nullptr;   // [hidden]
     // The family's optional pieces (null where the config has none):
     const float* bqkv = nullptr;            // [(H + 2·KV)·D]: bq, bk, bv (qwen2)
     const float* q_norm = nullptr;          // [D] per-head RMSNorm of q before RoPE (qwen3, gemma3)
@@ -212,9 +232,14 @@ struct CudaModel {
   int device = 0;
   DeviceBuffer weights;  // every tensor below points into it
   std::vector<Layer> layers;
-  const uint16_t* token_embd = nullptr;  // [vocab, hidden]
-  const uint16_t* output = nullptr;      // [vocab, hidden]; token_embd when tied
-  const float* output_norm = nullptr;    // [hidden]
+  cuda::DeviceMatrix token_embd;      // [vocab, hidden]
+  cuda::DeviceMatrix output;          // [vocab, hidden]; token_embd when tied
+  const float* output_norm = nullptr;  // [hidden]
+  // Weights kept in their GGUF blocks (WeightFormat::kQuantized) where the
+  // GPU reads the type in place; other matrices are bf16.
+  bool quantized = false;   // some layer matrix is in blocks
+  bool layer_bf16 = false;  // some layer matrix is bf16
+  uint64_t weight_bytes = 0;  // device bytes of the weights (the allocation)
   cuda::CublasHandle cublas;
   size_t cublas_workspace_bytes = 0;
   bool graphs = true;  // FLASHSCOPE_CUDA_GRAPHS=0 turns decode graphs off (for comparisons)
@@ -309,6 +334,14 @@ Status ensure_step_bytes(StepScratch& sc, size_t bytes);
 Status ensure_attention_workspace(const ModelConfig& c, const CudaModel& cm, StepScratch& sc, const StepView& v);
 // Bumps sc when the pool moved since sc last used it (mutex held).
 void follow_pool(const CudaModel& cm, StepScratch& sc);
+// Whether a step of `tokens` rows runs its layers' products as fused
+// few-token GEMMs, and whether `head_rows` logits rows do (quantized output
+// weights); enqueue_step decides by these.
+bool skinny_step(const ModelConfig& c, const CudaModel& cm, int tokens);
+bool skinny_head(const ModelConfig& c, const CudaModel& cm, int head_rows);
+// The dequantization scratch a step of `tokens` rows with `head_rows`
+// logits rows needs (quantized weights on the many-row path), grown once.
+Status ensure_dequant_scratch(const ModelConfig& c, const CudaModel& cm, StepScratch& sc, int tokens, int head_rows);
 
 // Everything of one step after its inputs are on the device: embedding, the
 // layers, and (head_rows > 0) the final norm of rows [row0, row0 + head_rows)

@@ -44,6 +44,13 @@
 // flat in M; ours grows with the rows), so larger steps keep it
 // (bench/skinny_gemm_sweep.cu; bench/TUNING.md#engine).
 //
+// Weights kept in their GGUF blocks (CudaModel::quantized): the same step
+// with cuda::DeviceMatrix weights. Steps of up to kQuantSkinnyRows tokens run
+// the fused GEMMs decoding the blocks in registers (Q, K, V of different
+// types as one launch per run of one type); larger steps dequantize each
+// matrix in slices into the stream's bf16 scratch for cuBLAS (cuda::matmul).
+// The embedding reads its rows from the blocks.
+//
 // Graphs: a decode step's kernels read their inputs through fixed device
 // pointers, so replay = one copy of the step block + cudaGraphLaunch. A
 // graph is captured on a decode step whose key (rows, KV bucket, table
@@ -128,7 +135,7 @@ Status StepScratch::init(size_t cublas_workspace_bytes) {
 void StepScratch::release() {
   if (stream != nullptr) cudaStreamSynchronize(stream);
   graph.drop();
-  for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &y, &logits, &attn_ws, &cublas_ws, &step_dev,
+  for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &y, &logits, &dequant, &attn_ws, &cublas_ws, &step_dev,
                           &sampler.penalty_ids, &sampler.token, &batch_sampler.block})
     *b = DeviceBuffer();
   rows = 0;
@@ -218,6 +225,36 @@ Status ensure_step_bytes(StepScratch& sc, size_t bytes) {
   return {};
 }
 
+bool skinny_step(const ModelConfig& c, const CudaModel& cm, int tokens) {
+  if (!cm.skinny || tokens > (cm.quantized ? kQuantSkinnyRows : kSkinnyRows)) return false;
+  const int qd = c.n_heads * c.head_dim;
+  for (int k : {c.hidden, qd, c.ffn}) {
+    if (cm.quantized && !cuda::skinny_quant_supported(tokens, k)) return false;
+    if (cm.layer_bf16 && !cuda::skinny_gemm_supported(tokens, k)) return false;
+  }
+  return true;
+}
+
+bool skinny_head(const ModelConfig& c, const CudaModel& cm, int head_rows) {
+  return cm.skinny && cm.output.quantized() && head_rows <= kQuantSkinnyRows &&
+         cuda::skinny_quant_supported(head_rows, c.hidden);
+}
+
+Status ensure_dequant_scratch(const ModelConfig& c, const CudaModel& cm, StepScratch& sc, int tokens, int head_rows) {
+  if (!cm.quantized && !cm.output.quantized()) return {};
+  const bool layers = cm.quantized && !skinny_step(c, cm, tokens);
+  const bool head = head_rows > 0 && cm.output.quantized() && !skinny_head(c, cm, head_rows);
+  if (!layers && !head) return {};
+  // At least one row of the widest product (k = ffn for the down projection).
+  const size_t bytes = std::max(kDequantScratchBytes, size_t{2} * static_cast<size_t>(std::max(c.hidden, c.ffn)));
+  if (sc.dequant.size() >= bytes) return {};
+  auto b = device_alloc(bytes, "the dequantization scratch");
+  if (!b.ok()) return b.status();
+  sc.dequant = std::move(b).value();
+  sc.bump();
+  return {};
+}
+
 void follow_pool(const CudaModel& cm, StepScratch& sc) {
   if (sc.pool_generation == cm.pool.generation) return;
   sc.pool_generation = cm.pool.generation;
@@ -297,15 +334,8 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
   auto* act = static_cast<uint16_t*>(sc.act.data());
   auto* y = static_cast<float*>(sc.y.data());
 
-  cuda::EmbeddingOp emb;
-  emb.ids = in_step<const int32_t>(sc, v.at.ids);
-  emb.table = cm.token_embd;
-  emb.x = x;
-  emb.n = n;
-  emb.hidden = H;
-  emb.vocab = c.vocab;
-  emb.scale = c.embed_scale;
-  FLASHSCOPE_RETURN_IF_ERROR(cuda::embedding(emb, s));
+  FLASHSCOPE_RETURN_IF_ERROR(
+      cuda::embedding_rows(cm.token_embd, in_step<const int32_t>(sc, v.at.ids), n, x, s, c.embed_scale));
 
   auto norm = [&](const float* weight, int first_row, int rows) {
     cuda::RmsNormOp op;
@@ -319,19 +349,26 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     op.eps = c.rms_eps;
     return cuda::rms_norm(op, s);
   };
-  auto gemm = [&](const uint16_t* w, const uint16_t* in, int64_t ldx, float* out, int64_t ldy, int rows, int n_out,
-                  int k, bool accumulate) {
-    cuda::GemmOp op;
-    op.w = w;
+  // Every product goes through cuda::matmul (bf16: cuBLAS; quantized:
+  // dequantized slices, then cuBLAS).
+  auto gemm = [&](const cuda::DeviceMatrix& w, const uint16_t* in, int64_t ldx, float* out, int64_t ldy, int rows,
+                  bool accumulate) {
+    cuda::MatmulOp op;
+    op.w = &w;
     op.x = in;
-    op.y = out;
-    op.rows = rows;
-    op.n_out = n_out;
-    op.k = k;
     op.ldx = ldx;
+    op.y = out;
     op.ldy = ldy;
+    op.rows = rows;
     op.accumulate = accumulate;
-    return cuda::gemm_bf16(cm.cublas.get(), op);
+    op.scratch = static_cast<uint16_t*>(sc.dequant.data());
+    op.scratch_bytes = sc.dequant.size();
+    return cuda::matmul(cm.cublas.get(), op, s);
+  };
+  auto gemm_runs = [&](const MatrixRuns& runs, float* out, int64_t ldy) {
+    for (int i = 0; i < runs.count; ++i)
+      FLASHSCOPE_RETURN_IF_ERROR(gemm(runs.run[i], xn, H, out + runs.begin[i], ldy, n, false));
+    return Status{};
   };
   // Gemma's post-norm of a block's output y, added into x; with next_weight
   // the next block's pre-norm into xn as well.
@@ -353,19 +390,19 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
 
   // The fused few-token path (see the top of this file) when every product
   // of the step fits it.
-  const bool skinny = cm.skinny && n <= kSkinnyRows && cuda::skinny_gemm_supported(n, H) &&
-                      cuda::skinny_gemm_supported(n, qd) && cuda::skinny_gemm_supported(n, F);
+  const bool skinny = skinny_step(c, cm, n);
   if (skinny) totals().fused_step_enqueues.fetch_add(1, std::memory_order_relaxed);
   // Its QKV epilogue rotates adjacent pairs and knows no bias or q/k norm:
   // the other families store the product and run rope_append.
   const bool rope_in_gemm = c.rope_style == RopeStyle::kPairs && !c.qkv_bias && !c.qk_norm;
   const cuda::SkinnyOutput gate_out =
       c.ffn_activation == FfnActivation::kGeluTanh ? cuda::SkinnyOutput::kGegluTanh : cuda::SkinnyOutput::kSwiglu;
-  auto fused = [&](cuda::SkinnyInput input, cuda::SkinnyOutput output, const uint16_t* w, int n_out, int k) {
+  auto fused = [&](cuda::SkinnyInput input, cuda::SkinnyOutput output, const cuda::DeviceMatrix& w, int n_out,
+                   int k) {
     cuda::SkinnyGemmOp op;
     op.input = input;
     op.output = output;
-    op.w = w;
+    op.matrix = &w;
     op.rows = n;
     op.n_out = n_out;
     op.k = k;
@@ -377,6 +414,34 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     op.act = act;
     op.ld_act = F;
     return op;
+  };
+
+  // A stacked product's runs stored into out [n, ldy] fp32, the fused
+  // RMSNorm in front, each run its rows of the whole output (a bf16 product
+  // is one run: cuda_load keeps a stack with a bf16 part all bf16).
+  auto fused_store_runs = [&](const MatrixRuns& runs, const float* norm_weight, float* out, int64_t ldy) {
+    for (int i = 0; i < runs.count; ++i) {
+      cuda::SkinnyGemmOp op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kStore, runs.run[i],
+                                    static_cast<int>(ldy), H);
+      op.row_begin = runs.begin[i];
+      op.norm_weight = norm_weight;
+      op.y = out;
+      op.ldy = ldy;
+      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(op, s));
+    }
+    return Status{};
+  };
+  auto swiglu_rows = [&]() {
+    cuda::SwigluOp sw;
+    sw.gu = gu;
+    sw.gu_stride = 2 * F;
+    sw.out = act;
+    sw.out_stride = F;
+    sw.rows = n;
+    sw.ffn = F;
+    sw.activation = c.ffn_activation == FfnActivation::kGeluTanh ? cuda::GateActivation::kGeluTanh
+                                                                 : cuda::GateActivation::kSilu;
+    return cuda::swiglu(sw, s);
   };
 
   // cuBLAS path: whether xn already holds this layer's attention pre-norm
@@ -413,18 +478,19 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     const bool post_attn = L.post_attn_norm != nullptr, post_ffn = L.post_ffn_norm != nullptr;
 
     if (skinny) {
-      cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeAppend, L.wqkv,
-                                        qkv_dim, H);
-      qkv_op.norm_weight = L.attn_norm;
       if (rope_in_gemm) {
-        qkv_op.rope = ra;
+        for (int i = 0; i < L.qkv.count; ++i) {  // Q, K, V of different types: one launch per run
+          cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeAppend,
+                                            L.qkv.run[i], qkv_dim, H);
+          qkv_op.row_begin = L.qkv.begin[i];
+          qkv_op.norm_weight = L.attn_norm;
+          qkv_op.rope = ra;
+          FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
+        }
       } else {
-        qkv_op.output = cuda::SkinnyOutput::kStore;
-        qkv_op.y = qkv;
-        qkv_op.ldy = qkv_dim;
+        FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.qkv, L.attn_norm, qkv, qkv_dim));
+        FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
       }
-      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
-      if (!rope_in_gemm) FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
       const PagedAttentionParams ap = attention_params(c, cm, sc, l, v);
       FLASHSCOPE_RETURN_IF_ERROR(validate(ap));
       cuda::UnmergedOutput attn;
@@ -443,10 +509,16 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
       }
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(wo_op, s));
       if (post_attn) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, nullptr));
-      cuda::SkinnyGemmOp gu_op = fused(cuda::SkinnyInput::kRmsNorm, gate_out, L.w_gate_up, F, H);
-      gu_op.norm_weight = L.ffn_norm;
-      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(gu_op, s));
-      cuda::SkinnyGemmOp down_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.w_down, H, F);
+      if (L.gate.type == L.up.type) {
+        cuda::SkinnyGemmOp gu_op = fused(cuda::SkinnyInput::kRmsNorm, gate_out, L.gate, F, H);
+        gu_op.matrix_up = &L.up;
+        gu_op.norm_weight = L.ffn_norm;
+        FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(gu_op, s));
+      } else {  // gate and up of different types: each into gu, then the gate kernel
+        FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.gate_up, L.ffn_norm, gu, 2 * F));
+        FLASHSCOPE_RETURN_IF_ERROR(swiglu_rows());
+      }
+      cuda::SkinnyGemmOp down_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.down, H, F);
       down_op.x = act;
       down_op.ldx = F;
       if (post_ffn) {
@@ -459,44 +531,53 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     }
 
     if (!xn_ready) FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wqkv, xn, H, qkv, qkv_dim, n, qkv_dim, H, false));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm_runs(L.qkv, qkv, qkv_dim));
     FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
     FLASHSCOPE_RETURN_IF_ERROR(paged_attention(attention_params(c, cm, sc, l, v)));
     if (post_attn) {
-      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, y, H, n, H, qd, false));
+      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, y, H, n, false));
       FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, L.ffn_norm));
     } else {
-      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, x, H, n, H, qd, true));
+      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, x, H, n, true));
       FLASHSCOPE_RETURN_IF_ERROR(norm(L.ffn_norm, 0, n));
     }
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_gate_up, xn, H, gu, 2 * F, n, 2 * F, H, false));
-    cuda::SwigluOp sw;
-    sw.gu = gu;
-    sw.gu_stride = 2 * F;
-    sw.out = act;
-    sw.out_stride = F;
-    sw.rows = n;
-    sw.ffn = F;
-    sw.activation = c.ffn_activation == FfnActivation::kGeluTanh ? cuda::GateActivation::kGeluTanh
-                                                                 : cuda::GateActivation::kSilu;
-    FLASHSCOPE_RETURN_IF_ERROR(cuda::swiglu(sw, s));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm_runs(L.gate_up, gu, 2 * F));
+    FLASHSCOPE_RETURN_IF_ERROR(swiglu_rows());
     xn_ready = false;
     if (post_ffn) {
-      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_down, act, F, y, H, n, H, F, false));
+      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.down, act, F, y, H, n, false));
       // The next layer's attention pre-norm rides along (the LM head's
       // norm covers other rows than the step's, so the last layer stops here).
       FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_ffn_norm, next != nullptr ? next->attn_norm : nullptr));
       xn_ready = next != nullptr;
     } else {
-      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.w_down, act, F, x, H, n, H, F, true));
+      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.down, act, F, x, H, n, true));
     }
   }
 
-  // The LM head stays on cuBLAS: it streams 49152 × 576 faster there than
-  // through the skinny kernel, norm included (bench/TUNING.md#engine).
+  // A bf16 LM head stays on cuBLAS: it streams 49152 × 576 faster there than
+  // through the skinny kernel, norm included (bench/TUNING.md#engine). A
+  // quantized one reads 3-4× fewer bytes through the fused kernel (final
+  // norm in front) for a few rows.
   if (head_rows > 0) {
+    if (skinny_head(c, cm, head_rows)) {
+      cuda::SkinnyGemmOp op;
+      op.input = cuda::SkinnyInput::kRmsNorm;
+      op.output = cuda::SkinnyOutput::kStore;
+      op.matrix = &cm.output;
+      op.rows = head_rows;
+      op.n_out = c.vocab;
+      op.k = H;
+      op.xf = x + static_cast<int64_t>(row0) * H;
+      op.ldxf = H;
+      op.norm_weight = cm.output_norm;
+      op.eps = c.rms_eps;
+      op.y = logits_out;
+      op.ldy = c.vocab;
+      return cuda::skinny_gemm(op, s);
+    }
     FLASHSCOPE_RETURN_IF_ERROR(norm(cm.output_norm, row0, head_rows));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.output, xn, H, logits_out, c.vocab, head_rows, c.vocab, H, false));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.output, xn, H, logits_out, c.vocab, head_rows, false));
   }
   return {};
 }

@@ -2,12 +2,17 @@
 // families of ModelConfig) over one sequence's pages of the model's KV pool (cuda_model.hpp has the pool and scratch; cuda_step.cpp
 // the step itself; forward_cuda_batch.cpp the batched decode step).
 //
-// Load (cuda_load): every matrix is dequantized on the host (dequantize_rows,
-// the same values the CPU backend multiplies by) and rounded to bf16 into one
-// device allocation; Q, K, V rows are stacked into one [(H + 2·KV)·D, hidden]
-// matrix and gate, up into one [2·ffn, hidden] matrix, so each block is one
-// GEMM. Norm weights stay fp32. Tied embeddings share token_embd. The
-// families' vectors stay fp32 too: Q/K/V biases stacked like the weights
+// Load (cuda_load): one device allocation. With WeightFormat::kQuantized
+// (the default) every matrix of a type the GPU reads in place (Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) is copied in its GGUF blocks, so the
+// weights take their file's bytes; other matrices (F32, F16, BF16, Q2_K,
+// Q3_K: no GPU kernel reads them), and every matrix with kBf16, are
+// dequantized on the host (dequantize_rows, the same values the CPU backend
+// multiplies by) and rounded to bf16. Q, K, V rows of one device type are
+// stacked into one [rows, hidden] run and gate, up likewise, so each is one
+// GEMM (a file mixing types has up to three runs; CudaModel's MatrixRuns).
+// Norm weights stay fp32. Tied embeddings share token_embd. The families'
+// vectors stay fp32 too: Q/K/V biases stacked like the weights
 // ([(H + 2·KV)·D]), q/k norms [head_dim], Gemma's post-norms [hidden]. Each
 // layer's RoPE table and window are fixed here, and paged attention is asked
 // at load whether it runs the model's head_dim and windows (kUnsupported
@@ -17,8 +22,9 @@
 // cuda_step.cpp (seqs 1, q_len = the chunk's tokens); the LM head runs on the
 // rows whose logits are asked for (kAll: blocks of kLogitRows rows).
 //
-// Numerics against the CPU backend: the same dequantized weights rounded to
-// bf16 (2^-9 relative) instead of kept exact, GEMM inputs in bf16 instead of
+// Numerics against the CPU backend: weights in their blocks decode to the CPU
+// dequantizer's values (bf16 weights: those rounded, 2^-9 relative; a
+// many-row step's dequantized slices likewise), GEMM inputs in bf16 instead of
 // Q8 blocks, fp32 accumulation; q/k/v and the attention output in bf16 as on
 // the CPU. tests/test_model_cuda.cpp holds both against a float64 reference.
 //
@@ -226,8 +232,23 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   FLASHSCOPE_RETURN_IF_ERROR(check_attention(c, cm->layers));
   FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaGetDevice(&cm->device), "cudaGetDevice"));
 
-  // Where each tensor goes in the one weight allocation.
-  const size_t H = static_cast<size_t>(c.hidden), F = static_cast<size_t>(c.ffn), V = static_cast<size_t>(c.vocab);
+  // Where each tensor goes in the one weight allocation: matrices the GPU
+  // reads in place keep their GGUF bytes (WeightFormat::kQuantized), the rest
+  // are dequantized to bf16. Q, K, V rows (gate, up) of one device type are
+  // stacked into one run, so each run is one product.
+  const bool keep_blocks = m.options.weights == WeightFormat::kQuantized;
+  // Matrices expanded to bf16 although their type is read in place: the
+  // parts of a stacked product that also has a bf16 part (the bf16 kernels
+  // read a product whole, not a run of its rows).
+  std::vector<const Matrix*> forced_bf16;
+  auto device_type = [&](const Matrix& mat) {
+    const bool forced = std::find(forced_bf16.begin(), forced_bf16.end(), &mat) != forced_bf16.end();
+    return keep_blocks && !forced && cuda::quant_matrix_type_supported(mat.q.type) ? mat.q.type : GgmlType::kBF16;
+  };
+  auto device_row_bytes = [&](const Matrix& mat) {
+    return device_type(mat) == GgmlType::kBF16 ? mat.q.cols * 2 : static_cast<int64_t>(mat.q.row_bytes);
+  };
+  const size_t H = static_cast<size_t>(c.hidden);
   const size_t qd = static_cast<size_t>(c.n_heads) * c.head_dim, kvd = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
   const bool tied = c.tied_embeddings || w.output.tensor == w.token_embd.tensor;
   size_t total = 0;
@@ -236,23 +257,75 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
     total = at + bytes;
     return at;
   };
+  // A matrix's place: offset in the allocation, filled in as a DeviceMatrix once it exists.
+  struct Piece {
+    const Matrix* src = nullptr;
+    size_t at = 0;
+    cuda::DeviceMatrix* dst = nullptr;  // the view of this matrix alone
+  };
+  struct Run {
+    size_t at = 0;
+    cuda::DeviceMatrix* dst = nullptr;
+  };
+  std::vector<Piece> pieces;
+  std::vector<Run> runs;
+  auto place = [&](const Matrix& mat, cuda::DeviceMatrix* dst, size_t at) {
+    dst->type = device_type(mat);
+    dst->rows = static_cast<int>(mat.q.rows);
+    dst->cols = static_cast<int>(mat.q.cols);
+    dst->row_bytes = device_row_bytes(mat);
+    pieces.push_back({&mat, at, dst});
+  };
+  auto place_alone = [&](const Matrix& mat, cuda::DeviceMatrix* dst) {
+    place(mat, dst, reserve(static_cast<size_t>(mat.q.rows * device_row_bytes(mat))));
+  };
+  // parts stacked in order; views[i] (may be null) receives part i alone.
+  auto place_runs = [&](std::vector<const Matrix*> parts, std::vector<cuda::DeviceMatrix*> views, MatrixRuns* mr) {
+    bool any_bf16 = false, any_blocks = false;
+    for (const Matrix* p : parts) (device_type(*p) == GgmlType::kBF16 ? any_bf16 : any_blocks) = true;
+    if (any_bf16 && any_blocks) forced_bf16.insert(forced_bf16.end(), parts.begin(), parts.end());
+    mr->count = 0;
+    int row = 0;
+    for (size_t i = 0; i < parts.size();) {
+      size_t j = i;
+      int64_t rows = 0;
+      while (j < parts.size() && device_type(*parts[j]) == device_type(*parts[i])) rows += parts[j++]->q.rows;
+      const int64_t rb = device_row_bytes(*parts[i]);
+      size_t at = reserve(static_cast<size_t>(rows * rb));
+      cuda::DeviceMatrix& r = mr->run[mr->count];
+      r.type = device_type(*parts[i]);
+      r.rows = static_cast<int>(rows);
+      r.cols = static_cast<int>(parts[i]->q.cols);
+      r.row_bytes = rb;
+      mr->begin[mr->count] = row;
+      runs.push_back({at, &r});
+      ++mr->count;
+      for (; i < j; ++i) {
+        place(*parts[i], views[i], at);
+        at += static_cast<size_t>(parts[i]->q.rows * rb);
+        row += static_cast<int>(parts[i]->q.rows);
+      }
+    }
+  };
   constexpr size_t kNone = ~size_t{0};
   // The family's optional vectors (kNone: absent).
   auto reserve_floats = [&](const std::vector<float>& v) { return v.empty() ? kNone : reserve(v.size() * 4); };
   struct LayerOffsets {
-    size_t wqkv, wo, gate_up, down, attn_norm, ffn_norm;
+    size_t attn_norm, ffn_norm;
     size_t bqkv, q_norm, k_norm, post_attn_norm, post_ffn_norm;
+    cuda::DeviceMatrix q, k, v;  // placeholders for the views place_runs fills
   };
   std::vector<LayerOffsets> lo(static_cast<size_t>(c.n_layers));
   std::vector<std::vector<float>> biases(lo.size());
-  const size_t embd_at = reserve(V * H * 2);
+  place_alone(w.token_embd, &cm->token_embd);
   for (size_t l = 0; l < lo.size(); ++l) {
     const LayerWeights& L = w.layers[l];
+    CudaModel::Layer& D = cm->layers[l];
     LayerOffsets& o = lo[l];
-    o.wqkv = reserve((qd + 2 * kvd) * H * 2);
-    o.wo = reserve(H * qd * 2);
-    o.gate_up = reserve(2 * F * H * 2);
-    o.down = reserve(H * F * 2);
+    place_runs({&L.wq, &L.wk, &L.wv}, {&o.q, &o.k, &o.v}, &D.qkv);
+    place_alone(L.wo, &D.wo);
+    place_runs({&L.gate, &L.up}, {&D.gate, &D.up}, &D.gate_up);
+    place_alone(L.down, &D.down);
     o.attn_norm = reserve(H * 4);
     o.ffn_norm = reserve(H * 4);
     try {
@@ -267,35 +340,40 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
     o.post_ffn_norm = reserve_floats(L.post_ffn_norm);
   }
   const size_t out_norm_at = reserve(H * 4);
-  const size_t output_at = tied ? embd_at : reserve(V * H * 2);
+  if (!tied) place_alone(w.output, &cm->output);
+  // The kernels' word loads of 2-byte-aligned blocks may read past the last row.
+  total += cuda::quant_matrix_tail_bytes();
 
-  auto buf = device_alloc(total, "the model's bf16 weights");
+  auto buf = device_alloc(total, keep_blocks ? "the model's weights" : "the model's bf16 weights");
   if (!buf.ok()) return buf.status();
   cm->weights = std::move(buf).value();
+  cm->weight_bytes = total;
   char* base = static_cast<char*>(cm->weights.data());
-  auto bf16_at = [&](size_t off) { return reinterpret_cast<uint16_t*>(base + off); };
   auto f32_at = [&](size_t off) { return reinterpret_cast<float*>(base + off); };
 
-  FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(w.token_embd, bf16_at(embd_at)));
+  for (const Run& r : runs) r.dst->data = base + r.at;
+  // quantized: some layer matrix is in blocks (the step rules of kQuantSkinnyRows);
+  // layer_bf16: some is bf16 (the bf16 kernel's limits apply too).
+  cm->quantized = false;
+  cm->layer_bf16 = false;
+  for (const Piece& p : pieces) {
+    p.dst->data = base + p.at;
+    const bool layer_matrix = p.src != &w.token_embd && p.src != &w.output;
+    if (layer_matrix) (p.dst->quantized() ? cm->quantized : cm->layer_bf16) = true;
+    if (p.dst->quantized()) {
+      FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaMemcpy(base + p.at, p.src->q.data, p.dst->bytes(),
+                                                       cudaMemcpyHostToDevice),
+                                            "cudaMemcpy of '" + p.src->tensor->name + "' to the device"));
+    } else {
+      FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(*p.src, reinterpret_cast<uint16_t*>(base + p.at)));
+    }
+  }
   for (size_t l = 0; l < lo.size(); ++l) {
     const LayerWeights& L = w.layers[l];
+    CudaModel::Layer& D = cm->layers[l];
     const LayerOffsets& o = lo[l];
-    uint16_t* wqkv = bf16_at(o.wqkv);
-    FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(L.wq, wqkv));
-    FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(L.wk, wqkv + qd * H));
-    FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(L.wv, wqkv + (qd + kvd) * H));
-    FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(L.wo, bf16_at(o.wo)));
-    uint16_t* gate_up = bf16_at(o.gate_up);
-    FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(L.gate, gate_up));
-    FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(L.up, gate_up + F * H));
-    FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(L.down, bf16_at(o.down)));
     FLASHSCOPE_RETURN_IF_ERROR(upload_floats(L.attn_norm, f32_at(o.attn_norm), "attn_norm"));
     FLASHSCOPE_RETURN_IF_ERROR(upload_floats(L.ffn_norm, f32_at(o.ffn_norm), "ffn_norm"));
-    CudaModel::Layer& D = cm->layers[l];
-    D.wqkv = wqkv;
-    D.wo = bf16_at(o.wo);
-    D.w_gate_up = gate_up;
-    D.w_down = bf16_at(o.down);
     D.attn_norm = f32_at(o.attn_norm);
     D.ffn_norm = f32_at(o.ffn_norm);
     const struct {
@@ -315,9 +393,7 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
     }
   }
   FLASHSCOPE_RETURN_IF_ERROR(upload_floats(w.output_norm, f32_at(out_norm_at), "output_norm"));
-  if (!tied) FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(w.output, bf16_at(output_at)));
-  cm->token_embd = bf16_at(embd_at);
-  cm->output = bf16_at(output_at);
+  if (tied) cm->output = cm->token_embd;
   cm->output_norm = f32_at(out_norm_at);
   // A pageable cudaMemcpy may return before its DMA lands; the sequences'
   // streams do not wait for the legacy stream.
@@ -407,6 +483,7 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
     if (out_rows > 0) FLASHSCOPE_RETURN_IF_ERROR(ensure_logit_rows(c, sc, std::min(out_rows, kLogitRows)));
     FLASHSCOPE_RETURN_IF_ERROR(ensure_step_bytes(sc, v.at.bytes));
     FLASHSCOPE_RETURN_IF_ERROR(ensure_attention_workspace(c, cm, sc, v));
+    FLASHSCOPE_RETURN_IF_ERROR(ensure_dequant_scratch(c, cm, sc, cn, std::min(out_rows, kLogitRows)));
 
     pack_chunk(m, cm, st, v.at, cached + c0, cn, tokens + c0, positions + c0);
     FLASHSCOPE_RETURN_IF_ERROR(cuda_check(
@@ -450,16 +527,16 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
         op.dim = c.hidden;
         op.eps = c.rms_eps;
         FLASHSCOPE_RETURN_IF_ERROR(cuda::rms_norm(op, sc.stream));
-        cuda::GemmOp g;
-        g.w = cm.output;
+        cuda::MatmulOp g;
+        g.w = &cm.output;
         g.x = static_cast<const uint16_t*>(sc.xn.data());
-        g.y = static_cast<float*>(sc.logits.data());
-        g.rows = nb;
-        g.n_out = V;
-        g.k = c.hidden;
         g.ldx = c.hidden;
+        g.y = static_cast<float*>(sc.logits.data());
         g.ldy = V;
-        FLASHSCOPE_RETURN_IF_ERROR(cuda::gemm_bf16(cm.cublas.get(), g));
+        g.rows = nb;
+        g.scratch = static_cast<uint16_t*>(sc.dequant.data());
+        g.scratch_bytes = sc.dequant.size();
+        FLASHSCOPE_RETURN_IF_ERROR(cuda::matmul(cm.cublas.get(), g, sc.stream));
       }
       if (logits != nullptr) {
         const size_t out_row = mode == LogitsMode::kAll ? static_cast<size_t>(c0 + b0) : 0;
@@ -579,9 +656,13 @@ Result<int32_t> cuda_sample_last(const Model::Impl& m, Sequence::State& state, c
   return token;
 }
 
+uint64_t cuda_weight_bytes(const Model::Impl& m) { return m.cuda ? m.cuda->weight_bytes : 0; }
+
 #else  // built without CUDA
 
 struct CudaModel {};
+
+uint64_t cuda_weight_bytes(const Model::Impl&) { return 0; }
 
 Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl&) {
   return unsupported("Device::kCuda was requested but this build of flashscope has no CUDA backend; use Device::kCpu");

@@ -116,6 +116,7 @@ Status run_batch(const Model::Impl& m, CudaModel& cm, const std::vector<CudaStat
   // The split plan depends on the batch size: the full chunks' and the last one's.
   FLASHSCOPE_RETURN_IF_ERROR(ensure_attention_workspace(c, cm, sc, view(0)));
   if (n > kChunk) FLASHSCOPE_RETURN_IF_ERROR(ensure_attention_workspace(c, cm, sc, view((n - 1) / kChunk * kChunk)));
+  FLASHSCOPE_RETURN_IF_ERROR(ensure_dequant_scratch(c, cm, sc, std::min(n, kChunk), head ? std::min(n, kChunk) : 0));
   try {
     if (sc.positions.size() < static_cast<size_t>(n)) sc.positions.resize(static_cast<size_t>(n));
   } catch (const std::bad_alloc&) {

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/model/model_ops.h"
+#include "kernels/quant/quant_blocks.h"
 #endif
 
 namespace flashscope::cuda {
@@ -193,18 +194,76 @@ bool skinny_gemm_supported(int rows, int k) {
          kernels::skinny_gemm_smem_bytes(rows, k) <= kSkinnySmemLimit;
 }
 
-Status skinny_gemm(const SkinnyGemmOp& op, void* stream) {
+bool skinny_quant_supported(int rows, int k) {
+  return rows >= 1 && rows <= kernels::kSkinnyMaxRows && k >= 32 && k % 32 == 0 &&
+         kernels::skinny_gemm_smem_bytes(rows, k) <= kernels::kSkinnyQuantSmemLimit;
+}
+
+// The quantized weights of a skinny_gemm call (op.matrix quantized), as the kernel takes them.
+static Result<kernels::SkinnyQuantWeights> quant_weights(const SkinnyGemmOp& op) {
   const char* name = "skinny_gemm";
+  const DeviceMatrix& m = *op.matrix;
+  if (!quant_matrix_type_supported(m.type))
+    return unsupported(std::string("skinny_gemm: weights of type ") + ggml_type_name(m.type) +
+                       " are not read in place on the GPU");
+  const int64_t block = ggml_block_size(m.type);
+  if (!m.data || m.cols != op.k || op.k % block != 0 || m.row_bytes != op.k / block * ggml_type_size(m.type))
+    return bad(name, "matrix: data must not be null, cols == k, a multiple of the block, and row_bytes its blocks'");
+  const int align = m.type == GgmlType::kQ4_1 || m.type == GgmlType::kQ5_1 || m.type == GgmlType::kQ4_K ||
+                            m.type == GgmlType::kQ5_K
+                        ? 4
+                        : 2;
+  if (!aligned(m.data, static_cast<size_t>(align)) || m.row_bytes % align != 0)
+    return bad(name, "matrix: data and row_bytes must be " + std::to_string(align) + "-byte aligned for " +
+                         ggml_type_name(m.type));
+  kernels::SkinnyQuantWeights w{};
+  w.type = static_cast<int>(m.type);
+  w.data = static_cast<const uint8_t*>(m.data);
+  w.row_bytes = m.row_bytes;
+  if (op.output == SkinnyOutput::kSwiglu || op.output == SkinnyOutput::kGegluTanh) {
+    const DeviceMatrix* up = op.matrix_up;
+    if (!up || !up->data || up->type != m.type || up->row_bytes != m.row_bytes || up->cols != m.cols ||
+        m.rows != op.n_out || up->rows != op.n_out || op.row_begin != 0 || !aligned(up->data, static_cast<size_t>(align)))
+      return bad(name, "kSwiglu / kGegluTanh: matrix and matrix_up must be n_out rows each of one type");
+    w.up_data = static_cast<const uint8_t*>(up->data);
+    w.row_begin = 0;
+    w.row_end = op.n_out;
+  } else {
+    if (op.row_begin < 0 || op.row_begin % 2 != 0 || m.rows < 1 || int64_t(op.row_begin) + m.rows > op.n_out)
+      return bad(name, "matrix: row_begin must be even and [row_begin, row_begin + rows) inside n_out");
+    w.row_begin = op.row_begin;
+    w.row_end = op.row_begin + m.rows;
+  }
+  return w;
+}
+
+Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
+  const char* name = "skinny_gemm";
+  SkinnyGemmOp op = op_in;
+  const bool quant = op.matrix != nullptr && op.matrix->quantized();
+  if (op.matrix != nullptr && !quant) {
+    if (op.row_begin != 0) return bad(name, "a bf16 matrix is read whole (row_begin 0)");
+    op.w = op.matrix->bf16();
+  }
   if (op.rows < 0 || op.n_out < 1 || op.k < 1) return bad(name, "rows >= 0, n_out >= 1 and k >= 1 are required");
   if (op.rows == 0) return {};
   if (op.rows > kernels::kSkinnyMaxRows)
     return unsupported("skinny_gemm takes at most " + std::to_string(kernels::kSkinnyMaxRows) + " rows; got " +
                        std::to_string(op.rows) + " (use gemm_bf16)");
   if (op.k % 8 != 0) return bad(name, "k " + std::to_string(op.k) + " must be a multiple of 8 (16-byte chunks)");
-  if (!skinny_gemm_supported(op.rows, op.k))
+  if (quant ? !skinny_quant_supported(op.rows, op.k) : !skinny_gemm_supported(op.rows, op.k))
     return unsupported("skinny_gemm: " + std::to_string(op.rows) + " rows of k = " + std::to_string(op.k) +
-                       " need more than " + std::to_string(kSkinnySmemLimit) + " bytes of shared memory");
-  if (!op.w || !aligned(op.w, 16)) return bad(name, "w must be non-null and 16-byte aligned");
+                       " need more than " +
+                       std::to_string(quant ? kernels::kSkinnyQuantSmemLimit : kSkinnySmemLimit) +
+                       " bytes of shared memory");
+  kernels::SkinnyQuantWeights wq{};
+  if (quant) {
+    auto w = quant_weights(op);
+    if (!w.ok()) return w.status();
+    wq = w.value();
+  } else if (!op.w || !aligned(op.w, 16)) {
+    return bad(name, "w must be non-null and 16-byte aligned");
+  }
   if (op.input == SkinnyInput::kBf16) {
     if (!op.x || !aligned(op.x, 16) || op.ldx < op.k || op.ldx % 8 != 0)
       return bad(name, "x must be non-null and 16-byte aligned, ldx >= k and a multiple of 8");
@@ -270,6 +329,7 @@ Status skinny_gemm(const SkinnyGemmOp& op, void* stream) {
   k.act = op.act;
   k.ld_act = op.ld_act;
   if (op.output == SkinnyOutput::kRopeAppend) k.rope = rope_params(op.rope);
+  k.wq = wq;
   auto facts = device_facts();
   if (!facts.ok()) return facts.status();
   return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), facts->programmatic),
@@ -349,6 +409,100 @@ Status gemm_bf16(void* cublas, const GemmOp& op) {
   if (st != CUBLAS_STATUS_SUCCESS)
     return device_error("cublasGemmEx (bf16 x bf16 -> fp32, m=" + std::to_string(op.n_out) + " n=" +
                         std::to_string(op.rows) + " k=" + std::to_string(op.k) + ") failed: " + cublasGetStatusString(st));
+  return {};
+}
+
+bool quant_matrix_type_supported(GgmlType type) {
+  return kernels::quant::is_quant_type(static_cast<int>(type));
+}
+
+size_t quant_matrix_tail_bytes() { return kernels::quant::kQuantTailPad; }
+
+namespace {
+
+Status check_quant_matrix(const DeviceMatrix& w, const char* name) {
+  if (!quant_matrix_type_supported(w.type))
+    return unsupported(std::string(name) + ": weights of type " + ggml_type_name(w.type) +
+                       " are not read in place on the GPU");
+  const int64_t block = ggml_block_size(w.type);
+  if (!w.data || w.rows < 0 || w.cols < 1 || w.cols % block != 0 ||
+      w.row_bytes != w.cols / block * ggml_type_size(w.type))
+    return bad(name, "the matrix needs data, cols a multiple of its block and row_bytes its blocks'");
+  if (!aligned(w.data, 2) || w.row_bytes % 2 != 0) return bad(name, "the matrix must be 2-byte aligned");
+  return {};
+}
+
+kernels::QuantMatrixParams quant_matrix_params(const DeviceMatrix& w) {
+  return {static_cast<int>(w.type), static_cast<const uint8_t*>(w.data), w.row_bytes, w.rows, w.cols};
+}
+
+}  // namespace
+
+Status dequantize_bf16(const DeviceMatrix& w, int row_begin, int count, uint16_t* out, int64_t ld_out, void* stream) {
+  const char* name = "dequantize_bf16";
+  FLASHSCOPE_RETURN_IF_ERROR(check_quant_matrix(w, name));
+  if (row_begin < 0 || count < 0 || int64_t(row_begin) + count > w.rows)
+    return bad(name, "rows [row_begin, row_begin + count) must lie inside the matrix");
+  if (count == 0) return {};
+  if (!out || !aligned(out, 16) || ld_out < w.cols || ld_out % 8 != 0)
+    return bad(name, "out must be non-null and 16-byte aligned, ld_out >= cols and a multiple of 8");
+  return launched(kernels::launch_dequantize_bf16(quant_matrix_params(w.rows_view(row_begin, count)), out, ld_out,
+                                                  static_cast<cudaStream_t>(stream)),
+                  "dequantize_bf16");
+}
+
+Status embedding_rows(const DeviceMatrix& table, const int32_t* ids, int n, float* x, void* stream, float scale) {
+  if (!table.quantized()) {
+    EmbeddingOp op;
+    op.ids = ids;
+    op.table = table.bf16();
+    op.x = x;
+    op.n = n;
+    op.hidden = table.cols;
+    op.vocab = table.rows;
+    op.scale = scale;
+    return embedding(op, stream);
+  }
+  const char* name = "embedding_rows";
+  FLASHSCOPE_RETURN_IF_ERROR(check_quant_matrix(table, name));
+  if (n < 0) return bad(name, "n must be >= 0");
+  if (n == 0) return {};
+  if (!ids || !x || !aligned(x, 16)) return bad(name, "ids and x (16-byte aligned) must not be null");
+  return launched(kernels::launch_embedding_quant(quant_matrix_params(table), ids, n, x, scale,
+                                                  static_cast<cudaStream_t>(stream)),
+                  "embedding_quant");
+}
+
+Status matmul(void* cublas, const MatmulOp& op, void* stream) {
+  const char* name = "matmul";
+  if (!op.w) return bad(name, "w must not be null");
+  const DeviceMatrix& w = *op.w;
+  GemmOp g;
+  g.x = op.x;
+  g.ldx = op.ldx;
+  g.rows = op.rows;
+  g.k = w.cols;
+  g.ldy = op.ldy;
+  g.accumulate = op.accumulate;
+  if (!w.quantized()) {
+    g.w = w.bf16();
+    g.y = op.y;
+    g.n_out = w.rows;
+    return gemm_bf16(cublas, g);
+  }
+  if (op.rows == 0) return {};
+  FLASHSCOPE_RETURN_IF_ERROR(check_quant_matrix(w, name));
+  const int64_t slice = static_cast<int64_t>(op.scratch_bytes / (2 * static_cast<size_t>(w.cols)));
+  if (!op.scratch || slice < 1) return bad(name, "a quantized matrix needs a scratch of at least one bf16 row");
+  if (!op.y) return bad(name, "y must not be null");
+  for (int r0 = 0; r0 < w.rows; r0 += static_cast<int>(slice)) {
+    const int count = static_cast<int>(std::min<int64_t>(slice, w.rows - r0));
+    FLASHSCOPE_RETURN_IF_ERROR(dequantize_bf16(w, r0, count, op.scratch, w.cols, stream));
+    g.w = op.scratch;
+    g.y = op.y + r0;
+    g.n_out = count;
+    FLASHSCOPE_RETURN_IF_ERROR(gemm_bf16(cublas, g));
+  }
   return {};
 }
 
@@ -604,6 +758,12 @@ Status rope_append(const RopeAppendOp&, void*) { return no_cuda(); }
 Status swiglu(const SwigluOp&, void*) { return no_cuda(); }
 Status gemm_bf16(void*, const GemmOp&) { return no_cuda(); }
 bool skinny_gemm_supported(int, int) { return false; }
+bool skinny_quant_supported(int, int) { return false; }
+bool quant_matrix_type_supported(GgmlType) { return false; }
+size_t quant_matrix_tail_bytes() { return 16; }
+Status dequantize_bf16(const DeviceMatrix&, int, int, uint16_t*, int64_t, void*) { return no_cuda(); }
+Status embedding_rows(const DeviceMatrix&, const int32_t*, int, float*, void*, float) { return no_cuda(); }
+Status matmul(void*, const MatmulOp&, void*) { return no_cuda(); }
 Status skinny_gemm(const SkinnyGemmOp&, void*) { return no_cuda(); }
 Status sample(const SampleOp&, void*) { return no_cuda(); }
 

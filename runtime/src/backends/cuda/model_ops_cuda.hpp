@@ -18,10 +18,49 @@
 #include <vector>
 
 #include "flashscope/device_buffer.hpp"
+#include "flashscope/gguf.hpp"
 #include "flashscope/sampling.hpp"
 #include "flashscope/status.hpp"
 
 namespace flashscope::cuda {
+
+// A weight matrix on the device [rows, cols]: bf16 (type kBF16, row-major,
+// row_bytes = 2·cols) or kept in its GGUF blocks, rows of row_bytes each:
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (quant_matrix_type_supported).
+// What the engine's weights are (CudaModel) and what matmul() and the
+// few-token GEMM read.
+struct DeviceMatrix {
+  GgmlType type = GgmlType::kBF16;
+  const void* data = nullptr;
+  int rows = 0, cols = 0;
+  int64_t row_bytes = 0;
+
+  bool quantized() const { return type != GgmlType::kBF16; }
+  const uint16_t* bf16() const { return static_cast<const uint16_t*>(data); }
+  uint64_t bytes() const { return static_cast<uint64_t>(rows) * static_cast<uint64_t>(row_bytes); }
+  // Rows [begin, begin + count) as a matrix of their own.
+  DeviceMatrix rows_view(int begin, int count) const {
+    DeviceMatrix m = *this;
+    m.data = static_cast<const char*>(data) + static_cast<int64_t>(begin) * row_bytes;
+    m.rows = count;
+    return m;
+  }
+};
+// The block types the GPU reads in place.
+bool quant_matrix_type_supported(GgmlType type);
+// Bytes an allocation keeps after the last row of a quantized matrix: the
+// kernels' 32-bit loads of 2-byte-aligned blocks may reach 2 bytes past it.
+size_t quant_matrix_tail_bytes();
+
+// out [count, w.cols] bf16 (row stride ld_out) = rows [row_begin, row_begin + count)
+// of a quantized w, each value the CPU dequantizer's (dequantize_row) rounded to bf16.
+Status dequantize_bf16(const DeviceMatrix& w, int row_begin, int count, uint16_t* out, int64_t ld_out, void* stream);
+
+// x [n, table.cols] fp32 = table rows ids[0..n) of any DeviceMatrix · scale
+// (Gemma's √hidden; an id outside [0, rows) gives a zero row; the engine
+// rejects them first).
+Status embedding_rows(const DeviceMatrix& table, const int32_t* ids, int n, float* x, void* stream,
+                      float scale = 1.0f);
 
 struct EmbeddingOp {
   const int32_t* ids = nullptr;     // [n]
@@ -178,9 +217,40 @@ struct SkinnyGemmOp {
   int64_t ld_act = 0;
   RopeAppendOp rope;
   SkinnySplitKv split_kv;
+  // Quantized weights instead of w (matrix->quantized()): kStore, kAccumulate
+  // and kRopeAppend compute outputs [row_begin, row_begin + matrix->rows) of
+  // the n_out (so Q, K and V of different types are three launches into one
+  // output; row_begin even); kSwiglu and kGegluTanh read the gate rows from matrix and the
+  // up rows from matrix_up (same type, n_out rows each). A bf16 matrix is
+  // read as w.
+  const DeviceMatrix* matrix = nullptr;
+  const DeviceMatrix* matrix_up = nullptr;
+  int row_begin = 0;
 };
 bool skinny_gemm_supported(int rows, int k);
+// With quantized weights (SkinnyGemmOp::matrix) the input rows may take up
+// to 96 KiB of shared memory: 4 rows of k = 12288, 8 of 6144.
+bool skinny_quant_supported(int rows, int k);
 Status skinny_gemm(const SkinnyGemmOp& op, void* stream);
+
+// y [rows, w.rows] fp32 (row stride ldy) = x [rows, w.cols] bf16 (row stride
+// ldx) · wᵀ (accumulate: y +=), for any DeviceMatrix: the one entry point of
+// the engine's many-row products. bf16: gemm_bf16. Quantized: slices of at
+// most scratch_bytes / (2·cols) rows dequantized into `scratch` (bf16), each
+// followed by gemm_bf16 into its columns of y (the tensor cores' GEMM at the
+// price of one write and read of the slice; bench/TUNING.md#engine).
+struct MatmulOp {
+  const DeviceMatrix* w = nullptr;
+  const uint16_t* x = nullptr;
+  int64_t ldx = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int rows = 0;
+  bool accumulate = false;
+  uint16_t* scratch = nullptr;  // quantized w: the dequantization slice
+  size_t scratch_bytes = 0;
+};
+Status matmul(void* cublas, const MatmulOp& op, void* stream);
 
 // The sampler's candidate cap (kernels' kMaxSampleCandidates).
 int max_sample_candidates();

@@ -1,0 +1,333 @@
+// GGUF weight blocks read where they lie (the device's copy of the file's
+// bytes), one 32-element group at a time: what the quantized GEMV, the
+// dequantization into bf16 and the quantized embedding lookup share. Host
+// and device alike, so the CPU tests hold every group against the CPU
+// dequantizer (runtime/src/gguf/dequantize.cpp) without a GPU.
+//
+// A group is 32 consecutive elements of a row: a whole block of the
+// 32-element types, a sub-block of a K-quant super-block (8 per 256). Its
+// elements are
+//   value[i] = a · q[i] + b      a = a0 for i < 16, a1 for i >= 16
+// with q small integers (held exactly as floats). a0 = a1 except in Q6_K,
+// whose scales cover 16 elements. decode_group computes a and b with the
+// CPU dequantizer's float operations, so a · q + b (without contraction) is
+// bit for bit its value: the CPU test asserts that.
+//
+// Block layouts (bytes; d, m, dmin fp16; REFERENCE.md, ggml-common.h):
+//   Q4_0 18: d, qs[16]              q = nibble − 8,            a = d
+//   Q4_1 20: d, m, qs[16]           q = nibble,                a = d, b = m
+//   Q5_0 22: d, qh[4], qs[16]       q = nibble | hibit<<4 − 16, a = d
+//   Q5_1 24: d, m, qh[4], qs[16]    q = nibble | hibit<<4,     a = d, b = m
+//   Q8_0 34: d, int8 qs[32]         q = qs,                    a = d
+//     (byte j's low nibble is element j, its high nibble element j + 16;
+//      qh bit j is element j's fifth bit)
+//   Q4_K 144: d, dmin, scales[12], qs[128]            sub-block j: a = d·sc_j, b = −dmin·m_j,
+//             q = nibble of qs[32·(j/2) + l] (low for even j, high for odd)
+//   Q5_K 176: d, dmin, scales[12], qh[32], qs[128]    as Q4_K, plus bit j of qh[l] as q's fifth bit
+//   Q6_K 210: ql[128], qh[64], int8 scales[16], d     group j = 4h + r (half h, quarter r):
+//             low 4 bits from ql[64h + 32(r&1) + l] (low nibble for r < 2), top 2 from
+//             qh[32h + l] >> 2r; q − 32; a = d·scale[8h + 2r + l/16]
+//
+// Alignment: a device row starts where the file's row starts relative to an
+// allocation aligned to 256, so Q4_1, Q5_1, Q4_K and Q5_K fields are 4-byte
+// aligned; Q4_0, Q5_0, Q8_0 and Q6_K blocks only 2-byte aligned. Those are
+// read as aligned 32-bit words shifted together (load_words_a2), which may
+// read 2 bytes past the group's last field: allocations of such rows keep
+// kQuantTailPad bytes after their last row.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#define FS_QUANT_HD __host__ __device__ __forceinline__
+#else
+#define FS_QUANT_HD inline
+#endif
+// Unrolled in device code; the host compiler knows no such pragma.
+#if defined(__CUDA_ARCH__)
+#define FS_QUANT_UNROLL _Pragma("unroll")
+#else
+#define FS_QUANT_UNROLL
+#endif
+
+namespace flashscope::kernels::quant {
+
+// ggml type ids of the block types the GPU reads in place.
+enum QuantType : int {
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+};
+
+inline constexpr int kGroup = 32;        // elements per group
+inline constexpr int kQuantTailPad = 16;  // bytes an allocation keeps after its last row (see above)
+
+// Bytes per block and elements per block of a type; 0 for a type not listed.
+FS_QUANT_HD int block_bytes(int type) {
+  switch (type) {
+    case kQ4_0: return 18;
+    case kQ4_1: return 20;
+    case kQ5_0: return 22;
+    case kQ5_1: return 24;
+    case kQ8_0: return 34;
+    case kQ4_K: return 144;
+    case kQ5_K: return 176;
+    case kQ6_K: return 210;
+    default: return 0;
+  }
+}
+FS_QUANT_HD int block_elems(int type) {
+  return type == kQ4_K || type == kQ5_K || type == kQ6_K ? 256 : block_bytes(type) ? 32 : 0;
+}
+FS_QUANT_HD bool is_quant_type(int type) { return block_bytes(type) != 0; }
+
+FS_QUANT_HD float fp16_bits_to_float(uint32_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xFFFFu)));
+#else
+  const uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t man = h & 0x3FFu;
+  uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: normalize
+    exp = 113;
+    while ((man & 0x400u) == 0) {
+      man <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((man & 0x3FFu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+
+// An aligned 32-bit word (p 4-byte aligned).
+FS_QUANT_HD uint32_t ld_u32(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(reinterpret_cast<const unsigned int*>(p));
+#else
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#endif
+}
+
+// An aligned 16-bit word (p 2-byte aligned).
+FS_QUANT_HD uint32_t ld_u16(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(reinterpret_cast<const unsigned short*>(p));
+#else
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#endif
+}
+
+// 4·N bytes from p (2-byte aligned) as N little-endian words: N aligned
+// loads when p is 4-byte aligned, else N + 1 (the last reaches 2 bytes past
+// the range) shifted together.
+template <int N>
+FS_QUANT_HD void load_words_a2(const uint8_t* p, uint32_t (&w)[N]) {
+  const uintptr_t odd = reinterpret_cast<uintptr_t>(p) & 2u;
+  const uint8_t* base = p - odd;
+  if (odd == 0) {
+FS_QUANT_UNROLL
+    for (int i = 0; i < N; ++i) w[i] = ld_u32(base + 4 * i);
+  } else {
+    uint32_t prev = ld_u32(base);
+FS_QUANT_UNROLL
+    for (int i = 0; i < N; ++i) {
+      const uint32_t next = ld_u32(base + 4 * (i + 1));
+      w[i] = (prev >> 16) | (next << 16);
+      prev = next;
+    }
+  }
+}
+
+template <int N>
+FS_QUANT_HD void load_words_a4(const uint8_t* p, uint32_t (&w)[N]) {
+FS_QUANT_UNROLL
+  for (int i = 0; i < N; ++i) w[i] = ld_u32(p + 4 * i);
+}
+
+// Byte i of little-endian words w.
+template <int N>
+FS_QUANT_HD uint32_t byte_of(const uint32_t (&w)[N], int i) {
+  return (w[i / 4] >> (8 * (i % 4))) & 0xFFu;
+}
+
+// An integer 0 <= u < 2^22 minus `offset` as a float, exactly, without an
+// int-to-float conversion instruction (a quarter-rate one on the GPU):
+// 2^23 + u is a float whose mantissa is u.
+FS_QUANT_HD float small_int(uint32_t u, float offset) {
+  const uint32_t bits = 0x4B000000u | u;
+  float f;
+#if defined(__CUDA_ARCH__)
+  f = __uint_as_float(bits);
+#else
+  std::memcpy(&f, &bits, sizeof f);
+#endif
+  return f - (8388608.0f + offset);
+}
+
+struct GroupScales {
+  float a0 = 0.0f, a1 = 0.0f, b = 0.0f;
+};
+
+// Byte i (run-time) of the three scale words, by selects: an indexed
+// register array would go to local memory.
+FS_QUANT_HD uint32_t scale_byte(const uint32_t (&s)[3], int i) {
+  const uint32_t w = i < 4 ? s[0] : i < 8 ? s[1] : s[2];
+  return (w >> (8 * (i % 4))) & 0xFFu;
+}
+
+// The 6-bit (scale, min) pair j of a K-quant's 12 scale bytes (three words).
+FS_QUANT_HD void scale_min_k4(int j, const uint32_t (&s)[3], uint32_t* sc, uint32_t* m) {
+  if (j < 4) {
+    *sc = scale_byte(s, j) & 63u;
+    *m = scale_byte(s, j + 4) & 63u;
+  } else {
+    *sc = (scale_byte(s, j + 4) & 0xFu) | ((scale_byte(s, j - 4) >> 6) << 4);
+    *m = (scale_byte(s, j + 4) >> 4) | ((scale_byte(s, j) >> 6) << 4);
+  }
+}
+
+// Group g of a row of type T starting at `row`: q[32] and its scales.
+template <int T>
+FS_QUANT_HD GroupScales decode_group(const uint8_t* row, int g, float (&q)[kGroup]) {
+  GroupScales s;
+  if constexpr (T == kQ4_0 || T == kQ5_0 || T == kQ8_0) {
+    const uint8_t* blk = row + int64_t(g) * block_bytes(T);
+    s.a0 = s.a1 = fp16_bits_to_float(ld_u16(blk));
+    if constexpr (T == kQ8_0) {
+      uint32_t w[8];
+      load_words_a2(blk + 2, w);
+FS_QUANT_UNROLL
+      for (int i = 0; i < 32; ++i) q[i] = small_int(byte_of(w, i) ^ 0x80u, 128.0f);
+    } else if constexpr (T == kQ4_0) {
+      uint32_t w[4];
+      load_words_a2(blk + 2, w);
+FS_QUANT_UNROLL
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t v = byte_of(w, j);
+        q[j] = small_int(v & 0xFu, 8.0f);
+        q[j + 16] = small_int(v >> 4, 8.0f);
+      }
+    } else {
+      uint32_t qh[1], w[4];
+      load_words_a2(blk + 2, qh);
+      load_words_a2(blk + 6, w);
+FS_QUANT_UNROLL
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t v = byte_of(w, j);
+        q[j] = small_int((v & 0xFu) | (((qh[0] >> j) & 1u) << 4), 16.0f);
+        q[j + 16] = small_int((v >> 4) | (((qh[0] >> (j + 16)) & 1u) << 4), 16.0f);
+      }
+    }
+  } else if constexpr (T == kQ4_1 || T == kQ5_1) {
+    const uint8_t* blk = row + int64_t(g) * block_bytes(T);
+    const uint32_t dm = ld_u32(blk);
+    s.a0 = s.a1 = fp16_bits_to_float(dm & 0xFFFFu);
+    s.b = fp16_bits_to_float(dm >> 16);
+    uint32_t w[4];
+    if constexpr (T == kQ4_1) {
+      load_words_a4(blk + 4, w);
+FS_QUANT_UNROLL
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t v = byte_of(w, j);
+        q[j] = small_int(v & 0xFu, 0.0f);
+        q[j + 16] = small_int(v >> 4, 0.0f);
+      }
+    } else {
+      const uint32_t qh = ld_u32(blk + 4);
+      load_words_a4(blk + 8, w);
+FS_QUANT_UNROLL
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t v = byte_of(w, j);
+        q[j] = small_int((v & 0xFu) | (((qh >> j) & 1u) << 4), 0.0f);
+        q[j + 16] = small_int((v >> 4) | (((qh >> (j + 16)) & 1u) << 4), 0.0f);
+      }
+    }
+  } else if constexpr (T == kQ4_K || T == kQ5_K) {
+    const uint8_t* sb = row + int64_t(g / 8) * block_bytes(T);
+    const int j = g % 8;
+    const uint32_t dd = ld_u32(sb);
+    uint32_t sw[3];
+    load_words_a4(sb + 4, sw);
+    uint32_t sc, m;
+    scale_min_k4(j, sw, &sc, &m);
+    s.a0 = s.a1 = fp16_bits_to_float(dd & 0xFFFFu) * float(sc);
+    s.b = -(fp16_bits_to_float(dd >> 16) * float(m));
+    const int shift = (j & 1) * 4;
+    uint32_t w[8];
+    if constexpr (T == kQ4_K) {
+      load_words_a4(sb + 16 + 32 * (j / 2), w);
+FS_QUANT_UNROLL
+      for (int l = 0; l < 32; ++l) q[l] = small_int((byte_of(w, l) >> shift) & 0xFu, 0.0f);
+    } else {
+      uint32_t hw[8];
+      load_words_a4(sb + 16, hw);
+      load_words_a4(sb + 48 + 32 * (j / 2), w);
+FS_QUANT_UNROLL
+      for (int l = 0; l < 32; ++l) {
+        q[l] = small_int(((byte_of(w, l) >> shift) & 0xFu) | (((byte_of(hw, l) >> j) & 1u) << 4), 0.0f);
+      }
+    }
+  } else if constexpr (T == kQ6_K) {
+    const uint8_t* sb = row + int64_t(g / 8) * block_bytes(T);
+    const int j = g % 8, h = j / 4, r = j % 4;
+    uint32_t lw[8], hw[8];
+    load_words_a2(sb + 64 * h + 32 * (r & 1), lw);
+    load_words_a2(sb + 128 + 32 * h, hw);
+    const uint32_t scales = ld_u16(sb + 192 + 8 * h + 2 * r);
+    const float d = fp16_bits_to_float(ld_u16(sb + 208));
+    s.a0 = d * float(int8_t(scales & 0xFFu));
+    s.a1 = d * float(int8_t(scales >> 8));
+    const int lshift = r < 2 ? 0 : 4;
+FS_QUANT_UNROLL
+    for (int l = 0; l < 32; ++l) {
+      q[l] = small_int(((byte_of(lw, l) >> lshift) & 0xFu) | (((byte_of(hw, l) >> (2 * r)) & 3u) << 4), 32.0f);
+    }
+  }
+  return s;
+}
+
+}  // namespace flashscope::kernels::quant
+
+namespace flashscope::kernels::quant {
+
+// decode_group for a type known only at run time (host tests, launchers'
+// checks); the kernels instantiate decode_group<T> directly. A type that is
+// not a block type decodes to zeros with zero scales.
+inline GroupScales decode_group_any(int type, const uint8_t* row, int g, float (&q)[kGroup]) {
+  switch (type) {
+    case kQ4_0: return decode_group<kQ4_0>(row, g, q);
+    case kQ4_1: return decode_group<kQ4_1>(row, g, q);
+    case kQ5_0: return decode_group<kQ5_0>(row, g, q);
+    case kQ5_1: return decode_group<kQ5_1>(row, g, q);
+    case kQ8_0: return decode_group<kQ8_0>(row, g, q);
+    case kQ4_K: return decode_group<kQ4_K>(row, g, q);
+    case kQ5_K: return decode_group<kQ5_K>(row, g, q);
+    case kQ6_K: return decode_group<kQ6_K>(row, g, q);
+    default:
+      for (float& v : q) v = 0.0f;
+      return {};
+  }
+}
+
+}  // namespace flashscope::kernels::quant
