@@ -107,7 +107,9 @@ bool pick_model(ChatPanelState& state, EngineWorker& worker, const std::string& 
   ModelPickerState& p = state.picker;
   auto facts = read_model_facts(path);
   if (!facts.ok()) {
-    p.path_error = "cannot open " + path + ": " + facts.status().to_string();
+    // The reader's message names the file already when it could open it.
+    const std::string why = facts.status().to_string();
+    p.path_error = why.find(path) != std::string::npos ? why : "cannot open " + path + ": " + why;
     return false;
   }
   p.path_error.clear();

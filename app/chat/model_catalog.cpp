@@ -81,8 +81,11 @@ std::vector<std::string> model_search_dirs() {
   dirs.emplace_back("assets/models");
   std::vector<std::string> out;
   std::set<std::string> seen;
-  for (const std::string& d : dirs)
+  for (const std::string& d : dirs) {
+    struct stat st {};
+    if (::stat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;  // only folders that exist
     if (seen.insert(canonical(d)).second) out.push_back(d);
+  }
   return out;
 }
 

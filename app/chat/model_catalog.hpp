@@ -31,8 +31,9 @@ struct ModelFacts {
 // readable GGUF.
 Result<ModelFacts> read_model_facts(const std::string& path);
 
-// The folders searched, in order, without duplicates: FLASHSCOPE_MODEL_DIR,
-// the folder of the default model as the CLI finds it, ./assets/models.
+// The folders searched, in order, those that exist, without duplicates:
+// FLASHSCOPE_MODEL_DIR, the folder of the default model as the CLI finds
+// it, ./assets/models.
 std::vector<std::string> model_search_dirs();
 
 // Every *.gguf in `dirs` (each file once, sorted by name within a folder).
