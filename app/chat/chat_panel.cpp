@@ -227,7 +227,8 @@ void draw_message(ChatPanelState& state, Conversation& conversation, EngineWorke
   // "SmolLM2-135M-Instruct.Q4_1" speaks as "SmolLM2-135M-Instruct"; in
   // plain completion the person writes text that the model continues.
   const bool completion = snap.state == EngineState::kIdle && snap.chat_format == ChatFormatKind::kCompletion;
-  const std::string model = snap.model_name.empty() ? "Assistant" : snap.model_name.substr(0, snap.model_name.find('.'));
+  const std::string model =
+      snap.model_name.empty() ? "Assistant" : snap.model_name.substr(0, snap.model_name.find('.'));
   const std::string who = user ? (completion ? "Your text" : "You") : completion ? model + " continues" : model;
   ImGui::PushFont(fonts.title);
   ImGui::TextColored(user ? palette::kUser : palette::kAccent, "%s", who.c_str());
