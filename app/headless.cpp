@@ -24,6 +24,26 @@ std::string layout_json(const HeadlessFrame& f) {
   for (const auto& [name, p] : f.dashboard.pictures.pictures()) {
     pictures[name] = {{"renders", p.renders()}, {"shows", p.shows()}};
   }
+  // The model picker, when open: where, its rows with the facts they show, the path's error.
+  Json picker = Json::object();
+  Json windows = Json::object();
+  const ModelPickerState& mp = f.chat.picker;
+  if (mp.open) {
+    Json rows = Json::array();
+    for (const CatalogEntry& e : mp.models) {
+      const ModelFacts& m = e.facts;
+      rows.push_back({{"file", m.file_name},
+                      {"architecture", m.architecture},
+                      {"parameters", parameter_label(m.parameters)},
+                      {"weights", weight_types_label(m)},
+                      {"context", m.context_length},
+                      {"chat_template", m.has_chat_template},
+                      {"tokenizer", tokenizer_kind_label(m.tokenizer)},
+                      {"error", e.error}});
+    }
+    picker = {{"models", std::move(rows)}};
+    windows["model_picker"] = rect_json(mp.rect[0], mp.rect[1], mp.rect[2], mp.rect[3]);
+  }
   const TraceSlot* shown = shown_slot(f.sources);
   const Json root = {
       {"width", f.fb_width},
@@ -37,14 +57,20 @@ std::string layout_json(const HeadlessFrame& f) {
         {"dashboard", rect_json(f.layout.dashboard)},
         {"status_bar", rect_json(f.layout.status_bar)}}},
       {"widgets", std::move(widgets)},
+      {"windows", std::move(windows)},
       {"pictures", std::move(pictures)},
       {"messages", f.conversation.messages.size()},
       {"chat_format", f.snap.state == EngineState::kIdle ? chat_format_kind_name(f.snap.chat_format) : ""},
       {"chat_notice", f.snap.chat_format_notice},
       {"source", trace_origin_name(shown ? f.sources.shown : TraceOrigin::kNone)},
       {"provenance", shown ? shown->provenance : std::string()},
+      {"trace_note", shown ? shown->note : std::string()},
       {"trace_device", shown ? shown->trace->meta.device_name : std::string()},
       {"replay_error", f.sources.replay_error},
+      {"model", f.snap.state == EngineState::kFailed ? std::string() : f.snap.model_name},
+      {"switch_error", f.snap.switch_error},
+      {"picker", std::move(picker)},
+      {"picker_error", mp.path_error},
       {"lab_runs", f.lab.runs},
       {"lab_kernel", f.lab.kernel}};
   return json_write(root);
@@ -55,8 +81,15 @@ bool HeadlessRun::last_frame(const HeadlessFrame& f) {
   // A couple of frames after the answer, so its final statistics are on screen.
   const bool answered = opt_.has_prompt && frames_after_answer_ >= 3;
   const bool lab_done = !opt_.run_lab || (f.lab.runs >= 5 && f.lab.trace && f.sources.lab.trace);
-  const bool last =
-      f.frames >= opt_.frames || (answered && lab_done) || (!opt_.has_prompt && opt_.run_lab && lab_done);
+  // The switch is under way from the frame after it was asked for until the
+  // worker ends it, and then the example trace of the new model is captured.
+  if (!f.snap.switching_to.empty()) ++frames_while_switching_;
+  if (f.switch_sent && f.snap.switching_to.empty() && !f.capture_busy) ++frames_after_switch_;
+  else frames_after_switch_ = 0;
+  const bool switched = !opt_.switch_to.empty() && frames_after_switch_ >= 3;
+  const bool last = f.frames >= opt_.frames || (answered && lab_done) ||
+                    (!opt_.has_prompt && opt_.run_lab && lab_done) ||
+                    (switched && !opt_.has_prompt && !opt_.run_lab);
   if (!last) return false;
   if (!opt_.screenshot.empty()) {
     const Status s = write_framebuffer_png(opt_.screenshot, f.fb_width, f.fb_height);
@@ -79,6 +112,15 @@ int HeadlessRun::report(const HeadlessFrame& f, const AppWindow& window, const M
     std::printf("flashscope: model: %s\n", f.snap.load_error.c_str());
   } else {
     std::printf("flashscope: model: %s (%s)\n", f.snap.model_name.c_str(), engine_state_name(f.snap.state));
+  }
+  if (!opt_.switch_to.empty()) {
+    const std::string& why = !f.chat.picker.path_error.empty() ? f.chat.picker.path_error : f.snap.switch_error;
+    const char* to = opt_.switch_to.c_str();
+    if (!why.empty()) std::printf("flashscope: switch to %s failed: %s\n", to, why.c_str());
+    else if (!f.snap.switching_to.empty()) std::printf("flashscope: switch to %s: still loading\n", to);
+    else std::printf("flashscope: switched to %s (%s)\n", f.snap.model_name.c_str(),
+                     chat_format_kind_name(f.snap.chat_format));
+    std::printf("flashscope: UI while the model switched: %d frames\n", frames_while_switching_);
   }
   if (opt_.has_prompt) {
     const Message* answer = f.conversation.messages.empty() ? nullptr : &f.conversation.messages.back();

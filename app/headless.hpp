@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "chat/chat_actions.hpp"
 #include "chat/conversation.hpp"
 #include "chat/engine_worker.hpp"
 #include "dashboard/dashboard.hpp"
@@ -25,6 +26,7 @@ struct HeadlessFrame {
   bool prompt_sent = false;
   bool answer_pending = false;  // the chat waits for the engine's answer
   bool capture_busy = false;    // the chat's trace capture is running
+  bool switch_sent = false;     // --switch-to was handed to the model picker
   const FrameLayout& layout;
   const DashboardState& dashboard;
   const UiFonts& fonts;
@@ -32,6 +34,7 @@ struct HeadlessFrame {
   const Conversation& conversation;
   const TraceSources& sources;
   const LabSnapshot& lab;
+  const ChatPanelState& chat;
 };
 
 class HeadlessRun {
@@ -40,8 +43,9 @@ class HeadlessRun {
 
   // After a frame is rendered, before the swap: whether it is the last —
   // after N frames; with --prompt once the answer and the trace captured
-  // after it are on screen; with --run-lab once the lab has timed a few runs
-  // and its trace is shown. The last frame is written to --screenshot and
+  // after it are on screen; with --switch-to once the switch succeeded or
+  // failed; with --run-lab once the lab has timed a few runs and its trace
+  // is shown. The last frame is written to --screenshot and
   // --layout.
   bool last_frame(const HeadlessFrame& f);
 
@@ -56,6 +60,8 @@ class HeadlessRun {
   const AppOptions& opt_;
   std::chrono::steady_clock::time_point started_;
   int frames_after_answer_ = 0;
+  int frames_after_switch_ = 0;
+  int frames_while_switching_ = 0;  // drawn while the engine loaded the next model
   std::string write_error_;
 };
 

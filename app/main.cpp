@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   if (opt.greedy) conversation.settings.temperature = 0.0f;
   fs::ChatPanelState chat;
   chat.focus_input = !opt.headless();
+  chat.picker.open = opt.open_models;
   fs::Metrics metrics;
   fs::EngineSnapshot snap;
   fs::FrameLayout layout;
@@ -125,11 +126,12 @@ int main(int argc, char** argv) {
 
   fs::HeadlessRun headless(opt);
   bool prompt_sent = false;
+  bool switch_sent = false;
   int frames = 0;
   int fb_w = 0, fb_h = 0;
   auto headless_frame = [&] {
-    return fs::HeadlessFrame{frames, fb_w, fb_h, prompt_sent, chat.pending_id != 0, live_capture.busy(),
-                             layout, dashboard, window.fonts, snap, conversation, sources, lab_snap};
+    return fs::HeadlessFrame{frames, fb_w, fb_h, prompt_sent, chat.pending_id != 0, live_capture.busy(), switch_sent,
+                             layout, dashboard, window.fonts, snap, conversation, sources, lab_snap, chat};
   };
   auto next_frame = std::chrono::steady_clock::now();
 
@@ -143,6 +145,10 @@ int main(int argc, char** argv) {
     if (opt.has_prompt && !prompt_sent && snap.state != fs::EngineState::kLoading) {
       fs::send_user_message(chat, conversation, worker, opt.prompt);  // a blank prompt sends nothing
       prompt_sent = true;
+    }
+    if (!opt.switch_to.empty() && !switch_sent && snap.state != fs::EngineState::kLoading) {
+      fs::pick_model(chat, worker, opt.switch_to);  // a bad file: the picker shows why
+      switch_sent = true;
     }
 
     ImGui_ImplOpenGL3_NewFrame();

@@ -27,7 +27,7 @@ void draw_status_bar(const EngineSnapshot& snap, const DeviceSummary& device, co
                      1000.0f / std::max(io.Framerate, 1e-3f));
   ImGui::SameLine(0.0f, ImGui::GetFontSize() * 1.5f);
   ImGui::TextColored(snap.state == EngineState::kGenerating ? palette::kAccent : palette::kMuted,
-                     "engine %s", engine_state_name(snap.state));
+                     "engine %s", snap.switching_to.empty() ? engine_state_name(snap.state) : "loading model");
   ImGui::SameLine(0.0f, ImGui::GetFontSize() * 1.5f);
   if (device.cuda) ImGui::TextColored(palette::kMuted, "CUDA: %s", device.info.name.c_str());
   else ImGui::TextColored(palette::kMuted, "CPU backend (no CUDA device)");
@@ -62,6 +62,10 @@ void draw_main_window(FrameLayout& layout, ChatPanelState& chat, Conversation& c
   ImGui::Begin("FlashScope", nullptr, host_flags);
   if (ImGui::BeginMenuBar()) {
     draw_file_menu(dashboard, ctx.sources, quit);
+    if (ImGui::BeginMenu("Model")) {
+      if (ImGui::MenuItem("Choose model…")) chat.picker.open = true;
+      ImGui::EndMenu();
+    }
     ImGui::EndMenuBar();
   }
   draw_open_trace_dialog(dashboard, ctx.sources);

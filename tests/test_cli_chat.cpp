@@ -285,4 +285,28 @@ TEST_CASE("cli: Ctrl-C during an answer stops it, keeps it in the conversation, 
   CHECK(stats[0].first == turns[1].first);  // /stats agrees with the meter
 }
 
+TEST_CASE("cli: a model without a chat template chats as plain completion, and says so") {
+  // A base model (Gemma-3-270M is one): the same synthetic file without tokenizer.chat_template.
+  flashscope::testing::SyntheticLlama base;
+  base.skip_keys.insert("tokenizer.chat_template");
+  const std::string path = temp_path("base.gguf");
+  {
+    const auto bytes = base.build();
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    REQUIRE(f.good());
+  }
+  const CliRun r = run_cli(cmd_chat, {"-m", path, "--device", "cpu", "-t", "1", "--temp", "0", "-n", "4"},
+                           "Once upon a time\n/stats\n");
+  std::remove(path.c_str());
+  CHECK_MESSAGE(r.rc == 0, r.err);
+  CHECK(contains(r.err, "note: the model has no chat template: plain text completion"));
+  CHECK(contains(r.err, "plain text completion (each line continues the text)"));
+  // The line's tokens alone were fed (no template around them) and an answer ran.
+  const auto m = meters(r.out + r.err);
+  REQUIRE_FALSE(m.empty());
+  CHECK(m.back().first > 0);
+  CHECK(m.back().first <= static_cast<int>(std::string("Once upon a time").size()) + 1 + 4);
+}
+
 #endif  // FLASHSCOPE_TEST_CLI

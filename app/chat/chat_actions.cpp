@@ -1,5 +1,6 @@
 #include "chat/chat_actions.hpp"
 
+#include <algorithm>
 #include <random>
 
 namespace flashscope::app {
@@ -96,14 +97,51 @@ Status load_conversation_into(ChatPanelState& state, Conversation& conversation,
   return Status::ok_status();
 }
 
+void switch_model(ChatPanelState& state, EngineWorker& worker, const std::string& path) {
+  if (state.pending_id != 0) state.stop_requested = true;  // the stopped answer finishes through sync
+  state.picker.last_request = path;
+  worker.load_model(state.next_request_id++, path);
+}
+
+bool pick_model(ChatPanelState& state, EngineWorker& worker, const std::string& path) {
+  ModelPickerState& p = state.picker;
+  auto facts = read_model_facts(path);
+  if (!facts.ok()) {
+    // The reader's message names the file already when it could open it.
+    const std::string why = facts.status().to_string();
+    p.path_error = why.find(path) != std::string::npos ? why : "cannot open " + path + ": " + why;
+    return false;
+  }
+  p.path_error.clear();
+  const bool listed = std::any_of(p.models.begin(), p.models.end(),
+                                  [&](const CatalogEntry& e) { return same_file(e.facts.path, path); });
+  if (!listed) p.models.push_back({std::move(facts).value(), std::string()});
+  p.selected = path;
+  switch_model(state, worker, path);
+  return true;
+}
+
 void sync_chat_with_engine(ChatPanelState& state, Conversation& conversation, const EngineSnapshot& snap,
                            Metrics& metrics) {
+  // The prompt a model starts with: its template's default, else the app's.
+  const std::string model_default =
+      snap.default_system_prompt.empty() ? std::string(kSmolLMDefaultSystemPrompt) : snap.default_system_prompt;
   if (!state.model_defaults_applied && snap.state != EngineState::kLoading) {
     if (snap.state != EngineState::kFailed && !snap.default_system_prompt.empty() && conversation.messages.empty() &&
         conversation.system_prompt == kSmolLMDefaultSystemPrompt) {
       conversation.system_prompt = snap.default_system_prompt;
     }
     state.model_defaults_applied = true;
+    state.model_generation = snap.model_generation;
+    state.model_default_prompt = model_default;
+  }
+  if (state.model_generation != snap.model_generation && snap.state != EngineState::kLoading) {
+    // After a switch: a prompt left at the previous model's default takes the new one's.
+    if (state.model_generation != 0 && conversation.system_prompt == state.model_default_prompt) {
+      conversation.system_prompt = model_default;
+    }
+    state.model_generation = snap.model_generation;
+    state.model_default_prompt = model_default;
   }
   if (state.pending_id == 0 || snap.answer_id != state.pending_id || conversation.messages.empty()) return;
   Message& m = conversation.messages.back();

@@ -10,12 +10,27 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "chat/conversation.hpp"
 #include "chat/engine_worker.hpp"
+#include "chat/model_catalog.hpp"
 #include "dashboard/metrics.hpp"
 
 namespace flashscope::app {
+
+// The model picker's window (chat/model_picker.hpp).
+struct ModelPickerState {
+  bool open = false;
+  bool listed = false;                // `models` holds the folders' listing
+  std::vector<CatalogEntry> models;
+  std::string selected;               // the path of the highlighted row
+  std::string path_input;             // the path field
+  std::string path_error;             // why the typed path cannot be loaded
+  std::string last_request;           // the path the latest switch asked for
+  float rect[4] = {0, 0, 0, 0};       // where the window was drawn (framebuffer pixels; tests)
+  int frames_open = 0;                // frames since it opened
+};
 
 // Everything the chat panel keeps between frames; the caller owns it.
 struct ChatPanelState {
@@ -31,6 +46,9 @@ struct ChatPanelState {
   bool focus_input = true;           // give the input keyboard focus next frame
   bool follow_output = true;         // keep the transcript scrolled to the newest text
   bool model_defaults_applied = false;  // system prompt taken from the model's template
+  uint64_t model_generation = 0;     // the engine's model the defaults were taken from
+  std::string model_default_prompt;  // and its default system prompt
+  ModelPickerState picker;
   int copied_message = -1;           // "Copied" feedback: which message, and when
   double copied_at = 0.0;
 };
@@ -60,10 +78,22 @@ void new_chat(ChatPanelState& state, Conversation& conversation, EngineWorker& w
 Status load_conversation_into(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
                               const std::string& path);
 
+// Stops a streaming answer and asks the engine to load `path` instead of
+// its model (on its thread; the old model stays when the file fails). The
+// conversation stays: the new model prefills it on the next message.
+void switch_model(ChatPanelState& state, EngineWorker& worker, const std::string& path);
+
+// What the model picker does with a chosen file: reads its header first
+// (cheap), so a file that is not a model is refused at once with the
+// reader's words in state.picker.path_error; else lists it in the picker if
+// it is not there and calls switch_model. False when the header failed.
+bool pick_model(ChatPanelState& state, EngineWorker& worker, const std::string& path);
+
 // Once per frame: copies the streamed text of the pending answer into the
 // conversation and, when it finished, its statistics (into metrics too).
-// Also takes the model's default system prompt once the model has loaded,
-// unless the person changed the prompt already.
+// Also takes the model's default system prompt once a model has loaded
+// (at start and after a switch), unless the person changed the prompt: a
+// prompt that is the previous model's default follows the new model's.
 void sync_chat_with_engine(ChatPanelState& state, Conversation& conversation, const EngineSnapshot& snapshot,
                            Metrics& metrics);
 

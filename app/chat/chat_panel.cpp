@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "chat/model_picker.hpp"
+
 namespace flashscope::app {
 
 namespace {
@@ -32,10 +34,13 @@ void align_right(float total_width) {
   align_right(total_width, ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x);
 }
 
-void draw_header(const EngineSnapshot& snap, const UiFonts& fonts) {
+void draw_header(ChatPanelState& state, const EngineSnapshot& snap, const UiFonts& fonts) {
   ImGui::PushFont(fonts.title);
   ImGui::TextUnformatted("Chat");
   ImGui::PopFont();
+  ImGui::SameLine();
+  ImGui::AlignTextToFramePadding();
+  if (ImGui::SmallButton("Models…")) state.picker.open = true;
   ImGui::SameLine();
   ImGui::AlignTextToFramePadding();
   switch (snap.state) {
@@ -56,6 +61,11 @@ void draw_header(const EngineSnapshot& snap, const UiFonts& fonts) {
                            c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, snap.weight_bytes / 1e6);
       }
     }
+  }
+  if (!snap.switching_to.empty()) {
+    const size_t slash = snap.switching_to.find_last_of('/');
+    ImGui::TextColored(palette::kMuted, "loading %s…",
+                       snap.switching_to.c_str() + (slash == std::string::npos ? 0 : slash + 1));
   }
   if (snap.state != EngineState::kLoading && snap.state != EngineState::kFailed && !snap.chat_format_notice.empty()) {
     // A fallback is a warning; a base model's plain completion is how it is meant to run.
@@ -93,6 +103,10 @@ void draw_system_prompt(Conversation& conversation, const EngineSnapshot& snap) 
   for (char& ch : preview) {
     if (ch == '\n') ch = ' ';
   }
+  // Plain completion continues the messages' text; a system prompt has no place in it (ChatFormat).
+  const bool unused = snap.state != EngineState::kLoading && snap.state != EngineState::kFailed &&
+                      snap.chat_format == ChatFormatKind::kCompletion;
+  if (unused) preview = "not used in plain completion";
   const std::string label = "System prompt  —  " + preview + "###system";
   if (!ImGui::CollapsingHeader(label.c_str())) return;
   const float h = ImGui::GetTextLineHeight() * 3.0f + ImGui::GetStyle().FramePadding.y * 2.0f;
@@ -103,7 +117,8 @@ void draw_system_prompt(Conversation& conversation, const EngineSnapshot& snap) 
   ImGui::SameLine();
   if (ImGui::SmallButton("None")) conversation.system_prompt.clear();
   ImGui::SameLine();
-  ImGui::TextColored(palette::kMuted, "applies from the next answer");
+  ImGui::TextColored(palette::kMuted, unused ? "not used: this model continues text, it has no chat template"
+                                            : "applies from the next answer");
 }
 
 void draw_sampling(Conversation& conversation) {
@@ -209,8 +224,12 @@ void draw_message(ChatPanelState& state, Conversation& conversation, EngineWorke
   ImGui::SetCursorScreenPos(ImVec2(start.x + pad, start.y + pad));
   ImGui::BeginGroup();
 
-  // "SmolLM2-135M-Instruct.Q4_1" speaks as "SmolLM2-135M-Instruct".
-  const std::string who = user ? "You" : snap.model_name.empty() ? "Assistant" : snap.model_name.substr(0, snap.model_name.find('.'));
+  // "SmolLM2-135M-Instruct.Q4_1" speaks as "SmolLM2-135M-Instruct"; in
+  // plain completion the person writes text that the model continues.
+  const bool completion = snap.state == EngineState::kIdle && snap.chat_format == ChatFormatKind::kCompletion;
+  const std::string model =
+      snap.model_name.empty() ? "Assistant" : snap.model_name.substr(0, snap.model_name.find('.'));
+  const std::string who = user ? (completion ? "Your text" : "You") : completion ? model + " continues" : model;
   ImGui::PushFont(fonts.title);
   ImGui::TextColored(user ? palette::kUser : palette::kAccent, "%s", who.c_str());
   ImGui::PopFont();
@@ -298,7 +317,10 @@ void draw_transcript(ChatPanelState& state, Conversation& conversation, EngineWo
   if (conversation.messages.empty()) {
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     ImGui::SetCursorPosY(avail.y * 0.45f);
-    for (const char* hint : {"Ask the model anything.", "Enter sends · Ctrl+Enter adds a line · Esc stops."}) {
+    // A base model continues text rather than answering it.
+    const bool completion = snap.state == EngineState::kIdle && snap.chat_format == ChatFormatKind::kCompletion;
+    const char* first = completion ? "Write the start of a text; the model continues it." : "Ask the model anything.";
+    for (const char* hint : {first, "Enter sends · Ctrl+Enter adds a line · Esc stops."}) {
       ImGui::SetCursorPosX(std::max(0.0f, (avail.x - ImGui::CalcTextSize(hint).x) * 0.5f));
       ImGui::TextColored(palette::kMuted, "%s", hint);
     }
@@ -313,7 +335,7 @@ void draw_transcript(ChatPanelState& state, Conversation& conversation, EngineWo
 
 void draw_input(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
                 const EngineSnapshot& snap, float input_height) {
-  const bool engine_ok = snap.state != EngineState::kFailed;
+  const bool engine_ok = snap.state != EngineState::kFailed && snap.switching_to.empty();
   const bool idle = state.pending_id == 0;
   if (state.focus_input) {
     ImGui::SetKeyboardFocusHere();
@@ -323,10 +345,12 @@ void draw_input(ChatPanelState& state, Conversation& conversation, EngineWorker&
       "##input", &state.input, ImVec2(-1.0f, input_height),
       ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_CtrlEnterForNewLine);
   if (state.input.empty() && !ImGui::IsItemActive()) {
+    const char* placeholder =
+        snap.chat_format == ChatFormatKind::kCompletion ? "Text for the model to continue…" : "Message the model…";
     const ImVec2 p = ImGui::GetItemRectMin();
     const ImGuiStyle& style = ImGui::GetStyle();
     ImGui::GetWindowDrawList()->AddText(ImVec2(p.x + style.FramePadding.x, p.y + style.FramePadding.y),
-                                        ImGui::GetColorU32(palette::kMuted), "Message the model…");
+                                        ImGui::GetColorU32(palette::kMuted), placeholder);
   }
   bool send = entered;
 
@@ -355,7 +379,8 @@ void draw_input(ChatPanelState& state, Conversation& conversation, EngineWorker&
   if (snap.state == EngineState::kGenerating) {
     std::snprintf(status, sizeof status, "generating · %.1f tok/s", snap.answer_live_tokens_per_s);
   } else {
-    std::snprintf(status, sizeof status, "engine: %s", engine_state_name(snap.state));
+    std::snprintf(status, sizeof status, "engine: %s",
+                  snap.switching_to.empty() ? engine_state_name(snap.state) : "loading model");
   }
   const float status_w = ImGui::CalcTextSize(status).x;
   ImGui::SameLine();
@@ -378,7 +403,7 @@ void draw_input(ChatPanelState& state, Conversation& conversation, EngineWorker&
 
 void draw_chat_panel(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
                      const EngineSnapshot& snap, const UiFonts& fonts) {
-  draw_header(snap, fonts);
+  draw_header(state, snap, fonts);
   draw_context_meter(snap);
   ImGui::Spacing();
   ImGui::BeginDisabled(state.pending_id != 0);  // settings of a running answer are fixed
@@ -394,6 +419,7 @@ void draw_chat_panel(ChatPanelState& state, Conversation& conversation, EngineWo
   draw_transcript(state, conversation, worker, snap, fonts,
                   std::max(ImGui::GetFrameHeight() * 3.0f, ImGui::GetContentRegionAvail().y - bottom));
   draw_input(state, conversation, worker, snap, input_height);
+  draw_model_picker(state, worker, snap, fonts);
 }
 
 }  // namespace flashscope::app

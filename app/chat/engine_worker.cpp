@@ -32,13 +32,16 @@ EngineWorker::~EngineWorker() {
 }
 
 void EngineWorker::start(const Options& options) {
+  threads_ = options.threads;
+  context_ = options.context;
   weights_ = options.weights;
-  thread_ = std::thread(&EngineWorker::run, this, options.model_path, Model(), options.threads, options.context,
-                        options.chat_template_path, std::string());
+  thread_ = std::thread(&EngineWorker::run, this, options.model_path, Model(), options.chat_template_path,
+                        std::string());
 }
 
 void EngineWorker::start(Model model, int context, std::string chat_template) {
-  thread_ = std::thread(&EngineWorker::run, this, std::string(), std::move(model), 0, context, std::string(),
+  context_ = context;
+  thread_ = std::thread(&EngineWorker::run, this, std::string(), std::move(model), std::string(),
                         std::move(chat_template));
 }
 
@@ -74,18 +77,32 @@ void EngineWorker::snapshot(EngineSnapshot* out) const {
 
 bool EngineWorker::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !queue_.empty() || snap_.state == EngineState::kPrefilling || snap_.state == EngineState::kGenerating;
+  return !queue_.empty() || snap_.state == EngineState::kPrefilling || snap_.state == EngineState::kGenerating ||
+         !snap_.switching_to.empty();
 }
 
-void EngineWorker::run(std::string path, Model preloaded, int threads, int context, std::string template_path,
-                       std::string template_text) {
+void EngineWorker::load_model(uint64_t id, std::string path) {
+  stop();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    snap_.switching_to = path;
+    snap_.switch_error.clear();
+  }
+  EngineRequest r;
+  r.kind = EngineRequest::Kind::kLoadModel;
+  r.id = id;
+  r.model_path = std::move(path);
+  submit(std::move(r));
+}
+
+std::string EngineWorker::load(const std::string& path, Model preloaded, const std::string& template_path,
+                               std::string template_text) {
   Model model = std::move(preloaded);
-  std::string error;
   if (!model.loaded()) {
     // The GPU when there is one; the CPU engine if the GPU load fails, so
     // the chat still works (the header says which engine runs).
     ModelOptions mo;
-    mo.threads = threads;
+    mo.threads = threads_;
     mo.device = cuda_available() ? Device::kCuda : Device::kCpu;
     mo.weights = weights_;
     auto loaded = Model::load(path, mo);
@@ -93,58 +110,66 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
       mo.device = Device::kCpu;
       loaded = Model::load(path, mo);
     }
-    if (loaded.ok()) model = std::move(loaded).value();
-    else error = "cannot load " + path + ": " + loaded.status().to_string();
+    if (!loaded.ok()) return "cannot load " + path + ": " + loaded.status().to_string();
+    model = std::move(loaded).value();
   }
-  if (model.loaded()) {
-    SessionOptions so;
-    so.max_tokens = context;
-    auto session = Session::create(model, so);
-    if (session.ok()) session_ = std::move(session).value();
-    else error = "cannot create a session: " + session.status().to_string();
-  }
+  SessionOptions so;
+  // --ctx caps every model's cache, never above what a model was trained on.
+  const int trained = model.config().context_length;
+  so.max_tokens = context_ > 0 && trained > 0 ? std::min(context_, trained) : context_;
+  auto session = Session::create(model, so);
+  if (!session.ok()) return "cannot create a session: " + session.status().to_string();
   std::string template_notice;
-  if (model.loaded()) {
-    if (!template_path.empty()) {
-      auto text = read_small_file(template_path);
-      if (text.ok()) template_text = std::move(text).value();
-      if (!text.ok()) template_notice = "cannot read the chat template: " + text.status().message() + "; ";
-      else if (template_text.empty()) template_notice = "the chat template " + template_path + " is empty; ";
-    }
-    format_ = ChatFormat::for_model(model, template_text);
-    if (!template_notice.empty() && format_.notice().empty()) template_notice += "using the model's";
-    template_notice += format_.notice();
+  if (!template_path.empty()) {
+    auto text = read_small_file(template_path);
+    if (text.ok()) template_text = std::move(text).value();
+    if (!text.ok()) template_notice = "cannot read the chat template: " + text.status().message() + "; ";
+    else if (template_text.empty()) template_notice = "the chat template " + template_path + " is empty; ";
   }
-  {
+  ChatFormat format = ChatFormat::for_model(model, template_text);
+  if (!template_notice.empty() && format.notice().empty()) template_notice += "using the model's";
+  template_notice += format.notice();
+
+  // Only now is the old model let go: a file that fails above leaves it running.
+  session_ = std::move(session).value();
+  format_ = std::move(format);
+  model_ = model;
+  std::lock_guard<std::mutex> lock(mutex_);
+  snap_.model_path = path;
+  const ModelConfig& c = model_.config();
+  snap_.config = c;
+  // The file's name says more than general.name (which is often a
+  // training-run tag): "SmolLM2-135M-Instruct.Q4_1".
+  const size_t slash = path.find_last_of('/');
+  std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
+  snap_.model_name = !stem.empty() ? stem : !c.name.empty() ? c.name : c.architecture;
+  snap_.on_gpu = model_.device() == Device::kCuda;
+  snap_.weight_bytes = model_.weight_bytes();
+  snap_.device_weight_bytes = model_.device_weight_bytes();
+  snap_.weights = weights_;
+  // K and V, every layer, bf16.
+  snap_.kv_bytes_per_token = static_cast<uint64_t>(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * 2;
+  snap_.default_system_prompt = default_system_prompt_from_template(
+      format_.kind() == ChatFormatKind::kTemplate ? format_.template_source() : model_.chat_template());
+  snap_.chat_format = format_.kind();
+  snap_.chat_format_notice = template_notice;
+  snap_.chat_format_fallback = !format_.template_status().ok() || (!template_path.empty() && template_text.empty());
+  snap_.context_capacity = session_.capacity();
+  snap_.context_used = 0;
+  snap_.load_error.clear();
+  snap_.state = EngineState::kIdle;
+  ++snap_.model_generation;
+  return "";
+}
+
+void EngineWorker::run(std::string path, Model preloaded, std::string template_path, std::string template_text) {
+  std::string error = load(path, std::move(preloaded), template_path, std::move(template_text));
+  if (!error.empty()) {
     std::lock_guard<std::mutex> lock(mutex_);
     snap_.model_path = path;
-    if (error.empty()) {
-      model_ = model;
-      const ModelConfig& c = model_.config();
-      snap_.config = c;
-      // The file's name says more than general.name (which is often a
-      // training-run tag): "SmolLM2-135M-Instruct.Q4_1".
-      const size_t slash = path.find_last_of('/');
-      std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
-      if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".gguf") == 0) stem.resize(stem.size() - 5);
-      snap_.model_name = !stem.empty() ? stem : !c.name.empty() ? c.name : c.architecture;
-      snap_.on_gpu = model.device() == Device::kCuda;
-      snap_.weight_bytes = model_.weight_bytes();
-      snap_.device_weight_bytes = model_.device_weight_bytes();
-      snap_.weights = weights_;
-      // K and V, every layer, bf16.
-      snap_.kv_bytes_per_token = static_cast<uint64_t>(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * 2;
-      snap_.default_system_prompt = default_system_prompt_from_template(
-          format_.kind() == ChatFormatKind::kTemplate ? format_.template_source() : model_.chat_template());
-      snap_.chat_format = format_.kind();
-      snap_.chat_format_notice = template_notice;
-      snap_.chat_format_fallback = !format_.template_status().ok() || (!template_path.empty() && template_text.empty());
-      snap_.context_capacity = session_.capacity();
-      snap_.state = EngineState::kIdle;
-    } else {
-      snap_.load_error = error;
-      snap_.state = EngineState::kFailed;
-    }
+    snap_.load_error = error;
+    snap_.state = EngineState::kFailed;
   }
 
   while (true) {
@@ -165,6 +190,17 @@ void EngineWorker::run(std::string path, Model preloaded, int threads, int conte
 }
 
 void EngineWorker::process(const EngineRequest& request) {
+  if (request.kind == EngineRequest::Kind::kLoadModel) {
+    // The --chat-template override was meant for the first model; another
+    // model runs with its own template (or plain completion).
+    std::string error = load(request.model_path, Model(), std::string(), std::string());
+    std::lock_guard<std::mutex> lock(mutex_);
+    snap_.switching_to.clear();
+    if (!error.empty() && snap_.state == EngineState::kFailed) snap_.load_error = error;
+    snap_.switch_error = std::move(error);
+    ++snap_.requests_done;
+    return;
+  }
   if (request.kind == EngineRequest::Kind::kReset) {
     if (model_.loaded()) session_.reset();
     std::lock_guard<std::mutex> lock(mutex_);

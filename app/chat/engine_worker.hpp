@@ -38,11 +38,13 @@ struct EngineRequest {
   enum class Kind : uint8_t {
     kGenerate,  // answer `messages`
     kReset,     // forget the KV cache (new chat, loaded conversation)
+    kLoadModel, // load `model_path` instead; the old model stays when it fails
   };
   Kind kind = Kind::kGenerate;
   uint64_t id = 0;  // > 0, increasing; the snapshot says which request its answer belongs to
   std::vector<ChatMessage> messages;
   GenerateParams params;
+  std::string model_path;  // kLoadModel
 };
 
 enum class EngineState : uint8_t {
@@ -73,6 +75,12 @@ struct EngineSnapshot {
   std::string chat_format_notice;     // why the model's template is not used; empty when it is
   bool chat_format_fallback = false;  // a template could not be used (not just a model without one)
   int context_capacity = 0;           // tokens the session's cache holds
+  uint64_t model_generation = 0;      // +1 each time a model is loaded (the cache starts empty)
+
+  // A model switch (load_model): the file being loaded, empty when none;
+  // why the last switch failed (the previous model still runs), empty when it did not.
+  std::string switching_to;
+  std::string switch_error;
 
   // The current or latest answer.
   uint64_t answer_id = 0;       // the request it answers; 0: none yet
@@ -117,15 +125,21 @@ class EngineWorker {
   void stop();
   // stop() then kReset.
   void reset(uint64_t id);
+  // stop() then kLoadModel: the file is loaded on the worker thread while
+  // the UI keeps drawing; until it is, the old model answers nothing more.
+  void load_model(uint64_t id, std::string path);
 
   void snapshot(EngineSnapshot* out) const;
-  // True while a request is queued or running.
+  // True while a request is queued or running (a model switch included).
   bool busy() const;
 
  private:
   WeightFormat weights_ = WeightFormat::kQuantized;  // set by start() before the thread runs
-  void run(std::string path, Model preloaded, int threads, int context, std::string template_path,
-           std::string template_text);
+  void run(std::string path, Model preloaded, std::string template_path, std::string template_text);
+  // Loads `path` (or takes `preloaded`) with its session and chat format and
+  // makes it the worker's model; the error, with the old model kept, else "".
+  std::string load(const std::string& path, Model preloaded, const std::string& template_path,
+                   std::string template_text);
   void process(const EngineRequest& request);
   void generate(const EngineRequest& request);
 
@@ -137,6 +151,9 @@ class EngineWorker {
   bool quit_ = false;
   uint64_t newest_submitted_ = 0;
   std::atomic<uint64_t> cancel_through_{0};  // requests with id ≤ this stop at their next token
+
+  int threads_ = 0;  // set before the thread starts
+  int context_ = 0;
 
   // Worker-thread only.
   Model model_;

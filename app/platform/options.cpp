@@ -10,7 +10,7 @@ const char* const kAppUsage =
     "usage: flashscope [--model PATH] [--tab NAME] [--replay TRACE] [--run-lab] [--scale S] [--size WxH]\n"
     "                  [--threads N] [--ctx N] [--weights quantized|bf16] [--chat-template FILE] [--conversation FILE]\n"
     "                  [--frames N] [--screenshot OUT.png] [--layout OUT.json]\n"
-    "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy]\n"
+    "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy] [--models] [--switch-to PATH]\n"
     "  --model PATH        GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --tab NAME          dashboard tab: attention, softmax, pipeline, throughput (default), lab\n"
     "  --replay TRACE      open a saved trace (flashscope-cli trace prefill --out TRACE) in the dashboard\n"
@@ -22,6 +22,7 @@ const char* const kAppUsage =
     "  --weights FORMAT    on the GPU: quantized (the file's blocks, default) or bf16\n"
     "  --chat-template FILE  a Jinja chat template to use instead of the model's\n"
     "  --conversation FILE   open a saved conversation (the chat panel's Conversation file) at start\n"
+    "  --models            open the model picker (installed models and their facts) at start\n"
     "headless (for tests and screenshots; run under xvfb-run without a display):\n"
     "  --frames N          render N frames and exit; with --prompt, until the answer ends or N frames\n"
     "  --screenshot PNG    write the last frame as a PNG (window size, no scaling)\n"
@@ -29,7 +30,9 @@ const char* const kAppUsage =
     "  --prompt TEXT       send TEXT as the first message once the model has loaded\n"
     "  --max-tokens N      answer length limit (default 256)\n"
     "  --seed S            fixed sampling seed (default: a new one for every answer)\n"
-    "  --greedy            temperature 0 (argmax)\n";
+    "  --greedy            temperature 0 (argmax)\n"
+    "  --switch-to PATH    once the model has loaded, switch to PATH as the model picker does;\n"
+    "                      with --frames, until the switch succeeded or failed or N frames\n";
 
 namespace {
 
@@ -56,6 +59,10 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
       o.greedy = true;
       continue;
     }
+    if (flag == "--models") {
+      o.open_models = true;
+      continue;
+    }
     if (flag == "--run-lab") {
       o.run_lab = true;
       continue;
@@ -64,7 +71,7 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
                              flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" ||
                              flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
                              flag == "--replay" || flag == "--chat-template" || flag == "--weights" ||
-                             flag == "--conversation";
+                             flag == "--switch-to" || flag == "--conversation";
     if (!takes_value) {
       *error = "unknown argument '" + flag + "'";
       return false;
@@ -98,6 +105,8 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
     } else if (flag == "--replay") {
       if (*value == '\0') return bad("expected a trace file");
       o.replay = value;
+    } else if (flag == "--switch-to") {
+      o.switch_to = value;
     } else if (flag == "--prompt") {
       o.prompt = value;
       o.has_prompt = true;

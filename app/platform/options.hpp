@@ -29,6 +29,8 @@ struct AppOptions {
   int threads = 0;          // --threads N: CPU threads per forward pass; 0: auto
   WeightFormat weights = WeightFormat::kQuantized;  // --weights quantized|bf16: how the GPU keeps the weights
   int context = 0;          // --ctx N: KV cache tokens; 0: the model's context length
+  bool open_models = false;  // --models: the model picker open at start
+  std::string switch_to;     // --switch-to PATH: once the model loaded, switch to PATH (headless tests)
   bool help = false;
 
   bool headless() const { return frames > 0 || !screenshot.empty(); }

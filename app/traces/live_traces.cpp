@@ -12,8 +12,8 @@ void update_live_traces(LiveState& live, TraceSources& sources, LiveCapture& cap
   const bool model_ready = snap.state != EngineState::kLoading && snap.state != EngineState::kFailed;
   if (model_ready) {
     bool want = false;
-    if (!live.model_captured) {
-      live.model_captured = true;
+    if (live.model_captured != snap.model_generation) {
+      live.model_captured = snap.model_generation;
       live.conversation_tokens = 0;
       live.provenance = "live \xC2\xB7 example once the model loaded";
       want = true;

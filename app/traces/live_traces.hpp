@@ -17,7 +17,7 @@ namespace flashscope::app {
 
 // What the loop keeps for the dashboard's live sources between frames.
 struct LiveState {
-  bool model_captured = false;  // the example capture once the model has loaded
+  uint64_t model_captured = 0;  // the model (EngineSnapshot::model_generation) the example capture was made for
   size_t answers_captured = 0;  // answers a capture was requested for
   int conversation_tokens = 0;  // of the latest capture request (re-captures for another head reuse it)
   std::string provenance;
@@ -25,8 +25,9 @@ struct LiveState {
   std::string capture_error;
 };
 
-// Once per frame: requests the chat's captures (once the model has loaded,
-// after each answer, when the traced head changes), and moves finished
+// Once per frame: requests the chat's captures (once a model has loaded,
+// at start and after each switch; after each answer; when the traced head
+// changes), and moves finished
 // captures — the chat's and the lab's — into the trace sources.
 void update_live_traces(LiveState& live, TraceSources& sources, LiveCapture& capture, KernelLab& lab,
                         LabSnapshot& lab_snap, DashboardState& dashboard, const EngineSnapshot& snap,

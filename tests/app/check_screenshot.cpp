@@ -11,14 +11,16 @@
 // probabilities), magma (time), spans (the timeline's span kinds), any (no
 // palette check) — taken from viz/ itself, so a view drawn with the wrong
 // scale, or not at all, fails. And layout fields that must hold a value
-// (the trace's source, say). And per baked picture (app/dashboard/baked_picture.hpp:
+// (the trace's source, say). And per floating window the layout names (the
+// model picker): it lies inside the image and is drawn, as a panel is.
+// And per baked picture (app/dashboard/baked_picture.hpp:
 // a view rendered into a texture once, then shown from it) that the run
 // rendered it, then showed it unchanged from its texture in most frames
 // rather than rendering it again each frame; the widget's palette check
 // says the texture shows the view.
 //
 // usage: flashscope-check-screenshot SHOT.png LAYOUT.json WIDTH HEIGHT
-//            [--widget NAME:PALETTE:MIN%]... [--expect KEY=VALUE]... [--baked NAME]...
+//            [--widget NAME:PALETTE:MIN%]... [--expect KEY=VALUE]... [--baked NAME]... [--window NAME]...
 //        flashscope-check-screenshot --self-test   (flat images must fail, a drawn heatmap pass)
 // Exit 0 when every check passes, 1 with the failed checks listed.
 #include <stb_image.h>
@@ -100,9 +102,9 @@ RegionStats region_stats(const Image& img, const Rect& r) {
   return s;
 }
 
-Rect panel_rect(const Json& layout, const char* name) {
+Rect panel_rect(const Json& layout, const char* name, const char* group = "panels") {
   Rect r;
-  const auto* panels = json_member(layout, "panels");
+  const auto* panels = json_member(layout, group);
   const auto* p = panels ? json_member(*panels, name) : nullptr;
   if (!p) return r;
   r.x = static_cast<int>(json_number(*p, "x", 0));
@@ -237,12 +239,22 @@ void check_baked(const Json& layout, const std::string& name) {
   check(renders >= 1 && shows >= 1 && renders <= frames / 2, buf);
 }
 
+// "NAME": a floating window of the layout's "windows", at least 200x100, drawn like a panel.
+void check_window(const Image& img, const Json& layout, const std::string& name) {
+  const Rect r = panel_rect(layout, name.c_str(), "windows");
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "window %s was drawn (in the layout's windows), at least 200x100: %dx%d", name.c_str(),
+                r.w, r.h);
+  check(r.w >= 200 && r.h >= 100, buf);
+  if (r.w >= 200 && r.h >= 100) check_panel(img, (name + " window").c_str(), r);
+}
+
 }  // namespace
 
 // Every check on one image; returns the number that failed.
 int check_image(const Image& img, const Json& layout, int want_w, int want_h,
                 const std::vector<std::string>& widgets = {}, const std::vector<std::string>& expects = {},
-                const std::vector<std::string>& baked = {}) {
+                const std::vector<std::string>& baked = {}, const std::vector<std::string>& windows = {}) {
   failures = 0;
   char buf[256];
   std::snprintf(buf, sizeof buf, "size %dx%d (want %dx%d)", img.w, img.h, want_w, want_h);
@@ -268,6 +280,7 @@ int check_image(const Image& img, const Json& layout, int want_w, int want_h,
   for (const std::string& w : widgets) check_widget(img, layout, w);
   for (const std::string& e : expects) check_expect(layout, e);
   for (const std::string& b : baked) check_baked(layout, b);
+  for (const std::string& w : windows) check_window(img, layout, w);
   return failures;
 }
 
@@ -327,12 +340,21 @@ int self_test() {
   check_baked(layout, "tiles_time");
   check_baked(layout, "tiles_probs");
   check_baked(layout, "pipeline_sms");
-  return failures == 3 ? 0 : 1;
+  if (failures != 3) return 1;
+  std::printf("self-test: a floating window that is flat, or absent from the layout, fails\n");
+  failures = 0;
+  const Image flat_img{w, h, flat.data()};  // the heatmap above lies right of and above the window
+  if (!json_parse(R"({"windows": {"model_picker": {"x": 100, "y": 500, "w": 500, "h": 300}}})", &layout, &error))
+    return 1;
+  check_window(flat_img, layout, "model_picker");
+  const int flat_failed = failures;
+  check_window(flat_img, layout, "other");
+  return flat_failed >= 1 && failures > flat_failed ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--self-test") return self_test();
-  std::vector<std::string> widgets, expects, baked;
+  std::vector<std::string> widgets, expects, baked, windows;
   bool bad_args = argc < 5 || (argc - 5) % 2 != 0;
   for (int i = 5; !bad_args && i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -342,13 +364,15 @@ int main(int argc, char** argv) {
       expects.push_back(argv[i + 1]);
     else if (flag == "--baked")
       baked.push_back(argv[i + 1]);
+    else if (flag == "--window")
+      windows.push_back(argv[i + 1]);
     else
       bad_args = true;
   }
   if (bad_args) {
     std::fprintf(stderr,
                  "usage: %s SHOT.png LAYOUT.json WIDTH HEIGHT [--widget NAME:PALETTE:MIN%%]... "
-                 "[--expect KEY=VALUE]... [--baked NAME]... | --self-test\n",
+                 "[--expect KEY=VALUE]... [--baked NAME]... [--window NAME]... | --self-test\n",
                  argv[0]);
     return 2;
   }
@@ -371,7 +395,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("%s\n", argv[1]);
-  const int failed = check_image(img, layout, std::atoi(argv[3]), std::atoi(argv[4]), widgets, expects, baked);
+  const int failed = check_image(img, layout, std::atoi(argv[3]), std::atoi(argv[4]), widgets, expects, baked,
+                                 windows);
   stbi_image_free(data);
   std::printf("%s\n", failed ? "screenshot check FAILED" : "screenshot check passed");
   return failed ? 1 : 0;

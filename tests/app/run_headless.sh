@@ -18,10 +18,20 @@
 #   throughput  Throughput with the lab running: the prefill history chart
 #   replay_bad  --replay of a corrupt file: exit 1, the reader's message on
 #               stderr and in the layout, the window still drawn
+#   models      the model picker open beside the default model: both
+#               installed models (SmolLM2 and Gemma-3-270M) listed with the
+#               facts of their headers; a switch to a file that is not a
+#               model shows the reader's error and keeps SmolLM2 running
+#   base_model  a switch from SmolLM2 to Gemma-3-270M, a base model: loaded
+#               on the engine's thread, it runs as plain completion and the
+#               chat panel says so
+#   completion  Gemma-3-270M from the start (--model), greedy: the prompt's
+#               text is continued as llama.cpp continues it on the same file
 #   thinking    the default model with a --chat-template that does not parse
 #               (the fallback notice) and a --conversation whose answer has a
 #               thinking block (drawn collapsed above the answer)
-# Exit 77 (ctest: skipped) when xvfb-run/xauth or, for chat, the model is missing.
+# Exit 77 (ctest: skipped) when xvfb-run/xauth or, for chat, thinking, models and
+# base_model, a model is missing (scripts/fetch_model.sh [gemma3-270m]).
 #
 # usage: run_headless.sh MODE APP CHECKER OUTDIR SOURCE_DIR
 set -euo pipefail
@@ -35,6 +45,7 @@ for tool in xvfb-run xauth; do
   fi
 done
 model="$src/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+gemma="$src/assets/models/gemma-3-270m-q4_k_m.gguf"
 trace="$src/assets/traces/cpu-example.fstrace"
 args=(--size ${width}x${height} --scale 1)
 checks=()
@@ -101,6 +112,34 @@ case $mode in
 JSON
     args+=(--model "$model" --tab throughput --frames 30 --chat-template "$out/broken.jinja"
            --conversation "$out/thinking_conversation.json") ;;
+  completion)
+    if [[ ! -f $gemma ]]; then
+      echo "SKIP: $gemma is missing (scripts/fetch_model.sh gemma3-270m fetches it)"
+      exit 77
+    fi
+    # 8 greedy tokens at 1-2 tok/s on 2 cores; at most 3000 frames (40 s).
+    tab=Throughput
+    args+=(--model "$gemma" --tab throughput --frames 3000 --greedy --max-tokens 8 --prompt "The capital of France is") ;;
+  models|base_model)
+    for m in "$model" "$gemma"; do
+      if [[ ! -f $m ]]; then
+        echo "SKIP: $m is missing (scripts/fetch_model.sh and scripts/fetch_model.sh gemma3-270m fetch them)"
+        exit 77
+      fi
+    done
+    tab="Attention tiles"
+    mkdir -p "$out"
+    if [[ $mode == models ]]; then
+      printf 'not a model' > "$out/not_a_model.gguf"
+      target="$out/not_a_model.gguf"
+    else
+      target=$gemma
+    fi
+    # The models folder of this checkout only, whatever the environment says.
+    export FLASHSCOPE_MODEL_DIR="$src/assets/models"
+    # Until the switch has succeeded or failed; at most 3000 frames (40 s).
+    args+=(--model "$model" --models --switch-to "$target" --tab attention --frames 3000)
+    checks+=(--window model_picker) ;;
   replay_bad)
     tab="Attention tiles"
     mkdir -p "$out"
@@ -153,6 +192,47 @@ case $mode in
     grep -q '"chat_notice": "the chat template file cannot be used (chat template 2:6: unsupported tag .include.); using built-in ChatML"' \
       "$out/$mode.json" || { echo "FAIL: the notice does not name the construct and its position"; exit 1; }
     echo "thinking check passed" ;;
+  completion)
+    grep -q '"chat_format": "completion"' "$out/$mode.json" || { echo "FAIL: Gemma does not run as plain completion"; exit 1; }
+    # llama.cpp (0c1e570) continues this prompt greedily on the same file with these words.
+    grep -q '^flashscope: answer text:  the capital of the country of France' "$out/$mode.log" ||
+      { echo "FAIL: the continuation differs from llama.cpp's"; exit 1; }
+    echo "completion check passed" ;;
+  models|base_model)
+    # One row per installed model with its header's facts (the JSON writer
+    # sorts keys: four before "file", three after).
+    row() { grep -B4 -A3 "\"file\": \"$1\"" "$out/$mode.json"; }
+    for fact in '"architecture": "llama"' '"chat_template": true' '"tokenizer": "BPE (GPT-2 style)"' \
+                '"parameters": "135M"' '"context": 8192' '"weights": "Q4_1'; do
+      row SmolLM2-135M-Instruct.Q4_1.gguf | grep -qF "$fact" || { echo "FAIL: the SmolLM2 row lacks $fact"; exit 1; }
+    done
+    for fact in '"architecture": "gemma3"' '"chat_template": false' '"tokenizer": "SentencePiece"' \
+                '"parameters": "268M"' '"context": 32768' '"weights": "Q'; do
+      row gemma-3-270m-q4_k_m.gguf | grep -qF "$fact" || { echo "FAIL: the Gemma row lacks $fact"; exit 1; }
+    done
+    if [[ $mode == models ]]; then
+      grep -q "\"picker_error\": \".*$target: bad magic.*not a GGUF file" "$out/$mode.json" ||
+        { echo "FAIL: the picker does not show why $target cannot be loaded"; exit 1; }
+      grep -q '"model": "SmolLM2-135M-Instruct.Q4_1"' "$out/$mode.json" ||
+        { echo "FAIL: SmolLM2 did not stay loaded after the failed switch"; exit 1; }
+      grep -q '"chat_format": "template"' "$out/$mode.json" || { echo "FAIL: SmolLM2 runs without its template"; exit 1; }
+    else
+      grep -q '"model": "gemma-3-270m-q4_k_m"' "$out/$mode.json" ||
+        { echo "FAIL: the switch to Gemma did not happen"; exit 1; }
+      grep -q '"switch_error": ""' "$out/$mode.json" || { echo "FAIL: the switch reported an error"; exit 1; }
+      # The load ran on the engine's thread: the window kept drawing meanwhile
+      # (a load on the UI thread would leave no frame to see it in).
+      grep -Eq '^flashscope: UI while the model switched: [1-9][0-9]* frames' "$out/$mode.log" ||
+        { echo "FAIL: no frame was drawn while Gemma loaded"; exit 1; }
+      grep -q '"chat_format": "completion"' "$out/$mode.json" ||
+        { echo "FAIL: Gemma does not run as plain completion"; exit 1; }
+      grep -q '"chat_notice": "the model has no chat template: plain text completion"' "$out/$mode.json" ||
+        { echo "FAIL: the chat panel does not say plain completion"; exit 1; }
+      # The dashboard's example trace follows the new model's attention shape (Gemma-3-270M: 4 q-heads, 1 kv-head).
+      grep -q "gemma-3-270m-q4_k_m's attention shape (4 q-heads / 1 kv-heads" "$out/$mode.json" ||
+        { echo "FAIL: the example trace was not captured again for Gemma"; exit 1; }
+    fi
+    echo "model picker check passed" ;;
   replay_bad)
     grep -q -- "--replay: cannot open $out/bad.fstrace: corrupt data" "$out/$mode.log" ||
       { echo "FAIL: the bad trace's error is not reported on stderr"; exit 1; }
