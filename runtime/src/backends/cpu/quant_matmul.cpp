@@ -63,8 +63,6 @@ inline float load_fp16(const uint8_t* p) {
 using DotKernel = void (*)(const uint8_t* w, const BlockQ8* x, int64_t x_stride, int nt, int64_t nb, float* out);
 // out[0..4) = one weight row · the 4 tokens of a tile, tiles [nb] (see TileQ8).
 using TileKernel = void (*)(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out);
-// out[0..4) = four weight rows (row_bytes apart) · one token's blocks x [nb].
-using Rows4Kernel = void (*)(const uint8_t* w, uint64_t row_bytes, const BlockQ8* x, int64_t nb, float* out);
 
 // --- portable kernels ---------------------------------------------------------
 
@@ -592,30 +590,6 @@ FS_AVX2 void tile_q6_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
   _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
-// out[i] = weight row i · one token, i < 4, rows row_bytes apart: the Q8_0
-// LM head's decode (262144 short rows of 20 blocks), where one row's call,
-// accumulator and horizontal sum cost as much as its blocks. The token's
-// block loads once for four rows and the four block sums reduce together,
-// as in the tile kernels.
-FS_AVX2 void rows4_q8_0_avx2(const uint8_t* w, uint64_t row_bytes, const BlockQ8* x, int64_t nb, float* out) {
-  __m256 acc = _mm256_setzero_ps();  // [r0..r3 | r0..r3] partial sums
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i xq = load_qs(x[b].qs);
-    __m256i p[4];
-    float dw[4];
-    for (int r = 0; r < 4; ++r) {
-      const uint8_t* blk = w + static_cast<uint64_t>(r) * row_bytes + b * kQ8_0Bytes;
-      const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-      p[r] = dot_i8i8(_mm256_sign_epi8(wq, wq), wq, xq);
-      dw[r] = fp16_avx(blk);
-    }
-    const __m128 d4 = _mm_mul_ps(_mm_set_ps(dw[3], dw[2], dw[1], dw[0]), _mm_set1_ps(x[b].d));
-    acc = _mm256_fmadd_ps(_mm256_insertf128_ps(_mm256_castps128_ps256(d4), d4, 1), reduce_tile(p[0], p[1], p[2], p[3]),
-                          acc);
-  }
-  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
-}
-
 bool cpu_has_avx2() {
   __builtin_cpu_init();
   // F16C from CPUID (leaf 1, ECX): clang before 15 does not know "f16c" here.
@@ -680,17 +654,6 @@ TileKernel pick_tile_kernel(GgmlType type, CpuIsa isa) {
       default: break;
     }
   }
-#else
-  (void)type;
-  (void)isa;
-#endif
-  return nullptr;
-}
-
-// The 4-row single-token kernel for `type`, or null (rows then run one by one).
-Rows4Kernel pick_rows4_kernel(GgmlType type, CpuIsa isa) {
-#ifdef FLASHSCOPE_X86_KERNELS
-  if (isa == CpuIsa::kAvx2 && type == GgmlType::kQ8_0) return rows4_q8_0_avx2;
 #else
   (void)type;
   (void)isa;
@@ -787,38 +750,6 @@ Status matmul(const QuantMatrix& w, const float* x, int64_t ldx, const BlockQ8* 
     const TileKernel tile_kernel = tiles != nullptr ? pick_tile_kernel(w.type, active_cpu_isa()) : nullptr;
     const int64_t nb = w.cols / kQ8Block;
     const int64_t full_tiles = tile_kernel != nullptr ? n / kTileTokens : 0;
-    const Rows4Kernel rows4 = pick_rows4_kernel(w.type, active_cpu_isa());
-    if (rows4 != nullptr) {
-      // Rows in groups of four for the tokens outside tiles (every token of a
-      // decode step); a row's sum depends only on its group, not on n, so a
-      // batched step's untiled rows equal the solo step's bit for bit.
-      const int64_t groups = (rows + 3) / 4;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t r0 = g * 4;
-        const int nr = static_cast<int>(std::min<int64_t>(4, rows - r0));
-        const uint8_t* w_rows = w.data + static_cast<uint64_t>(r0) * w.row_bytes;
-        float out[kTileTokens];
-        for (int j = 0; j < nr; ++j) {
-          for (int64_t i = 0; i < full_tiles; ++i) {
-            tile_kernel(w_rows + static_cast<uint64_t>(j) * w.row_bytes, tiles + i * nb, nb, out);
-            for (int t = 0; t < kTileTokens; ++t) y[(i * kTileTokens + t) * ldy + r0 + j] = out[t];
-          }
-        }
-        for (int64_t t = full_tiles * kTileTokens; t < n; ++t) {
-          if (nr == 4) {
-            rows4(w_rows, w.row_bytes, xq + t * nb, nb, out);
-          } else {
-            for (int j = 0; j < nr; ++j)
-              kernel(w_rows + static_cast<uint64_t>(j) * w.row_bytes, xq + t * nb, nb, 1, nb, out + j);
-          }
-          for (int j = 0; j < nr; ++j) y[t * ldy + r0 + j] = out[j];
-        }
-      }
-      return Status::ok_status();
-    }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (parallel)
 #endif
