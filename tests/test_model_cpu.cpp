@@ -262,12 +262,15 @@ TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable
   using flashscope::cpu::BlockQ8;
   std::mt19937_64 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int64_t cols = 256, rows = 37;  // 256: the K-quants' block; 37 rows: odd, not a tile multiple
+  const int64_t rows = 37;  // odd, not a tile multiple
+  // 256: one K-quant super-block; 768: three, so block offsets past the first are used
+  for (const int64_t cols : {int64_t{256}, int64_t{768}})
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
                         GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_K, GgmlType::kQ6_K,
                         GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ5_K}) {
     const std::string type_name = flashscope::ggml_type_name(type);
     CAPTURE(type_name);
+    CAPTURE(cols);
     const auto bytes = SyntheticLlama::random_blocks(type, rows * cols, 1.0f, rng);
     flashscope::cpu::QuantMatrix w{type, rows, cols, bytes.size() / static_cast<uint64_t>(rows), bytes.data()};
     std::vector<float> wf(static_cast<size_t>(rows * cols));

@@ -133,6 +133,101 @@ void dot_q5_portable(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int
   }
 }
 
+// --- K-quants against 32-element activation blocks ------------------------------
+//
+// A K-quant super-block holds 256 weights as 8 sub-blocks of 32 (Q4_K, Q5_K:
+// a 6-bit scale and min each) or 16 groups of 16 (Q6_K: an int8 scale each).
+// The activations stay in BlockQ8 (32 per block, the same input the other
+// types read), so sub-block s of super-block sb meets activation block
+// 8·sb + s and each sub-block's integer sum is scaled once by
+// d_w·sc_s·d_x (Q6_K: the two 16-groups' sums are weighted by their int8
+// scales first, still in integers). The min term of Q4_K / Q5_K is
+// dmin·m_s·d_x·Σx_q, from the block's precomputed sum.
+constexpr int kQK_K = 256;          // elements per super-block
+constexpr int kSubBlocks = kQK_K / kQ8Block;
+constexpr int kQ4_KBytes = 144;     // d, dmin, scales[12], qs[128]
+constexpr int kQ5_KBytes = 176;     // d, dmin, scales[12], qh[32], qs[128]
+constexpr int kQ6_KBytes = 210;     // ql[128], qh[64], int8 scales[16], d
+
+// The 8 (scale, min) pairs of a Q4_K / Q5_K super-block, 6 bits each, from
+// its 12 packed bytes (the layout is spelled out in gguf/dequantize.cpp).
+inline void unpack_k4_scales(const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = q[j] & 63;
+    m[j] = q[j + 4] & 63;
+  }
+  for (int j = 4; j < 8; ++j) {
+    sc[j] = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    m[j] = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Q4_K / Q5_K: 64-element chunk c uses 32 bytes of qs, the low nibbles for
+// sub-block 2c and the high nibbles for 2c+1; Q5_K adds bit s of qh[l] as
+// the fifth bit of element l of sub-block s.
+template <bool kFifthBit>
+void dot_q45_k_portable(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
+  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
+  const int64_t nsb = nb / kSubBlocks;
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + sb * kBytes;
+      const float d = load_fp16(blk);
+      const float dmin = load_fp16(blk + 2);
+      uint8_t sc[8], m[8];
+      unpack_k4_scales(blk + 4, sc, m);
+      const uint8_t* qh = blk + 16;
+      const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
+      for (int s = 0; s < kSubBlocks; ++s) {
+        const uint8_t* q = qs + 32 * (s / 2);
+        const int shift = (s & 1) * 4;
+        const BlockQ8& xb = x[t * xs + sb * kSubBlocks + s];
+        int32_t isum = 0;
+        for (int l = 0; l < kQ8Block; ++l) {
+          int v = (q[l] >> shift) & 0xF;
+          if (kFifthBit) v |= ((qh[l] >> s) & 1) << 4;
+          isum += v * xb.qs[l];
+        }
+        acc += d * static_cast<float>(sc[s]) * xb.d * static_cast<float>(isum) -
+               dmin * static_cast<float>(m[s]) * xb.d * static_cast<float>(xb.sum);
+      }
+    }
+    out[t] = acc;
+  }
+}
+
+// Q6_K: element l + 32k of half h (k = 0..3) is (low 4 bits from
+// ql[64h + l + 32(k&1)], nibble k/2) | (2 bits of qh[32h + l] at 2k) − 32,
+// scaled by sc[8h + 2k + l/16]; the 32 elements of one k are one
+// activation block.
+void dot_q6_k_portable(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
+  const int64_t nsb = nb / kSubBlocks;
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + sb * kQ6_KBytes;
+      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+      const float d = load_fp16(blk + 208);
+      for (int h = 0; h < 2; ++h) {
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t* ql = blk + 64 * h + 32 * (k & 1);
+          const uint8_t* qh = blk + 128 + 32 * h;
+          const BlockQ8& xb = x[t * xs + sb * kSubBlocks + 4 * h + k];
+          int32_t group[2] = {0, 0};
+          for (int l = 0; l < kQ8Block; ++l) {
+            const int v = (((ql[l] >> (4 * (k / 2))) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+            group[l / 16] += v * xb.qs[l];
+          }
+          const int32_t isum = sc[8 * h + 2 * k] * group[0] + sc[8 * h + 2 * k + 1] * group[1];
+          acc += d * xb.d * static_cast<float>(isum);
+        }
+      }
+    }
+    out[t] = acc;
+  }
+}
+
 // --- AVX2 kernels -------------------------------------------------------------
 
 #ifdef FLASHSCOPE_X86_KERNELS
@@ -279,6 +374,222 @@ FS_AVX2 void tile_q8_0_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
   _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
+// Q5_0 / Q5_1: the nibbles plus 0x10 where bit j of qh is set. Byte j of
+// the broadcast qh is shuffled to the bytes of its eight elements, each byte
+// ORed with all bits but its own, and compared with 0xFF.
+FS_AVX2 inline __m256i unpack_q5(const uint8_t* qh_p, const uint8_t* qs) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_p, sizeof qh);
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+  __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), shuf);
+  bits = _mm256_or_si256(bits, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+  const __m256i set = _mm256_cmpeq_epi8(bits, _mm256_set1_epi64x(-1));
+  return _mm256_or_si256(unpack_nibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+}
+
+// One token, as q4_block with 5-bit values; the Q5_0 offset is −16·d_w.
+template <bool kHasMin>
+FS_AVX2 inline void q5_block(const uint8_t* blk, const BlockQ8& x, __m256* acc, __m128* offset) {
+  const float dw = fp16_avx(blk);
+  const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
+  const __m256i wq = unpack_q5(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
+  *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(dot_u8i8(wq, load_qs(x.qs))), *acc);
+  *offset = _mm_fmadd_ss(_mm_set_ss(mw * x.d), _mm_set_ss(static_cast<float>(x.sum)), *offset);
+}
+
+template <bool kHasMin>
+FS_AVX2 void dot_q5_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    q5_block<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
+    q5_block<kHasMin>(w + (b + 1) * kBytes, x[b + 1], &acc1, &off1);
+  }
+  if (b < nb) q5_block<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
+  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(off0, off1));
+}
+
+template <bool kHasMin>
+FS_AVX2 void tile_q5_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
+  __m256 acc = _mm256_setzero_ps();
+  __m128 offset = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBytes;
+    const TileQ8& t = tiles[b];
+    const float dw = fp16_avx(blk);
+    const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
+    const __m256i wq = unpack_q5(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
+    const __m256 sums = reduce_tile(dot_u8i8(wq, load_qs(t.qs[0])), dot_u8i8(wq, load_qs(t.qs[1])),
+                                    dot_u8i8(wq, load_qs(t.qs[2])), dot_u8i8(wq, load_qs(t.qs[3])));
+    acc = _mm256_fmadd_ps(tile_scale(dw, t), sums, acc);
+    offset = _mm_fmadd_ps(_mm_set1_ps(mw), _mm_loadu_ps(t.s), offset);
+  }
+  const __m128 total = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
+  _mm_storeu_ps(out, total);
+}
+
+// Q4_K / Q5_K chunk c of a super-block as two 32-byte vectors of unsigned
+// values, sub-blocks 2c (low nibbles) and 2c+1 (high nibbles). hbits is qh
+// shifted right by 2c (Q5_K only): its bits 0 and 1 are the fifth bits.
+template <bool kFifthBit>
+FS_AVX2 inline void unpack_k45_chunk(const uint8_t* qs, __m256i hbits, __m256i* lo, __m256i* hi) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  *lo = _mm256_and_si256(bytes, low4);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+  if (kFifthBit) {
+    const __m256i one = _mm256_set1_epi8(1);
+    *lo = _mm256_or_si256(*lo, _mm256_slli_epi16(_mm256_and_si256(hbits, one), 4));
+    *hi = _mm256_or_si256(*hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), one), 4));
+  }
+}
+
+// One token · one Q4_K / Q5_K row: per sub-block one FMA of the scaled
+// integer sum (two accumulators: low and high nibbles) and one scalar FMA of
+// the min term.
+template <bool kFifthBit>
+FS_AVX2 void dot_q45_k_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m128 offset = _mm_setzero_ps();
+  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
+    const uint8_t* blk = w + sb * kBytes;
+    const BlockQ8* xb = x + sb * kSubBlocks;
+    const float d = fp16_avx(blk);
+    const float dmin = fp16_avx(blk + 2);
+    uint8_t sc[8], m[8];
+    unpack_k4_scales(blk + 4, sc, m);
+    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
+    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo, hi;
+      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &lo, &hi);
+      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
+      const BlockQ8& x0 = xb[2 * c];
+      const BlockQ8& x1 = xb[2 * c + 1];
+      acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[2 * c]) * x0.d),
+                             _mm256_cvtepi32_ps(dot_u8i8(lo, load_qs(x0.qs))), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[2 * c + 1]) * x1.d),
+                             _mm256_cvtepi32_ps(dot_u8i8(hi, load_qs(x1.qs))), acc1);
+      const __m128 mins = _mm_set_ps(0.0f, 0.0f, dmin * static_cast<float>(m[2 * c + 1]) * x1.d,
+                                     dmin * static_cast<float>(m[2 * c]) * x0.d);
+      offset = _mm_fmadd_ps(mins, _mm_set_ps(0.0f, 0.0f, static_cast<float>(x1.sum), static_cast<float>(x0.sum)),
+                            offset);
+    }
+  }
+  const __m128 off = _mm_add_ss(offset, _mm_movehdup_ps(offset));
+  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) - _mm_cvtss_f32(off);
+}
+
+template <bool kFifthBit>
+FS_AVX2 void tile_q45_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
+  __m256 acc = _mm256_setzero_ps();
+  __m128 offset = _mm_setzero_ps();  // Σ dmin·m_s · s_x per token
+  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
+    const uint8_t* blk = w + sb * kBytes;
+    const TileQ8* tb = tiles + sb * kSubBlocks;
+    const float d = fp16_avx(blk);
+    const float dmin = fp16_avx(blk + 2);
+    uint8_t sc[8], m[8];
+    unpack_k4_scales(blk + 4, sc, m);
+    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
+    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i wq[2];
+      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &wq[0], &wq[1]);
+      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
+      for (int h = 0; h < 2; ++h) {
+        const int s = 2 * c + h;
+        const TileQ8& t = tb[s];
+        const __m256 sums = reduce_tile(dot_u8i8(wq[h], load_qs(t.qs[0])), dot_u8i8(wq[h], load_qs(t.qs[1])),
+                                        dot_u8i8(wq[h], load_qs(t.qs[2])), dot_u8i8(wq[h], load_qs(t.qs[3])));
+        acc = _mm256_fmadd_ps(tile_scale(d * static_cast<float>(sc[s]), t), sums, acc);
+        offset = _mm_fmadd_ps(_mm_set1_ps(dmin * static_cast<float>(m[s])), _mm_loadu_ps(t.s), offset);
+      }
+    }
+  }
+  const __m128 total = _mm_sub_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
+  _mm_storeu_ps(out, total);
+}
+
+// Q6_K half h of a super-block as four vectors of signed values (−32..31),
+// k = 0..3, each one activation block (see dot_q6_k_portable).
+FS_AVX2 inline void unpack_q6_half(const uint8_t* blk, int h, __m256i* q) {
+  const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+  const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+  const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
+  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2));
+  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, top2));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2));
+  for (int k = 0; k < 4; ++k) q[k] = _mm256_sub_epi8(q[k], bias);
+}
+
+// Σ w·x of one 32-element Q6_K group pair as 8 int32 lanes, the first 16
+// elements weighted by sc0 and the last 16 by sc1 (maddubs pairs stay within
+// ±8128, so the int16 products by an int8 scale cannot overflow madd).
+FS_AVX2 inline __m256i q6_dot(__m256i w_abs, __m256i w, __m256i x, __m256i scales) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w)), scales);
+}
+
+FS_AVX2 inline __m256i q6_scales(const int8_t* sc) {
+  return _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+}
+
+FS_AVX2 void dot_q6_k_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
+    const uint8_t* blk = w + sb * kQ6_KBytes;
+    const BlockQ8* xb = x + sb * kSubBlocks;
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const float d = fp16_avx(blk + 208);
+    for (int h = 0; h < 2; ++h) {
+      __m256i q[4];
+      unpack_q6_half(blk, h, q);
+      for (int k = 0; k < 4; k += 2) {
+        const BlockQ8& x0 = xb[4 * h + k];
+        const BlockQ8& x1 = xb[4 * h + k + 1];
+        const __m256i p0 = q6_dot(_mm256_sign_epi8(q[k], q[k]), q[k], load_qs(x0.qs), q6_scales(sc + 8 * h + 2 * k));
+        const __m256i p1 =
+            q6_dot(_mm256_sign_epi8(q[k + 1], q[k + 1]), q[k + 1], load_qs(x1.qs), q6_scales(sc + 8 * h + 2 * k + 2));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * x0.d), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * x1.d), _mm256_cvtepi32_ps(p1), acc1);
+      }
+    }
+  }
+  *out = hsum_avx(_mm256_add_ps(acc0, acc1));
+}
+
+FS_AVX2 void tile_q6_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
+    const uint8_t* blk = w + sb * kQ6_KBytes;
+    const TileQ8* tb = tiles + sb * kSubBlocks;
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const float d = fp16_avx(blk + 208);
+    for (int h = 0; h < 2; ++h) {
+      __m256i q[4];
+      unpack_q6_half(blk, h, q);
+      for (int k = 0; k < 4; ++k) {
+        const TileQ8& t = tb[4 * h + k];
+        const __m256i w_abs = _mm256_sign_epi8(q[k], q[k]);
+        const __m256i scales = q6_scales(sc + 8 * h + 2 * k);
+        const __m256 sums =
+            reduce_tile(q6_dot(w_abs, q[k], load_qs(t.qs[0]), scales), q6_dot(w_abs, q[k], load_qs(t.qs[1]), scales),
+                        q6_dot(w_abs, q[k], load_qs(t.qs[2]), scales), q6_dot(w_abs, q[k], load_qs(t.qs[3]), scales));
+        acc = _mm256_fmadd_ps(tile_scale(d, t), sums, acc);
+      }
+    }
+  }
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
+}
+
 bool cpu_has_avx2() {
   __builtin_cpu_init();
   // F16C from CPUID (leaf 1, ECX): clang before 15 does not know "f16c" here.
@@ -302,6 +613,11 @@ DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
       case GgmlType::kQ8_0: return dot_each<dot_q8_0_avx2>;
       case GgmlType::kQ4_0: return dot_each<dot_q4_avx2<false>>;
       case GgmlType::kQ4_1: return dot_each<dot_q4_avx2<true>>;
+      case GgmlType::kQ5_0: return dot_each<dot_q5_avx2<false>>;
+      case GgmlType::kQ5_1: return dot_each<dot_q5_avx2<true>>;
+      case GgmlType::kQ4_K: return dot_each<dot_q45_k_avx2<false>>;
+      case GgmlType::kQ5_K: return dot_each<dot_q45_k_avx2<true>>;
+      case GgmlType::kQ6_K: return dot_each<dot_q6_k_avx2>;
       default: break;  // the portable kernel below
     }
   }
@@ -314,6 +630,9 @@ DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
     case GgmlType::kQ4_1: return dot_q4_portable<true>;
     case GgmlType::kQ5_0: return dot_q5_portable<false>;
     case GgmlType::kQ5_1: return dot_q5_portable<true>;
+    case GgmlType::kQ4_K: return dot_q45_k_portable<false>;
+    case GgmlType::kQ5_K: return dot_q45_k_portable<true>;
+    case GgmlType::kQ6_K: return dot_q6_k_portable;
     default: return nullptr;
   }
 }
@@ -327,6 +646,11 @@ TileKernel pick_tile_kernel(GgmlType type, CpuIsa isa) {
       case GgmlType::kQ8_0: return tile_q8_0_avx2;
       case GgmlType::kQ4_0: return tile_q4_avx2<false>;
       case GgmlType::kQ4_1: return tile_q4_avx2<true>;
+      case GgmlType::kQ5_0: return tile_q5_avx2<false>;
+      case GgmlType::kQ5_1: return tile_q5_avx2<true>;
+      case GgmlType::kQ4_K: return tile_q45_k_avx2<false>;
+      case GgmlType::kQ5_K: return tile_q45_k_avx2<true>;
+      case GgmlType::kQ6_K: return tile_q6_k_avx2;
       default: break;
     }
   }
@@ -377,7 +701,10 @@ bool matmul_uses_q8(GgmlType type) {
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_0:
     case GgmlType::kQ5_1:
-    case GgmlType::kQ8_0: return true;
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K: return true;
     default: return false;
   }
 }

@@ -9,9 +9,15 @@
 //       product is an integer sum, scaled once:
 //         Q8_0: d_w·d_x·Σ w_q·x_q                  Q4_0: d_w·d_x·(Σ nib·x_q − 8·Σx_q)
 //         Q4_1: d_w·d_x·Σ nib·x_q + m_w·d_x·Σx_q   Q5_*: the same with 5-bit values (−16)
+//   Q4_K Q5_K Q6_K  the same 32-element activation blocks: sub-block s of a
+//       256-element super-block meets activation block 8·sb + s, its integer
+//       sum scaled by d·sc_s·d_x (Q6_K: two 16-groups weighted by their int8
+//       scales in integers first), minus dmin·m_s·d_x·Σx_q for Q4_K / Q5_K.
+//       Per-32 activation scales are finer than llama.cpp's per-256 q8_K,
+//       at one float FMA per 32 weights.
 //       AVX2 kernels (chosen at run time; the build stays generic x86-64)
-//       for Q4_0, Q4_1 and Q8_0; portable integer loops for the others.
-//   F32 F16 BF16 Q2_K Q3_K Q4_K Q5_K Q6_K  fallback: each weight row is dequantized to float
+//       for all of these; portable integer loops as the reference.
+//   F32 F16 BF16 Q2_K Q3_K  fallback: each weight row is dequantized to float
 //       (per thread scratch) and dotted with the float activations.
 // Rows are split over OpenMP threads. In prefill, tokens are grouped by four
 // (TileQ8) so that each weight block is unpacked once per four tokens.
@@ -76,7 +82,7 @@ bool matmul_supports(GgmlType type);
 //   x     [n, w.cols] float, row stride ldx; read for the float fallback only
 //   xq    [n, w.cols / 32] blocks, rows contiguous; read for the Q8 types only
 //   tiles pack_q8_tiles(xq) or null; where given, full 4-token tiles run the
-//         tile kernels (AVX2: Q4_0, Q4_1, Q8_0), the same sums regrouped
+//         tile kernels (AVX2: every Q8 type), the same sums regrouped
 // kUnsupported for a type matmul_supports rejects, kInvalidArgument for a
 // null pointer (nothing is written then); kOutOfMemory when the fallback's
 // scratch cannot be had. Products under ~256K multiply-adds run on the
