@@ -40,7 +40,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli bench e2e [-m PATH] [--device cpu|cuda] [--batch 1,8,64] [--prompt-len N] [--gen-len N]\n"
-    "                                [--runs N] [-t N] [--weights quantized|bf16] [--json]\n"
+    "                                [--runs N] [-t N] [--weights auto|quantized|bf16] [--json]\n"
     "  -m, --model PATH   GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --device cpu|cuda  where to run (default: cuda when a device is present)\n"
     "  --batch LIST       batch sizes, comma-separated (default 1,8,64)\n"
@@ -48,7 +48,8 @@ constexpr const char* kUsage =
     "  --gen-len N        tokens generated per session (default 128)\n"
     "  --runs N           timed runs per batch size, after one warm-up (default 3; medians reported)\n"
     "  -t, --threads N    CPU threads (default: all cores)\n"
-    "  --weights quantized|bf16  cuda: weights kept in their GGUF blocks (default) or expanded to bf16\n"
+    "  --weights auto|quantized|bf16  cuda: weights kept in their GGUF blocks or expanded to bf16; auto\n"
+    "                            (default): bf16 for a small model, the blocks for a larger one\n"
     "  --json             one JSON object per batch size\n";
 
 using Clock = std::chrono::steady_clock;
@@ -178,7 +179,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   if (mo.device == Device::kCuda) {
     auto info = query_device(0);
     device_name = info.ok() ? info->name : "cuda";
-    weights_name = std::string(weight_format_name(weights)) + ", " +
+    weights_name = std::string(weight_format_name(model->weight_format())) + ", " +
                    std::to_string(static_cast<long long>(model->device_weight_bytes() / 1000000)) + " MB on the device";
   }
   const int max_batch = *std::max_element(batches.begin(), batches.end());
@@ -222,7 +223,8 @@ int cmd_bench_e2e(int argc, char** argv) {
       print_json_line({{"kind", "e2e"},
                        {"model", name},
                        {"device", device_name},
-                       {"weights", mo.device == Device::kCuda ? weight_format_name(weights) : "file blocks"},
+                       {"weights",
+                        mo.device == Device::kCuda ? weight_format_name(model->weight_format()) : "file blocks"},
                        {"device_weight_bytes", static_cast<long long>(model->device_weight_bytes())},
                        {"batch", batch},
                        {"prompt_len", prompt_len},

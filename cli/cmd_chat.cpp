@@ -40,7 +40,7 @@ constexpr const char* kUsage =
     "usage: flashscope-cli chat [-m PATH] [--system TEXT] [--chat-template FILE] [-n N] [--temp T] [--top-k K]\n"
     "                           [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
     "                           [--presence-penalty P] [--frequency-penalty F] [--device cpu|cuda]\n"
-    "                           [--weights quantized|bf16]\n"
+    "                           [--weights auto|quantized|bf16]\n"
     "  -n N                 tokens per reply at most (default 512)\n"
     "  --system TEXT        system prompt (default: the one in the model's chat template)\n"
     "  --chat-template FILE a Jinja chat template to use instead of the model's\n"

@@ -22,7 +22,7 @@ constexpr const char* kUsage =
     "usage: flashscope-cli generate [-m PATH] -p TEXT [--chat] [--system TEXT] [--chat-template FILE] [-n N]\n"
     "                               [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
     "                               [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ctx N] [-t N]\n"
-    "                               [--device cpu|cuda] [--weights quantized|bf16]\n"
+    "                               [--device cpu|cuda] [--weights auto|quantized|bf16]\n"
     "  -m, --model PATH      GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  -p, --prompt TEXT     the prompt; with --chat, the user's message\n"
     "  --chat                render the prompt with the model's chat template and answer it\n"
@@ -41,7 +41,8 @@ constexpr const char* kUsage =
     "  -t, --threads N       CPU threads (default: OMP_NUM_THREADS, else all cores; fewer is faster\n"
     "                        when other programs keep the cores busy)\n"
     "  --device cpu|cuda     where to run (default: cuda when a device is present; cuda: CUDA graphs)\n"
-    "  --weights quantized|bf16  cuda: weights kept in their GGUF blocks (default) or expanded to bf16\n";
+    "  --weights auto|quantized|bf16  cuda: weights kept in their GGUF blocks or expanded to bf16; auto\n"
+    "                            (default): bf16 for a small model, the blocks for a larger one\n";
 
 }  // namespace
 

@@ -22,7 +22,7 @@ namespace flashscope::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: flashscope-cli info [--device N] [-m MODEL [--weights quantized|bf16]] [--json]\n"
+    "usage: flashscope-cli info [--device N] [-m MODEL [--weights auto|quantized|bf16]] [--json]\n"
     "  -m, --model PATH  also load MODEL (on the GPU when there is one) and show its memory:\n"
     "                    weights on the device and the KV cache\n";
 
@@ -90,7 +90,7 @@ int print_model_memory(const std::string& path, WeightFormat weights, bool json)
     print_json_line({{"model", c.name.empty() ? path : c.name},
                      {"file_weight_bytes", static_cast<long long>(model->weight_bytes())},
                      {"device", on_gpu ? "cuda" : "cpu"},
-                     {"weights", on_gpu ? weight_format_name(weights) : "file blocks"},
+                     {"weights", on_gpu ? weight_format_name(model->weight_format()) : "file blocks"},
                      {"device_weight_bytes", static_cast<long long>(device_weights)},
                      {"kv_bytes_per_token", static_cast<long long>(kv_per_token)},
                      {"context_length", c.context_length},
@@ -100,7 +100,8 @@ int print_model_memory(const std::string& path, WeightFormat weights, bool json)
   std::printf("model %s\n", c.name.empty() ? path.c_str() : c.name.c_str());
   std::printf("  weights (file)    %.1f MiB\n", mib(model->weight_bytes()));
   if (on_gpu) {
-    std::printf("  weights (device)  %.1f MiB, %s (%.2f× the file's)\n", mib(device_weights), weight_format_name(weights),
+    std::printf("  weights (device)  %.1f MiB, %s%s (%.2f× the file's)\n", mib(device_weights),
+                weight_format_name(model->weight_format()), weights == WeightFormat::kAuto ? " (auto)" : "",
                 model->weight_bytes() ? static_cast<double>(device_weights) / static_cast<double>(model->weight_bytes())
                                       : 0.0);
   } else {

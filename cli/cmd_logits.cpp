@@ -25,7 +25,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli logits [-m PATH] (-p TEXT | --tokens FILE.npy) --out DIR [--chunk N]\n"
-    "                             [--device cpu|cuda] [--weights quantized|bf16] [-t N]\n"
+    "                             [--device cpu|cuda] [--weights auto|quantized|bf16] [-t N]\n"
     "  -p, --prompt TEXT     the prompt, encoded with the model's tokenizer (BOS as the file says)\n"
     "  --tokens FILE.npy     int32 or int64 token ids to run instead of a prompt\n"
     "  --out DIR             writes DIR/tokens.npy (int32 [n]) and DIR/logits.npy (float32 [n, vocab])\n"
@@ -73,7 +73,7 @@ int cmd_logits(int argc, char** argv) {
   const int chunk = static_cast<int>(args.get_int_in("chunk", 0, 0, 1 << 20));
   const int threads = parse_threads(args, "logits");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
-  const std::string weights = args.get("weights", "quantized");
+  const std::string weights = args.get("weights", "auto");
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);
     return 2;
@@ -85,11 +85,11 @@ int cmd_logits(int argc, char** argv) {
     return 2;
   }
   mo.device = device == "cuda" ? Device::kCuda : Device::kCpu;
-  if (weights != "quantized" && weights != "bf16") {
-    std::fprintf(stderr, "flashscope-cli logits: --weights must be quantized or bf16, not '%s'\n", weights.c_str());
+  if (!parse_weight_format(weights, &mo.weights)) {
+    std::fprintf(stderr, "flashscope-cli logits: --weights must be auto, quantized or bf16, not '%s'\n",
+                 weights.c_str());
     return 2;
   }
-  mo.weights = weights == "bf16" ? WeightFormat::kBf16 : WeightFormat::kQuantized;
 
   const std::string path = resolve_model_path(args);
   if (path.empty()) {

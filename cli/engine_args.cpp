@@ -98,9 +98,9 @@ int parse_threads(Args& args, const char* command) {
 int parse_ctx(Args& args) { return static_cast<int>(args.get_int_in("ctx", 0, 0, std::numeric_limits<int>::max())); }
 
 WeightFormat parse_weights(Args& args) {
-  WeightFormat w = WeightFormat::kQuantized;
-  const std::string text = args.get("weights", "quantized");
-  if (!parse_weight_format(text, &w)) args.fail("--weights must be quantized or bf16, not '" + text + "'");
+  WeightFormat w = WeightFormat::kAuto;
+  const std::string text = args.get("weights", "auto");
+  if (!parse_weight_format(text, &w)) args.fail("--weights must be auto, quantized or bf16, not '" + text + "'");
   return w;
 }
 

@@ -212,10 +212,11 @@ int main(void) {
   CHECK_STATUS(flashscope_model_load(missing, &mp, &model), FLASHSCOPE_INVALID_ARGUMENT);
   CHECK(model == NULL);
   /* The weights' format: an unknown one is refused before the file is opened. */
-  CHECK_STATUS(flashscope_model_load_weights(missing, NULL, 2, &model), FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK_STATUS(flashscope_model_load_weights(missing, NULL, 3, &model), FLASHSCOPE_INVALID_ARGUMENT);
   CHECK(strstr(flashscope_last_error(), "weight format") != NULL);
   CHECK(model == NULL);
   CHECK_STATUS(flashscope_model_load_weights(missing, NULL, FLASHSCOPE_WEIGHTS_BF16, &model), FLASHSCOPE_IO_ERROR);
+  CHECK_STATUS(flashscope_model_load_weights(missing, NULL, FLASHSCOPE_WEIGHTS_AUTO, &model), FLASHSCOPE_IO_ERROR);
   CHECK(flashscope_model_device_size(NULL) == 0);
 
   /* NULL handles: no-ops and zeros, INVALID_ARGUMENT where a status is returned. */

@@ -256,6 +256,36 @@ TEST_CASE("model load: a missing file and a CUDA request fail cleanly") {
   CHECK(Model().forward(empty, {1}, {}, LogitsMode::kLast, &logits).code() == StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("model load: the weight format kAuto resolves by the model's size, a named one is kept") {
+  using flashscope::WeightFormat;
+  SyntheticLlama s;  // a few thousand weights: far below kAutoBf16MaxWeights
+  for (WeightFormat asked : {WeightFormat::kAuto, WeightFormat::kQuantized, WeightFormat::kBf16}) {
+    INFO(flashscope::weight_format_name(asked));
+    auto file = GgufFile::from_buffer(s.build());
+    REQUIRE(file.ok());
+    flashscope::ModelOptions o;
+    CHECK(o.weights == WeightFormat::kAuto);  // the default
+    o.weights = asked;
+    auto model = Model::from_gguf(std::move(file).value(), o);
+    REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+    CHECK(model->weight_format() == (asked == WeightFormat::kAuto ? WeightFormat::kBf16 : asked));
+  }
+  CHECK(Model().weight_format() == WeightFormat::kAuto);  // nothing loaded, nothing resolved
+  for (const char* name : {"auto", "quantized", "bf16"}) {
+    WeightFormat f = WeightFormat::kBf16;
+    REQUIRE(flashscope::parse_weight_format(name, &f));
+    CHECK(std::string(flashscope::weight_format_name(f)) == name);
+  }
+  WeightFormat f = WeightFormat::kQuantized;
+  CHECK_FALSE(flashscope::parse_weight_format("q4", &f));
+  CHECK(f == WeightFormat::kQuantized);
+  auto file = GgufFile::from_buffer(s.build());
+  REQUIRE(file.ok());
+  flashscope::ModelOptions o;
+  o.weights = static_cast<WeightFormat>(7);
+  CHECK(Model::from_gguf(std::move(file).value(), o).status().code() == StatusCode::kInvalidArgument);
+}
+
 // --- quantized matmul kernels --------------------------------------------------------
 
 TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable and AVX2") {

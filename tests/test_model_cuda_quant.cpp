@@ -1,5 +1,5 @@
 // The CUDA engine with its weights kept in their GGUF blocks
-// (WeightFormat::kQuantized, the default) against the same engine with bf16
+// (WeightFormat::kQuantized) against the same engine with bf16
 // weights (kBf16), on the same model:
 //  * synthetic models (the shared variants, a Q4_K_M mix whose attn_v and
 //    ffn_down are Q6_K in some layers and whose tied embeddings are Q6_K, and
@@ -13,9 +13,10 @@
 //
 // Bounds. Each path is within kCudaBounds of the float64 reference
 // (test_model_cuda.cpp: max 7%, RMS 1.5% of the logit RMS, about twice what
-// bf16 rounding gives); the quantized path rounds fewer values (its weights
-// are exact, the many-row path rounds them to bf16 as the bf16 path does),
-// so the two differ by less than that bound. A wrong nibble, scale or row
+// bf16 rounding gives); both paths multiply by the same weights (every
+// quantized kernel rounds the dequantized value to bf16, as the bf16 load
+// does), so the two differ only in the order of their sums, by less than
+// that bound. A wrong nibble, scale or row
 // of one block type moves logits by tens of percent. Top-1 agreement on the
 // real model: at least 98% of positions (the issue's criterion).
 //
@@ -157,6 +158,7 @@ TEST_CASE("cuda quant: SmolLM2-135M on quantized weights agrees with bf16 and an
   }
   ModelOptions o;
   o.device = Device::kCuda;
+  o.weights = WeightFormat::kQuantized;  // kAuto would keep this small model in bf16
   auto quant = Model::load(path, o);
   REQUIRE_MESSAGE(quant.ok(), quant.status().to_string());
   o.weights = WeightFormat::kBf16;

@@ -2,7 +2,8 @@
 // dequantizer (dequantize_row, llama.cpp's arithmetic), for every block type
 // the GPU reads in place (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K):
 //   skinny_gemm with a quantized matrix (1..8 rows; kStore, kAccumulate, a
-//     row range of a wider output, kSwiglu, kGegluTanh) = Σ dequant(w)·x in double
+//     row range of a wider output, kSwiglu, kGegluTanh) = Σ bf16(dequant(w))·x
+//     in double (the weights matmul hands cuBLAS, so both paths agree)
 //   dequantize_bf16 = bf16(dequant(w)) exactly; embedding_rows = dequant(w) (· scale) exactly
 //   matmul (slices dequantized into a scratch, then cuBLAS; 1..64 rows) =
 //     Σ bf16(dequant(w))·x in double
@@ -10,13 +11,13 @@
 // 136 groups (lanes take several), rows that are no power of two. Outputs
 // start poisoned (NaN): columns outside the computed range must stay NaN.
 //
-// Bounds. The kernels sum fp32 products of exact small integers q and bf16
-// inputs per half group, then apply the group's scales, in another order than
-// the double reference: 2e-4 of Σ|w·x| covers fp32 rounding over k <= 4352
-// (about k·2^-24 relative per sum, far less in practice); a wrong group,
-// scale, nibble or row is an error of the order of the values themselves.
-// matmul's reference uses the same bf16-rounded weights as the scratch, so
-// the same bound holds for cuBLAS's fp32 accumulation.
+// Bounds. The kernels sum fp32 products of bf16 weights and bf16 inputs
+// (each exact), in another order than the double reference: 2e-4 of Σ|w·x|
+// covers fp32 rounding over k <= 4352 (about k·2^-24 relative per sum, far
+// less in practice); a wrong group, scale, nibble or row is an error of the
+// order of the values themselves. matmul's reference uses the same
+// bf16-rounded weights as the scratch, so the same bound holds for cuBLAS's
+// fp32 accumulation.
 // Without a CUDA device every case says it was skipped and passes.
 #include <doctest/doctest.h>
 
@@ -139,7 +140,7 @@ TEST_CASE("quant gemm gpu: few-token GEMM over each block type against the CPU d
           int bad = 0, nan_kept = 0;
           for (int t = 0; t < rows; ++t) {
             for (int r = 0; r < sh.n; ++r) {
-              Ref want = dot(w.wf, r, x, t, sh.k);
+              Ref want = dot(w.wf, r, x, t, sh.k, /*round_w=*/true);
               if (accumulate) want.value += double(r - t);
               if (!close(y[size_t(t) * ldy + r], want)) ++bad;
             }
@@ -185,7 +186,7 @@ TEST_CASE("quant gemm gpu: a matrix of some rows of a wider output, and SwiGLU /
           const float v = y[size_t(t) * 16 + c];
           if (c < 4 || c >= 11) {
             nan_kept += std::isnan(v) ? 1 : 0;
-          } else if (!close(v, dot(w.wf, c - 4, x, t, k))) {
+          } else if (!close(v, dot(w.wf, c - 4, x, t, k, /*round_w=*/true))) {
             ++bad;
           }
         }
@@ -220,7 +221,7 @@ TEST_CASE("quant gemm gpu: a matrix of some rows of a wider output, and SwiGLU /
       int bad = 0;
       for (int t = 0; t < rows; ++t) {
         for (int u = 0; u < ffn; ++u) {
-          const Ref g = dot(gate.wf, u, x, t, k), v = dot(up.wf, u, x, t, k);
+          const Ref g = dot(gate.wf, u, x, t, k, /*round_w=*/true), v = dot(up.wf, u, x, t, k, /*round_w=*/true);
           // transformers' gelu_pytorch_tanh for Gemma, silu otherwise
           const double f = gelu ? 0.5 * g.value *
                                       (1.0 + std::tanh(0.7978845608028654 * (g.value + 0.044715 * g.value * g.value *

@@ -147,7 +147,7 @@ std::string EngineWorker::load(const std::string& path, Model preloaded, const s
   snap_.on_gpu = model_.device() == Device::kCuda;
   snap_.weight_bytes = model_.weight_bytes();
   snap_.device_weight_bytes = model_.device_weight_bytes();
-  snap_.weights = weights_;
+  snap_.weights = model_.weight_format();  // kAuto resolved
   // K and V, every layer, bf16.
   snap_.kv_bytes_per_token = static_cast<uint64_t>(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * 2;
   snap_.default_system_prompt = default_system_prompt_from_template(

@@ -68,7 +68,7 @@ struct EngineSnapshot {
   ModelConfig config;
   uint64_t weight_bytes = 0;
   uint64_t device_weight_bytes = 0;  // the weights' device memory on the CUDA engine
-  WeightFormat weights = WeightFormat::kQuantized;
+  WeightFormat weights = WeightFormat::kAuto;  // as loaded: kQuantized or kBf16
   uint64_t kv_bytes_per_token = 0;  // K and V of all layers, bf16
   std::string default_system_prompt;  // from the model's chat template
   ChatFormatKind chat_format = ChatFormatKind::kCompletion;  // how conversations become prompts
@@ -102,7 +102,7 @@ class EngineWorker {
   struct Options {
     std::string model_path;
     int threads = 0;  // CPU threads per forward pass; 0: the runtime's load-aware auto
-    WeightFormat weights = WeightFormat::kQuantized;  // how the GPU keeps the weights
+    WeightFormat weights = WeightFormat::kAuto;  // how the GPU keeps the weights
     int context = 0;  // KV cache tokens; 0: the model's context length
     std::string chat_template_path;  // a Jinja template file instead of the model's; empty: the model's
   };
@@ -134,7 +134,7 @@ class EngineWorker {
   bool busy() const;
 
  private:
-  WeightFormat weights_ = WeightFormat::kQuantized;  // set by start() before the thread runs
+  WeightFormat weights_ = WeightFormat::kAuto;  // set by start() before the thread runs
   void run(std::string path, Model preloaded, std::string template_path, std::string template_text);
   // Loads `path` (or takes `preloaded`) with its session and chat format and
   // makes it the worker's model; the error, with the old model kept, else "".

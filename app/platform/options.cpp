@@ -8,7 +8,8 @@ namespace flashscope::app {
 
 const char* const kAppUsage =
     "usage: flashscope [--model PATH] [--tab NAME] [--replay TRACE] [--run-lab] [--scale S] [--size WxH]\n"
-    "                  [--threads N] [--ctx N] [--weights quantized|bf16] [--chat-template FILE] [--conversation FILE]\n"
+    "                  [--threads N] [--ctx N] [--weights auto|quantized|bf16] [--chat-template FILE]\n"
+    "                  [--conversation FILE]\n"
     "                  [--frames N] [--screenshot OUT.png] [--layout OUT.json]\n"
     "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy] [--models] [--switch-to PATH]\n"
     "  --model PATH        GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
@@ -19,7 +20,8 @@ const char* const kAppUsage =
     "  --size WxH          window size at scale 1 (default 1600x1000)\n"
     "  --threads N         CPU threads per forward pass (default: auto, load-aware)\n"
     "  --ctx N             KV cache size in tokens (default: the model's context length)\n"
-    "  --weights FORMAT    on the GPU: quantized (the file's blocks, default) or bf16\n"
+    "  --weights FORMAT    on the GPU: auto (default: bf16 for a small model, else the blocks), quantized\n"
+    "                      (the file's blocks) or bf16\n"
     "  --chat-template FILE  a Jinja chat template to use instead of the model's\n"
     "  --conversation FILE   open a saved conversation (the chat panel's Conversation file) at start\n"
     "  --models            open the model picker (installed models and their facts) at start\n"
@@ -135,7 +137,7 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
       if (!to_int(value, 0, 1024, &n)) return bad("expected a thread count");
       o.threads = static_cast<int>(n);
     } else if (flag == "--weights") {
-      if (!parse_weight_format(value, &o.weights)) return bad("expected quantized or bf16");
+      if (!parse_weight_format(value, &o.weights)) return bad("expected auto, quantized or bf16");
     } else if (flag == "--ctx") {
       if (!to_int(value, 0, 1 << 24, &n)) return bad("expected a token count");
       o.context = static_cast<int>(n);

@@ -27,7 +27,7 @@ struct AppOptions {
   int height = 1000;
   float scale = 0.0f;       // --scale S: UI scale; 0: the monitor's content scale
   int threads = 0;          // --threads N: CPU threads per forward pass; 0: auto
-  WeightFormat weights = WeightFormat::kQuantized;  // --weights quantized|bf16: how the GPU keeps the weights
+  WeightFormat weights = WeightFormat::kAuto;  // --weights auto|quantized|bf16: how the GPU keeps the weights
   int context = 0;          // --ctx N: KV cache tokens; 0: the model's context length
   bool open_models = false;  // --models: the model picker open at start
   std::string switch_to;     // --switch-to PATH: once the model loaded, switch to PATH (headless tests)

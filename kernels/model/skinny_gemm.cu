@@ -467,12 +467,31 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
 }
 
 
+// Group g of a quantized row as the bf16 values dequantize_bf16 writes
+// (quant::group_value, the CPU dequantizer's float, rounded to bf16), held
+// as floats. A prompt's rows multiply (through cuBLAS) by exactly these
+// weights, so a decode step and a prompt, or a row of forward_batch and the
+// same sequence's own step, see one model; the rounding is a packed convert
+// per two weights, small beside streaming the blocks.
+template <int kType>
+__device__ __forceinline__ void bf16_weights(const uint8_t* row, int g, float (&w)[quant::kGroup]) {
+  float q[quant::kGroup];
+  const quant::GroupScales s = quant::decode_group<kType>(row, g, q);
+#pragma unroll
+  for (int i = 0; i < quant::kGroup; i += 2) {
+    const float2 v = __bfloat1622float2(
+        __floats2bfloat162_rn(quant::group_value(s, i, q[i]), quant::group_value(s, i + 1, q[i + 1])));
+    w[i] = v.x;
+    w[i + 1] = v.y;
+  }
+}
+
 // The same kernel over weights kept in their GGUF blocks (p.wq): each lane
 // takes 32-element groups lane, lane + 32, ... of its unit's two rows,
-// decodes them in registers (quant_blocks.h: value = a·q + b, q a small
-// integer) and sums Σ q·x per half group and Σ x, so a group costs one
-// multiply-add per element and token plus its decode; the scales are applied
-// once per group. Staging, units and epilogues are the bf16 kernel's.
+// decodes them in registers (quant_blocks.h) to their bf16 values
+// (bf16_weights) and multiplies them with every token's row, one
+// multiply-add per element and token plus the group's decode. Staging, units
+// and epilogues are the bf16 kernel's.
 //
 //   w rows: kStore / kAccumulate / kRopeAppend outputs [row_begin, row_end) of n_out,
 //           row r at data + (r − row_begin)·row_bytes; kSwiglu / kGegluTanh gate row u
@@ -485,9 +504,6 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_quant_kernel(const __gri
   const int groups = p.k / quant::kGroup;
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;  // gate/up units
   const SkinnyQuantWeights& wq = p.wq;
-  // Types with an offset b (a min) also need Σx per group.
-  constexpr bool kHasMin = kType == quant::kQ4_1 || kType == quant::kQ5_1 || kType == quant::kQ4_K ||
-                           kType == quant::kQ5_K;
 
   struct Rows {
     int unit, row0, row1;
@@ -537,19 +553,18 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_quant_kernel(const __gri
 #pragma unroll
     for (int t = 0; t < kTok; ++t) acc_rmem[0][t] = acc_rmem[1][t] = 0.0f;
     for (int g = lane; g < groups; g += 32) {
-      float q0[quant::kGroup], q1[quant::kGroup];
-      const quant::GroupScales s0 = quant::decode_group<kType>(r.w0, g, q0);
-      quant::GroupScales s1;
+      float w0[quant::kGroup], w1[quant::kGroup];
+      bf16_weights<kType>(r.w0, g, w0);
       if (r.has1) {
-        s1 = quant::decode_group<kType>(r.w1, g, q1);
+        bf16_weights<kType>(r.w1, g, w1);
       } else {
 #pragma unroll
-        for (int i = 0; i < quant::kGroup; ++i) q1[i] = 0.0f;
+        for (int i = 0; i < quant::kGroup; ++i) w1[i] = 0.0f;
       }
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
         const uint4* xg = x_smem + t * kc + g * (quant::kGroup / kChunkElems);
-        float lo0 = 0.0f, hi0 = 0.0f, lo1 = 0.0f, hi1 = 0.0f, sx = 0.0f;
+        float acc0 = acc_rmem[0][t], acc1 = acc_rmem[1][t];
 #pragma unroll
         for (int c = 0; c < quant::kGroup / kChunkElems; ++c) {
           const uint4 xv = xg[c];
@@ -558,22 +573,12 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_quant_kernel(const __gri
           for (int e = 0; e < kChunkElems; ++e) {
             const int i = c * kChunkElems + e;
             const float xe = e % 2 == 0 ? bf16_lo(words[e / 2]) : bf16_hi(words[e / 2]);
-            if (i < 16) {
-              lo0 = fmaf(q0[i], xe, lo0);
-              lo1 = fmaf(q1[i], xe, lo1);
-            } else {
-              hi0 = fmaf(q0[i], xe, hi0);
-              hi1 = fmaf(q1[i], xe, hi1);
-            }
-            if constexpr (kHasMin) sx += xe;
+            acc0 = fmaf(w0[i], xe, acc0);
+            acc1 = fmaf(w1[i], xe, acc1);
           }
         }
-        acc_rmem[0][t] += s0.a0 * lo0 + s0.a1 * hi0;
-        acc_rmem[1][t] += s1.a0 * lo1 + s1.a1 * hi1;
-        if constexpr (kHasMin) {
-          acc_rmem[0][t] += s0.b * sx;
-          acc_rmem[1][t] += s1.b * sx;
-        }
+        acc_rmem[0][t] = acc0;
+        acc_rmem[1][t] = acc1;
       }
     }
 #pragma unroll

@@ -10,8 +10,8 @@
 //   value[i] = a · q[i] + b      a = a0 for i < 16, a1 for i >= 16
 // with q small integers (held exactly as floats). a0 = a1 except in Q6_K,
 // whose scales cover 16 elements. decode_group computes a and b with the
-// CPU dequantizer's float operations, so a · q + b (without contraction) is
-// bit for bit its value: the CPU test asserts that.
+// CPU dequantizer's float operations, so a · q + b (without contraction,
+// group_value) is bit for bit its value: the CPU test asserts that.
 //
 // Block layouts (bytes; d, m, dmin fp16; REFERENCE.md, ggml-common.h):
 //   Q4_0 18: d, qs[16]              q = nibble − 8,            a = d
@@ -185,9 +185,23 @@ FS_QUANT_HD float small_int(uint32_t u, float offset) {
   return f - (8388608.0f + offset);
 }
 
+// b defaults to −0, the additive identity of IEEE floats: a·q + (−0) is
+// a·q bit for bit, a negative zero included (+0 would turn the CPU's −0 into
+// +0, and bf16 keeps the sign).
 struct GroupScales {
-  float a0 = 0.0f, a1 = 0.0f, b = 0.0f;
+  float a0 = 0.0f, a1 = 0.0f, b = -0.0f;
 };
+
+// Element i of a decoded group, a·q + b rounded after each operation (no
+// fused multiply-add): the CPU dequantizer's float, bit for bit.
+FS_QUANT_HD float group_value(const GroupScales& s, int i, float q) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(__fmul_rn(i < 16 ? s.a0 : s.a1, q), s.b);
+#else
+  const volatile float prod = (i < 16 ? s.a0 : s.a1) * q;  // volatile: no contraction into an fma
+  return prod + s.b;
+#endif
+}
 
 // Byte i (run-time) of the three scale words, by selects: an indexed
 // register array would go to local memory.

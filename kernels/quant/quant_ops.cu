@@ -8,8 +8,9 @@
 // layer's matrix (or a slice of rows of it) is expanded into a bf16 scratch
 // that cuBLAS reads, which keeps the tensor cores' GEMM for many rows at the
 // price of one extra write and read of the slice (bench/TUNING.md#engine).
-// Values are a·q + b without contraction (__fmul_rn), the CPU dequantizer's
-// float bit for bit, then rounded to bf16 as the bf16 load path rounds them.
+// Values are quant::group_value (a·q + b without contraction), the CPU
+// dequantizer's float bit for bit, then rounded to bf16 as the bf16 load path
+// rounds them; the skinny quantized GEMM multiplies by the same bf16 values.
 #include <cuda_bf16.h>
 
 #include "kernels/model/model_ops.h"
@@ -25,7 +26,7 @@ __device__ void decode_values(const uint8_t* row, int g, float (&v)[quant::kGrou
   float q[quant::kGroup];
   const quant::GroupScales s = quant::decode_group<kType>(row, g, q);
 #pragma unroll
-  for (int i = 0; i < quant::kGroup; ++i) v[i] = __fadd_rn(__fmul_rn(i < 16 ? s.a0 : s.a1, q[i]), s.b);
+  for (int i = 0; i < quant::kGroup; ++i) v[i] = quant::group_value(s, i, q[i]);
 }
 
 template <int kType>

@@ -412,7 +412,7 @@ flashscope_model_params flashscope_model_default_params(void) {
 
 flashscope_status flashscope_model_load(const char* path, const flashscope_model_params* params,
                                         flashscope_model** out_model) {
-  return flashscope_model_load_weights(path, params, FLASHSCOPE_WEIGHTS_QUANTIZED, out_model);
+  return flashscope_model_load_weights(path, params, FLASHSCOPE_WEIGHTS_AUTO, out_model);
 }
 
 flashscope_status flashscope_model_load_weights(const char* path, const flashscope_model_params* params,
@@ -441,9 +441,11 @@ flashscope_status flashscope_model_load_weights(const char* path, const flashsco
     switch (weights) {
       case FLASHSCOPE_WEIGHTS_QUANTIZED: options.weights = flashscope::WeightFormat::kQuantized; break;
       case FLASHSCOPE_WEIGHTS_BF16: options.weights = flashscope::WeightFormat::kBf16; break;
+      case FLASHSCOPE_WEIGHTS_AUTO: options.weights = flashscope::WeightFormat::kAuto; break;
       default:
         return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
-                    "unknown weight format " + std::to_string(weights) + " (FLASHSCOPE_WEIGHTS_QUANTIZED or _BF16)");
+                    "unknown weight format " + std::to_string(weights) +
+                        " (FLASHSCOPE_WEIGHTS_QUANTIZED, _BF16 or _AUTO)");
     }
     auto model = flashscope::Model::load(path, options);
     if (!model.ok()) return fail(fn, model.status());

@@ -164,10 +164,13 @@ FLASHSCOPE_API flashscope_status flashscope_model_load(const char* path, const f
 typedef enum flashscope_weight_format {
   /* In their GGUF blocks where the GPU reads the type in place (Q4_0, Q4_1,
    * Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; others as bf16): about the file's
-   * size on the device. flashscope_model_load's choice. */
+   * size on the device. */
   FLASHSCOPE_WEIGHTS_QUANTIZED = 0,
   /* Every matrix dequantized to bf16 at load: 2 bytes a weight. */
-  FLASHSCOPE_WEIGHTS_BF16 = 1
+  FLASHSCOPE_WEIGHTS_BF16 = 1,
+  /* BF16 for a small model (faster there), QUANTIZED for a larger one (see
+   * flashscope::WeightFormat::kAuto). flashscope_model_load's choice. */
+  FLASHSCOPE_WEIGHTS_AUTO = 2
 } flashscope_weight_format;
 
 /* flashscope_model_load with the device weights' format (a

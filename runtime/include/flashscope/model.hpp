@@ -167,8 +167,19 @@ enum class WeightFormat : uint8_t {
   // Every matrix dequantized to bf16 at load (cuBLAS and the bf16 fused
   // kernels): 2 bytes a weight, for small models at large batches.
   kBf16,
+  // kBf16 for a model whose matrices hold fewer than kAutoBf16MaxWeights
+  // weights, kQuantized from there up; Model::weight_format() tells which.
+  kAuto,
 };
-// "quantized" / "bf16", and back (false for other text).
+// Below this many matrix weights (a bf16 copy under 1 GB) kAuto keeps bf16:
+// a small model's step is bound by launches and arithmetic rather than by
+// the bytes it reads, and there the bf16 kernels and cuBLAS measure faster
+// than the quantized ones at every batch (bench/results/); its bf16 copy is
+// also small beside a GPU's memory. Above it, decode is bound by the weight
+// bytes each token reads, 3-4× fewer in the blocks, and the memory saved
+// grows with the model.
+inline constexpr uint64_t kAutoBf16MaxWeights = 500'000'000;
+// "quantized" / "bf16" / "auto", and back (false for other text).
 const char* weight_format_name(WeightFormat f);
 bool parse_weight_format(const std::string& text, WeightFormat* out);
 
@@ -176,7 +187,7 @@ struct ModelOptions {
   Device device = Device::kCpu;  // kCuda: weights on the GPU (kUnsupported in a CPU-only build)
   // kCuda: how the weights are kept on the device (the CPU backend reads
   // the file's blocks either way).
-  WeightFormat weights = WeightFormat::kQuantized;
+  WeightFormat weights = WeightFormat::kAuto;
   // CPU threads of each forward pass. 0 (auto): up to OpenMP's maximum
   // (OMP_NUM_THREADS, else every core), less the cores other programs are
   // keeping busy, re-measured every ~200 ms: every matmul ends in a barrier,
@@ -263,6 +274,9 @@ class Model {
   uint64_t weight_bytes() const;
   // Device memory of a CUDA model's weights (0 on the CPU).
   uint64_t device_weight_bytes() const;
+  // How the weights are kept: ModelOptions.weights with kAuto resolved
+  // (kQuantized or kBf16; a CPU model reads the file's blocks either way).
+  WeightFormat weight_format() const;
   // Token ids that end a reply: eos, and the control tokens named
   // <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|>, <end_of_turn> (Gemma) when present.
   const std::vector<int32_t>& stop_tokens() const;

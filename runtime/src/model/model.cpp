@@ -35,6 +35,10 @@ uint64_t matrix_bytes(const model::Matrix& m) {
   return m.tensor != nullptr ? static_cast<uint64_t>(m.q.rows) * m.q.row_bytes : 0;  // a view's share of a fused tensor
 }
 
+uint64_t matrix_elems(const model::Matrix& m) {
+  return m.tensor != nullptr ? static_cast<uint64_t>(m.q.rows) * static_cast<uint64_t>(m.q.cols) : 0;
+}
+
 }  // namespace
 
 // --- Model --------------------------------------------------------------------
@@ -53,8 +57,9 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
     return invalid_argument("ModelOptions.threads = " + std::to_string(options.threads) + " must be 0 (all cores) to " +
                             std::to_string(kMaxThreads));
   }
-  if (options.weights != WeightFormat::kQuantized && options.weights != WeightFormat::kBf16) {
-    return invalid_argument("ModelOptions.weights is not a known weight format (kQuantized, kBf16)");
+  if (options.weights != WeightFormat::kQuantized && options.weights != WeightFormat::kBf16 &&
+      options.weights != WeightFormat::kAuto) {
+    return invalid_argument("ModelOptions.weights is not a known weight format (kQuantized, kBf16, kAuto)");
   }
   if (options.device != Device::kCpu && options.device != Device::kCuda) {
     return invalid_argument("ModelOptions.device is not a known device (kCpu, kCuda)");
@@ -99,10 +104,17 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
 
   const model::Weights& w = impl->weights;
   uint64_t bytes = matrix_bytes(w.token_embd) + (impl->config.tied_embeddings ? 0 : matrix_bytes(w.output));
+  uint64_t elems = matrix_elems(w.token_embd) + (impl->config.tied_embeddings ? 0 : matrix_elems(w.output));
   for (const model::LayerWeights& L : w.layers) {
-    for (const model::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) bytes += matrix_bytes(*m);
+    for (const model::Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) {
+      bytes += matrix_bytes(*m);
+      elems += matrix_elems(*m);
+    }
   }
   impl->weight_bytes = bytes;
+  if (impl->options.weights == WeightFormat::kAuto) {
+    impl->options.weights = elems < kAutoBf16MaxWeights ? WeightFormat::kBf16 : WeightFormat::kQuantized;
+  }
   if (impl->options.device == Device::kCuda) {  // last: the file is fully checked before any device work
     auto cuda = model::cuda_load(*impl);
     if (!cuda.ok()) return cuda.status();
@@ -139,13 +151,19 @@ Device Model::device() const { return impl_ ? impl_->options.device : Device::kC
 uint64_t Model::weight_bytes() const { return impl_ ? impl_->weight_bytes : 0; }
 uint64_t Model::device_weight_bytes() const { return impl_ ? model::cuda_weight_bytes(*impl_) : 0; }
 
-const char* weight_format_name(WeightFormat f) { return f == WeightFormat::kBf16 ? "bf16" : "quantized"; }
+WeightFormat Model::weight_format() const { return impl_ ? impl_->options.weights : WeightFormat::kAuto; }
+
+const char* weight_format_name(WeightFormat f) {
+  return f == WeightFormat::kBf16 ? "bf16" : f == WeightFormat::kAuto ? "auto" : "quantized";
+}
 
 bool parse_weight_format(const std::string& text, WeightFormat* out) {
   if (text == "quantized") {
     *out = WeightFormat::kQuantized;
   } else if (text == "bf16") {
     *out = WeightFormat::kBf16;
+  } else if (text == "auto") {
+    *out = WeightFormat::kAuto;
   } else {
     return false;
   }
