@@ -163,7 +163,12 @@ struct Server::Impl {
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
-  if (impl_) impl_->http.stop();
+  if (!impl_) return;
+  impl_->http.stop();
+  // The queue first: its thread may still end a request whose client left
+  // (and its destructor ends the rest), and each on_done writes the stats
+  // below it in Impl, which the members' own order would destroy first.
+  impl_->queue.reset();
 }
 
 Result<std::unique_ptr<Server>> Server::create(const Model& model, const ServerOptions& options) {

@@ -460,6 +460,24 @@ TEST_CASE("serve: a client that disconnects mid-stream cancels its request and f
   CHECK(status == 200);
 }
 
+TEST_CASE("serve: a server stopped and destroyed right after a client left mid-stream ends that request first") {
+  REQUIRE_DEFAULT_MODEL(model);
+  // The request is cancelled as the client leaves, but it ends (on_done,
+  // which records its stats in the server) on the queue's thread after the
+  // step in progress: the server's destructor must let it end before the
+  // stats go. A heap corruption (or an AddressSanitizer report) otherwise.
+  json body = {{"messages", {{{"role", "user"}, {"content", "Tell me a very long story about a dragon."}}}},
+               {"max_tokens", 400},
+               {"temperature", 0}};
+  for (int round = 0; round < 3; ++round) {
+    TestServer ts(*model, options(2, 2));
+    const Streamed s =
+        post_stream(ts, "/v1/chat/completions", body, [](const Streamed& st) { return st.text.empty(); });
+    CHECK_FALSE(s.text.empty());  // it was running
+    CHECK_FALSE(s.done_marker);
+  }
+}
+
 TEST_CASE("serve: past --parallel and --queue a request gets 503 with Retry-After") {
   REQUIRE_DEFAULT_MODEL(model);
   TestServer ts(*model, options(1, 1));
