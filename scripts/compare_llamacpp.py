@@ -30,6 +30,14 @@ PROMPTS = [
     "A recipe for pancakes: first, mix",
     "The three primary colors are",
     "Photosynthesis is the process by which plants",
+    "The history of the printing press begins in the fifteenth century, when Johannes Gutenberg combined "
+    "movable metal type, oil-based ink and a wooden press adapted from those used to make wine. Within fifty "
+    "years, presses in more than two hundred European cities had printed millions of books, and",
+    "Dear hiring manager,\n\nI am writing to apply for the position of junior software engineer that was "
+    "advertised on your website last week. During my studies I built a small compiler, contributed to an "
+    "open-source database and",
+    "Q: A train leaves the station at 3 pm travelling at 60 km/h. A second train leaves the same station at "
+    "4 pm travelling at 90 km/h in the same direction. At what time does the second train catch up?\nA:",
 ]
 
 

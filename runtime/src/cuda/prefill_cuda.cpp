@@ -188,7 +188,6 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
     return unsupported(std::string("fp16 is built for the production kernels (v5, v6, hopper, auto) only, not ") +
                        prefill_kernel_name(kernel));
   FLASHSCOPE_RETURN_IF_ERROR(check_features(p, kernel));
-  const kernels::HopperExtras extras = hopper_extras_of(p);
   // Grid limits: heads on y and sequences on z are capped at 65535.
   if (p.q_heads > 65535 || p.batch > 65535) return unsupported("q_heads and batch must each be <= 65535 on CUDA");
 
@@ -196,7 +195,8 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
   const kernels::DeviceLaunchFacts dev{facts->sm_count, facts->l2_bytes};
   kernels::PrefillLaunchPlan lp;
 #if FLASHSCOPE_WITH_HOPPER
-  if (kernel == PrefillKernel::kHopper) lp = kernels::plan_prefill_hopper(type, p.head_dim, p.causal, k, dev, extras);
+  if (kernel == PrefillKernel::kHopper)
+    lp = kernels::plan_prefill_hopper(type, p.head_dim, p.causal, k, dev, hopper_extras_of(p));
 #endif
   if (version != 0) lp = kernels::plan_prefill_sm80(version, type, p.head_dim, p.causal, k, dev);
 
@@ -215,7 +215,8 @@ Result<PrefillPlan> plan_prefill(const PrefillParams& p) {
 }
 
 cudaError_t launch_prefill(const PrefillPlan& plan, const kernels::PrefillKernelParams& k,
-                           const kernels::ProbeBuffers* probe, cudaStream_t stream, const kernels::HopperExtras& extras) {
+                           const kernels::ProbeBuffers* probe, cudaStream_t stream,
+                           [[maybe_unused]] const kernels::HopperExtras& extras) {  // Hopper builds only
   const kernels::PrefillLaunchPlan lp = launch_plan(plan);
 #if FLASHSCOPE_WITH_HOPPER
   if (lp.family == kernels::PrefillFamily::kHopper)
