@@ -28,7 +28,8 @@ constexpr const char* kUsage =
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-// The model's recommended sampling; false (error printed) when the file cannot be read.
+// The model's recommended sampling, under print_model_memory's lines; false
+// (error printed) when the file cannot be read.
 bool print_model_sampling(const std::string& path, bool json) {
   auto file = GgufFile::open(path);
   if (!file.ok()) {
@@ -50,7 +51,6 @@ bool print_model_sampling(const std::string& path, bool json) {
     print_json_line(line);
     return true;
   }
-  std::printf("model %s\n", path.c_str());
   if (d.source.empty()) {
     std::printf("  sampling          no recommendation (no general.sampling.* keys, no known model card)\n");
   } else {
@@ -132,7 +132,7 @@ int cmd_info(int argc, char** argv) {
   if (n == 0) {
     if (args.has("json")) print_json_line({{"devices", 0}, {"backend", "cpu"}});
     else std::printf("no CUDA device (or no CUDA in this build): the CPU backend runs everything\n");
-    return model_path.empty() ? 0 : (print_model_sampling(model_path, json) ? print_model_memory(model_path, weights, json) : 1);
+    return model_path.empty() ? 0 : (print_model_memory(model_path, weights, json) == 0 && print_model_sampling(model_path, json) ? 0 : 1);
   }
   const int ordinal = static_cast<int>(args.get_int("device", 0));
   auto info = query_device(ordinal);
@@ -155,7 +155,7 @@ int cmd_info(int argc, char** argv) {
                      {"tensor_flops_per_clk_per_sm", std::llround(d.tensor_flops_per_clk_per_sm)},
                      {"sol_tflops", rounded(d.sol_tflops, 1)},
                      {"sol_dram_gbps", std::llround(d.sol_dram_gbps)}});
-    return model_path.empty() ? 0 : (print_model_sampling(model_path, json) ? print_model_memory(model_path, weights, json) : 1);
+    return model_path.empty() ? 0 : (print_model_memory(model_path, weights, json) == 0 && print_model_sampling(model_path, json) ? 0 : 1);
   }
   std::printf("device %d of %d: %s\n", d.ordinal, n, d.name.c_str());
   std::printf("  architecture      sm_%d%d (compute capability %d.%d)\n", d.cc_major, d.cc_minor, d.cc_major,
@@ -169,7 +169,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("  SOL tensor        %.1f TFLOPS (BF16 dense, FP32 accumulate)\n", d.sol_tflops);
   std::printf("  SOL DRAM          %.0f GB/s\n", d.sol_dram_gbps);
   std::printf("  how               %s\n", d.sol_formula.c_str());
-  return model_path.empty() ? 0 : (print_model_sampling(model_path, json) ? print_model_memory(model_path, weights, json) : 1);
+  return model_path.empty() ? 0 : (print_model_memory(model_path, weights, json) == 0 && print_model_sampling(model_path, json) ? 0 : 1);
 }
 
 }  // namespace flashscope::cli

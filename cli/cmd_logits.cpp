@@ -73,7 +73,7 @@ int cmd_logits(int argc, char** argv) {
   const int chunk = static_cast<int>(args.get_int_in("chunk", 0, 0, 1 << 20));
   const int threads = parse_threads(args, "logits");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
-  const std::string weights = args.get("weights", "auto");
+  const WeightFormat weights = parse_weights(args);
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);
     return 2;
@@ -85,11 +85,7 @@ int cmd_logits(int argc, char** argv) {
     return 2;
   }
   mo.device = device == "cuda" ? Device::kCuda : Device::kCpu;
-  if (!parse_weight_format(weights, &mo.weights)) {
-    std::fprintf(stderr, "flashscope-cli logits: --weights must be auto, quantized or bf16, not '%s'\n",
-                 weights.c_str());
-    return 2;
-  }
+  mo.weights = weights;
 
   const std::string path = resolve_model_path(args);
   if (path.empty()) {

@@ -37,12 +37,14 @@ int parse_ctx(Args& args);
 // -t / --threads: 0 (the default count) to kMaxThreads; more than the
 // machine's hardware threads is allowed (a note says it is slower).
 int parse_threads(Args& args, const char* command);
-// --weights quantized|bf16 (default quantized): how a CUDA model keeps its
-// weights (ModelOptions::weights); another value is an error of args.
+// --weights auto|quantized|bf16 (default auto: ModelOptions' choice by the
+// model's size): how a CUDA model keeps its weights (ModelOptions::weights);
+// another value is an error of args.
 WeightFormat parse_weights(Args& args);
 // The usage line of --weights, shared by the commands that take it.
 inline constexpr const char* kWeightsUsage =
-    "  --weights quantized|bf16  cuda: weights kept in their GGUF blocks (default) or expanded to bf16\n";
+    "  --weights auto|quantized|bf16  cuda: weights kept in their GGUF blocks or expanded to bf16\n"
+    "                        (default auto: bf16 for small models, the blocks for large ones)\n";
 
 // False, with "--ctx must be at most the model's context length" printed,
 // when ctx exceeds what the model was trained on.
