@@ -195,8 +195,7 @@ struct ModelOptions {
   // slice at each one (bench/TUNING.md#cpu). At most kMaxThreads.
   int threads = 0;
   // The NaN/inf check of the weights at load (check_tensor_finite, gguf.hpp):
-  // about 20 ms for the default model (98 MB, Q4_1) when its pages are cached,
-  // against 60-80 ms for the rest of the load; a failure is
+  // a fraction of the load's own time (bench/TUNING.md#load); a failure is
   // kCorruptData naming the tensor.
   WeightCheck check_weights = WeightCheck::kNewFiles;
 };
