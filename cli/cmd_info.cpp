@@ -97,7 +97,8 @@ int print_model_memory(const std::string& path, WeightFormat weights, bool json)
                      {"kv_bytes_full_context", static_cast<long long>(kv_full)}});
     return 0;
   }
-  std::printf("model %s\n", c.name.empty() ? path.c_str() : c.name.c_str());
+  if (c.name.empty()) std::printf("model %s\n", path.c_str());
+  else std::printf("model %s (%s)\n", path.c_str(), c.name.c_str());
   std::printf("  weights (file)    %.1f MiB\n", mib(model->weight_bytes()));
   if (on_gpu) {
     std::printf("  weights (device)  %.1f MiB, %s%s (%.2f× the file's)\n", mib(device_weights),
