@@ -345,9 +345,10 @@ struct BatchSampleScratch {
 
 // Batched sampling of rows.size() logits rows (row r at logits + r·row_stride,
 // on the device), each with its own params, Rng and recent tokens, by
-// sample_row's rules and draws: one launch (CTAs per row by sample_workspace_bytes), the tokens
-// copied back (4 bytes a row). Rows the device sampler cannot keep (top_k 0
-// or > 1024 over a large vocabulary) are downloaded and sampled on the host.
+// sample_row's rules and draws: one launch (a row over several CTAs while
+// the rows are fewer than the SMs; scratch.workspace), the tokens copied
+// back (4 bytes a row). Rows the device sampler cannot keep (top_k 0 or >
+// 1024 over a large vocabulary) are downloaded and sampled on the host.
 // Two halves, so a caller can put the enqueue behind its forward pass and
 // wait once: enqueue (draws the device rows' uniforms, uploads, launches,
 // starts the copies back on `stream`), then, after the stream synchronized,
