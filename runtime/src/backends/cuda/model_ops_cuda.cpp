@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -556,12 +557,23 @@ Status checked(cudaError_t err, const char* what) {
 }
 
 // The sampler's workspace for `rows` rows, grown (and zeroed, on `s`, as
-// SampleOp::workspace asks) when it is too small.
-Status grow_sample_workspace(DeviceBuffer& buf, int vocab, int rows, int max_keep, cudaStream_t s) {
-  const size_t bytes = sample_workspace_bytes(vocab, rows, max_keep);
-  if (buf.size() >= bytes) return {};
-  FLASHSCOPE_RETURN_IF_ERROR(grow(buf, bytes, "the sampler's workspace"));
-  return checked(cudaMemsetAsync(buf.data(), 0, buf.size(), s), "cudaMemsetAsync of the sampler's workspace");
+// SampleOp::workspace asks) when it is too small; *data stays null with
+// FLASHSCOPE_CUDA_SAMPLE_SPLIT=0 (one CTA a row, for comparisons).
+Status grow_sample_workspace(DeviceBuffer& buf, int vocab, int rows, int max_keep, cudaStream_t s, void** data,
+                             size_t* bytes) {
+  *data = nullptr;
+  *bytes = 0;
+  const char* split = std::getenv("FLASHSCOPE_CUDA_SAMPLE_SPLIT");
+  if (split != nullptr && std::strcmp(split, "0") == 0) return {};
+  const size_t need = sample_workspace_bytes(vocab, rows, max_keep);
+  if (buf.size() < need) {
+    FLASHSCOPE_RETURN_IF_ERROR(grow(buf, need, "the sampler's workspace"));
+    FLASHSCOPE_RETURN_IF_ERROR(
+        checked(cudaMemsetAsync(buf.data(), 0, buf.size(), s), "cudaMemsetAsync of the sampler's workspace"));
+  }
+  *data = buf.data();
+  *bytes = buf.size();
+  return {};
 }
 
 }  // namespace
@@ -645,12 +657,13 @@ Status enqueue_sample_rows(float* logits, int64_t row_stride, int vocab, const s
   if (nd > 0) {
     FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s),
                                        "cudaMemcpyAsync of the batched sampler's rows"));
-    FLASHSCOPE_RETURN_IF_ERROR(grow_sample_workspace(scratch.workspace, vocab, static_cast<int>(nd), max_keep, s));
+    void* ws = nullptr;
+    size_t ws_bytes = 0;
     FLASHSCOPE_RETURN_IF_ERROR(
-        launched(kernels::launch_sample_rows(reinterpret_cast<const kernels::SampleKernelParams*>(dev),
-                                             static_cast<int>(nd), vocab, max_keep, scratch.workspace.data(),
-                                             scratch.workspace.size(), s),
-                 "sample_rows"));
+        grow_sample_workspace(scratch.workspace, vocab, static_cast<int>(nd), max_keep, s, &ws, &ws_bytes));
+    const auto* rows_dev = reinterpret_cast<const kernels::SampleKernelParams*>(dev);
+    FLASHSCOPE_RETURN_IF_ERROR(launched(
+        kernels::launch_sample_rows(rows_dev, static_cast<int>(nd), vocab, max_keep, ws, ws_bytes, s), "sample_rows"));
     // Stream order: the upload above has read this staging memory before the tokens land on it.
     FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(host + tokens_at, dev + tokens_at, nd * sizeof(int32_t),
                                                        cudaMemcpyDeviceToHost, s),
@@ -742,9 +755,8 @@ Result<int32_t> sample_row(float* logits, int vocab, const SamplingParams& param
   op.uniform = params.temperature > 0.0f ? rng.uniform() : 0.0;
   op.token_out = static_cast<int32_t*>(scratch.token.data());
   const int max_keep = params.temperature > 0.0f ? std::max(sample_candidates(params, vocab), 1) : 0;
-  FLASHSCOPE_RETURN_IF_ERROR(grow_sample_workspace(scratch.workspace, vocab, 1, max_keep, s));
-  op.workspace = scratch.workspace.data();
-  op.workspace_bytes = scratch.workspace.size();
+  FLASHSCOPE_RETURN_IF_ERROR(
+      grow_sample_workspace(scratch.workspace, vocab, 1, max_keep, s, &op.workspace, &op.workspace_bytes));
   FLASHSCOPE_RETURN_IF_ERROR(sample(op, stream));
   int32_t token = -1;
   FLASHSCOPE_RETURN_IF_ERROR(checked(
