@@ -447,10 +447,12 @@ TEST_CASE("cuda model sampling: the device sampler picks what sample() picks, dr
     const char* name;
     int vocab;
     SamplingParams params;
-    int finite_every;  // 0: all finite; k: only every k-th logit finite (the rest -inf or NaN)
+    int finite_every;  // 0: all finite; k: only every k-th logit finite (the rest -inf or NaN); -1: none
     bool ties;          // logits on a 0.5 grid: many equal values
     std::vector<int32_t> recent;
     size_t generated = std::numeric_limits<size_t>::max();  // the penalties' tail of recent
+    std::vector<int32_t> top_ties = {100, 200};  // greedy with ties: these ids share the top logit
+    bool boost_recent = false;  // recent ids' logits + 12: the penalized ids are the contenders
   };
   auto params = [](float t, int k, float p, float min_p, float rep = 1.0f, float presence = 0.0f,
                    float frequency = 0.0f) {
@@ -467,7 +469,33 @@ TEST_CASE("cuda model sampling: the device sampler picks what sample() picks, dr
   std::vector<int32_t> recent = random_ids(80, 1000, 9);
   recent.push_back(-3);
   recent.push_back(5000);
+  // Gemma 3's vocabulary: a row split over many CTAs (sampling.cu), each
+  // case below against the host; penalties on ids spread over the slices,
+  // ties at the top and at the top-k threshold in different slices.
+  constexpr int kBig = 262144;
+  std::vector<int32_t> recent_big = random_ids(200, kBig, 13);
+  recent_big.push_back(-1);
+  recent_big.push_back(kBig);
+  recent_big.push_back(kBig - 1);
+  recent_big.push_back(0);
   const Case cases[] = {
+      {"greedy, 262144", kBig, params(0.0f, 40, 0.95f, 0.05f), 0, false, {}},
+      {"greedy with ties in far-apart slices, 262144", kBig, params(0.0f, 0, 1.0f, 0.0f), 0, true, {},
+       std::numeric_limits<size_t>::max(), {250000, 131073, 4097, 200000}},
+      {"greedy, every logit NaN or -inf, 262144", kBig, params(0.0f, 0, 1.0f, 0.0f), -1, false, {}},
+      {"greedy, one finite logit in 20000, 262144", kBig, params(0.0f, 0, 1.0f, 0.0f), 20000, false, {}},
+      {"the CLI's defaults, 262144", kBig, params(0.7f, 40, 0.95f, 0.05f), 0, false, {}},
+      {"top-k at the cap (1024), T 1.3, top-p 0.9, 262144", kBig, params(1.3f, 1024, 0.9f, 0.0f), 0, false, {}},
+      {"top-k 1, 262144", kBig, params(1.0f, 1, 1.0f, 0.0f), 0, false, {}},
+      {"ties on a 0.5 grid, top-k 50, top-p 0.8, 262144", kBig, params(1.0f, 50, 0.8f, 0.0f), 0, true, {}},
+      {"ties on a 0.5 grid, top-k 1000, min-p 0.01, 262144", kBig, params(0.8f, 1000, 1.0f, 0.01f), 0, true, {}},
+      {"non-finite logits (NaN, -inf), top-k 100, 262144", kBig, params(1.0f, 100, 1.0f, 0.0f), 3, false, {}},
+      {"fewer finite logits than top-k (14 of 262144), top-k 40", kBig, params(1.0f, 40, 0.9f, 0.0f), 20000, false, {}},
+      {"repetition, presence and frequency penalties over 262144", kBig,
+       params(0.9f, 40, 0.95f, 0.0f, 1.3f, 0.8f, 0.5f), 0, false, recent_big, 120, {}, true},
+      {"greedy with repetition, presence and frequency penalties over 262144", kBig,
+       params(0.0f, 0, 1.0f, 0.0f, 1.5f, 1.5f, 0.7f), 0, false, recent_big, 120, {}, true},
+      {"top-k 0 over 262144: the host fallback", kBig, params(0.8f, 0, 0.9f, 0.0f), 0, false, {}},
       {"greedy, 49152", 49152, params(0.0f, 40, 0.95f, 0.05f), 0, false, {}},
       {"the CLI's defaults (T 0.7, top-k 40, top-p 0.95, min-p 0.05)", 49152, params(0.7f, 40, 0.95f, 0.05f), 0, false, {}},
       {"top-k at the cap (1024), T 1.3, top-p 0.9", 49152, params(1.3f, 1024, 0.9f, 0.0f), 0, false, {}},
@@ -490,21 +518,26 @@ TEST_CASE("cuda model sampling: the device sampler picks what sample() picks, dr
     for (size_t i = 0; i < logits.size(); ++i) {
       float l = normal(rng);
       if (c.ties) l = std::round(l * 2.0f) / 2.0f;
-      if (c.finite_every > 0 && i % static_cast<size_t>(c.finite_every) != 0)
+      if (c.finite_every < 0 || (c.finite_every > 0 && i % static_cast<size_t>(c.finite_every) != 0))
         l = i % 2 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
       logits[i] = l;
     }
-    if (c.params.temperature <= 0.0f && c.ties) {  // a tie at the top: the lower id wins
+    if (c.params.temperature <= 0.0f && c.ties) {  // a tie at the top: the lowest id wins
       const float top = *std::max_element(logits.begin(), logits.end());
-      logits[100] = logits[200] = top + 1.0f;
+      for (int32_t id : c.top_ties) logits[static_cast<size_t>(id)] = top + 1.0f;
+    }
+    if (c.boost_recent) {
+      for (int32_t id : c.recent)
+        if (id >= 0 && id < c.vocab) logits[static_cast<size_t>(id)] += 12.0f;
     }
     int mismatches = 0, rng_mismatches = 0;
     for (uint64_t seed = 1; seed <= 30; ++seed) {
       DeviceBuffer d = upload(logits);  // fresh: the sampler works in place
       Rng device_rng(seed), host_rng(seed);
-      auto got = cuda::sample_row(static_cast<float*>(d.data()), c.vocab, c.params, device_rng, c.recent, scratch, nullptr);
+      auto got = cuda::sample_row(static_cast<float*>(d.data()), c.vocab, c.params, device_rng, c.recent, scratch, nullptr,
+                                  c.generated);
       REQUIRE_MESSAGE(got.ok(), got.status().to_string());
-      const int32_t want = sample(logits, c.params, host_rng, c.recent);
+      const int32_t want = sample(logits, c.params, host_rng, c.recent, c.generated);
       if (got.value() != want) {
         ++mismatches;
         MESSAGE("seed ", seed, ": device ", got.value(), ", host ", want);
@@ -513,6 +546,49 @@ TEST_CASE("cuda model sampling: the device sampler picks what sample() picks, dr
     }
     CHECK(mismatches == 0);
     CHECK_MESSAGE(rng_mismatches == 0, "the device path consumed a different number of draws");
+  }
+
+  // The 262144-entry cases above ran split over CTAs: they were given a workspace.
+  CHECK(cuda::sample_workspace_bytes(kBig, 1, 0) > 0);
+  CHECK(cuda::sample_workspace_bytes(kBig, 1, cuda::max_sample_candidates()) > 0);
+
+  // sample() itself: without a workspace one CTA reads the row, with one
+  // the row is split; both pick the host's token, and the split launch
+  // leaves its workspace ready for the next (three in a row on one).
+  {
+    std::mt19937_64 gen(3);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<float> big(static_cast<size_t>(kBig));
+    for (float& l : big) l = std::round(normal(gen) * 4.0f) / 4.0f;  // ties
+    const SamplingParams modes[] = {params(0.0f, 0, 1.0f, 0.0f), params(0.7f, 40, 0.95f, 0.05f),
+                                    params(1.2f, 1024, 0.9f, 0.0f)};
+    size_t ws_bytes = 0;  // enough for each mode's split
+    for (const SamplingParams& mode : modes)
+      ws_bytes = std::max(ws_bytes, cuda::sample_workspace_bytes(kBig, 1, mode.temperature > 0.0f ? mode.top_k : 0));
+    auto ws = DeviceBuffer::allocate(ws_bytes);
+    REQUIRE(ws.ok());
+    REQUIRE(ws->fill_bytes(0).ok());
+    DeviceBuffer token = poisoned(16);
+    for (const SamplingParams& mode : modes) {
+      for (bool split : {false, true}) {
+        for (uint64_t seed = 1; seed <= 3; ++seed) {
+          CAPTURE(mode.temperature);
+          CAPTURE(split);
+          CAPTURE(seed);
+          DeviceBuffer d = upload(big);
+          Rng device_rng(seed), host_rng(seed);
+          cuda::SampleOp op;
+          op.logits = static_cast<float*>(d.data());
+          op.vocab = kBig;
+          op.params = mode;
+          op.uniform = mode.temperature > 0.0f ? device_rng.uniform() : 0.0;
+          op.token_out = static_cast<int32_t*>(token.data());
+          if (split) op.workspace = ws->data(), op.workspace_bytes = ws->size();
+          REQUIRE(cuda::sample(op, nullptr).ok());
+          CHECK(download<int32_t>(token, 1)[0] == sample(big, mode, host_rng, {}));
+        }
+      }
+    }
   }
 
   // The op itself refuses more candidates than it can sort.
@@ -1268,9 +1344,9 @@ TEST_CASE("cuda model sampling: the batched device sampler picks what sample() p
     s.frequency_penalty = frequency;
     return s;
   };
-  const std::vector<int32_t> recent = random_ids(80, 1000, 9);
-  for (int vocab : {1000, 49152}) {
+  for (int vocab : {1000, 49152, 262144}) {  // 262144: each row split over CTAs
     CAPTURE(vocab);
+    const std::vector<int32_t> recent = random_ids(80, vocab, 9);
     // Rows: greedy, the CLI's defaults, top-k at the cap, a penalty, min-p,
     // presence and frequency penalties (over the last 30 of recent), and top-k 0 (the host fallback over 49152; on the device over 1000).
     const std::vector<SamplingParams> row_params = {

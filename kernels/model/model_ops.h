@@ -227,8 +227,10 @@ inline constexpr int kMaxSampleCandidates = 1024;
 // (engine.hpp): non-finite logits → -inf; repetition penalty on the
 // first num_repeat penalty_ids, then penalty_sub off each; temperature <= 0 → argmax (lowest id on ties); else logits /
 // temperature, the `keep` best (by logit, then lowest id), softmax in
-// double, top_p, min_p, and an inverse-CDF draw at `uniform`. One CTA.
-// logits is scratch: it is overwritten with the penalized, scaled values.
+// double, top_p, min_p, and an inverse-CDF draw at `uniform`. A row is
+// split over CTAs (about one per SM) when a workspace is given; the last
+// to finish merges (sampling.cu). logits is scratch: it is overwritten
+// with the penalized, scaled values.
 struct SampleKernelParams {
   float* logits;  // [vocab]
   int vocab;
@@ -243,9 +245,20 @@ struct SampleKernelParams {
   double uniform;      // [0, 1)
   int32_t* token_out;  // [1] device
 };
-cudaError_t launch_sample(const SampleKernelParams& p, cudaStream_t stream);
-// Many rows in one launch, one CTA each: rows [n] in device memory, each
-// with its own logits row, parameters, draw and token_out (n <= 2^31 - 1).
-cudaError_t launch_sample_rows(const SampleKernelParams* rows, int n, cudaStream_t stream);
+// The workspace a launch over `rows` rows of `vocab` entries uses to split
+// each row over several CTAs (0: it runs one CTA a row and needs none).
+// max_keep: the largest `keep` of the rows that are not greedy (0: all
+// greedy). It must be zeroed once when allocated: every launch leaves it
+// zeroed (its counters), so launches on it may be captured in a CUDA graph.
+// One launch at a time on a workspace (stream order).
+size_t sample_workspace_bytes(int vocab, int rows, int max_keep);
+// workspace: sample_workspace_bytes(p.vocab, 1, keep or 0) bytes, or fewer
+// (null): one CTA.
+cudaError_t launch_sample(const SampleKernelParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+// Many rows in one launch: rows [n] in device memory, each with its own
+// logits row of `vocab` entries, parameters, draw and token_out
+// (n <= 2^31 - 1); workspace as above for (vocab, n, max_keep).
+cudaError_t launch_sample_rows(const SampleKernelParams* rows, int n, int vocab, int max_keep, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace flashscope::kernels

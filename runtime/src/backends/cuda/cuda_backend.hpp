@@ -62,8 +62,9 @@ struct SampleInput {
 };
 
 // cuda_forward_batch, then every row sampled on the device (the batched
-// sampler: one launch, one CTA per row; sample_row's rules and draws) in the
-// same pass over the stream, one wait at the end: next[i] for states[i].
+// sampler: one launch, each row over one or more CTAs; sample_row's rules
+// and draws) in the same pass over the stream, one wait at the end: next[i]
+// for states[i].
 // The logits never leave the device. All or nothing: on any error no
 // sequence has moved.
 Status cuda_forward_batch_sample(const Model::Impl& m, Sequence::State* const* states, const int32_t* tokens, int n,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -531,7 +532,12 @@ static Result<kernels::SampleKernelParams> sample_params(const SampleOp& op) {
 Status sample(const SampleOp& op, void* stream) {
   auto k = sample_params(op);
   if (!k.ok()) return k.status();
-  return launched(kernels::launch_sample(k.value(), static_cast<cudaStream_t>(stream)), "sample");
+  return launched(
+      kernels::launch_sample(k.value(), op.workspace, op.workspace_bytes, static_cast<cudaStream_t>(stream)), "sample");
+}
+
+size_t sample_workspace_bytes(int vocab, int rows, int max_keep) {
+  return kernels::sample_workspace_bytes(vocab, rows, max_keep);
 }
 
 namespace {
@@ -548,6 +554,26 @@ Status checked(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return {};
   cudaGetLastError();
   return device_error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+// The sampler's workspace for `rows` rows, grown (and zeroed, on `s`, as
+// SampleOp::workspace asks) when it is too small; *data stays null with
+// FLASHSCOPE_CUDA_SAMPLE_SPLIT=0 (one CTA a row, for comparisons).
+Status grow_sample_workspace(DeviceBuffer& buf, int vocab, int rows, int max_keep, cudaStream_t s, void** data,
+                             size_t* bytes) {
+  *data = nullptr;
+  *bytes = 0;
+  const char* split = std::getenv("FLASHSCOPE_CUDA_SAMPLE_SPLIT");
+  if (split != nullptr && std::strcmp(split, "0") == 0) return {};
+  const size_t need = sample_workspace_bytes(vocab, rows, max_keep);
+  if (buf.size() < need) {
+    FLASHSCOPE_RETURN_IF_ERROR(grow(buf, need, "the sampler's workspace"));
+    FLASHSCOPE_RETURN_IF_ERROR(
+        checked(cudaMemsetAsync(buf.data(), 0, buf.size(), s), "cudaMemsetAsync of the sampler's workspace"));
+  }
+  *data = buf.data();
+  *bytes = buf.size();
+  return {};
 }
 
 }  // namespace
@@ -603,6 +629,7 @@ Status enqueue_sample_rows(float* logits, int64_t row_stride, int vocab, const s
   char* host = scratch.staging.data();
   char* dev = static_cast<char*>(scratch.block.data());
   size_t id_cursor = ids_at;
+  int max_keep = 0;  // over the sampled (not greedy) rows
   for (size_t j = 0; j < nd; ++j) {
     const size_t r = static_cast<size_t>(scratch.device_rows[j]);
     const PenaltyPlan& plan = plans[r];
@@ -623,15 +650,20 @@ Status enqueue_sample_rows(float* logits, int64_t row_stride, int vocab, const s
     auto k = sample_params(op);
     if (!k.ok()) return Status(k.status().code(), "sample_rows: row " + std::to_string(r) + ": " + k.status().message());
     std::memcpy(host + j * sizeof(kernels::SampleKernelParams), &k.value(), sizeof(kernels::SampleKernelParams));
+    if (k.value().temperature > 0.0f) max_keep = std::max(max_keep, k.value().keep);
     id_cursor = sub_at + plan.sub.size() * sizeof(float);
   }
   scratch.tokens_offset = tokens_at;
   if (nd > 0) {
     FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s),
                                        "cudaMemcpyAsync of the batched sampler's rows"));
+    void* ws = nullptr;
+    size_t ws_bytes = 0;
+    FLASHSCOPE_RETURN_IF_ERROR(
+        grow_sample_workspace(scratch.workspace, vocab, static_cast<int>(nd), max_keep, s, &ws, &ws_bytes));
+    const auto* rows_dev = reinterpret_cast<const kernels::SampleKernelParams*>(dev);
     FLASHSCOPE_RETURN_IF_ERROR(launched(
-        kernels::launch_sample_rows(reinterpret_cast<const kernels::SampleKernelParams*>(dev), static_cast<int>(nd), s),
-        "sample_rows"));
+        kernels::launch_sample_rows(rows_dev, static_cast<int>(nd), vocab, max_keep, ws, ws_bytes, s), "sample_rows"));
     // Stream order: the upload above has read this staging memory before the tokens land on it.
     FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(host + tokens_at, dev + tokens_at, nd * sizeof(int32_t),
                                                        cudaMemcpyDeviceToHost, s),
@@ -722,6 +754,9 @@ Result<int32_t> sample_row(float* logits, int vocab, const SamplingParams& param
   op.params = params;
   op.uniform = params.temperature > 0.0f ? rng.uniform() : 0.0;
   op.token_out = static_cast<int32_t*>(scratch.token.data());
+  const int max_keep = params.temperature > 0.0f ? std::max(sample_candidates(params, vocab), 1) : 0;
+  FLASHSCOPE_RETURN_IF_ERROR(
+      grow_sample_workspace(scratch.workspace, vocab, 1, max_keep, s, &op.workspace, &op.workspace_bytes));
   FLASHSCOPE_RETURN_IF_ERROR(sample(op, stream));
   int32_t token = -1;
   FLASHSCOPE_RETURN_IF_ERROR(checked(
@@ -773,6 +808,7 @@ Status embedding_rows(const DeviceMatrix&, const int32_t*, int, float*, void*, f
 Status matmul(void*, const MatmulOp&, void*) { return no_cuda(); }
 Status skinny_gemm(const SkinnyGemmOp&, void*) { return no_cuda(); }
 Status sample(const SampleOp&, void*) { return no_cuda(); }
+size_t sample_workspace_bytes(int, int, int) { return 0; }
 
 #endif
 

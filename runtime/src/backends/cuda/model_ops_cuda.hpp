@@ -272,7 +272,17 @@ struct SampleOp {
   SamplingParams params;
   double uniform = 0.0;        // from Rng::uniform(); unused when greedy
   int32_t* token_out = nullptr;  // [1] device
+  // Lets the sampler split the row over CTAs (about one per SM): at least
+  // sample_workspace_bytes(vocab, 1, candidates) bytes, zeroed when
+  // allocated (every launch leaves it zeroed, so a graph may replay it).
+  // Null or smaller: one CTA reads the whole row.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
+// The workspace sample() needs to split `rows` rows of `vocab` logits over
+// CTAs; max_keep: the most candidates a sampled row keeps (0: all greedy).
+// 0 when the rows run one CTA each anyway.
+size_t sample_workspace_bytes(int vocab, int rows, int max_keep);
 // kUnsupported when sample_candidates() > max_sample_candidates() (top_k 0
 // or above the cap with a large vocabulary): the caller samples on the host.
 Status sample(const SampleOp& op, void* stream);
@@ -281,6 +291,7 @@ Status sample(const SampleOp& op, void* stream);
 struct SampleScratch {
   DeviceBuffer penalty_ids;  // the plan's ids, then its subtrahends
   DeviceBuffer token;
+  DeviceBuffer workspace;  // SampleOp::workspace
 };
 
 // Page-locked host memory (cudaMallocHost): what truly asynchronous copies
@@ -327,15 +338,17 @@ struct BatchSampleScratch {
   DeviceBuffer block;      // SampleKernelParams [rows], token ids [rows], penalty ids and subtrahends
   PinnedBuffer staging;    // the same block built on the host; the tokens come back into it
   PinnedBuffer host_rows;  // logits rows the host samples [host rows, vocab]
+  DeviceBuffer workspace;  // the sampler's, to split rows over CTAs (SampleOp::workspace)
   std::vector<int> device_rows, host_rows_of;  // which input rows went where
   size_t tokens_offset = 0;
 };
 
 // Batched sampling of rows.size() logits rows (row r at logits + r·row_stride,
 // on the device), each with its own params, Rng and recent tokens, by
-// sample_row's rules and draws: one launch with a CTA per row, the tokens
-// copied back (4 bytes a row). Rows the device sampler cannot keep (top_k 0
-// or > 1024 over a large vocabulary) are downloaded and sampled on the host.
+// sample_row's rules and draws: one launch (a row over several CTAs while
+// the rows are fewer than the SMs; scratch.workspace), the tokens copied
+// back (4 bytes a row). Rows the device sampler cannot keep (top_k 0 or >
+// 1024 over a large vocabulary) are downloaded and sampled on the host.
 // Two halves, so a caller can put the enqueue behind its forward pass and
 // wait once: enqueue (draws the device rows' uniforms, uploads, launches,
 // starts the copies back on `stream`), then, after the stream synchronized,
