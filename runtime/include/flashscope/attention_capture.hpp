@@ -93,6 +93,12 @@ struct HeadCapture {
   std::vector<float> q;    // [rows, head_dim] the head's captured query rows
   std::vector<float> k;    // [keys, head_dim] its kv-head's keys
   std::vector<float> lse;  // [rows] the kernel's lse of each row (natural log; -inf: no key seen)
+  // CUDA: the answer's decode steps, each row that was fed alone traced again
+  // by itself through the decode kernel as its step ran it (q_len 1 over its
+  // keys, split-KV as planned for it), in row order; decode_rows[i] is the
+  // row of decode_steps[i]. CPU: empty (trace's rows are those steps' numbers).
+  std::vector<Trace> decode_steps;
+  std::vector<int> decode_rows;
 };
 
 struct AttentionCapture {

@@ -24,6 +24,7 @@ struct LayerCaptureJob {
   std::vector<int> heads;             // q-heads to trace
   std::vector<int32_t> follow_rows;   // row indices (0 = position first) whose softmax state is recorded
   bool sample_all = false;            // record every block's probabilities (else the diagonal and first blocks)
+  std::vector<int> decode_rows;       // rows fed alone (decode steps), for backends that trace them apart
 };
 
 struct LayerCaptureOut {
@@ -31,6 +32,7 @@ struct LayerCaptureOut {
   std::vector<uint16_t> q;    // [rows, n_heads · head_dim] bf16: the rows the kernel read
   std::vector<uint16_t> k;    // [keys, n_kv_heads · head_dim] bf16
   std::vector<float> lse;     // [n_heads, rows] the kernel's lse, natural log
+  std::vector<std::vector<Trace>> steps;  // per job.heads entry: one trace per job.decode_rows entry, or none
 };
 
 // The CPU backend: capture_cpu_prefill_trace over the kept rows and the

@@ -94,6 +94,7 @@ Status arm_attention_capture(Sequence& seq, int layer) {
   if (added) {
     tap.first = static_cast<int>(st->tokens.size());
     for (auto& r : tap.rows) r.clear();
+    tap.alone.clear();
   }
   return {};
 }
@@ -151,6 +152,15 @@ Result<AttentionCapture> capture_attention(const Model& model, Sequence& seq, co
     return Status{StatusCode::kOutOfMemory, "capture_attention: cannot allocate"};
   }
   job.sample_all = int64_t{rows.rows} * keys <= req.max_sampled_pairs;
+  try {
+    const QueryTap& tap = *st->q_tap;
+    for (int r = 0; r < rows.rows; ++r) {
+      const size_t at = static_cast<size_t>(rows.first + r - tap.first);
+      if (at < tap.alone.size() && tap.alone[at]) job.decode_rows.push_back(r);
+    }
+  } catch (const std::bad_alloc&) {
+    return Status{StatusCode::kOutOfMemory, "capture_attention: cannot allocate"};
+  }
   if (model.device() == Device::kCuda) {
     FLASHSCOPE_RETURN_IF_ERROR(model::cuda_capture_layer(*m, *st, job, &out));
   } else {
@@ -200,6 +210,18 @@ Result<AttentionCapture> capture_attention(const Model& model, Sequence& seq, co
       hc.k = k_heads[static_cast<size_t>(h / group)];
       hc.lse.assign(out.lse.begin() + static_cast<std::ptrdiff_t>(h) * rows.rows,
                     out.lse.begin() + static_cast<std::ptrdiff_t>(h + 1) * rows.rows);
+      if (i < out.steps.size() && !out.steps[i].empty()) {
+        hc.decode_steps = std::move(out.steps[i]);
+        hc.decode_rows = job.decode_rows;
+        for (size_t n = 0; n < hc.decode_steps.size(); ++n) {
+          // A step's keys are the conversation up to its row; its one row is that row's token.
+          TraceTokens& tt = hc.decode_steps[n].tokens;
+          const int pos = rows.first + job.decode_rows[n];
+          tt.layer = req.layer;
+          tt.keys.assign(tokens.keys.begin(), tokens.keys.begin() + pos + 1);
+          tt.row_keys = {static_cast<uint32_t>(pos)};
+        }
+      }
       cap.heads.push_back(std::move(hc));
     }
   } catch (const std::bad_alloc&) {

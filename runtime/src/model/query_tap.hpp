@@ -33,10 +33,20 @@ struct QueryTap {
   int first = 0;                               // slot of the first kept row
   std::vector<char> armed;                     // [n_layers]
   std::vector<std::vector<uint16_t>> rows;     // [n_layers][kept, row_elems] bf16 (host)
+  // Per kept slot: fed by a forward of one token (a decode step), kept with
+  // the first armed layer's rows. The CUDA capture traces those rows again
+  // through the decode kernel, one step each.
+  std::vector<uint8_t> alone;
 
   bool armed_layer(int l) const { return armed[static_cast<size_t>(l)] != 0; }
   // Rows kept for layer l: slots [first, first + kept(l)).
   int kept(int l) const { return static_cast<int>(rows[static_cast<size_t>(l)].size() / size_t(row_elems)); }
+
+  int first_armed() const {
+    for (size_t l = 0; l < armed.size(); ++l)
+      if (armed[l]) return static_cast<int>(l);
+    return -1;
+  }
 
   // Keeps q [n, row_elems] of layer l for slots [slot, slot + n); a no-op for
   // a layer not armed. kOutOfMemory when the rows cannot grow.
@@ -44,6 +54,7 @@ struct QueryTap {
     if (!armed_layer(l)) return {};
     if (slot < first) {  // truncated before the first kept row: start again from here
       for (auto& r : rows) r.clear();
+      alone.clear();
       first = slot;
     }
     std::vector<uint16_t>& r = rows[static_cast<size_t>(l)];
@@ -55,6 +66,10 @@ struct QueryTap {
     try {
       r.resize(at);
       r.insert(r.end(), q, q + static_cast<size_t>(n) * size_t(row_elems));
+      if (l == first_armed()) {
+        alone.resize(static_cast<size_t>(slot - first));
+        alone.insert(alone.end(), static_cast<size_t>(n), n == 1 ? 1 : 0);
+      }
     } catch (const std::bad_alloc&) {
       return {StatusCode::kOutOfMemory, "attention capture: cannot keep the query rows of layer " + std::to_string(l)};
     }
