@@ -333,6 +333,16 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
   const TraceMeta& m = t->meta;
 
   // Controls: the head (live captures can trace another one), the mass scale.
+  const bool own_attention = ctx.sources.shown == TraceOrigin::kChat && !t->tokens.empty();
+  if (own_attention && ctx.snap.config.n_layers > 1) {
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Layer");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8.0f);
+    int layer = std::clamp(s.chat_layer, 0, ctx.snap.config.n_layers - 1);
+    if (ImGui::SliderInt("##layer", &layer, 0, ctx.snap.config.n_layers - 1)) s.chat_layer = layer;
+    ImGui::SameLine();
+  }
   if (ctx.sources.shown == TraceOrigin::kChat && m.q_heads > 1) {
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Head");
@@ -342,9 +352,12 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
     if (ImGui::SliderInt("##head", &head, 0, m.q_heads - 1)) s.chat_head = head;
     if (ImGui::IsItemDeactivatedAfterEdit()) s.chat_head_changed = true;
     ImGui::SameLine();
-    dash::help_marker(
-        "Re-captures with the records following this head (GQA: heads of one kv-head share keys). "
-        "The layer does not matter here: the inputs are synthetic, the same for every layer.");
+    dash::help_marker(own_attention
+                          ? "The model's own attention of this layer and head over the conversation, captured "
+                            "again from the engine's cache (GQA: heads of one kv-head share keys)."
+                          : "Re-captures with the records following this head (GQA: heads of one kv-head share "
+                            "keys). The layer does not matter here: the inputs are synthetic, the same for every "
+                            "layer.");
     ImGui::SameLine();
   } else {
     ImGui::AlignTextToFramePadding();
