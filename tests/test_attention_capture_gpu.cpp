@@ -13,6 +13,7 @@
 // kUnsupported, never crash.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -184,4 +185,65 @@ TEST_CASE("attention capture (CUDA): arming does not change what the model compu
   REQUIRE(plain->generate(prompt_ids(model, 5), greedy(8), {}).ok());
   REQUIRE(armed->generate(prompt_ids(model, 5), greedy(8), {}).ok());
   CHECK(plain->tokens() == armed->tokens());
+}
+
+namespace {
+
+// RMS of a − b over RMS of b.
+double relative_rms(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+}  // namespace
+
+// The kept rows and gathered keys are the layer's real operands: the same
+// tokens through the CPU engine give the same Q and K up to the engines'
+// different arithmetic (the CPU's 8-bit activations: about 1% per product
+// here), while a wrong layer, row or page would be uncorrelated (~140%).
+TEST_CASE("attention capture (CUDA): the captured Q and K are the CPU engine's for the same tokens, within 10%") {
+  if (fs::testing::skip_without_gpu()) return;
+  fs::testing::SyntheticLlama spec;
+  const fs::Model gpu = synthetic(spec, on_gpu());
+  const fs::Model cpu = synthetic(spec);
+  auto on_gpu_session = fs::Session::create(gpu);
+  REQUIRE(on_gpu_session.ok());
+  REQUIRE(fs::arm_attention_capture(*on_gpu_session, -1).ok());
+  REQUIRE(on_gpu_session->generate(prompt_ids(gpu, 100), greedy(9), {}).ok());
+  // The CPU engine fed the very tokens the GPU's cache holds, as prompt and single steps alike.
+  std::vector<int32_t> held = on_gpu_session->tokens();
+  held.pop_back();  // the pending token has no K/V
+  auto on_cpu_session = fs::Session::create(cpu);
+  REQUIRE(on_cpu_session.ok());
+  REQUIRE(fs::arm_attention_capture(*on_cpu_session, -1).ok());
+  fs::GenerateParams one = greedy(1);
+  REQUIRE(on_cpu_session->generate(held, one, {}).ok());
+  for (int layer : {0, 1}) {
+    CAPTURE(layer);
+    fs::AttentionCaptureRequest req;
+    req.layer = layer;
+    req.heads = {0, 3};
+    auto g = fs::capture_attention(*on_gpu_session, req);
+    if (g.status().code() == fs::StatusCode::kUnsupported) {
+      MESSAGE("skipped: " << g.status().message());
+      fs::testing::mark_skipped();
+      return;
+    }
+    REQUIRE_MESSAGE(g.ok(), g.status().to_string());
+    auto c = fs::capture_attention(*on_cpu_session, req);
+    REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+    REQUIRE(g->keys == c->keys);
+    REQUIRE(g->rows == c->rows);
+    for (size_t i = 0; i < 2; ++i) {
+      CAPTURE(g->heads[i].head);
+      CHECK(relative_rms(g->heads[i].q, c->heads[i].q) < 0.10);
+      CHECK(relative_rms(g->heads[i].k, c->heads[i].k) < 0.10);
+      CHECK(std::abs(g->heads[i].summary.entropy - c->heads[i].summary.entropy) < 0.1);
+    }
+  }
 }
