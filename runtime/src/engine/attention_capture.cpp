@@ -2,6 +2,7 @@
 // backend's layer capture (backends/capture_backend.hpp), then what both
 // backends share: the tokens on the traces' axes and every head's summary.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <new>
 #include <string>
@@ -139,7 +140,8 @@ Result<AttentionCapture> capture_attention(const Model& model, Sequence& seq, co
   job.rows = rows.rows;
   job.keys = keys;
   job.window = c.layer(req.layer).window;
-  job.scale = c.attn_scale;
+  // The scale the engine's attention uses (0 there means 1/√head_dim).
+  job.scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   model::LayerCaptureOut out;
   try {
     job.heads = req.heads;
