@@ -203,3 +203,27 @@ TEST_CASE("attention capture (CPU): SmolLM2-135M, a real chat turn") {
     }
   }
 }
+
+TEST_CASE("attention capture (CPU): rows fed by a batched decode step are kept too") {
+  fs::testing::SyntheticLlama spec;
+  const fs::Model model = synthetic(spec);
+  auto armed = fs::Session::create(model);
+  auto other = fs::Session::create(model);
+  REQUIRE((armed.ok() && other.ok()));
+  REQUIRE(fs::arm_attention_capture(*armed, 1).ok());
+  fs::BatchGenerator g;
+  REQUIRE(g.add(*armed, prompt_ids(model, 70), greedy(8), nullptr).ok());
+  REQUIRE(g.add(*other, prompt_ids(model, 20), greedy(8), nullptr).ok());
+  while (!g.done()) REQUIRE(g.step().ok());
+  fs::AttentionCaptureRequest req;
+  req.layer = 1;
+  req.heads = {2};
+  auto cap = fs::capture_attention(*armed, req);
+  REQUIRE_MESSAGE(cap.ok(), cap.status().to_string());
+  CHECK(cap->rows == 70 + 7);
+  check_capture(*cap, *armed, spec.head_dim, 0);
+  for (int i = 70; i < cap->rows; ++i) {
+    const float step = decode_step_lse(*cap, cap->heads[0], i, spec.head_dim);
+    CHECK(std::memcmp(&step, &cap->heads[0].lse[size_t(i)], sizeof step) == 0);
+  }
+}

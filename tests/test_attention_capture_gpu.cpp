@@ -247,3 +247,30 @@ TEST_CASE("attention capture (CUDA): the captured Q and K are the CPU engine's f
     }
   }
 }
+
+TEST_CASE("attention capture (CUDA): rows fed by batched decode steps (BatchGenerator) are kept too") {
+  if (fs::testing::skip_without_gpu()) return;
+  fs::testing::SyntheticLlama spec;
+  const fs::Model model = synthetic(spec, on_gpu());
+  auto armed = fs::Session::create(model);
+  auto other = fs::Session::create(model);
+  REQUIRE((armed.ok() && other.ok()));
+  REQUIRE(fs::arm_attention_capture(*armed, -1).ok());
+  fs::BatchGenerator g;
+  REQUIRE(g.add(*armed, prompt_ids(model, 70), greedy(10), nullptr).ok());
+  REQUIRE(g.add(*other, prompt_ids(model, 20), greedy(10), nullptr).ok());
+  while (!g.done()) REQUIRE(g.step().ok());
+  fs::AttentionCaptureRequest req;
+  req.layer = 1;
+  req.heads = {1};
+  auto cap = fs::capture_attention(*armed, req);
+  if (cap.status().code() == fs::StatusCode::kUnsupported) {
+    MESSAGE("skipped: " << cap.status().message());
+    fs::testing::mark_skipped();
+    return;
+  }
+  REQUIRE_MESSAGE(cap.ok(), cap.status().to_string());
+  CHECK(cap->rows == 70 + 9);
+  check_capture(*cap, *armed, spec.head_dim, 0);
+  check_decode_steps(*cap, 70);
+}

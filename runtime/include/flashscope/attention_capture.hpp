@@ -24,10 +24,10 @@
 //          (capture_cuda_paged_trace): the prompt's rows as the chunked
 //          prefill, each generated token's row as its decode step (split-KV).
 // Disarmed, the forward does no extra work: no copy, no kernel change.
-// Armed on CUDA, a decode step runs without its CUDA graph (its copies go to
-// rows the graph cannot know). Rows fed by Model::forward_batch (BatchGenerator,
-// the server) are kept on the CPU only: on CUDA the capture then reports
-// which positions it lacks.
+// Armed on CUDA, a step waits for its rows and a decode step runs without
+// its CUDA graph (its copies go to rows the graph cannot know); steps that
+// feed no armed sequence run as before. Rows fed by Model::forward_batch
+// (BatchGenerator, the server) are kept like the others.
 #pragma once
 
 #include <cstdint>

@@ -62,6 +62,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_model.hpp"
 #include "backends/cuda/model_ops_cuda.hpp"
+#include "backends/cuda/step_tap.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/half.hpp"
 
@@ -450,59 +451,6 @@ void pack_chunk(const Model::Impl& m, const CudaModel& cm, const CudaState& st, 
   std::memcpy(h + sl.tables, st.pages.data(), st.pages.size() * sizeof(int32_t));
 }
 
-// An armed attention capture (model/query_tap.hpp) on this chunk: the step
-// stages the armed layers' q rows (StepScratch::tap_block), and after it the
-// rows go to the tap on the host. Only while armed: the guard leaves the
-// scratch unarmed whatever happens.
-struct StepTap {
-  StepScratch& sc;
-  explicit StepTap(StepScratch& s) : sc(s) {}
-  ~StepTap() { sc.tap_block.clear(); }
-  StepTap(const StepTap&) = delete;
-  StepTap& operator=(const StepTap&) = delete;
-
-  Status arm(const ModelConfig& c, const QueryTap& tap) {
-    int blocks = 0;
-    try {
-      sc.tap_block.assign(static_cast<size_t>(c.n_layers), -1);
-    } catch (const std::bad_alloc&) {
-      return {StatusCode::kOutOfMemory, "attention capture: cannot allocate"};
-    }
-    for (int l = 0; l < c.n_layers; ++l)
-      if (tap.armed_layer(l)) sc.tap_block[static_cast<size_t>(l)] = blocks++;
-    const size_t bytes = static_cast<size_t>(blocks) * static_cast<size_t>(sc.rows) * static_cast<size_t>(tap.row_elems) *
-                         sizeof(uint16_t);
-    if (bytes <= sc.tap_stage.size()) return {};
-    auto b = device_alloc(bytes, "the captured query rows");
-    if (!b.ok()) return b.status();
-    sc.tap_stage = std::move(b).value();
-    return {};
-  }
-
-  // After the step was enqueued: waits for it and keeps its n rows at slot.
-  Status keep(const ModelConfig& c, QueryTap& tap, int slot, int n) {
-    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(sc.stream), "forward on the device"));
-    const size_t row_elems = static_cast<size_t>(tap.row_elems);
-    std::vector<uint16_t> host;
-    try {
-      host.resize(static_cast<size_t>(n) * row_elems);
-    } catch (const std::bad_alloc&) {
-      return {StatusCode::kOutOfMemory, "attention capture: cannot allocate"};
-    }
-    for (int l = 0; l < c.n_layers; ++l) {
-      const int block = sc.tap_block[static_cast<size_t>(l)];
-      if (block < 0) continue;
-      const auto* src = static_cast<const uint16_t*>(sc.tap_stage.data()) +
-                        static_cast<size_t>(block) * static_cast<size_t>(sc.rows) * row_elems;
-      FLASHSCOPE_RETURN_IF_ERROR(cuda_check(
-          cudaMemcpy(host.data(), src, host.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost),
-          "cudaMemcpy of the captured query rows"));
-      FLASHSCOPE_RETURN_IF_ERROR(tap.keep(l, slot, host.data(), n));
-    }
-    return {};
-  }
-};
-
 // All chunks of one call.
 Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int32_t* tokens, const int32_t* positions,
                   int n, int cached, LogitsMode mode, std::vector<float>* logits) {
@@ -567,7 +515,10 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
       FLASHSCOPE_RETURN_IF_ERROR(
           enqueue_step(m, cm, sc, v, row0, first_rows, static_cast<float*>(sc.logits.data())));
     }
-    if (st.q_tap) FLASHSCOPE_RETURN_IF_ERROR(tap.keep(c, *st.q_tap, cached + c0, cn));
+    if (st.q_tap) {
+      FLASHSCOPE_RETURN_IF_ERROR(tap.wait());
+      FLASHSCOPE_RETURN_IF_ERROR(tap.keep(c, *st.q_tap, cached + c0, 0, cn));
+    }
     // Logits: the first block of rows is in sc.logits; kAll's further
     // blocks reuse the buffer after each block's copy has landed (a copy
     // into pageable memory returns when it is done).
