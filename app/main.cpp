@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
     worker.snapshot(&snap);
     fs::sync_chat_with_engine(chat, conversation, snap, metrics);
     fs::update_live_traces(live, sources, live_capture, lab, lab_snap, dashboard, snap, metrics);
+    worker.set_attention_target(dashboard.chat_layer, dashboard.chat_head);
     if (opt.has_prompt && !prompt_sent && snap.state != fs::EngineState::kLoading) {
       fs::send_user_message(chat, conversation, worker, opt.prompt);  // a blank prompt sends nothing
       prompt_sent = true;

@@ -6,6 +6,7 @@
 //                                      built with its probes, on the GPU
 //   trace decode <shape> --out FILE    paged decode with probes (GPU): pages
 //                                      handed out shuffled, as `bench decode`
+//   trace chat -p PROMPT --out FILE    a model's own attention over a chat turn (cmd_trace_chat.cpp)
 //   trace info FILE                    what the file holds, in a few lines
 #include <algorithm>
 #include <cstdio>
@@ -37,6 +38,7 @@ constexpr const char* kUsage =
     "                                   [--page-size P] [--q-len 1..8] [--splits auto|N] [--dtype bf16|fp16]\n"
     "                                   [--trace-batch B] [--trace-head H] [--rows R,R,...]\n"
     "                                   [--sample-tiles QT:KT,...] [--seed N] --out FILE\n"
+    "       flashscope-cli trace chat [-m MODEL] -p PROMPT [--layer L] [--head H] --out FILE  (trace chat --help)\n"
     "       flashscope-cli trace info FILE\n"
     "prefill defaults: 1 x 8 heads x 1024 x 1024 x 128, bf16, device cpu, head 0 of sequence 0,\n"
     "          rows first, middle and last of the sequence, sample tile 0:0, seed 1\n"
@@ -163,6 +165,16 @@ void print_summary(const Trace& t) {
                 t.tile_mass.size(), skipped, top->q_tile, top->kv_tile, 100.0 * top->mass);
   }
   if (!t.prob_samples.empty()) std::printf("  %zu probability samples\n", t.prob_samples.size());
+  if (!t.tokens.empty()) {
+    std::printf("  tokens of layer %d's attention: %zu keys, %zu rows; first keys:", t.tokens.layer,
+                t.tokens.keys.size(), t.tokens.row_keys.size());
+    for (size_t j = 0; j < t.tokens.keys.size() && j < 8; ++j) {
+      std::string text;
+      for (unsigned char ch : t.tokens.keys[j].text) text += ch < 0x20 ? '.' : static_cast<char>(ch);
+      std::printf(" [%s]", text.c_str());
+    }
+    std::printf("\n");
+  }
 }
 
 int trace_info(int argc, char** argv) {
@@ -386,11 +398,12 @@ int cmd_trace(int argc, char** argv) {
   if (sub == "prefill") return trace_prefill(argc - 1, argv + 1);
   if (sub == "info") return trace_info(argc - 1, argv + 1);
   if (sub == "decode") return trace_decode(argc - 1, argv + 1);
+  if (sub == "chat") return cmd_trace_chat(argc - 1, argv + 1);
   if (sub == "--help" || sub == "-h" || sub == "help") {
     std::printf("%s", kUsage);
     return 0;
   }
-  return usage_error("expected 'prefill', 'decode' or 'info'");
+  return usage_error("expected 'prefill', 'decode', 'chat' or 'info'");
 }
 
 }  // namespace flashscope::cli

@@ -10,7 +10,8 @@ int cmd_bench_e2e(int argc, char** argv);  // the engine end to end (bench e2e)
 int cmd_attend(int argc, char** argv);
 int cmd_generate(int argc, char** argv);  // run a GGUF model on a prompt
 int cmd_chat(int argc, char** argv);      // terminal chat REPL
-int cmd_trace(int argc, char** argv);     // trace prefill|decode|info
+int cmd_trace(int argc, char** argv);     // trace prefill|decode|chat|info
+int cmd_trace_chat(int argc, char** argv);  // trace chat: the model's own attention over a chat turn
 int cmd_make_model(int argc, char** argv);  // write a synthetic llama GGUF
 int cmd_chat_template(int argc, char** argv);  // render a conversation with a chat template
 int cmd_logits(int argc, char** argv);         // every position's logits as .npy (comparisons with other runtimes)

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "flashscope/flashscope.h"
 
@@ -549,6 +550,36 @@ int main(void) {
     CHECK(flashscope_queue_n_waiting(queue) == 0 && flashscope_queue_n_running(queue) == 0);
     flashscope_queue_free(queue);
     flashscope_queue_free(NULL);
+  }
+
+  /* --- the model's own attention: armed before a turn, a trace file and a summary ---- */
+  {
+    flashscope_session* traced = NULL;
+    REQUIRE(flashscope_session_create(model, &sp, &traced) == FLASHSCOPE_OK);
+    CHECK_STATUS(flashscope_session_arm_attention_capture(NULL, 0), FLASHSCOPE_INVALID_ARGUMENT);
+    CHECK_STATUS(flashscope_session_arm_attention_capture(traced, 30), FLASHSCOPE_INVALID_ARGUMENT);
+    /* Nothing kept yet: refused, naming the arming call. */
+    CHECK_STATUS(flashscope_session_capture_attention(traced, 3, 0, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    CHECK(strstr(flashscope_last_error(), "arm_attention_capture") != NULL);
+    CHECK_STATUS(flashscope_session_arm_attention_capture(traced, 3), FLASHSCOPE_OK);
+    reply_buf r;
+    CHECK_STATUS(chat_turn(traced, "Name a color.", 4, &r, &stats), FLASHSCOPE_OK);
+    char trace_path[256];
+    snprintf(trace_path, sizeof trace_path, "/tmp/flashscope_c_api_capture_%ld.fstrace", (long)time(NULL));
+    flashscope_head_summary hs;
+    memset(&hs, 0, sizeof hs);
+    CHECK_STATUS(flashscope_session_capture_attention(traced, 3, 2, trace_path, &hs), FLASHSCOPE_OK);
+    CHECK(hs.head == 2);
+    CHECK(hs.rows == flashscope_session_n_tokens(traced) - 1); /* the last sampled token is not fed yet */
+    CHECK(hs.entropy >= 0.0 && hs.first_token_mass >= 0.0 && hs.first_token_mass <= 1.0 + 1e-9);
+    CHECK(hs.window_mass == -1.0); /* SmolLM2 has no sliding window */
+    FILE* written = fopen(trace_path, "rb");
+    CHECK(written != NULL);
+    if (written) fclose(written);
+    remove(trace_path);
+    CHECK_STATUS(flashscope_session_capture_attention(traced, 3, 9, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    CHECK_STATUS(flashscope_session_capture_attention(traced, 4, 0, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    flashscope_session_free(traced);
   }
 
   /* Sessions outlive the model handle. */

@@ -6,6 +6,7 @@
 // synthetic model, with stdin, stdout and stderr redirected to files.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "flashscope/trace.hpp"
 #include "support/synthetic_llama.hpp"
 
 #if FLASHSCOPE_TEST_CLI
@@ -307,6 +309,34 @@ TEST_CASE("cli: a model without a chat template chats as plain completion, and s
   REQUIRE_FALSE(m.empty());
   CHECK(m.back().first > 0);
   CHECK(m.back().first <= static_cast<int>(std::string("Once upon a time").size()) + 1 + 4);
+}
+
+TEST_CASE("cli: trace chat writes the model's own attention, labelled, and prints every head's summary") {
+  const ModelFile model;
+  const std::string out = temp_path("chat.fstrace");
+  const CliRun r = run_cli(flashscope::cli::cmd_trace, {"chat", "-m", model.path, "-p", "hello there", "--layer", "1",
+                                                        "--head", "3", "-n", "5", "-t", "1", "--out", out});
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  auto t = flashscope::read_trace(out);
+  std::remove(out.c_str());
+  REQUIRE_MESSAGE(t.ok(), t.status().to_string());
+  CHECK(t->meta.traced_head == 3);
+  CHECK(t->tokens.layer == 1);
+  CHECK(t->tokens.keys.size() == size_t(t->meta.kv_len));
+  CHECK(t->tokens.row_keys.size() == size_t(t->meta.q_len));
+  CHECK(t->tokens.keys[0].text == "<|im_start|>");
+  // One summary line per head of the synthetic model (4), the traced one marked.
+  CHECK(contains(r.out, "layer 1:"));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') >= 4 + 3);
+  CHECK(contains(r.out, "<- traced"));
+
+  const CliRun bad = run_cli(flashscope::cli::cmd_trace, {"chat", "-m", model.path, "-p", "hi", "--layer", "2",
+                                                          "--out", out});
+  CHECK(bad.rc == 2);
+  CHECK(contains(bad.err, "--layer 2: the model has 2 layers"));
+  const CliRun no_out = run_cli(flashscope::cli::cmd_trace, {"chat", "-m", model.path, "-p", "hi"});
+  CHECK(no_out.rc == 2);
+  CHECK(contains(no_out.err, "--out FILE is required"));
 }
 
 #endif  // FLASHSCOPE_TEST_CLI

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <limits>
+#include <memory>
 #include <utility>
 
+#include "flashscope/attention_capture.hpp"
 #include "flashscope/untrusted.hpp"
 #include "flashscope/device.hpp"
 
@@ -70,6 +73,18 @@ void EngineWorker::reset(uint64_t id) {
   submit(std::move(r));
 }
 
+void EngineWorker::set_attention_target(int layer, int head) {
+  if (layer == attention_layer_.load() && head == attention_head_.load()) return;
+  attention_layer_.store(layer);
+  attention_head_.store(head);
+  // One queued capture at a time: it reads the target when it runs, so a
+  // slider dragged across many heads captures the last one, once.
+  if (attention_queued_.exchange(true)) return;
+  EngineRequest r;
+  r.kind = EngineRequest::Kind::kCaptureAttention;
+  submit(std::move(r));
+}
+
 void EngineWorker::snapshot(EngineSnapshot* out) const {
   std::lock_guard<std::mutex> lock(mutex_);
   *out = snap_;
@@ -119,6 +134,10 @@ std::string EngineWorker::load(const std::string& path, Model preloaded, const s
   so.max_tokens = context_ > 0 && trained > 0 ? std::min(context_, trained) : context_;
   auto session = Session::create(model, so);
   if (!session.ok()) return "cannot create a session: " + session.status().to_string();
+  // Every layer's query rows are kept (H·D bf16 per token and layer), so the
+  // dashboard can show any layer's attention after an answer.
+  if (Status armed = arm_attention_capture(*session, -1); !armed.ok())
+    return "cannot arm the attention capture: " + armed.to_string();
   std::string template_notice;
   if (!template_path.empty()) {
     auto text = read_small_file(template_path);
@@ -199,6 +218,11 @@ void EngineWorker::process(const EngineRequest& request) {
     if (!error.empty() && snap_.state == EngineState::kFailed) snap_.load_error = error;
     snap_.switch_error = std::move(error);
     ++snap_.requests_done;
+    return;
+  }
+  if (request.kind == EngineRequest::Kind::kCaptureAttention) {
+    attention_queued_.store(false);
+    capture_attention();
     return;
   }
   if (request.kind == EngineRequest::Kind::kReset) {
@@ -297,6 +321,31 @@ void EngineWorker::generate(const EngineRequest& r) {
     return;
   }
   finish("", &result.value());
+  capture_attention();
+}
+
+void EngineWorker::capture_attention() {
+  if (!model_.loaded() || session_.n_tokens() < 2) return;  // nothing to attend to yet
+  const ModelConfig& c = model_.config();
+  AttentionCaptureRequest req;
+  req.layer = std::clamp(attention_layer_.load(), 0, c.n_layers - 1);
+  req.heads = {std::clamp(attention_head_.load(), 0, c.n_heads - 1)};
+  auto cap = flashscope::capture_attention(session_, req);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!cap.ok()) {
+    snap_.attention_error = cap.status().to_string();
+    return;
+  }
+  const HeadCapture& h = cap->heads[0];
+  char note[256];
+  std::snprintf(note, sizeof note,
+                "the model's own attention: layer %d, head %d over the conversation's %d tokens "
+                "(entropy %.2f nats, %.0f%% on the first token)",
+                cap->layer, h.head, cap->keys, h.summary.entropy, 100.0 * h.summary.first_token_mass);
+  snap_.attention_trace = std::make_shared<const Trace>(h.trace);
+  ++snap_.attention_serial;
+  snap_.attention_note = note;
+  snap_.attention_error.clear();
 }
 
 }  // namespace flashscope::app

@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -31,6 +32,7 @@
 
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/trace_records.hpp"
 
 namespace flashscope::app {
 
@@ -39,6 +41,7 @@ struct EngineRequest {
     kGenerate,  // answer `messages`
     kReset,     // forget the KV cache (new chat, loaded conversation)
     kLoadModel, // load `model_path` instead; the old model stays when it fails
+    kCaptureAttention,  // trace the model's own attention again (set_attention_target)
   };
   Kind kind = Kind::kGenerate;
   uint64_t id = 0;  // > 0, increasing; the snapshot says which request its answer belongs to
@@ -95,6 +98,14 @@ struct EngineSnapshot {
 
   int context_used = 0;  // tokens in the cache now
   uint64_t requests_done = 0;
+  // The model's own attention over the conversation (attention_capture.hpp),
+  // captured after each answer and when the traced layer or head changes:
+  // the latest trace (null: none yet), a serial that grows with each, what
+  // it shows, and why the latest attempt failed (empty when it did not).
+  std::shared_ptr<const Trace> attention_trace;
+  uint64_t attention_serial = 0;
+  std::string attention_note;
+  std::string attention_error;
 };
 
 class EngineWorker {
@@ -129,6 +140,10 @@ class EngineWorker {
   // the UI keeps drawing; until it is, the old model answers nothing more.
   void load_model(uint64_t id, std::string path);
 
+  // The layer and q-head the model's own attention is captured for (the
+  // dashboard's pickers); a change captures again now, without an answer.
+  void set_attention_target(int layer, int head);
+
   void snapshot(EngineSnapshot* out) const;
   // True while a request is queued or running (a model switch included).
   bool busy() const;
@@ -142,6 +157,7 @@ class EngineWorker {
                    std::string template_text);
   void process(const EngineRequest& request);
   void generate(const EngineRequest& request);
+  void capture_attention();
 
   std::thread thread_;
   mutable std::mutex mutex_;  // guards queue_, snap_, quit_
@@ -151,6 +167,8 @@ class EngineWorker {
   bool quit_ = false;
   uint64_t newest_submitted_ = 0;
   std::atomic<uint64_t> cancel_through_{0};  // requests with id ≤ this stop at their next token
+  std::atomic<int> attention_layer_{0}, attention_head_{0};  // set_attention_target
+  std::atomic<bool> attention_queued_{false};                // a kCaptureAttention request waits
 
   int threads_ = 0;  // set before the thread starts
   int context_ = 0;

@@ -103,9 +103,10 @@ struct DashboardState {
   PipelineView pipeline;
   PipelineView lab_pipeline;  // the lab tab's small copy of the pictures
 
-  // The chat capture's traced head; the main loop re-captures when it changes.
+  // The chat capture's traced head and layer; the main loop re-captures when they change.
   int chat_head = 0;
   bool chat_head_changed = false;
+  int chat_layer = 0;
 
   LabConfig lab_config;
   bool lab_config_set = false;       // false until the device's default is taken

@@ -4,10 +4,11 @@
 // request made while one runs waits, and a newer request replaces it (only
 // the latest answer matters).
 //
-// The inputs are synthetic (synthetic_problem.hpp): the engine does not hand
-// out its activations, so the trace shows the model's shape — heads, GQA
-// ratio, head_dim, the conversation's length — and the kernels' behaviour on
-// it, not the model's own attention. The note of every result says so.
+// The inputs are synthetic (synthetic_problem.hpp), so the trace shows the
+// model's shape — heads, GQA ratio, head_dim, the conversation's length —
+// and the kernels' behaviour on it, not the model's own attention (the
+// engine worker captures that after each answer; these stand in before the
+// first answer and where that capture fails). The note of every result says so.
 #pragma once
 
 #include <future>

@@ -18,20 +18,29 @@ void update_live_traces(LiveState& live, TraceSources& sources, LiveCapture& cap
       live.provenance = "live \xC2\xB7 example once the model loaded";
       want = true;
     }
+    // After an answer the engine captures the model's own attention
+    // (EngineSnapshot::attention_trace); synthetic inputs stand in only
+    // where its capture fails (a GPU build without the probed kernels).
+    const bool own_attention = snap.attention_error.empty();
     if (metrics.answers.size() > live.answers_captured) {
       live.answers_captured = metrics.answers.size();
       live.conversation_tokens = metrics.answers.back().context_tokens;
       live.provenance = "live \xC2\xB7 after answer " + std::to_string(metrics.answers.size());
-      want = true;
+      want = !own_attention;
     }
     if (dashboard.chat_head_changed) {
       dashboard.chat_head_changed = false;
-      want = true;
+      want = !own_attention || snap.attention_serial == 0;
     }
     if (want) {
       capture.request(chat_capture_job(snap.config, snap.model_name, live.conversation_tokens, dashboard.chat_head,
                                            live.provenance));
     }
+  }
+  if (snap.attention_trace && snap.attention_serial != live.attention_serial) {
+    live.attention_serial = snap.attention_serial;
+    set_live_trace(sources, TraceOrigin::kChat, snap.attention_trace, live.provenance, snap.attention_note);
+    live.capture_error.clear();
   }
   LiveCaptureResult done;
   if (capture.poll(&done)) {

@@ -21,6 +21,7 @@ struct LiveState {
   size_t answers_captured = 0;  // answers a capture was requested for
   int conversation_tokens = 0;  // of the latest capture request (re-captures for another head reuse it)
   std::string provenance;
+  uint64_t attention_serial = 0;  // the engine's latest own-attention trace shown (EngineSnapshot)
   uint64_t lab_trace_serial = 0;
   std::string capture_error;
 };

@@ -25,10 +25,12 @@
 #include <utility>
 #include <vector>
 
+#include "flashscope/attention_capture.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/request_queue.hpp"
 #include "flashscope/status.hpp"
+#include "flashscope/trace_file.hpp"
 #include "flashscope/untrusted.hpp"
 
 // The handles. Defined at global scope: the header declares them there.
@@ -664,6 +666,42 @@ flashscope_status flashscope_session_set_penalties(flashscope_session* session, 
     if (!penalty_in_range(frequency)) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "frequency must be in [-2, 2]");
     session->presence = presence;
     session->frequency = frequency;
+    return FLASHSCOPE_OK;
+  });
+}
+
+// --- the model's own attention ---------------------------------------------------------
+
+flashscope_status flashscope_session_arm_attention_capture(flashscope_session* session, int32_t layer) {
+  constexpr const char* fn = "session_arm_attention_capture";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
+    const flashscope::Status s = flashscope::arm_attention_capture(session->session, layer);
+    return s.ok() ? FLASHSCOPE_OK : fail(fn, s);
+  });
+}
+
+flashscope_status flashscope_session_capture_attention(flashscope_session* session, int32_t layer, int32_t head,
+                                                       const char* trace_path, flashscope_head_summary* out_summary) {
+  constexpr const char* fn = "session_capture_attention";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
+    flashscope::AttentionCaptureRequest req;
+    req.layer = layer;
+    req.heads = {head};
+    auto cap = flashscope::capture_attention(session->session, req);
+    if (!cap.ok()) return fail(fn, cap.status());
+    flashscope::HeadCapture& h = cap->heads[0];
+    if (trace_path != nullptr) {
+      h.trace.meta.producer = "flashscope C ABI";
+      const flashscope::Status w = flashscope::write_trace(h.trace, trace_path);
+      if (!w.ok()) return fail(fn, w);
+    }
+    if (out_summary != nullptr) {
+      const flashscope::HeadSummary& s = h.summary;
+      *out_summary = {s.head, s.rows, s.entropy, s.first_token_mass, s.previous_token_mass, s.self_mass,
+                      s.window_mass};
+    }
     return FLASHSCOPE_OK;
   });
 }

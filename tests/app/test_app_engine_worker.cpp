@@ -235,3 +235,33 @@ TEST_CASE("engine worker: a model without a chat template answers as plain compl
   CHECK_FALSE(s.chat_format_fallback);  // how a base model runs, not a fallback
   CHECK(s.answer_prompt_tokens == static_cast<int>(std::string("Once upon").size()));  // byte tokens, no framing
 }
+
+TEST_CASE("engine worker: after an answer the model's own attention arrives, labelled; a new layer or head recaptures") {
+  const Model model = synthetic_model();
+  EngineWorker worker;
+  worker.start(model);
+  wait_for(worker, [](const EngineSnapshot& s) { return s.state != EngineState::kLoading; });
+  worker.submit(generate_request(1, {{"user", "hello there"}}, greedy(6)));
+  wait_answer(worker, 1);
+  const EngineSnapshot first = wait_for(worker, [](const EngineSnapshot& s) { return s.attention_serial >= 1; });
+  REQUIRE(static_cast<bool>(first.attention_trace));
+  CHECK(first.attention_error.empty());
+  const flashscope::Trace& t = *first.attention_trace;
+  CHECK(t.tokens.layer == 0);
+  CHECK(t.meta.traced_head == 0);
+  CHECK(t.meta.kv_len == first.context_used - 1);  // the last sampled token is not fed yet
+  CHECK(t.tokens.keys.size() == size_t(t.meta.kv_len));
+  CHECK(t.tokens.keys[0].text == "<|im_start|>");
+  CHECK(first.attention_note.find("layer 0, head 0") != std::string::npos);
+
+  // A slider dragged over several heads: the last target is captured.
+  worker.set_attention_target(1, 1);
+  worker.set_attention_target(1, 2);
+  worker.set_attention_target(1, 3);
+  const EngineSnapshot next = wait_for(worker, [&](const EngineSnapshot& s) {
+    return s.attention_trace && s.attention_trace->meta.traced_head == 3;
+  });
+  CHECK(next.attention_trace->tokens.layer == 1);
+  CHECK(next.attention_serial > first.attention_serial);
+  CHECK(next.attention_error.empty());
+}

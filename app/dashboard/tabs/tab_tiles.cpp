@@ -12,6 +12,7 @@
 
 #include "dashboard/dash_draw.hpp"
 #include "dashboard/tabs/tabs.hpp"
+#include "viz/token_label.hpp"
 #include "viz/units.hpp"
 
 namespace flashscope::app {
@@ -187,7 +188,7 @@ void selected_tile_card(const TilesView& v, const TraceMeta& m, const UiFonts& f
   ImGui::EndGroup();
 }
 
-void probability_view(DashboardState& s, const UiFonts& fonts) {
+void probability_view(DashboardState& s, const Trace& t, const UiFonts& fonts) {
   TilesView& v = s.tiles;
   const viz::ProbBlock& b = v.block;
   if (v.sel_q < 0) return;
@@ -270,6 +271,9 @@ void probability_view(DashboardState& s, const UiFonts& fonts) {
       } else {
         ImGui::Text("query %d, key %d: p = %.4g", b.row0 + row, b.key0 + key, b.at(row, key));
       }
+      if (!t.tokens.empty())
+        ImGui::Text("%s â %s", viz::row_token_label(t, b.row0 + row).c_str(),
+                    viz::key_token_label(t, b.key0 + key).c_str());
     } else {
       const float p = group_max(hit.row, hit.col);
       ImGui::Text("queries %d-%d, keys %d-%d: largest p = %.4g", b.row0 + row, b.row0 + std::min(b.rows, row + sr) - 1,
@@ -290,10 +294,13 @@ void probability_view(DashboardState& s, const UiFonts& fonts) {
   ImGui::BeginGroup();
   const int r = v.block_row;
   ImGui::Text("query %d puts %s of its attention here", b.row0 + r, percent(static_cast<float>(b.row_mass(r))).c_str());
+  const bool tokens = !t.tokens.empty();
+  if (tokens) dash::muted("query token: %s", viz::row_token_label(t, b.row0 + r).c_str());
   dash::muted("largest p in the tile %.4g \xC2\xB7 %d masked pairs", b.max_prob, b.masked_count);
-  if (ImGui::BeginTable("##topkeys", 3,
+  if (ImGui::BeginTable("##topkeys", tokens ? 4 : 3,
                         ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_SizingFixedFit)) {
     ImGui::TableSetupColumn("key");
+    if (tokens) ImGui::TableSetupColumn("token");
     ImGui::TableSetupColumn("p");
     ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 7.0f);
     ImGui::TableHeadersRow();
@@ -306,6 +313,10 @@ void probability_view(DashboardState& s, const UiFonts& fonts) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::Text("%d", key);
+      if (tokens) {
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(viz::key_token_label(t, key).c_str());
+      }
       ImGui::TableNextColumn();
       ImGui::Text("%.4f", p);
       ImGui::TableNextColumn();
@@ -333,6 +344,16 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
   const TraceMeta& m = t->meta;
 
   // Controls: the head (live captures can trace another one), the mass scale.
+  const bool own_attention = ctx.sources.shown == TraceOrigin::kChat && !t->tokens.empty();
+  if (own_attention && ctx.snap.config.n_layers > 1) {
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("Layer");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8.0f);
+    int layer = std::clamp(s.chat_layer, 0, ctx.snap.config.n_layers - 1);
+    if (ImGui::SliderInt("##layer", &layer, 0, ctx.snap.config.n_layers - 1)) s.chat_layer = layer;
+    ImGui::SameLine();
+  }
   if (ctx.sources.shown == TraceOrigin::kChat && m.q_heads > 1) {
     ImGui::AlignTextToFramePadding();
     ImGui::TextUnformatted("Head");
@@ -342,9 +363,12 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
     if (ImGui::SliderInt("##head", &head, 0, m.q_heads - 1)) s.chat_head = head;
     if (ImGui::IsItemDeactivatedAfterEdit()) s.chat_head_changed = true;
     ImGui::SameLine();
-    dash::help_marker(
-        "Re-captures with the records following this head (GQA: heads of one kv-head share keys). "
-        "The layer does not matter here: the inputs are synthetic, the same for every layer.");
+    dash::help_marker(own_attention
+                          ? "The model's own attention of this layer and head over the conversation, captured "
+                            "again from the engine's cache (GQA: heads of one kv-head share keys)."
+                          : "Re-captures with the records following this head (GQA: heads of one kv-head share "
+                            "keys). The layer does not matter here: the inputs are synthetic, the same for every "
+                            "layer.");
     ImGui::SameLine();
   } else {
     ImGui::AlignTextToFramePadding();
@@ -406,7 +430,7 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
   }
   ImGui::SameLine(0.0f, ImGui::GetStyle().ItemSpacing.x * 4.0f);
   selected_tile_card(s.tiles, m, ctx.fonts);
-  probability_view(s, ctx.fonts);
+  probability_view(s, *t, ctx.fonts);
 }
 
 }  // namespace flashscope::app

@@ -494,6 +494,44 @@ FLASHSCOPE_API flashscope_status flashscope_model_tokenize(const flashscope_mode
                                                            int32_t parse_special, int32_t* tokens,
                                                            size_t max_tokens, size_t* out_n);
 
+/* --- the model's own attention (flashscope/attention_capture.hpp) ------------------ */
+
+/* Keeps layer `layer`'s query rows (-1: every layer's) from the session's
+ * next forward pass on, so flashscope_session_capture_attention can trace
+ * the attention the model really computed. Arming a layer already armed
+ * changes nothing; arming another restarts every armed layer's rows.
+ *   INVALID_ARGUMENT  session NULL, or layer outside [-1, n_layers) */
+FLASHSCOPE_API flashscope_status flashscope_session_arm_attention_capture(flashscope_session* session,
+                                                                          int32_t layer);
+
+/* One head's attention over the captured rows (HeadSummary in
+ * attention_capture.hpp): means over the rows of the entropy (nats), the
+ * probability on the first token (the attention sink), on the previous
+ * token, on the row's own token, and, for a model with sliding windows, on
+ * the window ending at the row (-1 without one). */
+typedef struct flashscope_head_summary {
+  int32_t head;
+  int32_t rows;
+  double entropy;
+  double first_token_mass;
+  double previous_token_mass;
+  double self_mass;
+  double window_mass;
+} flashscope_head_summary;
+
+/* Runs the probed build of the attention the model uses on layer `layer`,
+ * q-head `head`, over the query rows kept since arming and the keys and
+ * values the session holds; writes the trace, its rows and keys labelled
+ * with the conversation's tokens, to trace_path (NULL: no file) and the
+ * head's summary to *out_summary (NULL: none).
+ *   INVALID_ARGUMENT  session NULL, layer or head out of range, or no rows
+ *                     kept for the layer (not armed, or nothing fed since)
+ *   UNSUPPORTED       a CUDA model in a build without the probed kernels
+ *   IO_ERROR          trace_path cannot be written */
+FLASHSCOPE_API flashscope_status flashscope_session_capture_attention(flashscope_session* session, int32_t layer,
+                                                                      int32_t head, const char* trace_path,
+                                                                      flashscope_head_summary* out_summary);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -9,6 +9,8 @@
 //   tile_mass    attention mass per (q-tile, kv-tile) of the traced head,
 //                including the tiles causal or sliding-window skipping left out
 //   prob_samples final softmax probabilities of selected (q-tile, kv-tile) blocks
+// and, for a capture of a model's own attention, the traced sequence's tokens
+// (TraceTokens: what the views label rows and keys with).
 // Producers: the captures of trace_capture.hpp (the CPU path and the GPU
 // probes fill the same records). Consumers: the app's dashboard tabs, viz/,
 // `flashscope-cli trace info`.
@@ -161,6 +163,22 @@ struct ProbSampleRecord {
   uint32_t flags = 0;
 };
 
+// The tokens of the traced sequence, for captures of a model's own attention
+// (attention_capture.hpp); empty for synthetic problems. keys[j] is the token
+// at key j; query row i is the token at key row_keys[i] (a conversation's
+// rows are its last q_len keys: row_keys[i] = kv_len − q_len + i).
+struct TraceToken {
+  static constexpr size_t kMaxTextBytes = 255;  // longer token texts are refused by validate_trace
+  int32_t id = -1;   // the vocabulary id; -1 unknown
+  std::string text;  // the bytes the token stands for (may be part of a UTF-8 character)
+};
+struct TraceTokens {
+  int32_t layer = -1;              // the model layer whose attention this is; -1 unknown
+  std::vector<TraceToken> keys;    // [kv_len of the traced sequence] or empty
+  std::vector<uint32_t> row_keys;  // [q_len of the traced sequence] or empty
+  bool empty() const { return keys.empty() && row_keys.empty(); }
+};
+
 struct Trace {
   TraceMeta meta;
   std::vector<CtaRecord> ctas;
@@ -168,12 +186,14 @@ struct Trace {
   std::vector<SoftmaxStateRecord> softmax;
   std::vector<TileMassRecord> tile_mass;
   std::vector<ProbSampleRecord> prob_samples;
+  TraceTokens tokens;
 };
 
 // Checks what a reader relies on: metadata in range (shape, tiling, enums,
 // string lengths) and every record's indices inside it (a span's cta indexes
 // ctas, rows < q_len, tiles < ceil(len / block), known kinds and flags,
-// end >= start). kInvalidArgument naming the first offending field/record.
+// end >= start; tokens: keys ≤ kv_len, row_keys ≤ q_len and < keys, texts of
+// at most kMaxTextBytes). kInvalidArgument naming the first offending field/record.
 Status validate_trace(const Trace& t);
 
 // A (q_tile, kv_tile) block of the traced head.

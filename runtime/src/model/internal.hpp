@@ -17,6 +17,7 @@ namespace flashscope::model {
 struct Internal {
   static const Model::Impl* impl(const Model& m) { return m.impl_.get(); }
   static Sequence::State* state(Sequence& s) { return s.state_.get(); }
+  static const Sequence::State* state(const Sequence& s) { return s.state_.get(); }
   static Sequence& sequence(Session& s) { return s.seq_; }
   static const Model& model(const Session& s) { return s.model_; }
   static int32_t& pending(Session& s) { return s.pending_; }

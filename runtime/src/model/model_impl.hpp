@@ -13,6 +13,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/tokenizer.hpp"
+#include "model/query_tap.hpp"
 
 namespace flashscope {
 
@@ -87,6 +88,9 @@ struct Sequence::State {
   const Model::Impl* owner = nullptr;  // forward() refuses a sequence of another model
   int capacity = 0;
   std::vector<int32_t> tokens;  // reserved to capacity at creation: appending never allocates
+  // The query rows an attention capture armed (attention_capture.hpp); null
+  // while none is armed, and then the forward does nothing for it.
+  std::unique_ptr<model::QueryTap> q_tap;
 };
 
 namespace model {

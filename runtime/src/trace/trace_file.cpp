@@ -34,6 +34,7 @@ enum SectionType : uint32_t {
   kSectionSoftmax = 4,
   kSectionTileMass = 5,
   kSectionProbSample = 6,
+  kSectionTokens = 7,  // variable length: 8-byte words (encode_tokens)
 };
 
 struct SectionSpec {
@@ -45,6 +46,7 @@ constexpr SectionSpec kSpecs[] = {
     {kSectionMeta, "meta", 256},        {kSectionCta, "cta", 40},
     {kSectionSpan, "warp_span", 32},    {kSectionSoftmax, "softmax_state", 40},
     {kSectionTileMass, "tile_mass", 32}, {kSectionProbSample, "prob_sample", 24},
+    {kSectionTokens, "tokens", 8},
 };
 constexpr size_t kKnownSections = sizeof kSpecs / sizeof kSpecs[0];
 
@@ -83,6 +85,7 @@ class Writer {
     out_->insert(out_->end(), p, p + n);
   }
   void zeros(size_t n) { out_->insert(out_->end(), n, 0); }
+  size_t size() const { return out_->size(); }
   // NUL-padded field of `field` bytes; the caller checked the length.
   void str(const std::string& s, size_t field) {
     bytes(s.data(), s.size());
@@ -123,6 +126,10 @@ class Cursor {
     return v;
   }
   void skip(size_t n) { p_ += n; }
+  void copy(char* out, size_t n) {
+    if (n > 0) std::memcpy(out, p_, n);
+    p_ += n;
+  }
   // A NUL-padded field: false when it has no terminator.
   bool str(size_t field, std::string* out) {
     const void* nul = std::memchr(p_, 0, field);
@@ -260,6 +267,71 @@ void decode(Cursor c, ProbSampleRecord* r) {
   r->flags = c.u32();
 }
 
+// The tokens section (docs/trace_format.md#tokens): its own version, the
+// counts, (id, text length) per key, the key of each row, the texts back to
+// back, zero-padded to whole 8-byte words.
+constexpr uint32_t kTokensVersion = 1;
+constexpr size_t kTokensHeaderBytes = 16;
+
+uint64_t tokens_words(const TraceTokens& t) {
+  uint64_t bytes = kTokensHeaderBytes + 8 * uint64_t{t.keys.size()} + 4 * uint64_t{t.row_keys.size()};
+  for (const TraceToken& k : t.keys) bytes += k.text.size();
+  return (bytes + 7) / 8;
+}
+
+void encode_tokens(Writer& w, const TraceTokens& t) {
+  const size_t start = w.size();
+  w.u32(kTokensVersion);
+  w.u32(static_cast<uint32_t>(t.keys.size()));
+  w.u32(static_cast<uint32_t>(t.row_keys.size()));
+  w.i32(t.layer);
+  for (const TraceToken& k : t.keys) {
+    w.i32(k.id);
+    w.u32(static_cast<uint32_t>(k.text.size()));
+  }
+  for (uint32_t r : t.row_keys) w.u32(r);
+  for (const TraceToken& k : t.keys) w.bytes(k.text.data(), k.text.size());
+  w.zeros(static_cast<size_t>(tokens_words(t) * 8 - (w.size() - start)));
+}
+
+// A section of a newer tokens version is skipped (the trace opens without
+// labels), as a section of an unknown type is; one of this version must be
+// whole and consistent.
+Status decode_tokens(const uint8_t* data, uint64_t bytes, TraceTokens* out) {
+  if (bytes < kTokensHeaderBytes) return {StatusCode::kCorruptData, "trace: the tokens section is shorter than its header"};
+  Cursor c(data);
+  if (c.u32() != kTokensVersion) return {};
+  const uint64_t keys = c.u32(), rows = c.u32();
+  const int32_t layer = c.i32();
+  uint64_t need = kTokensHeaderBytes + 8 * keys + 4 * rows;
+  if (need > bytes)
+    return {StatusCode::kCorruptData, "trace: the tokens section's " + std::to_string(keys) + " keys and " +
+                                          std::to_string(rows) + " rows do not fit its " + std::to_string(bytes) +
+                                          " bytes"};
+  TraceTokens t;
+  t.layer = layer;
+  t.keys.resize(static_cast<size_t>(keys));
+  for (TraceToken& k : t.keys) {
+    k.id = c.i32();
+    const uint32_t len = c.u32();
+    if (len > TraceToken::kMaxTextBytes)
+      return {StatusCode::kCorruptData, "trace: a token's text is " + std::to_string(len) + " bytes, at most " +
+                                            std::to_string(TraceToken::kMaxTextBytes) + " are allowed"};
+    k.text.resize(len);
+    need += len;
+  }
+  if (need > bytes)
+    return {StatusCode::kCorruptData, "trace: the tokens section's texts (" + std::to_string(need) +
+                                          " bytes in all) overrun its " + std::to_string(bytes) + " bytes"};
+  t.row_keys.resize(static_cast<size_t>(rows));
+  for (uint32_t& r : t.row_keys) r = c.u32();
+  for (TraceToken& k : t.keys) {
+    c.copy(k.text.data(), k.text.size());
+  }
+  *out = std::move(t);
+  return {};
+}
+
 template <typename T>
 void encode_all(Writer& w, const std::vector<T>& records) {
   for (const T& r : records) encode(w, r);
@@ -359,6 +431,8 @@ Result<Trace> parse_unchecked(const uint8_t* data, size_t size) {
   load(kSectionSoftmax, &t.softmax);
   load(kSectionTileMass, &t.tile_mass);
   load(kSectionProbSample, &t.prob_samples);
+  if (const Entry* e = known[kSectionTokens])
+    FLASHSCOPE_RETURN_IF_ERROR(decode_tokens(data + e->offset, e->bytes, &t.tokens));
   return t;
 }
 
@@ -366,13 +440,16 @@ Result<Trace> parse_unchecked(const uint8_t* data, size_t size) {
 
 Result<std::vector<uint8_t>> serialize_trace(const Trace& t) {
   FLASHSCOPE_RETURN_IF_ERROR(validate_trace(t));
+  // A trace without tokens is written without their section: the same bytes
+  // as before the section existed.
+  const size_t sections = t.tokens.empty() ? kKnownSections - 1 : kKnownSections;
   const uint64_t counts[kKnownSections] = {1, t.ctas.size(), t.spans.size(), t.softmax.size(), t.tile_mass.size(),
-                                           t.prob_samples.size()};
+                                           t.prob_samples.size(), tokens_words(t.tokens)};
   std::vector<uint8_t> out;
   try {
     uint64_t offsets[kKnownSections];
-    uint64_t at = kHeaderBytes + kKnownSections * kEntryBytes;
-    for (size_t i = 0; i < kKnownSections; ++i) {
+    uint64_t at = kHeaderBytes + sections * kEntryBytes;
+    for (size_t i = 0; i < sections; ++i) {
       offsets[i] = at;
       at += counts[i] * kSpecs[i].record_bytes;  // record sizes are multiples of 8: alignment holds
     }
@@ -380,10 +457,10 @@ Result<std::vector<uint8_t>> serialize_trace(const Trace& t) {
     Writer w(&out);
     w.bytes(kMagic, sizeof kMagic);
     w.u32(kTraceFormatVersion);
-    w.u32(static_cast<uint32_t>(kKnownSections));
+    w.u32(static_cast<uint32_t>(sections));
     w.u64(at);
     w.zeros(8);
-    for (size_t i = 0; i < kKnownSections; ++i) {
+    for (size_t i = 0; i < sections; ++i) {
       w.u32(kSpecs[i].type);
       w.u32(kSpecs[i].record_bytes);
       w.u64(counts[i]);
@@ -396,6 +473,7 @@ Result<std::vector<uint8_t>> serialize_trace(const Trace& t) {
     encode_all(w, t.softmax);
     encode_all(w, t.tile_mass);
     encode_all(w, t.prob_samples);
+    if (!t.tokens.empty()) encode_tokens(w, t.tokens);
   } catch (const std::bad_alloc&) {
     return Status{StatusCode::kOutOfMemory, "serialize_trace: cannot allocate the file image"};
   }

@@ -61,6 +61,23 @@ Status check_meta(const TraceMeta& m) {
   return {};
 }
 
+Status check_tokens(const TraceTokens& t, const TraceMeta& m) {
+  if (t.keys.size() > size_t(m.kv_len))
+    return out_of_range("tokens", "keys.size()", int64_t(t.keys.size()), "kv_len", m.kv_len);
+  if (t.row_keys.size() > size_t(m.q_len))
+    return out_of_range("tokens", "row_keys.size()", int64_t(t.row_keys.size()), "q_len", m.q_len);
+  for (size_t i = 0; i < t.row_keys.size(); ++i) {
+    if (t.row_keys[i] >= t.keys.size())
+      return out_of_range(at("tokens.row_keys", i), "key", t.row_keys[i], "keys", int64_t(t.keys.size()));
+  }
+  for (size_t j = 0; j < t.keys.size(); ++j) {
+    if (t.keys[j].text.size() > TraceToken::kMaxTextBytes)
+      return out_of_range(at("tokens.keys", j), "text bytes", int64_t(t.keys[j].text.size()), "most",
+                          int64_t(TraceToken::kMaxTextBytes));
+  }
+  return {};
+}
+
 }  // namespace
 
 const char* span_kind_name(SpanKind k) {
@@ -137,7 +154,7 @@ Status validate_trace(const Trace& t) {
     if (r.flags & ~ProbSampleRecord::kMasked)
       return invalid_argument(w + ".flags = " + std::to_string(r.flags) + " has unknown bits");
   }
-  return {};
+  return check_tokens(t.tokens, m);
 }
 
 }  // namespace flashscope

@@ -13,6 +13,7 @@
 //     [q, k           = rms_norm per head (q_norm, k_norm)]      qwen3, gemma3
 //     q, k            = rope(q, k, positions; layer l's base)    pairs (llama) or halves (NeoX)
 //     cache K/V [cached .. cached+n) = bf16(k), bf16(v)          [tokens, KV, D]
+//     [kept: bf16(q) rows, when an attention capture armed layer l]  model/query_tap.hpp
 //     o  [n, H·D]     = attention(bf16(q), cache[0, cached+n))   causal, bottom-right, scale attn_scale,
 //                       keys within layer l's window             flashscope::prefill on Device::kCpu
 //     a               = o · Woᵀ [+ bo];  [a = rms_norm(a) · post_attn_norm]
@@ -47,6 +48,7 @@
 #endif
 
 #include "backends/backend.hpp"
+#include "backends/capture_backend.hpp"
 #include "backends/cpu/cpu_load.hpp"
 #include "backends/cpu/model_ops.hpp"
 #include "backends/cpu/openmp.hpp"
@@ -289,6 +291,16 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
     }
     to_bf16(s.q.data(), s.q_bf16.data(), static_cast<size_t>(n * q_dim));
     if (!batch) {
+      if (QueryTap* tap = rows.single->q_tap.get())
+        FLASHSCOPE_RETURN_IF_ERROR(tap->keep(l, rows.slot0, s.q_bf16.data(), n));
+    } else {
+      for (int i = 0; i < n; ++i) {
+        if (QueryTap* tap = rows.batch[i]->q_tap.get())
+          FLASHSCOPE_RETURN_IF_ERROR(tap->keep(l, static_cast<int>(rows.batch[i]->tokens.size()),
+                                               s.q_bf16.data() + i * q_dim, 1));
+      }
+    }
+    if (!batch) {
       CpuState& st = *rows.single;
       uint16_t* k_layer = st.k_cache.get() + l * st.layer_stride;
       uint16_t* v_layer = st.v_cache.get() + l * st.layer_stride;
@@ -346,6 +358,11 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
 }
 
 }  // namespace
+
+CpuLayerCache cpu_layer_cache(const Sequence::State& state, int layer) {
+  const auto& st = static_cast<const CpuState&>(state);
+  return {st.k_cache.get() + layer * st.layer_stride, st.v_cache.get() + layer * st.layer_stride, st.capacity};
+}
 
 Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int capacity) {
   const ModelConfig& c = m.config;

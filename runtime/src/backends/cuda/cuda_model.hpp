@@ -172,6 +172,12 @@ struct StepScratch {
   cuda::SampleScratch sampler;
   cuda::BatchSampleScratch batch_sampler;
   DecodeGraph graph;
+  // An armed attention capture (model/query_tap.hpp), for this step only:
+  // tap_block[l] >= 0 makes the step copy layer l's rotated q [tokens, H·D]
+  // into tap_stage at rows [tap_block[l]·rows, …); such a step runs plainly
+  // (no graph). Empty while no capture is armed: the step does nothing for it.
+  std::vector<int> tap_block;
+  DeviceBuffer tap_stage;
   uint64_t generation = 1;
   uint64_t pool_generation = 0;  // the pool generation the buffers above were last used with
 

@@ -445,6 +445,17 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     return cuda::swiglu(sw, s);
   };
 
+  // An armed capture's copy of layer l's q rows (see StepScratch::tap_block).
+  auto keep_q = [&](int l) -> Status {
+    if (sc.tap_block.empty() || sc.tap_block[static_cast<size_t>(l)] < 0) return {};
+    const size_t row_bytes = static_cast<size_t>(qd) * sizeof(uint16_t);
+    char* dst = static_cast<char*>(sc.tap_stage.data()) +
+                static_cast<size_t>(sc.tap_block[static_cast<size_t>(l)]) * static_cast<size_t>(sc.rows) * row_bytes;
+    return cuda_check(cudaMemcpyAsync(dst, sc.q.data(), static_cast<size_t>(n) * row_bytes, cudaMemcpyDeviceToDevice,
+                                      sc.stream),
+                      "cudaMemcpyAsync of the captured query rows");
+  };
+
   // cuBLAS path: whether xn already holds this layer's attention pre-norm
   // (the previous layer's post-FFN norm computed it).
   bool xn_ready = false;
@@ -492,6 +503,7 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
         FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.qkv, L.attn_norm, qkv, qkv_dim));
         FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
       }
+      FLASHSCOPE_RETURN_IF_ERROR(keep_q(l));
       const PagedAttentionParams ap = attention_params(c, cm, sc, l, v);
       FLASHSCOPE_RETURN_IF_ERROR(validate(ap));
       cuda::UnmergedOutput attn;
@@ -534,6 +546,7 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     if (!xn_ready) FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n));
     FLASHSCOPE_RETURN_IF_ERROR(gemm_runs(L.qkv, qkv, qkv_dim));
     FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
+    FLASHSCOPE_RETURN_IF_ERROR(keep_q(l));
     FLASHSCOPE_RETURN_IF_ERROR(paged_attention(attention_params(c, cm, sc, l, v)));
     if (post_attn) {
       FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, y, H, n, false));
@@ -614,6 +627,10 @@ Status capture_decode(const Model::Impl& m, const CudaModel& cm, StepScratch& sc
 
 Result<DecodeRun> run_decode(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v) {
   DecodeRun run;
+  if (!sc.tap_block.empty()) {  // an armed capture's copies go to this step's rows: no graph, none kept
+    FLASHSCOPE_RETURN_IF_ERROR(enqueue_step(m, cm, sc, v, 0, v.tokens(), static_cast<float*>(sc.logits.data())));
+    return run;
+  }
   GraphKey key;
   key.rows = v.seqs;
   key.bucket = v.mkl;

@@ -62,6 +62,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_model.hpp"
 #include "backends/cuda/model_ops_cuda.hpp"
+#include "backends/cuda/step_tap.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/half.hpp"
 
@@ -526,6 +527,9 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
     FLASHSCOPE_RETURN_IF_ERROR(ensure_attention_workspace(c, cm, sc, v));
     FLASHSCOPE_RETURN_IF_ERROR(ensure_dequant_scratch(c, cm, sc, cn, std::min(out_rows, kLogitRows)));
 
+    StepTap tap(sc);
+    if (st.q_tap) FLASHSCOPE_RETURN_IF_ERROR(tap.arm(c, *st.q_tap));
+
     pack_chunk(m, cm, st, v.at, cached + c0, cn, tokens + c0, positions + c0);
     FLASHSCOPE_RETURN_IF_ERROR(cuda_check(
         cudaMemcpyAsync(sc.step_dev.data(), sc.step_host.data(), v.at.bytes, cudaMemcpyHostToDevice, sc.stream),
@@ -551,6 +555,10 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
       const int first_rows = std::min(out_rows, kLogitRows);
       FLASHSCOPE_RETURN_IF_ERROR(
           enqueue_step(m, cm, sc, v, row0, first_rows, static_cast<float*>(sc.logits.data())));
+    }
+    if (st.q_tap) {
+      FLASHSCOPE_RETURN_IF_ERROR(tap.wait());
+      FLASHSCOPE_RETURN_IF_ERROR(tap.keep(c, *st.q_tap, cached + c0, 0, cn));
     }
     // Logits: the first block of rows is in sc.logits; kAll's further
     // blocks reuse the buffer after each block's copy has landed (a copy

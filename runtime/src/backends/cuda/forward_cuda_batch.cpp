@@ -33,6 +33,7 @@
 #include "backends/cpu/model_ops.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "backends/cuda/cuda_model.hpp"
+#include "backends/cuda/step_tap.hpp"
 
 namespace flashscope::model {
 
@@ -123,6 +124,26 @@ Status run_batch(const Model::Impl& m, CudaModel& cm, const std::vector<CudaStat
     return Status(StatusCode::kOutOfMemory, "forward_batch: cannot allocate the positions");
   }
 
+  // Armed sequences (attention_capture.hpp): the step stages their layers' q
+  // rows, kept after each chunk; with none armed, nothing here runs.
+  StepTap tap(sc);
+  bool armed = false;
+  for (const CudaState* st : seqs) {
+    if (!st->q_tap) continue;
+    FLASHSCOPE_RETURN_IF_ERROR(tap.arm(c, *st->q_tap));
+    armed = true;
+  }
+  auto keep_rows = [&](int c0, int rows) -> Status {
+    if (!armed) return {};
+    FLASHSCOPE_RETURN_IF_ERROR(tap.wait());
+    for (int i = c0; i < c0 + rows; ++i) {
+      CudaState& st = *seqs[static_cast<size_t>(i)];
+      if (st.q_tap)
+        FLASHSCOPE_RETURN_IF_ERROR(tap.keep(c, *st.q_tap, static_cast<int>(st.tokens.size()), i - c0, 1));
+    }
+    return {};
+  };
+
   pack_batch(m, cm, sc, seqs, tokens, all, stride);
   FLASHSCOPE_RETURN_IF_ERROR(cuda_check(
       cudaMemcpyAsync(sc.step_dev.data(), sc.step_host.data(), all.bytes, cudaMemcpyHostToDevice, sc.stream),
@@ -132,6 +153,7 @@ Status run_batch(const Model::Impl& m, CudaModel& cm, const std::vector<CudaStat
   if (head && n <= kChunk) {
     auto run = run_decode(m, cm, sc, view(0));  // all n rows' logits into sc.logits
     if (!run.ok()) return run.status();
+    FLASHSCOPE_RETURN_IF_ERROR(keep_rows(0, n));
     if (run->captured) add(&TotalStats::batch_graph_captures, 1);
     if (run->replayed) add(&TotalStats::batch_graph_replays, 1);
     if (!run->capture_error.empty()) record_capture_failure(run->capture_error);
@@ -140,6 +162,7 @@ Status run_batch(const Model::Impl& m, CudaModel& cm, const std::vector<CudaStat
       const StepView v = view(c0);
       FLASHSCOPE_RETURN_IF_ERROR(enqueue_step(m, cm, sc, v, 0, head ? v.seqs : 0,
                                               head ? device_logits + static_cast<size_t>(c0) * V : nullptr));
+      FLASHSCOPE_RETURN_IF_ERROR(keep_rows(c0, v.seqs));  // the stage holds this chunk's rows only
     }
   }
   if (logits != nullptr) {
