@@ -274,7 +274,7 @@ int main() {
       for (size_t fi = 0; fi < qw.size(); ++fi) {
         const Weights& w = qw[fi];
         const int type = kFormats[fi].type;
-        if (w.data == nullptr || skinny_gemm_smem_bytes(rows, sh.k) > kSkinnyQuantSmemLimit) {
+        if (w.data == nullptr || skinny_gemm_smem_bytes(rows, sh.k) > skinny_gemm_quant_smem_limit()) {
           line += "n/a | ";
           continue;
         }

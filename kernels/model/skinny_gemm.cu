@@ -507,7 +507,8 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
 // 4 instructions a weight). dp4a would multiply by int8-rounded inputs,
 // another model than the bf16 weights the prompt path multiplies by.
 //
-// Grid: a CTA takes tiles blockIdx.x, + gridDim.x, ...; its kWarps warps
+// Grid: as many CTAs as the device holds at once, up to one per tile; a
+// CTA takes tiles blockIdx.x, + gridDim.x, ...; its kWarps warps
 // split a tile's steps (warp w: steps w, w + kWarps, ...), each with the
 // next step's bytes (at a tile's end, the next tile's) in flight while it
 // decodes the current one. Their fragments are summed through shared memory
@@ -518,6 +519,9 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
 //           row r at data + (r − row_begin)·row_bytes; kSwiglu / kGegluTanh gate row u
 //           at data, up row u at up_data.
 constexpr int kTileUnits = 8;  // units per tile: 16 weight rows, the mma's M
+// The quantized kernel's static shared memory (frag_smem, stage_rms_norm's
+// sums: 2.3 KiB at 8 rows), rounded up: what its input rows leave of a CTA's.
+constexpr size_t kQuantStaticSmem = 4 * 1024;
 
 struct QuantUnit {
   UnitRows rows;
@@ -699,16 +703,26 @@ cudaError_t launch_quant(const SkinnyGemmKernelParams& p, cudaStream_t stream, b
   const int tiles = (units + kTileUnits - 1) / kTileUnits;
   const size_t smem = size_t(kTok) * p.k * sizeof(uint16_t);
   auto kernel = skinny_gemm_quant_kernel<kTok, kType>;
-  if (smem > 40 * 1024) {
-    // Past 48 KiB with the static shared memory. Opting in once per
-    // instantiation is enough (a process's devices share the setting's need;
-    // a failure shows at the launch).
+  if (smem + kQuantStaticSmem > 48 * 1024) {
+    // Opting in once per instantiation is enough (a process's devices share
+    // the setting's need; a failure shows at the launch).
     static const cudaError_t opted =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSkinnyQuantSmemLimit));
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(skinny_gemm_quant_smem_limit()));
     if (opted != cudaSuccess) return opted;
   }
-  return launch_maybe_programmatic(kernel, dim3(std::min(tiles, kMaxCtas)), dim3(kThreads), smem, stream,
-                                   programmatic, p);
+  // As many CTAs as the device holds at once (a CTA takes tiles in turn):
+  // more would leave a tail wave of CTAs that each stage the input again.
+  int dev = 0, sms = 0, per_sm = 0;
+  int ctas = kMaxCtas;
+  if (cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) == cudaSuccess && per_sm > 0) {
+    ctas = per_sm * sms;
+  } else {
+    (void)cudaGetLastError();  // the launch below reports a real problem
+  }
+  return launch_maybe_programmatic(kernel, dim3(std::min(tiles, ctas)), dim3(kThreads), smem, stream, programmatic,
+                                   p);
 }
 
 template <int kTok>
@@ -748,6 +762,16 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t str
     case 4: return launch_tokens<4>(p, stream, programmatic);
     default: return launch_tokens<8>(p, stream, programmatic);
   }
+}
+
+size_t skinny_gemm_quant_smem_limit() {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();  // no device: nothing fits, and no error is left for the next call to find
+    return 0;
+  }
+  return size_t(optin) > kQuantStaticSmem ? std::min(kSkinnyQuantSmemLimit, size_t(optin) - kQuantStaticSmem) : 0;
 }
 
 cudaError_t skinny_gemm_waits_on_producer(bool* waits) {
