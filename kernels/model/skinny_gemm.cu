@@ -604,8 +604,17 @@ __device__ __forceinline__ void mma_part(const quant::PartBytes (&b)[2], const Q
   }
 }
 
+// CTAs an SM holds that the quantized kernel's registers are capped for:
+// 3 keeps the K-quant instantiations at <= 168 registers (from ~210 on
+// sm_90a, 4 bytes of spills in three of them): 12 warps an SM with their
+// next steps' bytes in flight instead of 8. Not yet measured against 1 (no
+// cap): bench/quant_gemm_sweep.sh times both.
+#ifndef FLASHSCOPE_QUANT_GEMM_MIN_CTAS
+#define FLASHSCOPE_QUANT_GEMM_MIN_CTAS 3
+#endif
+
 template <int kTok, int kType>
-__global__ void __launch_bounds__(kThreads) skinny_gemm_quant_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
+__global__ void __launch_bounds__(kThreads, FLASHSCOPE_QUANT_GEMM_MIN_CTAS) skinny_gemm_quant_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
   extern __shared__ uint4 x_smem[];             // [kTok][k / 8] bf16 chunks of the (normalized) input rows
   __shared__ float4 frag_smem[kWarps][32];      // each warp's share of the tile, summed by warp 0
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
