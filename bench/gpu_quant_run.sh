@@ -8,6 +8,8 @@
 # random-weight models of Llama-3.2-1B, Qwen3-0.6B and Gemma-3-270M's shapes.
 # Logs and tables under $OUT.
 #   usage: bash bench/gpu_quant_run.sh [tests|sweep|e2e|all]   (default all)
+# Each part takes a few minutes after the first build; where one command may
+# run 10 minutes, run the parts as separate calls (the build is kept).
 # The machine has no doctest package: carry the header in .device-carry/doctest/.
 set -uo pipefail
 what=${1:-all}
@@ -34,20 +36,20 @@ if [[ $what == sweep || $what == all ]]; then
 fi
 
 if [[ $what == e2e || $what == all ]]; then
+  # The generated models (0.2-0.8 GB each) stay out of $OUT: they are not results.
+  gen=${MODELS_DIR:-/tmp/flashscope-models}
+  mkdir -p "$gen"
   models=()
   for f in SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf; do
     [[ -f assets/models/$f ]] && models+=("assets/models/$f")
   done
-  $cli make-model --out "$OUT/llama3.2-1b-q4_k_m.gguf" --preset llama3.2-1b --type q4_k_m &&
-    models+=("$OUT/llama3.2-1b-q4_k_m.gguf")
-  $cli make-model --out "$OUT/qwen3-0.6b-q4_k_m.gguf" --preset qwen3-0.6b --type q4_k_m &&
-    models+=("$OUT/qwen3-0.6b-q4_k_m.gguf")
-  $cli make-model --out "$OUT/gemma3-270m-q4_k_m.gguf" --preset gemma3-270m --type q4_k_m &&
-    models+=("$OUT/gemma3-270m-q4_k_m.gguf")
+  for preset in llama3.2-1b qwen3-0.6b gemma3-270m; do
+    [[ -f $gen/$preset-q4_k_m.gguf ]] || $cli make-model --out "$gen/$preset-q4_k_m.gguf" --preset $preset --type q4_k_m
+    [[ -f $gen/$preset-q4_k_m.gguf ]] && models+=("$gen/$preset-q4_k_m.gguf")
+  done
   for m in "${models[@]}"; do
     for w in bf16 quantized; do
       $cli bench e2e -m "$m" --weights "$w" --batch 1,8 --runs 5 2>&1 | tee -a "$OUT/quant_e2e.txt"
     done
   done
-  rm -f "$OUT"/*.gguf  # the generated models are not results
 fi
