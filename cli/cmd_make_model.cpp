@@ -182,17 +182,21 @@ int cmd_make_model(int argc, char** argv) {
   }
   const std::string head =
       spec.tied ? "tied LM head" : std::string("untied ") + ggml_type_name(spec.output_type) + " LM head";
+  // In a mix, rows that are not whole 256-element super-blocks take llama.cpp's fallback types.
+  const bool fallback = spec.more_bits_type != GgmlType::kF32 &&
+                        (spec.hidden % 256 != 0 || spec.ffn % 256 != 0 || spec.n_heads * spec.head_dim % 256 != 0);
   const std::string matrices =
       std::string(ggml_type_name(spec.matrix_type)) +
       (spec.more_bits_type != GgmlType::kF32
            ? std::string(" (") + ggml_type_name(spec.more_bits_type) + " attn_v/ffn_down in llama.cpp's layers)"
            : std::string());
   std::printf("wrote %s: %d layers, dim %d, %d/%d heads x %d, ffn %d, vocab %d, context %d, %s matrices, %s "
-              "embeddings, %s, seed %llu%s\n",
+              "embeddings, %s, seed %llu%s%s\n",
               out.c_str(), spec.n_layers, spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.ffn,
               spec.vocab, spec.context, matrices.c_str(), ggml_type_name(spec.embd_type), head.c_str(),
               static_cast<unsigned long long>(spec.seed),
-              spec.architecture == "llama" ? "" : (", " + spec.architecture).c_str());
+              spec.architecture == "llama" ? "" : (", " + spec.architecture).c_str(),
+              fallback ? "; rows that are not whole super-blocks in llama.cpp's Q5_0/Q5_1/Q8_0" : "");
   return 0;
 }
 
