@@ -1,7 +1,8 @@
 // `flashscope-cli make-model`: writes a small GGUF (llama, qwen2, qwen3, gemma3) with random weights
 // of any shape and weight types (flashscope::build_synthetic_model), for
 // tests and GPU runs without downloading a model: every engine path
-// (head_dim 64/128, any GQA ratio, each weight type) on any size.
+// (each head_dim, any GQA ratio, each weight type) on any size, and the
+// shapes of the models the benchmarks name (--preset).
 #include <cctype>
 #include <cstdio>
 #include <string>
@@ -18,15 +19,20 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli make-model --out FILE [--preset NAME] [--layers N] [--dim D] [--heads H]\n"
-    "                                 [--kv-heads HK] [--head-dim 64|128] [--ffn F] [--vocab V] [--context C]\n"
+    "                                 [--kv-heads HK] [--head-dim D] [--ffn F] [--vocab V] [--context C]\n"
     "                                 [--rope-dim R] [--rope-base B] [--type T] [--embd-type T] [--output-type T]\n"
     "                                 [--untied] [--seed S] [--arch llama|qwen2|qwen3|gemma3|phi3] [--window W]\n"
     "  --preset              tiny (default: 2 layers, dim 64, 4/2 heads, D64, ffn 96, vocab 100, context 512)\n"
     "                        or smollm2-135m (30 layers, dim 576, 9/3 heads, D64, ffn 1536, vocab 49152,\n"
     "                        context 8192, rope base 100000), llama3.2-1b (16 layers, dim 2048, 32/8 heads, D64,\n"
-    "                        ffn 8192, vocab 128256, rope base 500000) or qwen3-1.7b (the llama-shaped part of\n"
+    "                        ffn 8192, vocab 128256, rope base 500000), qwen3-1.7b (the llama-shaped part of\n"
     "                        Qwen3-1.7B: 28 layers, dim 2048, 16/8 heads, D128, ffn 6144, vocab 151936, rope base\n"
-    "                        1000000; no QK-norm), both with context 8192; the flags below override it\n"
+    "                        1000000; no QK-norm), qwen3-0.6b (qwen3: 28 layers, dim 1024, 16/8 heads, D128,\n"
+    "                        ffn 3072, vocab 151936, QK-norm, rope base 1000000) or gemma3-270m (gemma3: 18\n"
+    "                        layers, dim 640, 4/1 heads, D256, ffn 2048, vocab 262144, window 512 on 5 of 6\n"
+    "                        layers, rope base 1000000, rms eps 1e-6), all with context 8192; the flags below\n"
+    "                        override it\n"
+    "  --head-dim D          32, 64, 80, 96, 128 or 256 (the CPU runs each; CUDA those its kernels have)\n"
     "  --type T              attention and FFN matrices: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k\n"
     "                        (default q4_1), or a llama.cpp mix: q4_k_m / q5_k_m (Q4_K / Q5_K matrices, Q6_K for\n"
     "                        attn_v and ffn_down of the layers llama.cpp gives more bits, Q6_K embeddings and\n"
@@ -102,8 +108,35 @@ int cmd_make_model(int argc, char** argv) {
     spec.vocab = 151936;
     spec.context = 8192;
     spec.rope_base = 1000000.0f;
+  } else if (preset == "qwen3-0.6b") {
+    spec.architecture = "qwen3";
+    spec.n_layers = 28;
+    spec.hidden = 1024;
+    spec.n_heads = 16;
+    spec.n_kv_heads = 8;
+    spec.head_dim = 128;
+    spec.ffn = 3072;
+    spec.vocab = 151936;
+    spec.context = 8192;
+    spec.rope_base = 1000000.0f;
+    spec.rms_eps = 1e-6f;
+  } else if (preset == "gemma3-270m") {
+    spec.architecture = "gemma3";
+    spec.n_layers = 18;
+    spec.hidden = 640;
+    spec.n_heads = 4;
+    spec.n_kv_heads = 1;
+    spec.head_dim = 256;
+    spec.ffn = 2048;
+    spec.vocab = 262144;
+    spec.context = 8192;
+    spec.sliding_window = 512;
+    spec.rope_base = 1000000.0f;
+    spec.rms_eps = 1e-6f;
   } else if (preset != "tiny") {
-    std::fprintf(stderr, "flashscope-cli make-model: --preset must be tiny, smollm2-135m, llama3.2-1b or qwen3-1.7b\n");
+    std::fprintf(stderr,
+                 "flashscope-cli make-model: --preset must be tiny, smollm2-135m, llama3.2-1b, qwen3-1.7b, "
+                 "qwen3-0.6b or gemma3-270m\n");
     return 2;
   }
   spec.n_layers = static_cast<int>(args.get_int("layers", spec.n_layers));
@@ -119,7 +152,7 @@ int cmd_make_model(int argc, char** argv) {
   spec.seed = static_cast<uint64_t>(args.get_int("seed", 1));
   spec.tied = !args.has("untied");
   spec.architecture = args.get("arch", spec.architecture);
-  spec.sliding_window = static_cast<int>(args.get_int("window", 0));
+  spec.sliding_window = static_cast<int>(args.get_int("window", spec.sliding_window));
   if (!args.ok()) {
     std::fprintf(stderr, "flashscope-cli make-model: %s\n%s", args.error().c_str(), kUsage);
     return 2;
@@ -149,17 +182,21 @@ int cmd_make_model(int argc, char** argv) {
   }
   const std::string head =
       spec.tied ? "tied LM head" : std::string("untied ") + ggml_type_name(spec.output_type) + " LM head";
+  // In a mix, rows that are not whole 256-element super-blocks take llama.cpp's fallback types.
+  const bool fallback = spec.more_bits_type != GgmlType::kF32 &&
+                        (spec.hidden % 256 != 0 || spec.ffn % 256 != 0 || spec.n_heads * spec.head_dim % 256 != 0);
   const std::string matrices =
       std::string(ggml_type_name(spec.matrix_type)) +
       (spec.more_bits_type != GgmlType::kF32
            ? std::string(" (") + ggml_type_name(spec.more_bits_type) + " attn_v/ffn_down in llama.cpp's layers)"
            : std::string());
   std::printf("wrote %s: %d layers, dim %d, %d/%d heads x %d, ffn %d, vocab %d, context %d, %s matrices, %s "
-              "embeddings, %s, seed %llu%s\n",
+              "embeddings, %s, seed %llu%s%s\n",
               out.c_str(), spec.n_layers, spec.hidden, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.ffn,
               spec.vocab, spec.context, matrices.c_str(), ggml_type_name(spec.embd_type), head.c_str(),
               static_cast<unsigned long long>(spec.seed),
-              spec.architecture == "llama" ? "" : (", " + spec.architecture).c_str());
+              spec.architecture == "llama" ? "" : (", " + spec.architecture).c_str(),
+              fallback ? "; rows that are not whole super-blocks in llama.cpp's Q5_0/Q5_1/Q8_0" : "");
   return 0;
 }
 

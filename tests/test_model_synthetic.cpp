@@ -127,7 +127,7 @@ TEST_CASE("synthetic models: specs the engine cannot run are refused naming the 
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     CHECK_MESSAGE(r.status().message().find(word) != std::string::npos, r.status().message());
   };
-  refused([](SyntheticModelSpec& s) { s.head_dim = 96; }, "head_dim");
+  refused([](SyntheticModelSpec& s) { s.head_dim = 48; }, "head_dim");  // no attention path runs 48
   refused([](SyntheticModelSpec& s) { s.n_kv_heads = 3; }, "kv-heads");
   refused([](SyntheticModelSpec& s) { s.n_layers = 0; }, "layers");
   refused([](SyntheticModelSpec& s) { s.hidden = 48; }, "blocks");              // Q4_1 rows of 48: not whole blocks
@@ -167,12 +167,115 @@ TEST_CASE("make-model: the command writes the model its flags describe, and refu
   std::remove(path.c_str());
 
   CHECK(run({"--layers", "2"}) == 2);                              // no --out
-  CHECK(run({"--out", path, "--head-dim", "96"}) == 2);            // refused spec
+  CHECK(run({"--out", path, "--head-dim", "48"}) == 2);            // refused spec
   CHECK(run({"--out", path, "--type", "q9_9"}) == 2);              // unknown type
   CHECK(run({"--out", path, "--preset", "huge"}) == 2);
   CHECK(run({"--out", "/nonexistent-dir/x.gguf"}) == 1);           // cannot write
 }
 
+#endif  // FLASHSCOPE_TEST_CLI
+
+TEST_CASE("synthetic models: head_dim 32, 96 and 256 load and generate on the CPU") {
+  for (int d : {32, 96, 256}) {
+    INFO("head_dim ", d);
+    SyntheticModelSpec spec;
+    spec.head_dim = d;
+    spec.hidden = 128;
+    spec.n_heads = 2;
+    spec.n_kv_heads = 1;
+    const std::string path = temp_path("head_dim");
+    REQUIRE(write_synthetic_model(spec, path).ok());
+    check_loads_and_generates(path, spec, 3);
+    std::remove(path.c_str());
+  }
+}
+
+#if FLASHSCOPE_TEST_CLI
+TEST_CASE("make-model: --preset qwen3-0.6b and gemma3-270m write their families' shapes, which run on the CPU") {
+  const std::string path = temp_path("make_model_preset");
+  auto run = [](std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return cli::cmd_make_model(static_cast<int>(argv.size()), argv.data());
+  };
+  // Fewer layers and a small vocabulary keep the files small; every other number is the preset's.
+  {
+    REQUIRE(run({"--out", path, "--preset", "qwen3-0.6b", "--layers", "2", "--vocab", "300"}) == 0);
+    SyntheticModelSpec spec;
+    spec.n_layers = 2;
+    spec.hidden = 1024;
+    spec.n_heads = 16;
+    spec.n_kv_heads = 8;
+    spec.head_dim = 128;
+    spec.ffn = 3072;
+    spec.vocab = 300;
+    spec.context = 8192;
+    check_loads_and_generates(path, spec, 2);
+    auto model = Model::load(path);
+    REQUIRE(model.ok());
+    CHECK(model->config().arch == Architecture::kQwen3);
+    CHECK(model->config().qk_norm);
+    CHECK(model->config().rope_base == 1000000.0f);
+    CHECK(model->config().rms_eps == 1e-6f);
+  }
+  {
+    // Seven layers: layer 5 is gemma3's global one, the others slide.
+    REQUIRE(run({"--out", path, "--preset", "gemma3-270m", "--layers", "7", "--vocab", "300"}) == 0);
+    SyntheticModelSpec spec;
+    spec.n_layers = 7;
+    spec.hidden = 640;
+    spec.n_heads = 4;
+    spec.n_kv_heads = 1;
+    spec.head_dim = 256;
+    spec.ffn = 2048;
+    spec.vocab = 300;
+    spec.context = 8192;
+    check_loads_and_generates(path, spec, 2);
+    auto model = Model::load(path);
+    REQUIRE(model.ok());
+    const ModelConfig& c = model->config();
+    CHECK(c.arch == Architecture::kGemma3);
+    CHECK(c.qk_norm);
+    CHECK(c.post_norms);
+    CHECK(c.sliding_window == 512);
+    for (int l = 0; l < 7; ++l) {
+      INFO("layer ", l);
+      CHECK(c.layer(l).window == (l == 5 ? 0 : 512));
+      CHECK(c.layer(l).rope_base == (l == 5 ? 1000000.0f : 10000.0f));
+    }
+  }
+  {
+    // Q4_K_M on dim 640: llama.cpp's fallback for rows that are not whole super-blocks.
+    REQUIRE(run({"--out", path, "--preset", "gemma3-270m", "--layers", "2", "--vocab", "300", "--type", "q4_k_m"}) ==
+            0);
+    auto file = GgufFile::open(path);
+    REQUIRE(file.ok());
+    auto type_of = [&](const std::string& name) {
+      const GgufTensor* t = file->find_tensor(name);
+      REQUIRE(t != nullptr);
+      return t->type;
+    };
+    CHECK(type_of("token_embd.weight") == GgmlType::kQ8_0);         // Q6_K, 640 columns
+    CHECK(type_of("blk.1.attn_q.weight") == GgmlType::kQ5_0);       // Q4_K, 640 columns
+    CHECK(type_of("blk.1.ffn_up.weight") == GgmlType::kQ5_0);
+    CHECK(type_of("blk.1.attn_output.weight") == GgmlType::kQ4_K);  // 4 x 256 columns
+    CHECK(type_of("blk.1.ffn_down.weight") == GgmlType::kQ6_K);     // 2048 columns, more bits (last layer)
+    auto model = Model::load(path);
+    REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+    auto session = Session::create(*model, SessionOptions{64});
+    REQUIRE(session.ok());
+    GenerateParams gp;
+    gp.max_tokens = 2;
+    gp.stop_tokens = {-1};
+    auto stats = session->generate(model->tokenizer().encode("Hi", false), gp, [](const TokenEvent&) { return true; });
+    REQUIRE_MESSAGE(stats.ok(), stats.status().to_string());
+    CHECK(stats->generated_tokens == 2);
+  }
+  std::remove(path.c_str());
+}
+#endif  // FLASHSCOPE_TEST_CLI
+
+#if FLASHSCOPE_TEST_CLI
 TEST_CASE("make-model: --type q4_k_m writes llama.cpp's mix, and the model runs") {
   // llama.cpp's use_more_bits over 16 layers: the first and last eighth, every third between.
   std::vector<int> more;

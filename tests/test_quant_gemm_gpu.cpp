@@ -154,6 +154,99 @@ TEST_CASE("quant gemm gpu: few-token GEMM over each block type against the CPU d
   }
 }
 
+// The tensor-core kernel's tiles (16 rows) and grid (the CTAs the device
+// holds at once, each taking tiles in turn), its steps (4 groups or a super-block, the last one
+// partial when the groups are not a multiple of 4) and its loads (16 bytes
+// for a K-quant super-block on a 16-byte boundary, 4 otherwise).
+TEST_CASE("quant gemm gpu: more tiles than CTAs, a partial last tile and step, K-quant rows off 16-byte alignment") {
+  if (skip_without_gpu()) return;
+  std::mt19937_64 rng(4096);
+  // n: 1100 tiles (more than 132 SMs x 8 CTAs), the last with 5 of its 16 rows.
+  const int n = 1099 * 16 + 5;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+    const int block = static_cast<int>(ggml_block_size(type));
+    const int k = block == 256 ? 512 : 11 * 32;  // 32-element types: 11 groups, 2 steps and 3 of 4 parts
+    const int64_t row_bytes = int64_t(k / block) * ggml_type_size(type);
+    for (int offset : {0, 4}) {  // bytes past a 256-byte boundary where the matrix starts
+      const std::string what = std::string(ggml_type_name(type)) + " offset " + std::to_string(offset);
+      INFO(what);
+      const std::vector<uint8_t> blocks = random_quant_blocks(static_cast<int>(type), n, k / block, rng);
+      std::vector<uint8_t> bytes(size_t(offset), 0);
+      bytes.insert(bytes.end(), blocks.begin(), blocks.end());
+      std::vector<float> wf(size_t(n) * k);
+      for (int r = 0; r < n; ++r)
+        REQUIRE(dequantize_row(type, blocks.data() + r * row_bytes, &wf[size_t(r) * k], k).ok());
+      DeviceBuffer d_w = upload(bytes);
+      cuda::DeviceMatrix m;
+      m.type = type;
+      m.data = static_cast<const uint8_t*>(d_w.data()) + offset;
+      m.rows = n;
+      m.cols = k;
+      m.row_bytes = row_bytes;
+      for (int rows : {1, 6}) {  // 1..8 rows over smaller shapes: the first case
+        INFO("rows " << rows);
+        const std::vector<uint16_t> x = random_bf16(size_t(rows) * k, rng);
+        DeviceBuffer d_x = upload(x);
+        DeviceBuffer d_y = poisoned(size_t(rows) * n * 4);
+        cuda::SkinnyGemmOp op;
+        op.matrix = &m;
+        op.rows = rows;
+        op.n_out = n;
+        op.k = k;
+        op.x = static_cast<const uint16_t*>(d_x.data());
+        op.ldx = k;
+        op.y = static_cast<float*>(d_y.data());
+        op.ldy = n;
+        const Status s = cuda::skinny_gemm(op, nullptr);
+        REQUIRE_MESSAGE(s.ok(), s.to_string());
+        const std::vector<float> y = download<float>(d_y, size_t(rows) * n);
+        int bad = 0;
+        for (int t = 0; t < rows; ++t)
+          for (int r = 0; r < n; ++r) bad += close(y[size_t(t) * n + r], dot(wf, r, x, t, k, /*round_w=*/true)) ? 0 : 1;
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
+// Llama-3.2-1B's ffn_down (k = 8192) at 8 rows: 128 KiB of input rows in
+// shared memory, where the device lets a CTA have that much (H100, H200,
+// A100), else refused as unsupported (the engine then takes cuBLAS).
+TEST_CASE("quant gemm gpu: 8 rows of k 8192 run where the device has the shared memory") {
+  if (skip_without_gpu()) return;
+  std::mt19937_64 rng(8192);
+  const int n = 40, k = 8192, rows = 8;
+  QuantMatrix w(GgmlType::kQ4_K, n, k, rng);
+  const std::vector<uint16_t> x = random_bf16(size_t(rows) * k, rng);
+  DeviceBuffer d_x = upload(x);
+  DeviceBuffer d_y = poisoned(size_t(rows) * n * 4);
+  cuda::SkinnyGemmOp op;
+  op.matrix = &w.m;
+  op.rows = rows;
+  op.n_out = n;
+  op.k = k;
+  op.x = static_cast<const uint16_t*>(d_x.data());
+  op.ldx = k;
+  op.y = static_cast<float*>(d_y.data());
+  op.ldy = n;
+  const Status s = cuda::skinny_gemm(op, nullptr);
+  auto info = query_device(0);
+  REQUIRE(info.ok());
+  // 128 KiB of rows beside the kernel's few KiB of its own
+  const bool fits = info->smem_per_block_optin_kib >= 128 + 4;
+  CHECK(cuda::skinny_quant_supported(rows, k) == fits);
+  if (!fits) {
+    CHECK(s.code() == StatusCode::kUnsupported);
+    return;
+  }
+  REQUIRE_MESSAGE(s.ok(), s.to_string());
+  const std::vector<float> y = download<float>(d_y, size_t(rows) * n);
+  int bad = 0;
+  for (int t = 0; t < rows; ++t)
+    for (int r = 0; r < n; ++r) bad += close(y[size_t(t) * n + r], dot(w.wf, r, x, t, k, /*round_w=*/true)) ? 0 : 1;
+  CHECK(bad == 0);
+}
+
 TEST_CASE("quant gemm gpu: a matrix of some rows of a wider output, and SwiGLU / GeGLU over quantized gate and up") {
   if (skip_without_gpu()) return;
   std::mt19937_64 rng(77);

@@ -196,10 +196,16 @@ size_t skinny_gemm_smem_bytes(int rows, int k);
 // Only where skinny_gemm_waits_on_producer() said yes.
 // Quantized weights (p.wq.type != 0) take the same path with the rows
 // decoded in registers (skinny_gemm_quant_kernel); their input rows may use
-// up to kSkinnyQuantSmemLimit bytes of shared memory (the launcher opts in
-// beyond 48 KiB).
+// up to skinny_gemm_quant_smem_limit() bytes of shared memory (the launcher
+// opts in beyond 48 KiB).
 cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic);
-inline constexpr size_t kSkinnyQuantSmemLimit = 96 * 1024;
+// The most the quantized kernel's input rows take: 8 rows of k = 10240
+// (Llama-3.2-1B's ffn_down, k = 8192, at 8 rows: 128 KiB), where the device
+// allows it.
+inline constexpr size_t kSkinnyQuantSmemLimit = 160 * 1024;
+// kSkinnyQuantSmemLimit, or less on the current device: what it lets a CTA
+// opt into less the kernel's static shared memory (0 without a device).
+size_t skinny_gemm_quant_smem_limit();
 // Whether the kernel's code on the current device waits for its producer
 // (compiled for sm_90 or later; code JIT-compiled from sm_80 PTX does not).
 cudaError_t skinny_gemm_waits_on_producer(bool* waits);

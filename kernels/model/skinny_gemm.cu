@@ -30,6 +30,10 @@
 // the CTA stages its input rows in shared memory (the two latencies overlap).
 // Lanes then reduce their partial dot products with shuffles and lane t
 // writes token t's outputs.
+//
+// Weights kept in their GGUF blocks take skinny_gemm_quant_kernel (below):
+// the same staging and epilogue (store_unit), the products on the tensor
+// cores over 16-row tiles decoded once per step.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -51,10 +55,10 @@ constexpr int kPassElems = 32 * kChunksPerLane * kChunkElems;
 __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 
+// Two floats rounded to nearest-even bf16, lo in the low half (one packed convert).
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const uint32_t a = __bfloat16_as_ushort(__float2bfloat16_rn(lo));
-  const uint32_t b = __bfloat16_as_ushort(__float2bfloat16_rn(hi));
-  return a | (b << 16);
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 // Σ of 8 products of two chunks of bf16, in order, onto acc.
@@ -293,6 +297,18 @@ __device__ void stage_split_kv(const SkinnyGemmKernelParams& p, uint4* x_smem, i
   }
 }
 
+// The input rows into x_smem [kTok][kc] bf16, from whichever input p names.
+template <int kTok>
+__device__ __forceinline__ void stage_input(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
+  if (p.input == SkinnyInput::kBf16) {
+    stage_bf16<kTok>(p, x_smem, kc);
+  } else if (p.input == SkinnyInput::kRmsNorm) {
+    stage_rms_norm<kTok>(p, x_smem, kc);
+  } else {
+    stage_split_kv<kTok>(p, x_smem, kc);
+  }
+}
+
 // What an output unit's epilogue reads besides its sums (the residual it
 // adds to, the RoPE angle and the K/V slot), for token t of the unit whose
 // first row is r. Requested while the input rows are staged, so the stores
@@ -346,6 +362,40 @@ __device__ void rope_append_pair(const RopeAppendKernelParams& p, int t, int r, 
   *reinterpret_cast<uint32_t*>((is_v ? p.v_pages : p.k_pages) + dst) = packed;
 }
 
+// An output unit: two adjacent weight rows (kStore, kAccumulate,
+// kRopeAppend: outputs row0 = 2u and row1 = 2u + 1 of the output space, a
+// RoPE pair) or a gate row and its up row (kSwiglu, kGegluTanh: output u);
+// has0/has1 whether each row exists.
+struct UnitRows {
+  int unit, row0, row1;
+  bool has0, has1;
+};
+
+// Token t's outputs of unit r, the unit's two dot products a (row0) and b
+// (row1): the epilogue both kernels share.
+__device__ __forceinline__ void store_unit(const SkinnyGemmKernelParams& p, int t, const UnitRows& r, float a, float b,
+                                           const EpilogueInputs& e) {
+  switch (p.output) {
+    case SkinnyOutput::kStore:
+      p.y[t * p.ldy + r.row0] = a;
+      if (r.has1) p.y[t * p.ldy + r.row1] = b;
+      break;
+    case SkinnyOutput::kAccumulate:
+      p.y[t * p.ldy + r.row0] = e.y0 + a;
+      if (r.has1) p.y[t * p.ldy + r.row1] = e.y1 + b;
+      break;
+    case SkinnyOutput::kSwiglu:
+      p.act[t * p.ld_act + r.unit] = __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kSilu, a, b)));
+      break;
+    case SkinnyOutput::kGegluTanh:
+      p.act[t * p.ld_act + r.unit] = __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kGeluTanh, a, b)));
+      break;
+    case SkinnyOutput::kRopeAppend:
+      rope_append_pair(p.rope, t, r.row0, a, b, e);
+      break;
+  }
+}
+
 template <int kTok>
 __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
   extern __shared__ uint4 x_smem[];  // [kTok][k / 8] bf16 chunks of the (normalized) input rows
@@ -355,12 +405,8 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
   const int passes = (p.k + kPassElems - 1) / kPassElems;
 
   // Unit u of this warp: its two weight rows and whether each exists.
-  struct Rows {
-    int unit, row0, row1;
-    bool has0, has1;
-  };
   auto rows_of = [&](int u) {
-    Rows r;
+    UnitRows r;
     r.unit = (blockIdx.x * p.units_per_warp + u) * kWarps + warp;
     r.row0 = swiglu ? r.unit : 2 * r.unit;
     r.row1 = swiglu ? r.unit + p.n_out : 2 * r.unit + 1;
@@ -369,7 +415,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
     return r;
   };
   uint4 w_rmem[2][kChunksPerLane];
-  auto load_pass = [&](const Rows& r, int pass) {
+  auto load_pass = [&](const UnitRows& r, int pass) {
     const uint16_t* w0 = p.w + int64_t(r.row0) * p.k;
     const uint16_t* w1 = p.w + int64_t(r.row1) * p.k;
 #pragma unroll
@@ -390,22 +436,16 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
   // Lane t's epilogue inputs for token t of unit 0 (later units load theirs at the end).
   EpilogueInputs epi;
   {
-    const Rows r0 = rows_of(0);
+    const UnitRows r0 = rows_of(0);
     if (lane < kTok && lane < p.rows && r0.has0 && !swiglu) epi = load_epilogue_inputs(p, lane, r0.row0, r0.has1);
   }
-  if (p.input == SkinnyInput::kBf16) {
-    stage_bf16<kTok>(p, x_smem, kc);
-  } else if (p.input == SkinnyInput::kRmsNorm) {
-    stage_rms_norm<kTok>(p, x_smem, kc);
-  } else {
-    stage_split_kv<kTok>(p, x_smem, kc);
-  }
+  stage_input<kTok>(p, x_smem, kc);
   __syncthreads();  // every input row is in shared memory before any warp reads one
 
   // A warp takes units_per_warp units in turn (the LM head's 24576 units in
   // 512 CTAs: the staging above is paid once per 48 units, not per 4).
   for (int u = 0; u < p.units_per_warp; ++u) {
-    const Rows r = rows_of(u);
+    const UnitRows r = rows_of(u);
     float acc_rmem[2][kTok];
 #pragma unroll
     for (int t = 0; t < kTok; ++t) acc_rmem[0][t] = acc_rmem[1][t] = 0.0f;
@@ -442,179 +482,210 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
       if (lane != t || t >= p.rows) continue;
       const float a = acc_rmem[0][t], b = acc_rmem[1][t];
       if (u > 0 && !swiglu) epi = load_epilogue_inputs(p, t, r.row0, r.has1);
-      switch (p.output) {
-        case SkinnyOutput::kStore:
-          p.y[t * p.ldy + r.row0] = a;
-          if (r.has1) p.y[t * p.ldy + r.row1] = b;
-          break;
-        case SkinnyOutput::kAccumulate:
-          p.y[t * p.ldy + r.row0] = epi.y0 + a;
-          if (r.has1) p.y[t * p.ldy + r.row1] = epi.y1 + b;
-          break;
-        case SkinnyOutput::kSwiglu:
-          p.act[t * p.ld_act + r.unit] = __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kSilu, a, b)));
-          break;
-        case SkinnyOutput::kGegluTanh:
-          p.act[t * p.ld_act + r.unit] =
-              __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kGeluTanh, a, b)));
-          break;
-        case SkinnyOutput::kRopeAppend:
-          rope_append_pair(p.rope, t, r.row0, a, b, epi);
-          break;
-      }
+      store_unit(p, t, r, a, b, epi);
     }
   }
 }
 
 
-// Group g of a quantized row as the bf16 values dequantize_bf16 writes
-// (quant::group_value, the CPU dequantizer's float, rounded to bf16), held
-// as floats. A prompt's rows multiply (through cuBLAS) by exactly these
-// weights, so a decode step and a prompt, or a row of forward_batch and the
-// same sequence's own step, see one model; the rounding is a packed convert
-// per two weights, small beside streaming the blocks.
-template <int kType>
-__device__ __forceinline__ void bf16_weights(const uint8_t* row, int g, float (&w)[quant::kGroup]) {
-  float q[quant::kGroup];
-  const quant::GroupScales s = quant::decode_group<kType>(row, g, q);
-#pragma unroll
-  for (int i = 0; i < quant::kGroup; i += 2) {
-    const float2 v = __bfloat1622float2(
-        __floats2bfloat162_rn(quant::group_value(s, i, q[i]), quant::group_value(s, i + 1, q[i + 1])));
-    w[i] = v.x;
-    w[i + 1] = v.y;
-  }
-}
-
-// The same kernel over weights kept in their GGUF blocks (p.wq): each lane
-// takes 32-element groups lane, lane + 32, ... of its unit's two rows,
-// decodes them in registers (quant_blocks.h) to their bf16 values
-// (bf16_weights) and multiplies them with every token's row, one
-// multiply-add per element and token plus the group's decode. Staging, units
-// and epilogues are the bf16 kernel's.
+// The same products over weights kept in their GGUF blocks (p.wq), on the
+// tensor cores. A warp's mma.m16n8k16 multiplies a tile of 16 weight rows
+// (8 units: unit g's row0 as the tile's row g, its row1 as row g + 8) by the
+// token rows (8 columns; those past kTok are zeros), so each weight is
+// decoded once per step however many rows the step has: rows 1..8 cost the
+// same. Lane (g, c) = (lane / 4, lane % 4) decodes part c (quant_blocks.h:
+// one group, or the two groups of a K-quant that share their bytes) of unit
+// g's two rows in each step and rounds each value to bf16 as dequantize_bf16
+// does, so a decode step multiplies by exactly the weights cuBLAS reads in a
+// prompt step. The order of k inside an mma is free as long as A and B agree:
+// lane (g, c)'s 4 k-slots of an mma are 4 consecutive elements of its own
+// part's group, and its B fragment is token g's input at the same elements.
+//
+// Why not FP32 multiply-adds (the previous form) or dp4a: at 8 rows the
+// multiply-adds were 8 per weight on top of the decode, beyond what an SM
+// issues per weight byte at HBM speed; the mma leaves only the decode (about
+// 4 instructions a weight). dp4a would multiply by int8-rounded inputs,
+// another model than the bf16 weights the prompt path multiplies by.
+//
+// Grid: as many CTAs as the device holds at once, up to one per tile; a
+// CTA takes tiles blockIdx.x, + gridDim.x, ...; its kWarps warps
+// split a tile's steps (warp w: steps w, w + kWarps, ...), each with the
+// next step's bytes (at a tile's end, the next tile's) in flight while it
+// decodes the current one. Their fragments are summed through shared memory
+// and warp 0 writes the tile (lane (g, c): unit g, tokens 2c and 2c + 1)
+// through the bf16 kernel's epilogue.
 //
 //   w rows: kStore / kAccumulate / kRopeAppend outputs [row_begin, row_end) of n_out,
 //           row r at data + (r − row_begin)·row_bytes; kSwiglu / kGegluTanh gate row u
 //           at data, up row u at up_data.
+constexpr int kTileUnits = 8;  // units per tile: 16 weight rows, the mma's M
+// The quantized kernel's static shared memory (frag_smem, stage_rms_norm's
+// sums: 2.3 KiB at 8 rows), rounded up: what its input rows leave of a CTA's.
+constexpr size_t kQuantStaticSmem = 4 * 1024;
+
+struct QuantUnit {
+  UnitRows rows;
+  const uint8_t* w0;  // row0's bytes
+  const uint8_t* w1;  // row1's bytes
+};
+
+// Unit g of tile `tile` (pointer arithmetic only: a tile past the end is never read).
+__device__ __forceinline__ QuantUnit quant_unit(const SkinnyGemmKernelParams& p, bool swiglu, int tile, int g) {
+  const SkinnyQuantWeights& wq = p.wq;
+  QuantUnit u;
+  UnitRows& r = u.rows;
+  r.unit = tile * kTileUnits + g;
+  if (swiglu) {
+    r.row0 = r.row1 = r.unit;
+    r.has0 = r.has1 = r.unit < p.n_out;
+    u.w0 = wq.data + int64_t(r.unit) * wq.row_bytes;
+    u.w1 = wq.up_data + int64_t(r.unit) * wq.row_bytes;
+  } else {
+    r.row0 = wq.row_begin + 2 * r.unit;
+    r.row1 = r.row0 + 1;
+    r.has0 = r.row0 < wq.row_end;
+    r.has1 = r.row1 < wq.row_end;
+    u.w0 = wq.data + int64_t(r.row0 - wq.row_begin) * wq.row_bytes;
+    u.w1 = u.w0 + wq.row_bytes;
+  }
+  return u;
+}
+
+// Part `part` of step `step` of the unit's two rows (a row that does not
+// exist, or a part past the row's last group, is not read).
+template <int kType>
+__device__ __forceinline__ void load_unit_part(const QuantUnit& u, int step, int part, bool live,
+                                               quant::PartBytes (&b)[2]) {
+  if (live && u.rows.has0) quant::load_part<kType>(u.w0, step, part, b[0]);
+  if (live && u.rows.has1) quant::load_part<kType>(u.w1, step, part, b[1]);
+}
+
+// Group `sub` of a loaded part as 16 bf16 pairs (elements 2i, 2i + 1), zeros where `has` is false.
+template <int kType>
+__device__ __forceinline__ void bf16_group(const quant::PartBytes& b, int part, int sub, bool has, uint32_t (&w)[16]) {
+  if (!has) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) w[i] = 0u;
+    return;
+  }
+  float q[quant::kGroup];
+  const quant::GroupScales s = quant::decode_part<kType>(b, part, sub, q);
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    w[i] = pack_bf16x2(quant::group_value(s, 2 * i, q[2 * i]), quant::group_value(s, 2 * i + 1, q[2 * i + 1]));
+  }
+}
+
+// acc (the tile's m16n8 fragment) += the part's groups · the tokens' inputs.
+// x_row: this lane's token row in shared memory, read where has_x (its token
+// is below kTok). Every lane runs every mma (mma.sync), with zeros where it
+// has nothing.
+template <int kType>
+__device__ __forceinline__ void mma_part(const quant::PartBytes (&b)[2], const QuantUnit& u, int step, int part,
+                                         int groups, const uint16_t* x_row, bool has_x, float (&acc)[4]) {
+#pragma unroll
+  for (int sub = 0; sub < quant::part_groups(kType); ++sub) {
+    const int g = quant::part_group(kType, step, part, sub);
+    const bool live = g < groups;
+    uint32_t w0[16], w1[16];
+    bf16_group<kType>(b[0], part, sub, live && u.rows.has0, w0);
+    bf16_group<kType>(b[1], part, sub, live && u.rows.has1, w1);
+    const uint4* xg = reinterpret_cast<const uint4*>(x_row + int64_t(live ? g : 0) * quant::kGroup);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {  // elements 8c .. 8c + 7 of the group: two mmas of 4 each
+      const uint4 xv = live && has_x ? xg[c] : make_uint4(0, 0, 0, 0);
+      const uint32_t a_lo[4] = {w0[4 * c], w1[4 * c], w0[4 * c + 1], w1[4 * c + 1]};
+      const uint32_t b_lo[2] = {xv.x, xv.y};
+      MmaType<__nv_bfloat16>::mma(a_lo, b_lo, acc);
+      const uint32_t a_hi[4] = {w0[4 * c + 2], w1[4 * c + 2], w0[4 * c + 3], w1[4 * c + 3]};
+      const uint32_t b_hi[2] = {xv.z, xv.w};
+      MmaType<__nv_bfloat16>::mma(a_hi, b_hi, acc);
+    }
+  }
+}
+
+// CTAs an SM holds that the quantized kernel's registers are capped for:
+// 3 keeps the K-quant instantiations at <= 168 registers (from ~210 on
+// sm_90a, 4 bytes of spills in three of them): 12 warps an SM with their
+// next steps' bytes in flight instead of 8. Not yet measured against 1 (no
+// cap): bench/quant_gemm_sweep.sh times both.
+#ifndef FLASHSCOPE_QUANT_GEMM_MIN_CTAS
+#define FLASHSCOPE_QUANT_GEMM_MIN_CTAS 3
+#endif
+
 template <int kTok, int kType>
-__global__ void __launch_bounds__(kThreads) skinny_gemm_quant_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
-  extern __shared__ uint4 x_smem[];  // [kTok][k / 8] bf16 chunks of the (normalized) input rows
+__global__ void __launch_bounds__(kThreads, FLASHSCOPE_QUANT_GEMM_MIN_CTAS) skinny_gemm_quant_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
+  extern __shared__ uint4 x_smem[];             // [kTok][k / 8] bf16 chunks of the (normalized) input rows
+  __shared__ float4 frag_smem[kWarps][32];      // each warp's share of the tile, summed by warp 0
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int gid = lane / 4, part = lane % 4;
   const int kc = p.k / kChunkElems;
   const int groups = p.k / quant::kGroup;
+  constexpr int kStepGroups = quant::step_groups(kType);
+  const int steps = (groups + kStepGroups - 1) / kStepGroups;
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;  // gate/up units
-  const SkinnyQuantWeights& wq = p.wq;
+  const int units = swiglu ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
+  const int tiles = (units + kTileUnits - 1) / kTileUnits;
+  auto live = [&](int step) { return quant::part_group(kType, step, part, 0) < groups; };
 
-  struct Rows {
-    int unit, row0, row1;
-    bool has0, has1;
-    const uint8_t* w0;
-    const uint8_t* w1;
-  };
-  auto rows_of = [&](int u) {
-    Rows r;
-    r.unit = (blockIdx.x * p.units_per_warp + u) * kWarps + warp;
-    if (swiglu) {
-      r.row0 = r.row1 = r.unit;
-      r.has0 = r.has1 = r.unit < p.n_out;
-      r.w0 = wq.data + int64_t(r.unit) * wq.row_bytes;
-      r.w1 = wq.up_data + int64_t(r.unit) * wq.row_bytes;
-    } else {
-      r.row0 = wq.row_begin + 2 * r.unit;
-      r.row1 = r.row0 + 1;
-      r.has0 = r.row0 < wq.row_end;
-      r.has1 = r.row1 < wq.row_end;
-      r.w0 = wq.data + int64_t(r.row0 - wq.row_begin) * wq.row_bytes;
-      r.w1 = r.w0 + wq.row_bytes;
-    }
-    return r;
-  };
-
+  quant::PartBytes cur[2] = {}, nxt[2] = {};
+  int tile = blockIdx.x;
+  QuantUnit u = quant_unit(p, swiglu, tile, gid);
+  // The weights do not depend on the kernel before this one: the first
+  // step's are requested, then that kernel's outputs waited for (see
+  // launch_skinny_gemm), and the next kernel may start its own requests.
+  if (tile < tiles && warp < steps) load_unit_part<kType>(u, warp, part, live(warp), cur);
   pdl_wait();
   pdl_launch_dependents();
-  EpilogueInputs epi;
-  {
-    const Rows r0 = rows_of(0);
-    if (lane < kTok && lane < p.rows && r0.has0 && !swiglu) epi = load_epilogue_inputs(p, lane, r0.row0, r0.has1);
-  }
-  if (p.input == SkinnyInput::kBf16) {
-    stage_bf16<kTok>(p, x_smem, kc);
-  } else if (p.input == SkinnyInput::kRmsNorm) {
-    stage_rms_norm<kTok>(p, x_smem, kc);
-  } else {
-    stage_split_kv<kTok>(p, x_smem, kc);
-  }
+  stage_input<kTok>(p, x_smem, kc);
   __syncthreads();  // every input row is in shared memory before any warp reads one
+  const bool has_x = gid < kTok;
+  const uint16_t* x_row = reinterpret_cast<const uint16_t*>(x_smem) + int64_t(has_x ? gid : 0) * p.k;
 
-  for (int u = 0; u < p.units_per_warp; ++u) {
-    const Rows r = rows_of(u);
-    if (!r.has0) break;  // units only grow with u
-    float acc_rmem[2][kTok];
+  for (; tile < tiles; tile += gridDim.x) {
+    // Warp 0's lanes write tokens 2c and 2c + 1 of unit g: what their epilogue reads goes out now.
+    EpilogueInputs epi[2];
+    if (warp == 0 && !swiglu && u.rows.has0) {
 #pragma unroll
-    for (int t = 0; t < kTok; ++t) acc_rmem[0][t] = acc_rmem[1][t] = 0.0f;
-    for (int g = lane; g < groups; g += 32) {
-      float w0[quant::kGroup], w1[quant::kGroup];
-      bf16_weights<kType>(r.w0, g, w0);
-      if (r.has1) {
-        bf16_weights<kType>(r.w1, g, w1);
-      } else {
-#pragma unroll
-        for (int i = 0; i < quant::kGroup; ++i) w1[i] = 0.0f;
-      }
-#pragma unroll
-      for (int t = 0; t < kTok; ++t) {
-        const uint4* xg = x_smem + t * kc + g * (quant::kGroup / kChunkElems);
-        float acc0 = acc_rmem[0][t], acc1 = acc_rmem[1][t];
-#pragma unroll
-        for (int c = 0; c < quant::kGroup / kChunkElems; ++c) {
-          const uint4 xv = xg[c];
-          const uint32_t words[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-          for (int e = 0; e < kChunkElems; ++e) {
-            const int i = c * kChunkElems + e;
-            const float xe = e % 2 == 0 ? bf16_lo(words[e / 2]) : bf16_hi(words[e / 2]);
-            acc0 = fmaf(w0[i], xe, acc0);
-            acc1 = fmaf(w1[i], xe, acc1);
-          }
-        }
-        acc_rmem[0][t] = acc0;
-        acc_rmem[1][t] = acc1;
+      for (int j = 0; j < 2; ++j) {
+        const int t = 2 * part + j;
+        if (t < kTok && t < p.rows) epi[j] = load_epilogue_inputs(p, t, u.rows.row0, u.rows.has1);
       }
     }
+    const int next_tile = tile + gridDim.x;
+    const QuantUnit next_u = quant_unit(p, swiglu, next_tile, gid);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int step = warp; step < steps; step += kWarps) {
+      if (step + kWarps < steps) {
+        load_unit_part<kType>(u, step + kWarps, part, live(step + kWarps), nxt);
+      } else if (next_tile < tiles) {
+        load_unit_part<kType>(next_u, warp, part, live(warp), nxt);
+      }
+      mma_part<kType>(cur, u, step, part, groups, x_row, has_x, acc);
+      cur[0] = nxt[0];
+      cur[1] = nxt[1];
+    }
+    frag_smem[warp][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();  // every warp's share is in shared memory
+    if (warp == 0) {
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int t = 0; t < kTok; ++t) {
+      for (int w = 0; w < kWarps; ++w) {
+        const float4 f = frag_smem[w][lane];
+        c[0] += f.x;
+        c[1] += f.y;
+        c[2] += f.z;
+        c[3] += f.w;
+      }
+      // c[j]: row0 at token 2c + j; c[2 + j]: row1 at token 2c + j (the m16n8 accumulator's layout)
 #pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) {
-        acc_rmem[0][t] += __shfl_xor_sync(0xffffffffu, acc_rmem[0][t], offset);
-        acc_rmem[1][t] += __shfl_xor_sync(0xffffffffu, acc_rmem[1][t], offset);
+      for (int j = 0; j < 2; ++j) {
+        const int t = 2 * part + j;
+        if (t < kTok && t < p.rows && u.rows.has0) store_unit(p, t, u.rows, c[j], c[2 + j], epi[j]);
       }
     }
-#pragma unroll
-    for (int t = 0; t < kTok; ++t) {
-      if (lane != t || t >= p.rows) continue;
-      const float a = acc_rmem[0][t], b = acc_rmem[1][t];
-      if (u > 0 && !swiglu) epi = load_epilogue_inputs(p, t, r.row0, r.has1);
-      switch (p.output) {
-        case SkinnyOutput::kStore:
-          p.y[t * p.ldy + r.row0] = a;
-          if (r.has1) p.y[t * p.ldy + r.row1] = b;
-          break;
-        case SkinnyOutput::kAccumulate:
-          p.y[t * p.ldy + r.row0] = epi.y0 + a;
-          if (r.has1) p.y[t * p.ldy + r.row1] = epi.y1 + b;
-          break;
-        case SkinnyOutput::kSwiglu:
-          p.act[t * p.ld_act + r.unit] = __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kSilu, a, b)));
-          break;
-        case SkinnyOutput::kGegluTanh:
-          p.act[t * p.ld_act + r.unit] =
-              __bfloat16_as_ushort(__float2bfloat16_rn(gated(GateActivation::kGeluTanh, a, b)));
-          break;
-        case SkinnyOutput::kRopeAppend:
-          rope_append_pair(p.rope, t, r.row0, a, b, epi);
-          break;
-      }
-    }
+    __syncthreads();  // frag_smem is read before the next tile's shares overwrite it
+    u = next_u;
   }
 }
 
@@ -634,23 +705,33 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
 }
 
 template <int kTok, int kType>
-cudaError_t launch_quant(SkinnyGemmKernelParams p, cudaStream_t stream, bool programmatic) {
+cudaError_t launch_quant(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int rows = gated_units ? p.n_out : p.wq.row_end - p.wq.row_begin;
   const int units = gated_units ? rows : (rows + 1) / 2;
-  const int warps = (units + kWarps - 1) / kWarps * kWarps;
-  p.units_per_warp = std::max(1, warps / (kMaxCtas * kWarps));
+  const int tiles = (units + kTileUnits - 1) / kTileUnits;
   const size_t smem = size_t(kTok) * p.k * sizeof(uint16_t);
   auto kernel = skinny_gemm_quant_kernel<kTok, kType>;
-  if (smem > 48 * 1024) {
+  if (smem + kQuantStaticSmem > 48 * 1024) {
     // Opting in once per instantiation is enough (a process's devices share
     // the setting's need; a failure shows at the launch).
     static const cudaError_t opted =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSkinnyQuantSmemLimit));
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(skinny_gemm_quant_smem_limit()));
     if (opted != cudaSuccess) return opted;
   }
-  return launch_maybe_programmatic(kernel, dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
-                                   dim3(kThreads), smem, stream, programmatic, p);
+  // As many CTAs as the device holds at once (a CTA takes tiles in turn):
+  // more would leave a tail wave of CTAs that each stage the input again.
+  int dev = 0, sms = 0, per_sm = 0;
+  int ctas = kMaxCtas;
+  if (cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) == cudaSuccess && per_sm > 0) {
+    ctas = per_sm * sms;
+  } else {
+    (void)cudaGetLastError();  // the launch below reports a real problem
+  }
+  return launch_maybe_programmatic(kernel, dim3(std::min(tiles, ctas)), dim3(kThreads), smem, stream, programmatic,
+                                   p);
 }
 
 template <int kTok>
@@ -690,6 +771,16 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t str
     case 4: return launch_tokens<4>(p, stream, programmatic);
     default: return launch_tokens<8>(p, stream, programmatic);
   }
+}
+
+size_t skinny_gemm_quant_smem_limit() {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();  // no device: nothing fits, and no error is left for the next call to find
+    return 0;
+  }
+  return size_t(optin) > kQuantStaticSmem ? std::min(kSkinnyQuantSmemLimit, size_t(optin) - kQuantStaticSmem) : 0;
 }
 
 cudaError_t skinny_gemm_waits_on_producer(bool* waits) {

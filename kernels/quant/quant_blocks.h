@@ -1,8 +1,10 @@
 // GGUF weight blocks read where they lie (the device's copy of the file's
 // bytes), one 32-element group at a time: what the quantized GEMV, the
 // dequantization into bf16 and the quantized embedding lookup share. Host
-// and device alike, so the CPU tests hold every group against the CPU
-// dequantizer (runtime/src/gguf/dequantize.cpp) without a GPU.
+// and device alike: the CPU's dequantize_row (runtime/src/gguf/dequantize.cpp)
+// decodes these types with it too, and the CPU tests hold every group
+// against llama.cpp's loops written out (tests/support/dequant_reference.hpp)
+// without a GPU.
 //
 // A group is 32 consecutive elements of a row: a whole block of the
 // 32-element types, a sub-block of a K-quant super-block (8 per 256). Its
@@ -10,8 +12,8 @@
 //   value[i] = a · q[i] + b      a = a0 for i < 16, a1 for i >= 16
 // with q small integers (held exactly as floats). a0 = a1 except in Q6_K,
 // whose scales cover 16 elements. decode_group computes a and b with the
-// CPU dequantizer's float operations, so a · q + b (without contraction,
-// group_value) is bit for bit its value: the CPU test asserts that.
+// float operations of llama.cpp's dequantizer, so a · q + b (group_value) is
+// bit for bit llama.cpp's value: the CPU test asserts that.
 //
 // Block layouts (bytes; d, m, dmin fp16; REFERENCE.md, ggml-common.h):
 //   Q4_0 18: d, qs[16]              q = nibble − 8,            a = d
@@ -31,9 +33,11 @@
 // Alignment: a device row starts where the file's row starts relative to an
 // allocation aligned to 256, so Q4_1, Q5_1, Q4_K and Q5_K fields are 4-byte
 // aligned; Q4_0, Q5_0, Q8_0 and Q6_K blocks only 2-byte aligned. Those are
-// read as aligned 32-bit words shifted together (load_words_a2), which may
-// read 2 bytes past the group's last field: allocations of such rows keep
-// kQuantTailPad bytes after their last row.
+// read on the device as aligned 32-bit words shifted together
+// (load_words_a2), which may read 2 bytes past the group's last field:
+// allocations of such rows keep kQuantTailPad bytes after their last row.
+// The host reads bytes where they lie (the CPU's dequantize_row is this
+// reader too, gguf/dequantize.cpp).
 #pragma once
 
 #include <cstdint>
@@ -138,11 +142,14 @@ FS_QUANT_HD uint32_t ld_u16(const uint8_t* p) {
 #endif
 }
 
-// 4·N bytes from p (2-byte aligned) as N little-endian words: N aligned
-// loads when p is 4-byte aligned, else N + 1 (the last reaches 2 bytes past
-// the range) shifted together.
+// 4·N bytes from p (2-byte aligned) as N little-endian words. On the
+// device: N aligned loads when p is 4-byte aligned, else N + 1 (the first
+// starts 2 bytes before the range, the last reaches 2 bytes past it) shifted
+// together. On the host: the bytes themselves (no alignment needed, nothing
+// read outside the range).
 template <int N>
 FS_QUANT_HD void load_words_a2(const uint8_t* p, uint32_t (&w)[N]) {
+#if defined(__CUDA_ARCH__)
   const uintptr_t odd = reinterpret_cast<uintptr_t>(p) & 2u;
   const uint8_t* base = p - odd;
   if (odd == 0) {
@@ -157,18 +164,32 @@ FS_QUANT_UNROLL
       prev = next;
     }
   }
+#else
+  std::memcpy(w, p, sizeof w);
+#endif
 }
 
+// 4·N bytes from p (4-byte aligned); on the device, 16-byte loads where p is
+// 16-byte aligned (Q4_K and Q5_K super-blocks of a row that starts so).
 template <int N>
 FS_QUANT_HD void load_words_a4(const uint8_t* p, uint32_t (&w)[N]) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (N % 4 == 0) {
+    if ((reinterpret_cast<uintptr_t>(p) & 15u) == 0) {
+FS_QUANT_UNROLL
+      for (int i = 0; i < N / 4; ++i) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(p) + i);
+        w[4 * i] = v.x;
+        w[4 * i + 1] = v.y;
+        w[4 * i + 2] = v.z;
+        w[4 * i + 3] = v.w;
+      }
+      return;
+    }
+  }
+#endif
 FS_QUANT_UNROLL
   for (int i = 0; i < N; ++i) w[i] = ld_u32(p + 4 * i);
-}
-
-// Byte i of little-endian words w.
-template <int N>
-FS_QUANT_HD uint32_t byte_of(const uint32_t (&w)[N], int i) {
-  return (w[i / 4] >> (8 * (i % 4))) & 0xFFu;
 }
 
 // An integer 0 <= u < 2^22 minus `offset` as a float, exactly, without an
@@ -192,14 +213,17 @@ struct GroupScales {
   float a0 = 0.0f, a1 = 0.0f, b = -0.0f;
 };
 
-// Element i of a decoded group, a·q + b rounded after each operation (no
-// fused multiply-add): the CPU dequantizer's float, bit for bit.
+// Element i of a decoded group, a·q + b rounded after each operation: the
+// CPU dequantizer's float, bit for bit. On the device one fused multiply-add
+// computes the same float, because a·q is exact wherever b is not −0: a is
+// an fp16 d (11 significant bits) or d·scale with a 6-bit scale (17 bits),
+// q has at most 5 bits, so a·q fits fp32's 24; and a·q + (−0) rounds a·q
+// once either way (Q4_0, Q5_0, Q8_0, Q6_K).
 FS_QUANT_HD float group_value(const GroupScales& s, int i, float q) {
 #if defined(__CUDA_ARCH__)
-  return __fadd_rn(__fmul_rn(i < 16 ? s.a0 : s.a1, q), s.b);
+  return __fmaf_rn(i < 16 ? s.a0 : s.a1, q, s.b);
 #else
-  const volatile float prod = (i < 16 ? s.a0 : s.a1) * q;  // volatile: no contraction into an fma
-  return prod + s.b;
+  return (i < 16 ? s.a0 : s.a1) * q + s.b;  // contracted into an fma or not, the same float
 #endif
 }
 
@@ -221,104 +245,184 @@ FS_QUANT_HD void scale_min_k4(int j, const uint32_t (&s)[3], uint32_t* sc, uint3
   }
 }
 
-// Group g of a row of type T starting at `row`: q[32] and its scales.
+// Parts. The few-row GEMM gives each lane one part of a row per step: the
+// bytes it loads together and decodes group by group. A step is four parts
+// side by side: four blocks of a 32-element type (128 elements, a part is
+// one group), or one K-quant super-block (256 elements, a part is the two
+// groups that share their quant bytes: Q4_K/Q5_K sub-blocks 2p and 2p + 1,
+// the low and high nibbles of the same 32 bytes; Q6_K groups 4·(p/2) + p%2
+// and that + 2, the low and high nibbles of the same ql bytes). load_part
+// fetches a part's bytes in as few and as wide loads as the layout allows
+// (16-byte loads for Q4_K and Q5_K when the super-block is 16-byte aligned);
+// decode_part turns one of its groups into q and scales. Split so that a
+// kernel has the next step's bytes in flight while it decodes this one;
+// decode_group (below) is the two together, so the host test of every group
+// holds the device's decoder too.
+FS_QUANT_HD constexpr int part_groups(int type) { return type == kQ4_K || type == kQ5_K || type == kQ6_K ? 2 : 1; }
+FS_QUANT_HD constexpr int step_groups(int type) { return 4 * part_groups(type); }
+
+// Group (of the row) `sub` of part `part` of step `step`, and back.
+FS_QUANT_HD int part_group(int type, int step, int part, int sub) {
+  if (type == kQ4_K || type == kQ5_K) return 8 * step + 2 * part + sub;
+  if (type == kQ6_K) return 8 * step + 4 * (part / 2) + part % 2 + 2 * sub;
+  return 4 * step + part;
+}
+struct PartOfGroup {
+  int step, part, sub;
+};
+FS_QUANT_HD PartOfGroup part_of_group(int type, int g) {
+  const int j = g % 8;
+  if (type == kQ4_K || type == kQ5_K) return {g / 8, j / 2, j % 2};
+  if (type == kQ6_K) return {g / 8, 2 * (j / 4) + j % 2, (j % 4) / 2};
+  return {g / 4, g % 4, 0};
+}
+
+// A part's bytes as little-endian words; which fields a type fills:
+//   head  32-element types: d (Q4_1/Q5_1: d | m << 16) in head[0], Q5_0/Q5_1 qh in head[1];
+//         Q4_K/Q5_K: the super-block's first 16 bytes (d, dmin, scales[12]);
+//         Q6_K: d in head[0], the part's two groups' scale byte pairs in head[1]
+//   qh    Q5_K: the super-block's qh[32]; Q6_K: the part's 32 qh bytes
+//   qs    the part's quant bytes (16 for Q4/Q5 blocks, 32 otherwise)
+struct PartBytes {
+  uint32_t head[4];
+  uint32_t qh[8];
+  uint32_t qs[8];
+};
+
+template <int N>
+FS_QUANT_HD void copy_words(const uint32_t (&src)[N], uint32_t* dst) {
+FS_QUANT_UNROLL
+  for (int i = 0; i < N; ++i) dst[i] = src[i];
+}
+
 template <int T>
-FS_QUANT_HD GroupScales decode_group(const uint8_t* row, int g, float (&q)[kGroup]) {
+FS_QUANT_HD void load_part(const uint8_t* row, int step, int part, PartBytes& b) {
+  if constexpr (T == kQ4_K || T == kQ5_K) {
+    const uint8_t* sb = row + int64_t(step) * block_bytes(T);
+    uint32_t head[4], qs[8];
+    load_words_a4(sb, head);
+    copy_words(head, b.head);
+    if constexpr (T == kQ5_K) {
+      uint32_t qh[8];
+      load_words_a4(sb + 16, qh);
+      copy_words(qh, b.qh);
+    }
+    load_words_a4(sb + (T == kQ5_K ? 48 : 16) + 32 * part, qs);
+    copy_words(qs, b.qs);
+  } else if constexpr (T == kQ6_K) {
+    const uint8_t* sb = row + int64_t(step) * block_bytes(T);
+    const int h = part / 2, r0 = part % 2;
+    uint32_t ql[8], qh[8];
+    load_words_a2(sb + 64 * h + 32 * r0, ql);
+    load_words_a2(sb + 128 + 32 * h, qh);
+    copy_words(ql, b.qs);
+    copy_words(qh, b.qh);
+    // group r (r0 or r0 + 2) of half h: scales[8h + 2r], scales[8h + 2r + 1]
+    b.head[1] = ld_u16(sb + 192 + 8 * h + 2 * r0) | (ld_u16(sb + 192 + 8 * h + 2 * r0 + 4) << 16);
+    b.head[0] = ld_u16(sb + 208);
+  } else {
+    const uint8_t* blk = row + int64_t(4 * step + part) * block_bytes(T);
+    if constexpr (T == kQ4_1 || T == kQ5_1) {
+      b.head[0] = ld_u32(blk);
+      if constexpr (T == kQ5_1) b.head[1] = ld_u32(blk + 4);
+      uint32_t qs[4];
+      load_words_a4(blk + (T == kQ5_1 ? 8 : 4), qs);
+      copy_words(qs, b.qs);
+    } else {
+      b.head[0] = ld_u16(blk);
+      if constexpr (T == kQ8_0) {
+        uint32_t qs[8];
+        load_words_a2(blk + 2, qs);
+        copy_words(qs, b.qs);
+      } else {
+        if constexpr (T == kQ5_0) {
+          uint32_t qh[1];
+          load_words_a2(blk + 2, qh);
+          b.head[1] = qh[0];
+        }
+        uint32_t qs[4];
+        load_words_a2(blk + (T == kQ5_0 ? 6 : 2), qs);
+        copy_words(qs, b.qs);
+      }
+    }
+  }
+}
+
+// Byte i of the word array w (compile-time i after unrolling).
+FS_QUANT_HD uint32_t byte_at(const uint32_t* w, int i) { return (w[i / 4] >> (8 * (i % 4))) & 0xFFu; }
+
+// Group `sub` of a loaded part: q[32] and its scales.
+template <int T>
+FS_QUANT_HD GroupScales decode_part(const PartBytes& b, int part, int sub, float (&q)[kGroup]) {
   GroupScales s;
   if constexpr (T == kQ4_0 || T == kQ5_0 || T == kQ8_0) {
-    const uint8_t* blk = row + int64_t(g) * block_bytes(T);
-    s.a0 = s.a1 = fp16_bits_to_float(ld_u16(blk));
+    s.a0 = s.a1 = fp16_bits_to_float(b.head[0] & 0xFFFFu);
     if constexpr (T == kQ8_0) {
-      uint32_t w[8];
-      load_words_a2(blk + 2, w);
 FS_QUANT_UNROLL
-      for (int i = 0; i < 32; ++i) q[i] = small_int(byte_of(w, i) ^ 0x80u, 128.0f);
+      for (int i = 0; i < 32; ++i) q[i] = small_int(byte_at(b.qs, i) ^ 0x80u, 128.0f);
     } else if constexpr (T == kQ4_0) {
-      uint32_t w[4];
-      load_words_a2(blk + 2, w);
 FS_QUANT_UNROLL
       for (int j = 0; j < 16; ++j) {
-        const uint32_t v = byte_of(w, j);
+        const uint32_t v = byte_at(b.qs, j);
         q[j] = small_int(v & 0xFu, 8.0f);
         q[j + 16] = small_int(v >> 4, 8.0f);
       }
     } else {
-      uint32_t qh[1], w[4];
-      load_words_a2(blk + 2, qh);
-      load_words_a2(blk + 6, w);
+      const uint32_t qh = b.head[1];
 FS_QUANT_UNROLL
       for (int j = 0; j < 16; ++j) {
-        const uint32_t v = byte_of(w, j);
-        q[j] = small_int((v & 0xFu) | (((qh[0] >> j) & 1u) << 4), 16.0f);
-        q[j + 16] = small_int((v >> 4) | (((qh[0] >> (j + 16)) & 1u) << 4), 16.0f);
+        const uint32_t v = byte_at(b.qs, j);
+        q[j] = small_int((v & 0xFu) | (((qh >> j) & 1u) << 4), 16.0f);
+        q[j + 16] = small_int((v >> 4) | (((qh >> (j + 16)) & 1u) << 4), 16.0f);
       }
     }
   } else if constexpr (T == kQ4_1 || T == kQ5_1) {
-    const uint8_t* blk = row + int64_t(g) * block_bytes(T);
-    const uint32_t dm = ld_u32(blk);
-    s.a0 = s.a1 = fp16_bits_to_float(dm & 0xFFFFu);
-    s.b = fp16_bits_to_float(dm >> 16);
-    uint32_t w[4];
-    if constexpr (T == kQ4_1) {
-      load_words_a4(blk + 4, w);
+    s.a0 = s.a1 = fp16_bits_to_float(b.head[0] & 0xFFFFu);
+    s.b = fp16_bits_to_float(b.head[0] >> 16);
+    const uint32_t qh = T == kQ5_1 ? b.head[1] : 0u;
 FS_QUANT_UNROLL
-      for (int j = 0; j < 16; ++j) {
-        const uint32_t v = byte_of(w, j);
-        q[j] = small_int(v & 0xFu, 0.0f);
-        q[j + 16] = small_int(v >> 4, 0.0f);
-      }
-    } else {
-      const uint32_t qh = ld_u32(blk + 4);
-      load_words_a4(blk + 8, w);
-FS_QUANT_UNROLL
-      for (int j = 0; j < 16; ++j) {
-        const uint32_t v = byte_of(w, j);
-        q[j] = small_int((v & 0xFu) | (((qh >> j) & 1u) << 4), 0.0f);
-        q[j + 16] = small_int((v >> 4) | (((qh >> (j + 16)) & 1u) << 4), 0.0f);
-      }
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t v = byte_at(b.qs, j);
+      q[j] = small_int((v & 0xFu) | (((qh >> j) & 1u) << 4), 0.0f);
+      q[j + 16] = small_int((v >> 4) | (((qh >> (j + 16)) & 1u) << 4), 0.0f);
     }
   } else if constexpr (T == kQ4_K || T == kQ5_K) {
-    const uint8_t* sb = row + int64_t(g / 8) * block_bytes(T);
-    const int j = g % 8;
-    const uint32_t dd = ld_u32(sb);
-    uint32_t sw[3];
-    load_words_a4(sb + 4, sw);
+    const int j = 2 * part + sub;
+    const uint32_t sw[3] = {b.head[1], b.head[2], b.head[3]};
     uint32_t sc, m;
     scale_min_k4(j, sw, &sc, &m);
-    s.a0 = s.a1 = fp16_bits_to_float(dd & 0xFFFFu) * float(sc);
-    s.b = -(fp16_bits_to_float(dd >> 16) * float(m));
-    const int shift = (j & 1) * 4;
-    uint32_t w[8];
-    if constexpr (T == kQ4_K) {
-      load_words_a4(sb + 16 + 32 * (j / 2), w);
-FS_QUANT_UNROLL
-      for (int l = 0; l < 32; ++l) q[l] = small_int((byte_of(w, l) >> shift) & 0xFu, 0.0f);
-    } else {
-      uint32_t hw[8];
-      load_words_a4(sb + 16, hw);
-      load_words_a4(sb + 48 + 32 * (j / 2), w);
-FS_QUANT_UNROLL
-      for (int l = 0; l < 32; ++l) {
-        q[l] = small_int(((byte_of(w, l) >> shift) & 0xFu) | (((byte_of(hw, l) >> j) & 1u) << 4), 0.0f);
-      }
-    }
-  } else if constexpr (T == kQ6_K) {
-    const uint8_t* sb = row + int64_t(g / 8) * block_bytes(T);
-    const int j = g % 8, h = j / 4, r = j % 4;
-    uint32_t lw[8], hw[8];
-    load_words_a2(sb + 64 * h + 32 * (r & 1), lw);
-    load_words_a2(sb + 128 + 32 * h, hw);
-    const uint32_t scales = ld_u16(sb + 192 + 8 * h + 2 * r);
-    const float d = fp16_bits_to_float(ld_u16(sb + 208));
-    s.a0 = d * float(int8_t(scales & 0xFFu));
-    s.a1 = d * float(int8_t(scales >> 8));
-    const int lshift = r < 2 ? 0 : 4;
+    s.a0 = s.a1 = fp16_bits_to_float(b.head[0] & 0xFFFFu) * float(sc);
+    s.b = -(fp16_bits_to_float(b.head[0] >> 16) * float(m));
+    const int shift = sub * 4;
 FS_QUANT_UNROLL
     for (int l = 0; l < 32; ++l) {
-      q[l] = small_int(((byte_of(lw, l) >> lshift) & 0xFu) | (((byte_of(hw, l) >> (2 * r)) & 3u) << 4), 32.0f);
+      uint32_t u = (byte_at(b.qs, l) >> shift) & 0xFu;
+      if constexpr (T == kQ5_K) u |= ((byte_at(b.qh, l) >> j) & 1u) << 4;
+      q[l] = small_int(u, 0.0f);
+    }
+  } else if constexpr (T == kQ6_K) {
+    const int r = part % 2 + 2 * sub;
+    const uint32_t scales = b.head[1] >> (16 * sub);
+    const float d = fp16_bits_to_float(b.head[0] & 0xFFFFu);
+    s.a0 = d * float(int8_t(scales & 0xFFu));
+    s.a1 = d * float(int8_t((scales >> 8) & 0xFFu));
+    const int lshift = sub * 4;
+FS_QUANT_UNROLL
+    for (int l = 0; l < 32; ++l) {
+      q[l] = small_int(((byte_at(b.qs, l) >> lshift) & 0xFu) | (((byte_at(b.qh, l) >> (2 * r)) & 3u) << 4), 32.0f);
     }
   }
   return s;
+}
+
+// Group g of a row of type T starting at `row`: q[32] and its scales (the
+// part that holds it, loaded and decoded).
+template <int T>
+FS_QUANT_HD GroupScales decode_group(const uint8_t* row, int g, float (&q)[kGroup]) {
+  const PartOfGroup at = part_of_group(T, g);
+  PartBytes b{};
+  load_part<T>(row, at.step, at.part, b);
+  return decode_part<T>(b, at.part, at.sub, q);
 }
 
 }  // namespace flashscope::kernels::quant

@@ -30,7 +30,7 @@ struct SyntheticModelSpec {
   int hidden = 64;
   int n_heads = 4;
   int n_kv_heads = 2;
-  int head_dim = 64;  // 64 or 128 (written as attention.key_length)
+  int head_dim = 64;  // one of supported_head_dim's (attention.hpp); written as attention.key_length
   int ffn = 96;
   int vocab = 100;    // >= 99 keeps every ASCII byte token
   int context = 512;
@@ -45,7 +45,9 @@ struct SyntheticModelSpec {
   // layers its use_more_bits picks (the first and last eighth, every third
   // between) take this type instead of matrix_type; kF32 (the default):
   // no mix. make-model's --type q4_k_m is Q4_K matrices with Q6_K here and
-  // Q6_K embeddings (the tied LM head) and output.
+  // Q6_K embeddings (the tied LM head) and output. In a mix, a matrix whose
+  // rows are not whole 256-element super-blocks takes llama.cpp's fallback
+  // (Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0), as Gemma-3's dim 640 does.
   GgmlType more_bits_type = GgmlType::kF32;
   uint64_t seed = 1;
 };
@@ -54,7 +56,7 @@ struct SyntheticModelSpec {
 bool synthetic_use_more_bits(int i, int n);
 
 // The GGUF file of `spec`. kInvalidArgument naming the field when the spec
-// cannot make a model Model::load accepts (counts < 1, head_dim not 64/128,
+// cannot make a model Model::load accepts (counts < 1, a head_dim no attention path runs,
 // n_heads not a multiple of n_kv_heads, a row length that is not a whole
 // number of its type's blocks, a type the engine cannot multiply, ...).
 Result<std::vector<uint8_t>> build_synthetic_model(const SyntheticModelSpec& spec);

@@ -15,9 +15,20 @@
 #include <fstream>
 
 #include "backends/cpu/quant_matmul.hpp"
+#include "flashscope/attention.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::model {
+
+GgmlType synthetic_mix_row_type(GgmlType type, int64_t cols, bool mix) {
+  if (!mix || cols % 256 == 0) return type;
+  switch (type) {
+    case GgmlType::kQ4_K: return GgmlType::kQ5_0;
+    case GgmlType::kQ5_K: return GgmlType::kQ5_1;
+    case GgmlType::kQ6_K: return GgmlType::kQ8_0;
+    default: return type;
+  }
+}
 
 GgufBuilder::Bytes synthetic_random_blocks(GgmlType type, int64_t n, float scale, std::mt19937_64& rng) {
   GgufBuilder::Bytes out;
@@ -161,6 +172,7 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
   auto tensor = [&](const std::string& name, GgmlType type, std::vector<uint64_t> ne, float scale) {
     if (skip_tensors.count(name)) return;
     if (auto it = shape_override.find(name); it != shape_override.end()) ne = it->second;
+    type = synthetic_mix_row_type(type, static_cast<int64_t>(ne[0]), spec.more_bits_type != GgmlType::kF32);
     if (auto it = type_override.find(name); it != type_override.end()) type = it->second;
     int64_t n = 1;
     for (uint64_t d : ne) n *= static_cast<int64_t>(d);
@@ -254,8 +266,9 @@ Status check_spec(const SyntheticModelSpec& s) {
   if (s.sliding_window < 0 || s.sliding_window > s.context || (s.sliding_window > 0 && s.architecture != "gemma3"))
     return invalid_argument("synthetic model: sliding_window is for gemma3 only, in [0, context]");
   if (s.vocab < 3) return invalid_argument("synthetic model: vocab must be >= 3 (the special tokens)");
-  if (s.head_dim != 64 && s.head_dim != 128)
-    return invalid_argument("synthetic model: head_dim " + std::to_string(s.head_dim) + " is not supported (64, 128)");
+  if (!supported_head_dim(s.head_dim))
+    return invalid_argument("synthetic model: head_dim " + std::to_string(s.head_dim) +
+                            " is not supported (32, 64, 80, 96, 128, 256)");
   if (s.n_heads % s.n_kv_heads != 0)
     return invalid_argument("synthetic model: heads (" + std::to_string(s.n_heads) + ") must be a multiple of kv-heads (" +
                             std::to_string(s.n_kv_heads) + ")");
@@ -267,15 +280,20 @@ Status check_spec(const SyntheticModelSpec& s) {
   const int64_t qd = int64_t{s.n_heads} * s.head_dim;
   if (qd > (int64_t{1} << 30) || int64_t{s.hidden} * s.ffn > (int64_t{1} << 34))
     return invalid_argument("synthetic model: too large");
-  FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (attention and FFN inputs)", s.hidden, s.matrix_type));
-  FLASHSCOPE_RETURN_IF_ERROR(check_row("heads x head_dim (attn_output input)", static_cast<int>(qd), s.matrix_type));
-  FLASHSCOPE_RETURN_IF_ERROR(check_row("ffn (ffn_down input)", s.ffn, s.matrix_type));
-  if (s.more_bits_type != GgmlType::kF32) {
-    FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (attn_v rows, more bits)", s.hidden, s.more_bits_type));
-    FLASHSCOPE_RETURN_IF_ERROR(check_row("ffn (ffn_down rows, more bits)", s.ffn, s.more_bits_type));
+  const bool mix = s.more_bits_type != GgmlType::kF32;
+  auto row_type = [&](int cols, GgmlType type) { return model::synthetic_mix_row_type(type, cols, mix); };
+  FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (attention and FFN inputs)", s.hidden, row_type(s.hidden, s.matrix_type)));
+  FLASHSCOPE_RETURN_IF_ERROR(check_row("heads x head_dim (attn_output input)", static_cast<int>(qd),
+                                       row_type(static_cast<int>(qd), s.matrix_type)));
+  FLASHSCOPE_RETURN_IF_ERROR(check_row("ffn (ffn_down input)", s.ffn, row_type(s.ffn, s.matrix_type)));
+  if (mix) {
+    FLASHSCOPE_RETURN_IF_ERROR(
+        check_row("dim (attn_v rows, more bits)", s.hidden, row_type(s.hidden, s.more_bits_type)));
+    FLASHSCOPE_RETURN_IF_ERROR(check_row("ffn (ffn_down rows, more bits)", s.ffn, row_type(s.ffn, s.more_bits_type)));
   }
-  FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (token_embd rows)", s.hidden, s.embd_type));
-  if (!s.tied) FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (output rows)", s.hidden, s.output_type));
+  FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (token_embd rows)", s.hidden, row_type(s.hidden, s.embd_type)));
+  if (!s.tied)
+    FLASHSCOPE_RETURN_IF_ERROR(check_row("dim (output rows)", s.hidden, row_type(s.hidden, s.output_type)));
   return Status::ok_status();
 }
 

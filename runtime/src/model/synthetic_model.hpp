@@ -29,6 +29,12 @@ struct SyntheticBreakage {
   std::function<void(GgufBuilder&)> extra;                     // more keys or tensors
 };
 
+// The type a matrix of `cols`-element rows gets in a *_K_M mix (`mix`):
+// llama.cpp's fallback (llama-quant.cpp) for rows that are not whole
+// super-blocks, Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0 (Gemma-3's 640); else
+// `type`.
+GgmlType synthetic_mix_row_type(GgmlType type, int64_t cols, bool mix);
+
 // Random blocks of `type` holding n elements (n a multiple of its block
 // size), values roughly uniform in ±scale.
 GgufBuilder::Bytes synthetic_random_blocks(GgmlType type, int64_t n, float scale, std::mt19937_64& rng);

@@ -182,7 +182,7 @@ bool skinny_gemm_supported(int rows, int k) {
 
 bool skinny_quant_supported(int rows, int k) {
   return rows >= 1 && rows <= kernels::kSkinnyMaxRows && k >= 32 && k % 32 == 0 &&
-         kernels::skinny_gemm_smem_bytes(rows, k) <= kernels::kSkinnyQuantSmemLimit;
+         kernels::skinny_gemm_smem_bytes(rows, k) <= kernels::skinny_gemm_quant_smem_limit();
 }
 
 // The quantized weights of a skinny_gemm call (op.matrix quantized), as the kernel takes them.
@@ -240,7 +240,7 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
   if (quant ? !skinny_quant_supported(op.rows, op.k) : !skinny_gemm_supported(op.rows, op.k))
     return unsupported("skinny_gemm: " + std::to_string(op.rows) + " rows of k = " + std::to_string(op.k) +
                        " need more than " +
-                       std::to_string(quant ? kernels::kSkinnyQuantSmemLimit : kSkinnySmemLimit) +
+                       std::to_string(quant ? kernels::skinny_gemm_quant_smem_limit() : kSkinnySmemLimit) +
                        " bytes of shared memory");
   kernels::SkinnyQuantWeights wq{};
   if (quant) {
