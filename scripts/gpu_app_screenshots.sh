@@ -75,7 +75,7 @@ if ((stash)); then
     if have libglfw3-dev libimgui-dev libgl-dev; then
       rm -f "$W/build-bg.rc"
       cp "$0" "$W/build-bg.sh"
-      setsid nohup bash "$W/build-bg.sh" --build-only > "$W/build-bg.log" 2>&1 < /dev/null &
+      setsid nohup bash "$W/build-bg.sh" --build-only $( ((cpu)) && echo --cpu) > "$W/build-bg.log" 2>&1 < /dev/null &
       echo $! > "$W/build-bg.pid"
       say "app build started in the background ($W/build-bg.log)"
     else
@@ -115,6 +115,11 @@ done | sort -u
 fi
 
 # 3. Build the app and the CLI against the prefix.
+if ((!build_only)) && [[ -f $W/build-bg.pid && ! -f $W/build-bg.rc ]] && kill -0 "$(cat "$W/build-bg.pid")" 2>/dev/null; then
+  say "waiting for the background build"
+  while kill -0 "$(cat "$W/build-bg.pid")" 2>/dev/null; do sleep 2; done
+  say "background build: exit $(cat "$W/build-bg.rc" 2>/dev/null)"
+fi
 J=${JOBS:-16}
 B=${FSAPP_BUILD:-}
 if [[ -z $B ]]; then
@@ -142,22 +147,18 @@ if [[ ! -f $B/CMakeCache.txt ]]; then
   command -v ccache >/dev/null && cfg+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache
                                         -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
-if ((!build_only)) && [[ -f $W/build-bg.pid ]] && kill -0 "$(cat "$W/build-bg.pid")" 2>/dev/null; then
-  say "waiting for the background build"
-  while kill -0 "$(cat "$W/build-bg.pid")" 2>/dev/null; do sleep 2; done
-  say "background build: exit $(cat "$W/build-bg.rc" 2>/dev/null)"
-fi
 ((build_only)) && echo $$ > "$W/build-bg.pid"
 say "build: $B from $src (-j$J)"
 t0=$SECONDS
+blog=$W/build$( ((build_only)) && echo -bg-steps).log
 [[ -d /tmp/fs/httplib/lib/pkgconfig ]] && export PKG_CONFIG_PATH=/tmp/fs/httplib/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 PKG_CONFIG_PATH="$LIB/pkgconfig:$P/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
-  cmake -S "$src" -B "$B" "${cfg[@]}" > "$W/build.log" 2>&1 &&
-  ninja -C "$B" -j"$J" flashscope-app flashscope-cli >> "$W/build.log" 2>&1
+  cmake -S "$src" -B "$B" "${cfg[@]}" > "$blog" 2>&1 &&
+  ninja -C "$B" -j"$J" flashscope-app flashscope-cli >> "$blog" 2>&1
 rc=$?
 ((build_only)) && { echo $rc > "$W/build-bg.rc"; exit $rc; }
-grep -E "FlashScope app:" "$W/build.log" | head -3
-((rc == 0)) || { echo "build failed ($rc):"; grep -E "error|Error" "$W/build.log" | head -30; tail -15 "$W/build.log"; exit 1; }
+grep -E "FlashScope app:" "$blog" | head -3
+((rc == 0)) || { echo "build failed ($rc):"; grep -E "error|Error" "$blog" | head -30; tail -15 "$blog"; exit 1; }
 say "built in $((SECONDS - t0)) s"
 app=$B/app/flashscope cli=$B/cli/flashscope-cli
 "${run_env[@]}" ldd "$app" | grep -E "glfw|libGL|libX11|not found" | sed 's/^/  app: /'
@@ -245,7 +246,7 @@ gl=$(grep -ho "OpenGL .* on .*" "$R"/0*.log | sort -u)
 if ((!cpu)) && ! grep -q "NVIDIA" <<<"$gl"; then echo "FAIL: the window's OpenGL is not NVIDIA's: $gl"; fi
 if ((!cpu)) && grep -q " engine$" "$R/01-chat.log" && ! grep -q "on the CUDA engine" "$R/01-chat.log"; then echo "FAIL: the chat did not run on the CUDA engine"; fi
 mv "$out/decode-tiles.png" "$out/throughput.png" "$R/" 2>/dev/null
-cp "$W/build.log" "$out"/trace-*.log "$out/xvfb.log" "$R/" 2>/dev/null
+cp "$W"/build*.log "$out"/trace-*.log "$out/xvfb.log" "$R/" 2>/dev/null
 rm -f "$out"/trace-*.log "$out/xvfb.log"
 tar czf "$out/extras.tgz" -C "$W" run traces 2>/dev/null
 ls -la "$out"
