@@ -136,8 +136,11 @@ if [[ $src == "$W/src" ]]; then
   mkdir -p "$src" && tar -C "$here" --exclude=./.device-carry --exclude='./build*' --exclude=./.git --exclude=./assets/models \
     -cf - . | tar -C "$src" -xf -
 fi
+# nlohmann-json: the lead's /tmp/fs/prefix, or a copy of the carried one
+# (the working tree may be replaced under a background build).
+[[ -d $here/.device-carry/prefix && ! -d $W/deps ]] && cp -r "$here/.device-carry/prefix" "$W/deps"
 prefixes="$P/usr"
-for d in /tmp/fs/prefix "$here/.device-carry/prefix"; do [[ -d $d ]] && prefixes="$prefixes;$d"; done
+for d in /tmp/fs/prefix "$W/deps"; do [[ -d $d ]] && prefixes="$prefixes;$d"; done
 cfg=(-DFLASHSCOPE_BUILD_APP=ON "-DCMAKE_PREFIX_PATH=$prefixes"
      "-DFLASHSCOPE_IMGUI_BACKENDS_DIR=$P/usr/share/doc/libimgui-dev/examples/backends"
      "-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$LIB")
