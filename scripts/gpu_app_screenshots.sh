@@ -91,8 +91,8 @@ fi
 LIB=$P/usr/lib/x86_64-linux-gnu
 export LIBGL_DRIVERS_PATH=$LIB/dri
 export XKB_CONFIG_ROOT=$P/usr/share/X11/xkb
-# The carried libraries first; the driver's folders (libGLX_nvidia) after them.
-# Then the system's own, then the fallback copies of base libraries.
+# Library search: the carried libraries, the system's own, the fallback
+# copies of base libraries, then the driver's folders (libGLX_nvidia).
 ldp=$LIB:$P/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
 ldp=$ldp:$P/fallback/lib/x86_64-linux-gnu:$P/fallback/usr/lib/x86_64-linux-gnu
 for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do [[ -d $d ]] && ldp=$ldp:$d; done
