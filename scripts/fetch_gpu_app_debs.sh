@@ -37,4 +37,10 @@ while read -r pkg; do
   else d=$dest/app2; fi
   (cd "$d" && apt-get download "$pkg" >/dev/null 2>&1) || { echo "cannot download $pkg" >&2; exit 1; }
 done < "$tmp/all"
+# File names in letters, digits, '.', '_' and '-' only (no %3a for an epoch):
+# what every transfer keeps as it is.
+for f in "$dest"/app1/*.deb "$dest"/app2/*.deb "$dest"/app2/base/*.deb; do
+  n=$(dirname "$f")/$(basename "$f" | sed 's/[^A-Za-z0-9._-]/-/g')
+  [[ $f == "$n" ]] || mv "$f" "$n"
+done
 du -sb "$dest/app1" "$dest/app2"
