@@ -111,7 +111,9 @@ int HeadlessRun::report(const HeadlessFrame& f, const AppWindow& window, const M
   if (f.snap.state == EngineState::kFailed) {
     std::printf("flashscope: model: %s\n", f.snap.load_error.c_str());
   } else {
-    std::printf("flashscope: model: %s (%s)\n", f.snap.model_name.c_str(), engine_state_name(f.snap.state));
+    // The engine is named: a GPU run that fell back to the CPU must be seen in its log.
+    std::printf("flashscope: model: %s (%s) on the %s engine\n", f.snap.model_name.c_str(),
+                engine_state_name(f.snap.state), f.snap.on_gpu ? "CUDA" : "CPU");
   }
   if (!opt_.switch_to.empty()) {
     const std::string& why = !f.chat.picker.path_error.empty() ? f.chat.picker.path_error : f.snap.switch_error;
