@@ -2,18 +2,19 @@
 // plans the work items, runs them over the threads and merges the partial
 // states.
 //
-// Plan. Items are (sequence b, kv-head h, KV range). The ranges are cut at
-// multiples of `chunk` keys, and chunk depends only on max_kv_len, batch ×
-// kv_heads and the thread count: never on q_len or a sequence's own length,
-// so a row's partial states, and their merge, are the same whichever rows
-// share the call. With batch × kv_heads = n and T threads, a KV range splits
-// into s = T / gcd(n, T) parts (n · s items divide evenly over T; SmolLM2 at
-// batch 1: 3 kv-heads, 2 threads, s = 2), none shorter than kMinChunk keys;
-// s = 1 once n >= 4T (enough items to balance). Ranges a sequence's rows
-// cannot see (past its length, before every row's window) are no items.
+// Plan. Items are (sequence b, KV range), every kv-head of it in one pass
+// (decode_attention_impl.hpp). The ranges are cut at multiples of `chunk`
+// keys, and chunk depends only on max_kv_len, batch and the thread count:
+// never on q_len or a sequence's own length, so a row's partial states, and
+// their merge, are the same whichever rows share the call. With T threads a
+// KV range splits into s = T / gcd(batch, T) parts (batch · s items divide
+// evenly over T; batch 1 on 2 threads: s = 2), none shorter than kMinChunk
+// keys; s = 1 once batch >= 4T (enough items to balance). Ranges a
+// sequence's rows cannot see (past its length, before every row's window)
+// are no items.
 //
 // Threads. One OpenMP region: the items (dynamic), then the merge per
-// (sequence, kv-head). A call below kParallelMinMacs multiply-adds runs on
+// sequence. A call below kParallelMinMacs multiply-adds runs on
 // the calling thread: a fork/join costs a few µs idle and a scheduler slice
 // when another process holds the other core (short contexts).
 //
@@ -23,7 +24,7 @@
 //
 // Scratch (allocated before the region, so failure is a Status):
 //   per thread: item_scratch_floats (q rows and one block of scores)
-//   per item:   m [rows], l [rows], acc [rows, D]
+//   per item:   m [R], l [R], acc [R, D]  (R = kv_heads · group · q_len)
 #include "cpu/decode_attention.hpp"
 
 #include <algorithm>
@@ -116,39 +117,41 @@ void store_row(uint16_t* dst, const float* acc, float inv, int dim) {
   for (int d = 0; d < dim; ++d) dst[d] = kFp16 ? float_to_fp16(acc[d] * inv) : float_to_bf16(acc[d] * inv);
 }
 
-// Merges the partial states of one (sequence, kv-head): its `count` items' partials.
-// acc: [head_dim] floats of scratch.
-void merge(const DecodeParams& p, const Problem& pr, const Item& it, int count, const float* part, size_t part_floats,
+// Merges the partial states of sequence b: its `count` items' partials,
+// R rows each (row h · pr.rows + r). acc: [head_dim] floats of scratch.
+void merge(const DecodeParams& p, const Problem& pr, int b, int count, const float* part, size_t part_floats,
            float* acc) {
-  const int dim = p.head_dim, rows = pr.rows;
+  const int dim = p.head_dim;
+  const int rows = static_cast<int>(decode::item_rows(pr));
   auto* o = static_cast<uint16_t*>(p.o.data);
-  for (int r = 0; r < rows; ++r) {
-    const int t = r / pr.group, hq = it.h * pr.group + r % pr.group;
+  for (int row = 0; row < rows; ++row) {
+    const int h = row / pr.rows, r = row % pr.rows;
+    const int t = r / pr.group, hq = h * pr.group + r % pr.group;
     float big_m = -std::numeric_limits<float>::infinity();
     for (int i = 0; i < count; ++i) {
       const float* pt = part + static_cast<size_t>(i) * part_floats;
-      if (pt[rows + r] > 0.0f) big_m = std::max(big_m, pt[r]);
+      if (pt[rows + row] > 0.0f) big_m = std::max(big_m, pt[row]);
     }
     float big_l = 0.0f;
     std::fill(acc, acc + dim, 0.0f);
     for (int i = 0; i < count; ++i) {
       const float* pt = part + static_cast<size_t>(i) * part_floats;
-      const float l = pt[rows + r];
+      const float l = pt[rows + row];
       if (!(l > 0.0f)) continue;
-      const float w = std::exp2(pt[r] - big_m);
+      const float w = std::exp2(pt[row] - big_m);
       big_l += l * w;
-      const float* a = pt + 2 * rows + static_cast<size_t>(r) * dim;
+      const float* a = pt + 2 * static_cast<size_t>(rows) + static_cast<size_t>(row) * dim;
       for (int d = 0; d < dim; ++d) acc[d] += a[d] * w;
     }
     const float inv = big_l > 0.0f ? 1.0f / big_l : 0.0f;  // no key: acc is 0 too
-    uint16_t* dst = o + it.b * p.o.batch_stride + t * p.o.seq_stride + hq * p.o.head_stride;
+    uint16_t* dst = o + b * p.o.batch_stride + t * p.o.seq_stride + hq * p.o.head_stride;
     if (p.dtype == DType::kFP16) {
       store_row<true>(dst, acc, inv, dim);
     } else {
       store_row<false>(dst, acc, inv, dim);
     }
     if (p.lse != nullptr) {
-      p.lse[(int64_t{it.b} * p.q_heads + hq) * p.q_len + t] =
+      p.lse[(int64_t{b} * p.q_heads + hq) * p.q_len + t] =
           big_l > 0.0f ? big_m * kLn2 + std::log(big_l) : -std::numeric_limits<float>::infinity();
     }
   }
@@ -204,26 +207,23 @@ Status decode_attention(const DecodeParams& p, DecodeIsa isa) {
   int64_t max_kv_len = p.max_kv_len;
   for (int b = 0; b < p.batch; ++b) max_kv_len = std::max<int64_t>(max_kv_len, p.kv_lens[b]);
   const int threads = max_threads();
-  const int heads = p.kv_heads;
-  const int64_t chunk = chunk_keys(max_kv_len, p.batch * heads, threads);
-  const size_t part_floats = static_cast<size_t>(pr.rows) * (2 + static_cast<size_t>(p.head_dim));
-  const size_t per_thread = decode::item_scratch_floats(pr);
+  const int64_t chunk = chunk_keys(max_kv_len, p.batch, threads);
+  const size_t part_floats = decode::item_rows(pr) * (2 + static_cast<size_t>(p.head_dim));
+  const size_t per_thread = std::max(decode::item_scratch_floats(pr), static_cast<size_t>(p.head_dim));
 
   std::vector<Item> items;
-  std::vector<int> first_item;  // [batch · kv_heads + 1]: items of (b, h) are [first[bh], first[bh + 1])
+  std::vector<int> first_item;  // [batch + 1]: sequence b's items are [first[b], first[b + 1])
   std::vector<float> part, scratch;
   int64_t macs = 0;
   try {
-    first_item.reserve(static_cast<size_t>(p.batch) * heads + 1);
+    first_item.reserve(static_cast<size_t>(p.batch) + 1);
     for (int b = 0; b < p.batch; ++b) {
       int64_t lo = 0, hi = 0;
       visible_keys(p, b, &lo, &hi);
-      macs += (hi - lo) * heads * pr.rows * p.head_dim * 2;
-      for (int h = 0; h < heads; ++h) {
-        first_item.push_back(static_cast<int>(items.size()));
-        for (int64_t c0 = lo / chunk * chunk; c0 < hi; c0 += chunk)
-          items.push_back({b, h, static_cast<int>(c0), static_cast<int>(std::min<int64_t>(c0 + chunk, hi))});
-      }
+      macs += (hi - lo) * p.q_heads * p.q_len * p.head_dim * 2;
+      first_item.push_back(static_cast<int>(items.size()));
+      for (int64_t c0 = lo / chunk * chunk; c0 < hi; c0 += chunk)
+        items.push_back({b, static_cast<int>(c0), static_cast<int>(std::min<int64_t>(c0 + chunk, hi))});
     }
     first_item.push_back(static_cast<int>(items.size()));
     part.resize(items.size() * part_floats);
@@ -233,7 +233,7 @@ Status decode_attention(const DecodeParams& p, DecodeIsa isa) {
   }
 
   const int n_items = static_cast<int>(items.size());
-  const int n_heads = p.batch * heads;
+  const size_t item_rows = decode::item_rows(pr);
   const bool parallel = threads > 1 && macs >= kParallelMinMacs;
 #ifdef _OPENMP
 #pragma omp parallel if (parallel)
@@ -245,16 +245,15 @@ Status decode_attention(const DecodeParams& p, DecodeIsa isa) {
 #endif
     for (int i = 0; i < n_items; ++i) {
       float* pt = part.data() + static_cast<size_t>(i) * part_floats;
-      run(pr, items[static_cast<size_t>(i)], mine, pt, pt + pr.rows, pt + 2 * pr.rows);
+      run(pr, items[static_cast<size_t>(i)], mine, pt, pt + item_rows, pt + 2 * item_rows);
     }
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (int bh = 0; bh < n_heads; ++bh) {
-      const int first = first_item[static_cast<size_t>(bh)];
-      const int count = first_item[static_cast<size_t>(bh) + 1] - first;
-      Item head{bh / heads, bh % heads, 0, 0};
-      merge(p, pr, head, count, part.data() + static_cast<size_t>(first) * part_floats, part_floats, mine);
+    for (int b = 0; b < p.batch; ++b) {
+      const int first = first_item[static_cast<size_t>(b)];
+      const int count = first_item[static_cast<size_t>(b) + 1] - first;
+      merge(p, pr, b, count, part.data() + static_cast<size_t>(first) * part_floats, part_floats, mine);
     }
   }
   return Status::ok_status();

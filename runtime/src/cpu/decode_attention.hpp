@@ -5,9 +5,11 @@
 // q_heads / kv_heads heads) form a small matrix that meets each K and V row
 // once, read in the cache's own type (bf16/fp16, widened in registers).
 // Online softmax in float32 (log2 units, scale folded into q), P kept in
-// float (not rounded to the input type). Work items are (sequence, kv-head,
-// KV range); when sequences × kv-heads cannot keep the threads busy the KV
-// range is split and the partial (m, l, o) merged by log-sum-exp.
+// float (not rounded to the input type). Work items are (sequence, KV
+// range), each kv-head of it in turn per 64-key block, so the engine's
+// cache, which interleaves the heads of a token, is read in order; when the
+// sequences cannot keep the threads busy the KV range is split and the
+// partial (m, l, o) merged by log-sum-exp.
 //
 // Semantics are those of flashscope/paged_attention.hpp: new token t of
 // sequence b sits at position kv_lens[b] − q_len + t; with causal it sees

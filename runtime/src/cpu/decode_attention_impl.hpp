@@ -21,20 +21,24 @@ struct Problem {
   float cap_log2 = 0.0f;   // softcap · log2(e); 0: no soft-cap
 };
 
-// One work item: keys [key_begin, key_end) of sequence b, kv-head h
-// (key_begin a multiple of kBlock).
+// One work item: keys [key_begin, key_end) of sequence b, every kv-head
+// (key_begin a multiple of kBlock). All heads in one item: the engine's
+// cache interleaves the heads of a token, so one pass reads it in order.
 struct Item {
-  int b = 0, h = 0;
+  int b = 0;
   int key_begin = 0, key_end = 0;
 };
 
-// Floats of per-thread scratch an item needs: q [rows, D] and scores [rows, kBlock].
+// Rows of an item's partial state: every kv-head's rows, row h · rows + r.
+inline size_t item_rows(const Problem& pr) { return static_cast<size_t>(pr.p->kv_heads) * pr.rows; }
+
+// Floats of per-thread scratch an item needs: q [item_rows, D] and scores [rows, kBlock].
 inline size_t item_scratch_floats(const Problem& pr) {
-  return static_cast<size_t>(pr.rows) * (static_cast<size_t>(pr.p->head_dim) + kBlock);
+  return item_rows(pr) * static_cast<size_t>(pr.p->head_dim) + static_cast<size_t>(pr.rows) * kBlock;
 }
 
-// Runs one item into its partial state: m [rows] (running max, log2 units),
-// l [rows] (sum of exp2(s − m)), acc [rows, D] (unnormalised Σ p·v).
+// Runs one item into its partial state: m [item_rows] (running max, log2 units),
+// l [item_rows] (sum of exp2(s − m)), acc [item_rows, D] (unnormalised Σ p·v).
 // Rows that see no key of the range leave m = −inf, l = 0, acc = 0.
 using ItemFn = void (*)(const Problem& pr, const Item& it, float* scratch, float* m, float* l, float* acc);
 

@@ -29,7 +29,7 @@ namespace avx2 {
 struct Simd {
   using V = __m256;
   static constexpr int W = 8;
-  static constexpr int kQkRows = 2;  // 2 rows × 4 keys of accumulators + 4 K vectors: 16 ymm
+  static constexpr int kQkRows = 3;  // 3 rows × 4 keys of accumulators + 4 K vectors + q: 17 ymm, one spilled
   static constexpr int kPvRows = 4;
   FS_TARGET static V zero() { return _mm256_setzero_ps(); }
   FS_TARGET static V set1(float f) { return _mm256_set1_ps(f); }
