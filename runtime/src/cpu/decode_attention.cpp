@@ -36,10 +36,7 @@
 #include <string>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
+#include "backends/cpu/openmp.hpp"
 #include "cpu/cpu_features.hpp"
 #include "cpu/decode_attention_impl.hpp"
 #include "flashscope/half.hpp"
@@ -55,22 +52,6 @@ using decode::Problem;
 
 constexpr int kMinChunk = 256;                    // keys: shorter ranges cost more in merging than they save
 constexpr int64_t kParallelMinMacs = 256 * 1024;  // below this the call runs on one thread
-
-int max_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-int thread_id() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
 
 int vector_width(DecodeIsa isa) {
   switch (isa) {
@@ -234,7 +215,7 @@ Status decode_attention(const DecodeParams& p, DecodeIsa isa) {
 
   const int n_items = static_cast<int>(items.size());
   const size_t item_rows = decode::item_rows(pr);
-  const bool parallel = threads > 1 && macs >= kParallelMinMacs;
+  [[maybe_unused]] const bool parallel = threads > 1 && macs >= kParallelMinMacs;  // unused without OpenMP
 #ifdef _OPENMP
 #pragma omp parallel if (parallel)
 #endif

@@ -32,9 +32,9 @@ struct Item {
 // Rows of an item's partial state: every kv-head's rows, row h · rows + r.
 inline size_t item_rows(const Problem& pr) { return static_cast<size_t>(pr.p->kv_heads) * pr.rows; }
 
-// Floats of per-thread scratch an item needs: q [item_rows, D] and scores [rows, kBlock].
+// Floats of per-thread scratch an item needs: q [item_rows, D] and scores [item_rows, kBlock].
 inline size_t item_scratch_floats(const Problem& pr) {
-  return item_rows(pr) * static_cast<size_t>(pr.p->head_dim) + static_cast<size_t>(pr.rows) * kBlock;
+  return item_rows(pr) * (static_cast<size_t>(pr.p->head_dim) + kBlock);
 }
 
 // Runs one item into its partial state: m [item_rows] (running max, log2 units),
