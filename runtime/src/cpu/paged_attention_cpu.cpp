@@ -1,6 +1,7 @@
-// Paged attention on the CPU: gather, then the dense CPU attention.
+// Paged attention on the CPU: decode-sized calls straight over the pages
+// (decode_attention.hpp); larger ones gather, then the dense CPU attention.
 //
-// Backend (paged_attention): sequences are taken in chunks whose gathered
+// Gathered backend (paged_attention past kDecodeMaxRows rows per kv-head): sequences are taken in chunks whose gathered
 // K/V fits kGatherBudgetBytes (a chunk holds at least one sequence, however
 // long). A chunk runs as ONE varlen attention_tiled call, so OpenMP spreads
 // (sequence, q-head, 64-query block) items of the whole chunk over the
@@ -108,7 +109,38 @@ void gather_chunk(const PagedAttentionParams& p, const Chunk& c, const int32_t* 
 
 }  // namespace
 
+DecodeParams decode_params(const PagedAttentionParams& p) {
+  DecodeParams d;
+  d.dtype = p.dtype;
+  d.batch = p.batch;
+  d.q_heads = p.q_heads;
+  d.kv_heads = p.kv_heads;
+  d.q_len = p.q_len;
+  d.head_dim = p.head_dim;
+  d.q = p.q;
+  d.o = p.o;
+  d.lse = p.lse;
+  d.kv.k = p.k_pages;
+  d.kv.v = p.v_pages;
+  d.kv.page_size = p.page_size;
+  d.kv.row_stride = p.head_dim;
+  d.kv.head_stride = int64_t{p.page_size} * p.head_dim;
+  d.kv.page_stride = int64_t{p.kv_heads} * p.page_size * p.head_dim;
+  d.kv.block_tables = p.block_tables;
+  d.kv.block_table_stride = p.block_table_stride;
+  d.kv_lens = p.kv_lens;
+  d.max_kv_len = p.max_kv_len;
+  d.causal = p.causal;
+  d.softmax_scale = p.softmax_scale;
+  d.window_left = p.window_left;
+  d.window_right = p.window_right;
+  d.softcap = p.softcap;
+  return d;
+}
+
 Status paged_attention(const PagedAttentionParams& p) {
+  if (p.kv_heads > 0 && p.q_heads % p.kv_heads == 0 && int64_t{p.q_len} * (p.q_heads / p.kv_heads) <= kDecodeMaxRows)
+    return decode_attention(decode_params(p));
   const int D = p.head_dim, Hq = p.q_heads, Lq = p.q_len;
   const int64_t row_elems = int64_t{p.kv_heads} * D;
   const int64_t bytes_per_token = 2 * row_elems * int64_t{sizeof(uint16_t)};  // K and V

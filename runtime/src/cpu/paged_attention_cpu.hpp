@@ -1,6 +1,7 @@
 // The CPU path of attention over the paged KV cache, and its FP64 reference.
 //
-// Both gather each sequence's K and V out of the pages into contiguous
+// Decode-sized calls read the pages in place (decode_attention.hpp). Larger
+// ones, and the reference, gather each sequence's K and V out of the pages into contiguous
 // scratch and hand the result to the dense CPU attention (attention_cpu.hpp),
 // whose bottom-right causal alignment is exactly the paged semantics: new
 // token t of a sequence with kv_len keys sees keys <= kv_len - q_len + t.
@@ -9,12 +10,19 @@
 // does not hide in the other.
 #pragma once
 
+#include "cpu/decode_attention.hpp"
 #include "flashscope/paged_attention.hpp"
 #include "flashscope/status.hpp"
 
 namespace flashscope::cpu {
 
-// The CPU backend. p has passed validate() with Device::kCpu. Writes p.o in
+// The decode path's view of p: the same tensors, the pools read page by page
+// where they lie (cpu::decode_attention).
+DecodeParams decode_params(const PagedAttentionParams& p);
+
+// The CPU backend. p has passed validate() with Device::kCpu. A few rows per
+// kv-head (q_len x group <= kDecodeMaxRows) run the decode path over the
+// pages; more (chunked prefill) gather and run the tiled path. Writes p.o in
 // p.dtype through its strides and p.lse ([batch, q_heads, q_len]) if set.
 // kOutOfMemory (nothing written) if scratch cannot be allocated.
 Status paged_attention(const PagedAttentionParams& p);

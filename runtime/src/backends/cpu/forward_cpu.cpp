@@ -15,7 +15,8 @@
 //     cache K/V [cached .. cached+n) = bf16(k), bf16(v)          [tokens, KV, D]
 //     [kept: bf16(q) rows, when an attention capture armed layer l]  model/query_tap.hpp
 //     o  [n, H·D]     = attention(bf16(q), cache[0, cached+n))   causal, bottom-right, scale attn_scale,
-//                       keys within layer l's window             flashscope::prefill on Device::kCpu
+//                       keys within layer l's window             cpu::decode_attention for a few rows,
+//                                                                else flashscope::prefill on Device::kCpu
 //     a               = o · Woᵀ [+ bo];  [a = rms_norm(a) · post_attn_norm]
 //     x              += a
 //     xn              = rms_norm(x) · ffn_norm
@@ -53,6 +54,7 @@
 #include "backends/cpu/model_ops.hpp"
 #include "backends/cpu/openmp.hpp"
 #include "backends/cpu/quant_matmul.hpp"
+#include "cpu/decode_attention.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/half.hpp"
 
@@ -194,14 +196,42 @@ struct ChunkRows {
 // Causal attention of q rows [q_row0, q_row0 + q_len) over one sequence's
 // cache of layer l, [0, kv_len): bf16 q/o from scratch. In a layer with a
 // sliding window of W keys, the query in slot t sees slots (t − W, t]
-// (window_left = W − 1; the CPU prefill skips tiles outside every row's window).
+// (window_left = W − 1; both paths skip keys outside every row's window).
+// A few rows per kv-head (decode, a short turn) run the decode path, which
+// reads each K/V row once for all the q-heads of its kv-head; a prompt runs
+// the tiled prefill path.
 Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv_len) {
   const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const int window = c.layer(l).window;
+  const AttnTensor q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
+  const AttnTensor o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
+  uint16_t* k_layer = seq.k_cache.get() + l * seq.layer_stride;
+  uint16_t* v_layer = seq.v_cache.get() + l * seq.layer_stride;
+  if (static_cast<int64_t>(q_len) * (c.n_heads / c.n_kv_heads) <= cpu::kDecodeMaxRows) {
+    cpu::DecodeParams p;
+    p.dtype = DType::kBF16;
+    p.q_heads = c.n_heads;
+    p.kv_heads = c.n_kv_heads;
+    p.q_len = q_len;
+    p.head_dim = c.head_dim;
+    p.q = q;
+    p.o = o;
+    p.kv.k = k_layer;
+    p.kv.v = v_layer;
+    p.kv.page_size = 0;  // [capacity, kv_heads, head_dim]: one contiguous run
+    p.kv.head_stride = c.head_dim;
+    p.kv.row_stride = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+    p.kv_lens = &kv_len;
+    p.softmax_scale = c.attn_scale;
+    p.causal = true;
+    if (window > 0) p.window_left = window - 1;
+    return cpu::decode_attention(p);
+  }
   PrefillParams p;
-  p.q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
-  p.o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
-  p.k = bshd(seq.k_cache.get() + l * seq.layer_stride, seq.capacity, c.n_kv_heads, c.head_dim);
-  p.v = bshd(seq.v_cache.get() + l * seq.layer_stride, seq.capacity, c.n_kv_heads, c.head_dim);
+  p.q = q;
+  p.o = o;
+  p.k = bshd(k_layer, seq.capacity, c.n_kv_heads, c.head_dim);
+  p.v = bshd(v_layer, seq.capacity, c.n_kv_heads, c.head_dim);
   p.device = Device::kCpu;
   p.dtype = DType::kBF16;
   p.batch = 1;
@@ -212,7 +242,6 @@ Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int 
   p.head_dim = c.head_dim;
   p.softmax_scale = c.attn_scale;
   p.causal = true;  // bottom-right: query i sees slots [0, kv_len - q_len + i]
-  const int window = c.layer(l).window;
   if (window > 0) p.window_left = window - 1;
   return prefill(p);
 }

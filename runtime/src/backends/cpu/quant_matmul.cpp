@@ -25,7 +25,6 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FLASHSCOPE_X86_KERNELS 1
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -33,6 +32,7 @@
 #include <omp.h>
 #endif
 
+#include "cpu/cpu_features.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu {
@@ -590,15 +590,6 @@ FS_AVX2 void tile_q6_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
   _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
-bool cpu_has_avx2() {
-  __builtin_cpu_init();
-  // F16C from CPUID (leaf 1, ECX): clang before 15 does not know "f16c" here.
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-}
-#else
-bool cpu_has_avx2() { return false; }
 #endif  // FLASHSCOPE_X86_KERNELS
 
 CpuIsa& isa_setting() {

@@ -1,0 +1,44 @@
+// CPU feature detection (see cpu_features.hpp).
+#include "cpu/cpu_features.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FLASHSCOPE_X86_CPUID 1
+#include <cpuid.h>
+#endif
+
+namespace flashscope::cpu {
+
+#ifdef FLASHSCOPE_X86_CPUID
+namespace {
+
+bool detect_avx2() {
+  __builtin_cpu_init();
+  // F16C from CPUID (leaf 1, ECX): clang before 15 does not know "f16c" here.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+}
+
+// __builtin_cpu_supports checks the OS's XCR0 (zmm state saved) as well.
+bool detect_avx512() {
+  __builtin_cpu_init();
+  return detect_avx2() && __builtin_cpu_supports("avx512f");
+}
+
+}  // namespace
+
+bool cpu_has_avx2() {
+  static const bool has = detect_avx2();
+  return has;
+}
+
+bool cpu_has_avx512() {
+  static const bool has = detect_avx512();
+  return has;
+}
+#else
+bool cpu_has_avx2() { return false; }
+bool cpu_has_avx512() { return false; }
+#endif
+
+}  // namespace flashscope::cpu

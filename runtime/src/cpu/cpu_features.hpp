@@ -1,0 +1,16 @@
+// What the CPU we run on can execute, asked once (cpuid) and cached. The
+// kernels that use wider instructions than the build's baseline are compiled
+// with target attributes and picked at run time from these answers, so one
+// binary runs on any CPU of its architecture.
+#pragma once
+
+namespace flashscope::cpu {
+
+// x86-64: AVX2, FMA and F16C together (every x86 server and desktop since
+// 2013-2015). False elsewhere.
+bool cpu_has_avx2();
+
+// x86-64: AVX-512 F, with the OS saving the zmm state. False elsewhere.
+bool cpu_has_avx512();
+
+}  // namespace flashscope::cpu

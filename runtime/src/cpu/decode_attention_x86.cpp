@@ -1,0 +1,140 @@
+// The decode attention kernel for x86-64: AVX2 + FMA + F16C (8 floats) and
+// AVX-512 F (16 floats), each compiled with its target attribute and picked
+// at run time (cpu_features.hpp), so the library itself stays built for the
+// baseline x86-64.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "cpu/decode_attention_impl.hpp"
+#include "flashscope/half.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && __has_include(<immintrin.h>)
+#define FLASHSCOPE_DECODE_X86 1
+// GCC 12 flags the _mm512_undefined_* pass-through operands inside its own
+// AVX-512 intrinsics as maybe-uninitialized (a false positive; GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#endif
+
+namespace flashscope::cpu::decode {
+
+#ifdef FLASHSCOPE_DECODE_X86
+
+namespace avx2 {
+#define FS_TARGET __attribute__((target("avx2,fma,f16c")))
+struct Simd {
+  using V = __m256;
+  static constexpr int W = 8;
+  static constexpr int kQkRows = 3;  // 3 rows × 4 keys of accumulators + 4 K vectors + q: 17 ymm, one spilled
+  static constexpr int kPvRows = 4;
+  FS_TARGET static V zero() { return _mm256_setzero_ps(); }
+  FS_TARGET static V set1(float f) { return _mm256_set1_ps(f); }
+  FS_TARGET static V load(const float* p) { return _mm256_loadu_ps(p); }
+  FS_TARGET static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  FS_TARGET static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  FS_TARGET static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  FS_TARGET static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  FS_TARGET static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  template <bool kFp16>
+  FS_TARGET static V load_half(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (kFp16) {
+      return _mm256_cvtph_ps(h);
+    } else {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+  }
+  // hadd pairs within each input, so every out[i] is a_i summed by the same tree.
+  FS_TARGET static void hsum4(V a0, V a1, V a2, V a3, float* out) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
+  // 2^x (x <= 0) as in exp2_poly (decode_attention_portable.cpp), 8 at a time.
+  FS_TARGET static V exp2(V x) {
+    const __m256 floor_v = _mm256_set1_ps(-126.0f);
+    const __m256 keep = _mm256_cmp_ps(x, floor_v, _CMP_GE_OQ);
+    x = _mm256_max_ps(x, floor_v);
+    const __m256 xi = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 f = _mm256_sub_ps(x, xi);
+    __m256 p = _mm256_set1_ps(1.525273380405984e-05f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.5403530393381606e-04f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618129107628477e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550410866482158e-02f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402265069591007e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931471805599453e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(xi), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+  }
+};
+#include "cpu/decode_attention_kernel.inc"
+#undef FS_TARGET
+}  // namespace avx2
+
+namespace avx512 {
+#define FS_TARGET __attribute__((target("avx512f,avx2,fma,f16c")))
+struct Simd {
+  using V = __m512;
+  static constexpr int W = 16;
+  static constexpr int kQkRows = 4;  // 16 accumulators + 4 K vectors of the 32 zmm
+  static constexpr int kPvRows = 8;
+  FS_TARGET static V zero() { return _mm512_setzero_ps(); }
+  FS_TARGET static V set1(float f) { return _mm512_set1_ps(f); }
+  FS_TARGET static V load(const float* p) { return _mm512_loadu_ps(p); }
+  FS_TARGET static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  FS_TARGET static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  FS_TARGET static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  FS_TARGET static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  FS_TARGET static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  template <bool kFp16>
+  FS_TARGET static V load_half(const uint16_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (kFp16) {
+      return _mm512_cvtph_ps(h);
+    } else {
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+  }
+  FS_TARGET static __m256 fold(V a) {
+    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+  }
+  FS_TARGET static void hsum4(V a0, V a1, V a2, V a3, float* out) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(fold(a0), fold(a1)), _mm256_hadd_ps(fold(a2), fold(a3)));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
+  FS_TARGET static V exp2(V x) {
+    const __m512 floor_v = _mm512_set1_ps(-126.0f);
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, floor_v, _CMP_GE_OQ);
+    x = _mm512_max_ps(x, floor_v);
+    const __m512 xi = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(x, xi);
+    __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381606e-04f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(xi), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(e));
+  }
+};
+#include "cpu/decode_attention_kernel.inc"
+#undef FS_TARGET
+}  // namespace avx512
+
+const ItemFn kItemAvx2 = avx2::run_item;
+const ItemFn kItemAvx512 = avx512::run_item;
+
+#else
+const ItemFn kItemAvx2 = nullptr;
+const ItemFn kItemAvx512 = nullptr;
+#endif  // FLASHSCOPE_DECODE_X86
+
+}  // namespace flashscope::cpu::decode
