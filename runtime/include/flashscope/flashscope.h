@@ -485,6 +485,87 @@ FLASHSCOPE_API flashscope_status flashscope_queue_cancel(flashscope_queue* queue
 FLASHSCOPE_API int32_t flashscope_queue_n_waiting(const flashscope_queue* queue);
 FLASHSCOPE_API int32_t flashscope_queue_n_running(const flashscope_queue* queue);
 
+/* --- batched generation (many sessions stepped together) ----------------------------- */
+
+/* The replies of several chat sessions of one model, advanced together one
+ * token per step: each step runs one forward pass over every running reply
+ * (the weights are read once for all of them), as a game with many
+ * characters needs, stepped from its own loop (one step per frame, say):
+ *
+ *   flashscope_batch* batch = NULL;
+ *   flashscope_batch_create(&batch);
+ *   for (int i = 0; i < n_npcs; ++i) {
+ *     flashscope_session_add_message(npc[i].session, "user", npc[i].heard);
+ *     flashscope_batch_add(batch, npc[i].session, &gp, on_token, on_done, &npc[i], NULL);
+ *   }
+ *   while (flashscope_batch_n_running(batch) > 0) flashscope_batch_step(batch);
+ *   flashscope_batch_free(batch);
+ *
+ * Each reply is what flashscope_session_generate would do on its session:
+ * it prefills the messages added since the session's last reply, streams
+ * through its own token callback, ends on its own (max_tokens, an
+ * end-of-turn token, a stop string, the callback's 0, a full session,
+ * flashscope_session_cancel() from any thread), and its text then joins the
+ * session's history, so the session's next turn needs only add_message and
+ * another generate or batch_add. A greedy reply is the one
+ * flashscope_session_generate gives (on CUDA up to bf16 rounding).
+ *
+ * Threads: a batch is used by one thread at a time; its callbacks run on
+ * the thread calling flashscope_batch_step. While its reply runs, a session
+ * takes no other call but flashscope_session_cancel and the read-only ones
+ * (n_tokens, n_messages, ...). The batch keeps nothing of a reply after its
+ * done callback, so one batch may run for the whole program. */
+typedef struct flashscope_batch flashscope_batch;
+
+/* An empty batch. On failure *out_batch is NULL:
+ *   INVALID_ARGUMENT  out_batch NULL
+ *   OUT_OF_MEMORY */
+FLASHSCOPE_API flashscope_status flashscope_batch_create(flashscope_batch** out_batch);
+
+/* Releases the batch; not during its step or from its callbacks. Replies
+ * still running stop where they are, without their done callback: what
+ * each generated joins its session's history, as after a cancel (a reply
+ * not prefilled yet leaves its messages queued). NULL is a no-op. */
+FLASHSCOPE_API void flashscope_batch_free(flashscope_batch* batch);
+
+/* Queues the reply of `session` to the messages added since its last reply;
+ * the next flashscope_batch_step prefills them. params NULL: the defaults;
+ * the session's penalties (flashscope_session_set_penalties) apply. The
+ * callbacks (either may be NULL) receive `user`: on_token as for
+ * flashscope_session_generate; on_done once, after the reply's last token
+ * and after its text joined the history, with what flashscope_session_generate
+ * would have returned (OK, CANCELLED, CONTEXT_FULL, OUT_OF_MEMORY,
+ * DEVICE_ERROR) and its stats. on_done may add messages to its session and
+ * call flashscope_batch_add again (the reply joins the next step); no
+ * callback may step or free the batch. *out_id (may be NULL) is the reply's
+ * id (0, 1, ... in the order of add; never reused).
+ * Refused, with nothing queued, no callback and the history as it was:
+ *   INVALID_ARGUMENT  batch or session NULL; no message added since the
+ *                     session's last reply; the session already has a reply
+ *                     in this batch, or runs another model than the
+ *                     replies in it; the template failed to render; a
+ *                     malformed parameter (as flashscope_session_generate)
+ *   CONTEXT_FULL      the new messages do not fit the session
+ *   OUT_OF_MEMORY */
+FLASHSCOPE_API flashscope_status flashscope_batch_add(flashscope_batch* batch, flashscope_session* session,
+                                                      const flashscope_generate_params* params,
+                                                      flashscope_token_callback on_token,
+                                                      flashscope_done_callback on_done, void* user,
+                                                      uint64_t* out_id);
+
+/* Advances every reply by one token: prefills the replies added since the
+ * last step (one forward pass each; each samples its first token), then
+ * one batched forward pass for every reply that goes on; the replies that
+ * ended get their done callback. OK when nothing ran (no reply).
+ *   INVALID_ARGUMENT  batch NULL
+ *   OUT_OF_MEMORY / DEVICE_ERROR   the batched forward pass failed: every
+ *                     reply in it ended with that status (done callbacks
+ *                     included), each keeping what it had generated */
+FLASHSCOPE_API flashscope_status flashscope_batch_step(flashscope_batch* batch);
+
+/* Replies queued or running (added and not yet done); 0 for NULL. */
+FLASHSCOPE_API int32_t flashscope_batch_n_running(const flashscope_batch* batch);
+
 /* text (UTF-8) as the model's token ids, without BOS; parse_special nonzero:
  * control tokens written as text ("<|im_start|>") become their ids. Buffer
  * rule in tokens: *out_n (when not NULL) is the count needed; with
