@@ -170,12 +170,12 @@ int cmd_chat(int argc, char** argv) {
     std::fputs(missing_model_message("chat").c_str(), stderr);
     return 1;
   }
-  apply_model_sampling(args, path, &gp.sampling);
   auto model = Model::load(path, mo);
   if (!model.ok()) {
     std::fprintf(stderr, "flashscope-cli chat: cannot load %s: %s\n", path.c_str(), model.status().to_string().c_str());
     return 1;
   }
+  apply_model_sampling(args, *model, &gp.sampling);
   if (!check_ctx_fits(so.max_tokens, *model, "chat")) return 2;
   auto session = Session::create(*model, so);
   if (!session.ok()) {

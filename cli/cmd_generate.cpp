@@ -97,14 +97,13 @@ int cmd_generate(int argc, char** argv) {
     std::fputs(missing_model_message("generate").c_str(), stderr);
     return 1;
   }
-  apply_model_sampling(args, path, &gp.sampling);
-
   auto model = Model::load(path, mo);
   if (!model.ok()) {
     std::fprintf(stderr, "flashscope-cli generate: cannot load %s: %s\n", path.c_str(),
                  model.status().to_string().c_str());
     return 1;
   }
+  apply_model_sampling(args, *model, &gp.sampling);
   if (!check_ctx_fits(ctx, *model, "generate")) return 2;
   const Tokenizer& tok = model->tokenizer();
   const std::string prompt = args.get("prompt");

@@ -9,8 +9,6 @@
 
 #include "flashscope/untrusted.hpp"
 #include "flashscope/model.hpp"
-#include "flashscope/gguf.hpp"
-#include "flashscope/sampling_defaults.hpp"
 
 namespace flashscope::cli {
 
@@ -58,10 +56,8 @@ SamplingParams parse_sampling(Args& args) {
   return s;
 }
 
-std::string apply_model_sampling(const Args& args, const std::string& model_path, SamplingParams* s) {
-  auto file = GgufFile::open(model_path);
-  if (!file.ok()) return "";
-  const SamplingDefaults d = sampling_defaults(file.value());
+std::string apply_model_sampling(const Args& args, const Model& model, SamplingParams* s) {
+  const SamplingDefaults& d = model.sampling_defaults();
   bool took = false;
   for (const std::string& f : d.fields) {
     auto take = [&](const char* field, const char* flag, auto member) {

@@ -25,11 +25,10 @@ std::string missing_model_message(const char* command);
 // presence and frequency penalties outside [-2, 2], --seed < 0) is an error
 // of args naming the flag.
 SamplingParams parse_sampling(Args& args);
-// The model's recommended sampling (sampling_defaults: its general.sampling.*
-// keys, else its card) for each of those the user did not give as a flag.
-// Returns where it came from ("" when nothing was taken, or the file cannot
-// be read: loading it reports that).
-std::string apply_model_sampling(const Args& args, const std::string& model_path, SamplingParams* s);
+// The model's recommended sampling (Model::sampling_defaults: its
+// general.sampling.* keys, else its card) for each of those the user did not
+// give as a flag. Returns where it came from ("" when nothing was taken).
+std::string apply_model_sampling(const Args& args, const Model& model, SamplingParams* s);
 // -n / --n-predict: at least 1. --ctx: 0 (the model's context length) or more;
 // whether it fits the model is check_ctx_fits's, once the model is loaded.
 int parse_n_predict(Args& args, int fallback);

@@ -300,6 +300,17 @@ int main(void) {
   CHECK(flashscope_model_size(model) > 50u * 1000 * 1000);
   CHECK(flashscope_model_device_size(model) == 0); /* a CPU model */
 
+  /* The sampling SmolLM2's card recommends, read at load. */
+  {
+    flashscope_generate_params rec = flashscope_generate_default_params();
+    CHECK_STATUS(flashscope_model_sampling_defaults(model, &rec), FLASHSCOPE_OK);
+    CHECK(fabsf(rec.temperature - 0.2f) < 1e-6f && fabsf(rec.top_p - 0.9f) < 1e-6f);
+    CHECK(rec.max_tokens == flashscope_generate_default_params().max_tokens);
+    char source[64];
+    CHECK_STATUS(flashscope_model_sampling_source(model, source, sizeof source, NULL), FLASHSCOPE_OK);
+    CHECK(strcmp(source, "SmolLM2 model card") == 0);
+  }
+
   /* The name through the size protocol. */
   size_t name_size = 0;
   CHECK_STATUS(flashscope_model_name(model, NULL, 0, &name_size), FLASHSCOPE_BUFFER_TOO_SMALL);

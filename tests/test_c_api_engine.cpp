@@ -1,10 +1,12 @@
-// The C ABI's batched generation (flashscope_batch_*) from C++, on a
-// synthetic model (random weights, a ChatML template), so it runs without
-// the real model: replies stepped together are the ones
-// flashscope_session_generate gives each session alone (greedy and sampled),
-// each ends on its own (a full session, a cancel from another thread) while
-// the others go on, and the history takes every reply. tests/c_api_test.c
-// checks the same on SmolLM2 from C, with a turn queued by a done callback.
+// The C ABI's engine calls from C++, on synthetic models (random weights, a
+// ChatML template), so they run without the real model:
+//  * batched generation (flashscope_batch_*): replies stepped together are
+//    the ones flashscope_session_generate gives each session alone (greedy
+//    and sampled), each ends on its own (a full session, a cancel from
+//    another thread) while the others go on, and the history takes every
+//    reply. tests/c_api_test.c checks the same on SmolLM2 from C, with a
+//    turn queued by a done callback;
+//  * the model's recommended sampling, read at load (C and C++ agree).
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -15,7 +17,9 @@
 #include <vector>
 
 #include "flashscope/flashscope.h"
+#include "flashscope/model.hpp"
 #include "flashscope/synthetic_model.hpp"
+#include "support/synthetic_llama.hpp"
 
 namespace {
 
@@ -211,4 +215,56 @@ TEST_CASE("c api batch: a full session and a cancel from another thread end only
 
   flashscope_batch_free(batch);
   for (flashscope_session* s : {full, cancelled, other}) flashscope_session_free(s);
+}
+
+TEST_CASE("c api: the model's recommended sampling, read at load, fills only the fields it names") {
+  const char* dir = std::getenv("TMPDIR");
+  const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/flashscope_test_c_api_sampling.gguf";
+  flashscope::testing::SyntheticLlama spec;
+  spec.extra = [](flashscope::testing::GgufBuilder& b) {
+    b.add_f32("general.sampling.temp", 0.3f).add_i32("general.sampling.top_k", 17).add_f32("general.sampling.penalty_repeat", 1.2f);
+  };
+  {
+    const auto bytes = spec.build();
+    FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    std::fclose(f);
+  }
+  flashscope_model* model = nullptr;
+  REQUIRE_MESSAGE(flashscope_model_load(path.c_str(), nullptr, &model) == FLASHSCOPE_OK, flashscope_last_error());
+  // The file is read once, at load: gone now, the values stay.
+  std::remove(path.c_str());
+  flashscope_generate_params gp = flashscope_generate_default_params();
+  gp.top_p = 0.5f;  // the model names no top_p: the caller's stays
+  REQUIRE(flashscope_model_sampling_defaults(model, &gp) == FLASHSCOPE_OK);
+  CHECK(gp.temperature == doctest::Approx(0.3));
+  CHECK(gp.top_k == 17);
+  CHECK(gp.repetition_penalty == doctest::Approx(1.2));
+  CHECK(gp.top_p == doctest::Approx(0.5));
+  CHECK(gp.min_p == flashscope_generate_default_params().min_p);
+  CHECK(gp.repeat_last_n == flashscope_generate_default_params().repeat_last_n);
+  char source[64];
+  size_t need = 0;
+  REQUIRE(flashscope_model_sampling_source(model, source, sizeof source, &need) == FLASHSCOPE_OK);
+  CHECK(std::string(source) == "gguf metadata");
+  CHECK(need == sizeof "gguf metadata");
+  CHECK(flashscope_model_sampling_defaults(nullptr, &gp) == FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(flashscope_model_sampling_defaults(model, nullptr) == FLASHSCOPE_INVALID_ARGUMENT);
+  flashscope_model_free(model);
+
+  // C++: the same values on the Model; a model that names nothing has none.
+  auto file = flashscope::GgufFile::from_buffer(spec.build());
+  REQUIRE(file.ok());
+  auto loaded = flashscope::Model::from_gguf(std::move(file).value());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->sampling_defaults().source == "gguf metadata");
+  CHECK(loaded->sampling_defaults().fields == std::vector<std::string>{"temperature", "top_k", "repetition_penalty"});
+  CHECK(loaded->sampling_defaults().params.top_k == 17);
+  Loaded plain;
+  flashscope_generate_params untouched = flashscope_generate_default_params();
+  REQUIRE(flashscope_model_sampling_defaults(plain.model, &untouched) == FLASHSCOPE_OK);
+  CHECK(untouched.temperature == 0.0f);
+  REQUIRE(flashscope_model_sampling_source(plain.model, source, sizeof source, &need) == FLASHSCOPE_OK);
+  CHECK(std::string(source).empty());
 }

@@ -586,6 +586,33 @@ flashscope_generate_params flashscope_generate_default_params(void) {
   return p;
 }
 
+flashscope_status flashscope_model_sampling_defaults(const flashscope_model* model, flashscope_generate_params* params) {
+  constexpr const char* fn = "model_sampling_defaults";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model || !params) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model or params is NULL");
+    const flashscope::SamplingDefaults& d = model->model.sampling_defaults();
+    const flashscope::SamplingParams& p = d.params;
+    for (const std::string& f : d.fields) {
+      if (f == "temperature") params->temperature = p.temperature;
+      if (f == "top_k") params->top_k = p.top_k;
+      if (f == "top_p") params->top_p = p.top_p;
+      if (f == "min_p") params->min_p = p.min_p;
+      if (f == "repetition_penalty") params->repetition_penalty = p.repetition_penalty;
+      if (f == "repeat_last_n") params->repeat_last_n = p.repeat_last_n;
+    }
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_status flashscope_model_sampling_source(const flashscope_model* model, char* buf, size_t buf_size,
+                                                   size_t* out_size) {
+  constexpr const char* fn = "model_sampling_source";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model is NULL");
+    return copy_out(fn, model->model.sampling_defaults().source, buf, buf_size, out_size);
+  });
+}
+
 flashscope_status flashscope_session_generate(flashscope_session* session, const flashscope_generate_params* params,
                                               flashscope_token_callback callback, void* user,
                                               flashscope_generate_stats* out_stats) {

@@ -268,6 +268,24 @@ typedef struct flashscope_generate_params {
 
 FLASHSCOPE_API flashscope_generate_params flashscope_generate_default_params(void);
 
+/* The sampling the model's makers recommend, read when it loaded: the GGUF's
+ * general.sampling.* keys (temp, top_k, top_p, min_p, penalty_repeat,
+ * penalty_last_n), else the model card's advice for a family known here
+ * (SmolLM2: temperature 0.2, top_p 0.9). Writes each of temperature, top_k,
+ * top_p, min_p, repetition_penalty and repeat_last_n that the model
+ * recommends into *params and leaves the other fields as they were:
+ *   flashscope_generate_params gp = flashscope_generate_default_params();  // greedy
+ *   flashscope_model_sampling_defaults(model, &gp);                         // the model's own
+ *   INVALID_ARGUMENT  model or params NULL: nothing written */
+FLASHSCOPE_API flashscope_status flashscope_model_sampling_defaults(const flashscope_model* model,
+                                                                    flashscope_generate_params* params);
+
+/* Where those values come from ("gguf metadata", "SmolLM2 model card"), or
+ * "" when the model recommends nothing (the call above then writes
+ * nothing), with the buffer rule of flashscope_model_name. */
+FLASHSCOPE_API flashscope_status flashscope_model_sampling_source(const flashscope_model* model, char* buf,
+                                                                  size_t buf_size, size_t* out_size);
+
 typedef enum flashscope_stop_reason {
   FLASHSCOPE_STOP_NONE = -1,        /* the reply did not start (a failure before prefill) */
   FLASHSCOPE_STOP_MAX_TOKENS = 0,   /* max_tokens sampled */
