@@ -50,6 +50,9 @@ SamplingParams parse_sampling(Args& args) {
   s.repetition_penalty = static_cast<float>(args.get_double_in("repeat-penalty", 1.0, 0.0, true, kInf, false));
   s.presence_penalty = static_cast<float>(args.get_double_in("presence-penalty", 0.0, -2.0, false, 2.0, false));
   s.frequency_penalty = static_cast<float>(args.get_double_in("frequency-penalty", 0.0, -2.0, false, 2.0, false));
+  // On by default: the loops small models fall into at low temperature
+  // (bench/answers/) end here; llama.cpp's own default leaves DRY off.
+  s.dry_multiplier = static_cast<float>(args.get_double_in("dry-multiplier", 0.8, 0.0, false, 100.0, false));
   const long long clock_seed =
       static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff);
   s.seed = static_cast<uint64_t>(args.get_int_in("seed", clock_seed, 0, std::numeric_limits<long long>::max()));

@@ -10,8 +10,9 @@
 namespace flashscope::cli {
 
 // The flags the sampling options take (value flags of Args).
-inline const char* const kSamplingFlags[] = {"temp",           "top-k",            "top-p",           "min-p",
-                                             "repeat-penalty", "presence-penalty", "frequency-penalty", "seed"};
+inline const char* const kSamplingFlags[] = {"temp",           "top-k",            "top-p",
+                                             "min-p",          "repeat-penalty",   "presence-penalty",
+                                             "frequency-penalty", "dry-multiplier", "seed"};
 
 // -m PATH, else flashscope::find_default_model(). Empty when none exists.
 std::string resolve_model_path(const Args& args);
@@ -19,10 +20,12 @@ std::string resolve_model_path(const Args& args);
 std::string missing_model_message(const char* command);
 
 // --temp (default 0.7), --top-k 40, --top-p 0.95, --min-p 0.05,
-// --repeat-penalty 1.0, --presence-penalty 0, --frequency-penalty 0, --seed
+// --repeat-penalty 1.0, --presence-penalty 0, --frequency-penalty 0,
+// --dry-multiplier 0.8 (DRY's base 1.75 and allowed length 2), --seed
 // (default: from the clock). A value out of range (--temp < 0, --top-k < 0,
 // --top-p outside (0, 1], --min-p outside [0, 1], --repeat-penalty <= 0, the
-// presence and frequency penalties outside [-2, 2], --seed < 0) is an error
+// presence and frequency penalties outside [-2, 2], --dry-multiplier outside
+// [0, 100], --seed < 0) is an error
 // of args naming the flag.
 SamplingParams parse_sampling(Args& args);
 // The model's recommended sampling (Model::sampling_defaults: its
