@@ -6,9 +6,11 @@
 //    another thread) while the others go on, and the history takes every
 //    reply. tests/c_api_test.c checks the same on SmolLM2 from C, with a
 //    turn queued by a done callback;
-//  * the model's recommended sampling, read at load (C and C++ agree).
+//  * the model's recommended sampling, read at load (C and C++ agree);
+//  * DRY per session (flashscope_session_set_dry) ends a greedy loop.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -267,4 +269,51 @@ TEST_CASE("c api: the model's recommended sampling, read at load, fills only the
   CHECK(untouched.temperature == 0.0f);
   REQUIRE(flashscope_model_sampling_source(plain.model, source, sizeof source, &need) == FLASHSCOPE_OK);
   CHECK(std::string(source).empty());
+}
+
+TEST_CASE("c api: DRY set on a session ends the loop its greedy reply falls into, alone and in a batch") {
+  Loaded m;
+  flashscope_generate_params gp = flashscope_generate_default_params();  // greedy
+  gp.max_tokens = 40;
+  // The most times one token follows itself in a reply's text (the random
+  // model's loop is one byte token over and over).
+  auto longest_run = [](const std::string& t) {
+    size_t most = t.empty() ? 0 : 1, run = 1;
+    for (size_t i = 1; i < t.size(); ++i) {
+      run = t[i] == t[i - 1] ? run + 1 : 1;
+      most = std::max(most, run);
+    }
+    return most;
+  };
+  std::string texts[2];
+  for (int dry = 0; dry < 2; ++dry) {
+    flashscope_session* s = new_session(m.model);
+    if (dry) REQUIRE(flashscope_session_set_dry(s, 0.8f, 1.75f, 2, -1) == FLASHSCOPE_OK);
+    REQUIRE(flashscope_session_add_message(s, "user", kPrompts[1]) == FLASHSCOPE_OK);
+    Reply r;
+    REQUIRE(flashscope_session_generate(s, &gp, on_token, &r, nullptr) == FLASHSCOPE_OK);
+    texts[dry] = r.text;
+    // The same through a batch.
+    flashscope_session* b = new_session(m.model);
+    if (dry) REQUIRE(flashscope_session_set_dry(b, 0.8f, 1.75f, 2, -1) == FLASHSCOPE_OK);
+    REQUIRE(flashscope_session_add_message(b, "user", kPrompts[1]) == FLASHSCOPE_OK);
+    flashscope_batch* batch = nullptr;
+    REQUIRE(flashscope_batch_create(&batch) == FLASHSCOPE_OK);
+    Reply rb;
+    REQUIRE(flashscope_batch_add(batch, b, &gp, on_token, on_done, &rb, nullptr) == FLASHSCOPE_OK);
+    while (flashscope_batch_n_running(batch) > 0) REQUIRE(flashscope_batch_step(batch) == FLASHSCOPE_OK);
+    CHECK(rb.text == r.text);
+    flashscope_batch_free(batch);
+    flashscope_session_free(b);
+    flashscope_session_free(s);
+  }
+  REQUIRE(texts[0].size() >= 30);
+  CHECK(longest_run(texts[0]) >= 30);  // without DRY: one byte to the end
+  CHECK(longest_run(texts[1]) <= 8);   // with it: no run outlasts the penalty
+  flashscope_session* s = new_session(m.model);
+  CHECK(flashscope_session_set_dry(s, -1.0f, 1.75f, 2, -1) == FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(flashscope_session_set_dry(s, 0.8f, 0.5f, 2, -1) == FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(flashscope_session_set_dry(s, 0.8f, 1.75f, 0, -1) == FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(flashscope_session_set_dry(nullptr, 0.8f, 1.75f, 2, -1) == FLASHSCOPE_INVALID_ARGUMENT);
+  flashscope_session_free(s);
 }

@@ -15,6 +15,7 @@
 // (ChatFormat::next_turn), so the cache never has to be tracked by hand.
 #include "flashscope/flashscope.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -53,6 +54,7 @@ struct flashscope_session {
   std::vector<flashscope::ChatMessage> history;
   size_t n_in_cache = 0;
   float presence = 0.0f, frequency = 0.0f;  // flashscope_session_set_penalties
+  flashscope::SamplingParams dry;           // flashscope_session_set_dry: its dry_* fields
 };
 
 // One reply of a batch: generate()'s bookkeeping, kept across steps.
@@ -288,6 +290,10 @@ flashscope_status begin_turn(const char* fn, flashscope_session* s, const flashs
   if (const flashscope_status c = to_cpp(fn, params, gp); c != FLASHSCOPE_OK) return c;
   gp->sampling.presence_penalty = s->presence;
   gp->sampling.frequency_penalty = s->frequency;
+  gp->sampling.dry_multiplier = s->dry.dry_multiplier;
+  gp->sampling.dry_base = s->dry.dry_base;
+  gp->sampling.dry_allowed_length = s->dry.dry_allowed_length;
+  gp->sampling.dry_last_n = s->dry.dry_last_n;
   if (s->n_in_cache == s->history.size()) {
     return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
                 s->history.empty() ? "no message: add one with flashscope_session_add_message first"
@@ -723,6 +729,24 @@ flashscope_status flashscope_session_set_penalties(flashscope_session* session, 
     if (!penalty_in_range(frequency)) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "frequency must be in [-2, 2]");
     session->presence = presence;
     session->frequency = frequency;
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_status flashscope_session_set_dry(flashscope_session* session, float multiplier, float base,
+                                             int32_t allowed_length, int32_t last_n) {
+  constexpr const char* fn = "session_set_dry";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
+    if (!(multiplier >= 0.0f && std::isfinite(multiplier))) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "multiplier must be finite and >= 0");
+    }
+    if (!(base >= 1.0f && std::isfinite(base))) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "base must be finite and >= 1");
+    if (allowed_length < 1) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "allowed_length must be >= 1");
+    session->dry.dry_multiplier = multiplier;
+    session->dry.dry_base = base;
+    session->dry.dry_allowed_length = allowed_length;
+    session->dry.dry_last_n = last_n;
     return FLASHSCOPE_OK;
   });
 }

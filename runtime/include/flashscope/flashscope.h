@@ -368,6 +368,21 @@ FLASHSCOPE_API flashscope_status flashscope_session_generate(flashscope_session*
 FLASHSCOPE_API flashscope_status flashscope_session_set_penalties(flashscope_session* session, float presence,
                                                                   float frequency);
 
+/* DRY ("don't repeat yourself") for this session's later generates and
+ * batch replies: a token that would extend a run of the last L tokens that
+ * already appeared earlier in the conversation loses
+ * multiplier x base^(L - allowed_length) from its logit when L >=
+ * allowed_length; runs are searched in the last last_n tokens (< 0: the
+ * whole conversation). It ends the loops small models fall into, greedy or
+ * at low temperature (flashscope-cli's default: 0.8, 1.75, 2, -1).
+ * multiplier 0 (the default) switches it off. Not while a generate runs on
+ * the session.
+ *   INVALID_ARGUMENT  session NULL, multiplier < 0 or not finite, base < 1
+ *                     or not finite, allowed_length < 1: the session keeps
+ *                     its values */
+FLASHSCOPE_API flashscope_status flashscope_session_set_dry(flashscope_session* session, float multiplier, float base,
+                                                            int32_t allowed_length, int32_t last_n);
+
 /* Makes the generate running on this session return FLASHSCOPE_CANCELLED
  * after the token in progress (a forward pass or a callback). Any thread,
  * any time before flashscope_session_free begins; lock-free. A cancel while
