@@ -135,12 +135,19 @@ class LlamaCpp:
         def raise_exception(msg):
             raise jinja2.TemplateError(msg)
         env.globals["raise_exception"] = raise_exception
-        self.template = env.from_string(meta["tokenizer.chat_template"])
+        # No template (a base model such as Gemma-3-270M): plain completion,
+        # as FlashScope's --chat falls back to, BOS text first when the model
+        # asks for BOS.
+        source = meta.get("tokenizer.chat_template")
+        self.template = env.from_string(source) if source else None
+        self.add_bos = meta.get("tokenizer.ggml.add_bos_token", "false") == "true"
         vocab = self.llm
         self.bos = vocab.detokenize([vocab.token_bos()], special=True).decode() if vocab.token_bos() >= 0 else ""
         self.eos = vocab.detokenize([vocab.token_eos()], special=True).decode() if vocab.token_eos() >= 0 else ""
 
     def render(self, prompt: str) -> str:
+        if self.template is None:
+            return (self.bos if self.add_bos else "") + prompt
         return self.template.render(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True,
                                     bos_token=self.bos, eos_token=self.eos)
 
@@ -190,6 +197,10 @@ def main() -> int:
     ap.add_argument("--label", default="flashscope", help="the engine name of FlashScope's rows")
     ap.add_argument("--include", nargs="*", default=[],
                     help="rows of earlier runs (their OUT.jsonl) to report beside this run's")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: the table of the --include rows (with --sampling-note for the header)")
+    ap.add_argument("--sampling-note", default="", help="with --report-only: the sampled settings, for the header")
+    ap.add_argument("--note", default="", help="a paragraph for the report, after its header")
     ap.add_argument("--out", required=True, help="path without extension: writes OUT.md and OUT.jsonl")
     args = ap.parse_args()
 
@@ -198,7 +209,7 @@ def main() -> int:
     rows: list[dict] = []
     llama = None
     sampling_used = None
-    for p in prompts:
+    for p in ([] if args.report_only else prompts):
         for name, seed in settings:
             runs = {}
             if "flashscope" in args.engines:
@@ -239,11 +250,11 @@ def main() -> int:
              f"{len(prompts)} prompts ({sum(p['kind'] == 'fact' for p in prompts)} factual, "
              f"{sum(p['kind'] == 'instruction' for p in prompts)} instructions) from bench/answers/prompts.jsonl, "
              f"one user turn each in the model's chat template, at most {args.max_tokens} tokens. "
-             f"Sampled: FlashScope's defaults for this model ({json.dumps(sampling_used)}), seeds "
+             f"Sampled: FlashScope's defaults for this model ({args.sampling_note or json.dumps(sampling_used)}), seeds "
              f"{', '.join(map(str, args.seeds))}, the same settings given to llama.cpp; greedy: temperature 0. "
              "Loops and correctness as bench/answers/run.py defines them. Machine: "
              f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores.",
-             "",
+             ""] + ([args.note, ""] if args.note else []) + [
              "| engine | setting | answers | loop-free | correct facts | hit the token limit | mean tokens |",
              "|---|---|---|---|---|---|---|"]
     for engine in engines:
@@ -256,13 +267,13 @@ def main() -> int:
             lines.append(f"| {engine} | {label} | {s['answers']} | {s['loop_free']}/{s['answers']} = "
                          f"{100 * s['loop_free'] / s['answers']:.1f}% | {s['correct']}/{s['facts']} = "
                          f"{100 * s['correct'] / max(1, s['facts']):.1f}% | {s['hit_limit']} | {s['mean_tokens']:.0f} |")
-    lines += ["", "Answers that loop:", ""]
+    lines += ["", "Answers that loop (their last 160 characters):", ""]
     for r in rows:
         if r["loop"]:
             lines.append(f"- {r['engine']} {r['setting']} seed {r['seed']} `{r['id']}` ({r['loop']}): "
-                         f"{json.dumps(r['text'][:160], ensure_ascii=False)}")
+                         f"…{json.dumps(r['text'][-160:], ensure_ascii=False)}")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[5:5 + 2 + 3 * len(engines)]))
+    print("\n".join(line for line in lines if line.startswith("|")))
     return 0
 
 
