@@ -153,11 +153,14 @@ class LlamaCpp:
 
     def answer(self, args, prompt: str, sampling: dict, seed: int | None) -> dict:
         text = self.render(prompt)
-        n_prompt = len(self.llm.tokenize(text.encode(), add_bos=False, special=True))
+        # The rendered text carries BOS where the model wants one, so the
+        # tokens go in as they are (a text prompt would get a second BOS).
+        tokens = self.llm.tokenize(text.encode(), add_bos=False, special=True)
+        n_prompt = len(tokens)
         t0 = time.time()
         greedy = seed is None
         r = self.llm.create_completion(
-            text, max_tokens=args.max_tokens, temperature=0.0 if greedy else sampling["temp"],
+            tokens, max_tokens=args.max_tokens, temperature=0.0 if greedy else sampling["temp"],
             top_k=sampling["top_k"], top_p=sampling["top_p"], min_p=sampling["min_p"],
             repeat_penalty=sampling["repeat_penalty"], presence_penalty=sampling["presence"],
             frequency_penalty=sampling["frequency"], seed=0 if greedy else seed)
