@@ -563,7 +563,8 @@ FLASHSCOPE_API void flashscope_batch_free(flashscope_batch* batch);
 
 /* Queues the reply of `session` to the messages added since its last reply;
  * the next flashscope_batch_step prefills them. params NULL: the defaults;
- * the session's penalties (flashscope_session_set_penalties) apply. The
+ * the session's penalties and DRY (flashscope_session_set_penalties,
+ * flashscope_session_set_dry) apply. The
  * callbacks (either may be NULL) receive `user`: on_token as for
  * flashscope_session_generate; on_done once, after the reply's last token
  * and after its text joined the history, with what flashscope_session_generate
