@@ -39,7 +39,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashscope-cli chat [-m PATH] [--system TEXT] [--chat-template FILE] [-n N] [--temp T] [--top-k K]\n"
     "                           [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
-    "                           [--presence-penalty P] [--frequency-penalty F] [--device cpu|cuda]\n"
+    "                           [--presence-penalty P] [--frequency-penalty F] [--dry-multiplier D]\n"
+    "                           [--device cpu|cuda]\n"
     "                           [--weights auto|quantized|bf16]\n"
     "  -n N                 tokens per reply at most (default 512)\n"
     "  --system TEXT        system prompt (default: the one in the model's chat template)\n"
@@ -137,7 +138,7 @@ int cmd_chat(int argc, char** argv) {
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
             {"model", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty",
-             "presence-penalty", "frequency-penalty", "seed", "ctx", "threads", "device", "weights"},
+             "presence-penalty", "frequency-penalty", "dry-multiplier", "seed", "ctx", "threads", "device", "weights"},
             {"help"});
   if (!args.ok() || args.has("help") || !args.positional().empty()) {
     const bool bad = !args.ok() || !args.positional().empty();
@@ -170,12 +171,12 @@ int cmd_chat(int argc, char** argv) {
     std::fputs(missing_model_message("chat").c_str(), stderr);
     return 1;
   }
-  apply_model_sampling(args, path, &gp.sampling);
   auto model = Model::load(path, mo);
   if (!model.ok()) {
     std::fprintf(stderr, "flashscope-cli chat: cannot load %s: %s\n", path.c_str(), model.status().to_string().c_str());
     return 1;
   }
+  apply_model_sampling(args, *model, &gp.sampling);
   if (!check_ctx_fits(so.max_tokens, *model, "chat")) return 2;
   auto session = Session::create(*model, so);
   if (!session.ok()) {

@@ -21,7 +21,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashscope-cli generate [-m PATH] -p TEXT [--chat] [--system TEXT] [--chat-template FILE] [-n N]\n"
     "                               [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
-    "                               [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ctx N] [-t N]\n"
+    "                               [--presence-penalty P] [--frequency-penalty F] [--dry-multiplier D] [--seed S]\n"
+    "                               [--ctx N] [-t N]\n"
     "                               [--device cpu|cuda] [--weights auto|quantized|bf16]\n"
     "  -m, --model PATH      GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  -p, --prompt TEXT     the prompt; with --chat, the user's message\n"
@@ -36,6 +37,8 @@ constexpr const char* kUsage =
     "  --min-p P             (default 0.05; 0 disables) --repeat-penalty R (default 1.0: off)\n"
     "  --presence-penalty P  subtract P from the logit of every token the reply has used (-2..2; default 0)\n"
     "  --frequency-penalty F subtract F x its count so far (-2..2; default 0); both as OpenAI's API\n"
+    "  --dry-multiplier D    DRY: a token that would repeat a run of 2+ earlier tokens loses D x 1.75^(run - 2)\n"
+    "                        from its logit; ends degenerate loops (default 0.8; 0 disables)\n"
     "  --seed S              sampling seed (default: from the clock, printed with the stats)\n"
     "  --ctx N               KV cache size in tokens (default: the model's context length)\n"
     "  -t, --threads N       CPU threads (default: OMP_NUM_THREADS, else all cores; fewer is faster\n"
@@ -52,7 +55,7 @@ int cmd_generate(int argc, char** argv) {
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
             {"model", "prompt", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty",
-             "presence-penalty", "frequency-penalty", "seed", "ctx", "device", "threads", "weights"},
+             "presence-penalty", "frequency-penalty", "dry-multiplier", "seed", "ctx", "device", "threads", "weights"},
             {"chat", "help"});
   if (!args.ok() || args.has("help")) {
     const bool usage_error = !args.ok();
@@ -97,14 +100,13 @@ int cmd_generate(int argc, char** argv) {
     std::fputs(missing_model_message("generate").c_str(), stderr);
     return 1;
   }
-  apply_model_sampling(args, path, &gp.sampling);
-
   auto model = Model::load(path, mo);
   if (!model.ok()) {
     std::fprintf(stderr, "flashscope-cli generate: cannot load %s: %s\n", path.c_str(),
                  model.status().to_string().c_str());
     return 1;
   }
+  apply_model_sampling(args, *model, &gp.sampling);
   if (!check_ctx_fits(ctx, *model, "generate")) return 2;
   const Tokenizer& tok = model->tokenizer();
   const std::string prompt = args.get("prompt");
@@ -156,11 +158,14 @@ int cmd_generate(int argc, char** argv) {
                "prompt    %d tokens in %.1f ms (%.1f tokens/s)\n"
                "decode    %d tokens, %.1f tokens/s\n"
                "ttft      %.1f ms\n"
-               "stop      %s; seed %llu; temp %.2f top-k %d top-p %.2f min-p %.2f\n",
+               "stop      %s; seed %llu; temp %.2f top-k %d top-p %.2f min-p %.2f repeat-penalty %.2f last-n %d "
+               "presence %.2f frequency %.2f dry %.2f\n",
                c.name.empty() ? c.architecture.c_str() : c.name.c_str(), c.n_layers, model->weight_bytes() / 1e6,
                device.c_str(), s.prompt_tokens, s.prefill_ms, s.prefill_tokens_per_s, s.generated_tokens, s.decode_tokens_per_s,
                s.ttft_ms, stop_reason_name(s.stop_reason), static_cast<unsigned long long>(gp.sampling.seed),
-               gp.sampling.temperature, gp.sampling.top_k, gp.sampling.top_p, gp.sampling.min_p);
+               gp.sampling.temperature, gp.sampling.top_k, gp.sampling.top_p, gp.sampling.min_p,
+               gp.sampling.repetition_penalty, gp.sampling.repeat_last_n, gp.sampling.presence_penalty,
+               gp.sampling.frequency_penalty, gp.sampling.dry_multiplier);
   return 0;
 }
 

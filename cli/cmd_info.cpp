@@ -13,9 +13,7 @@
 #include "commands.hpp"
 #include "engine_args.hpp"
 #include "flashscope/device.hpp"
-#include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
-#include "flashscope/sampling_defaults.hpp"
 #include "json_line.hpp"
 
 namespace flashscope::cli {
@@ -28,15 +26,9 @@ constexpr const char* kUsage =
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
-// The model's recommended sampling, under print_model_memory's lines; false
-// (error printed) when the file cannot be read.
-bool print_model_sampling(const std::string& path, bool json) {
-  auto file = GgufFile::open(path);
-  if (!file.ok()) {
-    std::fprintf(stderr, "flashscope-cli info: %s: %s\n", path.c_str(), file.status().to_string().c_str());
-    return false;
-  }
-  const SamplingDefaults d = sampling_defaults(file.value());
+// The model's recommended sampling (read at load), under print_model's lines.
+void print_model_sampling(const Model& model, const std::string& path, bool json) {
+  const SamplingDefaults& d = model.sampling_defaults();
   const SamplingParams& p = d.params;
   auto has = [&](const char* f) { return std::find(d.fields.begin(), d.fields.end(), f) != d.fields.end(); };
   if (json) {
@@ -49,7 +41,7 @@ bool print_model_sampling(const std::string& path, bool json) {
     if (has("repeat_last_n")) line["repeat_last_n"] = p.repeat_last_n;
     if (!d.ignored.empty()) line["ignored_keys"] = d.ignored;
     print_json_line(line);
-    return true;
+    return;
   }
   if (d.source.empty()) {
     std::printf("  sampling          no recommendation (no general.sampling.* keys, no known model card)\n");
@@ -66,11 +58,10 @@ bool print_model_sampling(const std::string& path, bool json) {
     std::printf("  sampling          %s (from the %s)\n", s.c_str(), d.source.c_str());
   }
   for (const std::string& k : d.ignored) std::printf("  ignored           %s: not a usable value\n", k.c_str());
-  return true;
 }
 
-// The model's memory; 0 when printed, 1 when it does not load.
-int print_model_memory(const std::string& path, WeightFormat weights, bool json) {
+// The model's memory, then its sampling; 0 when printed, 1 when it does not load.
+int print_model(const std::string& path, WeightFormat weights, bool json) {
   ModelOptions mo;
   mo.device = cuda_available() ? Device::kCuda : Device::kCpu;
   mo.weights = weights;
@@ -95,6 +86,7 @@ int print_model_memory(const std::string& path, WeightFormat weights, bool json)
                      {"kv_bytes_per_token", static_cast<long long>(kv_per_token)},
                      {"context_length", c.context_length},
                      {"kv_bytes_full_context", static_cast<long long>(kv_full)}});
+    print_model_sampling(*model, path, json);
     return 0;
   }
   if (c.name.empty()) std::printf("model %s\n", path.c_str());
@@ -112,6 +104,7 @@ int print_model_memory(const std::string& path, WeightFormat weights, bool json)
               "                    full context of %d tokens, %s\n",
               static_cast<double>(kv_per_token) / 1024.0, c.n_layers, c.n_kv_heads, c.head_dim, mib(kv_full),
               c.context_length, on_gpu ? "in the device's page pool as sequences take it" : "in host memory");
+  print_model_sampling(*model, path, json);
   return 0;
 }
 
@@ -133,7 +126,7 @@ int cmd_info(int argc, char** argv) {
   if (n == 0) {
     if (args.has("json")) print_json_line({{"devices", 0}, {"backend", "cpu"}});
     else std::printf("no CUDA device (or no CUDA in this build): the CPU backend runs everything\n");
-    return model_path.empty() ? 0 : (print_model_memory(model_path, weights, json) == 0 && print_model_sampling(model_path, json) ? 0 : 1);
+    return model_path.empty() ? 0 : print_model(model_path, weights, json);
   }
   const int ordinal = static_cast<int>(args.get_int("device", 0));
   auto info = query_device(ordinal);
@@ -156,7 +149,7 @@ int cmd_info(int argc, char** argv) {
                      {"tensor_flops_per_clk_per_sm", std::llround(d.tensor_flops_per_clk_per_sm)},
                      {"sol_tflops", rounded(d.sol_tflops, 1)},
                      {"sol_dram_gbps", std::llround(d.sol_dram_gbps)}});
-    return model_path.empty() ? 0 : (print_model_memory(model_path, weights, json) == 0 && print_model_sampling(model_path, json) ? 0 : 1);
+    return model_path.empty() ? 0 : print_model(model_path, weights, json);
   }
   std::printf("device %d of %d: %s\n", d.ordinal, n, d.name.c_str());
   std::printf("  architecture      sm_%d%d (compute capability %d.%d)\n", d.cc_major, d.cc_minor, d.cc_major,
@@ -170,7 +163,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("  SOL tensor        %.1f TFLOPS (BF16 dense, FP32 accumulate)\n", d.sol_tflops);
   std::printf("  SOL DRAM          %.0f GB/s\n", d.sol_dram_gbps);
   std::printf("  how               %s\n", d.sol_formula.c_str());
-  return model_path.empty() ? 0 : (print_model_memory(model_path, weights, json) == 0 && print_model_sampling(model_path, json) ? 0 : 1);
+  return model_path.empty() ? 0 : print_model(model_path, weights, json);
 }
 
 }  // namespace flashscope::cli

@@ -9,8 +9,6 @@
 
 #include "flashscope/untrusted.hpp"
 #include "flashscope/model.hpp"
-#include "flashscope/gguf.hpp"
-#include "flashscope/sampling_defaults.hpp"
 
 namespace flashscope::cli {
 
@@ -52,16 +50,17 @@ SamplingParams parse_sampling(Args& args) {
   s.repetition_penalty = static_cast<float>(args.get_double_in("repeat-penalty", 1.0, 0.0, true, kInf, false));
   s.presence_penalty = static_cast<float>(args.get_double_in("presence-penalty", 0.0, -2.0, false, 2.0, false));
   s.frequency_penalty = static_cast<float>(args.get_double_in("frequency-penalty", 0.0, -2.0, false, 2.0, false));
+  // On by default: the loops small models fall into at low temperature
+  // (bench/answers/) end here; llama.cpp's own default leaves DRY off.
+  s.dry_multiplier = static_cast<float>(args.get_double_in("dry-multiplier", 0.8, 0.0, false, 100.0, false));
   const long long clock_seed =
       static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff);
   s.seed = static_cast<uint64_t>(args.get_int_in("seed", clock_seed, 0, std::numeric_limits<long long>::max()));
   return s;
 }
 
-std::string apply_model_sampling(const Args& args, const std::string& model_path, SamplingParams* s) {
-  auto file = GgufFile::open(model_path);
-  if (!file.ok()) return "";
-  const SamplingDefaults d = sampling_defaults(file.value());
+std::string apply_model_sampling(const Args& args, const Model& model, SamplingParams* s) {
+  const SamplingDefaults& d = model.sampling_defaults();
   bool took = false;
   for (const std::string& f : d.fields) {
     auto take = [&](const char* field, const char* flag, auto member) {

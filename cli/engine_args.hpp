@@ -10,8 +10,9 @@
 namespace flashscope::cli {
 
 // The flags the sampling options take (value flags of Args).
-inline const char* const kSamplingFlags[] = {"temp",           "top-k",            "top-p",           "min-p",
-                                             "repeat-penalty", "presence-penalty", "frequency-penalty", "seed"};
+inline const char* const kSamplingFlags[] = {"temp",           "top-k",            "top-p",
+                                             "min-p",          "repeat-penalty",   "presence-penalty",
+                                             "frequency-penalty", "dry-multiplier", "seed"};
 
 // -m PATH, else flashscope::find_default_model(). Empty when none exists.
 std::string resolve_model_path(const Args& args);
@@ -19,17 +20,18 @@ std::string resolve_model_path(const Args& args);
 std::string missing_model_message(const char* command);
 
 // --temp (default 0.7), --top-k 40, --top-p 0.95, --min-p 0.05,
-// --repeat-penalty 1.0, --presence-penalty 0, --frequency-penalty 0, --seed
+// --repeat-penalty 1.0, --presence-penalty 0, --frequency-penalty 0,
+// --dry-multiplier 0.8 (DRY's base 1.75 and allowed length 2), --seed
 // (default: from the clock). A value out of range (--temp < 0, --top-k < 0,
 // --top-p outside (0, 1], --min-p outside [0, 1], --repeat-penalty <= 0, the
-// presence and frequency penalties outside [-2, 2], --seed < 0) is an error
+// presence and frequency penalties outside [-2, 2], --dry-multiplier outside
+// [0, 100], --seed < 0) is an error
 // of args naming the flag.
 SamplingParams parse_sampling(Args& args);
-// The model's recommended sampling (sampling_defaults: its general.sampling.*
-// keys, else its card) for each of those the user did not give as a flag.
-// Returns where it came from ("" when nothing was taken, or the file cannot
-// be read: loading it reports that).
-std::string apply_model_sampling(const Args& args, const std::string& model_path, SamplingParams* s);
+// The model's recommended sampling (Model::sampling_defaults: its
+// general.sampling.* keys, else its card) for each of those the user did not
+// give as a flag. Returns where it came from ("" when nothing was taken).
+std::string apply_model_sampling(const Args& args, const Model& model, SamplingParams* s);
 // -n / --n-predict: at least 1. --ctx: 0 (the model's context length) or more;
 // whether it fits the model is check_ctx_fits's, once the model is loaded.
 int parse_n_predict(Args& args, int fallback);

@@ -50,6 +50,7 @@ def ours(cli: str, model: str, prompt: str, device: str, chunk: int) -> tuple[np
 
 def ours_greedy(cli: str, model: str, prompt: str, device: str, n: int) -> str:
     out = subprocess.run([cli, "generate", "-m", model, "-p", prompt, "--device", device, "--temp", "0",
+                          "--dry-multiplier", "0",
                           "-n", str(n)], check=True, capture_output=True, text=True)
     return out.stdout.rstrip("\n")
 

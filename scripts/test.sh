@@ -6,7 +6,7 @@
 # GPU or when asked for: scripts/env.sh),
 # fetches the default model for the tests that read it, runs the doctest
 # suites through ctest, then installs the package and builds and runs the
-# example host program against it, and last runs each fuzz harness briefly
+# example host programs against it (scripts/test_embedding.sh), and last runs each fuzz harness briefly
 # (FLASHSCOPE_FUZZ_SECONDS each, default 30: with its build about 4 minutes
 # on 2 cores; 0 skips them).
 set -euo pipefail
@@ -40,11 +40,9 @@ cmake --build $build -j "$jobs"
 [[ -x scripts/fetch_model.sh ]] && { bash scripts/fetch_model.sh gemma3-270m ||
   echo "note: could not fetch Gemma-3-270M; the tests that need it will skip"; }
 
-# The embedding path a host program takes: install, find_package, link, run.
-cmake --install $build >/dev/null
-cmake -S examples/embed_attention -B $build/example -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$build/install" >/dev/null
-cmake --build $build/example >/dev/null
-$build/example/embed_attention
+# The embedding path a host program takes: install, find_package, link, run
+# (the attention example, and the LLM engine's C++ and C chat examples).
+bash scripts/test_embedding.sh $build
 
 ctest --test-dir $build --output-on-failure -j "$jobs"
 

@@ -154,6 +154,49 @@ static void wait_done(queued_reply* q) {
   for (long spins = 0; !atomic_load(&q->done) && spins < 2000000000L; ++spins) sched_yield();
 }
 
+/* --- batched generation ------------------------------------------------------------------ */
+
+typedef struct {
+  reply_buf reply;
+  int done_calls;
+  flashscope_status status;
+  flashscope_generate_stats stats;
+  flashscope_session* cancel_at_first_token; /* cancels its own session from the token callback */
+  flashscope_batch* batch;                   /* on_done adds the follow-up turn, when set */
+  const char* follow_up;
+  uint64_t follow_up_id;
+} batch_reply;
+
+static int batch_token(const char* text, size_t len, int32_t token, void* user) {
+  batch_reply* b = (batch_reply*)user;
+  if (token >= 0 && b->cancel_at_first_token) flashscope_session_cancel(b->cancel_at_first_token);
+  return collect(text, len, token, &b->reply);
+}
+
+static void batch_done(flashscope_status status, const flashscope_generate_stats* stats, void* user);
+
+static flashscope_session* g_follow_up_session = NULL;
+
+static void batch_done(flashscope_status status, const flashscope_generate_stats* stats, void* user) {
+  batch_reply* b = (batch_reply*)user;
+  ++b->done_calls;
+  b->status = status;
+  b->stats = *stats;
+  if (b->batch && b->follow_up && g_follow_up_session) {
+    /* The next turn from the done callback: the reply is in the history already. */
+    flashscope_session* s = g_follow_up_session;
+    const char* text = b->follow_up;
+    b->follow_up = NULL;
+    memset(&b->reply, 0, sizeof b->reply);
+    flashscope_generate_params gp = flashscope_generate_default_params();
+    gp.max_tokens = 8;
+    if (flashscope_session_add_message(s, "user", text) != FLASHSCOPE_OK ||
+        flashscope_batch_add(b->batch, s, &gp, batch_token, batch_done, b, &b->follow_up_id) != FLASHSCOPE_OK) {
+      ++g_failures;
+    }
+  }
+}
+
 /* ----------------------------------------------------------------------------------------- */
 
 static flashscope_status chat_turn(flashscope_session* s, const char* user_text, int32_t max_tokens,
@@ -257,6 +300,17 @@ int main(void) {
   CHECK(flashscope_model_n_layers(model) == 30);
   CHECK(flashscope_model_size(model) > 50u * 1000 * 1000);
   CHECK(flashscope_model_device_size(model) == 0); /* a CPU model */
+
+  /* The sampling SmolLM2's card recommends, read at load. */
+  {
+    flashscope_generate_params rec = flashscope_generate_default_params();
+    CHECK_STATUS(flashscope_model_sampling_defaults(model, &rec), FLASHSCOPE_OK);
+    CHECK(fabsf(rec.temperature - 0.2f) < 1e-6f && fabsf(rec.top_p - 0.9f) < 1e-6f);
+    CHECK(rec.max_tokens == flashscope_generate_default_params().max_tokens);
+    char source[64];
+    CHECK_STATUS(flashscope_model_sampling_source(model, source, sizeof source, NULL), FLASHSCOPE_OK);
+    CHECK(strcmp(source, "SmolLM2 model card") == 0);
+  }
 
   /* The name through the size protocol. */
   size_t name_size = 0;
@@ -580,6 +634,112 @@ int main(void) {
     CHECK_STATUS(flashscope_session_capture_attention(traced, 3, 9, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
     CHECK_STATUS(flashscope_session_capture_attention(traced, 4, 0, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
     flashscope_session_free(traced);
+  }
+
+  /* Batched generation: three sessions stepped together give the replies
+   * each gives alone (greedy), the history takes each reply, a done callback
+   * can queue the next turn, and a cancel ends only its own reply. */
+  {
+    static const char* questions[3] = {"What is the capital of France?", "Name a primary colour.",
+                                       "What is 2 + 2?"};
+    flashscope_generate_params bgp = flashscope_generate_default_params();
+    bgp.max_tokens = 12;
+    char alone[3][4096];
+    for (int i = 0; i < 3; ++i) {
+      flashscope_session* s = NULL;
+      REQUIRE(flashscope_session_create(model, NULL, &s) == FLASHSCOPE_OK);
+      reply_buf r;
+      CHECK_STATUS(chat_turn(s, questions[i], bgp.max_tokens, &r, NULL), FLASHSCOPE_OK);
+      memcpy(alone[i], r.text, sizeof alone[i]);
+      flashscope_session_free(s);
+    }
+
+    flashscope_batch* batch = (flashscope_batch*)&g_failures;
+    CHECK_STATUS(flashscope_batch_create(NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    REQUIRE(flashscope_batch_create(&batch) == FLASHSCOPE_OK);
+    CHECK(flashscope_batch_n_running(batch) == 0 && flashscope_batch_n_running(NULL) == 0);
+    CHECK_STATUS(flashscope_batch_step(batch), FLASHSCOPE_OK); /* nothing to run */
+    CHECK_STATUS(flashscope_batch_step(NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    flashscope_session* npc[4];
+    batch_reply br[4];
+    memset(br, 0, sizeof br);
+    for (int i = 0; i < 4; ++i) REQUIRE(flashscope_session_create(model, NULL, &npc[i]) == FLASHSCOPE_OK);
+    /* Refused: no message yet, NULLs, a malformed parameter. Nothing is queued. */
+    CHECK_STATUS(flashscope_batch_add(batch, npc[0], &bgp, NULL, NULL, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    CHECK_STATUS(flashscope_batch_add(NULL, npc[0], &bgp, NULL, NULL, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    CHECK_STATUS(flashscope_batch_add(batch, NULL, &bgp, NULL, NULL, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    for (int i = 0; i < 3; ++i) CHECK_STATUS(flashscope_session_add_message(npc[i], "user", questions[i]), FLASHSCOPE_OK);
+    flashscope_generate_params bad = bgp;
+    bad.top_p = 0.0f;
+    CHECK_STATUS(flashscope_batch_add(batch, npc[0], &bad, NULL, NULL, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    CHECK(flashscope_batch_n_running(batch) == 0);
+
+    uint64_t ids[4];
+    for (int i = 0; i < 3; ++i) {
+      CHECK_STATUS(flashscope_batch_add(batch, npc[i], &bgp, batch_token, batch_done, &br[i], &ids[i]),
+                   FLASHSCOPE_OK);
+    }
+    CHECK(ids[1] == ids[0] + 1 && ids[2] == ids[1] + 1);
+    /* One reply per session at a time. */
+    CHECK_STATUS(flashscope_batch_add(batch, npc[0], &bgp, NULL, NULL, NULL, NULL), FLASHSCOPE_INVALID_ARGUMENT);
+    /* The fourth is cancelled at its first token; the others go on. */
+    CHECK_STATUS(flashscope_session_add_message(npc[3], "user", "Tell me a long story."), FLASHSCOPE_OK);
+    br[3].cancel_at_first_token = npc[3];
+    CHECK_STATUS(flashscope_batch_add(batch, npc[3], &bgp, batch_token, batch_done, &br[3], &ids[3]), FLASHSCOPE_OK);
+    /* Session 0 asks a second question from its done callback. */
+    br[0].batch = batch;
+    br[0].follow_up = "And of Italy?";
+    g_follow_up_session = npc[0];
+    CHECK(flashscope_batch_n_running(batch) == 4);
+    int steps = 0;
+    while (flashscope_batch_n_running(batch) > 0 && steps < 100) {
+      CHECK_STATUS(flashscope_batch_step(batch), FLASHSCOPE_OK);
+      ++steps;
+    }
+    CHECK(flashscope_batch_n_running(batch) == 0);
+    CHECK(steps <= 2 * bgp.max_tokens); /* one token per step, not one reply after another */
+    for (int i = 1; i < 3; ++i) {
+      CHECK(br[i].done_calls == 1 && br[i].status == FLASHSCOPE_OK);
+      CHECK(br[i].reply.bad_events == 0 && br[i].reply.tokens == br[i].stats.generated_tokens);
+      CHECK(strcmp(br[i].reply.text, alone[i]) == 0); /* greedy: the reply it gives alone */
+      CHECK(flashscope_session_n_messages(npc[i]) == 2);
+      char role[16];
+      char* content = message_content(npc[i], 1, role, sizeof role);
+      CHECK(content && strcmp(role, "assistant") == 0 && strcmp(content, alone[i]) == 0);
+      free(content);
+      CHECK(br[i].stats.n_tokens == flashscope_session_n_tokens(npc[i]));
+    }
+    CHECK(br[3].done_calls == 1 && br[3].status == FLASHSCOPE_CANCELLED);
+    CHECK(br[3].stats.stop_reason == FLASHSCOPE_STOP_CANCELLED && br[3].stats.generated_tokens == 1);
+    CHECK(flashscope_session_n_messages(npc[3]) == 2);
+    /* Session 0: both turns ran, the second after the first's reply joined the history. */
+    CHECK(br[0].done_calls == 2 && br[0].status == FLASHSCOPE_OK && br[0].follow_up_id == ids[3] + 1);
+    CHECK(flashscope_session_n_messages(npc[0]) == 4);
+    char role0[16];
+    char* first = message_content(npc[0], 1, role0, sizeof role0);
+    CHECK(first && strcmp(first, alone[0]) == 0);
+    free(first);
+    /* The same two turns on one session alone give the same second reply. */
+    {
+      flashscope_session* s = NULL;
+      REQUIRE(flashscope_session_create(model, NULL, &s) == FLASHSCOPE_OK);
+      reply_buf r1, r2;
+      CHECK_STATUS(chat_turn(s, questions[0], bgp.max_tokens, &r1, NULL), FLASHSCOPE_OK);
+      CHECK_STATUS(chat_turn(s, "And of Italy?", 8, &r2, NULL), FLASHSCOPE_OK);
+      CHECK(strcmp(r2.text, br[0].reply.text) == 0);
+      flashscope_session_free(s);
+    }
+    /* A reply left running when the batch is freed joins the history as it stands. */
+    CHECK_STATUS(flashscope_session_add_message(npc[1], "user", "Why?"), FLASHSCOPE_OK);
+    memset(&br[1], 0, sizeof br[1]);
+    CHECK_STATUS(flashscope_batch_add(batch, npc[1], &bgp, batch_token, batch_done, &br[1], NULL), FLASHSCOPE_OK);
+    CHECK_STATUS(flashscope_batch_step(batch), FLASHSCOPE_OK);
+    CHECK(br[1].reply.tokens >= 1 && br[1].done_calls == 0); /* still running */
+    flashscope_batch_free(batch);
+    flashscope_batch_free(NULL);
+    CHECK(flashscope_session_n_messages(npc[1]) == 4);
+    for (int i = 0; i < 4; ++i) flashscope_session_free(npc[i]);
+    g_follow_up_session = NULL;
   }
 
   /* Sessions outlive the model handle. */

@@ -172,34 +172,35 @@ TEST_CASE("cli: info -m names the model's recommended sampling, or says there is
 }
 
 TEST_CASE("cli: the model's recommended sampling fills in the flags the user did not give") {
-  const std::string path = temp_path("sampling.gguf");
-  {
-    flashscope::testing::GgufBuilder b;
-    b.add_string("general.architecture", "llama")
-        .add_f32("general.sampling.temp", 0.3f)
+  flashscope::testing::SyntheticLlama spec;
+  spec.extra = [](flashscope::testing::GgufBuilder& b) {
+    b.add_f32("general.sampling.temp", 0.3f)
         .add_f32("general.sampling.top_p", 0.8f)
         .add_i32("general.sampling.penalty_last_n", 32);
-    const auto bytes = b.build();
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    REQUIRE(f.good());
-  }
+  };
+  auto file = flashscope::GgufFile::from_buffer(spec.build());
+  REQUIRE(file.ok());
+  auto model = flashscope::Model::from_gguf(std::move(file).value());
+  REQUIRE_MESSAGE(model.ok(), model.status().to_string());
   std::vector<std::string> argv_s = {"--temp", "0.9", "--top-k", "5"};
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
   flashscope::cli::Args args(static_cast<int>(argv.size()), argv.data(), {"temp", "top-k", "top-p"}, {});
   REQUIRE(args.ok());
   flashscope::SamplingParams s = flashscope::cli::parse_sampling(args);
-  CHECK(flashscope::cli::apply_model_sampling(args, path, &s) == "gguf metadata");
+  CHECK(flashscope::cli::apply_model_sampling(args, *model, &s) == "gguf metadata");
   CHECK(s.temperature == doctest::Approx(0.9));  // given: the user's
   CHECK(s.top_k == 5);
   CHECK(s.top_p == doctest::Approx(0.8));        // not given: the model's
   CHECK(s.repeat_last_n == 32);
-  std::remove(path.c_str());
-  // An unreadable file changes nothing (loading it reports the error).
+  // A model that recommends nothing changes nothing.
+  auto plain = flashscope::Model::from_gguf(flashscope::GgufFile::from_buffer(
+                                                flashscope::testing::SyntheticLlama().build()).value());
+  REQUIRE(plain.ok());
   flashscope::SamplingParams t = s;
-  CHECK(flashscope::cli::apply_model_sampling(args, path, &t).empty());
+  CHECK(flashscope::cli::apply_model_sampling(args, *plain, &t).empty());
   CHECK(t.top_p == s.top_p);
+  CHECK(t.repeat_last_n == s.repeat_last_n);
 }
 
 TEST_CASE("cli: more threads than the machine has is allowed, with a note naming --threads") {

@@ -165,6 +165,84 @@ TEST_CASE("sampling: presence and frequency penalties subtract from the logits o
   CHECK(flashscope::plan_penalties(q, {1, 2, 3}, 3, 8).ids.empty());
 }
 
+TEST_CASE("sampling: DRY penalizes the token that would extend a repeated run, by its length") {
+  SamplingParams q;
+  q.dry_multiplier = 0.8f;  // base 1.75, allowed length 2
+  // The last three tokens (5 6 7) appeared before, followed by 8: 8 would
+  // make it a run of 4, so it loses 0.8 · 1.75^(3 − 2).
+  flashscope::PenaltyPlan plan = flashscope::plan_penalties(q, {5, 6, 7, 8, 5, 6, 7}, 3, 10);
+  CHECK(plan.ids == std::vector<int32_t>{8});
+  REQUIRE(plan.sub.size() == 1);
+  CHECK(plan.sub[0] == doctest::Approx(1.4));
+  // The longest run wins for each candidate; a run shorter than the
+  // allowed length (2 followed by 9 once) costs nothing.
+  plan = flashscope::plan_penalties(q, {1, 2, 9, 3, 1, 2, 4, 3, 1, 2}, 3, 10);
+  CHECK(plan.ids == std::vector<int32_t>{9, 4});  // after "1 2": 9 (run 2), then 4 (run 3: "3 1 2")
+  REQUIRE(plan.sub.size() == 2);
+  CHECK(plan.sub[0] == doctest::Approx(0.8));
+  CHECK(plan.sub[1] == doctest::Approx(1.4));
+  CHECK(flashscope::plan_penalties(q, {1, 2, 9, 3, 2}, 3, 10).ids.empty());  // "2" alone: run 1
+  q.dry_last_n = 3;  // the earlier "5 6 7" is outside the window
+  CHECK(flashscope::plan_penalties(q, {5, 6, 7, 8, 5, 6, 7}, 3, 10).ids.empty());
+  q.dry_last_n = -1;
+  q.dry_allowed_length = 4;
+  CHECK(flashscope::plan_penalties(q, {5, 6, 7, 8, 5, 6, 7}, 3, 10).ids.empty());
+  // It applies before the argmax: greedy leaves the loop.
+  Rng rng(1);
+  SamplingParams greedy = sampling(0.0f);
+  CHECK(flashscope::sample({0, 0, 0, 0, 0, 0, 0, 0, 1.0f, 0.5f}, greedy, rng, {5, 6, 7, 8, 5, 6, 7}) == 8);
+  greedy.dry_multiplier = 0.8f;
+  CHECK(flashscope::sample({0, 0, 0, 0, 0, 0, 0, 0, 1.0f, 0.5f}, greedy, rng, {5, 6, 7, 8, 5, 6, 7}) == 9);
+}
+
+namespace {
+
+// The most times some run of 1..8 tokens repeats back to back.
+int longest_loop(const std::vector<int32_t>& t) {
+  int most = 1;
+  for (size_t n = 1; n <= 8; ++n) {
+    for (size_t i = 0; i + n <= t.size(); ++i) {
+      int k = 1;
+      while (i + (k + 1) * n <= t.size() && std::equal(t.begin() + i, t.begin() + i + n, t.begin() + i + k * n)) ++k;
+      most = std::max(most, k);
+    }
+  }
+  return most;
+}
+
+}  // namespace
+
+TEST_CASE("generate: DRY ends the loop a greedy reply falls into") {
+  const Model model = synthetic_model();
+  for (const float dry : {0.0f, 0.8f}) {
+    CAPTURE(dry);
+    auto session = Session::create(model);
+    REQUIRE(session.ok());
+    GenerateParams gp;
+    gp.max_tokens = 64;
+    gp.stop_tokens = {-1};  // none: the reply runs its 64 tokens
+    gp.sampling.dry_multiplier = dry;
+    std::vector<int32_t> reply;
+    auto stats = session->generate({1, 40, 41, 42, 3, 50}, gp, [&](const TokenEvent& e) {
+      reply.push_back(e.token);
+      return true;
+    });
+    REQUIRE(stats.ok());
+    REQUIRE(reply.size() == 64);
+    // The random model repeats one token to the end; DRY's penalty grows
+    // with the run until another token wins, every time.
+    if (dry == 0.0f) CHECK(longest_loop(reply) == 64);
+    else CHECK(longest_loop(reply) <= 8);
+  }
+  GenerateParams bad;
+  bad.sampling.dry_multiplier = -1.0f;
+  auto session = Session::create(model);
+  REQUIRE(session.ok());
+  auto refused = session->generate({1, 40}, bad, {});
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message().find("dry_multiplier") != std::string::npos);
+}
+
 TEST_CASE("sampling defaults: the GGUF's general.sampling.* keys, else the model card, else none") {
   using flashscope::GgufFile;
   using flashscope::testing::GgufBuilder;

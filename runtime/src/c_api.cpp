@@ -15,9 +15,11 @@
 // (ChatFormat::next_turn), so the cache never has to be tracked by hand.
 #include "flashscope/flashscope.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -54,6 +56,27 @@ struct flashscope_session {
   std::vector<flashscope::ChatMessage> history;
   size_t n_in_cache = 0;
   float presence = 0.0f, frequency = 0.0f;  // flashscope_session_set_penalties
+  flashscope::SamplingParams dry;           // flashscope_session_set_dry: its dry_* fields
+};
+
+// One reply of a batch: generate()'s bookkeeping, kept across steps.
+struct flashscope_batch_reply {
+  flashscope_session* session = nullptr;
+  flashscope_token_callback on_token = nullptr;
+  flashscope_done_callback on_done = nullptr;
+  void* user = nullptr;
+  std::vector<int32_t> held_before;  // the session's tokens when the reply was queued
+  int32_t feed = 0;                  // prompt tokens of the turn
+  int32_t sampled = 0;
+  std::string reply;                 // the text shown so far
+  std::string text;                  // NUL-terminated copy for on_token
+};
+
+struct flashscope_batch {
+  flashscope::BatchGenerator generator;
+  // By the generator's reply id; a reply leaves when it is done. Pointers
+  // are stable: the generator's token callbacks hold them.
+  std::map<int, std::unique_ptr<flashscope_batch_reply>> replies;
 };
 
 namespace {
@@ -260,29 +283,29 @@ void to_c_stats(const flashscope::GenerateStats& g, flashscope_generate_stats* s
   st->decode_tokens_per_s = g.decode_tokens_per_s;
 }
 
-flashscope_status generate(flashscope_session* s, const flashscope_generate_params* params,
-                           flashscope_token_callback callback, void* user, flashscope_generate_stats* out_stats) {
-  constexpr const char* fn = "session_generate";
-  flashscope_generate_stats local_stats;
-  flashscope_generate_stats* st = out_stats ? out_stats : &local_stats;
-  clear_stats(st, s ? s->session.n_tokens() : 0);
+// What generate and batch_add check before a reply starts, and the turn it
+// feeds (what the cache lacks of the rendered history); *st says
+// CONTEXT_FULL when the new messages do not fit. Nothing changes here.
+flashscope_status begin_turn(const char* fn, flashscope_session* s, const flashscope_generate_params* params,
+                             flashscope::GenerateParams* gp, flashscope::ChatTurn* turn, flashscope_generate_stats* st) {
   if (!s) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
-
-  flashscope::GenerateParams gp;
-  if (const flashscope_status c = to_cpp(fn, params, &gp); c != FLASHSCOPE_OK) return c;
-  gp.sampling.presence_penalty = s->presence;
-  gp.sampling.frequency_penalty = s->frequency;
+  if (const flashscope_status c = to_cpp(fn, params, gp); c != FLASHSCOPE_OK) return c;
+  gp->sampling.presence_penalty = s->presence;
+  gp->sampling.frequency_penalty = s->frequency;
+  gp->sampling.dry_multiplier = s->dry.dry_multiplier;
+  gp->sampling.dry_base = s->dry.dry_base;
+  gp->sampling.dry_allowed_length = s->dry.dry_allowed_length;
+  gp->sampling.dry_last_n = s->dry.dry_last_n;
   if (s->n_in_cache == s->history.size()) {
     return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
                 s->history.empty() ? "no message: add one with flashscope_session_add_message first"
                                    : "no message since the last reply: add one with flashscope_session_add_message");
   }
-
-  auto turn = s->format.next_turn(s->session.tokens(), rendered_messages(*s));
-  if (!turn.ok()) return fail(fn, turn.status());
-  const std::vector<int32_t>& prompt = turn->feed;
+  auto next = s->format.next_turn(s->session.tokens(), rendered_messages(*s));
+  if (!next.ok()) return fail(fn, next.status());
+  *turn = std::move(next).value();
   const int keep = turn->keep;
-  const int feed = static_cast<int>(prompt.size());
+  const int feed = static_cast<int>(turn->feed.size());
   if (keep + feed > s->session.capacity()) {
     st->stop_reason = FLASHSCOPE_STOP_CONTEXT_FULL;
     return fail(FLASHSCOPE_CONTEXT_FULL, fn,
@@ -291,6 +314,21 @@ flashscope_status generate(flashscope_session* s, const flashscope_generate_para
                     std::to_string(s->session.capacity()) + " left; nothing changed",
                 FLASHSCOPE_LOG_INFO);
   }
+  return FLASHSCOPE_OK;
+}
+
+flashscope_status generate(flashscope_session* s, const flashscope_generate_params* params,
+                           flashscope_token_callback callback, void* user, flashscope_generate_stats* out_stats) {
+  constexpr const char* fn = "session_generate";
+  flashscope_generate_stats local_stats;
+  flashscope_generate_stats* st = out_stats ? out_stats : &local_stats;
+  clear_stats(st, s ? s->session.n_tokens() : 0);
+  flashscope::GenerateParams gp;
+  flashscope::ChatTurn turn;
+  if (const flashscope_status c = begin_turn(fn, s, params, &gp, &turn, st); c != FLASHSCOPE_OK) return c;
+  const std::vector<int32_t>& prompt = turn.feed;
+  const int keep = turn.keep;
+  const int feed = static_cast<int>(prompt.size());
 
   std::string reply;
   int32_t sampled = 0;
@@ -556,6 +594,33 @@ flashscope_generate_params flashscope_generate_default_params(void) {
   return p;
 }
 
+flashscope_status flashscope_model_sampling_defaults(const flashscope_model* model, flashscope_generate_params* params) {
+  constexpr const char* fn = "model_sampling_defaults";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model || !params) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model or params is NULL");
+    const flashscope::SamplingDefaults& d = model->model.sampling_defaults();
+    const flashscope::SamplingParams& p = d.params;
+    for (const std::string& f : d.fields) {
+      if (f == "temperature") params->temperature = p.temperature;
+      if (f == "top_k") params->top_k = p.top_k;
+      if (f == "top_p") params->top_p = p.top_p;
+      if (f == "min_p") params->min_p = p.min_p;
+      if (f == "repetition_penalty") params->repetition_penalty = p.repetition_penalty;
+      if (f == "repeat_last_n") params->repeat_last_n = p.repeat_last_n;
+    }
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_status flashscope_model_sampling_source(const flashscope_model* model, char* buf, size_t buf_size,
+                                                   size_t* out_size) {
+  constexpr const char* fn = "model_sampling_source";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model is NULL");
+    return copy_out(fn, model->model.sampling_defaults().source, buf, buf_size, out_size);
+  });
+}
+
 flashscope_status flashscope_session_generate(flashscope_session* session, const flashscope_generate_params* params,
                                               flashscope_token_callback callback, void* user,
                                               flashscope_generate_stats* out_stats) {
@@ -666,6 +731,24 @@ flashscope_status flashscope_session_set_penalties(flashscope_session* session, 
     if (!penalty_in_range(frequency)) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "frequency must be in [-2, 2]");
     session->presence = presence;
     session->frequency = frequency;
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_status flashscope_session_set_dry(flashscope_session* session, float multiplier, float base,
+                                             int32_t allowed_length, int32_t last_n) {
+  constexpr const char* fn = "session_set_dry";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
+    if (!(multiplier >= 0.0f && std::isfinite(multiplier))) {
+      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "multiplier must be finite and >= 0");
+    }
+    if (!(base >= 1.0f && std::isfinite(base))) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "base must be finite and >= 1");
+    if (allowed_length < 1) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "allowed_length must be >= 1");
+    session->dry.dry_multiplier = multiplier;
+    session->dry.dry_base = base;
+    session->dry.dry_allowed_length = allowed_length;
+    session->dry.dry_last_n = last_n;
     return FLASHSCOPE_OK;
   });
 }
@@ -829,6 +912,134 @@ flashscope_status flashscope_model_tokenize(const flashscope_model* model, const
     if (!ids.empty()) std::memcpy(tokens, ids.data(), ids.size() * sizeof(int32_t));
     return FLASHSCOPE_OK;
   });
+}
+
+// --- batched generation --------------------------------------------------------------
+
+namespace {
+
+// The reply's text joins its session's history when the prefill ran (its
+// messages are in the cache then); false when it did not.
+bool commit_reply(flashscope_batch_reply& r) {
+  flashscope_session& s = *r.session;
+  if (s.session.tokens() == r.held_before) return false;
+  s.history.push_back({"assistant", r.reply});
+  s.n_in_cache = s.history.size();
+  return true;
+}
+
+// A finished reply: history, stats and status as generate() leaves them.
+flashscope_status finish_reply(flashscope_batch_reply& r, const flashscope::Result<flashscope::GenerateStats>& result,
+                               flashscope_generate_stats* st) {
+  constexpr const char* fn = "batch_step";
+  const bool prefilled = commit_reply(r);
+  clear_stats(st, r.session->session.n_tokens());
+  if (!result.ok()) {
+    if (prefilled) {
+      st->prompt_tokens = r.feed;
+      st->generated_tokens = r.sampled;
+    }
+    return fail(fn, result.status());
+  }
+  to_c_stats(result.value(), st);
+  st->n_tokens = r.session->session.n_tokens();
+  if (result->stop_reason == flashscope::StopReason::kCancelled) return FLASHSCOPE_CANCELLED;
+  if (result->stop_reason == flashscope::StopReason::kContextFull) return FLASHSCOPE_CONTEXT_FULL;
+  return FLASHSCOPE_OK;
+}
+
+}  // namespace
+
+flashscope_status flashscope_batch_create(flashscope_batch** out_batch) {
+  constexpr const char* fn = "batch_create";
+  if (out_batch) *out_batch = nullptr;
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!out_batch) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "out_batch is NULL");
+    *out_batch = new flashscope_batch();
+    return FLASHSCOPE_OK;
+  });
+}
+
+void flashscope_batch_free(flashscope_batch* batch) {
+  if (!batch) return;
+  try {
+    for (auto& [id, r] : batch->replies) commit_reply(*r);
+  } catch (...) {
+    // No memory for a history entry: that session's next turn re-renders
+    // and prefills what the cache lacks (next_turn keeps the common prefix).
+  }
+  delete batch;
+}
+
+flashscope_status flashscope_batch_add(flashscope_batch* batch, flashscope_session* session,
+                                       const flashscope_generate_params* params, flashscope_token_callback on_token,
+                                       flashscope_done_callback on_done, void* user, uint64_t* out_id) {
+  constexpr const char* fn = "batch_add";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!batch) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "batch is NULL");
+    flashscope_generate_stats st;
+    clear_stats(&st, 0);
+    flashscope::GenerateParams gp;
+    flashscope::ChatTurn turn;
+    if (const flashscope_status c = begin_turn(fn, session, params, &gp, &turn, &st); c != FLASHSCOPE_OK) return c;
+    // The cache keeps the common prefix of the old and new rendering. If
+    // add refuses after this, only cache work is lost: the history is
+    // unchanged and the next turn prefills what the cache lacks.
+    if (turn.keep < session->session.n_tokens()) {
+      const flashscope::Status cut = session->session.truncate(turn.keep);
+      if (!cut.ok()) return fail(fn, cut);
+    }
+    auto r = std::make_unique<flashscope_batch_reply>();
+    r->session = session;
+    r->on_token = on_token;
+    r->on_done = on_done;
+    r->user = user;
+    r->held_before = session->session.tokens();
+    r->feed = static_cast<int32_t>(turn.feed.size());
+    flashscope_batch_reply* rp = r.get();
+    auto token_cb = [rp](const flashscope::TokenEvent& e) {
+      rp->reply.append(e.text.data(), e.text.size());
+      if (e.token >= 0) ++rp->sampled;
+      if (!rp->on_token) return true;
+      rp->text.assign(e.text.data(), e.text.size());
+      return rp->on_token(rp->text.c_str(), rp->text.size(), e.token, rp->user) != 0;
+    };
+    auto id = batch->generator.add(session->session, turn.feed, gp, token_cb);
+    if (!id.ok()) return fail(fn, id.status());
+    batch->replies.emplace(id.value(), std::move(r));
+    if (out_id) *out_id = static_cast<uint64_t>(id.value());
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_status flashscope_batch_step(flashscope_batch* batch) {
+  constexpr const char* fn = "batch_step";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!batch) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "batch is NULL");
+    const flashscope::Status stepped = batch->generator.step();
+    // The replies that ended leave the batch before their done callbacks,
+    // which may add replies (to the map) for the next step.
+    std::vector<std::pair<int, std::unique_ptr<flashscope_batch_reply>>> done;
+    for (auto it = batch->replies.begin(); it != batch->replies.end();) {
+      if (batch->generator.finished(it->first)) {
+        done.emplace_back(it->first, std::move(it->second));
+        it = batch->replies.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& [id, r] : done) {
+      flashscope_generate_stats st;
+      const flashscope_status code = finish_reply(*r, batch->generator.result(id), &st);
+      batch->generator.release(id);
+      if (r->on_done) r->on_done(code, &st, r->user);
+    }
+    return stepped.ok() ? FLASHSCOPE_OK : fail(fn, stepped);
+  });
+}
+
+int32_t flashscope_batch_n_running(const flashscope_batch* batch) {
+  return batch ? static_cast<int32_t>(batch->replies.size()) : 0;
 }
 
 }  // extern "C"

@@ -268,6 +268,24 @@ typedef struct flashscope_generate_params {
 
 FLASHSCOPE_API flashscope_generate_params flashscope_generate_default_params(void);
 
+/* The sampling the model's makers recommend, read when it loaded: the GGUF's
+ * general.sampling.* keys (temp, top_k, top_p, min_p, penalty_repeat,
+ * penalty_last_n), else the model card's advice for a family known here
+ * (SmolLM2: temperature 0.2, top_p 0.9). Writes each of temperature, top_k,
+ * top_p, min_p, repetition_penalty and repeat_last_n that the model
+ * recommends into *params and leaves the other fields as they were:
+ *   flashscope_generate_params gp = flashscope_generate_default_params();  // greedy
+ *   flashscope_model_sampling_defaults(model, &gp);                         // the model's own
+ *   INVALID_ARGUMENT  model or params NULL: nothing written */
+FLASHSCOPE_API flashscope_status flashscope_model_sampling_defaults(const flashscope_model* model,
+                                                                    flashscope_generate_params* params);
+
+/* Where those values come from ("gguf metadata", "SmolLM2 model card"), or
+ * "" when the model recommends nothing (the call above then writes
+ * nothing), with the buffer rule of flashscope_model_name. */
+FLASHSCOPE_API flashscope_status flashscope_model_sampling_source(const flashscope_model* model, char* buf,
+                                                                  size_t buf_size, size_t* out_size);
+
 typedef enum flashscope_stop_reason {
   FLASHSCOPE_STOP_NONE = -1,        /* the reply did not start (a failure before prefill) */
   FLASHSCOPE_STOP_MAX_TOKENS = 0,   /* max_tokens sampled */
@@ -349,6 +367,21 @@ FLASHSCOPE_API flashscope_status flashscope_session_generate(flashscope_session*
  *                     session keeps its values */
 FLASHSCOPE_API flashscope_status flashscope_session_set_penalties(flashscope_session* session, float presence,
                                                                   float frequency);
+
+/* DRY ("don't repeat yourself") for this session's later generates and
+ * batch replies: a token that would extend a run of the last L tokens that
+ * already appeared earlier in the conversation loses
+ * multiplier x base^(L - allowed_length) from its logit when L >=
+ * allowed_length; runs are searched in the last last_n tokens (< 0: the
+ * whole conversation). It ends the loops small models fall into, greedy or
+ * at low temperature (flashscope-cli's default: 0.8, 1.75, 2, -1).
+ * multiplier 0 (the default) switches it off. Not while a generate runs on
+ * the session.
+ *   INVALID_ARGUMENT  session NULL, multiplier < 0 or not finite, base < 1
+ *                     or not finite, allowed_length < 1: the session keeps
+ *                     its values */
+FLASHSCOPE_API flashscope_status flashscope_session_set_dry(flashscope_session* session, float multiplier, float base,
+                                                            int32_t allowed_length, int32_t last_n);
 
 /* Makes the generate running on this session return FLASHSCOPE_CANCELLED
  * after the token in progress (a forward pass or a callback). Any thread,
@@ -484,6 +517,88 @@ FLASHSCOPE_API flashscope_status flashscope_queue_cancel(flashscope_queue* queue
 /* Requests waiting, and running; 0 for NULL. */
 FLASHSCOPE_API int32_t flashscope_queue_n_waiting(const flashscope_queue* queue);
 FLASHSCOPE_API int32_t flashscope_queue_n_running(const flashscope_queue* queue);
+
+/* --- batched generation (many sessions stepped together) ----------------------------- */
+
+/* The replies of several chat sessions of one model, advanced together one
+ * token per step: each step runs one forward pass over every running reply
+ * (the weights are read once for all of them), as a game with many
+ * characters needs, stepped from its own loop (one step per frame, say):
+ *
+ *   flashscope_batch* batch = NULL;
+ *   flashscope_batch_create(&batch);
+ *   for (int i = 0; i < n_npcs; ++i) {
+ *     flashscope_session_add_message(npc[i].session, "user", npc[i].heard);
+ *     flashscope_batch_add(batch, npc[i].session, &gp, on_token, on_done, &npc[i], NULL);
+ *   }
+ *   while (flashscope_batch_n_running(batch) > 0) flashscope_batch_step(batch);
+ *   flashscope_batch_free(batch);
+ *
+ * Each reply is what flashscope_session_generate would do on its session:
+ * it prefills the messages added since the session's last reply, streams
+ * through its own token callback, ends on its own (max_tokens, an
+ * end-of-turn token, a stop string, the callback's 0, a full session,
+ * flashscope_session_cancel() from any thread), and its text then joins the
+ * session's history, so the session's next turn needs only add_message and
+ * another generate or batch_add. A greedy reply is the one
+ * flashscope_session_generate gives (on CUDA up to bf16 rounding).
+ *
+ * Threads: a batch is used by one thread at a time; its callbacks run on
+ * the thread calling flashscope_batch_step. While its reply runs, a session
+ * takes no other call but flashscope_session_cancel and the read-only ones
+ * (n_tokens, n_messages, ...). The batch keeps nothing of a reply after its
+ * done callback, so one batch may run for the whole program. */
+typedef struct flashscope_batch flashscope_batch;
+
+/* An empty batch. On failure *out_batch is NULL:
+ *   INVALID_ARGUMENT  out_batch NULL
+ *   OUT_OF_MEMORY */
+FLASHSCOPE_API flashscope_status flashscope_batch_create(flashscope_batch** out_batch);
+
+/* Releases the batch; not during its step or from its callbacks. Replies
+ * still running stop where they are, without their done callback: what
+ * each generated joins its session's history, as after a cancel (a reply
+ * not prefilled yet leaves its messages queued). NULL is a no-op. */
+FLASHSCOPE_API void flashscope_batch_free(flashscope_batch* batch);
+
+/* Queues the reply of `session` to the messages added since its last reply;
+ * the next flashscope_batch_step prefills them. params NULL: the defaults;
+ * the session's penalties and DRY (flashscope_session_set_penalties,
+ * flashscope_session_set_dry) apply. The
+ * callbacks (either may be NULL) receive `user`: on_token as for
+ * flashscope_session_generate; on_done once, after the reply's last token
+ * and after its text joined the history, with what flashscope_session_generate
+ * would have returned (OK, CANCELLED, CONTEXT_FULL, OUT_OF_MEMORY,
+ * DEVICE_ERROR) and its stats. on_done may add messages to its session and
+ * call flashscope_batch_add again (the reply joins the next step); no
+ * callback may step or free the batch. *out_id (may be NULL) is the reply's
+ * id (0, 1, ... in the order of add; never reused).
+ * Refused, with nothing queued, no callback and the history as it was:
+ *   INVALID_ARGUMENT  batch or session NULL; no message added since the
+ *                     session's last reply; the session already has a reply
+ *                     in this batch, or runs another model than the
+ *                     replies in it; the template failed to render; a
+ *                     malformed parameter (as flashscope_session_generate)
+ *   CONTEXT_FULL      the new messages do not fit the session
+ *   OUT_OF_MEMORY */
+FLASHSCOPE_API flashscope_status flashscope_batch_add(flashscope_batch* batch, flashscope_session* session,
+                                                      const flashscope_generate_params* params,
+                                                      flashscope_token_callback on_token,
+                                                      flashscope_done_callback on_done, void* user,
+                                                      uint64_t* out_id);
+
+/* Advances every reply by one token: prefills the replies added since the
+ * last step (one forward pass each; each samples its first token), then
+ * one batched forward pass for every reply that goes on; the replies that
+ * ended get their done callback. OK when nothing ran (no reply).
+ *   INVALID_ARGUMENT  batch NULL
+ *   OUT_OF_MEMORY / DEVICE_ERROR   the batched forward pass failed: every
+ *                     reply in it ended with that status (done callbacks
+ *                     included), each keeping what it had generated */
+FLASHSCOPE_API flashscope_status flashscope_batch_step(flashscope_batch* batch);
+
+/* Replies queued or running (added and not yet done); 0 for NULL. */
+FLASHSCOPE_API int32_t flashscope_batch_n_running(const flashscope_batch* batch);
 
 /* text (UTF-8) as the model's token ids, without BOS; parse_special nonzero:
  * control tokens written as text ("<|im_start|>") become their ids. Buffer

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "flashscope/gguf.hpp"
+#include "flashscope/sampling_defaults.hpp"
 #include "flashscope/status.hpp"
 #include "flashscope/tensor.hpp"
 #include "flashscope/tokenizer.hpp"
@@ -283,6 +284,10 @@ class Model {
   // Token ids that end a reply: eos, and the control tokens named
   // <|im_end|>, <|endoftext|>, <|eot_id|>, <|end_of_text|>, <end_of_turn> (Gemma) when present.
   const std::vector<int32_t>& stop_tokens() const;
+  // The sampling the model's makers recommend (sampling_defaults.hpp: the
+  // file's general.sampling.* keys, else its model card), read at load.
+  // GenerateParams' sampling stays greedy unless the caller takes these.
+  const SamplingDefaults& sampling_defaults() const;
 
   // An empty sequence with room for max_tokens tokens (0 or more than the
   // context length: the model's context length). kOutOfMemory when the

@@ -23,8 +23,24 @@ struct SamplingParams {
   // presence_penalty·[c > 0] + frequency_penalty·c from its logit. 0: off.
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  // DRY ("don't repeat yourself", as llama.cpp's sampler of that name,
+  // without sequence breakers): a token that would extend a run of the
+  // last L tokens that already appeared earlier, followed by that token,
+  // loses dry_multiplier · dry_base^(L − dry_allowed_length) from its logit
+  // when L ≥ dry_allowed_length (L counted up to kDryMaxRun). It ends the
+  // loops a small model falls into ("la France, la France, ...") and leaves
+  // single repeated words alone. Runs are searched in the last dry_last_n
+  // tokens of the conversation (< 0: all of it). 0: off.
+  float dry_multiplier = 0.0f;
+  float dry_base = 1.75f;
+  int dry_allowed_length = 2;
+  int dry_last_n = -1;
   uint64_t seed = 0;
 };
+
+// The longest run DRY measures: the search costs O(window · kDryMaxRun) per
+// token, and past this length the penalty has long excluded the token.
+inline constexpr int kDryMaxRun = 48;
 
 // A small, portable PRNG (splitmix64-seeded xoshiro256**): the same seed
 // gives the same samples on every platform and compiler.
@@ -43,7 +59,8 @@ class Rng {
 //   1. repetition penalty on the last repeat_last_n of recent_tokens: a
 //      positive logit is divided by the penalty, a negative one multiplied;
 //      then the presence and frequency penalties, counted over the last
-//      `generated` of recent_tokens (the reply's own; default: all of them);
+//      `generated` of recent_tokens (the reply's own; default: all of them),
+//      and the DRY penalty over the last dry_last_n of recent_tokens;
 //   2. temperature ≤ 0 → the argmax (the lowest id on ties);
 //   3. logits / temperature, top_k, softmax, top_p (nucleus), min_p;
 //   4. one draw from what is left, renormalized.
@@ -56,7 +73,7 @@ int32_t sample(const std::vector<float>& logits, const SamplingParams& params, R
 // Where the penalties of step 1 land, as sample() and the device sampler
 // both apply them: distinct ids in [0, vocab); the first num_repeat get the
 // repetition penalty, then every one loses sub[j] (sub is empty when the
-// presence and frequency penalties are 0).
+// presence, frequency and DRY penalties are 0 or find nothing).
 struct PenaltyPlan {
   std::vector<int32_t> ids;
   int num_repeat = 0;

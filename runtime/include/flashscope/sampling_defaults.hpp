@@ -18,6 +18,7 @@ struct SamplingDefaults {
   std::vector<std::string> ignored;  // general.sampling.* keys with an unusable value (type, range)
 };
 
+// Model::sampling_defaults() holds what this returned at load.
 // Reads general.sampling.temp, .top_k, .top_p, .min_p, .penalty_repeat and
 // .penalty_last_n (an unusable value is skipped and named in `ignored`; a
 // top_k <= 0 means all tokens). Without any of them, a model named SmolLM2

@@ -3,6 +3,7 @@
 #include "engine/reply.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <new>
 #include <string>
 #include <utility>
@@ -30,6 +31,10 @@ Status check_generate_params(const GenerateParams& p) {
     return invalid_argument("generate: presence_penalty must be in [-2, 2] (0 disables it)");
   if (!(s.frequency_penalty >= -2.0f && s.frequency_penalty <= 2.0f))
     return invalid_argument("generate: frequency_penalty must be in [-2, 2] (0 disables it)");
+  if (!(s.dry_multiplier >= 0.0f && std::isfinite(s.dry_multiplier)))
+    return invalid_argument("generate: dry_multiplier must be finite and >= 0 (0 disables it)");
+  if (!(s.dry_base >= 1.0f && std::isfinite(s.dry_base))) return invalid_argument("generate: dry_base must be finite and >= 1");
+  if (s.dry_allowed_length < 1) return invalid_argument("generate: dry_allowed_length must be >= 1");
   return check_stop_strings(p.stop_strings);
 }
 

@@ -73,25 +73,68 @@ PenaltyPlan plan_penalties(const SamplingParams& params, const std::vector<int32
     }
     plan.num_repeat = static_cast<int>(plan.ids.size());
   }
-  const float presence = params.presence_penalty, frequency = params.frequency_penalty;
-  // Non-finite values are refused by generate; here they switch the penalty off.
-  if ((presence == 0.0f && frequency == 0.0f) || !std::isfinite(presence) || !std::isfinite(frequency)) return plan;
-  std::vector<int> count(plan.ids.size(), 0);
-  for (size_t i = n - std::min(n, generated); i < n; ++i) {
-    const int32_t id = recent[i];
-    if (id < 0 || id >= vocab) continue;
+  // The additive penalties: sub[j] for ids[j], growing as ids are added.
+  std::vector<float> sub(plan.ids.size(), 0.0f);
+  auto add = [&](int32_t id, float amount) {
     const auto [it, added] = at.emplace(id, static_cast<int>(plan.ids.size()));
     if (added) {
       plan.ids.push_back(id);
-      count.push_back(0);
+      sub.push_back(0.0f);
     }
-    ++count[static_cast<size_t>(it->second)];
+    sub[static_cast<size_t>(it->second)] += amount;
+  };
+  bool any = false;
+  const float presence = params.presence_penalty, frequency = params.frequency_penalty;
+  // Non-finite values are refused by generate; here they switch the penalty off.
+  if ((presence != 0.0f || frequency != 0.0f) && std::isfinite(presence) && std::isfinite(frequency)) {
+    std::vector<int> count;
+    std::unordered_map<int32_t, int> counted;  // id → its index in count
+    std::vector<int32_t> order;
+    for (size_t i = n - std::min(n, generated); i < n; ++i) {
+      const int32_t id = recent[i];
+      if (id < 0 || id >= vocab) continue;
+      const auto [it, added] = counted.emplace(id, static_cast<int>(count.size()));
+      if (added) {
+        count.push_back(0);
+        order.push_back(id);
+      }
+      ++count[static_cast<size_t>(it->second)];
+    }
+    for (size_t j = 0; j < order.size(); ++j) add(order[j], presence + frequency * static_cast<float>(count[j]));
+    any = !order.empty();
   }
-  plan.sub.resize(plan.ids.size());
-  for (size_t j = 0; j < plan.ids.size(); ++j) {
-    const int c = count[j];
-    plan.sub[j] = (c > 0 ? presence : 0.0f) + frequency * static_cast<float>(c);
+  const float dry = params.dry_multiplier;
+  if (dry > 0.0f && std::isfinite(dry) && params.dry_allowed_length >= 1 && n >= 2) {
+    // Every earlier position j whose token equals the last one ends a run
+    // of L tokens equal to the last L (compared backwards, at most
+    // kDryMaxRun); the token that followed j, recent[j + 1], would extend
+    // that run to L + 1. Each candidate keeps its longest L.
+    const size_t window = params.dry_last_n < 0 ? n : std::min(n, static_cast<size_t>(params.dry_last_n));
+    const size_t first = n - window;
+    std::unordered_map<int32_t, int> longest;
+    for (size_t j = first; j + 1 < n; ++j) {
+      if (recent[j] != recent[n - 1]) continue;
+      int run = 0;
+      while (run < kDryMaxRun && j >= first + static_cast<size_t>(run) &&
+             recent[j - static_cast<size_t>(run)] == recent[n - 1 - static_cast<size_t>(run)]) {
+        ++run;
+      }
+      const int32_t next = recent[j + 1];
+      if (run >= params.dry_allowed_length && next >= 0 && next < vocab) {
+        int& best = longest[next];
+        best = std::max(best, run);
+      }
+    }
+    // In recent's order, so the plan does not depend on the map's.
+    for (size_t j = first + 1; j < n; ++j) {
+      const auto it = longest.find(recent[j]);
+      if (it == longest.end() || it->second == 0) continue;
+      add(it->first, dry * std::pow(params.dry_base, static_cast<float>(it->second - params.dry_allowed_length)));
+      it->second = 0;  // once
+      any = true;
+    }
   }
+  if (any) plan.sub = std::move(sub);
   return plan;
 }
 

@@ -101,6 +101,7 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
     }
   }
   impl->stop_tokens = find_stop_tokens(impl->tokenizer);
+  impl->sampling_defaults = flashscope::sampling_defaults(impl->file);
 
   const model::Weights& w = impl->weights;
   uint64_t bytes = matrix_bytes(w.token_embd) + (impl->config.tied_embeddings ? 0 : matrix_bytes(w.output));
@@ -169,6 +170,11 @@ bool parse_weight_format(const std::string& text, WeightFormat* out) {
     return false;
   }
   return true;
+}
+
+const SamplingDefaults& Model::sampling_defaults() const {
+  static const SamplingDefaults kNone;
+  return impl_ ? impl_->sampling_defaults : kNone;
 }
 
 const std::vector<int32_t>& Model::stop_tokens() const {

@@ -75,6 +75,7 @@ struct Model::Impl {
   std::shared_ptr<const ChatTemplate> parsed_chat_template;  // null when absent or not parsed
   Status chat_template_status;
   std::vector<int32_t> stop_tokens;
+  SamplingDefaults sampling_defaults;
   model::Weights weights;
   uint64_t weight_bytes = 0;
   std::shared_ptr<model::CudaModel> cuda;  // Device::kCuda only
