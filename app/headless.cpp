@@ -60,6 +60,9 @@ std::string layout_json(const HeadlessFrame& f) {
       {"windows", std::move(windows)},
       {"pictures", std::move(pictures)},
       {"messages", f.conversation.messages.size()},
+      {"first_message", f.conversation.messages.empty() ? std::string() : f.conversation.messages.front().content},
+      {"chat_input", f.chat.input},
+      {"quit", f.quit},
       {"chat_format", f.snap.state == EngineState::kIdle ? chat_format_kind_name(f.snap.chat_format) : ""},
       {"chat_notice", f.snap.chat_format_notice},
       {"source", trace_origin_name(shown ? f.sources.shown : TraceOrigin::kNone)},
@@ -87,7 +90,7 @@ bool HeadlessRun::last_frame(const HeadlessFrame& f) {
   if (f.switch_sent && f.snap.switching_to.empty() && !f.capture_busy) ++frames_after_switch_;
   else frames_after_switch_ = 0;
   const bool switched = !opt_.switch_to.empty() && frames_after_switch_ >= 3;
-  const bool last = f.frames >= opt_.frames || (answered && lab_done) ||
+  const bool last = f.frames >= opt_.frames || f.quit || (answered && lab_done) ||
                     (!opt_.has_prompt && opt_.run_lab && lab_done) ||
                     (switched && !opt_.has_prompt && !opt_.run_lab);
   if (!last) return false;
@@ -150,6 +153,7 @@ int HeadlessRun::report(const HeadlessFrame& f, const AppWindow& window, const M
                 f.lab.error.empty() ? "" : (", error: " + f.lab.error).c_str());
   }
   if (!capture_error.empty()) std::printf("flashscope: trace capture failed: %s\n", capture_error.c_str());
+  if (f.quit) std::printf("flashscope: quit from the window after %d frames\n", f.frames);
   int rc = replay_failed ? 1 : 0;
   if (!opt_.screenshot.empty()) {
     if (write_error_.empty()) {

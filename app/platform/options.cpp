@@ -12,6 +12,7 @@ const char* const kAppUsage =
     "                  [--conversation FILE]\n"
     "                  [--frames N] [--screenshot OUT.png] [--layout OUT.json]\n"
     "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy] [--models] [--switch-to PATH]\n"
+    "                  [--keys SCRIPT]\n"
     "  --model PATH        GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --tab NAME          dashboard tab: attention, softmax, pipeline, throughput (default), lab\n"
     "  --replay TRACE      open a saved trace (flashscope-cli trace prefill --out TRACE) in the dashboard\n"
@@ -34,7 +35,9 @@ const char* const kAppUsage =
     "  --seed S            fixed sampling seed (default: a new one for every answer)\n"
     "  --greedy            temperature 0 (argmax)\n"
     "  --switch-to PATH    once the model has loaded, switch to PATH as the model picker does;\n"
-    "                      with --frames, until the switch succeeded or failed or N frames\n";
+    "                      with --frames, until the switch succeeded or failed or N frames\n"
+    "  --keys SCRIPT       once the model has loaded, type SCRIPT into the chat box in one burst, as\n"
+    "                      if between two frames: text, <Enter>, <Esc>, <Tab>, <Backspace>, <Ctrl+Q>...\n";
 
 namespace {
 
@@ -73,7 +76,7 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
                              flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" ||
                              flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
                              flag == "--replay" || flag == "--chat-template" || flag == "--weights" ||
-                             flag == "--switch-to" || flag == "--conversation";
+                             flag == "--switch-to" || flag == "--conversation" || flag == "--keys";
     if (!takes_value) {
       *error = "unknown argument '" + flag + "'";
       return false;
@@ -109,6 +112,8 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
       o.replay = value;
     } else if (flag == "--switch-to") {
       o.switch_to = value;
+    } else if (flag == "--keys") {
+      o.keys = value;
     } else if (flag == "--prompt") {
       o.prompt = value;
       o.has_prompt = true;

@@ -16,6 +16,27 @@ void glfw_error(int code, const char* message) {
   std::fprintf(stderr, "flashscope: GLFW error %d: %s\n", code, message);
 }
 
+// GLFW's key and character callbacks: into the window's queue, for feed_input.
+void queue_key(GLFWwindow* glfw, int key, int scancode, int action, int mods) {
+  if (action == GLFW_REPEAT) return;  // Dear ImGui makes its own repeats from how long a key is down
+  InputEvent e;
+  e.key = key;
+  e.scancode = scancode;
+  e.mods = mods;
+  e.press = action == GLFW_PRESS;
+  // GLFW numbers the keys that type text below 256; the modifiers type none
+  // but change what the next key types, so they do not hold characters back.
+  e.control_key = key >= 256 && !(key >= GLFW_KEY_LEFT_SHIFT && key <= GLFW_KEY_RIGHT_SUPER);
+  static_cast<AppWindow*>(glfwGetWindowUserPointer(glfw))->input.push(e);
+}
+
+void queue_char(GLFWwindow* glfw, unsigned int codepoint) {
+  InputEvent e;
+  e.kind = InputEvent::Kind::kChar;
+  e.codepoint = codepoint;
+  static_cast<AppWindow*>(glfwGetWindowUserPointer(glfw))->input.push(e);
+}
+
 }  // namespace
 
 bool open_window(const AppOptions& opt, AppWindow* w, std::string* error) {
@@ -78,9 +99,57 @@ bool open_window(const AppOptions& opt, AppWindow* w, std::string* error) {
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;  // the layout is computed every frame; nothing to restore
   ImGui_ImplGlfw_InitForOpenGL(w->glfw, true);
+  // The backend's own key and character callbacks would write the key state
+  // at once; ours queue the events (feed_input calls the backend's later).
+  glfwSetKeyCallback(w->glfw, queue_key);
+  glfwSetCharCallback(w->glfw, queue_char);
   ImGui_ImplOpenGL3_Init("#version 130");
   w->fonts = load_fonts(scale);
   apply_style(scale);
+  return true;
+}
+
+void feed_input(AppWindow& w) {
+  for (const InputEvent& e : w.input.take_frame()) {
+    if (e.kind == InputEvent::Kind::kChar) {
+      ImGui_ImplGlfw_CharCallback(w.glfw, e.codepoint);
+    } else {
+      ImGui_ImplGlfw_KeyCallback(w.glfw, e.key, e.scancode, e.press ? GLFW_PRESS : GLFW_RELEASE, e.mods);
+    }
+  }
+}
+
+bool queue_key_script(AppWindow& w, const std::string& script, std::string* error) {
+  auto tap = [&](int key, unsigned codepoint, int mods) {
+    queue_key(w.glfw, key, 0, GLFW_PRESS, mods);
+    if (codepoint != 0) queue_char(w.glfw, codepoint);
+    queue_key(w.glfw, key, 0, GLFW_RELEASE, mods);
+  };
+  for (std::size_t i = 0; i < script.size(); ++i) {
+    const char c = script[i];
+    if (c != '<') {
+      // Letters' keys are their capitals; other characters are typed through the key of a space.
+      const char up = (c >= 'a' && c <= 'z') ? static_cast<char>(c - 32) : c;
+      const bool letter_or_digit = (up >= 'A' && up <= 'Z') || (up >= '0' && up <= '9');
+      tap(letter_or_digit ? up : GLFW_KEY_SPACE, static_cast<unsigned char>(c), 0);
+      continue;
+    }
+    const std::size_t end = script.find('>', i);
+    const std::string name = end == std::string::npos ? script.substr(i) : script.substr(i + 1, end - i - 1);
+    if (name == "Enter") tap(GLFW_KEY_ENTER, 0, 0);
+    else if (name == "Esc") tap(GLFW_KEY_ESCAPE, 0, 0);
+    else if (name == "Tab") tap(GLFW_KEY_TAB, 0, 0);
+    else if (name == "Backspace") tap(GLFW_KEY_BACKSPACE, 0, 0);
+    else if (name.size() == 6 && name.compare(0, 5, "Ctrl+") == 0 && name[5] >= 'A' && name[5] <= 'Z') {
+      queue_key(w.glfw, GLFW_KEY_LEFT_CONTROL, 0, GLFW_PRESS, 0);
+      tap(name[5], 0, GLFW_MOD_CONTROL);
+      queue_key(w.glfw, GLFW_KEY_LEFT_CONTROL, 0, GLFW_RELEASE, 0);
+    } else {
+      *error = "--keys: no key named <" + name + "> (<Enter>, <Esc>, <Tab>, <Backspace>, <Ctrl+A>..<Ctrl+Z>)";
+      return false;
+    }
+    i = end == std::string::npos ? script.size() : end;
+  }
   return true;
 }
 

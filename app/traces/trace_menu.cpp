@@ -15,9 +15,11 @@ constexpr const char* kOpenTitle = "Open trace";
 
 // Dear ImGui 1.86 names only a few letter keys; the GLFW backend's key
 // indices are GLFW key codes, which for letters are their ASCII capitals.
+// Also while a text field has the keyboard, which is almost always (the
+// chat box keeps it): Ctrl+O and Ctrl+Q type nothing and no field uses them.
 bool ctrl_pressed(char letter) {
   const ImGuiIO& io = ImGui::GetIO();
-  return io.KeyCtrl && !io.WantTextInput && ImGui::IsKeyPressed(letter, false);
+  return io.KeyCtrl && !io.KeyShift && !io.KeyAlt && ImGui::IsKeyPressed(letter, false);
 }
 
 }  // namespace

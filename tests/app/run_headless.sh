@@ -27,10 +27,14 @@
 #               chat panel says so
 #   completion  Gemma-3-270M from the start (--model), greedy: the prompt's
 #               text is continued as llama.cpp continues it on the same file
+#   keys        the default model; once loaded, a question, Enter, more text and
+#               Ctrl+Q arrive in one burst, as between two frames (a quick
+#               typist, a slow frame): the question is sent, the text after it
+#               is in the chat box, and Ctrl+Q quit while the box had the keys
 #   thinking    the default model with a --chat-template that does not parse
 #               (the fallback notice) and a --conversation whose answer has a
 #               thinking block (drawn collapsed above the answer)
-# Exit 77 (ctest: skipped) when xvfb-run/xauth or, for chat, thinking, models and
+# Exit 77 (ctest: skipped) when xvfb-run/xauth or, for chat, keys, thinking, models and
 # base_model, a model is missing (scripts/fetch_model.sh [gemma3-270m]).
 #
 # usage: run_headless.sh MODE APP CHECKER OUTDIR SOURCE_DIR
@@ -62,6 +66,15 @@ case $mode in
     tab=Throughput
     args+=(--model "$model" --tab throughput --frames 3000 --greedy --max-tokens 48
            --prompt "Explain what a GPU is in one sentence.") ;;
+  keys)
+    if [[ ! -f $model ]]; then
+      echo "SKIP: $model is missing (scripts/fetch_model.sh fetches it)"
+      exit 77
+    fi
+    # At most 3000 frames (40 s): Ctrl+Q ends it within a few frames of the burst.
+    tab=Throughput
+    args+=(--model "$model" --tab throughput --frames 3000 --greedy --max-tokens 4
+           --keys "What is 2+2?<Enter>next<Ctrl+Q>") ;;
   tiles)
     tab="Attention tiles"
     args+=(--replay "$trace" --tab attention --frames 8)
@@ -186,6 +199,14 @@ case $mode in
   lab|throughput)
     grep -Eq '^flashscope: kernel lab: ([5-9]|[1-9][0-9]+) runs' "$out/$mode.log" || { echo "FAIL: the lab did not run 5 times"; exit 1; }
     echo "lab check passed" ;;
+  keys)
+    # Enter's press and release came between two frames: without the queue the frame never saw Enter.
+    grep -q '"first_message": "What is 2+2?"' "$out/$mode.json" || { echo "FAIL: Enter did not send the question"; exit 1; }
+    grep -q '"chat_input": "next"' "$out/$mode.json" ||
+      { echo "FAIL: the text typed after Enter is not (alone) in the chat box"; exit 1; }
+    grep -q '"quit": true' "$out/$mode.json" && grep -q '^flashscope: quit from the window' "$out/$mode.log" ||
+      { echo "FAIL: Ctrl+Q did not quit while the chat box had the keyboard"; exit 1; }
+    echo "keys check passed" ;;
   thinking)
     grep -Eq '"messages": 2' "$out/$mode.json" || { echo "FAIL: the conversation was not opened"; exit 1; }
     grep -q '"chat_format": "chatml"' "$out/$mode.json" || { echo "FAIL: no fallback to ChatML"; exit 1; }
