@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
       }
       keys_sent = true;
     }
-    if (!fs::keyboard_waits_for_input(chat)) fs::feed_input(window);
+    fs::feed_input(window, fs::keyboard_waits_for_input(chat));
     fs::sync_chat_with_engine(chat, conversation, snap, metrics);
     fs::update_live_traces(live, sources, live_capture, lab, lab_snap, dashboard, snap, metrics);
     if (opt.has_prompt && !prompt_sent && snap.state != fs::EngineState::kLoading) {

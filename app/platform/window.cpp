@@ -3,6 +3,7 @@
 #include <GLFW/glfw3.h>
 #include <imgui.h>
 #include <imgui_impl_glfw.h>
+#include <imgui_internal.h>
 #include <imgui_impl_opengl3.h>
 
 #include <algorithm>
@@ -37,6 +38,17 @@ void queue_char(GLFWwindow* glfw, unsigned int codepoint) {
   static_cast<AppWindow*>(glfwGetWindowUserPointer(glfw))->input.push(e);
 }
 
+// A text field is taking the keyboard: SetKeyboardFocusHere (a dialog's
+// path field as it opens) is a request Dear ImGui 1.86 resolves at the next
+// frame, and the field it activates then ignores the characters of its
+// activation frame. Keys wait for both frames, else the first letters typed
+// are lost. (Internal state: 1.87+ queues input itself, and this file would
+// change with it.)
+bool focus_pending() {
+  const ImGuiContext& g = *ImGui::GetCurrentContext();
+  return g.NavMoveSubmitted || g.NavMoveScoringItems || g.NavActivateInputId != 0 || g.ActiveIdIsJustActivated;
+}
+
 }  // namespace
 
 bool open_window(const AppOptions& opt, AppWindow* w, std::string* error) {
@@ -54,12 +66,12 @@ bool open_window(const AppOptions& opt, AppWindow* w, std::string* error) {
     if (GLFWmonitor* monitor = glfwGetPrimaryMonitor()) glfwGetMonitorContentScale(monitor, &sx, &sy);
     scale = std::max(1.0f, sx);
   }
-  w->width = opt.width;
-  w->height = opt.height;
+  // The layout's size at the scale in use: --scale 1.5 grows the window by
+  // half, so the heatmaps and labels keep the room they have at scale 1.
+  w->width = static_cast<int>(opt.width * scale + 0.5f);
+  w->height = static_cast<int>(opt.height * scale + 0.5f);
   if (!opt.headless()) {
-    // Interactive: the default layout at the monitor's scale, inside its work area.
-    w->width = static_cast<int>(opt.width * scale);
-    w->height = static_cast<int>(opt.height * scale);
+    // Interactive: inside the monitor's work area.
     if (GLFWmonitor* monitor = glfwGetPrimaryMonitor()) {
       int mx = 0, my = 0, mw = 0, mh = 0;
       glfwGetMonitorWorkarea(monitor, &mx, &my, &mw, &mh);
@@ -109,7 +121,13 @@ bool open_window(const AppOptions& opt, AppWindow* w, std::string* error) {
   return true;
 }
 
-void feed_input(AppWindow& w) {
+void feed_input(AppWindow& w, bool focus_requested) {
+  // At most a few frames in a row, so no state of Dear ImGui's can hold keys forever.
+  if (!w.input.empty() && (focus_requested || focus_pending()) && w.input_held_frames < 10) {
+    ++w.input_held_frames;
+    return;
+  }
+  w.input_held_frames = 0;
   for (const InputEvent& e : w.input.take_frame()) {
     if (e.kind == InputEvent::Kind::kChar) {
       ImGui_ImplGlfw_CharCallback(w.glfw, e.codepoint);

@@ -26,6 +26,7 @@ struct AppWindow {
   // Key and character events from GLFW's callbacks, handed to Dear ImGui a
   // frame's worth at a time by feed_input() (platform/input_queue.hpp says why).
   InputQueue input;
+  int input_held_frames = 0;  // frames feed_input held the queue while a field took the keyboard
 };
 
 // Opens the window for `opt` (interactive: the default size at the monitor's
@@ -35,9 +36,12 @@ struct AppWindow {
 bool open_window(const AppOptions& opt, AppWindow* window, std::string* error);
 
 // Hands Dear ImGui the next frame's key and character events; call after
-// glfwPollEvents, before the new frame. While events wait, the loop should
-// draw the next frame at once (input_pending).
-void feed_input(AppWindow& window);
+// glfwPollEvents, before the new frame. They wait (a few frames at most)
+// while a text field is taking the keyboard: `focus_requested` while the
+// app's own request is under way (the chat box: keyboard_waits_for_input),
+// or while Dear ImGui resolves one.
+// While events wait, the loop should draw the next frame at once (input_pending).
+void feed_input(AppWindow& window, bool focus_requested = false);
 inline bool input_pending(const AppWindow& window) { return !window.input.empty(); }
 
 // Headless tests: queues SCRIPT's events through the window's own key and
