@@ -18,6 +18,15 @@ std::string layout_json(const HeadlessFrame& f) {
   // The dashboard's drawn widgets (heatmaps, timelines, charts) of the last frame.
   Json widgets = Json::object();
   for (const NamedRect& w : f.dashboard.widgets) widgets[w.name] = rect_json(w.x, w.y, w.w, w.h);
+  // Labels whose fit matters: {"widget", "text"} and where.
+  Json labels = Json::array();
+  for (const NamedRect& l : f.dashboard.labels) {
+    const size_t colon = l.name.find(':');
+    Json j = rect_json(l.x, l.y, l.w, l.h);
+    j["widget"] = l.name.substr(0, colon);
+    j["text"] = colon == std::string::npos ? std::string() : l.name.substr(colon + 1);
+    labels.push_back(std::move(j));
+  }
   // The baked pictures (dashboard/baked_picture.hpp): how often each was
   // rendered into its texture, and how many frames it was shown from it unchanged.
   Json pictures = Json::object();
@@ -44,6 +53,10 @@ std::string layout_json(const HeadlessFrame& f) {
     picker = {{"models", std::move(rows)}};
     windows["model_picker"] = rect_json(mp.rect[0], mp.rect[1], mp.rect[2], mp.rect[3]);
   }
+  if (f.dashboard.open_dialog_rect[2] > 0.0f) {
+    const float* r = f.dashboard.open_dialog_rect;
+    windows["open_trace"] = rect_json(r[0], r[1], r[2], r[3]);
+  }
   const TraceSlot* shown = shown_slot(f.sources);
   const Json root = {
       {"width", f.fb_width},
@@ -52,14 +65,19 @@ std::string layout_json(const HeadlessFrame& f) {
       {"tab", dashboard_tab_name(f.dashboard.active)},
       {"font", f.fonts.dejavu ? "DejaVu Sans" : "ImGui default"},
       {"engine", engine_state_name(f.snap.state)},
+      {"device_note", f.dashboard.device_note},
       {"panels",
        {{"chat", rect_json(f.layout.chat)},
         {"dashboard", rect_json(f.layout.dashboard)},
         {"status_bar", rect_json(f.layout.status_bar)}}},
       {"widgets", std::move(widgets)},
+      {"labels", std::move(labels)},
       {"windows", std::move(windows)},
       {"pictures", std::move(pictures)},
       {"messages", f.conversation.messages.size()},
+      {"first_message", f.conversation.messages.empty() ? std::string() : f.conversation.messages.front().content},
+      {"chat_input", f.chat.input},
+      {"quit", f.quit},
       {"chat_format", f.snap.state == EngineState::kIdle ? chat_format_kind_name(f.snap.chat_format) : ""},
       {"chat_notice", f.snap.chat_format_notice},
       {"source", trace_origin_name(shown ? f.sources.shown : TraceOrigin::kNone)},
@@ -67,11 +85,13 @@ std::string layout_json(const HeadlessFrame& f) {
       {"trace_note", shown ? shown->note : std::string()},
       {"trace_device", shown ? shown->trace->meta.device_name : std::string()},
       {"replay_error", f.sources.replay_error},
+      {"open_trace_buttons_visible", f.dashboard.open_dialog_rect[2] > 0.0f && f.dashboard.open_buttons_visible},
       {"model", f.snap.state == EngineState::kFailed ? std::string() : f.snap.model_name},
       {"switch_error", f.snap.switch_error},
       {"picker", std::move(picker)},
       {"picker_error", mp.path_error},
       {"lab_runs", f.lab.runs},
+      {"lab_fields_clipped", f.dashboard.lab_fields_clipped},
       {"lab_kernel", f.lab.kernel}};
   return json_write(root);
 }
@@ -87,7 +107,7 @@ bool HeadlessRun::last_frame(const HeadlessFrame& f) {
   if (f.switch_sent && f.snap.switching_to.empty() && !f.capture_busy) ++frames_after_switch_;
   else frames_after_switch_ = 0;
   const bool switched = !opt_.switch_to.empty() && frames_after_switch_ >= 3;
-  const bool last = f.frames >= opt_.frames || (answered && lab_done) ||
+  const bool last = f.frames >= opt_.frames || f.quit || (answered && lab_done) ||
                     (!opt_.has_prompt && opt_.run_lab && lab_done) ||
                     (switched && !opt_.has_prompt && !opt_.run_lab);
   if (!last) return false;
@@ -152,6 +172,7 @@ int HeadlessRun::report(const HeadlessFrame& f, const AppWindow& window, const M
                 f.lab.error.empty() ? "" : (", error: " + f.lab.error).c_str());
   }
   if (!capture_error.empty()) std::printf("flashscope: trace capture failed: %s\n", capture_error.c_str());
+  if (f.quit) std::printf("flashscope: quit from the window after %d frames\n", f.frames);
   int rc = replay_failed ? 1 : 0;
   if (!opt_.screenshot.empty()) {
     if (write_error_.empty()) {

@@ -27,6 +27,7 @@ struct HeadlessFrame {
   bool answer_pending = false;  // the chat waits for the engine's answer
   bool capture_busy = false;    // the chat's trace capture is running
   bool switch_sent = false;     // --switch-to was handed to the model picker
+  bool quit = false;            // File → Quit or Ctrl+Q in this frame
   const FrameLayout& layout;
   const DashboardState& dashboard;
   const UiFonts& fonts;
@@ -45,7 +46,7 @@ class HeadlessRun {
   // after N frames; with --prompt once the answer and the trace captured
   // after it are on screen; with --switch-to once the switch succeeded or
   // failed; with --run-lab once the lab has timed a few runs and its trace
-  // is shown. The last frame is written to --screenshot and
+  // is shown; when the user quit. The last frame is written to --screenshot and
   // --layout.
   bool last_frame(const HeadlessFrame& f);
 

@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   }
   if (opt.greedy) conversation.settings.temperature = 0.0f;
   fs::ChatPanelState chat;
-  chat.focus_input = !opt.headless();
+  chat.focus_input = !opt.headless() || !opt.keys.empty();
   chat.picker.open = opt.open_models;
   fs::Metrics metrics;
   fs::EngineSnapshot snap;
@@ -127,11 +127,13 @@ int main(int argc, char** argv) {
   fs::HeadlessRun headless(opt);
   bool prompt_sent = false;
   bool switch_sent = false;
+  bool keys_sent = false, keys_failed = false;
+  bool quit = false;
   int frames = 0;
   int fb_w = 0, fb_h = 0;
   auto headless_frame = [&] {
     return fs::HeadlessFrame{frames, fb_w, fb_h, prompt_sent, chat.pending_id != 0, live_capture.busy(), switch_sent,
-                             layout, dashboard, window.fonts, snap, conversation, sources, lab_snap, chat};
+                             quit, layout, dashboard, window.fonts, snap, conversation, sources, lab_snap, chat};
   };
   auto next_frame = std::chrono::steady_clock::now();
 
@@ -140,6 +142,15 @@ int main(int argc, char** argv) {
     fs::follow_monitor_scale(window);
 
     worker.snapshot(&snap);
+    if (!opt.keys.empty() && !keys_sent && snap.state == fs::EngineState::kIdle) {
+      if (!fs::queue_key_script(window, opt.keys, &error)) {
+        std::fprintf(stderr, "flashscope: %s\n", error.c_str());
+        keys_failed = true;
+        break;
+      }
+      keys_sent = true;
+    }
+    fs::feed_input(window, fs::keyboard_waits_for_input(chat));
     fs::sync_chat_with_engine(chat, conversation, snap, metrics);
     fs::update_live_traces(live, sources, live_capture, lab, lab_snap, dashboard, snap, metrics);
     worker.set_attention_target(dashboard.chat_layer, dashboard.chat_head);
@@ -158,7 +169,6 @@ int main(int argc, char** argv) {
     if (opt.headless()) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
     ImGui::NewFrame();
     fs::DashboardContext ctx{device, snap, metrics, window.fonts, sources, live_capture.busy(), lab, lab_snap};
-    bool quit = false;
     fs::draw_main_window(layout, chat, conversation, worker, dashboard, ctx, window.scale, &quit);
     if (quit) glfwSetWindowShouldClose(window.glfw, GLFW_TRUE);
     ImGui::Render();
@@ -181,13 +191,13 @@ int main(int argc, char** argv) {
     next_frame += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(kMinFrameSeconds));
     const auto now = std::chrono::steady_clock::now();
-    if (next_frame > now) std::this_thread::sleep_until(next_frame);
+    // Keys still queued: the next frame at once, so a burst is not held back at the frame cap.
+    if (next_frame > now && !fs::input_pending(window)) std::this_thread::sleep_until(next_frame);
     else next_frame = now;
   }
 
-  const int rc = opt.headless()
-                     ? headless.report(headless_frame(), window, metrics, live.capture_error, replay_failed)
-                     : 0;
+  int rc = opt.headless() ? headless.report(headless_frame(), window, metrics, live.capture_error, replay_failed) : 0;
+  if (keys_failed) rc = 2;
   dashboard.pictures.release_all();  // their textures, while the context is current
   fs::close_window(window);
   return rc;

@@ -174,3 +174,26 @@ TEST_CASE("viz: the first tile shown is the heaviest sampled one") {
   CHECK(c.q_tile == 1);
   CHECK(c.kv_tile == 1);
 }
+
+TEST_CASE("viz: in a causal trace the first tile shown is off the diagonal, where the mass says something") {
+  // Causal, 3 × 3 tiles: the diagonal tiles are masked and hold the most
+  // mass ((0, 0) all of row 0's); (2, 0) is the heaviest tile off it.
+  Trace t = viz_test::make_trace(192, 192, 64, 64, true);
+  const uint32_t masked = TileMassRecord::kMasked, skipped = TileMassRecord::kSkipped;
+  add_mass(t, 0, 0, 1.0f, 1.0f, masked);
+  add_mass(t, 1, 0, 0.3f, 0.1f, 0);
+  add_mass(t, 1, 1, 0.7f, 0.5f, masked);
+  add_mass(t, 2, 0, 0.45f, 0.2f, 0);
+  add_mass(t, 2, 1, 0.1f, 0.1f, 0);
+  add_mass(t, 2, 2, 0.45f, 0.5f, masked);
+  for (uint32_t k : {1u, 2u}) add_mass(t, 0, k, 0.0f, 0.0f, skipped);
+  add_mass(t, 1, 2, 0.0f, 0.0f, skipped);
+  flashscope::TileCoord c = viz::default_tile(viz::build_tile_grid(t));
+  CHECK(c.q_tile == 2);  // nothing sampled: the heaviest off the diagonal
+  CHECK(c.kv_tile == 0);
+  add_prob(t, 5, 3, 0.2f, false);    // block (0, 0): sampled, on the diagonal
+  add_prob(t, 70, 10, 0.05f, false);  // block (1, 0): sampled, off it
+  c = viz::default_tile(viz::build_tile_grid(t));
+  CHECK(c.q_tile == 1);
+  CHECK(c.kv_tile == 0);
+}

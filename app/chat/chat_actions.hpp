@@ -44,6 +44,11 @@ struct ChatPanelState {
   std::string file_message;          // result of the last save / load
   bool file_message_is_error = false;
   bool focus_input = true;           // give the input keyboard focus next frame
+  // Frames left until a focus request has made the input active. Dear ImGui
+  // 1.86 activates a field the frame after SetKeyboardFocusHere (or later)
+  // and drops the characters of its activation frame, so keys wait until
+  // it is active (keyboard_waits_for_input).
+  int focus_frames_left = 0;
   bool follow_output = true;         // keep the transcript scrolled to the newest text
   bool model_defaults_applied = false;  // system prompt taken from the model's template
   uint64_t model_generation = 0;     // the engine's model the defaults were taken from

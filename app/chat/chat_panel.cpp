@@ -340,10 +340,12 @@ void draw_input(ChatPanelState& state, Conversation& conversation, EngineWorker&
   if (state.focus_input) {
     ImGui::SetKeyboardFocusHere();
     state.focus_input = false;
+    state.focus_frames_left = 8;  // until the field is active (next frame, mostly), 8 at most
   }
   const bool entered = ImGui::InputTextMultiline(
       "##input", &state.input, ImVec2(-1.0f, input_height),
       ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_CtrlEnterForNewLine);
+  if (state.focus_frames_left > 0) state.focus_frames_left = ImGui::IsItemActive() ? 0 : state.focus_frames_left - 1;
   if (state.input.empty() && !ImGui::IsItemActive()) {
     const char* placeholder =
         snap.chat_format == ChatFormatKind::kCompletion ? "Text for the model to continue…" : "Message the model…";

@@ -18,6 +18,12 @@
 
 namespace flashscope::app {
 
+// While the chat input is taking the keyboard (at start, after Enter sent a
+// message): the loop then holds queued keys back, which would be lost.
+inline bool keyboard_waits_for_input(const ChatPanelState& state) {
+  return state.focus_input || state.focus_frames_left > 0;
+}
+
 void draw_chat_panel(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
                      const EngineSnapshot& snapshot, const UiFonts& fonts);
 

@@ -1,6 +1,7 @@
 #include "dashboard/dash_draw.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -97,9 +98,25 @@ GridHit cell_grid(const char* id, BakedPicture& picture, int rows, int cols, flo
   return hit;
 }
 
+void note_label(std::vector<NamedRect>* labels, const char* widget, const std::string& text, ImVec2 at,
+                float font_px) {
+  if (labels == nullptr) return;
+  const ImVec2 size = font_px > 0.0f ? ImGui::GetFont()->CalcTextSizeA(font_px, FLT_MAX, 0.0f, text.c_str())
+                                     : ImGui::CalcTextSize(text.c_str());
+  const ImVec2 fb = ImGui::GetIO().DisplayFramebufferScale;
+  labels->push_back({std::string(widget) + ":" + text, at.x * fb.x, at.y * fb.y, size.x * fb.x, size.y * fb.y});
+}
+
 void color_bar(const char* id, viz::ColorMap map, const viz::ColorScale& scale, float width,
-               const std::function<std::string(float)>& label) {
+               const std::function<std::string(float)>& label, std::vector<NamedRect>* labels, const char* widget) {
   const float h = ImGui::GetTextLineHeight() * 0.6f;
+  const std::string texts[3] = {label(viz::scale_value(scale, 0.0f)), label(viz::scale_value(scale, 0.5f)),
+                                label(viz::scale_value(scale, 1.0f))};
+  float w[3];
+  for (int i = 0; i < 3; ++i) w[i] = ImGui::CalcTextSize(texts[i].c_str()).x;
+  // The middle label centred, the ends flush with the bar's ends, a space between each.
+  const float gap = ImGui::GetFontSize() * 0.6f;
+  width = std::max({width, w[0] + w[1] + w[2] + 2.0f * gap, 2.0f * (std::max(w[0], w[2]) + gap) + w[1]});
   const ImVec2 p = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton(id, ImVec2(width, h + ImGui::GetTextLineHeight()));
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -110,11 +127,11 @@ void color_bar(const char* id, viz::ColorMap map, const viz::ColorScale& scale, 
                       to_u32(viz::sample_colormap(map, (i + 0.5f) / kSteps)));
   }
   const ImU32 text = ImGui::GetColorU32(palette::kMuted);
-  for (const float t : {0.0f, 0.5f, 1.0f}) {
-    const std::string s = label(viz::scale_value(scale, t));
-    const float w = ImGui::CalcTextSize(s.c_str()).x;
-    const float x = std::clamp(p.x + width * t - w * 0.5f, p.x, p.x + width - w);
-    dl->AddText(ImVec2(x, p.y + h + 1.0f), text, s.c_str());
+  const float xs[3] = {p.x, p.x + (width - w[1]) * 0.5f, p.x + width - w[2]};
+  for (int i = 0; i < 3; ++i) {
+    const ImVec2 at(xs[i], p.y + h + 1.0f);
+    dl->AddText(at, text, texts[i].c_str());
+    note_label(labels, widget, texts[i], at);
   }
 }
 

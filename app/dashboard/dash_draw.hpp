@@ -54,9 +54,17 @@ GridHit cell_grid(const char* id, BakedPicture& picture, int rows, int cols, flo
 // The rectangle cell (r, c) of that grid fills (its gap left out).
 void grid_cell_rect(const GridHit& grid, int r, int c, ImVec2* min, ImVec2* max);
 
-// A horizontal colour bar `width` wide with labels under its ends and middle.
+// Records text drawn at `at` (in the current font at font_px, 0: its size) as
+// label WIDGET:TEXT (DashboardState::labels).
+void note_label(std::vector<NamedRect>* labels, const char* widget, const std::string& text, ImVec2 at,
+                float font_px = 0.0f);
+
+// A horizontal colour bar at least `width` wide with labels under its ends
+// and middle: wider where the labels need it, so they never run together
+// (a narrow grid's "0%50100%"). Records them under `widget` when `labels` is given.
 void color_bar(const char* id, viz::ColorMap map, const viz::ColorScale& scale, float width,
-               const std::function<std::string(float)>& label);
+               const std::function<std::string(float)>& label, std::vector<NamedRect>* labels = nullptr,
+               const char* widget = "");
 
 // Tick marks and labels of a time axis [t0_us, t1_us] under x ∈ [x0, x1] at y.
 void time_axis(ImDrawList* dl, float x0, float x1, float y, double t0_us, double t1_us);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "dashboard/dash_draw.hpp"
@@ -41,9 +42,10 @@ struct TimeChart {
 };
 
 TimeChart begin_time_chart(DashboardState& s, const char* widget, float used_h, const TraceMeta& m, uint64_t t0,
-                           uint64_t t1) {
+                           uint64_t t1, float label_w = 0.0f) {
   TimeChart c;
-  const float label_w = ImGui::CalcTextSize(m.sm_count > 0 ? "busy SMs" : "busy threads").x + ImGui::GetFontSize();
+  label_w = std::max(label_w, ImGui::CalcTextSize(m.sm_count > 0 ? "busy SMs" : "busy threads").x) +
+            ImGui::GetFontSize();
   const float width = ImGui::GetContentRegionAvail().x;
   c.o = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton(widget, ImVec2(width, used_h));
@@ -58,6 +60,24 @@ TimeChart begin_time_chart(DashboardState& s, const char* widget, float used_h, 
   c.span = std::max<double>(1.0, static_cast<double>(t1 - t0));
   return c;
 }
+
+// A lane's name. The Hopper kernel's warps have roles by warpgroup (four
+// warps each; hopper_prefill_kernel.cuh): warpgroup 0 produces (its first
+// warp issues the copies), warpgroups 1+ are consumers 0, 1, ...; the
+// mma.sync kernels' warps all do the same work; the CPU's one "warp" is a thread.
+std::string warp_lane_name(const TraceMeta& m, uint32_t warp) {
+  if (m.backend == "cpu") return "thread";
+  char buf[40];
+  if (m.kernel.rfind("hopper", 0) == 0) {
+    if (warp < 4) std::snprintf(buf, sizeof buf, "producer \xC2\xB7 warp %u", warp);
+    else std::snprintf(buf, sizeof buf, "consumer %u \xC2\xB7 warp %u", warp / 4 - 1, warp % 4);
+  } else {
+    std::snprintf(buf, sizeof buf, "warp %u", warp);
+  }
+  return buf;
+}
+
+bool starts_warpgroup(const TraceMeta& m, uint32_t warp) { return m.kernel.rfind("hopper", 0) == 0 && warp % 4 == 0; }
 
 }  // namespace
 
@@ -119,8 +139,11 @@ void draw_warp_timeline(DashboardState& s, const Trace& t, const viz::CtaPipelin
   const float sep = 8.0f;
   const float row_h = std::clamp((height - axis_h - sep) / std::max(total_rows, 1), 6.0f, ImGui::GetFontSize() * 1.5f);
   const float used_h = row_h * total_rows + sep + axis_h;
+  float names_w = 0.0f;
+  for (const viz::WarpLanes& w : p.warps)
+    names_w = std::max(names_w, ImGui::CalcTextSize(warp_lane_name(m, w.warp).c_str()).x);
   // Baked but for the warps' labels (it changes with the CTA, the trace or the size); hover only sets the tooltip.
-  const TimeChart chart = begin_time_chart(s, widget, used_h, m, p.t0, p.t1);
+  const TimeChart chart = begin_time_chart(s, widget, used_h, m, p.t0, p.t1, names_w);
   const ImVec2 o = chart.o, mouse = chart.mouse;
   const bool hovered = chart.hovered;
   ImDrawList* dl = chart.dl;
@@ -134,20 +157,35 @@ void draw_warp_timeline(DashboardState& s, const Trace& t, const viz::CtaPipelin
 
   // Lane backgrounds; their labels go over the picture after it (a label
   // centred on a lane thinner than the font reaches above the first one).
+  // Lanes thinner than the font get their names a size smaller, down to
+  // 70%; thinner still, a warp is named where its label clears the last
+  // one, and a warpgroup's first warp displaces a plain warp's or moves
+  // down by up to half a lane.
+  const float label_px = std::clamp(row_h, fs * 0.7f, fs);
   struct Label {
     ImVec2 at;
-    char text[24];
+    std::string text;
+    bool group = false;  // a warpgroup's first warp
   };
   std::vector<Label> labels;
+  float free_y = -1e30f;  // below the last label
   for (const viz::WarpLanes& w : p.warps) {
     for (int l = 0; l < w.lanes; ++l) {
       const float y = o.y + (w.first_lane + l) * row_h;
       dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + row_h - 1.0f), IM_COL32(28, 30, 34, 255));
-      if (l == 0 && (small_font_fits || w.first_lane % std::max(1, static_cast<int>(fs / row_h) + 1) == 0)) {
-        Label& lab = labels.emplace_back();
-        lab.at = ImVec2(o.x, y + (row_h - fs) * 0.5f);
-        std::snprintf(lab.text, sizeof lab.text, m.backend == "cpu" ? "thread" : "warp %u", w.warp);
-      }
+    }
+    float y = o.y + w.first_lane * row_h + (std::min(row_h * w.lanes, label_px) - label_px) * 0.5f;
+    const bool group = starts_warpgroup(m, w.warp);
+    // A warpgroup's first warp right after another's (the producer's one
+    // lane, then consumer 0) is named a little low rather than not at all.
+    if (group && y < free_y && free_y - y <= row_h * 0.5f) y = free_y;
+    if (y < free_y && group && !labels.empty() && !labels.back().group) {
+      labels.pop_back();  // the warpgroup's first warp takes the place of the label it would overlap
+      free_y = y;         // (the one before lies above the one removed)
+    }
+    if (y >= free_y - 0.5f) {
+      labels.push_back({ImVec2(o.x, y), warp_lane_name(m, w.warp), group});
+      free_y = y + label_px;
     }
   }
   for (const viz::LaneSpan& ls : p.spans) {
@@ -163,8 +201,8 @@ void draw_warp_timeline(DashboardState& s, const Trace& t, const viz::CtaPipelin
     }
     if (hovered && mouse.x >= a && mouse.x < b && mouse.y >= y && mouse.y < y + row_h) {
       char buf[200];
-      std::snprintf(buf, sizeof buf, "%s, KV tile %d, warp %u\n%s \xE2\x86\x92 %s (%s)", viz::span_kind_label(sp.kind),
-                    sp.kv_tile, sp.warp,
+      std::snprintf(buf, sizeof buf, "%s, KV tile %d, %s\n%s \xE2\x86\x92 %s (%s)", viz::span_kind_label(sp.kind),
+                    sp.kv_tile, warp_lane_name(m, sp.warp).c_str(),
                     viz::format_us(viz::ticks_to_us(m, static_cast<double>(sp.start - p.t0))).c_str(),
                     viz::format_us(viz::ticks_to_us(m, static_cast<double>(sp.end - p.t0))).c_str(),
                     viz::format_us(viz::ticks_to_us(m, static_cast<double>(sp.end - sp.start))).c_str());
@@ -207,7 +245,10 @@ void draw_warp_timeline(DashboardState& s, const Trace& t, const viz::CtaPipelin
   }
   dash::time_axis(dl, x0, x1, o.y + row_h * total_rows + sep + 2.0f, 0.0, viz::ticks_to_us(m, span));
   chart.picture->end();
-  for (const Label& lab : labels) ImGui::GetWindowDrawList()->AddText(lab.at, muted, lab.text);
+  for (const Label& lab : labels) {
+    ImGui::GetWindowDrawList()->AddText(ImGui::GetFont(), label_px, lab.at, muted, lab.text.c_str());
+    dash::note_label(&s.labels, widget, lab.text, lab.at, label_px);
+  }
   if (!tip.empty()) ImGui::SetTooltip("%s", tip.c_str());
 }
 

@@ -43,8 +43,10 @@ void draw_device_card(const DeviceSummary& device, const UiFonts& fonts) {
   const float mono_h = ImGui::GetTextLineHeight();
   const float formula_h = device.cuda ? ImGui::CalcTextSize(device.info.sol_formula.c_str(), nullptr, false, wrap).y : 0;
   ImGui::PopFont();
-  const float body_h = device.cuda ? formula_h : ImGui::CalcTextSize(kSolExplainer, nullptr, false, wrap).y;
-  const float h = title_h + mono_h + body_h + 2.0f * style.ItemSpacing.y + 2.0f * style.WindowPadding.y;
+  const float body_h =
+      device.cuda ? mono_h + formula_h : ImGui::CalcTextSize(device.why_not.c_str(), nullptr, false, wrap).y;
+  const int lines = device.cuda ? 3 : 2;
+  const float h = title_h + body_h + (lines - 1) * style.ItemSpacing.y + 2.0f * style.WindowPadding.y;
 
   ImGui::PushStyleColor(ImGuiCol_ChildBg, palette::kCard);
   ImGui::BeginChild("##device", ImVec2(0.0f, h), true, ImGuiWindowFlags_NoScrollbar);
@@ -70,10 +72,12 @@ void draw_device_card(const DeviceSummary& device, const UiFonts& fonts) {
     ImGui::SameLine();
     ImGui::TextColored(palette::kMuted, "%s · %u hardware threads", device.cpu_name.empty() ? "CPU" :
                        device.cpu_name.c_str(), device.cpu_threads);
-    ImGui::PushFont(fonts.mono);
-    ImGui::TextColored(palette::kMuted, "query_device: %s", device.why_not.c_str());
-    ImGui::PopFont();
-    dash::wrapped_muted(kSolExplainer);
+    ImGui::SameLine();
+    dash::help_marker(kSolExplainer);  // on hover: a short window has no lines to spare for it
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(device.why_not.c_str());
+    ImGui::PopTextWrapPos();
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("query_device(0): %s", device.why_not_status.c_str());
   }
   ImGui::EndChild();
   ImGui::PopStyleColor();
@@ -170,6 +174,20 @@ bool parse_dashboard_tab(const std::string& text, DashboardTab* out) {
   return true;
 }
 
+std::string device_unavailable_words(const Status& why, bool cuda_available) {
+  // query_device's status names the call and the code; the card says what that means for the user.
+  if (why.code() == StatusCode::kUnsupported && why.message().find("no CUDA backend") != std::string::npos) {
+    return "This build has no CUDA code (built without nvcc, or with -DFLASHSCOPE_CUDA=OFF): the model, the "
+           "traces and the kernel lab run on the CPU.";
+  }
+  if (why.code() == StatusCode::kUnsupported || !cuda_available) {
+    return "No NVIDIA GPU was found (or its driver is not loaded; nvidia-smi lists what the driver sees): the "
+           "model, the traces and the kernel lab run on the CPU.";
+  }
+  return "The GPU could not be queried (" + why.message() +
+         "): the model, the traces and the kernel lab run on the CPU.";
+}
+
 DeviceSummary query_device_summary() {
   DeviceSummary s;
   s.cpu_threads = std::thread::hardware_concurrency();
@@ -180,28 +198,27 @@ DeviceSummary query_device_summary() {
     if (colon != std::string::npos) s.cpu_name = line.substr(line.find_first_not_of(" \t", colon + 1));
     break;
   }
-  if (cuda_available()) {
-    auto info = query_device(0);
-    if (info.ok()) {
-      s.cuda = true;
-      s.info = info.value();
-      return s;
-    }
-    s.why_not = info.status().to_string();
+  auto info = query_device(0);
+  if (info.ok() && cuda_available()) {
+    s.cuda = true;
+    s.info = info.value();
     return s;
   }
-  auto info = query_device(0);
-  s.why_not = info.ok() ? "no device" : info.status().to_string();
+  s.why_not_status = info.ok() ? "a device, but the runtime reports CUDA unavailable" : info.status().to_string();
+  s.why_not = device_unavailable_words(info.ok() ? Status(StatusCode::kUnsupported, "") : info.status(),
+                                       cuda_available());
   return s;
 }
 
 void draw_dashboard(DashboardState& state, DashboardContext& ctx) {
   state.widgets.clear();
+  state.labels.clear();
   state.pictures.collect(ImGui::GetFrameCount());
   ImGui::PushFont(ctx.fonts.title);
   ImGui::TextUnformatted("Dashboard");
   ImGui::PopFont();
   draw_device_card(ctx.device, ctx.fonts);
+  state.device_note = ctx.device.cuda ? ctx.device.info.name : ctx.device.why_not;
   if (!ImGui::BeginTabBar("##dashboard_tabs")) return;
   const int requested = state.select_active ? static_cast<int>(state.active) : -1;
   for (int i = 0; i < static_cast<int>(DashboardTab::kCount); ++i) {

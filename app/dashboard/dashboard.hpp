@@ -57,11 +57,14 @@ bool parse_dashboard_tab(const std::string& text, DashboardTab* out);
 struct DeviceSummary {
   bool cuda = false;
   DeviceInfo info;        // when cuda
-  std::string why_not;    // when not: query_device's message
+  std::string why_not;    // when not: why, in words (what query_device's status means)
+  std::string why_not_status;  // and the status itself, on hover
   unsigned cpu_threads = 0;
   std::string cpu_name;   // /proc/cpuinfo's model name, when readable
 };
 DeviceSummary query_device_summary();
+// Why query_device's status `why` leaves the app on the CPU, in a sentence a user can act on.
+std::string device_unavailable_words(const Status& why, bool cuda_available);
 
 // A widget's rectangle in framebuffer pixels, for the headless layout report.
 struct NamedRect {
@@ -111,12 +114,19 @@ struct DashboardState {
   LabConfig lab_config;
   bool lab_config_set = false;       // false until the device's default is taken
   bool show_lab_when_ready = false;  // Run pressed: show the lab's trace once it has one
+  int lab_fields_clipped = 0;        // the lab's number fields too narrow for their largest value (last drawn)
 
   // File → Open trace…
   bool open_dialog_requested = false;
   std::string open_path = "assets/traces/cpu-example.fstrace";
+  float open_dialog_rect[4] = {0, 0, 0, 0};  // where it was drawn last frame (w 0: closed), framebuffer pixels
+  bool open_buttons_visible = false;          // its Open and Cancel buttons were in view
 
   std::vector<NamedRect> widgets;  // drawn this frame (cleared by draw_dashboard)
+  std::string device_note;         // the device card's line under its title, as drawn
+  // Labels whose fit matters (colour bars, lane names), drawn this frame;
+  // name "WIDGET:TEXT". The layout report checks they stay apart.
+  std::vector<NamedRect> labels;
   PictureStore pictures;           // the views' baked pictures, by widget name
 };
 

@@ -12,12 +12,13 @@ const char* const kAppUsage =
     "                  [--conversation FILE]\n"
     "                  [--frames N] [--screenshot OUT.png] [--layout OUT.json]\n"
     "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy] [--models] [--switch-to PATH]\n"
+    "                  [--keys SCRIPT]\n"
     "  --model PATH        GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --tab NAME          dashboard tab: attention, softmax, pipeline, throughput (default), lab\n"
     "  --replay TRACE      open a saved trace (flashscope-cli trace prefill --out TRACE) in the dashboard\n"
     "  --run-lab           start the kernel lab's run loop (with its default or current settings)\n"
     "  --scale S           UI scale (default: the monitor's content scale, for HiDPI)\n"
-    "  --size WxH          window size at scale 1 (default 1600x1000)\n"
+    "  --size WxH          window size at scale 1 (default 1600x1000); the window is this times the scale\n"
     "  --threads N         CPU threads per forward pass (default: auto, load-aware)\n"
     "  --ctx N             KV cache size in tokens (default: the model's context length)\n"
     "  --weights FORMAT    on the GPU: auto (default: bf16 for a small model, else the blocks), quantized\n"
@@ -27,14 +28,16 @@ const char* const kAppUsage =
     "  --models            open the model picker (installed models and their facts) at start\n"
     "headless (for tests and screenshots; run under xvfb-run without a display):\n"
     "  --frames N          render N frames and exit; with --prompt, until the answer ends or N frames\n"
-    "  --screenshot PNG    write the last frame as a PNG (window size, no scaling)\n"
+    "  --screenshot PNG    write the last frame as a PNG (the window's size in pixels)\n"
     "  --layout JSON       write where each panel was drawn on the last frame\n"
     "  --prompt TEXT       send TEXT as the first message once the model has loaded\n"
     "  --max-tokens N      answer length limit (default 256)\n"
     "  --seed S            fixed sampling seed (default: a new one for every answer)\n"
     "  --greedy            temperature 0 (argmax)\n"
     "  --switch-to PATH    once the model has loaded, switch to PATH as the model picker does;\n"
-    "                      with --frames, until the switch succeeded or failed or N frames\n";
+    "                      with --frames, until the switch succeeded or failed or N frames\n"
+    "  --keys SCRIPT       once the model has loaded, type SCRIPT into the chat box in one burst, as\n"
+    "                      if between two frames: text, <Enter>, <Esc>, <Tab>, <Backspace>, <Ctrl+Q>...\n";
 
 namespace {
 
@@ -73,7 +76,7 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
                              flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" ||
                              flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
                              flag == "--replay" || flag == "--chat-template" || flag == "--weights" ||
-                             flag == "--switch-to" || flag == "--conversation";
+                             flag == "--switch-to" || flag == "--conversation" || flag == "--keys";
     if (!takes_value) {
       *error = "unknown argument '" + flag + "'";
       return false;
@@ -109,6 +112,8 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
       o.replay = value;
     } else if (flag == "--switch-to") {
       o.switch_to = value;
+    } else if (flag == "--keys") {
+      o.keys = value;
     } else if (flag == "--prompt") {
       o.prompt = value;
       o.has_prompt = true;

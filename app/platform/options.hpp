@@ -31,6 +31,7 @@ struct AppOptions {
   int context = 0;          // --ctx N: KV cache tokens; 0: the model's context length
   bool open_models = false;  // --models: the model picker open at start
   std::string switch_to;     // --switch-to PATH: once the model loaded, switch to PATH (headless tests)
+  std::string keys;          // --keys SCRIPT: typed all at once when the model has loaded (headless tests)
   bool help = false;
 
   bool headless() const { return frames > 0 || !screenshot.empty(); }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "flashscope/attention.hpp"
+
 namespace flashscope::app {
 
 namespace {
@@ -20,7 +22,10 @@ LiveCaptureJob chat_capture_job(const ModelConfig& c, const std::string& model_n
   SyntheticShape& s = job.request.shape;
   s.q_heads = std::max(c.n_heads, 1);
   s.kv_heads = std::max(c.n_kv_heads, 1);
-  s.head_dim = c.head_dim == 128 ? 128 : 64;  // the kernels' two head dims
+  // The model's own head_dim (Gemma 3: 256) where an attention path runs it;
+  // otherwise the nearest the kernels have, and the note says so.
+  const bool own_dim = supported_head_dim(c.head_dim);
+  s.head_dim = own_dim ? c.head_dim : (c.head_dim > 96 ? 128 : 64);
   s.q_len = s.kv_len = std::clamp(conversation_tokens, kMinTokens, kMaxTokens);
   s.causal = true;
   job.request.head = std::clamp(head, 0, s.q_heads - 1);
@@ -42,6 +47,11 @@ LiveCaptureJob chat_capture_job(const ModelConfig& c, const std::string& model_n
                   kMaxTokens);
   }
   job.note = buf;
+  if (!own_dim) {
+    std::snprintf(buf, sizeof buf, "; the model's head_dim %d has no attention path, so D %d is shown", c.head_dim,
+                  s.head_dim);
+    job.note += buf;
+  }
   return job;
 }
 

@@ -5,6 +5,8 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <algorithm>
+
 #include "dashboard/dashboard.hpp"
 
 namespace flashscope::app {
@@ -15,9 +17,11 @@ constexpr const char* kOpenTitle = "Open trace";
 
 // Dear ImGui 1.86 names only a few letter keys; the GLFW backend's key
 // indices are GLFW key codes, which for letters are their ASCII capitals.
+// Also while a text field has the keyboard, which is almost always (the
+// chat box keeps it): Ctrl+O and Ctrl+Q type nothing and no field uses them.
 bool ctrl_pressed(char letter) {
   const ImGuiIO& io = ImGui::GetIO();
-  return io.KeyCtrl && !io.WantTextInput && ImGui::IsKeyPressed(letter, false);
+  return io.KeyCtrl && !io.KeyShift && !io.KeyAlt && ImGui::IsKeyPressed(letter, false);
 }
 
 }  // namespace
@@ -39,10 +43,17 @@ void draw_open_trace_dialog(DashboardState& state, TraceSources& sources) {
     ImGui::OpenPopup(kOpenTitle);
     state.open_dialog_requested = false;
   }
-  const ImVec2 center = ImGui::GetMainViewport()->GetCenter();
-  ImGui::SetNextWindowPos(center, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
-  ImGui::SetNextWindowSize(ImVec2(ImGui::GetFontSize() * 40.0f, 0.0f), ImGuiCond_Appearing);
-  if (!ImGui::BeginPopupModal(kOpenTitle, nullptr, ImGuiWindowFlags_NoSavedSettings)) return;
+  // Centred, and its height fitted to the content every frame: a reader's
+  // error appears under the path after the dialog opened, and a height
+  // fixed at opening would scroll the buttons out of view.
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(vp->GetCenter(), ImGuiCond_Always, ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowSize(ImVec2(std::min(ImGui::GetFontSize() * 40.0f, vp->WorkSize.x * 0.9f), 0.0f),
+                           ImGuiCond_Always);
+  if (!ImGui::BeginPopupModal(kOpenTitle, nullptr, ImGuiWindowFlags_NoSavedSettings)) {
+    state.open_dialog_rect[2] = 0.0f;
+    return;
+  }
   ImGui::TextUnformatted("A trace file written by flashscope-cli trace (or the runtime's write_trace):");
   if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
   ImGui::SetNextItemWidth(-1.0f);
@@ -59,8 +70,16 @@ void draw_open_trace_dialog(DashboardState& state, TraceSources& sources) {
   if (ImGui::Button("Open") || enter) {
     if (open_replay(sources, state.open_path).ok()) ImGui::CloseCurrentPopup();
   }
+  state.open_buttons_visible = ImGui::IsItemVisible();
   ImGui::SameLine();
   if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) ImGui::CloseCurrentPopup();
+  state.open_buttons_visible = state.open_buttons_visible && ImGui::IsItemVisible();
+  const ImVec2 a = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+  const ImVec2 fb = ImGui::GetIO().DisplayFramebufferScale;
+  state.open_dialog_rect[0] = a.x * fb.x;
+  state.open_dialog_rect[1] = a.y * fb.y;
+  state.open_dialog_rect[2] = size.x * fb.x;
+  state.open_dialog_rect[3] = size.y * fb.y;
   ImGui::EndPopup();
 }
 

@@ -13,6 +13,10 @@
 // scale, or not at all, fails. And layout fields that must hold a value
 // (the trace's source, say). And per floating window the layout names (the
 // model picker): it lies inside the image and is drawn, as a panel is.
+// And per widget whose labels must fit (--labels WIDGET:MIN: colour bars,
+// lane names): at least MIN labels, none overlapping another, each within
+// the dashboard's width; and named labels that must be drawn (--label WIDGET:TEXT);
+// and widgets' least size (--min-size WIDGET:WxH: a heatmap not a sliver).
 // And per baked picture (app/dashboard/baked_picture.hpp:
 // a view rendered into a texture once, then shown from it) that the run
 // rendered it, then showed it unchanged from its texture in most frames
@@ -21,6 +25,7 @@
 //
 // usage: flashscope-check-screenshot SHOT.png LAYOUT.json WIDTH HEIGHT
 //            [--widget NAME:PALETTE:MIN%]... [--expect KEY=VALUE]... [--baked NAME]... [--window NAME]...
+//            [--labels WIDGET:MIN]... [--label WIDGET:TEXT]... [--min-size WIDGET:WxH]...
 //        flashscope-check-screenshot --self-test   (flat images must fail, a drawn heatmap pass)
 // Exit 0 when every check passes, 1 with the failed checks listed.
 #include <stb_image.h>
@@ -249,12 +254,83 @@ void check_window(const Image& img, const Json& layout, const std::string& name)
   if (r.w >= 200 && r.h >= 100) check_panel(img, (name + " window").c_str(), r);
 }
 
+// "WIDGET:MIN": the layout's labels of WIDGET number at least MIN, lie within
+// the dashboard panel's width and overlap none of the others.
+void check_labels(const Json& layout, const std::string& spec) {
+  const size_t colon = spec.rfind(':');
+  const std::string widget = spec.substr(0, colon);
+  const int min = colon == std::string::npos ? 1 : std::atoi(spec.c_str() + colon + 1);
+  const Rect dash = panel_rect(layout, "dashboard");
+  struct Label {
+    std::string text;
+    double x, y, w, h;
+  };
+  std::vector<Label> labels;
+  if (const Json* all = json_member(layout, "labels"); all && all->is_array()) {
+    for (const Json& l : *all) {
+      if (json_string(l, "widget") != widget) continue;
+      labels.push_back({json_string(l, "text"), json_number(l, "x", 0), json_number(l, "y", 0), json_number(l, "w", 0),
+                        json_number(l, "h", 0)});
+    }
+  }
+  char buf[300];
+  std::snprintf(buf, sizeof buf, "%s: %zu labels drawn (want >= %d)", widget.c_str(), labels.size(), min);
+  check(static_cast<int>(labels.size()) >= min, buf);
+  int outside = 0, overlaps = 0;
+  std::string example;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const Label& a = labels[i];
+    // Across, within the dashboard (it does not scroll sideways); down, a
+    // label below it is in the part of a tab that scrolls.
+    if (a.x < dash.x || a.x + a.w > dash.x + dash.w) {
+      ++outside;
+      if (example.empty()) example = "'" + a.text + "' outside the dashboard";
+    }
+    for (size_t j = i + 1; j < labels.size(); ++j) {
+      const Label& b = labels[j];
+      // Touching is fine; a pixel of overlap (anti-aliasing) too.
+      if (a.x + a.w > b.x + 1 && b.x + b.w > a.x + 1 && a.y + a.h > b.y + 1 && b.y + b.h > a.y + 1) {
+        ++overlaps;
+        if (example.empty()) example = "'" + a.text + "' over '" + b.text + "'";
+      }
+    }
+  }
+  std::snprintf(buf, sizeof buf, "%s: labels apart and within the dashboard's width (%d overlapping, %d outside%s%s)",
+                widget.c_str(), overlaps, outside, example.empty() ? "" : ": ", example.c_str());
+  check(overlaps == 0 && outside == 0, buf);
+}
+
+// "NAME:WxH": the widget was drawn at least W wide and H tall (framebuffer pixels).
+void check_min_size(const Json& layout, const std::string& spec) {
+  const size_t colon = spec.rfind(':');
+  const std::string name = spec.substr(0, colon);
+  int w = 0, h = 0;
+  std::sscanf(spec.c_str() + colon + 1, "%dx%d", &w, &h);
+  const Rect r = panel_rect(layout, name.c_str(), "widgets");
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "widget %s is %dx%d (want at least %dx%d)", name.c_str(), r.w, r.h, w, h);
+  check(r.w >= w && r.h >= h, buf);
+}
+
+// "WIDGET:TEXT": that label is drawn.
+void check_label(const Json& layout, const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string widget = spec.substr(0, colon), text = spec.substr(colon + 1);
+  bool found = false;
+  if (const Json* all = json_member(layout, "labels"); all && all->is_array()) {
+    for (const Json& l : *all) found |= json_string(l, "widget") == widget && json_string(l, "text") == text;
+  }
+  check(found, widget + ": label '" + text + "' drawn");
+}
+
 }  // namespace
 
 // Every check on one image; returns the number that failed.
 int check_image(const Image& img, const Json& layout, int want_w, int want_h,
                 const std::vector<std::string>& widgets = {}, const std::vector<std::string>& expects = {},
-                const std::vector<std::string>& baked = {}, const std::vector<std::string>& windows = {}) {
+                const std::vector<std::string>& baked = {}, const std::vector<std::string>& windows = {},
+                const std::vector<std::string>& label_sets = {}, const std::vector<std::string>& named_labels = {},
+                const std::vector<std::string>& min_sizes = {}) {
   failures = 0;
   char buf[256];
   std::snprintf(buf, sizeof buf, "size %dx%d (want %dx%d)", img.w, img.h, want_w, want_h);
@@ -281,6 +357,9 @@ int check_image(const Image& img, const Json& layout, int want_w, int want_h,
   for (const std::string& e : expects) check_expect(layout, e);
   for (const std::string& b : baked) check_baked(layout, b);
   for (const std::string& w : windows) check_window(img, layout, w);
+  for (const std::string& l : label_sets) check_labels(layout, l);
+  for (const std::string& l : named_labels) check_label(layout, l);
+  for (const std::string& m : min_sizes) check_min_size(layout, m);
   return failures;
 }
 
@@ -349,12 +428,30 @@ int self_test() {
   check_window(flat_img, layout, "model_picker");
   const int flat_failed = failures;
   check_window(flat_img, layout, "other");
-  return flat_failed >= 1 && failures > flat_failed ? 0 : 1;
+  if (flat_failed < 1 || failures <= flat_failed) return 1;
+
+  std::printf("self-test: labels apart pass; run together, outside the dashboard or missing, they fail\n");
+  const char* with_labels = R"({"panels": {"dashboard": {"x": 687, "y": 10, "w": 901, "h": 947}}, "labels": [
+      {"widget": "bar", "text": "0%", "x": 700, "y": 100, "w": 20, "h": 16},
+      {"widget": "bar", "text": "50%", "x": 740, "y": 100, "w": 28, "h": 16},
+      {"widget": "run", "text": "0%", "x": 700, "y": 200, "w": 20, "h": 16},
+      {"widget": "run", "text": "50", "x": 712, "y": 200, "w": 20, "h": 16},
+      {"widget": "out", "text": "far", "x": 1580, "y": 200, "w": 30, "h": 16}]})";
+  if (!json_parse(with_labels, &layout, &error)) return 1;
+  failures = 0;
+  check_labels(layout, "bar:2");
+  check_label(layout, "bar:50%");
+  if (failures != 0) return 1;
+  check_labels(layout, "run:2");
+  check_labels(layout, "out:1");
+  check_labels(layout, "bar:3");
+  check_label(layout, "bar:100%");
+  return failures == 4 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--self-test") return self_test();
-  std::vector<std::string> widgets, expects, baked, windows;
+  std::vector<std::string> widgets, expects, baked, windows, label_sets, named_labels, min_sizes;
   bool bad_args = argc < 5 || (argc - 5) % 2 != 0;
   for (int i = 5; !bad_args && i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -366,13 +463,20 @@ int main(int argc, char** argv) {
       baked.push_back(argv[i + 1]);
     else if (flag == "--window")
       windows.push_back(argv[i + 1]);
+    else if (flag == "--labels")
+      label_sets.push_back(argv[i + 1]);
+    else if (flag == "--label")
+      named_labels.push_back(argv[i + 1]);
+    else if (flag == "--min-size")
+      min_sizes.push_back(argv[i + 1]);
     else
       bad_args = true;
   }
   if (bad_args) {
     std::fprintf(stderr,
                  "usage: %s SHOT.png LAYOUT.json WIDTH HEIGHT [--widget NAME:PALETTE:MIN%%]... "
-                 "[--expect KEY=VALUE]... [--baked NAME]... [--window NAME]... | --self-test\n",
+                 "[--expect KEY=VALUE]... [--baked NAME]... [--window NAME]... [--labels WIDGET:MIN]... "
+                 "[--label WIDGET:TEXT]... [--min-size WIDGET:WxH]... | --self-test\n",
                  argv[0]);
     return 2;
   }
@@ -396,7 +500,7 @@ int main(int argc, char** argv) {
   }
   std::printf("%s\n", argv[1]);
   const int failed = check_image(img, layout, std::atoi(argv[3]), std::atoi(argv[4]), widgets, expects, baked,
-                                 windows);
+                                 windows, label_sets, named_labels, min_sizes);
   stbi_image_free(data);
   std::printf("%s\n", failed ? "screenshot check FAILED" : "screenshot check passed");
   return failed ? 1 : 0;

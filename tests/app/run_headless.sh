@@ -14,6 +14,16 @@
 #   pipeline    the same trace, Pipeline: warp spans and the SM chart
 #   gpu_trace   --replay of the H200 trace of the Hopper kernel (assets/traces/),
 #               Pipeline and Attention tiles: what a GPU capture looks like
+#   decode      --replay of the H200 paged-decode trace (one q-tile × 128 KV
+#               tiles), Attention tiles: the two heatmaps one above the other,
+#               each a readable strip, not a sliver beside its twin
+#   fit_TAB_AT  TAB (tiles, softmax, pipeline, lab) at AT: 720 is a 1280×720
+#               window at scale 1; 1p25, 1p5, 2 are --scale 1.25, 1.5, 2 of
+#               1600×1000, the window grown by the scale. Every label that
+#               must fit does: the colour bars' and the tracks' ticks apart
+#               and inside the dashboard, the pipeline's lanes named by role
+#               (producer, consumer 0/1, the warp within), the lab's length
+#               fields as wide as their largest value
 #   lab         Kernel lab with --run-lab: live runs and the lab's own trace
 #   throughput  Throughput with the lab running: the prefill history chart
 #   replay_bad  --replay of a corrupt file: exit 1, the reader's message on
@@ -27,10 +37,17 @@
 #               chat panel says so
 #   completion  Gemma-3-270M from the start (--model), greedy: the prompt's
 #               text is continued as llama.cpp continues it on the same file
+#   keys        the default model; once loaded, a question, Enter, more text and
+#               Ctrl+Q arrive in one burst, as between two frames (a quick
+#               typist, a slow frame): the question is sent, the text after it
+#               is in the chat box, and Ctrl+Q quit while the box had the keys
 #   thinking    the default model with a --chat-template that does not parse
 #               (the fallback notice) and a --conversation whose answer has a
 #               thinking block (drawn collapsed above the answer)
-# Exit 77 (ctest: skipped) when xvfb-run/xauth or, for chat, thinking, models and
+#   open_bad    File → Open trace… by keys (Ctrl+O, a path that does not
+#               exist, Enter): the reader's error shows in the dialog, and its
+#               Open and Cancel buttons stay in view
+# Exit 77 (ctest: skipped) when xvfb-run/xauth or, for chat, keys, open_bad, thinking, models and
 # base_model, a model is missing (scripts/fetch_model.sh [gemma3-270m]).
 #
 # usage: run_headless.sh MODE APP CHECKER OUTDIR SOURCE_DIR
@@ -47,7 +64,21 @@ done
 model="$src/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 gemma="$src/assets/models/gemma-3-270m-q4_k_m.gguf"
 trace="$src/assets/traces/cpu-example.fstrace"
-args=(--size ${width}x${height} --scale 1)
+hopper="$src/assets/traces/h200-hopper-prefill-causal.fstrace"
+scale=1
+if [[ $mode == fit_* ]]; then
+  fit_at=${mode##*_}
+  if [[ $fit_at == 720 ]]; then
+    width=1280 height=720
+  else
+    scale=${fit_at/p/.}
+    width=$(awk "BEGIN { printf \"%d\", 1600 * $scale + 0.5 }")
+    height=$(awk "BEGIN { printf \"%d\", 1000 * $scale + 0.5 }")
+  fi
+fi
+# --size is at scale 1: the window (and the screenshot) is --size times --scale.
+size_at_1=$(awk "BEGIN { printf \"%dx%d\", $width / $scale + 0.5, $height / $scale + 0.5 }")
+args=(--size "$size_at_1" --scale "$scale")
 checks=()
 want_rc=0
 case $mode in
@@ -62,6 +93,48 @@ case $mode in
     tab=Throughput
     args+=(--model "$model" --tab throughput --frames 3000 --greedy --max-tokens 48
            --prompt "Explain what a GPU is in one sentence.") ;;
+  keys)
+    if [[ ! -f $model ]]; then
+      echo "SKIP: $model is missing (scripts/fetch_model.sh fetches it)"
+      exit 77
+    fi
+    # At most 3000 frames (40 s): Ctrl+Q ends it within a few frames of the burst.
+    tab=Throughput
+    args+=(--model "$model" --tab throughput --frames 3000 --greedy --max-tokens 4
+           --keys "What is 2+2?<Enter>next<Ctrl+Q>") ;;
+  decode)
+    tab="Attention tiles"
+    decode="$src/assets/traces/h200-paged-decode.fstrace"
+    args+=(--replay "$decode" --tab attention --frames 8)
+    # At least two lines of 16 px tall and half the dashboard wide (side by side it was 4 px tall).
+    checks+=(--widget tiles_mass:viridis:35 --widget tiles_time:magma:30 --min-size tiles_mass:450x32
+             --min-size tiles_time:450x32 --labels tiles_mass:3 --labels tiles_time:3) ;;
+  fit_tiles_*)
+    tab="Attention tiles"
+    args+=(--replay "$trace" --tab attention --frames 8)
+    checks+=(--widget tiles_mass:viridis:35 --labels tiles_mass:3 --labels tiles_time:3 --labels tiles_probs:3) ;;
+  fit_softmax_*)
+    tab="Online softmax"
+    args+=(--replay "$trace" --tab softmax --frames 8)
+    # Four names, four ranges and at least two ticks a track.
+    checks+=(--widget softmax_tracks:any:0 --labels softmax_tracks:16) ;;
+  fit_pipeline_*)
+    tab=Pipeline
+    args+=(--replay "$hopper" --tab pipeline --frames 8)
+    checks+=(--widget pipeline_warps:spans:8 --labels pipeline_warps:3 --label "pipeline_warps:producer · warp 0"
+             --label "pipeline_warps:consumer 0 · warp 0" --label "pipeline_warps:consumer 1 · warp 0") ;;
+  fit_lab_*)
+    tab="Kernel lab"
+    args+=(--tab lab --frames 8) ;;
+  open_bad)
+    if [[ ! -f $model ]]; then
+      echo "SKIP: $model is missing (scripts/fetch_model.sh fetches it)"
+      exit 77
+    fi
+    tab="Attention tiles"
+    # Keys are typed once the model has loaded; 300 frames leave the dialog open a while after.
+    args+=(--model "$model" --tab attention --frames 300 --keys "<Ctrl+O><Ctrl+A>$out/no_such.fstrace<Enter>")
+    checks+=(--window open_trace) ;;
   tiles)
     tab="Attention tiles"
     args+=(--replay "$trace" --tab attention --frames 8)
@@ -82,7 +155,7 @@ case $mode in
              --baked pipeline_warps --baked pipeline_sms) ;;
   gpu_trace)
     tab=Pipeline
-    gpu="$src/assets/traces/h200-hopper-prefill-causal.fstrace"
+    gpu=$hopper
     args+=(--replay "$gpu" --tab pipeline --frames 8)
     checks+=(--widget pipeline_warps:spans:8 --widget pipeline_sms:any:0 --expect "source=replayed file"
              --expect "provenance=replayed from $gpu" --baked pipeline_warps --baked pipeline_sms) ;;
@@ -158,7 +231,7 @@ rm -f "$out/$mode.png" "$out/$mode.json"
 # same moment (another build's tests): then it runs again.
 for attempt in 1 2 3; do
   rm -f "$out/$mode.rc"
-  xvfb-run -a -e "$out/$mode.xvfb.log" -s "-screen 0 1920x1200x24" \
+  xvfb-run -a -e "$out/$mode.xvfb.log" -s "-screen 0 $((width > 1856 ? width + 64 : 1920))x$((height > 1136 ? height + 64 : 1200))x24" \
       bash -c '"$@"; echo $? > "$0"' "$out/$mode.rc" \
       "$app" "${args[@]}" --screenshot "$out/$mode.png" --layout "$out/$mode.json" >"$out/$mode.log" 2>&1 || true
   grep -qE "Xvfb failed to start|cannot open a window" "$out/$mode.log" || break
@@ -186,6 +259,30 @@ case $mode in
   lab|throughput)
     grep -Eq '^flashscope: kernel lab: ([5-9]|[1-9][0-9]+) runs' "$out/$mode.log" || { echo "FAIL: the lab did not run 5 times"; exit 1; }
     echo "lab check passed" ;;
+  render)
+    # The device card says in words why there is no GPU (or names it), not a raw status ("unsupported: …").
+    note=$(grep -o '"device_note": "[^"]*"' "$out/$mode.json" || true)
+    [[ $note =~ ^\"device_note\":\ \"[A-Z] && $note != *unsupported:* && $note != *query_device* ]] ||
+      { echo "FAIL: the device card's note is not a sentence: $note"; exit 1; }
+    echo "device card check passed: $note" ;;
+  fit_lab_*)
+    grep -q '"lab_fields_clipped": 0' "$out/$mode.json" ||
+      { echo "FAIL: a kernel lab length field is too narrow for its largest value"; exit 1; }
+    echo "lab fields check passed" ;;
+  open_bad)
+    grep -q "\"replay_error\": \"cannot open $out/no_such.fstrace" "$out/$mode.json" ||
+      { echo "FAIL: the dialog did not try the typed path"; exit 1; }
+    grep -q '"open_trace_buttons_visible": true' "$out/$mode.json" ||
+      { echo "FAIL: the dialog's Open and Cancel buttons are out of view after the error"; exit 1; }
+    echo "open dialog check passed" ;;
+  keys)
+    # Enter's press and release came between two frames: without the queue the frame never saw Enter.
+    grep -q '"first_message": "What is 2+2?"' "$out/$mode.json" || { echo "FAIL: Enter did not send the question"; exit 1; }
+    grep -q '"chat_input": "next"' "$out/$mode.json" ||
+      { echo "FAIL: the text typed after Enter is not (alone) in the chat box"; exit 1; }
+    grep -q '"quit": true' "$out/$mode.json" && grep -q '^flashscope: quit from the window' "$out/$mode.log" ||
+      { echo "FAIL: Ctrl+Q did not quit while the chat box had the keyboard"; exit 1; }
+    echo "keys check passed" ;;
   thinking)
     grep -Eq '"messages": 2' "$out/$mode.json" || { echo "FAIL: the conversation was not opened"; exit 1; }
     grep -q '"chat_format": "chatml"' "$out/$mode.json" || { echo "FAIL: no fallback to ChatML"; exit 1; }

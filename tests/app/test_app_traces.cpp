@@ -235,6 +235,19 @@ TEST_CASE("app live capture: one at a time, the newest waiting request wins") {
   CHECK(j.note.find("holds 66") != std::string::npos);
   CHECK(app::chat_capture_job(cfg, "SmolLM2", 5000, 0, "").request.shape.q_len == 1024);
   CHECK(app::chat_capture_job(cfg, "SmolLM2", 700, 20, "").request.head == 8);
+  CHECK(j.request.shape.head_dim == 64);
+  // Gemma 3's head_dim 256 is traced as 256 (it was drawn as D 64), and said so.
+  fs::ModelConfig gemma = cfg;
+  gemma.n_heads = 4;
+  gemma.n_kv_heads = 1;
+  gemma.head_dim = 256;
+  const app::LiveCaptureJob g = app::chat_capture_job(gemma, "gemma-3-270m", 0, 0, "");
+  CHECK(g.request.shape.head_dim == 256);
+  CHECK(g.note.find("D 256") != std::string::npos);
+  gemma.head_dim = 72;  // no path runs it: the nearest, named
+  const app::LiveCaptureJob odd = app::chat_capture_job(gemma, "odd", 0, 0, "");
+  CHECK(odd.request.shape.head_dim == 64);
+  CHECK(odd.note.find("head_dim 72 has no attention path") != std::string::npos);
 
   app::LiveCapture capture;
   app::LiveCaptureJob a = j, b = j, c = j;

@@ -81,22 +81,30 @@ ProbBlock extract_prob_block(const Trace& t, int q_tile, int kv_tile) {
 }
 
 TileCoord default_tile(const TileGrid& g) {
-  TileCoord best{-1, -1}, best_sampled{-1, -1};
-  float mass = -1.0f, mass_sampled = -1.0f;
+  // Ranked: sampled and off the diagonal, sampled, off the diagonal, any. A
+  // diagonal tile of a causal trace is the heaviest (its first rows see a
+  // key or two) and shows only the mask; off it, the mass says what the
+  // head attends to (a sink, a recent stretch).
+  TileCoord best[4] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
+  float mass[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
   for (int q = 0; q < g.q_tiles; ++q) {
     for (int k = 0; k < g.kv_tiles; ++k) {
       const TileCell& c = g.at(q, k);
-      if (c.mass > mass) {
-        mass = c.mass;
-        best = {q, k};
-      }
-      if ((c.flags & kTileSampled) && c.mass > mass_sampled) {
-        mass_sampled = c.mass;
-        best_sampled = {q, k};
+      if (c.flags & kTileSkipped) continue;
+      const bool sampled = (c.flags & kTileSampled) != 0, off_diagonal = (c.flags & kTileMasked) == 0;
+      const bool fits[4] = {sampled && off_diagonal, sampled, off_diagonal, true};
+      for (int r = 0; r < 4; ++r) {
+        if (fits[r] && c.mass > mass[r]) {
+          mass[r] = c.mass;
+          best[r] = {q, k};
+        }
       }
     }
   }
-  return best_sampled.q_tile >= 0 ? best_sampled : best;
+  for (const TileCoord& c : best) {
+    if (c.q_tile >= 0) return c;
+  }
+  return {-1, -1};
 }
 
 std::vector<std::pair<int, float>> top_keys(const ProbBlock& b, int r, int n) {

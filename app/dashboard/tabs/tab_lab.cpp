@@ -47,32 +47,50 @@ std::string rate_text(double tflops) {
   return buf;
 }
 
-// The shape controls; true when anything changed.
-bool shape_controls(SyntheticShape& sh) {
+// Puts the next item, `width` wide, on the current line when it fits there.
+void flow(float width) {
+  const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width <= right) ImGui::SameLine();
+}
+
+// The shape controls; true when anything changed. Each number field is as
+// wide as its largest value needs (kv len: 6 digits) beside its − and +
+// buttons; *clipped counts fields whose largest value would not fit.
+bool shape_controls(SyntheticShape& sh, int* clipped) {
   bool changed = false;
-  const float w = ImGui::GetFontSize() * 6.5f;
+  const ImGuiStyle& style = ImGui::GetStyle();
+  bool first = true;
   auto int_field = [&](const char* label, int* v, int step, int fast, int lo, int hi) {
+    const float buttons = 2.0f * (ImGui::GetFrameHeight() + style.ItemInnerSpacing.x);
+    const float need = ImGui::CalcTextSize(std::to_string(hi).c_str()).x + 2.0f * style.FramePadding.x;
+    const float w = need + buttons;
+    if (!first) flow(w + style.ItemInnerSpacing.x + ImGui::CalcTextSize(label, nullptr, true).x);
+    first = false;
     ImGui::SetNextItemWidth(w);
     if (ImGui::InputInt(label, v, step, fast)) {
       *v = std::clamp(*v, lo, hi);
       changed = true;
     }
+    // What the text box got, from the drawn item: its width less the
+    // buttons, the label and the spacing before it.
+    const float label_w = ImGui::CalcTextSize(label, nullptr, true).x;
+    const float box = ImGui::GetItemRectSize().x - buttons - (label_w > 0 ? style.ItemInnerSpacing.x + label_w : 0.0f);
+    if (box + 0.5f < need) ++*clipped;
   };
   int_field("batch", &sh.batch, 1, 4, 1, 64);
-  ImGui::SameLine();
   int_field("q-heads", &sh.q_heads, 1, 8, 1, 128);
-  ImGui::SameLine();
   int_field("kv-heads", &sh.kv_heads, 1, 8, 1, 128);
   int_field("q len", &sh.q_len, 64, 1024, 1, 65536);
-  ImGui::SameLine();
   int_field("kv len", &sh.kv_len, 64, 1024, 1, 131072);
-  ImGui::SameLine();
+  const float radio = ImGui::GetFrameHeight() + style.ItemInnerSpacing.x;
+  flow(ImGui::CalcTextSize("head_dim").x + 2.0f * radio + ImGui::CalcTextSize("64128").x + 3.0f * style.ItemSpacing.x);
+  ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("head_dim");
   ImGui::SameLine();
   changed |= ImGui::RadioButton("64", &sh.head_dim, 64);
   ImGui::SameLine();
   changed |= ImGui::RadioButton("128", &sh.head_dim, 128);
-  ImGui::SameLine();
+  flow(radio + ImGui::CalcTextSize("causal").x);
   changed |= ImGui::Checkbox("causal", &sh.causal);
   return changed;
 }
@@ -139,7 +157,8 @@ void tab_kernel_lab(DashboardState& s, DashboardContext& ctx) {
                 lab.device.empty() ? ctx.device.info.name.c_str() : lab.device.c_str());
   }
 
-  changed |= shape_controls(cfg.shape);
+  s.lab_fields_clipped = 0;
+  changed |= shape_controls(cfg.shape, &s.lab_fields_clipped);
   if (ImGui::SmallButton("Seed shape 1\xC3\x97"
                          "8\xC3\x97"
                          "4096\xC3\x97"

@@ -65,7 +65,7 @@ void tab_pipeline(DashboardState& s, DashboardContext& ctx) {
     const float avail = ImGui::GetContentRegionAvail().y;
     // Lanes at a readable height where they fit, up to half the space; the launch chart takes the rest.
     const int rows = v.pipe.lanes + std::max(v.pipe.max_live_k, 1) + std::max(v.pipe.max_live_v, 1);
-    const float want = rows * ImGui::GetFontSize() * 0.95f + ImGui::GetTextLineHeightWithSpacing() * 2.0f;
+    const float want = rows * ImGui::GetFontSize() + ImGui::GetTextLineHeightWithSpacing() * 2.0f;
     // What the launch chart below needs at least: a pixel per SM, its busy profile, axis, heading and stats.
     const float launch_min = static_cast<float>(v.occupancy.sm_ids.size()) + ImGui::GetFontSize() * 11.5f;
     const float most = std::max(avail * 0.25f, std::min(avail * 0.5f, avail - launch_min));

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "dashboard/dash_draw.hpp"
 #include "dashboard/tabs/tabs.hpp"
 #include "viz/color_scale.hpp"
+#include "viz/units.hpp"
 
 namespace flashscope::app {
 
@@ -70,10 +72,7 @@ void draw_tracks(DashboardState& s, const viz::SoftmaxSeries& ser, int n_tiles, 
   const int kTracks = 4;
   const float gap = 6.0f;
   const float track_h = (height - axis_h - gap * (kTracks - 1)) / kTracks;
-  const float x0 = p.x + label_w, x1 = p.x + width - 4.0f;
-  const float slot = (x1 - x0) / std::max(n_tiles, 1);
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), muted = ImGui::GetColorU32(palette::kMuted);
-  auto slot_x = [&](int t) { return x0 + (t + 0.5f) * slot; };
 
   // Per-track value ranges.
   float m_lo = INFINITY, m_hi = -INFINITY, l_hi = 0.0f, share_hi = 0.0f;
@@ -92,6 +91,31 @@ void draw_tracks(DashboardState& s, const viz::SoftmaxSeries& ser, int n_tiles, 
   m_lo -= m_pad;
   m_hi += m_pad;
 
+  // Y ticks per track, in the track's units (the share in %), a label a
+  // line and a half apart at most; they get a column of their own between
+  // the tracks' names and the plot.
+  struct Tick {
+    float frac;
+    char label[16];
+  };
+  std::vector<Tick> ticks[kTracks];
+  const int max_ticks = std::max(2, static_cast<int>(track_h / (ImGui::GetFontSize() * 1.5f)));
+  const float lo[kTracks] = {m_lo, 0.0f, 0.0f, 0.0f};
+  const float hi[kTracks] = {m_hi, l_hi > 0 ? l_hi : 1.0f, 1.0f, share_hi > 0 ? 100.0f * share_hi : 100.0f};
+  float tick_w = 0.0f;
+  for (int k = 0; k < kTracks; ++k) {
+    for (const double v : viz::nice_ticks(lo[k], hi[k], max_ticks)) {
+      Tick t;
+      t.frac = static_cast<float>((v - lo[k]) / (hi[k] - lo[k]));
+      std::snprintf(t.label, sizeof t.label, k == 3 ? "%.0f%%" : "%.3g", std::abs(v) < 1e-9 ? 0.0 : v);
+      tick_w = std::max(tick_w, ImGui::CalcTextSize(t.label).x);
+      ticks[k].push_back(t);
+    }
+  }
+  const float x0 = p.x + label_w + tick_w + ImGui::GetFontSize() * 0.5f, x1 = p.x + width - 4.0f;
+  const float slot = (x1 - x0) / std::max(n_tiles, 1);
+  auto slot_x = [&](int t) { return x0 + (t + 0.5f) * slot; };
+
   std::vector<bool> has(static_cast<size_t>(n_tiles), false);
   for (const viz::SoftmaxStep& st : ser.steps) {
     if (st.kv_tile < n_tiles) has[static_cast<size_t>(st.kv_tile)] = st.keys > 0;
@@ -105,17 +129,34 @@ void draw_tracks(DashboardState& s, const viz::SoftmaxSeries& ser, int n_tiles, 
       }
     }
     dl->AddText(ImVec2(p.x, ty + 2.0f), text, tracks[k].name);
+    dash::note_label(&s.labels, "softmax_tracks", tracks[k].name, ImVec2(p.x, ty + 2.0f));
     char range[64] = "";
     if (k == 0) std::snprintf(range, sizeof range, "%.2f \xE2\x80\xA6 %.2f", m_lo + m_pad, m_hi - m_pad);
     if (k == 1) std::snprintf(range, sizeof range, "0 \xE2\x80\xA6 %.3g", l_hi);
     if (k == 2) std::snprintf(range, sizeof range, "0 \xE2\x80\xA6 1");
     if (k == 3) std::snprintf(range, sizeof range, "0 \xE2\x80\xA6 %.0f%%", 100.0f * share_hi);
-    dl->AddText(ImVec2(p.x, ty + 2.0f + ImGui::GetTextLineHeight()), muted, range);
+    if (track_h >= ImGui::GetTextLineHeight() * 2.0f + 2.0f) {
+      dl->AddText(ImVec2(p.x, ty + 2.0f + ImGui::GetTextLineHeight()), muted, range);
+      dash::note_label(&s.labels, "softmax_tracks", range, ImVec2(p.x, ty + 2.0f + ImGui::GetTextLineHeight()));
+    }
   }
   auto y_in = [&](int k, float frac) {
     const float ty = p.y + k * (track_h + gap);
     return ty + track_h - 3.0f - (track_h - 6.0f) * std::clamp(frac, 0.0f, 1.0f);
   };
+  for (int k = 0; k < kTracks; ++k) {
+    const float ty = p.y + k * (track_h + gap);
+    for (const Tick& t : ticks[k]) {
+      const float y = y_in(k, t.frac);
+      dl->AddLine(ImVec2(x0, y), ImVec2(x1, y), IM_COL32(255, 255, 255, 18));
+      dl->AddLine(ImVec2(x0 - 4.0f, y), ImVec2(x0, y), dash::kAxis);
+      const ImVec2 size = ImGui::CalcTextSize(t.label);
+      // Inside the track's band, so neighbouring tracks' labels never meet.
+      const ImVec2 at(x0 - 6.0f - size.x, std::clamp(y - size.y * 0.5f, ty, ty + track_h - size.y));
+      dl->AddText(at, muted, t.label);
+      dash::note_label(&s.labels, "softmax_tracks", t.label, at);
+    }
+  }
 
   // m: a step line; each tile's own max as a circle, amber where it raised m.
   bool have_prev = false;

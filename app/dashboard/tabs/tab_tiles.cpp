@@ -143,7 +143,7 @@ bool tile_heatmap(DashboardState& s, const Trace& t, const char* id, const char*
   tile_labels(ImGui::GetWindowDrawList(), origin, g.q_tiles, g.kv_tiles, cell_w, cell_h);
   if (hit.row >= 0) tile_tooltip(v, t.meta, hit.row, hit.col);
   ImGui::SetCursorScreenPos(ImVec2(origin.x, ImGui::GetCursorScreenPos().y + 2.0f));
-  dash::color_bar(time ? "##time_bar" : "##mass_bar", map, scale, g.kv_tiles * cell_w, label);
+  dash::color_bar(time ? "##time_bar" : "##mass_bar", map, scale, g.kv_tiles * cell_w, label, &s.labels, widget);
   ImGui::EndGroup();
   if (hit.clicked) {
     v.sel_q = hit.row;
@@ -156,10 +156,11 @@ bool tile_heatmap(DashboardState& s, const Trace& t, const char* id, const char*
 
 // What the selected tile is, in words, beside the heatmaps: always visible,
 // where the tooltip needs a pointer.
-void selected_tile_card(const TilesView& v, const TraceMeta& m, const UiFonts& fonts) {
+void selected_tile_card(const TilesView& v, const TraceMeta& m, const UiFonts& fonts, float width) {
   if (v.sel_q < 0) return;
   const viz::TileCell& c = v.grid.at(v.sel_q, v.sel_k);
   ImGui::BeginGroup();
+  ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + width);  // its lines wrap inside the room left for it
   ImGui::PushFont(fonts.title);
   ImGui::Text("Tile (%d, %d)", v.sel_q, v.sel_k);
   ImGui::PopFont();
@@ -185,6 +186,7 @@ void selected_tile_card(const TilesView& v, const TraceMeta& m, const UiFonts& f
   dash::muted("Click a tile to select it;");
   dash::muted("\xE2\x97\x8F sampled, \xE2\x97\xA5 diagonal,");
   dash::muted("dark: skipped (causal or window).");
+  ImGui::PopTextWrapPos();
   ImGui::EndGroup();
 }
 
@@ -287,7 +289,7 @@ void probability_view(DashboardState& s, const Trace& t, const UiFonts& fonts) {
     char buf[24];
     std::snprintf(buf, sizeof buf, "%.1e", x);
     return std::string(buf);
-  });
+  }, &s.labels, "tiles_probs");
   ImGui::EndGroup();
 
   ImGui::SameLine(0.0f, ImGui::GetStyle().ItemSpacing.x * 3.0f);
@@ -380,8 +382,11 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
   ImGui::SameLine(0.0f, ImGui::GetFontSize() * 1.5f);
   ImGui::Checkbox("log colour scale", &s.tiles.log_scale);
   ImGui::SameLine(0.0f, ImGui::GetFontSize() * 1.5f);
-  dash::muted("%d\xC3\x97%d tiles: %d full \xC2\xB7 %d diagonal \xC2\xB7 %d skipped (%.0f%% never computed)", g.q_tiles,
-              g.kv_tiles, g.full, g.masked, g.skipped, 100.0 * g.skipped / std::max(1, g.q_tiles * g.kv_tiles));
+  char counts[160];
+  std::snprintf(counts, sizeof counts,
+                "%d\xC3\x97%d tiles: %d full \xC2\xB7 %d diagonal \xC2\xB7 %d skipped (%.0f%% never computed)", g.q_tiles,
+                g.kv_tiles, g.full, g.masked, g.skipped, 100.0 * g.skipped / std::max(1, g.q_tiles * g.kv_tiles));
+  dash::wrapped_muted(counts);  // a narrow window: the rest on the next line, not cut off
 
   if (g.q_tiles == 0 || g.kv_tiles == 0) {
     dash::wrapped_muted("The trace's shape has no tiles (q_len or kv_len is 0).");
@@ -391,12 +396,22 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float margin = ImGui::CalcTextSize("000").x + 6.0f;
   const float card_w = ImGui::GetFontSize() * 12.0f;  // the selected tile's card beside them
-  const float grid_w = (avail.x - card_w - ImGui::GetStyle().ItemSpacing.x * 8.0f) * 0.5f - margin;
-  const float grid_h = avail.y * 0.52f - ImGui::GetTextLineHeightWithSpacing() * 3.0f;
+  const float fs = ImGui::GetFontSize();
+  // A wide grid (a decode: one q-tile, hundreds of KV tiles) side by side
+  // with its twin would be a strip a few pixels high: the two go one above
+  // the other across the width, their rows at least two lines tall.
+  const bool stacked = g.kv_tiles >= 8 * g.q_tiles && g.kv_tiles > 32;
+  const float grid_w = stacked ? avail.x - card_w - ImGui::GetStyle().ItemSpacing.x * 6.0f - margin
+                               : (avail.x - card_w - ImGui::GetStyle().ItemSpacing.x * 8.0f) * 0.5f - margin;
+  const float grid_h = stacked ? avail.y * 0.26f - ImGui::GetTextLineHeightWithSpacing() * 3.0f
+                               : avail.y * 0.52f - ImGui::GetTextLineHeightWithSpacing() * 3.0f;
   // Square cells where they fit; a wide grid (long KV, few q-tiles) gets
-  // cells up to 4× taller than wide rather than a sliver of a picture.
-  const float cell_w = std::clamp(std::min(grid_w / g.kv_tiles, grid_h / g.q_tiles), 1.0f, 56.0f);
-  const float cell_h = std::clamp(std::min(grid_h / g.q_tiles, cell_w * 4.0f), cell_w, 56.0f);
+  // cells up to 4× taller than wide (stacked: at least two lines) rather
+  // than a sliver of a picture.
+  const float cell_w = std::clamp(std::min(grid_w / g.kv_tiles, stacked ? 56.0f : grid_h / g.q_tiles), 1.0f, 56.0f);
+  const float cell_h =
+      stacked ? std::clamp(grid_h / g.q_tiles, std::max(cell_w, fs * 2.0f), std::max(fs * 3.0f, cell_w))
+              : std::clamp(std::min(grid_h / g.q_tiles, cell_w * 4.0f), cell_w, 56.0f);
 
   std::vector<float> masses, times;
   for (const viz::TileCell& c : g.cells) {
@@ -417,7 +432,7 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
     dash::muted("no tile_mass records in this trace");
     ImGui::EndGroup();
   }
-  ImGui::SameLine(0.0f, ImGui::GetStyle().ItemSpacing.x * 4.0f);
+  if (!stacked) ImGui::SameLine(0.0f, ImGui::GetStyle().ItemSpacing.x * 4.0f);
   if (g.has_time) {
     tile_heatmap(
         s, *t, "##time", "Time per tile (a warp's mean)", cell_w, cell_h, viz::ColorMap::kMagma, time_scale, true,
@@ -429,7 +444,7 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
     ImGui::EndGroup();
   }
   ImGui::SameLine(0.0f, ImGui::GetStyle().ItemSpacing.x * 4.0f);
-  selected_tile_card(s.tiles, m, ctx.fonts);
+  selected_tile_card(s.tiles, m, ctx.fonts, card_w);
   probability_view(s, *t, ctx.fonts);
 }
 

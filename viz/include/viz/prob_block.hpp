@@ -34,8 +34,10 @@ std::vector<TileCoord> sampled_tiles(const Trace& t);
 // The block's probabilities; present = false when the trace has none for it.
 ProbBlock extract_prob_block(const Trace& t, int q_tile, int kv_tile);
 
-// The block to show first: the sampled block with the most mass, else the
-// heaviest block; {-1, -1} for an empty grid.
+// The block to show first: the sampled block off the diagonal (not crossed
+// by the causal mask) with the most mass, else the heaviest sampled block,
+// else the heaviest block off the diagonal, else the heaviest; skipped
+// blocks never; {-1, -1} for an empty grid.
 TileCoord default_tile(const TileGrid& g);
 
 // The `n` most probable keys of row r of the block, most probable first
