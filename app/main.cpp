@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  dashboard.chat_layer = opt.attention_layer;
+  dashboard.chat_head = opt.attention_head;
+
   fs::share_cores_with_software_gl();
   fs::AppWindow window;
   if (!fs::open_window(opt, &window, &error)) {

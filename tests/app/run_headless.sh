@@ -10,6 +10,9 @@
 #               answer is complete; then the answer and the picture are checked
 #   tiles       --replay of the committed CPU trace, Attention tiles: mass
 #               (viridis), time per tile (magma), a tile's probabilities
+#   tokens      a real conversation (the default model, greedy): the model's
+#               own attention of layer 16 head 0 in the Attention tab's token
+#               view, the map with the conversation's tokens on its axes
 #   softmax     the same trace, Online softmax: the row's four tracks
 #   pipeline    the same trace, Pipeline: warp spans and the SM chart
 #   gpu_trace   --replay of the H200 trace of the Hopper kernel (assets/traces/),
@@ -62,6 +65,18 @@ case $mode in
     tab=Throughput
     args+=(--model "$model" --tab throughput --frames 3000 --greedy --max-tokens 48
            --prompt "Explain what a GPU is in one sentence.") ;;
+  tokens)
+    if [[ ! -f $model ]]; then
+      echo "SKIP: $model is missing (scripts/fetch_model.sh fetches it)"
+      exit 77
+    fi
+    # A real conversation's own attention, layer 16 head 0 (a head that
+    # follows the previous token), in the Attention tab's token view: the
+    # map drawn in viridis with the conversation's tokens on its axes.
+    tab="Attention tiles"
+    args+=(--model "$model" --tab attention --frames 3000 --greedy --max-tokens 24 --layer 16 --head 0
+           --prompt "The quick brown fox jumps over the lazy dog. Repeat the sentence.")
+    checks+=(--widget tokens_map:viridis:15 --expect "source=chat capture" --baked tokens_map) ;;
   tiles)
     tab="Attention tiles"
     args+=(--replay "$trace" --tab attention --frames 8)
@@ -183,6 +198,10 @@ case $mode in
     # After the answer the app traced a prefill of the model's shape; nothing else was open, so it is shown.
     grep -q '"source": "chat capture"' "$out/$mode.json" || { echo "FAIL: no trace captured after the answer"; exit 1; }
     echo "answer check passed" ;;
+  tokens)
+    grep -Eq '"attention_layer": 16' "$out/$mode.json" || { echo "FAIL: the trace shown is not layer 16's"; exit 1; }
+    grep -Eq '"token_labels": [1-9][0-9]*' "$out/$mode.json" || { echo "FAIL: no token labels on the map's axes"; exit 1; }
+    echo "token view check passed" ;;
   lab|throughput)
     grep -Eq '^flashscope: kernel lab: ([5-9]|[1-9][0-9]+) runs' "$out/$mode.log" || { echo "FAIL: the lab did not run 5 times"; exit 1; }
     echo "lab check passed" ;;

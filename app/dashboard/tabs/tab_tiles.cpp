@@ -383,6 +383,8 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
   dash::muted("%d\xC3\x97%d tiles: %d full \xC2\xB7 %d diagonal \xC2\xB7 %d skipped (%.0f%% never computed)", g.q_tiles,
               g.kv_tiles, g.full, g.masked, g.skipped, 100.0 * g.skipped / std::max(1, g.q_tiles * g.kv_tiles));
 
+  // The model's own attention: its tokens, or these tiles (tab_tokens.cpp).
+  if (draw_token_attention(s, ctx, *t, version)) return;
   if (g.q_tiles == 0 || g.kv_tiles == 0) {
     dash::wrapped_muted("The trace's shape has no tiles (q_len or kv_len is 0).");
     return;

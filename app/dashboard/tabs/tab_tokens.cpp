@@ -1,0 +1,274 @@
+// The Attention tab on a trace of the model's own attention: the token map,
+// every row (a query: a token of the conversation) × every key (a token it
+// may attend to), coloured by probability on a log scale, zoomable from the
+// whole conversation (groups of tokens, the kernel's tiles outlined) down to
+// single tokens, with the tokens on both axes wherever a label has room; and
+// beside it the selected row's most probable keys.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "dashboard/dash_draw.hpp"
+#include "dashboard/tabs/tabs.hpp"
+#include "viz/token_label.hpp"
+
+namespace flashscope::app {
+
+namespace {
+
+// At most this many groups of tokens are drawn per axis: a frame stays cheap
+// under the software renderer whatever the conversation's length.
+constexpr int kMaxCells = 96;
+constexpr int kMaxZoom = 8;
+
+void refresh(TokenView& v, const Trace& t, uint64_t version) {
+  if (v.version == version) return;
+  v.version = version;
+  v.matrix = viz::build_token_matrix(t);
+  v.sel_row = std::min(v.sel_row, v.matrix.rows - 1);
+  v.first_row = v.first_key = 0;
+}
+
+// A label cut to at most `max_px` wide (whole UTF-8 characters), "…" marking a cut.
+std::string fit_label(std::string s, float max_px) {
+  if (ImGui::CalcTextSize(s.c_str()).x <= max_px) return s;
+  while (!s.empty()) {
+    do s.pop_back();
+    while (!s.empty() && (static_cast<unsigned char>(s.back()) & 0xC0) == 0x80);
+    if (!s.empty() && (static_cast<unsigned char>(s.back()) & 0x80)) s.pop_back();  // a lead byte left alone
+    const std::string cut = s + "\xE2\x80\xA6";
+    if (ImGui::CalcTextSize(cut.c_str()).x <= max_px) return cut;
+  }
+  return {};
+}
+
+// Text turned a quarter to the left (reading upwards), its baseline's start at `pos`.
+void vertical_text(ImDrawList* dl, ImVec2 pos, ImU32 color, const char* text) {
+  const int start = dl->VtxBuffer.Size;
+  dl->AddText(pos, color, text);
+  for (int i = start; i < dl->VtxBuffer.Size; ++i) {
+    ImVec2& p = dl->VtxBuffer[i].pos;
+    const float dx = p.x - pos.x, dy = p.y - pos.y;
+    p = ImVec2(pos.x + dy, pos.y - dx);
+  }
+}
+
+int tokens_in_view(int n, int zoom) { return std::max(1, (n + (1 << zoom) - 1) >> zoom); }
+
+void clamp_pan(TokenView& v) {
+  const viz::TokenMatrix& m = v.matrix;
+  v.first_row = std::clamp(v.first_row, 0, std::max(0, m.rows - tokens_in_view(m.rows, v.zoom)));
+  v.first_key = std::clamp(v.first_key, 0, std::max(0, m.keys - tokens_in_view(m.keys, v.zoom)));
+}
+
+// Zooms by `steps` (in: > 0) keeping the token at (row, key) where it is on screen.
+void zoom_at(TokenView& v, int steps, int row, int key) {
+  const viz::TokenMatrix& m = v.matrix;
+  const int vr0 = tokens_in_view(m.rows, v.zoom), vk0 = tokens_in_view(m.keys, v.zoom);
+  const float fr = vr0 > 0 ? static_cast<float>(row - v.first_row) / vr0 : 0.0f;
+  const float fk = vk0 > 0 ? static_cast<float>(key - v.first_key) / vk0 : 0.0f;
+  v.zoom = std::clamp(v.zoom + steps, 0, kMaxZoom);
+  v.first_row = row - static_cast<int>(fr * tokens_in_view(m.rows, v.zoom));
+  v.first_key = key - static_cast<int>(fk * tokens_in_view(m.keys, v.zoom));
+  clamp_pan(v);
+}
+
+// The map in a box `size` wide and tall (labels included).
+void token_map(DashboardState& s, const Trace& t, float size) {
+  TokenView& v = s.tokens;
+  const viz::TokenMatrix& m = v.matrix;
+  clamp_pan(v);
+  const float fs = ImGui::GetFontSize();
+  const float left = fs * 6.0f, top = fs * 5.0f;  // the rows' and the keys' labels
+  const int vis_rows = std::min(tokens_in_view(m.rows, v.zoom), m.rows - v.first_row);
+  const int vis_keys = std::min(tokens_in_view(m.keys, v.zoom), m.keys - v.first_key);
+  // Groups of g tokens per cell when more tokens are in view than cells drawn.
+  const int gr = (vis_rows + kMaxCells - 1) / kMaxCells, gk = (vis_keys + kMaxCells - 1) / kMaxCells;
+  const int cells_r = (vis_rows + gr - 1) / gr, cells_k = (vis_keys + gk - 1) / gk;
+  const float side = std::max(size - std::max(left, top), 40.0f);
+  const float cell_w = side / cells_k, cell_h = std::min(side / cells_r, cell_w * 4.0f);
+
+  std::vector<float> positive;
+  positive.reserve(static_cast<size_t>(m.sampled));
+  for (size_t i = 0; i < m.prob.size(); ++i)
+    if (m.state[i] == viz::TokenMatrix::kSampled && m.prob[i] > 0.0f) positive.push_back(m.prob[i]);
+  const viz::ColorScale scale = viz::fit_scale(positive, true, 1e-4f);
+
+  const ImVec2 start = ImGui::GetCursorScreenPos();
+  ImGui::SetCursorScreenPos(ImVec2(start.x + left, start.y + top));
+  const int r0 = v.first_row, k0 = v.first_key;
+  const int block_q = std::max(1, t.meta.block_q), block_kv = std::max(1, t.meta.block_kv);
+  const dash::GridHit hit = dash::cell_grid(
+      "##token_map", s.pictures.get("tokens_map"), cells_r, cells_k, cell_w, cell_h,
+      [&](int r, int k) -> ImU32 {
+        const float p = viz::group_max(m, r0 + r * gr, r0 + (r + 1) * gr, k0 + k * gk, k0 + (k + 1) * gk);
+        if (p == -1.0f) return dash::kSkippedFill;
+        if (p < 0.0f) return dash::kNoDataFill;
+        return dash::to_u32(viz::sample_colormap(viz::ColorMap::kViridis, viz::scale_position(scale, p)));
+      },
+      [&](ImDrawList* dl, int r, int k, ImVec2 a, ImVec2 b) {
+        // The kernel's tiles: a line where a q-tile or kv-tile begins.
+        const int row = r0 + r * gr, key = k0 + k * gk;
+        if (r > 0 && row / block_q != (row - gr) / block_q)
+          dl->AddLine(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x, a.y - 1), IM_COL32(255, 255, 255, 70));
+        if (k > 0 && key / block_kv != (key - gk) / block_kv)
+          dl->AddLine(ImVec2(a.x - 1, a.y - 1), ImVec2(a.x - 1, b.y), IM_COL32(255, 255, 255, 70));
+      });
+  dash::note_widget(s, "tokens_map");
+  const bool dragging = ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+
+  // The selected row, outlined across the map.
+  const int sel = v.sel_row >= 0 ? v.sel_row : m.rows - 1;
+  if (sel >= r0 && sel < r0 + vis_rows) {
+    const float y = hit.origin.y + ((sel - r0) / gr) * cell_h;
+    dl->AddRect(ImVec2(hit.origin.x - 1, y - 1), ImVec2(hit.origin.x + cells_k * cell_w, y + cell_h), dash::kSelect,
+                0.0f, 0, 1.5f);
+  }
+
+  // Token labels where a token has its own cell and a label has room.
+  v.labels_drawn = 0;
+  const ImU32 ink = ImGui::GetColorU32(palette::kMuted);
+  if (gr == 1) {
+    const int step = viz::label_step(cell_h, fs * 1.05f);
+    for (int r = 0; step > 0 && r < cells_r; r += step) {
+      const std::string l = fit_label(viz::row_token_label(t, r0 + r), left - 6.0f);
+      const float w = ImGui::CalcTextSize(l.c_str()).x;
+      dl->AddText(ImVec2(hit.origin.x - w - 4.0f, hit.origin.y + (r + 0.5f) * cell_h - fs * 0.5f),
+                  r0 + r == sel ? dash::kSelect : ink, l.c_str());
+      ++v.labels_drawn;
+    }
+  }
+  if (gk == 1) {
+    const int step = viz::label_step(cell_w, fs * 1.05f);
+    for (int k = 0; step > 0 && k < cells_k; k += step) {
+      const std::string l = fit_label(viz::key_token_label(t, k0 + k), top - 6.0f);
+      vertical_text(dl, ImVec2(hit.origin.x + (k + 0.5f) * cell_w - fs * 0.5f, hit.origin.y - 4.0f), ink, l.c_str());
+      ++v.labels_drawn;
+    }
+  }
+  if (v.labels_drawn == 0 || gr > 1 || gk > 1) {
+    char what[96];
+    std::snprintf(what, sizeof what, "%d\xC3\x97%d tokens per cell", gr, gk);
+    dl->AddText(ImVec2(start.x, start.y), ink, gr > 1 || gk > 1 ? what : "zoom in for the tokens");
+  }
+
+  // Hover: the pair and its probability; click: list the row's keys; the
+  // wheel zooms at the pointer, a drag pans.
+  if (hit.row >= 0) {
+    const int row = r0 + hit.row * gr, key = k0 + hit.col * gk;
+    ImGui::BeginTooltip();
+    if (gr == 1 && gk == 1) {
+      ImGui::Text("%s \xE2\x86\x92 %s", viz::row_token_label(t, row).c_str(), viz::key_token_label(t, key).c_str());
+      const uint8_t st = m.at_state(row, key);
+      if (st == viz::TokenMatrix::kMasked) ImGui::TextColored(palette::kMuted, "masked: the key comes later");
+      else if (st == viz::TokenMatrix::kSampled) ImGui::Text("p = %.4g  (query %d, key %d)", m.at(row, key), row, key);
+      else ImGui::TextColored(palette::kMuted, "not sampled by this trace");
+    } else {
+      const float p = viz::group_max(m, row, row + gr, key, key + gk);
+      ImGui::Text("queries %d\xE2\x80\x93%d, keys %d\xE2\x80\x93%d: largest p %.4g", row,
+                  std::min(m.rows, row + gr) - 1, key, std::min(m.keys, key + gk) - 1, std::max(p, 0.0f));
+    }
+    ImGui::TextColored(palette::kMuted, "click: this row's keys \xC2\xB7 wheel: zoom \xC2\xB7 drag: pan");
+    ImGui::EndTooltip();
+    if (hit.clicked) v.sel_row = row;
+    const float wheel = ImGui::GetIO().MouseWheel;
+    if (wheel != 0.0f) zoom_at(v, wheel > 0 ? 1 : -1, row, key);
+  }
+  if (dragging) {
+    const ImVec2 d = ImGui::GetMouseDragDelta(ImGuiMouseButton_Left);
+    const int dr = static_cast<int>(-d.y / (cell_h / gr)), dk = static_cast<int>(-d.x / (cell_w / gk));
+    if (dr != 0 || dk != 0) {
+      v.first_row += dr;
+      v.first_key += dk;
+      clamp_pan(v);
+      ImGui::ResetMouseDragDelta(ImGuiMouseButton_Left);
+    }
+  }
+  ImGui::SetCursorScreenPos(ImVec2(hit.origin.x, hit.origin.y + cells_r * cell_h + 4.0f));
+  dash::color_bar("##token_bar", viz::ColorMap::kViridis, scale, cells_k * cell_w, [](float x) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%.1e", x);
+    return std::string(buf);
+  });
+}
+
+// The selected row's most probable keys, with their tokens.
+void row_keys(TokenView& v, const Trace& t, const UiFonts& fonts, float height) {
+  const viz::TokenMatrix& m = v.matrix;
+  const int row = v.sel_row >= 0 ? v.sel_row : m.rows - 1;
+  ImGui::Text("query %d %s attends to", row, viz::row_token_label(t, row).c_str());
+  const int fit = std::max(3, static_cast<int>(height / ImGui::GetTextLineHeightWithSpacing()) - 2);
+  const auto top = viz::top_row_keys(m, row, std::min(fit, 12));
+  if (top.empty()) {
+    dash::muted("no sampled key for this row");
+    return;
+  }
+  if (ImGui::BeginTable("##token_keys", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+    ImGui::PushFont(fonts.mono);
+    for (const auto& [key, p] : top) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("%5d", key);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(fit_label(viz::key_token_label(t, key), ImGui::GetFontSize() * 9.0f).c_str());
+      ImGui::TableNextColumn();
+      const ImVec2 c = ImGui::GetCursorScreenPos();
+      const float w = ImGui::GetFontSize() * 6.0f * std::clamp(p, 0.0f, 1.0f);
+      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(c.x, c.y + 2.0f),
+                                                ImVec2(c.x + std::max(w, 1.0f), c.y + ImGui::GetTextLineHeight() - 2.0f),
+                                                dash::to_u32(viz::sample_colormap(viz::ColorMap::kViridis, 0.3f + 0.7f * p)));
+      ImGui::Dummy(ImVec2(ImGui::GetFontSize() * 6.0f, ImGui::GetTextLineHeight()));
+      ImGui::SameLine();
+      ImGui::Text("%.3f", p);
+    }
+    ImGui::PopFont();
+    ImGui::EndTable();
+  }
+}
+
+}  // namespace
+
+bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace& t, uint64_t version) {
+  if (t.tokens.empty()) return false;
+  TokenView& v = s.tokens;
+  refresh(v, t, version);
+  if (v.matrix.rows == 0 || v.matrix.sampled == 0) return false;
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("View");
+  ImGui::SameLine();
+  if (ImGui::RadioButton("tokens", v.show_tokens)) v.show_tokens = true;
+  ImGui::SameLine();
+  if (ImGui::RadioButton("kernel tiles", !v.show_tokens)) v.show_tokens = false;
+  if (!v.show_tokens) return false;
+  ImGui::SameLine(0.0f, ImGui::GetFontSize() * 1.5f);
+  const int mid_r = v.first_row + tokens_in_view(v.matrix.rows, v.zoom) / 2;
+  const int mid_k = v.first_key + tokens_in_view(v.matrix.keys, v.zoom) / 2;
+  if (ImGui::Button("\xE2\x88\x92") && v.zoom > 0) zoom_at(v, -1, mid_r, mid_k);
+  ImGui::SameLine();
+  if (ImGui::Button("+") && v.zoom < kMaxZoom) zoom_at(v, 1, mid_r, mid_k);
+  ImGui::SameLine();
+  if (ImGui::Button("whole conversation")) {
+    v.zoom = 0;
+    clamp_pan(v);
+  }
+  ImGui::SameLine();
+  dash::muted("%d of %d tokens in view", std::min(tokens_in_view(v.matrix.keys, v.zoom), v.matrix.keys),
+              v.matrix.keys);
+
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float size = std::min(avail.x * 0.6f, avail.y - ImGui::GetTextLineHeightWithSpacing() * 2.5f);
+  ImGui::BeginGroup();
+  token_map(s, t, size);
+  ImGui::EndGroup();
+  ImGui::SameLine(0.0f, ImGui::GetStyle().ItemSpacing.x * 4.0f);
+  ImGui::BeginGroup();
+  row_keys(v, t, ctx.fonts, avail.y * 0.5f);
+  ImGui::EndGroup();
+  return true;
+}
+
+}  // namespace flashscope::app

@@ -1,0 +1,22 @@
+// The Attention tab's token view of a trace of the model's own attention:
+// its state (DashboardState::tokens). Drawn by dashboard/tabs/tab_tokens.cpp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "viz/token_matrix.hpp"
+
+namespace flashscope::app {
+
+struct TokenView {
+  uint64_t version = 0;     // of the trace the matrix was built from
+  viz::TokenMatrix matrix;
+  bool show_tokens = true;  // the Attention tab shows tokens (else its tiles) when the trace has them
+  int zoom = 0;             // 0: the whole conversation; each step halves the tokens in view
+  int first_row = 0, first_key = 0;  // the view's top-left token when zoomed in
+  int sel_row = -1;         // the row whose keys are listed (-1: the last)
+  int labels_drawn = 0;     // token labels on the map's axes, last frame (the headless report)
+};
+
+}  // namespace flashscope::app

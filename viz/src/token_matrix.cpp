@@ -1,0 +1,77 @@
+// The token map's matrix (viz/token_matrix.hpp).
+#include "viz/token_matrix.hpp"
+
+#include <algorithm>
+
+namespace flashscope::viz {
+
+TokenMatrix build_token_matrix(const Trace& t, int64_t max_pairs) {
+  TokenMatrix m;
+  const int64_t rows = t.meta.q_len, keys = t.meta.kv_len;
+  if (rows <= 0 || keys <= 0 || rows * keys > max_pairs) return m;
+  m.rows = static_cast<int>(rows);
+  m.keys = static_cast<int>(keys);
+  m.prob.assign(static_cast<size_t>(rows * keys), 0.0f);
+  m.state.assign(static_cast<size_t>(rows * keys), TokenMatrix::kAbsent);
+  const auto head = static_cast<uint32_t>(t.meta.traced_head);
+  for (const ProbSampleRecord& s : t.prob_samples) {
+    if (s.batch != 0 || s.head != head || s.row >= rows || s.key >= keys) continue;
+    const size_t i = m.index(static_cast<int>(s.row), static_cast<int>(s.key));
+    if (m.state[i] == TokenMatrix::kAbsent && !(s.flags & ProbSampleRecord::kMasked)) ++m.sampled;
+    if (s.flags & ProbSampleRecord::kMasked) {
+      m.state[i] = TokenMatrix::kMasked;
+      m.prob[i] = 0.0f;
+    } else {
+      m.state[i] = TokenMatrix::kSampled;
+      m.prob[i] = s.prob;
+      m.max_prob = std::max(m.max_prob, s.prob);
+    }
+  }
+  return m;
+}
+
+float group_max(const TokenMatrix& m, int r0, int r1, int k0, int k1) {
+  float best = -2.0f;
+  for (int r = std::max(r0, 0); r < std::min(r1, m.rows); ++r) {
+    for (int k = std::max(k0, 0); k < std::min(k1, m.keys); ++k) {
+      const uint8_t s = m.at_state(r, k);
+      if (s == TokenMatrix::kSampled) best = std::max(best, m.at(r, k));
+      else if (s == TokenMatrix::kMasked) best = std::max(best, -1.0f);
+    }
+  }
+  return best;
+}
+
+int label_step(float cell_px, float label_px, int max_step) {
+  if (!(cell_px > 0.0f)) return 0;
+  int step = 1;
+  while (step * cell_px < label_px) {
+    step *= 2;
+    if (step > max_step) return 0;
+  }
+  return step;
+}
+
+std::vector<int> rows_from_key(const Trace& t, int first_key) {
+  std::vector<int> out;
+  if (first_key < 0) return out;
+  for (size_t i = 0; i < t.tokens.row_keys.size(); ++i) {
+    if (static_cast<int64_t>(t.tokens.row_keys[i]) >= first_key) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+std::vector<std::pair<int, float>> top_row_keys(const TokenMatrix& m, int r, int n) {
+  std::vector<std::pair<int, float>> out;
+  if (r < 0 || r >= m.rows) return out;
+  for (int k = 0; k < m.keys; ++k) {
+    if (m.at_state(r, k) == TokenMatrix::kSampled) out.emplace_back(k, m.at(r, k));
+  }
+  const size_t keep = std::min(out.size(), static_cast<size_t>(std::max(n, 0)));
+  std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(keep), out.end(),
+                    [](const auto& a, const auto& b) { return a.second > b.second; });
+  out.resize(keep);
+  return out;
+}
+
+}  // namespace flashscope::viz
