@@ -176,6 +176,7 @@ std::string EngineWorker::load(const std::string& path, Model preloaded, const s
   snap_.chat_format_fallback = !format_.template_status().ok() || (!template_path.empty() && template_text.empty());
   snap_.context_capacity = session_.capacity();
   snap_.context_used = 0;
+  snap_.attention_answer_first = -1;
   snap_.load_error.clear();
   snap_.state = EngineState::kIdle;
   ++snap_.model_generation;
@@ -228,6 +229,7 @@ void EngineWorker::process(const EngineRequest& request) {
   if (request.kind == EngineRequest::Kind::kReset) {
     if (model_.loaded()) session_.reset();
     std::lock_guard<std::mutex> lock(mutex_);
+    snap_.attention_answer_first = -1;
     snap_.context_used = 0;
     ++snap_.requests_done;
     return;
@@ -319,6 +321,12 @@ void EngineWorker::generate(const EngineRequest& r) {
   if (!result.ok()) {
     finish(result.status().to_string(), nullptr);
     return;
+  }
+  {
+    // The prompt fills positions [keep, total); each token sampled after it
+    // is fed by a decode step of its own, from position total on.
+    std::lock_guard<std::mutex> lock(mutex_);
+    snap_.attention_answer_first = total;
   }
   finish("", &result.value());
   capture_attention();

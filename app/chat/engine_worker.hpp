@@ -106,6 +106,10 @@ struct EngineSnapshot {
   uint64_t attention_serial = 0;
   std::string attention_note;
   std::string attention_error;
+  // The key position of the latest answer's first decode step (its rows from
+  // there on are the answer's tokens, one step each; -1: no answer since the
+  // cache was last reset).
+  int attention_answer_first = -1;
 };
 
 class EngineWorker {

@@ -14,6 +14,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "support/synthetic_llama.hpp"
+#include "viz/token_matrix.hpp"
 
 using flashscope::ChatMessage;
 using flashscope::GenerateParams;
@@ -264,4 +265,28 @@ TEST_CASE("engine worker: after an answer the model's own attention arrives, lab
   CHECK(next.attention_trace->tokens.layer == 1);
   CHECK(next.attention_serial > first.attention_serial);
   CHECK(next.attention_error.empty());
+}
+
+TEST_CASE("engine worker: the snapshot says where the answer's decode steps begin; a new chat forgets it") {
+  const Model model = synthetic_model();
+  EngineWorker worker;
+  worker.start(model);
+  wait_for(worker, [](const EngineSnapshot& s) { return s.state != EngineState::kLoading; });
+  EngineSnapshot loaded;
+  worker.snapshot(&loaded);
+  CHECK(loaded.attention_answer_first == -1);
+  worker.submit(generate_request(1, {{"user", "hello there"}}, greedy(6)));
+  wait_answer(worker, 1);
+  const EngineSnapshot s = wait_for(worker, [](const EngineSnapshot& x) { return x.attention_serial >= 1; });
+  REQUIRE(static_cast<bool>(s.attention_trace));
+  // The prompt's tokens end where the steps begin; each sampled token but the
+  // last (not fed yet) had a step, and its row is in the trace.
+  CHECK(s.attention_answer_first == s.answer_reused_tokens + s.answer_prompt_tokens);
+  const std::vector<int> steps = flashscope::viz::rows_from_key(*s.attention_trace, s.attention_answer_first);
+  CHECK(static_cast<int>(steps.size()) == s.answer_tokens - 1);
+  const uint64_t done_before = s.requests_done;
+  worker.reset(2);
+  const EngineSnapshot after =
+      wait_for(worker, [&](const EngineSnapshot& x) { return x.requests_done > done_before; });
+  CHECK(after.attention_answer_first == -1);
 }

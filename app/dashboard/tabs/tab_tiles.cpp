@@ -272,7 +272,7 @@ void probability_view(DashboardState& s, const Trace& t, const UiFonts& fonts) {
         ImGui::Text("query %d, key %d: p = %.4g", b.row0 + row, b.key0 + key, b.at(row, key));
       }
       if (!t.tokens.empty())
-        ImGui::Text("%s â %s", viz::row_token_label(t, b.row0 + row).c_str(),
+        ImGui::Text("%s \xE2\x86\x92 %s", viz::row_token_label(t, b.row0 + row).c_str(),
                     viz::key_token_label(t, b.key0 + key).c_str());
     } else {
       const float p = group_max(hit.row, hit.col);

@@ -3,7 +3,9 @@
 // may attend to), coloured by probability on a log scale, zoomable from the
 // whole conversation (groups of tokens, the kernel's tiles outlined) down to
 // single tokens, with the tokens on both axes wherever a label has room; and
-// beside it the selected row's most probable keys.
+// beside it the selected row's most probable keys and the answer's decode
+// steps as a sequence: one strip per generated token over the keys it could
+// see, with the key it attended to most.
 #include <imgui.h>
 
 #include <algorithm>
@@ -230,6 +232,74 @@ void row_keys(TokenView& v, const Trace& t, const UiFonts& fonts, float height) 
   }
 }
 
+// The answer's decode steps, one line each: the token the step fed, a strip
+// of its probabilities over the conversation's keys, and its most probable
+// key. A click selects the step's row (the map outlines it, the key list
+// follows it).
+void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& steps, float width, float height) {
+  TokenView& v = s.tokens;
+  const viz::TokenMatrix& m = v.matrix;
+  v.steps_drawn = 0;
+  if (steps.empty()) return;
+  const float fs = ImGui::GetFontSize();
+  const float label_w = fs * 6.0f, top_w = fs * 8.0f;
+  const float line_h = ImGui::GetTextLineHeightWithSpacing();
+  const int shown = std::clamp(static_cast<int>(height / line_h) - 1, 1, static_cast<int>(steps.size()));
+  // The last steps when not all fit: the end of the answer, where the strip is longest.
+  const int first = static_cast<int>(steps.size()) - shown;
+  // Keys grouped so the strip stays within kMaxCells columns.
+  const int g = (m.keys + kMaxCells - 1) / kMaxCells;
+  const int cols = (m.keys + g - 1) / g;
+  const float strip_w = std::max(width - label_w - top_w, fs * 4.0f);
+  std::vector<float> positive;
+  for (int i = first; i < static_cast<int>(steps.size()); ++i)
+    for (int k = 0; k < m.keys; ++k)
+      if (m.at_state(steps[i], k) == viz::TokenMatrix::kSampled && m.at(steps[i], k) > 0.0f)
+        positive.push_back(m.at(steps[i], k));
+  const viz::ColorScale scale = viz::fit_scale(positive, true, 1e-4f);
+  const ImVec2 start = ImGui::GetCursorScreenPos();
+  ImGui::SetCursorScreenPos(ImVec2(start.x + label_w, start.y));
+  const dash::GridHit hit = dash::cell_grid(
+      "##decode_steps", s.pictures.get("tokens_decode"), shown, cols, strip_w / cols, line_h,
+      [&](int r, int k) -> ImU32 {
+        const float p = viz::group_max(m, steps[first + r], steps[first + r] + 1, k * g, (k + 1) * g);
+        if (p == -1.0f) return dash::kSkippedFill;
+        if (p < 0.0f) return dash::kNoDataFill;
+        return dash::to_u32(viz::sample_colormap(viz::ColorMap::kViridis, viz::scale_position(scale, p)));
+      });
+  dash::note_widget(s, "tokens_decode");
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImU32 ink = ImGui::GetColorU32(ImGuiCol_Text), muted = ImGui::GetColorU32(palette::kMuted);
+  for (int r = 0; r < shown; ++r) {
+    const int row = steps[first + r];
+    const float y = hit.origin.y + r * line_h + (line_h - fs) * 0.5f;
+    const std::string l = fit_label(viz::row_token_label(t, row), label_w - 6.0f);
+    dl->AddText(ImVec2(hit.origin.x - ImGui::CalcTextSize(l.c_str()).x - 4.0f, y), row == v.sel_row ? dash::kSelect : ink,
+                l.c_str());
+    const auto top = viz::top_row_keys(m, row, 1);
+    if (!top.empty()) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "\xE2\x86\x92 %s %.0f%%",
+                    fit_label(viz::key_token_label(t, top[0].first), top_w - fs * 3.5f).c_str(), 100.0f * top[0].second);
+      dl->AddText(ImVec2(hit.origin.x + cols * (strip_w / cols) + 6.0f, y), muted, buf);
+    }
+    if (row == v.sel_row)
+      dl->AddRect(ImVec2(hit.origin.x - 1, hit.origin.y + r * line_h - 1),
+                  ImVec2(hit.origin.x + strip_w, hit.origin.y + (r + 1) * line_h), dash::kSelect, 0.0f, 0, 1.5f);
+    ++v.steps_drawn;
+  }
+  if (hit.row >= 0) {
+    const int row = steps[first + hit.row], key = hit.col * g;
+    ImGui::BeginTooltip();
+    ImGui::Text("decode step %d fed %s", first + hit.row + 1, viz::row_token_label(t, row).c_str());
+    if (g == 1 && m.at_state(row, key) == viz::TokenMatrix::kSampled)
+      ImGui::Text("\xE2\x86\x92 %s: p = %.4g", viz::key_token_label(t, key).c_str(), m.at(row, key));
+    ImGui::TextColored(palette::kMuted, "click: select this step");
+    ImGui::EndTooltip();
+    if (hit.clicked) v.sel_row = row;
+  }
+}
+
 }  // namespace
 
 bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace& t, uint64_t version) {
@@ -260,13 +330,26 @@ bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace&
               v.matrix.keys);
 
   const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float bottom = ImGui::GetCursorScreenPos().y + avail.y;
   const float size = std::min(avail.x * 0.6f, avail.y - ImGui::GetTextLineHeightWithSpacing() * 2.5f);
   ImGui::BeginGroup();
   token_map(s, t, size);
   ImGui::EndGroup();
   ImGui::SameLine(0.0f, ImGui::GetStyle().ItemSpacing.x * 4.0f);
   ImGui::BeginGroup();
-  row_keys(v, t, ctx.fonts, avail.y * 0.5f);
+  // The answer's decode steps: the rows from the latest answer's first fed token on.
+  const std::vector<int> steps = ctx.sources.shown == TraceOrigin::kChat
+                                     ? viz::rows_from_key(t, ctx.snap.attention_answer_first)
+                                     : std::vector<int>();
+  row_keys(v, t, ctx.fonts, steps.empty() ? avail.y * 0.5f : avail.y * 0.3f);
+  if (!steps.empty()) {
+    ImGui::Spacing();
+    ImGui::Text("The answer, step by step (%zu decode steps)", steps.size());
+    dash::muted("each token fed back \xE2\x86\x92 its strongest key");
+    decode_steps(s, t, steps, ImGui::GetContentRegionAvail().x, bottom - ImGui::GetCursorScreenPos().y);
+  } else {
+    v.steps_drawn = 0;
+  }
   ImGui::EndGroup();
   return true;
 }
