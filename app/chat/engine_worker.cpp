@@ -351,6 +351,7 @@ void EngineWorker::capture_attention() {
                 "(entropy %.2f nats, %.0f%% on the first token)",
                 cap->layer, h.head, cap->keys, h.summary.entropy, 100.0 * h.summary.first_token_mass);
   snap_.attention_trace = std::make_shared<const Trace>(h.trace);
+  snap_.attention_heads = cap->all_heads;
   ++snap_.attention_serial;
   snap_.attention_note = note;
   snap_.attention_error.clear();

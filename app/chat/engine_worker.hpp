@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "flashscope/attention_capture.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/trace_records.hpp"
@@ -110,6 +111,9 @@ struct EngineSnapshot {
   // there on are the answer's tokens, one step each; -1: no answer since the
   // cache was last reset).
   int attention_answer_first = -1;
+  // Every q-head of the traced layer in numbers (entropy, first-token,
+  // previous-token and window mass), head order; empty before the first capture.
+  std::vector<HeadSummary> attention_heads;
 };
 
 class EngineWorker {

@@ -17,6 +17,7 @@ struct TokenView {
   int first_row = 0, first_key = 0;  // the view's top-left token when zoomed in
   int sel_row = -1;         // the row whose keys are listed (-1: the last)
   int labels_drawn = 0;     // token labels on the map's axes, last frame (the headless report)
+  int heads_drawn = 0;      // heads in the per-head summary row, last frame (the headless report)
   int steps_drawn = 0;      // the answer's decode steps in the step strip, last frame (the headless report)
 };
 

@@ -13,7 +13,8 @@
 #   tokens      a real conversation (the default model, greedy): the model's
 #               own attention of layer 16 head 0 in the Attention tab's token
 #               view, the map with the conversation's tokens on its axes, and
-#               the answer's decode steps, one strip each
+#               the answer's decode steps, one strip each, and the summary
+#               row of the layer's 9 heads
 #   softmax     the same trace, Online softmax: the row's four tracks
 #   pipeline    the same trace, Pipeline: warp spans and the SM chart
 #   gpu_trace   --replay of the H200 trace of the Hopper kernel (assets/traces/),
@@ -78,7 +79,7 @@ case $mode in
     args+=(--model "$model" --tab attention --frames 3000 --greedy --max-tokens 24 --layer 16 --head 0
            --prompt "The quick brown fox jumps over the lazy dog. Repeat the sentence.")
     checks+=(--widget tokens_map:viridis:15 --widget tokens_decode:viridis:15 --expect "source=chat capture"
-             --baked tokens_map --baked tokens_decode) ;;
+             --widget tokens_heads:any:0 --baked tokens_map --baked tokens_decode) ;;
   tiles)
     tab="Attention tiles"
     args+=(--replay "$trace" --tab attention --frames 8)
@@ -207,6 +208,8 @@ case $mode in
     steps=$(grep -Eo '^flashscope: answer: [0-9]+ tokens' "$out/$mode.log" | grep -Eo '[0-9]+')
     grep -Eq "\"decode_steps\": $((steps - 1))[,}]" "$out/$mode.json" ||
       { echo "FAIL: the step strip does not show the answer's $((steps - 1)) decode steps"; exit 1; }
+    # The per-head summary: every head of the layer (SmolLM2-135M: 9).
+    grep -Eq '"head_summaries": 9[,}]' "$out/$mode.json" || { echo "FAIL: the summary row does not show layer 16's 9 heads"; exit 1; }
     echo "token view check passed" ;;
   lab|throughput)
     grep -Eq '^flashscope: kernel lab: ([5-9]|[1-9][0-9]+) runs' "$out/$mode.log" || { echo "FAIL: the lab did not run 5 times"; exit 1; }

@@ -254,6 +254,14 @@ TEST_CASE("engine worker: after an answer the model's own attention arrives, lab
   CHECK(t.tokens.keys.size() == size_t(t.meta.kv_len));
   CHECK(t.tokens.keys[0].text == "<|im_start|>");
   CHECK(first.attention_note.find("layer 0, head 0") != std::string::npos);
+  // Every head of the layer summarised, in head order; the traced head's mass on the first token is a share.
+  REQUIRE(first.attention_heads.size() == size_t(first.config.n_heads));
+  for (size_t h = 0; h < first.attention_heads.size(); ++h) {
+    CHECK(first.attention_heads[h].head == int(h));
+    CHECK(first.attention_heads[h].rows > 0);
+    CHECK(first.attention_heads[h].first_token_mass >= 0.0);
+    CHECK(first.attention_heads[h].first_token_mass <= 1.0 + 1e-9);
+  }
 
   // A slider dragged over several heads: the last target is captured.
   worker.set_attention_target(1, 1);

@@ -5,7 +5,8 @@
 // single tokens, with the tokens on both axes wherever a label has room; and
 // beside it the selected row's most probable keys and the answer's decode
 // steps as a sequence: one strip per generated token over the keys it could
-// see, with the key it attended to most.
+// see, with the key it attended to most. Above them, every head of the
+// layer in numbers — a bar row beside the head picker; a click traces that head.
 #include <imgui.h>
 
 #include <algorithm>
@@ -300,6 +301,80 @@ void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& ste
   }
 }
 
+// Every head of the traced layer: four bars each — entropy (as a share of
+// ln N, N the conversation's keys: 1 is uniform), mass on the first token
+// (the attention sink), on the previous token, and on the sliding window
+// (when the model has one) — the traced head outlined; a click traces another.
+void head_summary_row(DashboardState& s, const Trace& t, const std::vector<HeadSummary>& heads) {
+  TokenView& v = s.tokens;
+  v.heads_drawn = 0;
+  if (heads.empty()) return;
+  static constexpr ImU32 kBarColor[4] = {IM_COL32(110, 165, 255, 255), IM_COL32(255, 189, 72, 255),
+                                         IM_COL32(118, 186, 0, 255), IM_COL32(200, 120, 255, 255)};
+  const bool window = heads[0].window_mass >= 0.0;
+  const int bars = window ? 4 : 3;
+  const float fs = ImGui::GetFontSize();
+  const float cell_w = std::clamp(ImGui::GetContentRegionAvail().x * 0.6f / static_cast<float>(heads.size()),
+                                  fs * 1.6f, fs * 3.0f);
+  const float bar_h = fs * 1.6f, h = bar_h + ImGui::GetTextLineHeight() + 2.0f;
+  const double ln_keys = std::log(std::max(2, t.meta.kv_len));
+  auto value = [&](const HeadSummary& x, int b) {
+    switch (b) {
+      case 0: return x.entropy / ln_keys;
+      case 1: return x.first_token_mass;
+      case 2: return x.previous_token_mass;
+      default: return x.window_mass;
+    }
+  };
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton("##head_summary", ImVec2(cell_w * static_cast<float>(heads.size()), h));
+  dash::note_widget(s, "tokens_heads");
+  const bool hovered = ImGui::IsItemHovered(), clicked = ImGui::IsItemClicked();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImU32 muted = ImGui::GetColorU32(palette::kMuted);
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const float x = p.x + cell_w * static_cast<float>(i);
+    dl->AddRectFilled(ImVec2(x + 1, p.y), ImVec2(x + cell_w - 1, p.y + bar_h), IM_COL32(26, 28, 32, 255));
+    const float bw = (cell_w - 4.0f) / bars;
+    for (int b = 0; b < bars; ++b) {
+      const float f = static_cast<float>(std::clamp(value(heads[i], b), 0.0, 1.0));
+      dl->AddRectFilled(ImVec2(x + 2 + b * bw, p.y + bar_h * (1.0f - f)), ImVec2(x + 2 + (b + 1) * bw - 1, p.y + bar_h),
+                        kBarColor[b]);
+    }
+    const std::string n = std::to_string(heads[i].head);
+    dl->AddText(ImVec2(x + (cell_w - ImGui::CalcTextSize(n.c_str()).x) * 0.5f, p.y + bar_h + 1.0f),
+                heads[i].head == t.meta.traced_head ? dash::kSelect : muted, n.c_str());
+    if (heads[i].head == t.meta.traced_head)
+      dl->AddRect(ImVec2(x, p.y - 1), ImVec2(x + cell_w, p.y + h), dash::kSelect, 0.0f, 0, 1.5f);
+    ++v.heads_drawn;
+  }
+  if (hovered) {
+    const int i = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - p.x) / cell_w), 0,
+                             static_cast<int>(heads.size()) - 1);
+    const HeadSummary& x = heads[static_cast<size_t>(i)];
+    ImGui::BeginTooltip();
+    ImGui::Text("head %d over %d rows", x.head, x.rows);
+    ImGui::Text("entropy %.2f nats (uniform over all keys: %.2f)", x.entropy, ln_keys);
+    ImGui::Text("first token (sink) %.1f%%", 100.0 * x.first_token_mass);
+    ImGui::Text("previous token %.1f%%  \xC2\xB7  itself %.1f%%", 100.0 * x.previous_token_mass, 100.0 * x.self_mass);
+    if (window) ImGui::Text("sliding window %.1f%%", 100.0 * x.window_mass);
+    ImGui::TextColored(palette::kMuted, "click: trace this head");
+    ImGui::EndTooltip();
+    if (clicked && x.head != s.chat_head) {
+      s.chat_head = x.head;
+      s.chat_head_changed = true;
+    }
+  }
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  const char* names[4] = {"entropy / ln N", "first token (sink)", "previous token", "window"};
+  for (int b = 0; b < bars; ++b) {
+    dash::swatch(kBarColor[b], names[b]);
+    if (b % 2 == 0 && b + 1 < bars) ImGui::SameLine();
+  }
+  ImGui::EndGroup();
+}
+
 }  // namespace
 
 bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace& t, uint64_t version) {
@@ -329,6 +404,13 @@ bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace&
   dash::muted("%d of %d tokens in view", std::min(tokens_in_view(v.matrix.keys, v.zoom), v.matrix.keys),
               v.matrix.keys);
 
+  // The engine's numbers belong to the trace shown only when it is the engine's latest.
+  const bool engine_trace = ctx.sources.shown == TraceOrigin::kChat && ctx.snap.attention_trace.get() == &t;
+  if (engine_trace) {
+    head_summary_row(s, t, ctx.snap.attention_heads);
+  } else {
+    v.heads_drawn = 0;
+  }
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float bottom = ImGui::GetCursorScreenPos().y + avail.y;
   const float size = std::min(avail.x * 0.6f, avail.y - ImGui::GetTextLineHeightWithSpacing() * 2.5f);
@@ -338,9 +420,8 @@ bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace&
   ImGui::SameLine(0.0f, ImGui::GetStyle().ItemSpacing.x * 4.0f);
   ImGui::BeginGroup();
   // The answer's decode steps: the rows from the latest answer's first fed token on.
-  const std::vector<int> steps = ctx.sources.shown == TraceOrigin::kChat
-                                     ? viz::rows_from_key(t, ctx.snap.attention_answer_first)
-                                     : std::vector<int>();
+  const std::vector<int> steps =
+      engine_trace ? viz::rows_from_key(t, ctx.snap.attention_answer_first) : std::vector<int>();
   row_keys(v, t, ctx.fonts, steps.empty() ? avail.y * 0.5f : avail.y * 0.3f);
   if (!steps.empty()) {
     ImGui::Spacing();
