@@ -74,6 +74,7 @@ std::string layout_json(const HeadlessFrame& f) {
       {"token_labels", f.dashboard.tokens.labels_drawn},
       {"decode_steps", f.dashboard.tokens.steps_drawn},
       {"head_summaries", f.dashboard.tokens.heads_drawn},
+      {"hovered_token", f.dashboard.tokens.hover_label},
       {"attention_layer", f.snap.attention_trace ? f.snap.attention_trace->tokens.layer : -1},
       {"attention_head", f.snap.attention_trace ? f.snap.attention_trace->meta.traced_head : -1},
       {"lab_runs", f.lab.runs},

@@ -81,3 +81,18 @@ TEST_CASE("viz token matrix: the answer's decode rows are those from its first f
   CHECK(fs::viz::rows_from_key(t, 9).empty());
   CHECK(fs::viz::rows_from_key(t, -1).empty());
 }
+
+TEST_CASE("viz token matrix: a byte of a chat message names its token and row") {
+  fs::Trace t;
+  t.tokens.keys = {{1, "<s>"}, {2, "The"}, {3, " fox"}, {4, "\n"}, {5, "The"}, {6, " fox"}, {7, " ran"}};
+  t.tokens.row_keys = {4, 5, 6};
+  // "The fox ran" occurs once: its 'f' (byte 4) is key 5's " fox".
+  CHECK(fs::viz::key_at_text(t, "The fox ran", 4) == 5);
+  CHECK(fs::viz::row_of_key(t, 5) == 1);
+  // "The fox" is said twice: the latest is meant.
+  CHECK(fs::viz::key_at_text(t, "The fox", 0) == 4);
+  CHECK(fs::viz::key_at_text(t, "The fox", 3) == 5);  // the blank belongs to " fox"
+  CHECK(fs::viz::key_at_text(t, "a wolf", 0) == -1);
+  CHECK(fs::viz::key_at_text(t, "The fox", 7) == -1);
+  CHECK(fs::viz::row_of_key(t, 1) == -1);
+}

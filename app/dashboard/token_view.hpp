@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "viz/token_matrix.hpp"
@@ -16,6 +17,12 @@ struct TokenView {
   int zoom = 0;             // 0: the whole conversation; each step halves the tokens in view
   int first_row = 0, first_key = 0;  // the view's top-left token when zoomed in
   int sel_row = -1;         // the row whose keys are listed (-1: the last)
+  // The chat's hovered message text and byte (ChatPanelState), and the row
+  // of the token there (-1: none), highlighted on the map and in the steps.
+  std::string hover_text;
+  int hover_byte = -1;
+  int hover_row = -1;
+  std::string hover_label;  // its token, as the map labels it
   int labels_drawn = 0;     // token labels on the map's axes, last frame (the headless report)
   int heads_drawn = 0;      // heads in the per-head summary row, last frame (the headless report)
   int steps_drawn = 0;      // the answer's decode steps in the step strip, last frame (the headless report)

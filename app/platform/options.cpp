@@ -34,6 +34,7 @@ const char* const kAppUsage =
     "  --max-tokens N      answer length limit (default 256)\n"
     "  --seed S            fixed sampling seed (default: a new one for every answer)\n"
     "  --greedy            temperature 0 (argmax)\n"
+    "  --mouse X,Y         hold the pointer at X,Y (window pixels): hover tests\n"
     "  --switch-to PATH    once the model has loaded, switch to PATH as the model picker does;\n"
     "                      with --frames, until the switch succeeded or failed or N frames\n";
 
@@ -75,7 +76,7 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
                              flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
                              flag == "--replay" || flag == "--chat-template" || flag == "--weights" ||
                              flag == "--switch-to" || flag == "--conversation" ||
-                             flag == "--layer" || flag == "--head";
+                             flag == "--layer" || flag == "--head" || flag == "--mouse";
     if (!takes_value) {
       *error = "unknown argument '" + flag + "'";
       return false;
@@ -140,6 +141,10 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
       o.threads = static_cast<int>(n);
     } else if (flag == "--weights") {
       if (!parse_weight_format(value, &o.weights)) return bad("expected auto, quantized or bf16");
+    } else if (flag == "--mouse") {
+      char tail = 0;
+      if (std::sscanf(value, "%f,%f%c", &o.mouse_x, &o.mouse_y, &tail) != 2) return bad("expected X,Y in pixels");
+      o.has_mouse = true;
     } else if (flag == "--layer" || flag == "--head") {
       if (!to_int(value, 0, 1 << 16, &n)) return bad("expected an index ≥ 0");
       (flag == "--layer" ? o.attention_layer : o.attention_head) = static_cast<int>(n);

@@ -15,6 +15,8 @@
 #               view, the map with the conversation's tokens on its axes, and
 #               the answer's decode steps, one strip each, and the summary
 #               row of the layer's 9 heads
+#   hover       the same with the pointer held over a word of the answer
+#               (--mouse): the token view names that token's row
 #   softmax     the same trace, Online softmax: the row's four tracks
 #   pipeline    the same trace, Pipeline: warp spans and the SM chart
 #   gpu_trace   --replay of the H200 trace of the Hopper kernel (assets/traces/),
@@ -80,6 +82,18 @@ case $mode in
            --prompt "The quick brown fox jumps over the lazy dog. Repeat the sentence.")
     checks+=(--widget tokens_map:viridis:15 --widget tokens_decode:viridis:15 --expect "source=chat capture"
              --widget tokens_heads:any:0 --baked tokens_map --baked tokens_decode) ;;
+  hover)
+    if [[ ! -f $model ]]; then
+      echo "SKIP: $model is missing (scripts/fetch_model.sh fetches it)"
+      exit 77
+    fi
+    # The same conversation with the pointer held over "jumps" in the answer
+    # (the window's size, scale and font fix where it is drawn): the token
+    # view highlights that token's row.
+    tab="Attention tiles"
+    args+=(--model "$model" --tab attention --frames 3000 --greedy --max-tokens 24 --layer 16 --head 0
+           --prompt "The quick brown fox jumps over the lazy dog. Repeat the sentence." --mouse 190,355)
+    checks+=(--widget tokens_map:viridis:15 --expect "source=chat capture" --expect "hovered_token=·jumps") ;;
   tiles)
     tab="Attention tiles"
     args+=(--replay "$trace" --tab attention --frames 8)

@@ -74,4 +74,29 @@ std::vector<std::pair<int, float>> top_row_keys(const TokenMatrix& m, int r, int
   return out;
 }
 
+int key_at_text(const Trace& t, const std::string& text, int byte) {
+  if (text.empty() || byte < 0 || static_cast<size_t>(byte) >= text.size()) return -1;
+  std::string all;
+  std::vector<size_t> start;  // byte where each key's text begins in `all`
+  start.reserve(t.tokens.keys.size());
+  for (const TraceToken& k : t.tokens.keys) {
+    start.push_back(all.size());
+    all += k.text;
+  }
+  const size_t at = all.rfind(text);
+  if (at == std::string::npos) return -1;
+  const size_t target = at + static_cast<size_t>(byte);
+  // The last key starting at or before the byte (keys with empty text start where the next does).
+  const auto it = std::upper_bound(start.begin(), start.end(), target);
+  return static_cast<int>(it - start.begin()) - 1;
+}
+
+int row_of_key(const Trace& t, int key) {
+  if (key < 0) return -1;
+  for (size_t i = 0; i < t.tokens.row_keys.size(); ++i) {
+    if (static_cast<int>(t.tokens.row_keys[i]) == key) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 }  // namespace flashscope::viz

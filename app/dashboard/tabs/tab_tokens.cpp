@@ -6,7 +6,8 @@
 // beside it the selected row's most probable keys and the answer's decode
 // steps as a sequence: one strip per generated token over the keys it could
 // see, with the key it attended to most. Above them, every head of the
-// layer in numbers — a bar row beside the head picker; a click traces that head.
+// layer in numbers — a bar row beside the head picker; a click traces that
+// head. A token hovered in the chat has its row highlighted in both views.
 #include <imgui.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@ namespace {
 // under the software renderer whatever the conversation's length.
 constexpr int kMaxCells = 96;
 constexpr int kMaxZoom = 8;
+constexpr ImU32 kHoverBand = IM_COL32(255, 255, 255, 60);  // the row of the token hovered in the chat
 
 void refresh(TokenView& v, const Trace& t, uint64_t version) {
   if (v.version == version) return;
@@ -132,6 +134,13 @@ void token_map(DashboardState& s, const Trace& t, float size) {
                 0.0f, 0, 1.5f);
   }
 
+  // The token hovered in the chat: its row, banded across the map.
+  if (v.hover_row >= r0 && v.hover_row < r0 + vis_rows) {
+    const float y = hit.origin.y + ((v.hover_row - r0) / gr) * cell_h;
+    dl->AddRectFilled(ImVec2(hit.origin.x - left, y - 1), ImVec2(hit.origin.x + cells_k * cell_w, y + cell_h),
+                      kHoverBand);
+  }
+
   // Token labels where a token has its own cell and a label has room.
   v.labels_drawn = 0;
   const ImU32 ink = ImGui::GetColorU32(palette::kMuted);
@@ -141,9 +150,16 @@ void token_map(DashboardState& s, const Trace& t, float size) {
       const std::string l = fit_label(viz::row_token_label(t, r0 + r), left - 6.0f);
       const float w = ImGui::CalcTextSize(l.c_str()).x;
       dl->AddText(ImVec2(hit.origin.x - w - 4.0f, hit.origin.y + (r + 0.5f) * cell_h - fs * 0.5f),
-                  r0 + r == sel ? dash::kSelect : ink, l.c_str());
+                  r0 + r == sel || r0 + r == v.hover_row ? dash::kSelect : ink, l.c_str());
       ++v.labels_drawn;
     }
+  }
+  if (v.hover_row >= r0 && v.hover_row < r0 + vis_rows) {
+    const std::string l = fit_label(viz::row_token_label(t, v.hover_row), left - 6.0f);
+    const float y = hit.origin.y + ((v.hover_row - r0) / gr + 0.5f) * cell_h - fs * 0.5f;
+    const float w = ImGui::CalcTextSize(l.c_str()).x;
+    dl->AddRectFilled(ImVec2(hit.origin.x - w - 6.0f, y), ImVec2(hit.origin.x - 2.0f, y + fs), IM_COL32(40, 44, 52, 255));
+    dl->AddText(ImVec2(hit.origin.x - w - 4.0f, y), dash::kSelect, l.c_str());
   }
   if (gk == 1) {
     const int step = viz::label_step(cell_w, fs * 1.05f);
@@ -284,6 +300,9 @@ void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& ste
                     fit_label(viz::key_token_label(t, top[0].first), top_w - fs * 3.5f).c_str(), 100.0f * top[0].second);
       dl->AddText(ImVec2(hit.origin.x + cols * (strip_w / cols) + 6.0f, y), muted, buf);
     }
+    if (row == v.hover_row)
+      dl->AddRectFilled(ImVec2(hit.origin.x - label_w, hit.origin.y + r * line_h),
+                        ImVec2(hit.origin.x + strip_w, hit.origin.y + (r + 1) * line_h), kHoverBand);
     if (row == v.sel_row)
       dl->AddRect(ImVec2(hit.origin.x - 1, hit.origin.y + r * line_h - 1),
                   ImVec2(hit.origin.x + strip_w, hit.origin.y + (r + 1) * line_h), dash::kSelect, 0.0f, 0, 1.5f);
@@ -382,6 +401,8 @@ bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace&
   TokenView& v = s.tokens;
   refresh(v, t, version);
   if (v.matrix.rows == 0 || v.matrix.sampled == 0) return false;
+  v.hover_row = v.hover_byte >= 0 ? viz::row_of_key(t, viz::key_at_text(t, v.hover_text, v.hover_byte)) : -1;
+  v.hover_label = v.hover_row >= 0 ? viz::row_token_label(t, v.hover_row) : std::string();
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("View");
   ImGui::SameLine();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,14 @@ int label_step(float cell_px, float label_px, int max_step = 4);
 // The rows whose query is at key position ≥ first_key (an answer's decode
 // steps: their keys are the whole conversation before them), in row order.
 std::vector<int> rows_from_key(const Trace& t, int first_key);
+
+// The key whose token covers byte `byte` of `text`, text being found as the
+// last passage of the conversation's concatenated token texts equal to it (a
+// chat message as the chat shows it: the latest one when it was said twice);
+// -1 when the text does not occur there or byte is outside it.
+int key_at_text(const Trace& t, const std::string& text, int byte);
+// The row whose query is key `key` (TraceTokens::row_keys); -1 when none.
+int row_of_key(const Trace& t, int key);
 
 // Row r's `n` most probable sampled keys, most probable first.
 std::vector<std::pair<int, float>> top_row_keys(const TokenMatrix& m, int r, int n);
