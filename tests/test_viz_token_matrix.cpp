@@ -96,3 +96,31 @@ TEST_CASE("viz token matrix: a byte of a chat message names its token and row") 
   CHECK(fs::viz::key_at_text(t, "The fox", 7) == -1);
   CHECK(fs::viz::row_of_key(t, 1) == -1);
 }
+
+TEST_CASE("viz token matrix: the map zooms from the whole conversation to single tokens around the pointer") {
+  const int rows = 200, keys = 200;
+  fs::viz::TokenWindow w;
+  CHECK(fs::viz::tokens_in_view(keys, 0) == 200);  // zoom 0: everything
+  CHECK(fs::viz::tokens_in_view(keys, 3) == 25);
+  CHECK(fs::viz::tokens_in_view(keys, 8) == 1);    // a single token
+  // Zooming in at token (150, 100) keeps it at the same share of the window.
+  fs::viz::zoom_window(w, rows, keys, 2, 150, 100, 8);
+  CHECK(w.zoom == 2);
+  CHECK(w.first_row == 150 - 37);  // 150/200 of the old window → 0.75 · 50 of the new one
+  CHECK(w.first_key == 100 - 25);
+  // Back out: the whole conversation again, from the top-left.
+  fs::viz::zoom_window(w, rows, keys, -5, 150, 100, 8);
+  CHECK(w.zoom == 0);
+  CHECK(w.first_row == 0);
+  CHECK(w.first_key == 0);
+  // Near the end the window stops at the last token; past max zoom it stays there.
+  fs::viz::zoom_window(w, rows, keys, 20, 199, 199, 8);
+  CHECK(w.zoom == 8);
+  CHECK(w.first_row == 199);
+  CHECK(w.first_key == 199);
+  w.first_row = -5;
+  w.first_key = 500;
+  fs::viz::clamp_window(w, rows, keys);
+  CHECK(w.first_row == 0);
+  CHECK(w.first_key == 199);
+}

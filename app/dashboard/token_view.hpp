@@ -14,8 +14,7 @@ struct TokenView {
   uint64_t version = 0;     // of the trace the matrix was built from
   viz::TokenMatrix matrix;
   bool show_tokens = true;  // the Attention tab shows tokens (else its tiles) when the trace has them
-  int zoom = 0;             // 0: the whole conversation; each step halves the tokens in view
-  int first_row = 0, first_key = 0;  // the view's top-left token when zoomed in
+  viz::TokenWindow window;  // zoom 0: the whole conversation; each step halves the tokens in view
   int sel_row = -1;         // the row whose keys are listed (-1: the last)
   // The chat's hovered message text and byte (ChatPanelState), and the row
   // of the token there (-1: none), highlighted on the map and in the steps.

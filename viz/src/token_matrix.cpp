@@ -42,6 +42,25 @@ float group_max(const TokenMatrix& m, int r0, int r1, int k0, int k1) {
   return best;
 }
 
+int tokens_in_view(int n, int zoom) {
+  zoom = std::clamp(zoom, 0, 30);
+  return std::max(1, static_cast<int>((static_cast<int64_t>(n) + (int64_t{1} << zoom) - 1) >> zoom));
+}
+
+void clamp_window(TokenWindow& w, int rows, int keys) {
+  w.first_row = std::clamp(w.first_row, 0, std::max(0, rows - tokens_in_view(rows, w.zoom)));
+  w.first_key = std::clamp(w.first_key, 0, std::max(0, keys - tokens_in_view(keys, w.zoom)));
+}
+
+void zoom_window(TokenWindow& w, int rows, int keys, int steps, int row, int key, int max_zoom) {
+  const int vr = tokens_in_view(rows, w.zoom), vk = tokens_in_view(keys, w.zoom);
+  const double fr = static_cast<double>(row - w.first_row) / vr, fk = static_cast<double>(key - w.first_key) / vk;
+  w.zoom = std::clamp(w.zoom + steps, 0, std::max(0, max_zoom));
+  w.first_row = row - static_cast<int>(fr * tokens_in_view(rows, w.zoom));
+  w.first_key = key - static_cast<int>(fk * tokens_in_view(keys, w.zoom));
+  clamp_window(w, rows, keys);
+}
+
 int label_step(float cell_px, float label_px, int max_step) {
   if (!(cell_px > 0.0f)) return 0;
   int step = 1;

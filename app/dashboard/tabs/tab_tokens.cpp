@@ -34,7 +34,7 @@ void refresh(TokenView& v, const Trace& t, uint64_t version) {
   v.version = version;
   v.matrix = viz::build_token_matrix(t);
   v.sel_row = std::min(v.sel_row, v.matrix.rows - 1);
-  v.first_row = v.first_key = 0;
+  v.window.first_row = v.window.first_key = 0;
 }
 
 // A label cut to at most `max_px` wide (whole UTF-8 characters), "…" marking a cut.
@@ -61,24 +61,10 @@ void vertical_text(ImDrawList* dl, ImVec2 pos, ImU32 color, const char* text) {
   }
 }
 
-int tokens_in_view(int n, int zoom) { return std::max(1, (n + (1 << zoom) - 1) >> zoom); }
+void clamp_pan(TokenView& v) { viz::clamp_window(v.window, v.matrix.rows, v.matrix.keys); }
 
-void clamp_pan(TokenView& v) {
-  const viz::TokenMatrix& m = v.matrix;
-  v.first_row = std::clamp(v.first_row, 0, std::max(0, m.rows - tokens_in_view(m.rows, v.zoom)));
-  v.first_key = std::clamp(v.first_key, 0, std::max(0, m.keys - tokens_in_view(m.keys, v.zoom)));
-}
-
-// Zooms by `steps` (in: > 0) keeping the token at (row, key) where it is on screen.
 void zoom_at(TokenView& v, int steps, int row, int key) {
-  const viz::TokenMatrix& m = v.matrix;
-  const int vr0 = tokens_in_view(m.rows, v.zoom), vk0 = tokens_in_view(m.keys, v.zoom);
-  const float fr = vr0 > 0 ? static_cast<float>(row - v.first_row) / vr0 : 0.0f;
-  const float fk = vk0 > 0 ? static_cast<float>(key - v.first_key) / vk0 : 0.0f;
-  v.zoom = std::clamp(v.zoom + steps, 0, kMaxZoom);
-  v.first_row = row - static_cast<int>(fr * tokens_in_view(m.rows, v.zoom));
-  v.first_key = key - static_cast<int>(fk * tokens_in_view(m.keys, v.zoom));
-  clamp_pan(v);
+  viz::zoom_window(v.window, v.matrix.rows, v.matrix.keys, steps, row, key, kMaxZoom);
 }
 
 // The map in a box `size` wide and tall (labels included).
@@ -88,8 +74,8 @@ void token_map(DashboardState& s, const Trace& t, float size) {
   clamp_pan(v);
   const float fs = ImGui::GetFontSize();
   const float left = fs * 6.0f, top = fs * 5.0f;  // the rows' and the keys' labels
-  const int vis_rows = std::min(tokens_in_view(m.rows, v.zoom), m.rows - v.first_row);
-  const int vis_keys = std::min(tokens_in_view(m.keys, v.zoom), m.keys - v.first_key);
+  const int vis_rows = std::min(viz::tokens_in_view(m.rows, v.window.zoom), m.rows - v.window.first_row);
+  const int vis_keys = std::min(viz::tokens_in_view(m.keys, v.window.zoom), m.keys - v.window.first_key);
   // Groups of g tokens per cell when more tokens are in view than cells drawn.
   const int gr = (vis_rows + kMaxCells - 1) / kMaxCells, gk = (vis_keys + kMaxCells - 1) / kMaxCells;
   const int cells_r = (vis_rows + gr - 1) / gr, cells_k = (vis_keys + gk - 1) / gk;
@@ -104,7 +90,7 @@ void token_map(DashboardState& s, const Trace& t, float size) {
 
   const ImVec2 start = ImGui::GetCursorScreenPos();
   ImGui::SetCursorScreenPos(ImVec2(start.x + left, start.y + top));
-  const int r0 = v.first_row, k0 = v.first_key;
+  const int r0 = v.window.first_row, k0 = v.window.first_key;
   const int block_q = std::max(1, t.meta.block_q), block_kv = std::max(1, t.meta.block_kv);
   const dash::GridHit hit = dash::cell_grid(
       "##token_map", s.pictures.get("tokens_map"), cells_r, cells_k, cell_w, cell_h,
@@ -201,8 +187,8 @@ void token_map(DashboardState& s, const Trace& t, float size) {
     const ImVec2 d = ImGui::GetMouseDragDelta(ImGuiMouseButton_Left);
     const int dr = static_cast<int>(-d.y / (cell_h / gr)), dk = static_cast<int>(-d.x / (cell_w / gk));
     if (dr != 0 || dk != 0) {
-      v.first_row += dr;
-      v.first_key += dk;
+      v.window.first_row += dr;
+      v.window.first_key += dk;
       clamp_pan(v);
       ImGui::ResetMouseDragDelta(ImGuiMouseButton_Left);
     }
@@ -411,18 +397,18 @@ bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace&
   if (ImGui::RadioButton("kernel tiles", !v.show_tokens)) v.show_tokens = false;
   if (!v.show_tokens) return false;
   ImGui::SameLine(0.0f, ImGui::GetFontSize() * 1.5f);
-  const int mid_r = v.first_row + tokens_in_view(v.matrix.rows, v.zoom) / 2;
-  const int mid_k = v.first_key + tokens_in_view(v.matrix.keys, v.zoom) / 2;
-  if (ImGui::Button("\xE2\x88\x92") && v.zoom > 0) zoom_at(v, -1, mid_r, mid_k);
+  const int mid_r = v.window.first_row + viz::tokens_in_view(v.matrix.rows, v.window.zoom) / 2;
+  const int mid_k = v.window.first_key + viz::tokens_in_view(v.matrix.keys, v.window.zoom) / 2;
+  if (ImGui::Button("\xE2\x88\x92") && v.window.zoom > 0) zoom_at(v, -1, mid_r, mid_k);
   ImGui::SameLine();
-  if (ImGui::Button("+") && v.zoom < kMaxZoom) zoom_at(v, 1, mid_r, mid_k);
+  if (ImGui::Button("+") && v.window.zoom < kMaxZoom) zoom_at(v, 1, mid_r, mid_k);
   ImGui::SameLine();
   if (ImGui::Button("whole conversation")) {
-    v.zoom = 0;
+    v.window.zoom = 0;
     clamp_pan(v);
   }
   ImGui::SameLine();
-  dash::muted("%d of %d tokens in view", std::min(tokens_in_view(v.matrix.keys, v.zoom), v.matrix.keys),
+  dash::muted("%d of %d tokens in view", std::min(viz::tokens_in_view(v.matrix.keys, v.window.zoom), v.matrix.keys),
               v.matrix.keys);
 
   // The engine's numbers belong to the trace shown only when it is the engine's latest.

@@ -36,6 +36,19 @@ TokenMatrix build_token_matrix(const Trace& t, int64_t max_pairs = int64_t{1} <<
 // when none is sampled).
 float group_max(const TokenMatrix& m, int r0, int r1, int k0, int k1);
 
+// The token map's window: at zoom z each axis shows ceil(n / 2^z) of its n
+// tokens (z = 0: the whole conversation), from (first_row, first_key).
+struct TokenWindow {
+  int zoom = 0;
+  int first_row = 0, first_key = 0;
+};
+int tokens_in_view(int n, int zoom);
+// Keeps the window inside rows × keys.
+void clamp_window(TokenWindow& w, int rows, int keys);
+// Zooms by `steps` (> 0: in), clamped to [0, max_zoom], keeping the token at
+// (row, key) where it was on screen (as a share of the window), then clamps.
+void zoom_window(TokenWindow& w, int rows, int keys, int steps, int row, int key, int max_zoom);
+
 // Labels along an axis of cells `cell_px` apart, each `label_px` long: every
 // step-th cell is labelled, step a power of two so labels never overlap;
 // 0 (no labels) when the step would pass max_step (tokens too small to name).
