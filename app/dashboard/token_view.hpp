@@ -24,6 +24,7 @@ struct TokenView {
   std::string hover_label;  // its token, as the map labels it
   int labels_drawn = 0;     // token labels on the map's axes, last frame (the headless report)
   int heads_drawn = 0;      // heads in the per-head summary row, last frame (the headless report)
+  int steps_first = -1;     // the first decode step the strip shows (-1: the answer's last ones)
   int steps_drawn = 0;      // the answer's decode steps in the step strip, last frame (the headless report)
 };
 

@@ -32,6 +32,7 @@ constexpr ImU32 kHoverBand = IM_COL32(255, 255, 255, 60);  // the row of the tok
 void refresh(TokenView& v, const Trace& t, uint64_t version) {
   if (v.version == version) return;
   v.version = version;
+  v.steps_first = -1;
   v.matrix = viz::build_token_matrix(t);
   v.sel_row = std::min(v.sel_row, v.matrix.rows - 1);
   v.window.first_row = v.window.first_key = 0;
@@ -144,7 +145,8 @@ void token_map(DashboardState& s, const Trace& t, float size) {
     const std::string l = fit_label(viz::row_token_label(t, v.hover_row), left - 6.0f);
     const float y = hit.origin.y + ((v.hover_row - r0) / gr + 0.5f) * cell_h - fs * 0.5f;
     const float w = ImGui::CalcTextSize(l.c_str()).x;
-    dl->AddRectFilled(ImVec2(hit.origin.x - w - 6.0f, y), ImVec2(hit.origin.x - 2.0f, y + fs), IM_COL32(40, 44, 52, 255));
+    dl->AddRectFilled(ImVec2(hit.origin.x - w - 6.0f, y), ImVec2(hit.origin.x - 2.0f, y + fs),
+                      IM_COL32(40, 44, 52, 255));
     dl->AddText(ImVec2(hit.origin.x - w - 4.0f, y), dash::kSelect, l.c_str());
   }
   if (gk == 1) {
@@ -169,9 +171,12 @@ void token_map(DashboardState& s, const Trace& t, float size) {
     if (gr == 1 && gk == 1) {
       ImGui::Text("%s \xE2\x86\x92 %s", viz::row_token_label(t, row).c_str(), viz::key_token_label(t, key).c_str());
       const uint8_t st = m.at_state(row, key);
-      if (st == viz::TokenMatrix::kMasked) ImGui::TextColored(palette::kMuted, "masked: the key comes later");
-      else if (st == viz::TokenMatrix::kSampled) ImGui::Text("p = %.4g  (query %d, key %d)", m.at(row, key), row, key);
-      else ImGui::TextColored(palette::kMuted, "not sampled by this trace");
+      if (st == viz::TokenMatrix::kMasked)
+        ImGui::TextColored(palette::kMuted, "masked: the key comes later");
+      else if (st == viz::TokenMatrix::kSampled)
+        ImGui::Text("p = %.4g  (query %d, key %d)", m.at(row, key), row, key);
+      else
+        ImGui::TextColored(palette::kMuted, "not sampled by this trace");
     } else {
       const float p = viz::group_max(m, row, row + gr, key, key + gk);
       ImGui::Text("queries %d\xE2\x80\x93%d, keys %d\xE2\x80\x93%d: largest p %.4g", row,
@@ -223,9 +228,9 @@ void row_keys(TokenView& v, const Trace& t, const UiFonts& fonts, float height) 
       ImGui::TableNextColumn();
       const ImVec2 c = ImGui::GetCursorScreenPos();
       const float w = ImGui::GetFontSize() * 6.0f * std::clamp(p, 0.0f, 1.0f);
-      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(c.x, c.y + 2.0f),
-                                                ImVec2(c.x + std::max(w, 1.0f), c.y + ImGui::GetTextLineHeight() - 2.0f),
-                                                dash::to_u32(viz::sample_colormap(viz::ColorMap::kViridis, 0.3f + 0.7f * p)));
+      ImGui::GetWindowDrawList()->AddRectFilled(
+          ImVec2(c.x, c.y + 2.0f), ImVec2(c.x + std::max(w, 1.0f), c.y + ImGui::GetTextLineHeight() - 2.0f),
+          dash::to_u32(viz::sample_colormap(viz::ColorMap::kViridis, 0.3f + 0.7f * p)));
       ImGui::Dummy(ImVec2(ImGui::GetFontSize() * 6.0f, ImGui::GetTextLineHeight()));
       ImGui::SameLine();
       ImGui::Text("%.3f", p);
@@ -248,8 +253,10 @@ void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& ste
   const float label_w = fs * 6.0f, top_w = fs * 8.0f;
   const float line_h = ImGui::GetTextLineHeightWithSpacing();
   const int shown = std::clamp(static_cast<int>(height / line_h) - 1, 1, static_cast<int>(steps.size()));
-  // The last steps when not all fit: the end of the answer, where the strip is longest.
-  const int first = static_cast<int>(steps.size()) - shown;
+  // The last steps when not all fit (the end of the answer, where the strip
+  // is longest) until the wheel scrolls them.
+  const int last_first = static_cast<int>(steps.size()) - shown;
+  const int first = v.steps_first < 0 ? last_first : std::min(v.steps_first, last_first);
   // Keys grouped so the strip stays within kMaxCells columns.
   const int g = (m.keys + kMaxCells - 1) / kMaxCells;
   const int cols = (m.keys + g - 1) / g;
@@ -277,13 +284,14 @@ void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& ste
     const int row = steps[first + r];
     const float y = hit.origin.y + r * line_h + (line_h - fs) * 0.5f;
     const std::string l = fit_label(viz::row_token_label(t, row), label_w - 6.0f);
-    dl->AddText(ImVec2(hit.origin.x - ImGui::CalcTextSize(l.c_str()).x - 4.0f, y), row == v.sel_row ? dash::kSelect : ink,
-                l.c_str());
+    dl->AddText(ImVec2(hit.origin.x - ImGui::CalcTextSize(l.c_str()).x - 4.0f, y),
+                row == v.sel_row ? dash::kSelect : ink, l.c_str());
     const auto top = viz::top_row_keys(m, row, 1);
     if (!top.empty()) {
       char buf[160];
       std::snprintf(buf, sizeof buf, "\xE2\x86\x92 %s %.0f%%",
-                    fit_label(viz::key_token_label(t, top[0].first), top_w - fs * 3.5f).c_str(), 100.0f * top[0].second);
+                    fit_label(viz::key_token_label(t, top[0].first), top_w - fs * 3.5f).c_str(),
+                    100.0f * top[0].second);
       dl->AddText(ImVec2(hit.origin.x + cols * (strip_w / cols) + 6.0f, y), muted, buf);
     }
     if (row == v.hover_row)
@@ -300,9 +308,12 @@ void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& ste
     ImGui::Text("decode step %d fed %s", first + hit.row + 1, viz::row_token_label(t, row).c_str());
     if (g == 1 && m.at_state(row, key) == viz::TokenMatrix::kSampled)
       ImGui::Text("\xE2\x86\x92 %s: p = %.4g", viz::key_token_label(t, key).c_str(), m.at(row, key));
-    ImGui::TextColored(palette::kMuted, "click: select this step");
+    ImGui::TextColored(palette::kMuted, "click: select this step%s",
+                       shown < static_cast<int>(steps.size()) ? " \xC2\xB7 wheel: scroll" : "");
     ImGui::EndTooltip();
     if (hit.clicked) v.sel_row = row;
+    const float wheel = ImGui::GetIO().MouseWheel;
+    if (wheel != 0.0f) v.steps_first = std::clamp(first - static_cast<int>(wheel * 3.0f), 0, last_first);
   }
 }
 
@@ -319,16 +330,20 @@ void head_summary_row(DashboardState& s, const Trace& t, const std::vector<HeadS
   const bool window = heads[0].window_mass >= 0.0;
   const int bars = window ? 4 : 3;
   const float fs = ImGui::GetFontSize();
-  const float cell_w = std::clamp(ImGui::GetContentRegionAvail().x * 0.6f / static_cast<float>(heads.size()),
-                                  fs * 1.6f, fs * 3.0f);
+  const float cell_w =
+      std::clamp(ImGui::GetContentRegionAvail().x * 0.6f / static_cast<float>(heads.size()), fs * 1.6f, fs * 3.0f);
   const float bar_h = fs * 1.6f, h = bar_h + ImGui::GetTextLineHeight() + 2.0f;
   const double ln_keys = std::log(std::max(2, t.meta.kv_len));
   auto value = [&](const HeadSummary& x, int b) {
     switch (b) {
-      case 0: return x.entropy / ln_keys;
-      case 1: return x.first_token_mass;
-      case 2: return x.previous_token_mass;
-      default: return x.window_mass;
+      case 0:
+        return x.entropy / ln_keys;
+      case 1:
+        return x.first_token_mass;
+      case 2:
+        return x.previous_token_mass;
+      default:
+        return x.window_mass;
     }
   };
   const ImVec2 p = ImGui::GetCursorScreenPos();
@@ -354,8 +369,8 @@ void head_summary_row(DashboardState& s, const Trace& t, const std::vector<HeadS
     ++v.heads_drawn;
   }
   if (hovered) {
-    const int i = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - p.x) / cell_w), 0,
-                             static_cast<int>(heads.size()) - 1);
+    const int i =
+        std::clamp(static_cast<int>((ImGui::GetIO().MousePos.x - p.x) / cell_w), 0, static_cast<int>(heads.size()) - 1);
     const HeadSummary& x = heads[static_cast<size_t>(i)];
     ImGui::BeginTooltip();
     ImGui::Text("head %d over %d rows", x.head, x.rows);
