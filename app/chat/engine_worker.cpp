@@ -92,8 +92,8 @@ void EngineWorker::snapshot(EngineSnapshot* out) const {
 
 bool EngineWorker::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !queue_.empty() || snap_.state == EngineState::kPrefilling || snap_.state == EngineState::kGenerating ||
-         !snap_.switching_to.empty();
+  return !queue_.empty() || processing_ || snap_.state == EngineState::kPrefilling ||
+         snap_.state == EngineState::kGenerating || !snap_.switching_to.empty();
 }
 
 void EngineWorker::load_model(uint64_t id, std::string path) {
@@ -200,12 +200,17 @@ void EngineWorker::run(std::string path, Model preloaded, std::string template_p
       if (quit_) return;
       request = std::move(queue_.front());
       queue_.pop_front();
+      processing_ = true;
       // Set under the same lock as the pop so busy() never sees a gap.
       if (request.kind == EngineRequest::Kind::kGenerate && snap_.state == EngineState::kIdle) {
         snap_.state = EngineState::kPrefilling;
       }
     }
     process(request);
+    // A reset, or the attention capture after an answer, runs with the state
+    // idle: busy() counts the request until it is done.
+    std::lock_guard<std::mutex> lock(mutex_);
+    processing_ = false;
   }
 }
 

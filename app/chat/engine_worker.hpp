@@ -174,6 +174,7 @@ class EngineWorker {
   EngineSnapshot snap_;
   bool quit_ = false;
   uint64_t newest_submitted_ = 0;
+  bool processing_ = false;  // a request taken from queue_ is being processed
   std::atomic<uint64_t> cancel_through_{0};  // requests with id ≤ this stop at their next token
   std::atomic<int> attention_layer_{0}, attention_head_{0};  // set_attention_target
   std::atomic<bool> attention_queued_{false};                // a kCaptureAttention request waits

@@ -103,6 +103,11 @@ TEST_CASE("engine worker: an answer streams through the snapshot and equals a di
   CHECK(s.answer_prompt_tokens == static_cast<int>(ids.size()));
   CHECK(s.context_used == session->n_tokens());
   CHECK(s.state == EngineState::kIdle);
+  // The capture of the model's own attention follows the answer within the
+  // request; then the worker is idle.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (worker.busy() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK_FALSE(worker.busy());
 }
 
