@@ -90,6 +90,12 @@ std::string layout_json(const HeadlessFrame& f) {
       {"switch_error", f.snap.switch_error},
       {"picker", std::move(picker)},
       {"picker_error", mp.path_error},
+      {"token_labels", f.dashboard.tokens.labels_drawn},
+      {"decode_steps", f.dashboard.tokens.steps_drawn},
+      {"head_summaries", f.dashboard.tokens.heads_drawn},
+      {"hovered_token", f.dashboard.tokens.hover_label},
+      {"attention_layer", f.snap.attention_trace ? f.snap.attention_trace->tokens.layer : -1},
+      {"attention_head", f.snap.attention_trace ? f.snap.attention_trace->meta.traced_head : -1},
       {"lab_runs", f.lab.runs},
       {"lab_fields_clipped", f.dashboard.lab_fields_clipped},
       {"lab_kernel", f.lab.kernel}};
@@ -97,7 +103,10 @@ std::string layout_json(const HeadlessFrame& f) {
 }
 
 bool HeadlessRun::last_frame(const HeadlessFrame& f) {
-  if (f.prompt_sent && !f.answer_pending && !f.capture_busy) ++frames_after_answer_;
+  // After the answer the engine captures the model's own attention: the
+  // last frames show it (or why it failed).
+  const bool attention_done = f.snap.attention_serial > 0 || !f.snap.attention_error.empty();
+  if (f.prompt_sent && !f.answer_pending && !f.capture_busy && attention_done) ++frames_after_answer_;
   // A couple of frames after the answer, so its final statistics are on screen.
   const bool answered = opt_.has_prompt && frames_after_answer_ >= 3;
   const bool lab_done = !opt_.run_lab || (f.lab.runs >= 5 && f.lab.trace && f.sources.lab.trace);

@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  dashboard.chat_layer = opt.attention_layer;
+  dashboard.chat_head = opt.attention_head;
+
   fs::share_cores_with_software_gl();
   fs::AppWindow window;
   if (!fs::open_window(opt, &window, &error)) {
@@ -165,8 +168,9 @@ int main(int argc, char** argv) {
 
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
-    // Headless: no pointer, so a cursor parked over a plot draws no tooltip.
+    // Headless: no pointer, so a cursor parked over a plot draws no tooltip; --mouse puts one.
     if (opt.headless()) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+    if (opt.has_mouse) io.MousePos = ImVec2(opt.mouse_x, opt.mouse_y);
     ImGui::NewFrame();
     fs::DashboardContext ctx{device, snap, metrics, window.fonts, sources, live_capture.busy(), lab, lab_snap};
     fs::draw_main_window(layout, chat, conversation, worker, dashboard, ctx, window.scale, &quit);

@@ -89,6 +89,9 @@ void draw_main_window(FrameLayout& layout, ChatPanelState& chat, Conversation& c
   if (ImGui::IsItemActive() && avail_w > 0.0f) layout.split += ImGui::GetIO().MouseDelta.x / avail_w;
   ImGui::SameLine();
 
+  // A token hovered in the chat: the token view highlights its row.
+  dashboard.tokens.hover_text = chat.hovered_text;
+  dashboard.tokens.hover_byte = chat.hovered_byte;
   ImGui::BeginChild("Dashboard", ImVec2(0.0f, body_h), true);
   draw_dashboard(dashboard, ctx);
   ImGui::EndChild();

@@ -54,6 +54,10 @@ struct ChatPanelState {
   uint64_t model_generation = 0;     // the engine's model the defaults were taken from
   std::string model_default_prompt;  // and its default system prompt
   ModelPickerState picker;
+  // The message text under the pointer and the byte of it (-1: none), each
+  // frame: the Attention tab's token view highlights that token's row.
+  std::string hovered_text;
+  int hovered_byte = -1;
   int copied_message = -1;           // "Copied" feedback: which message, and when
   double copied_at = 0.0;
 };

@@ -7,16 +7,27 @@
 #include <cstdio>
 
 #include "chat/model_picker.hpp"
+#include "chat/text_hit.hpp"
 
 namespace flashscope::app {
 
 namespace {
 
-// Text that spans the panel, wrapped at its right edge minus `right_pad`.
-void wrapped_text(const std::string& text, float right_pad = 0.0f) {
-  ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x - right_pad);
+// Text that spans the panel, wrapped at its right edge minus `right_pad`;
+// with `hover`, the byte under the pointer is recorded there.
+void wrapped_text(const std::string& text, float right_pad = 0.0f, ChatPanelState* hover = nullptr) {
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float wrap = ImGui::GetContentRegionAvail().x - right_pad;
+  ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + wrap);
   ImGui::TextUnformatted(text.c_str(), text.c_str() + text.size());
   ImGui::PopTextWrapPos();
+  if (hover != nullptr && ImGui::IsItemHovered()) {
+    const int byte = wrapped_text_byte_at(text, origin, wrap, ImGui::GetIO().MousePos);
+    if (byte >= 0) {
+      hover->hovered_text = text;
+      hover->hovered_byte = byte;
+    }
+  }
 }
 
 float small_button_width(const char* label) {
@@ -180,11 +191,11 @@ void draw_file_row(ChatPanelState& state, Conversation& conversation, EngineWork
 
 // An answer's text; a thinking block (<think>…</think>) comes first as a
 // collapsed node, so the answer reads first and the reasoning is a click away.
-void draw_answer_text(const std::string& content, bool streaming, float pad) {
+void draw_answer_text(const std::string& content, bool streaming, float pad, ChatPanelState* hover) {
   const char* cursor = "\xE2\x96\x8D";  // U+258D: a text cursor
   const ReasoningSplit split = split_reasoning(content);
   if (!split.has_reasoning) {
-    wrapped_text(streaming ? content + cursor : content, pad);
+    wrapped_text(streaming ? content + cursor : content, pad, hover);
     return;
   }
   char label[96];
@@ -196,7 +207,7 @@ void draw_answer_text(const std::string& content, bool streaming, float pad) {
     ImGui::TreePop();
   }
   ImGui::PopStyleColor();
-  if (!split.reasoning_open) wrapped_text(streaming ? split.content + cursor : split.content, pad);
+  if (!split.reasoning_open) wrapped_text(streaming ? split.content + cursor : split.content, pad, hover);
 }
 
 // One message as a rounded "bubble": role, buttons flush right, the text,
@@ -272,9 +283,9 @@ void draw_message(ChatPanelState& state, Conversation& conversation, EngineWorke
       ImGui::TextColored(palette::kMuted, "thinking…");
     }
   } else if (!user) {
-    draw_answer_text(m.content, streaming, pad);
+    draw_answer_text(m.content, streaming, pad, &state);
   } else {
-    wrapped_text(m.content, pad);
+    wrapped_text(m.content, pad, &state);
   }
 
   if (!m.error.empty()) {
@@ -405,6 +416,8 @@ void draw_input(ChatPanelState& state, Conversation& conversation, EngineWorker&
 
 void draw_chat_panel(ChatPanelState& state, Conversation& conversation, EngineWorker& worker,
                      const EngineSnapshot& snap, const UiFonts& fonts) {
+  state.hovered_text.clear();
+  state.hovered_byte = -1;
   draw_header(state, snap, fonts);
   draw_context_meter(snap);
   ImGui::Spacing();

@@ -92,8 +92,8 @@ void EngineWorker::snapshot(EngineSnapshot* out) const {
 
 bool EngineWorker::busy() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return !queue_.empty() || snap_.state == EngineState::kPrefilling || snap_.state == EngineState::kGenerating ||
-         !snap_.switching_to.empty();
+  return !queue_.empty() || processing_ || snap_.state == EngineState::kPrefilling ||
+         snap_.state == EngineState::kGenerating || !snap_.switching_to.empty();
 }
 
 void EngineWorker::load_model(uint64_t id, std::string path) {
@@ -176,6 +176,7 @@ std::string EngineWorker::load(const std::string& path, Model preloaded, const s
   snap_.chat_format_fallback = !format_.template_status().ok() || (!template_path.empty() && template_text.empty());
   snap_.context_capacity = session_.capacity();
   snap_.context_used = 0;
+  snap_.attention_answer_first = -1;
   snap_.load_error.clear();
   snap_.state = EngineState::kIdle;
   ++snap_.model_generation;
@@ -199,12 +200,17 @@ void EngineWorker::run(std::string path, Model preloaded, std::string template_p
       if (quit_) return;
       request = std::move(queue_.front());
       queue_.pop_front();
+      processing_ = true;
       // Set under the same lock as the pop so busy() never sees a gap.
       if (request.kind == EngineRequest::Kind::kGenerate && snap_.state == EngineState::kIdle) {
         snap_.state = EngineState::kPrefilling;
       }
     }
     process(request);
+    // A reset, or the attention capture after an answer, runs with the state
+    // idle: busy() counts the request until it is done.
+    std::lock_guard<std::mutex> lock(mutex_);
+    processing_ = false;
   }
 }
 
@@ -228,6 +234,7 @@ void EngineWorker::process(const EngineRequest& request) {
   if (request.kind == EngineRequest::Kind::kReset) {
     if (model_.loaded()) session_.reset();
     std::lock_guard<std::mutex> lock(mutex_);
+    snap_.attention_answer_first = -1;
     snap_.context_used = 0;
     ++snap_.requests_done;
     return;
@@ -320,6 +327,12 @@ void EngineWorker::generate(const EngineRequest& r) {
     finish(result.status().to_string(), nullptr);
     return;
   }
+  {
+    // The prompt fills positions [keep, total); each token sampled after it
+    // is fed by a decode step of its own, from position total on.
+    std::lock_guard<std::mutex> lock(mutex_);
+    snap_.attention_answer_first = total;
+  }
   finish("", &result.value());
   capture_attention();
 }
@@ -343,6 +356,7 @@ void EngineWorker::capture_attention() {
                 "(entropy %.2f nats, %.0f%% on the first token)",
                 cap->layer, h.head, cap->keys, h.summary.entropy, 100.0 * h.summary.first_token_mass);
   snap_.attention_trace = std::make_shared<const Trace>(h.trace);
+  snap_.attention_heads = cap->all_heads;
   ++snap_.attention_serial;
   snap_.attention_note = note;
   snap_.attention_error.clear();

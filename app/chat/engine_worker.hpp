@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "flashscope/attention_capture.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/trace_records.hpp"
@@ -106,6 +107,13 @@ struct EngineSnapshot {
   uint64_t attention_serial = 0;
   std::string attention_note;
   std::string attention_error;
+  // The key position of the latest answer's first decode step (its rows from
+  // there on are the answer's tokens, one step each; -1: no answer since the
+  // cache was last reset).
+  int attention_answer_first = -1;
+  // Every q-head of the traced layer in numbers (entropy, first-token,
+  // previous-token and window mass), head order; empty before the first capture.
+  std::vector<HeadSummary> attention_heads;
 };
 
 class EngineWorker {
@@ -166,6 +174,7 @@ class EngineWorker {
   EngineSnapshot snap_;
   bool quit_ = false;
   uint64_t newest_submitted_ = 0;
+  bool processing_ = false;  // a request taken from queue_ is being processed
   std::atomic<uint64_t> cancel_through_{0};  // requests with id ≤ this stop at their next token
   std::atomic<int> attention_layer_{0}, attention_head_{0};  // set_attention_target
   std::atomic<bool> attention_queued_{false};                // a kCaptureAttention request waits

@@ -26,6 +26,7 @@
 #include "chat/engine_worker.hpp"
 #include "dashboard/baked_picture.hpp"
 #include "dashboard/metrics.hpp"
+#include "dashboard/token_view.hpp"
 #include "flashscope/device.hpp"
 #include "lab/kernel_lab.hpp"
 #include "platform/ui_theme.hpp"
@@ -102,6 +103,7 @@ struct DashboardState {
   bool select_active = true;  // make `active` the selected tab on the next frame (--tab, start-up)
 
   TilesView tiles;
+  TokenView tokens;  // the Attention tab on a trace of the model's own attention
   SoftmaxView softmax;
   PipelineView pipeline;
   PipelineView lab_pipeline;  // the lab tab's small copy of the pictures

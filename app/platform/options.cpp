@@ -26,6 +26,7 @@ const char* const kAppUsage =
     "  --chat-template FILE  a Jinja chat template to use instead of the model's\n"
     "  --conversation FILE   open a saved conversation (the chat panel's Conversation file) at start\n"
     "  --models            open the model picker (installed models and their facts) at start\n"
+    "  --layer L --head H  the layer and head whose attention the Attention tab shows after an answer\n"
     "headless (for tests and screenshots; run under xvfb-run without a display):\n"
     "  --frames N          render N frames and exit; with --prompt, until the answer ends or N frames\n"
     "  --screenshot PNG    write the last frame as a PNG (the window's size in pixels)\n"
@@ -34,6 +35,7 @@ const char* const kAppUsage =
     "  --max-tokens N      answer length limit (default 256)\n"
     "  --seed S            fixed sampling seed (default: a new one for every answer)\n"
     "  --greedy            temperature 0 (argmax)\n"
+    "  --mouse X,Y         hold the pointer at X,Y (window pixels): hover tests\n"
     "  --switch-to PATH    once the model has loaded, switch to PATH as the model picker does;\n"
     "                      with --frames, until the switch succeeded or failed or N frames\n"
     "  --keys SCRIPT       once the model has loaded, type SCRIPT into the chat box in one burst, as\n"
@@ -76,7 +78,8 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
                              flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" ||
                              flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
                              flag == "--replay" || flag == "--chat-template" || flag == "--weights" ||
-                             flag == "--switch-to" || flag == "--conversation" || flag == "--keys";
+                             flag == "--switch-to" || flag == "--conversation" || flag == "--keys" ||
+                             flag == "--layer" || flag == "--head" || flag == "--mouse";
     if (!takes_value) {
       *error = "unknown argument '" + flag + "'";
       return false;
@@ -143,6 +146,13 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
       o.threads = static_cast<int>(n);
     } else if (flag == "--weights") {
       if (!parse_weight_format(value, &o.weights)) return bad("expected auto, quantized or bf16");
+    } else if (flag == "--mouse") {
+      char tail = 0;
+      if (std::sscanf(value, "%f,%f%c", &o.mouse_x, &o.mouse_y, &tail) != 2) return bad("expected X,Y in pixels");
+      o.has_mouse = true;
+    } else if (flag == "--layer" || flag == "--head") {
+      if (!to_int(value, 0, 1 << 16, &n)) return bad("expected an index ≥ 0");
+      (flag == "--layer" ? o.attention_layer : o.attention_head) = static_cast<int>(n);
     } else if (flag == "--ctx") {
       if (!to_int(value, 0, 1 << 24, &n)) return bad("expected a token count");
       o.context = static_cast<int>(n);

@@ -29,6 +29,10 @@ struct AppOptions {
   int threads = 0;          // --threads N: CPU threads per forward pass; 0: auto
   WeightFormat weights = WeightFormat::kAuto;  // --weights auto|quantized|bf16: how the GPU keeps the weights
   int context = 0;          // --ctx N: KV cache tokens; 0: the model's context length
+  bool has_mouse = false;   // --mouse X,Y: the pointer held there (headless hover tests)
+  float mouse_x = 0, mouse_y = 0;
+  int attention_layer = 0;   // --layer L, --head H: the model's own attention shown (clamped to the model)
+  int attention_head = 0;
   bool open_models = false;  // --models: the model picker open at start
   std::string switch_to;     // --switch-to PATH: once the model loaded, switch to PATH (headless tests)
   std::string keys;          // --keys SCRIPT: typed all at once when the model has loaded (headless tests)

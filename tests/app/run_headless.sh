@@ -10,6 +10,13 @@
 #               answer is complete; then the answer and the picture are checked
 #   tiles       --replay of the committed CPU trace, Attention tiles: mass
 #               (viridis), time per tile (magma), a tile's probabilities
+#   tokens      a real conversation (the default model, greedy): the model's
+#               own attention of layer 16 head 0 in the Attention tab's token
+#               view, the map with the conversation's tokens on its axes, and
+#               the answer's decode steps, one strip each, and the summary
+#               row of the layer's 9 heads
+#   hover       the same with the pointer held over a word of the answer
+#               (--mouse): the token view names that token's row
 #   softmax     the same trace, Online softmax: the row's four tracks
 #   pipeline    the same trace, Pipeline: warp spans and the SM chart
 #   gpu_trace   --replay of the H200 trace of the Hopper kernel (assets/traces/),
@@ -135,6 +142,31 @@ case $mode in
     # Keys are typed once the model has loaded; 300 frames leave the dialog open a while after.
     args+=(--model "$model" --tab attention --frames 300 --keys "<Ctrl+O><Ctrl+A>$out/no_such.fstrace<Enter>")
     checks+=(--window open_trace) ;;
+  tokens)
+    if [[ ! -f $model ]]; then
+      echo "SKIP: $model is missing (scripts/fetch_model.sh fetches it)"
+      exit 77
+    fi
+    # A real conversation's own attention, layer 16 head 0 (a head that
+    # follows the previous token), in the Attention tab's token view: the
+    # map drawn in viridis with the conversation's tokens on its axes.
+    tab="Attention tiles"
+    args+=(--model "$model" --tab attention --frames 3000 --greedy --max-tokens 24 --layer 16 --head 0
+           --prompt "The quick brown fox jumps over the lazy dog. Repeat the sentence.")
+    checks+=(--widget tokens_map:viridis:15 --widget tokens_decode:viridis:15 --expect "source=chat capture"
+             --widget tokens_heads:any:0 --baked tokens_map --baked tokens_decode) ;;
+  hover)
+    if [[ ! -f $model ]]; then
+      echo "SKIP: $model is missing (scripts/fetch_model.sh fetches it)"
+      exit 77
+    fi
+    # The same conversation with the pointer held over "jumps" in the answer
+    # (the window's size, scale and font fix where it is drawn): the token
+    # view highlights that token's row.
+    tab="Attention tiles"
+    args+=(--model "$model" --tab attention --frames 3000 --greedy --max-tokens 24 --layer 16 --head 0
+           --prompt "The quick brown fox jumps over the lazy dog. Repeat the sentence." --mouse 190,355)
+    checks+=(--widget tokens_map:viridis:15 --expect "source=chat capture" --expect "hovered_token=·jumps") ;;
   tiles)
     tab="Attention tiles"
     args+=(--replay "$trace" --tab attention --frames 8)
@@ -256,6 +288,16 @@ case $mode in
     # After the answer the app traced a prefill of the model's shape; nothing else was open, so it is shown.
     grep -q '"source": "chat capture"' "$out/$mode.json" || { echo "FAIL: no trace captured after the answer"; exit 1; }
     echo "answer check passed" ;;
+  tokens)
+    grep -Eq '"attention_layer": 16' "$out/$mode.json" || { echo "FAIL: the trace shown is not layer 16's"; exit 1; }
+    grep -Eq '"token_labels": [1-9][0-9]*' "$out/$mode.json" || { echo "FAIL: no token labels on the map's axes"; exit 1; }
+    # The answer's decode steps, one strip each: as many as the answer fed back (its tokens less the last).
+    steps=$(grep -Eo '^flashscope: answer: [0-9]+ tokens' "$out/$mode.log" | grep -Eo '[0-9]+')
+    grep -Eq "\"decode_steps\": $((steps - 1))[,}]" "$out/$mode.json" ||
+      { echo "FAIL: the step strip does not show the answer's $((steps - 1)) decode steps"; exit 1; }
+    # The per-head summary: every head of the layer (SmolLM2-135M: 9).
+    grep -Eq '"head_summaries": 9[,}]' "$out/$mode.json" || { echo "FAIL: the summary row does not show layer 16's 9 heads"; exit 1; }
+    echo "token view check passed" ;;
   lab|throughput)
     grep -Eq '^flashscope: kernel lab: ([5-9]|[1-9][0-9]+) runs' "$out/$mode.log" || { echo "FAIL: the lab did not run 5 times"; exit 1; }
     echo "lab check passed" ;;

@@ -14,6 +14,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "support/synthetic_llama.hpp"
+#include "viz/token_matrix.hpp"
 
 using flashscope::ChatMessage;
 using flashscope::GenerateParams;
@@ -102,6 +103,11 @@ TEST_CASE("engine worker: an answer streams through the snapshot and equals a di
   CHECK(s.answer_prompt_tokens == static_cast<int>(ids.size()));
   CHECK(s.context_used == session->n_tokens());
   CHECK(s.state == EngineState::kIdle);
+  // The capture of the model's own attention follows the answer within the
+  // request; then the worker is idle.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (worker.busy() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK_FALSE(worker.busy());
 }
 
@@ -253,6 +259,14 @@ TEST_CASE("engine worker: after an answer the model's own attention arrives, lab
   CHECK(t.tokens.keys.size() == size_t(t.meta.kv_len));
   CHECK(t.tokens.keys[0].text == "<|im_start|>");
   CHECK(first.attention_note.find("layer 0, head 0") != std::string::npos);
+  // Every head of the layer summarised, in head order; the traced head's mass on the first token is a share.
+  REQUIRE(first.attention_heads.size() == size_t(first.config.n_heads));
+  for (size_t h = 0; h < first.attention_heads.size(); ++h) {
+    CHECK(first.attention_heads[h].head == int(h));
+    CHECK(first.attention_heads[h].rows > 0);
+    CHECK(first.attention_heads[h].first_token_mass >= 0.0);
+    CHECK(first.attention_heads[h].first_token_mass <= 1.0 + 1e-9);
+  }
 
   // A slider dragged over several heads: the last target is captured.
   worker.set_attention_target(1, 1);
@@ -264,4 +278,28 @@ TEST_CASE("engine worker: after an answer the model's own attention arrives, lab
   CHECK(next.attention_trace->tokens.layer == 1);
   CHECK(next.attention_serial > first.attention_serial);
   CHECK(next.attention_error.empty());
+}
+
+TEST_CASE("engine worker: the snapshot says where the answer's decode steps begin; a new chat forgets it") {
+  const Model model = synthetic_model();
+  EngineWorker worker;
+  worker.start(model);
+  wait_for(worker, [](const EngineSnapshot& s) { return s.state != EngineState::kLoading; });
+  EngineSnapshot loaded;
+  worker.snapshot(&loaded);
+  CHECK(loaded.attention_answer_first == -1);
+  worker.submit(generate_request(1, {{"user", "hello there"}}, greedy(6)));
+  wait_answer(worker, 1);
+  const EngineSnapshot s = wait_for(worker, [](const EngineSnapshot& x) { return x.attention_serial >= 1; });
+  REQUIRE(static_cast<bool>(s.attention_trace));
+  // The prompt's tokens end where the steps begin; each sampled token but the
+  // last (not fed yet) had a step, and its row is in the trace.
+  CHECK(s.attention_answer_first == s.answer_reused_tokens + s.answer_prompt_tokens);
+  const std::vector<int> steps = flashscope::viz::rows_from_key(*s.attention_trace, s.attention_answer_first);
+  CHECK(static_cast<int>(steps.size()) == s.answer_tokens - 1);
+  const uint64_t done_before = s.requests_done;
+  worker.reset(2);
+  const EngineSnapshot after =
+      wait_for(worker, [&](const EngineSnapshot& x) { return x.requests_done > done_before; });
+  CHECK(after.attention_answer_first == -1);
 }

@@ -13,6 +13,7 @@
 #include "dashboard/dash_draw.hpp"
 #include "dashboard/tabs/tabs.hpp"
 #include "viz/color_scale.hpp"
+#include "viz/token_label.hpp"
 #include "viz/units.hpp"
 
 namespace flashscope::app {
@@ -50,10 +51,11 @@ struct Track {
 };
 
 // The four tracks over one x axis of KV tiles.
-void draw_tracks(DashboardState& s, const viz::SoftmaxSeries& ser, int n_tiles, float width, float height) {
+void draw_tracks(DashboardState& s, const Trace& trace, const viz::SoftmaxSeries& ser, int n_tiles, float width,
+                 float height) {
   const ImVec2 p = ImGui::GetCursorScreenPos();
   const float label_w = ImGui::GetFontSize() * 9.5f;
-  const float axis_h = ImGui::GetTextLineHeightWithSpacing();
+  const float axis_h = ImGui::GetTextLineHeightWithSpacing() * (trace.tokens.empty() ? 1.0f : 2.0f);
   ImGui::InvisibleButton("##tracks", ImVec2(width, height));
   dash::note_widget(s, "softmax_tracks");
   const bool hovered = ImGui::IsItemHovered();
@@ -209,6 +211,16 @@ void draw_tracks(DashboardState& s, const viz::SoftmaxSeries& ser, int n_tiles, 
     dl->AddText(ImVec2(slot_x(t) - ImGui::CalcTextSize(b).x * 0.5f, ay), muted, b);
   }
   dl->AddText(ImVec2(p.x, ay), muted, "KV tile \xE2\x86\x92");
+  // A trace of the model's own attention: each tile's first token under it, where there is room.
+  const int block_kv = std::max(1, trace.meta.block_kv);
+  if (!trace.tokens.empty()) {
+    for (int t = 0; t < n_tiles; t += step) {
+      std::string l = viz::key_token_label(trace, t * block_kv);
+      if (l.empty() || ImGui::CalcTextSize(l.c_str()).x > slot * step - 6.0f) continue;
+      dl->AddText(ImVec2(slot_x(t) - ImGui::CalcTextSize(l.c_str()).x * 0.5f, ay + ImGui::GetTextLineHeight()), muted,
+                  l.c_str());
+    }
+  }
   picture.end();
 
   if (hovered) {
@@ -227,6 +239,11 @@ void draw_tracks(DashboardState& s, const viz::SoftmaxSeries& ser, int n_tiles, 
         ImGui::Text("KV tile %d: no key visible to this row (causal): state unchanged", t);
       } else {
         ImGui::Text("KV tile %d: %u keys visible", t, st->keys);
+        if (!trace.tokens.empty()) {
+          const int last = std::min(trace.meta.kv_len, (t + 1) * block_kv) - 1;
+          ImGui::Text("tokens %s \xE2\x80\xA6 %s", viz::key_token_label(trace, t * block_kv).c_str(),
+                      viz::key_token_label(trace, last).c_str());
+        }
         ImGui::Text("tile max %.4f   m %.4f%s", st->tile_max, st->m, st->max_rose ? "  (rose: rescale)" : "");
         ImGui::Text("rescale exp(m_old \xE2\x88\x92 m) = %.4g", st->rescale);
         ImGui::Text("tile sum %.4g   l %.4g", st->tile_sum, st->l);
@@ -280,10 +297,12 @@ void tab_online_softmax(DashboardState& s, DashboardContext& ctx) {
   ImGui::TextUnformatted("Row");
   ImGui::SameLine();
   int idx = v.row_index;
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10.0f);
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 14.0f);
   const uint32_t row = v.rows[static_cast<size_t>(std::clamp(idx, 0, static_cast<int>(v.rows.size()) - 1))];
   char fmt[64];
-  std::snprintf(fmt, sizeof fmt, "query %u", row);
+  // A trace of the model's own attention names the row's token.
+  const std::string token = viz::row_token_label(*t, static_cast<int>(row));
+  std::snprintf(fmt, sizeof fmt, "query %u %s", row, token.size() <= 40 ? token.c_str() : "");
   bool changed =
       ImGui::SliderInt("##row", &idx, 0, static_cast<int>(v.rows.size()) - 1, fmt, ImGuiSliderFlags_AlwaysClamp);
   ImGui::SameLine();
@@ -313,7 +332,7 @@ void tab_online_softmax(DashboardState& s, DashboardContext& ctx) {
   const float card_h = ImGui::GetTextLineHeightWithSpacing() * 3.0f + ImGui::GetStyle().WindowPadding.y * 2.0f;
   const float chart_h =
       std::max(ImGui::GetFontSize() * 14.0f, ImGui::GetContentRegionAvail().y - card_h - ImGui::GetFontSize() * 7.5f);
-  draw_tracks(s, ser, n_tiles, ImGui::GetContentRegionAvail().x, chart_h);
+  draw_tracks(s, *t, ser, n_tiles, ImGui::GetContentRegionAvail().x, chart_h);
   final_card(ser, ctx.fonts);
   ImGui::PushFont(ctx.fonts.mono);
   ImGui::TextColored(palette::kMuted,

@@ -274,7 +274,7 @@ void probability_view(DashboardState& s, const Trace& t, const UiFonts& fonts) {
         ImGui::Text("query %d, key %d: p = %.4g", b.row0 + row, b.key0 + key, b.at(row, key));
       }
       if (!t.tokens.empty())
-        ImGui::Text("%s â %s", viz::row_token_label(t, b.row0 + row).c_str(),
+        ImGui::Text("%s \xE2\x86\x92 %s", viz::row_token_label(t, b.row0 + row).c_str(),
                     viz::key_token_label(t, b.key0 + key).c_str());
     } else {
       const float p = group_max(hit.row, hit.col);
@@ -388,6 +388,8 @@ void tab_attention_tiles(DashboardState& s, DashboardContext& ctx) {
                 g.kv_tiles, g.full, g.masked, g.skipped, 100.0 * g.skipped / std::max(1, g.q_tiles * g.kv_tiles));
   dash::wrapped_muted(counts);  // a narrow window: the rest on the next line, not cut off
 
+  // The model's own attention: its tokens, or these tiles (tab_tokens.cpp).
+  if (draw_token_attention(s, ctx, *t, version)) return;
   if (g.q_tiles == 0 || g.kv_tiles == 0) {
     dash::wrapped_muted("The trace's shape has no tiles (q_len or kv_len is 0).");
     return;

@@ -21,6 +21,12 @@ void tab_pipeline(DashboardState& s, DashboardContext& ctx);
 void tab_throughput(DashboardState& s, DashboardContext& ctx);
 void tab_kernel_lab(DashboardState& s, DashboardContext& ctx);
 
+// The Attention tab on a trace of the model's own attention (tab_tokens.cpp):
+// a tokens/tiles switch, and in the token view the zoomable token map with
+// the conversation's tokens on its axes and the selected row's keys.
+// Returns true when it drew the view (the tab then draws nothing else).
+bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace& t, uint64_t version);
+
 // Rebuilds v's caches when the trace changed (version differs); picks the
 // CTA with the most KV tiles among those with spans.
 void refresh_pipeline_view(PipelineView& v, const Trace& t, uint64_t version);
