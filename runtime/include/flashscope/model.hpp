@@ -170,10 +170,6 @@ enum class WeightFormat : uint8_t {
   kBf16,
   // kBf16 for a model whose matrices hold fewer than kAutoBf16MaxWeights
   // weights, kQuantized from there up; Model::weight_format() tells which.
-  // Under its kBf16 a large vocabulary's LM head (64M weights and up, e.g.
-  // Gemma 3's 262,144 rows) also keeps its blocks, which decode steps of a
-  // few tokens read (a bf16 copy serves larger batches): the CUDA load's
-  // auto_head_in_blocks says why. kBf16 asked for is bf16 throughout.
   kAuto,
 };
 // Below this many matrix weights (a bf16 copy under 1 GB) kAuto keeps bf16:

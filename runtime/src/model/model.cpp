@@ -114,7 +114,6 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
   }
   impl->weight_bytes = bytes;
   if (impl->options.weights == WeightFormat::kAuto) {
-    impl->weights_auto = true;
     impl->options.weights = elems < kAutoBf16MaxWeights ? WeightFormat::kBf16 : WeightFormat::kQuantized;
   }
   if (impl->options.device == Device::kCuda) {  // last: the file is fully checked before any device work

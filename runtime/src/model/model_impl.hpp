@@ -68,8 +68,7 @@ struct CudaModel;
 struct Model::Impl {
   GgufFile file;  // owns the mapping every Matrix points into
   ModelConfig config;
-  ModelOptions options;  // weights: kAuto resolved at load
-  bool weights_auto = false;  // options.weights was kAuto (the CUDA load's LM-head rule reads it)
+  ModelOptions options;
   Tokenizer tokenizer;
   std::string chat_template;
   std::shared_ptr<const ChatTemplate> parsed_chat_template;  // null when absent or not parsed

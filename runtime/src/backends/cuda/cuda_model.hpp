@@ -240,12 +240,6 @@ struct CudaModel {
   std::vector<Layer> layers;
   cuda::DeviceMatrix token_embd;      // [vocab, hidden]
   cuda::DeviceMatrix output;          // [vocab, hidden]; token_embd when tied
-  // [vocab, hidden] bf16: a second copy of a head kept in its blocks under
-  // kAuto, for steps of more rows than the fused kernel takes (forward_cuda.cpp,
-  // auto_head_in_blocks, says why); empty otherwise.
-  cuda::DeviceMatrix output_bf16;
-  // The LM head of a step the fused few-token kernel does not take.
-  const cuda::DeviceMatrix& many_row_head() const { return output_bf16.data != nullptr ? output_bf16 : output; }
   const float* output_norm = nullptr;  // [hidden]
   // Weights kept in their GGUF blocks (WeightFormat::kQuantized) where the
   // GPU reads the type in place; other matrices are bf16.

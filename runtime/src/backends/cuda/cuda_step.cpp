@@ -136,8 +136,7 @@ void StepScratch::release() {
   if (stream != nullptr) cudaStreamSynchronize(stream);
   graph.drop();
   for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &y, &logits, &dequant, &attn_ws, &cublas_ws, &step_dev,
-                          &sampler.penalty_ids, &sampler.token, &sampler.workspace, &batch_sampler.block,
-                          &batch_sampler.workspace})
+                          &sampler.penalty_ids, &sampler.token, &batch_sampler.block})
     *b = DeviceBuffer();
   rows = 0;
   logit_rows = 0;
@@ -244,7 +243,7 @@ bool skinny_head(const ModelConfig& c, const CudaModel& cm, int head_rows) {
 Status ensure_dequant_scratch(const ModelConfig& c, const CudaModel& cm, StepScratch& sc, int tokens, int head_rows) {
   if (!cm.quantized && !cm.output.quantized()) return {};
   const bool layers = cm.quantized && !skinny_step(c, cm, tokens);
-  const bool head = head_rows > 0 && !skinny_head(c, cm, head_rows) && cm.many_row_head().quantized();
+  const bool head = head_rows > 0 && cm.output.quantized() && !skinny_head(c, cm, head_rows);
   if (!layers && !head) return {};
   // At least one row of the widest product (k = ffn for the down projection).
   const size_t bytes = std::max(kDequantScratchBytes, size_t{2} * static_cast<size_t>(std::max(c.hidden, c.ffn)));
@@ -571,9 +570,8 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
 
   // A bf16 LM head stays on cuBLAS: it streams 49152 × 576 faster there than
   // through the skinny kernel, norm included (bench/TUNING.md#engine). A
-  // quantized one reads 2-4× fewer bytes through the fused kernel (final
-  // norm in front) for a few rows; more rows read its bf16 copy where kAuto
-  // keeps one (many_row_head), else dequantized slices.
+  // quantized one reads 3-4× fewer bytes through the fused kernel (final
+  // norm in front) for a few rows.
   if (head_rows > 0) {
     if (skinny_head(c, cm, head_rows)) {
       cuda::SkinnyGemmOp op;
@@ -592,7 +590,7 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
       return cuda::skinny_gemm(op, s);
     }
     FLASHSCOPE_RETURN_IF_ERROR(norm(cm.output_norm, row0, head_rows));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.many_row_head(), xn, H, logits_out, c.vocab, head_rows, false));
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.output, xn, H, logits_out, c.vocab, head_rows, false));
   }
   return {};
 }

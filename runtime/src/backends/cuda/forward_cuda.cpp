@@ -189,35 +189,6 @@ Status check_attention(const ModelConfig& c, const std::vector<CudaModel::Layer>
   return {};
 }
 
-// Whether kAuto keeps the LM head `head` in its GGUF blocks although the
-// model's matrices are bf16 (the one place this rule lives; model.hpp's
-// kAuto points here). kAuto's bf16 is for a small model's layers, whose
-// steps are bound by launches and arithmetic; the LM head of a large
-// vocabulary is one product that streams its whole matrix every step and
-// is bound by its bytes: Gemma 3's 262,144 × 640 head is 335 MB in bf16,
-// 124 µs of an 826 µs decode step on an H100 on cuBLAS (2.7 TB/s), and
-// 178 MB in its file's Q8_0 (Q6_K: 138 MB; every type the GPU reads in
-// place is at most 8.5 bits a weight, under 0.55× the bf16 bytes). Below
-// kAutoHeadBlocksMinWeights (SmolLM2's 49,152 × 576 head: 28M weights,
-// 57 MB) the saving is a few µs a token and the bf16 head stays alone.
-// Steps of up to kQuantSkinnyRows rows read the blocks with the fused
-// few-token kernel (final RMSNorm in front); more rows (batches over 8,
-// kAll) keep cuBLAS over a bf16 copy, so such a head is stored twice (+the
-// blocks' bytes, 178 MB for Gemma 3): without the copy each of those steps
-// would dequantize the whole head into scratch, writing and reading it
-// again (~3× the bf16 head's bytes a step). A tied head's blocks are also
-// the token embedding table (the embedding kernel reads blocks).
-// FLASHSCOPE_CUDA_AUTO_HEAD=0 turns the rule off (for comparisons).
-constexpr int64_t kAutoHeadBlocksMinWeights = 64'000'000;
-
-bool auto_head_in_blocks(const Model::Impl& m, const Matrix& head) {
-  if (!m.weights_auto || m.options.weights != WeightFormat::kBf16) return false;
-  const char* env = std::getenv("FLASHSCOPE_CUDA_AUTO_HEAD");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-  return cuda::quant_matrix_type_supported(head.q.type) && head.q.rows * head.q.cols >= kAutoHeadBlocksMinWeights &&
-         cuda::skinny_quant_supported(1, static_cast<int>(head.q.cols));
-}
-
 }  // namespace
 
 Status cuda_check_config(const ModelConfig& c) {
@@ -267,24 +238,20 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   // are dequantized to bf16. Q, K, V rows (gate, up) of one device type are
   // stacked into one run, so each run is one product.
   const bool keep_blocks = m.options.weights == WeightFormat::kQuantized;
-  const bool tied = c.tied_embeddings || w.output.tensor == w.token_embd.tensor;
-  const Matrix& head = tied ? w.token_embd : w.output;
-  // kAuto's bf16 with the LM head in its blocks, plus a bf16 copy of it.
-  const bool head_blocks = !keep_blocks && auto_head_in_blocks(m, head);
   // Matrices expanded to bf16 although their type is read in place: the
   // parts of a stacked product that also has a bf16 part (the bf16 kernels
   // read a product whole, not a run of its rows).
   std::vector<const Matrix*> forced_bf16;
   auto device_type = [&](const Matrix& mat) {
     const bool forced = std::find(forced_bf16.begin(), forced_bf16.end(), &mat) != forced_bf16.end();
-    const bool blocks = keep_blocks || (head_blocks && &mat == &head);
-    return blocks && !forced && cuda::quant_matrix_type_supported(mat.q.type) ? mat.q.type : GgmlType::kBF16;
+    return keep_blocks && !forced && cuda::quant_matrix_type_supported(mat.q.type) ? mat.q.type : GgmlType::kBF16;
   };
   auto device_row_bytes = [&](const Matrix& mat) {
     return device_type(mat) == GgmlType::kBF16 ? mat.q.cols * 2 : static_cast<int64_t>(mat.q.row_bytes);
   };
   const size_t H = static_cast<size_t>(c.hidden);
   const size_t qd = static_cast<size_t>(c.n_heads) * c.head_dim, kvd = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  const bool tied = c.tied_embeddings || w.output.tensor == w.token_embd.tensor;
   size_t total = 0;
   auto reserve = [&](size_t bytes) {
     const size_t at = align_up(total, kAlign);
@@ -375,14 +342,6 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   }
   const size_t out_norm_at = reserve(H * 4);
   if (!tied) place_alone(w.output, &cm->output);
-  if (head_blocks) {  // the many-row steps' bf16 copy (auto_head_in_blocks says why)
-    cuda::DeviceMatrix& d = cm->output_bf16;
-    d.type = GgmlType::kBF16;
-    d.rows = static_cast<int>(head.q.rows);
-    d.cols = static_cast<int>(head.q.cols);
-    d.row_bytes = head.q.cols * 2;
-    pieces.push_back({&head, reserve(static_cast<size_t>(head.q.rows * d.row_bytes)), &d});
-  }
   // The kernels' word loads of 2-byte-aligned blocks may read past the last row.
   total += cuda::quant_matrix_tail_bytes();
 
@@ -577,7 +536,7 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
         op.eps = c.rms_eps;
         FLASHSCOPE_RETURN_IF_ERROR(cuda::rms_norm(op, sc.stream));
         cuda::MatmulOp g;
-        g.w = &cm.many_row_head();
+        g.w = &cm.output;
         g.x = static_cast<const uint16_t*>(sc.xn.data());
         g.ldx = c.hidden;
         g.y = static_cast<float*>(sc.logits.data());
