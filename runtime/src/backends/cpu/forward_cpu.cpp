@@ -32,7 +32,8 @@
 //
 // Threads: the team size of every OpenMP region of a call (matmuls and
 // attention) is ModelOptions.threads, or what the sequence's ThreadAdvisor
-// says the machine's load allows (cpu_load.hpp).
+// says the machine's load allows (cpu_load.hpp) of cpu_threads()'s default
+// (the physical cores, bounded: cpu_threads.hpp).
 //
 // The cache only grows: tokens are written into slots past st.tokens.size()
 // and the count moves at the very end, so a failed call leaves the sequence
@@ -52,12 +53,11 @@
 #include "backends/cpu/openmp.hpp"
 #include "backends/cpu/quant_matmul.hpp"
 #include "flashscope/attention.hpp"
+#include "flashscope/cpu_threads.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::model {
 namespace {
-
-using cpu::max_threads;
 
 constexpr int kChunk = 128;  // tokens per forward chunk
 
@@ -388,7 +388,7 @@ Status cpu_forward(const Model::Impl& m, Sequence::State& state, const int32_t* 
     const int cn = std::min(kChunk, n - c0);
     // Per chunk, so a long prefill follows the load as decode steps do.
     const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads
-                                                         : st.thread_advisor.advise(max_threads()));
+                                                         : st.thread_advisor.advise(cpu_threads().default_threads));
     const bool last_chunk = c0 + cn == n;
     int row0 = cn;  // no logits from this chunk
     float* out = nullptr;
@@ -425,7 +425,7 @@ Status cpu_forward_batch(const Model::Impl& m, Sequence::State* const* states, c
   for (int c0 = 0; c0 < n; c0 += kChunk) {
     const int cn = std::min(kChunk, n - c0);
     const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads
-                                                         : lead.thread_advisor.advise(max_threads()));
+                                                         : lead.thread_advisor.advise(cpu_threads().default_threads));
     for (int i = 0; i < cn; ++i) s.positions[static_cast<size_t>(i)] = static_cast<int32_t>(seqs[static_cast<size_t>(c0 + i)]->tokens.size());
     ChunkRows rows;
     rows.batch = seqs.data() + c0;
