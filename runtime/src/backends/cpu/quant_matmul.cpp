@@ -590,6 +590,47 @@ FS_AVX2 void tile_q6_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
   _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
+// quantize_row_q8 in AVX2, the same value bit for bit: max is exact in any
+// order, d and 1/d are the same scalar divisions, and x·(1/d) rounds half to
+// even as nearbyint does in the default rounding mode. One block is four
+// vectors: |x| max, scale, round, clamp, narrow 32 → 8 bits, and the sum.
+FS_AVX2 void quantize_row_q8_avx2(const float* x, BlockQ8* y, int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  for (int64_t b = 0; b < n / kQ8Block; ++b) {
+    const float* xb = x + b * kQ8Block;
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(xb + 8 * k);
+      amax = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), amax);  // NaN |x| keeps amax, as std::max does
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float d = _mm_cvtss_f32(m) / 127.0f;
+    const __m256 inv_d = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], inv_d), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    }
+    // packs work within 128-bit lanes: [0 1 | 2 3] int32 → [q0l q1l q2l q3l | q0h q1h q2h q3h] bytes,
+    // put back in element order by a dword permutation.
+    const __m256i w01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i w23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i bytes =
+        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), bytes);
+    __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    y[b].d = d;
+    y[b].sum = _mm_cvtsi128_si32(s);
+  }
+}
+
 bool cpu_has_avx2() {
   __builtin_cpu_init();
   // F16C from CPUID (leaf 1, ECX): clang before 15 does not know "f16c" here.
@@ -678,6 +719,9 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 }  // namespace
 
 void quantize_row_q8(const float* x, BlockQ8* y, int64_t n) {
+#ifdef FLASHSCOPE_X86_KERNELS
+  if (active_cpu_isa() == CpuIsa::kAvx2) return quantize_row_q8_avx2(x, y, n);
+#endif
   for (int64_t b = 0; b < n / kQ8Block; ++b) {
     const float* xb = x + b * kQ8Block;
     float amax = 0.0f;

@@ -45,7 +45,8 @@ struct BlockQ8 {
 };
 static_assert(sizeof(BlockQ8) == 40, "BlockQ8 is packed as 4 + 4 + 32 bytes");
 
-// x [n] floats → y [n / 32] blocks (n a multiple of 32). Round to nearest.
+// x [n] floats → y [n / 32] blocks (n a multiple of 32). Round to nearest
+// (half to even). The AVX2 build (active_cpu_isa) gives the same bits.
 void quantize_row_q8(const float* x, BlockQ8* y, int64_t n);
 
 // The blocks of kTileTokens consecutive tokens at one block index, side by
