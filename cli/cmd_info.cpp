@@ -16,6 +16,7 @@
 #include "engine_args.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/device.hpp"
+#include "flashscope/openmp_wait.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/sampling_defaults.hpp"
@@ -57,7 +58,8 @@ void print_cpu(bool json) {
                      {"physical_cores", t.physical_cores},
                      {"cpu_quota", t.quota_cpus},
                      {"default_threads", t.default_threads},
-                     {"default_threads_from", from}});
+                     {"default_threads_from", from},
+                     {"openmp_wait", t.wait == OpenMpWait::kSleep ? "sleep" : "spin"}});
     return;
   }
   std::printf("cpu: %s\n", name.empty() ? "CPU" : name.c_str());
@@ -65,13 +67,21 @@ void print_cpu(bool json) {
               t.physical_cores, t.physical_cores == 1 ? "" : "s");
   if (t.quota_cpus > 0) std::printf(", a cgroup quota of %d", t.quota_cpus);
   std::printf("\n");
+  const bool sleep = t.wait == OpenMpWait::kSleep;
+  // With spinning threads the engine's team shrinks under load; with sleeping ones it keeps its size
+  // (forward_cpu.cpp's auto_threads).
   if (t.from_environment) {
-    std::printf("  engine threads    %d (OMP_NUM_THREADS); fewer while other programs keep cores busy\n",
-                t.default_threads);
+    std::printf("  engine threads    %d (OMP_NUM_THREADS)\n", t.default_threads);
   } else {
-    std::printf("  engine threads    %d (the physical cores%s, at most %d); fewer while other programs keep\n"
-                "                    cores busy; -t N or OMP_NUM_THREADS to choose\n",
+    std::printf("  engine threads    %d (the physical cores%s, at most %d; -t N or OMP_NUM_THREADS to choose)\n",
                 t.default_threads, t.quota_cpus > 0 ? " within the quota" : "", kDefaultThreadsCap);
+  }
+  if (!sleep) std::printf("                    fewer while other programs keep cores busy\n");
+  if (sleep) {
+    std::printf("  at barriers       threads sleep (OMP_WAIT_POLICY=passive: flashscope-cli sets it on up to %d CPUs)\n",
+                kSleepingOpenMpMaxCpus);
+  } else {
+    std::printf("  at barriers       threads spin, then sleep (libgomp's default; OMP_WAIT_POLICY=passive: sleep)\n");
   }
 }
 

@@ -124,3 +124,19 @@ TEST_CASE("cpu threads: this machine's answer is consistent") {
     CHECK(t.default_threads <= kDefaultThreadsCap);
   }
 }
+
+TEST_CASE("cpu threads: the OpenMP wait policy is read as libgomp reads it") {
+  using flashscope::OpenMpWait;
+  const FakeTopology one(2, 1);
+  const std::string root = one.root.string();
+  auto wait = [&](const char* policy, const char* spin) {
+    return cpu_threads_from(root, range(2), 2, 0, nullptr, policy, spin).wait;
+  };
+  CHECK(wait(nullptr, nullptr) == OpenMpWait::kSpin);  // libgomp's default
+  CHECK(wait("passive", nullptr) == OpenMpWait::kSleep);
+  CHECK(wait("PASSIVE", nullptr) == OpenMpWait::kSleep);
+  CHECK(wait("active", nullptr) == OpenMpWait::kSpin);
+  CHECK(wait(nullptr, "0") == OpenMpWait::kSleep);
+  CHECK(wait("passive", "1000") == OpenMpWait::kSpin);  // GOMP_SPINCOUNT sets the polls either way
+  CHECK(wait("active", "0") == OpenMpWait::kSleep);
+}

@@ -13,6 +13,13 @@ namespace flashscope {
 // before a large server's core count.
 inline constexpr int kDefaultThreadsCap = 32;
 
+// How the OpenMP threads of a team wait at a barrier, as libgomp read this
+// process's environment when it loaded (it reads it only then).
+enum class OpenMpWait {
+  kSpin,   // libgomp's default: ~300k polls (a few ms) before sleeping
+  kSleep,  // OMP_WAIT_POLICY=passive or GOMP_SPINCOUNT=0: sleep at once
+};
+
 struct CpuThreads {
   int online = 0;          // online logical CPUs
   int allowed = 0;         // of them, in this process's affinity mask (taskset, cpusets)
@@ -23,11 +30,12 @@ struct CpuThreads {
   // fewer while other programs keep cores busy (ModelOptions::threads).
   int default_threads = 1;
   bool from_environment = false;  // default_threads is OMP_NUM_THREADS
+  OpenMpWait wait = OpenMpWait::kSpin;
 };
 
 // Read once per process (Linux: sched_getaffinity, /sys/devices/system/cpu
 // topology, the cgroup's cpu.max; elsewhere std::thread::hardware_concurrency
-// for every field). Never fails: what cannot be read counts each allowed CPU
+// for every field; OMP_* variables from the environment). Never fails: what cannot be read counts each allowed CPU
 // as a core.
 const CpuThreads& cpu_threads();
 

@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_threads.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -70,6 +71,21 @@ int physical_cores(const std::string& root, const std::vector<int>& cpus) {
     cores.insert(first);
   }
   return static_cast<int>(cores.size());
+}
+
+// What libgomp makes of OMP_WAIT_POLICY and GOMP_SPINCOUNT: "passive"
+// (any case) sleeps at once, a GOMP_SPINCOUNT of 0 too, and GOMP_SPINCOUNT
+// wins where both are set.
+OpenMpWait parse_wait(const char* policy, const char* spin_count) {
+  if (spin_count != nullptr) {
+    char* end = nullptr;
+    const long long v = std::strtoll(spin_count, &end, 10);
+    if (end != spin_count) return v == 0 ? OpenMpWait::kSleep : OpenMpWait::kSpin;
+  }
+  if (policy == nullptr) return OpenMpWait::kSpin;
+  std::string p(policy);
+  for (char& c : p) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return p.rfind("passive", 0) == 0 ? OpenMpWait::kSleep : OpenMpWait::kSpin;
 }
 
 #if defined(__linux__)
@@ -140,11 +156,13 @@ CpuThreads read_cpu_threads() {
   if (allowed.empty())
     for (int cpu = 0; cpu < online; ++cpu) allowed.push_back(cpu);
   return cpu::cpu_threads_from("/sys/devices/system/cpu", allowed, online, cgroup_quota_cpus(),
-                               std::getenv("OMP_NUM_THREADS"));
+                               std::getenv("OMP_NUM_THREADS"), std::getenv("OMP_WAIT_POLICY"),
+                               std::getenv("GOMP_SPINCOUNT"));
 #else
   std::vector<int> allowed(static_cast<size_t>(hw));
   for (int cpu = 0; cpu < hw; ++cpu) allowed[static_cast<size_t>(cpu)] = cpu;
-  return cpu::cpu_threads_from("", allowed, hw, 0, std::getenv("OMP_NUM_THREADS"));
+  return cpu::cpu_threads_from("", allowed, hw, 0, std::getenv("OMP_NUM_THREADS"), std::getenv("OMP_WAIT_POLICY"),
+                               std::getenv("GOMP_SPINCOUNT"));
 #endif
 }
 
@@ -153,8 +171,10 @@ CpuThreads read_cpu_threads() {
 namespace cpu {
 
 CpuThreads cpu_threads_from(const std::string& topology_root, const std::vector<int>& allowed, int online,
-                            int quota_cpus, const char* omp_num_threads) {
+                            int quota_cpus, const char* omp_num_threads, const char* wait_policy,
+                            const char* spin_count) {
   CpuThreads t;
+  t.wait = parse_wait(wait_policy, spin_count);
   t.allowed = std::max(1, static_cast<int>(allowed.size()));
   t.online = std::max(online, t.allowed);
   const int cores = topology_root.empty() ? 0 : physical_cores(topology_root, allowed);

@@ -87,6 +87,19 @@ class ThreadCountScope {
   int saved_ = 0;
 };
 
+// The team of a call with ModelOptions::threads 0. Spinning threads
+// (libgomp's default) make a preempted member cost the others its whole
+// time slice at every barrier, so the team shrinks by the cores other
+// programs keep busy (cpu_load.hpp). Sleeping threads (OMP_WAIT_POLICY=
+// passive, which flashscope-cli and the app set on small machines:
+// openmp_wait.hpp) hand their cores back at once and the preempted one runs
+// sooner, so there the whole team is faster under load than a shrunk one
+// (bench/TUNING.md#cpu).
+int auto_threads(cpu::ThreadAdvisor& advisor) {
+  const CpuThreads& t = cpu_threads();
+  return t.wait == OpenMpWait::kSleep ? t.default_threads : advisor.advise(t.default_threads);
+}
+
 // Activations of one chunk, allocated on the first forward and reused.
 struct Scratch {
   int rows = 0;  // chunk capacity in tokens
@@ -387,8 +400,7 @@ Status cpu_forward(const Model::Impl& m, Sequence::State& state, const int32_t* 
   for (int c0 = 0; c0 < n; c0 += kChunk) {
     const int cn = std::min(kChunk, n - c0);
     // Per chunk, so a long prefill follows the load as decode steps do.
-    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads
-                                                         : st.thread_advisor.advise(cpu_threads().default_threads));
+    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads : auto_threads(st.thread_advisor));
     const bool last_chunk = c0 + cn == n;
     int row0 = cn;  // no logits from this chunk
     float* out = nullptr;
@@ -424,8 +436,7 @@ Status cpu_forward_batch(const Model::Impl& m, Sequence::State* const* states, c
   for (int i = 0; i < n; ++i) seqs[static_cast<size_t>(i)] = static_cast<CpuState*>(states[i]);
   for (int c0 = 0; c0 < n; c0 += kChunk) {
     const int cn = std::min(kChunk, n - c0);
-    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads
-                                                         : lead.thread_advisor.advise(cpu_threads().default_threads));
+    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads : auto_threads(lead.thread_advisor));
     for (int i = 0; i < cn; ++i) s.positions[static_cast<size_t>(i)] = static_cast<int32_t>(seqs[static_cast<size_t>(c0 + i)]->tokens.size());
     ChunkRows rows;
     rows.batch = seqs.data() + c0;
