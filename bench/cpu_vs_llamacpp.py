@@ -103,9 +103,8 @@ def run_llama(build, model, threads, fa, prompt, gen, depths):
     """{test: tok/s} of one llama-bench pass per kind (prompt at depth 0; decode at each depth)."""
     bench = str(build / "bin/llama-bench")
     out = {}
-    calls = [(["-p", str(prompt), "-n", "0"], None),
-             (["-p", "0", "-n", str(gen), "-d", ",".join(str(d) for d in depths)], None)]
-    for extra, _ in calls:
+    calls = [["-p", str(prompt), "-n", "0"], ["-p", "0", "-n", str(gen), "-d", ",".join(str(d) for d in depths)]]
+    for extra in calls:
         cmd = [bench, "-m", str(model), "-t", str(threads), "-fa", str(fa), "-r", "1", "-o", "jsonl"] + extra
         r = subprocess.run(cmd, capture_output=True, text=True, env=llama_env(build))
         if r.returncode != 0:
@@ -168,7 +167,6 @@ def main():
         threads = next((json.loads(l)["default_threads"] for l in info.splitlines() if "default_threads" in l), 0)
         threads = threads or os.cpu_count() or 1
     depths = [int(d) for d in a.depths.split(",")]
-    tests = [f"prompt {a.prompt}"] + [f"decode @ {d}" for d in depths]
 
     rounds = []
     for r in range(a.rounds):
@@ -180,7 +178,12 @@ def main():
         row["load_after"] = loadavg()
         rounds.append(row)
         log("  " + json.dumps(row))
+        # After every round, so a run cut short still leaves its table.
+        write_report(a, rounds, build, cli, model, threads, depths, final=r + 1 == a.rounds)
 
+
+def write_report(a, rounds, build, cli, model, threads, depths, final):
+    tests = [f"prompt {a.prompt}"] + [f"decode @ {d}" for d in depths]
     med = {k: {t: statistics.median(r[k][t] for r in rounds) for t in tests} for k in ("ours", "fa0", "fa1")}
     targets = {f"prompt {a.prompt}": 1.3}
     targets.update({f"decode @ {d}": 1.2 for d in depths})
@@ -204,7 +207,9 @@ def main():
         f"FlashScope: `{git('rev-parse', '--short', 'HEAD')}` ({git('rev-parse', '--abbrev-ref', 'HEAD')}), "
         f"`{cli}`; llama.cpp: llama-cpp-python {SDIST_VERSION}'s vendored source, "
         f"{' '.join(llama_version[-2:]) if llama_version else '?'}, build `{build}`.",
-        f"{a.rounds} interleaved rounds, one measurement per engine and test each; medians. "
+        f"{len(rounds)} interleaved round{'s' if len(rounds) > 1 else ''}"
+        f"{'' if final else f' (of {a.rounds} planned; the run was cut short)'}, one measurement per engine "
+        "and test each; medians. "
         f"Decode: {a.gen} tokens after N context tokens.",
     ]
     if a.note:
@@ -243,7 +248,8 @@ def main():
     out = Path(a.out_dir) / f"cpu-{host}-{date}-vs-llamacpp.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    print(text)
+    if final:
+        print(text)
     log(f"written to {out}")
 
 
