@@ -331,7 +331,8 @@ TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable
       }
       std::vector<flashscope::cpu::TileQ8> tiles(static_cast<size_t>(n / 4 * cols / 32));
       flashscope::cpu::pack_q8_tiles(xq.data(), n, cols / 32, tiles.data());
-      for (auto isa : {flashscope::cpu::CpuIsa::kPortable, flashscope::cpu::CpuIsa::kAvx2}) {
+      for (auto isa : {flashscope::cpu::CpuIsa::kPortable, flashscope::cpu::CpuIsa::kAvx2,
+                       flashscope::cpu::CpuIsa::kAvx512Vnni}) {
         flashscope::cpu::set_cpu_isa(isa);
         const std::string isa_name = flashscope::cpu::cpu_isa_name(flashscope::cpu::active_cpu_isa());
         CAPTURE(isa_name);
@@ -401,7 +402,7 @@ TEST_CASE("quant matmul: each build of the Q8 activation quantizer gives the por
   x[100] = -3.0f;
   std::vector<std::vector<BlockQ8>> out;
   std::vector<std::string> names;
-  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2}) {
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
     flashscope::cpu::set_cpu_isa(isa);
     if (flashscope::cpu::active_cpu_isa() != isa) continue;  // not on this CPU
     names.push_back(flashscope::cpu::cpu_isa_name(isa));
@@ -425,6 +426,48 @@ TEST_CASE("quant matmul: each build of the Q8 activation quantizer gives the por
     }
   }
   MESSAGE("quantizer builds compared on this CPU: " << out.size());
+}
+
+TEST_CASE("quant matmul: the AVX-512 VNNI Q4 kernels give the AVX2 kernels' bits") {
+  using flashscope::cpu::CpuIsa;
+  using flashscope::cpu::BlockQ8;
+  if (flashscope::cpu::detected_cpu_isa() < CpuIsa::kAvx512Vnni) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 13, cols = 96;  // odd rows; 3 blocks: the kernels' pair loop and its tail
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1}) {
+    const std::string type_name = flashscope::ggml_type_name(type);
+    CAPTURE(type_name);
+    const auto bytes = SyntheticLlama::random_blocks(type, rows * cols, 1.0f, rng);
+    const flashscope::cpu::QuantMatrix w{type, rows, cols, bytes.size() / static_cast<uint64_t>(rows), bytes.data()};
+    for (int n : {1, 4, 9}) {
+      CAPTURE(n);
+      std::vector<float> x(static_cast<size_t>(n * cols));
+      for (float& v : x) v = normal(rng);
+      std::vector<BlockQ8> xq(static_cast<size_t>(n * cols / 32));
+      for (int t = 0; t < n; ++t) flashscope::cpu::quantize_row_q8(x.data() + t * cols, xq.data() + t * cols / 32, cols);
+      std::vector<flashscope::cpu::TileQ8> tiles(static_cast<size_t>(n / 4 * cols / 32));
+      flashscope::cpu::pack_q8_tiles(xq.data(), n, cols / 32, tiles.data());
+      for (bool use_tiles : {false, true}) {
+        CAPTURE(use_tiles);
+        std::vector<float> y[2];
+        int k = 0;
+        for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+          flashscope::cpu::set_cpu_isa(isa);
+          y[k].assign(static_cast<size_t>(n * rows), -1.0f);
+          REQUIRE(flashscope::cpu::matmul(w, x.data(), cols, xq.data(), use_tiles ? tiles.data() : nullptr, n,
+                                          y[k].data(), rows)
+                      .ok());
+          ++k;
+        }
+        CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  flashscope::cpu::set_cpu_isa(flashscope::cpu::detected_cpu_isa());
 }
 
 TEST_CASE("thread advisor: answers within [1, max] and 1 for a single thread") {
@@ -533,7 +576,7 @@ TEST_CASE("forward: incremental decode gives the logits of a full recompute") {
   const Model model = load_synthetic(SyntheticLlama{});
   const std::vector<int32_t> ids = random_ids(70, 100, 21);  // crosses a 64-key attention tile
   const size_t V = 100;
-  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2}) {
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
     flashscope::cpu::set_cpu_isa(isa);
     const std::string isa_name = flashscope::cpu::cpu_isa_name(flashscope::cpu::active_cpu_isa());
     CAPTURE(isa_name);

@@ -146,7 +146,7 @@ void geglu_tanh(float* gate, const float* up, int64_t n) {
 void swiglu(float* gate, const float* up, int64_t n) {
   auto run = swiglu_portable;
 #ifdef FLASHSCOPE_X86_KERNELS
-  if (active_cpu_isa() == CpuIsa::kAvx2) run = swiglu_avx2;
+  if (active_cpu_isa() >= CpuIsa::kAvx2) run = swiglu_avx2;
 #endif
   // A prefill chunk's gate is [128, ffn]: split it over the team in pieces
   // of whole vectors; a decode step's stays on this thread.
