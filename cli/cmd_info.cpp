@@ -16,7 +16,6 @@
 #include "engine_args.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/device.hpp"
-#include "flashscope/openmp_wait.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "flashscope/sampling_defaults.hpp"
@@ -78,8 +77,7 @@ void print_cpu(bool json) {
   }
   if (!sleep) std::printf("                    fewer while other programs keep cores busy\n");
   if (sleep) {
-    std::printf("  at barriers       threads sleep (OMP_WAIT_POLICY=passive: flashscope-cli sets it on up to %d CPUs)\n",
-                kSleepingOpenMpMaxCpus);
+    std::printf("  at barriers       threads sleep (OMP_WAIT_POLICY=passive; the engine keeps its whole team)\n");
   } else {
     std::printf("  at barriers       threads spin, then sleep (libgomp's default; OMP_WAIT_POLICY=passive: sleep)\n");
   }

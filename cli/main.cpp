@@ -5,7 +5,6 @@
 #include <string>
 
 #include "commands.hpp"
-#include "flashscope/openmp_wait.hpp"
 
 namespace {
 
@@ -36,9 +35,6 @@ int main(int argc, char** argv) {
     print_usage();
     return argc < 2 ? 2 : 0;
   }
-  // On a small machine the CPU engine's OpenMP threads sleep at barriers
-  // rather than spin (openmp_wait.hpp says why): restarts once, first thing.
-  flashscope::restart_with_sleeping_openmp_threads(argv);
   const std::string cmd = argv[1];
   if (cmd == "info") return flashscope::cli::cmd_info(argc - 2, argv + 2);
   if (cmd == "bench") return flashscope::cli::cmd_bench(argc - 2, argv + 2);

@@ -26,8 +26,8 @@ void share_cores_with_software_gl() {
 // the UI thread or the rasterizer preempts a member at almost every barrier
 // while the others spin on the cores those two need. With
 // OMP_WAIT_POLICY=passive (threads sleep at once) both the UI and the engine
-// run faster on 2 cores (bench/TUNING.md#cpu). flashscope-cli makes the same
-// choice; the runtime's helper says when and how (openmp_wait.hpp).
+// run faster on 2 cores (bench/TUNING.md#cpu); the runtime's helper says
+// when and how (openmp_wait.hpp).
 void prefer_sleeping_openmp_threads(char** argv) { flashscope::restart_with_sleeping_openmp_threads(argv); }
 
 }  // namespace flashscope::app

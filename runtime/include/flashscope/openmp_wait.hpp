@@ -1,8 +1,11 @@
 // For a host program's main(), first thing: on a small machine, start the
 // program again with OMP_WAIT_POLICY=passive so the CPU engine's OpenMP
-// threads sleep at barriers instead of spinning. flashscope-cli and the app
-// call it; the library itself never does (it changes the environment and
-// replaces the process image, which is the host program's decision).
+// threads sleep at barriers instead of spinning. The app calls it (its UI
+// threads compete with the engine's); the library itself never does (it
+// changes the environment and replaces the process image, which is the host
+// program's decision), and flashscope-cli does not: on a quiet 2-core VM,
+// sleeping threads made decode 2-3x slower (each barrier waits for a wake-up),
+// so it pays only on a machine that stays loaded.
 //
 //   int main(int argc, char** argv) {
 //     flashscope::restart_with_sleeping_openmp_threads(argv);  // returns when it did not
@@ -13,7 +16,8 @@
 // each barrier a few µs cheaper, and on a loaded small one makes the team's
 // members spin on the cores the preempted member needs: on 2 cores beside
 // one busy process, 2-thread decode ran at a few tokens/s spinning against
-// 29-84 sleeping (bench/TUNING.md#cpu). Why a restart: libgomp reads the
+// 29-84 sleeping, but on the quiet machine 49-74 sleeping against 150-170
+// spinning (bench/TUNING.md#cpu). Why a restart: libgomp reads the
 // variable once, when it loads, before main() and before any code of ours
 // (a setenv in main or in a constructor, even a .preinit_array one, comes
 // too late or is lost).

@@ -91,8 +91,8 @@ class ThreadCountScope {
 // (libgomp's default) make a preempted member cost the others its whole
 // time slice at every barrier, so the team shrinks by the cores other
 // programs keep busy (cpu_load.hpp). Sleeping threads (OMP_WAIT_POLICY=
-// passive, which flashscope-cli and the app set on small machines:
-// openmp_wait.hpp) hand their cores back at once and the preempted one runs
+// passive, which the app sets on small machines: openmp_wait.hpp) hand
+// their cores back at once and the preempted one runs
 // sooner, so there the whole team is faster under load than a shrunk one
 // (bench/TUNING.md#cpu).
 int auto_threads(cpu::ThreadAdvisor& advisor) {
