@@ -217,7 +217,8 @@ def write_report(a, rounds, build, cli, model, threads, depths, final):
     if a.note:
         lines += ["", a.note]
     cpus = os.cpu_count() or 1
-    loaded = max(loads) > 0.5 * cpus
+    # Before each round only: during one, the engines' own threads count in the load average.
+    loaded = max(r["load_before"] for r in rounds) > 0.5 * cpus
     if loaded:
         lines += ["", f"**Not a quiet machine** (load average up to {max(loads):.1f} on {cpus} CPUs): these figures "
                   "show how each engine copes with other programs on its cores (spinning threads collapse there), "
