@@ -47,7 +47,7 @@ constexpr const char* kUsage =
     "  --prompt-len N     prompt tokens per session (default 512: the issue's prefill target)\n"
     "  --gen-len N        tokens generated per session (default 128)\n"
     "  --runs N           timed runs per batch size, after one warm-up (default 3; medians reported)\n"
-    "  -t, --threads N    CPU threads (default: all cores)\n"
+    "  -t, --threads N    CPU threads (default: the physical cores not busy elsewhere; info shows them)\n"
     "  --weights auto|quantized|bf16  cuda: weights kept in their GGUF blocks or expanded to bf16; auto\n"
     "                            (default): bf16 for a small model, the blocks for a larger one\n"
     "  --json             one JSON object per batch size\n";
@@ -147,7 +147,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   const int prompt_len = static_cast<int>(args.get_int("prompt-len", 512));
   const int gen_len = static_cast<int>(args.get_int("gen-len", 128));
   const int runs = static_cast<int>(args.get_int("runs", 3));
-  const int threads = static_cast<int>(args.get_int_in("threads", 0, 0, kMaxThreads));
+  const int threads = parse_threads(args, "bench e2e");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   const WeightFormat weights = parse_weights(args);
   std::vector<int> batches;

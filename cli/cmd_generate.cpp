@@ -41,8 +41,8 @@ constexpr const char* kUsage =
     "                        from its logit; ends degenerate loops (default 0.8; 0 disables)\n"
     "  --seed S              sampling seed (default: from the clock, printed with the stats)\n"
     "  --ctx N               KV cache size in tokens (default: the model's context length)\n"
-    "  -t, --threads N       CPU threads (default: OMP_NUM_THREADS, else all cores; fewer is faster\n"
-    "                        when other programs keep the cores busy)\n"
+    "  -t, --threads N       CPU threads (default: OMP_NUM_THREADS, else the physical cores, at most 32,\n"
+    "                        fewer while other programs keep them busy; info shows them)\n"
     "  --device cpu|cuda     where to run (default: cuda when a device is present; cuda: CUDA graphs)\n"
     "  --weights auto|quantized|bf16  cuda: weights kept in their GGUF blocks or expanded to bf16; auto\n"
     "                            (default): bf16 for a small model, the blocks for a larger one\n";

@@ -2,16 +2,19 @@
 // arithmetic, so a reader can check every SOL percentage the tools print;
 // with -m MODEL, the memory the model takes: its weights on the device (as
 // --weights keeps them) and its KV cache per token and at full context, and
-// the sampling the model's makers recommend, and where that came from.
+// the sampling the model's makers recommend, and where that came from. The
+// CPU block says how many threads the CPU engine takes by default, and why.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "args.hpp"
 #include "commands.hpp"
 #include "engine_args.hpp"
+#include "flashscope/cpu_threads.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/model.hpp"
 #include "json_line.hpp"
@@ -22,9 +25,61 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashscope-cli info [--device N] [-m MODEL [--weights auto|quantized|bf16]] [--json]\n"
     "  -m, --model PATH  also load MODEL (on the GPU when there is one) and show its memory:\n"
-    "                    weights on the device and the KV cache\n";
+    "                    weights on the device and the KV cache\n"
+    "Also the CPU: its cores as this process sees them and the engine's default thread count.\n";
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// /proc/cpuinfo's first "model name" ("" elsewhere).
+std::string cpu_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    const size_t start = colon == std::string::npos ? colon : line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
+// The CPU this process may run on and the engine's default thread count.
+void print_cpu(bool json) {
+  const CpuThreads& t = cpu_threads();
+  const std::string name = cpu_name();
+  const char* from = t.from_environment ? "OMP_NUM_THREADS" : "physical cores";
+  if (json) {
+    print_json_line({{"cpu", name.empty() ? "CPU" : name},
+                     {"cpus_online", t.online},
+                     {"cpus_allowed", t.allowed},
+                     {"physical_cores", t.physical_cores},
+                     {"cpu_quota", t.quota_cpus},
+                     {"default_threads", t.default_threads},
+                     {"default_threads_from", from},
+                     {"openmp_wait", t.wait == OpenMpWait::kSleep ? "sleep" : "spin"}});
+    return;
+  }
+  std::printf("cpu: %s\n", name.empty() ? "CPU" : name.c_str());
+  std::printf("  CPUs              %d online, %d this process may run on, %d physical core%s", t.online, t.allowed,
+              t.physical_cores, t.physical_cores == 1 ? "" : "s");
+  if (t.quota_cpus > 0) std::printf(", a cgroup quota of %d", t.quota_cpus);
+  std::printf("\n");
+  const bool sleep = t.wait == OpenMpWait::kSleep;
+  // With spinning threads the engine's team shrinks under load; with sleeping ones it keeps its size
+  // (forward_cpu.cpp's auto_threads).
+  if (t.from_environment) {
+    std::printf("  engine threads    %d (OMP_NUM_THREADS)\n", t.default_threads);
+  } else {
+    std::printf("  engine threads    %d (the physical cores%s, at most %d; -t N or OMP_NUM_THREADS to choose)\n",
+                t.default_threads, t.quota_cpus > 0 ? " within the quota" : "", kDefaultThreadsCap);
+  }
+  if (!sleep) std::printf("                    fewer while other programs keep cores busy\n");
+  if (sleep) {
+    std::printf("  at barriers       threads sleep (OMP_WAIT_POLICY=passive; the engine keeps its whole team)\n");
+  } else {
+    std::printf("  at barriers       threads spin, then sleep (libgomp's default; OMP_WAIT_POLICY=passive: sleep)\n");
+  }
+}
 
 // The model's recommended sampling (read at load), under print_model's lines.
 void print_model_sampling(const Model& model, const std::string& path, bool json) {
@@ -126,6 +181,7 @@ int cmd_info(int argc, char** argv) {
   if (n == 0) {
     if (args.has("json")) print_json_line({{"devices", 0}, {"backend", "cpu"}});
     else std::printf("no CUDA device (or no CUDA in this build): the CPU backend runs everything\n");
+    print_cpu(json);
     return model_path.empty() ? 0 : print_model(model_path, weights, json);
   }
   const int ordinal = static_cast<int>(args.get_int("device", 0));
@@ -149,6 +205,7 @@ int cmd_info(int argc, char** argv) {
                      {"tensor_flops_per_clk_per_sm", std::llround(d.tensor_flops_per_clk_per_sm)},
                      {"sol_tflops", rounded(d.sol_tflops, 1)},
                      {"sol_dram_gbps", std::llround(d.sol_dram_gbps)}});
+    print_cpu(json);
     return model_path.empty() ? 0 : print_model(model_path, weights, json);
   }
   std::printf("device %d of %d: %s\n", d.ordinal, n, d.name.c_str());
@@ -163,6 +220,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("  SOL tensor        %.1f TFLOPS (BF16 dense, FP32 accumulate)\n", d.sol_tflops);
   std::printf("  SOL DRAM          %.0f GB/s\n", d.sol_dram_gbps);
   std::printf("  how               %s\n", d.sol_formula.c_str());
+  print_cpu(json);
   return model_path.empty() ? 0 : print_model(model_path, weights, json);
 }
 

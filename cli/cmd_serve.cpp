@@ -33,7 +33,7 @@ const char* const kUsage =
     "  --queue N              requests that may wait beyond those; more get 503 with Retry-After (default 16)\n"
     "  --ctx N                tokens per request, prompt and reply (default: the model's context length)\n"
     "  --device cpu|cuda      where to run (default: cuda when a device is present)\n"
-    "  -t, --threads N        CPU threads per forward pass (default: the cores not busy elsewhere)\n"
+    "  -t, --threads N        CPU threads per forward pass (default: the physical cores not busy elsewhere)\n"
     "  --api-key KEY          require \"Authorization: Bearer KEY\" on /v1/* (401 without it)\n"
     "  --chat-template FILE   a Jinja chat template instead of the model's\n"
     "  --max-body BYTES       largest request body (default 1048576; larger: 413)\n"

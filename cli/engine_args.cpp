@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "flashscope/untrusted.hpp"
+#include "flashscope/cpu_threads.hpp"
 #include "flashscope/model.hpp"
 
 namespace flashscope::cli {
@@ -84,12 +84,12 @@ int parse_n_predict(Args& args, int fallback) {
 
 int parse_threads(Args& args, const char* command) {
   const long long threads = args.get_int_in("threads", 0, 0, kMaxThreads);
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (args.ok() && cores > 0 && threads > static_cast<long long>(cores)) {
+  const CpuThreads& cpus = cpu_threads();
+  if (args.ok() && threads > cpus.allowed) {
     std::fprintf(stderr,
-                 "flashscope-cli %s: note: --threads %lld is more than this machine's %u hardware threads "
-                 "(slower, not faster)\n",
-                 command, threads, cores);
+                 "flashscope-cli %s: note: --threads %lld is more than the %d CPUs this process may run on "
+                 "(slower, not faster; the default is %d)\n",
+                 command, threads, cpus.allowed, cpus.default_threads);
   }
   return static_cast<int>(threads);
 }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -331,7 +332,8 @@ TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable
       }
       std::vector<flashscope::cpu::TileQ8> tiles(static_cast<size_t>(n / 4 * cols / 32));
       flashscope::cpu::pack_q8_tiles(xq.data(), n, cols / 32, tiles.data());
-      for (auto isa : {flashscope::cpu::CpuIsa::kPortable, flashscope::cpu::CpuIsa::kAvx2}) {
+      for (auto isa : {flashscope::cpu::CpuIsa::kPortable, flashscope::cpu::CpuIsa::kAvx2,
+                       flashscope::cpu::CpuIsa::kAvx512Vnni}) {
         flashscope::cpu::set_cpu_isa(isa);
         const std::string isa_name = flashscope::cpu::cpu_isa_name(flashscope::cpu::active_cpu_isa());
         CAPTURE(isa_name);
@@ -379,6 +381,94 @@ TEST_CASE("quant matmul: Q8 activations round to nearest within half a step") {
   flashscope::cpu::quantize_row_q8(zeros.data(), q.data(), 32);
   CHECK(q[0].d == 0.0f);
   CHECK(q[0].sum == 0);
+}
+
+TEST_CASE("quant matmul: each build of the Q8 activation quantizer gives the portable one's bits") {
+  using flashscope::cpu::BlockQ8;
+  using flashscope::cpu::CpuIsa;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  // Blocks of: random values at scales 1e-30..1e30, all zeros, exact .5
+  // ties (amax 127: 1/d = 1), a lone non-zero, and -0.0.
+  const int64_t blocks = 40;
+  std::vector<float> x(static_cast<size_t>(blocks * 32));
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float scale = std::pow(10.0f, static_cast<float>(b % 13) * 5.0f - 30.0f);
+    for (int j = 0; j < 32; ++j) x[static_cast<size_t>(b * 32 + j)] = normal(rng) * scale;
+  }
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f);
+  for (int j = 0; j < 32; ++j) x[static_cast<size_t>(64 + j)] = static_cast<float>(j % 2 ? j : -j) - 0.5f;
+  x[64] = 127.0f;
+  std::fill(x.begin() + 96, x.begin() + 128, -0.0f);
+  x[100] = -3.0f;
+  std::vector<std::vector<BlockQ8>> out;
+  std::vector<std::string> names;
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+    flashscope::cpu::set_cpu_isa(isa);
+    if (flashscope::cpu::active_cpu_isa() != isa) continue;  // not on this CPU
+    names.push_back(flashscope::cpu::cpu_isa_name(isa));
+    out.emplace_back(static_cast<size_t>(blocks));
+    flashscope::cpu::quantize_row_q8(x.data(), out.back().data(), blocks * 32);
+  }
+  flashscope::cpu::set_cpu_isa(flashscope::cpu::detected_cpu_isa());
+  REQUIRE(!out.empty());
+  CHECK(out[0][2].qs[0] == 127);
+  CHECK(out[0][2].qs[1] == 0);   // 0.5 rounds to even
+  CHECK(out[0][2].qs[2] == -2);  // -2.5 too
+  for (size_t v = 1; v < out.size(); ++v) {
+    CAPTURE(names[v]);
+    for (int64_t b = 0; b < blocks; ++b) {
+      CAPTURE(b);
+      const BlockQ8& want = out[0][static_cast<size_t>(b)];
+      const BlockQ8& got = out[v][static_cast<size_t>(b)];
+      CHECK(std::memcmp(&got.d, &want.d, sizeof want.d) == 0);
+      CHECK(got.sum == want.sum);
+      CHECK(std::memcmp(got.qs, want.qs, sizeof want.qs) == 0);
+    }
+  }
+  MESSAGE("quantizer builds compared on this CPU: " << out.size());
+}
+
+TEST_CASE("quant matmul: the AVX-512 VNNI Q4 kernels give the AVX2 kernels' bits") {
+  using flashscope::cpu::CpuIsa;
+  using flashscope::cpu::BlockQ8;
+  if (flashscope::cpu::detected_cpu_isa() < CpuIsa::kAvx512Vnni) {
+    MESSAGE("skipped: this CPU has no AVX-512 VNNI");
+    return;
+  }
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 13, cols = 96;  // odd rows; 3 blocks: the kernels' pair loop and its tail
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1}) {
+    const std::string type_name = flashscope::ggml_type_name(type);
+    CAPTURE(type_name);
+    const auto bytes = SyntheticLlama::random_blocks(type, rows * cols, 1.0f, rng);
+    const flashscope::cpu::QuantMatrix w{type, rows, cols, bytes.size() / static_cast<uint64_t>(rows), bytes.data()};
+    for (int n : {1, 4, 9}) {
+      CAPTURE(n);
+      std::vector<float> x(static_cast<size_t>(n * cols));
+      for (float& v : x) v = normal(rng);
+      std::vector<BlockQ8> xq(static_cast<size_t>(n * cols / 32));
+      for (int t = 0; t < n; ++t) flashscope::cpu::quantize_row_q8(x.data() + t * cols, xq.data() + t * cols / 32, cols);
+      std::vector<flashscope::cpu::TileQ8> tiles(static_cast<size_t>(n / 4 * cols / 32));
+      flashscope::cpu::pack_q8_tiles(xq.data(), n, cols / 32, tiles.data());
+      for (bool use_tiles : {false, true}) {
+        CAPTURE(use_tiles);
+        std::vector<float> y[2];
+        int k = 0;
+        for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+          flashscope::cpu::set_cpu_isa(isa);
+          y[k].assign(static_cast<size_t>(n * rows), -1.0f);
+          REQUIRE(flashscope::cpu::matmul(w, x.data(), cols, xq.data(), use_tiles ? tiles.data() : nullptr, n,
+                                          y[k].data(), rows)
+                      .ok());
+          ++k;
+        }
+        CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  flashscope::cpu::set_cpu_isa(flashscope::cpu::detected_cpu_isa());
 }
 
 TEST_CASE("thread advisor: answers within [1, max] and 1 for a single thread") {
@@ -493,7 +583,7 @@ TEST_CASE("forward: incremental decode gives the logits of a full recompute") {
   const std::vector<int32_t> ids = random_ids(70, 100, 21);  // crosses a 64-key attention block
   const size_t V = 100;
   const int group = model.config().n_heads / model.config().n_kv_heads;
-  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2}) {
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
     flashscope::cpu::set_cpu_isa(isa);
     const std::string isa_name = flashscope::cpu::cpu_isa_name(flashscope::cpu::active_cpu_isa());
     CAPTURE(isa_name);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 
+#include "flashscope/cpu_threads.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "traces/capture.hpp"
@@ -90,13 +91,14 @@ Result<double> time_once(Prepared& pr, bool gpu, EventTimer* timer) {
   return total / std::max(1, pr.launches);
 }
 
-// The CPU runs and captures of the lab use all cores but one: the UI thread
-// keeps drawing at its frame rate while the lab loops. (An OpenMP thread
-// count set here applies to parallel regions this thread starts.)
+// The CPU runs and captures of the lab use the engine's default team
+// (physical cores, cpu_threads.hpp) but one: the UI thread keeps drawing at
+// its frame rate while the lab loops. (An OpenMP thread count set here
+// applies to parallel regions this thread starts.)
 std::string limit_cpu_threads() {
-  int threads = 1, cores = 1;
+  int threads = 1;
+  const int cores = flashscope::cpu_threads().default_threads;
 #ifdef _OPENMP
-  cores = omp_get_num_procs();
   threads = std::max(1, cores - 1);
   omp_set_num_threads(threads);
 #endif

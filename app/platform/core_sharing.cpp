@@ -1,11 +1,11 @@
 #include "platform/core_sharing.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <thread>
+
+#include "flashscope/openmp_wait.hpp"
 
 namespace flashscope::app {
 
@@ -26,21 +26,8 @@ void share_cores_with_software_gl() {
 // the UI thread or the rasterizer preempts a member at almost every barrier
 // while the others spin on the cores those two need. With
 // OMP_WAIT_POLICY=passive (threads sleep at once) both the UI and the engine
-// run faster on 2 cores; the engine alone (flashscope-cli, no window) is
-// slower with it, so it is the app's choice, not the library's
-// (bench/TUNING.md#cpu). libgomp reads the variable when it
-// loads, before main(), so the app sets it and starts itself again. Only
-// on up to 4 hardware threads, where it was measured (with cores to spare,
-// spinning makes a barrier cheaper), and never over a value the user set.
-void prefer_sleeping_openmp_threads(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::thread::hardware_concurrency() > 4) return;
-  // The binary's own path, not /proc/self/exe: the process keeps its name (ps, pgrep, perf).
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return;
-  self[n] = '\0';
-  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/1);
-  execv(self, argv);  // returns only if it failed: then go on as we are
-}
+// run faster on 2 cores (bench/TUNING.md#cpu); the runtime's helper says
+// when and how (openmp_wait.hpp).
+void prefer_sleeping_openmp_threads(char** argv) { flashscope::restart_with_sleeping_openmp_threads(argv); }
 
 }  // namespace flashscope::app

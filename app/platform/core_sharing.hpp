@@ -5,8 +5,8 @@
 
 namespace flashscope::app {
 
-// On up to 4 hardware threads, sets OMP_WAIT_POLICY=passive and starts the
-// app again (libgomp reads it only when it loads); returns when it did not.
+// On up to 4 CPUs, sets OMP_WAIT_POLICY=passive and starts the app again
+// (libgomp reads it only when it loads); returns when it did not.
 void prefer_sleeping_openmp_threads(char** argv);
 
 // A quarter of the cores for Mesa's software rasterizer (LP_NUM_THREADS).

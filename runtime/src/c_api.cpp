@@ -474,7 +474,7 @@ flashscope_status flashscope_model_load_weights(const char* path, const flashsco
     static_assert(FLASHSCOPE_MAX_THREADS == flashscope::kMaxThreads, "one bound for both APIs");
     if (p.n_threads < 0 || p.n_threads > FLASHSCOPE_MAX_THREADS) {
       return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
-                  "n_threads = " + std::to_string(p.n_threads) + " (0: all cores, at most " +
+                  "n_threads = " + std::to_string(p.n_threads) + " (0: auto, at most " +
                       std::to_string(FLASHSCOPE_MAX_THREADS) + ")");
     }
     options.threads = p.n_threads;

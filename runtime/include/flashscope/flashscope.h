@@ -137,7 +137,8 @@ typedef enum flashscope_device {
 typedef struct flashscope_model_params {
   int32_t device;    /* flashscope_device; default FLASHSCOPE_DEVICE_CPU */
   int32_t n_threads; /* CPU threads per forward pass, at most FLASHSCOPE_MAX_THREADS;
-                        0 (default): all cores not busy elsewhere */
+                        0 (default): the physical cores not busy elsewhere,
+                        at most 32 unless OMP_NUM_THREADS says more */
 } flashscope_model_params;
 
 /* The most n_threads may be: far above any machine's cores (each thread costs a stack). */

@@ -189,8 +189,9 @@ struct ModelOptions {
   // kCuda: how the weights are kept on the device (the CPU backend reads
   // the file's blocks either way).
   WeightFormat weights = WeightFormat::kAuto;
-  // CPU threads of each forward pass. 0 (auto): up to OpenMP's maximum
-  // (OMP_NUM_THREADS, else every core), less the cores other programs are
+  // CPU threads of each forward pass. 0 (auto): up to cpu_threads()'s
+  // default (OMP_NUM_THREADS, else the physical cores this process may run
+  // on, at most kDefaultThreadsCap: cpu_threads.hpp), less the cores other programs are
   // keeping busy, re-measured every ~200 ms: every matmul ends in a barrier,
   // and on a busy machine a preempted thread costs the others a whole time
   // slice at each one (bench/TUNING.md#cpu). At most kMaxThreads.

@@ -54,7 +54,7 @@ Result<Model> Model::load(const std::string& path, const ModelOptions& options) 
 
 Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
   if (options.threads < 0 || options.threads > kMaxThreads) {
-    return invalid_argument("ModelOptions.threads = " + std::to_string(options.threads) + " must be 0 (all cores) to " +
+    return invalid_argument("ModelOptions.threads = " + std::to_string(options.threads) + " must be 0 (auto: the physical cores not busy elsewhere) to " +
                             std::to_string(kMaxThreads));
   }
   if (options.weights != WeightFormat::kQuantized && options.weights != WeightFormat::kBf16 &&

@@ -13,7 +13,7 @@
 // (/proc/stat, per-CPU lines of the affinity mask) and subtracts this
 // process's own CPU time: the rest is other programs' load, in cores. Team
 // size = allowed CPUs − that load (rounded up past a 0.25-core noise floor),
-// at least 1, at most the OpenMP maximum. Before the first interval the
+// at least 1, at most the idle machine's team. Before the first interval the
 // number of runnable tasks (procs_running) gives a first guess. Where /proc
 // is not readable (not Linux) the advisor always answers the maximum.
 // Threads of the host program other than the engine's count as the
@@ -26,8 +26,8 @@ namespace flashscope::cpu {
 
 class ThreadAdvisor {
  public:
-  // The team size for the next forward pass; max_threads is the OpenMP
-  // maximum (OMP_NUM_THREADS or the core count).
+  // The team size for the next forward pass; max_threads is the team on an
+  // idle machine (cpu_threads().default_threads).
   int advise(int max_threads);
   // Other programs' load over the last interval, in cores (-1: unknown).
   double foreign_load() const { return foreign_cores_; }

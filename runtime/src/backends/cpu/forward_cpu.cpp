@@ -34,7 +34,8 @@
 //
 // Threads: the team size of every OpenMP region of a call (matmuls and
 // attention) is ModelOptions.threads, or what the sequence's ThreadAdvisor
-// says the machine's load allows (cpu_load.hpp).
+// says the machine's load allows (cpu_load.hpp) of cpu_threads()'s default
+// (the physical cores, bounded: cpu_threads.hpp).
 //
 // The cache only grows: tokens are written into slots past st.tokens.size()
 // and the count moves at the very end, so a failed call leaves the sequence
@@ -56,12 +57,11 @@
 #include "backends/cpu/quant_matmul.hpp"
 #include "cpu/decode_attention.hpp"
 #include "flashscope/attention.hpp"
+#include "flashscope/cpu_threads.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::model {
 namespace {
-
-using cpu::max_threads;
 
 constexpr int kChunk = 128;  // tokens per forward chunk
 
@@ -90,6 +90,19 @@ class ThreadCountScope {
  private:
   int saved_ = 0;
 };
+
+// The team of a call with ModelOptions::threads 0. Spinning threads
+// (libgomp's default) make a preempted member cost the others its whole
+// time slice at every barrier, so the team shrinks by the cores other
+// programs keep busy (cpu_load.hpp). Sleeping threads (OMP_WAIT_POLICY=
+// passive, which the app sets on small machines: openmp_wait.hpp) hand
+// their cores back at once and the preempted one runs
+// sooner, so there the whole team is faster under load than a shrunk one
+// (bench/TUNING.md#cpu).
+int auto_threads(cpu::ThreadAdvisor& advisor) {
+  const CpuThreads& t = cpu_threads();
+  return t.wait == OpenMpWait::kSleep ? t.default_threads : advisor.advise(t.default_threads);
+}
 
 // Activations of one chunk, allocated on the first forward and reused.
 struct Scratch {
@@ -433,8 +446,7 @@ Status cpu_forward(const Model::Impl& m, Sequence::State& state, const int32_t* 
   for (int c0 = 0; c0 < n; c0 += kChunk) {
     const int cn = std::min(kChunk, n - c0);
     // Per chunk, so a long prefill follows the load as decode steps do.
-    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads
-                                                         : st.thread_advisor.advise(max_threads()));
+    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads : auto_threads(st.thread_advisor));
     const bool last_chunk = c0 + cn == n;
     int row0 = cn;  // no logits from this chunk
     float* out = nullptr;
@@ -470,8 +482,7 @@ Status cpu_forward_batch(const Model::Impl& m, Sequence::State* const* states, c
   for (int i = 0; i < n; ++i) seqs[static_cast<size_t>(i)] = static_cast<CpuState*>(states[i]);
   for (int c0 = 0; c0 < n; c0 += kChunk) {
     const int cn = std::min(kChunk, n - c0);
-    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads
-                                                         : lead.thread_advisor.advise(max_threads()));
+    const ThreadCountScope threads(m.options.threads > 0 ? m.options.threads : auto_threads(lead.thread_advisor));
     for (int i = 0; i < cn; ++i) s.positions[static_cast<size_t>(i)] = static_cast<int32_t>(seqs[static_cast<size_t>(c0 + i)]->tokens.size());
     ChunkRows rows;
     rows.batch = seqs.data() + c0;

@@ -45,7 +45,8 @@ struct BlockQ8 {
 };
 static_assert(sizeof(BlockQ8) == 40, "BlockQ8 is packed as 4 + 4 + 32 bytes");
 
-// x [n] floats → y [n / 32] blocks (n a multiple of 32). Round to nearest.
+// x [n] floats → y [n / 32] blocks (n a multiple of 32). Round to nearest
+// (half to even). The AVX2 build (active_cpu_isa) gives the same bits.
 void quantize_row_q8(const float* x, BlockQ8* y, int64_t n);
 
 // The blocks of kTileTokens consecutive tokens at one block index, side by
@@ -90,9 +91,14 @@ bool matmul_supports(GgmlType type);
 Status matmul(const QuantMatrix& w, const float* x, int64_t ldx, const BlockQ8* xq, const TileQ8* tiles, int64_t n,
               float* y, int64_t ldy);
 
-// Which instruction set the integer kernels use. Detected once; tests force
-// the portable path to check the vector kernels against it.
-enum class CpuIsa { kPortable, kAvx2 };
+// Which instruction set the integer kernels use, each a superset of the one
+// before. Detected once; tests force the lower ones to check each build
+// against the portable one.
+//   kAvx2        AVX2 + FMA + F16C
+//   kAvx512Vnni  also AVX-512 F/VL + VNNI: the Q4_0/Q4_1 kernels take the
+//                u8·s8 sums with one vpdpbusd (the same int32 sums as AVX2's
+//                maddubs + madd pair, so the same bits)
+enum class CpuIsa { kPortable, kAvx2, kAvx512Vnni };
 CpuIsa detected_cpu_isa();
 CpuIsa active_cpu_isa();
 // Uses `isa` from now on (clamped to what the CPU supports). Not thread-safe
