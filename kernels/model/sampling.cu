@@ -23,7 +23,7 @@
 //
 // A row is split into `slices` CTAs of `chunk` entries (1024 threads each):
 // one CTA reading a 262,144-entry row (Gemma 3) is bound by one SM's
-// loads, ~46 µs on an H100 for the greedy pass alone. Each CTA runs 1-5 on
+// loads (bench/TUNING.md, "Sampling over a large vocabulary"). Each CTA runs 1-5 on
 // its slice: 1-3 give the slice's best (value, id), 4-5 its best
 // keep_s = min(keep, slice length) in id order. The global best `keep` by
 // (logit desc, id asc) are among those: an entry with fewer than `keep`

@@ -25,6 +25,11 @@ bool detect_avx512() {
   return detect_avx2() && __builtin_cpu_supports("avx512f");
 }
 
+// The 256-bit VNNI form (vpdpbusd on ymm) needs AVX-512 VL beside VNNI.
+bool detect_avx512_vnni() {
+  return detect_avx512() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
 }  // namespace
 
 bool cpu_has_avx2() {
@@ -36,9 +41,15 @@ bool cpu_has_avx512() {
   static const bool has = detect_avx512();
   return has;
 }
+
+bool cpu_has_avx512_vnni() {
+  static const bool has = detect_avx512_vnni();
+  return has;
+}
 #else
 bool cpu_has_avx2() { return false; }
 bool cpu_has_avx512() { return false; }
+bool cpu_has_avx512_vnni() { return false; }
 #endif
 
 }  // namespace flashscope::cpu

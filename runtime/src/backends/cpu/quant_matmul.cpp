@@ -690,14 +690,6 @@ FS_VNNI void tile_q4_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, flo
   _mm_storeu_ps(out, total);
 }
 
-bool cpu_has_avx512_vnni() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512vnni");
-}
-
-#else
-bool cpu_has_avx512_vnni() { return false; }
 #endif  // FLASHSCOPE_X86_KERNELS
 
 CpuIsa& isa_setting() {
