@@ -402,3 +402,52 @@ TEST_CASE("attention capture (CUDA): armed decode steps replay their graph and k
     check_same_capture(*g.layer1, *p.layer1);
   }
 }
+
+// The batched decode step (BatchGenerator, the server) replays its graph with
+// an armed sequence in the batch, and keeps what plain launches keep.
+TEST_CASE("attention capture (CUDA): batched decode steps replay their graph with an armed sequence") {
+  if (fs::testing::skip_without_gpu()) return;
+  fs::testing::SyntheticLlama spec;
+  ::setenv("FLASHSCOPE_CUDA_GRAPHS", "0", 1);
+  const fs::Model plain = synthetic(spec, on_gpu());
+  ::unsetenv("FLASHSCOPE_CUDA_GRAPHS");
+  const fs::Model graphed = synthetic(spec, on_gpu());
+  struct Run {
+    std::vector<int32_t> tokens;
+    fs::Result<fs::AttentionCapture> cap = fs::AttentionCapture{};
+    uint64_t replays = 0;
+  };
+  auto run = [&](const fs::Model& m) {
+    Run r;
+    auto armed = fs::Session::create(m);
+    auto other = fs::Session::create(m);
+    REQUIRE((armed.ok() && other.ok()));
+    REQUIRE(fs::arm_attention_capture(*armed, -1).ok());
+    const fs::model::CudaForwardStats before = fs::model::cuda_total_stats();
+    fs::BatchGenerator g;
+    REQUIRE(g.add(*armed, prompt_ids(m, 60), greedy(12), nullptr).ok());
+    REQUIRE(g.add(*other, prompt_ids(m, 20), greedy(12), nullptr).ok());
+    while (!g.done()) REQUIRE(g.step().ok());
+    r.replays = fs::model::cuda_total_stats().batch_graph_replays - before.batch_graph_replays;
+    fs::AttentionCaptureRequest req;
+    req.layer = 1;
+    req.heads = {0, 2};
+    r.cap = fs::capture_attention(*armed, req);
+    r.tokens = armed->tokens();
+    return r;
+  };
+  const Run p = run(plain);
+  const Run g = run(graphed);
+  if (g.cap.status().code() == fs::StatusCode::kUnsupported) {
+    MESSAGE("skipped: " << g.cap.status().message());
+    fs::testing::mark_skipped();
+    return;
+  }
+  REQUIRE_MESSAGE(p.cap.ok(), p.cap.status().to_string());
+  REQUIRE_MESSAGE(g.cap.ok(), g.cap.status().to_string());
+  CHECK(p.replays == 0);
+  CHECK(g.replays > 0);
+  CHECK(g.tokens == p.tokens);
+  CHECK(g.cap->rows == 60 + 11);
+  check_same_capture(*g.cap, *p.cap);
+}
