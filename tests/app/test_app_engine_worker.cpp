@@ -320,11 +320,14 @@ TEST_CASE("engine worker: the answer's decode steps come with their own traces o
     EngineWorker worker;
     worker.start(model);
     wait_for(worker, [](const EngineSnapshot& s) { return s.state != EngineState::kLoading; });
-    worker.submit(generate_request(1, {{"user", "hello there"}}, greedy(7)));
+    GenerateParams gp = greedy(7);
+    gp.stop_tokens = {-5};  // never sampled: seven tokens, six decode steps
+    worker.submit(generate_request(1, {{"user", "hello there"}}, gp));
     wait_answer(worker, 1);
     const EngineSnapshot s = wait_for(worker, [](const EngineSnapshot& x) { return x.attention_serial >= 1; });
     REQUIRE(static_cast<bool>(s.attention_trace));
     REQUIRE_MESSAGE(s.attention_error.empty(), s.attention_error);
+    REQUIRE(s.answer_tokens == 7);
     const flashscope::Trace& t = *s.attention_trace;
     const std::vector<int> steps = flashscope::viz::rows_from_key(t, s.attention_answer_first);
     REQUIRE(static_cast<int>(steps.size()) == s.answer_tokens - 1);
