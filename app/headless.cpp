@@ -92,6 +92,7 @@ std::string layout_json(const HeadlessFrame& f) {
       {"picker_error", mp.path_error},
       {"token_labels", f.dashboard.tokens.labels_drawn},
       {"decode_steps", f.dashboard.tokens.steps_drawn},
+      {"decode_steps_own_trace", f.dashboard.tokens.steps_own},
       {"head_summaries", f.dashboard.tokens.heads_drawn},
       {"hovered_token", f.dashboard.tokens.hover_label},
       {"attention_layer", f.snap.attention_trace ? f.snap.attention_trace->tokens.layer : -1},

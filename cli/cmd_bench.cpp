@@ -258,9 +258,10 @@ int bench_decode(int argc, char** argv) {
 int cmd_bench(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "decode") return bench_decode(argc - 1, argv + 1);
   if (argc >= 1 && std::string(argv[0]) == "e2e") return cmd_bench_e2e(argc - 1, argv + 1);
+  if (argc >= 1 && std::string(argv[0]) == "capture") return cmd_bench_capture(argc - 1, argv + 1);
   if (argc < 1 || std::string(argv[0]) != "prefill") {
-    std::fprintf(stderr, "flashscope-cli bench: expected 'prefill', 'decode' or 'e2e' (bench e2e --help)\n%s%s", kUsage,
-                 kDecodeUsage);
+    std::fprintf(stderr, "flashscope-cli bench: expected 'prefill', 'decode', 'e2e' or 'capture' (bench e2e --help)\n%s%s",
+                 kUsage, kDecodeUsage);
     return 2;
   }
   Args args(argc - 1, argv + 1,

@@ -7,6 +7,7 @@ namespace flashscope::cli {
 int cmd_info(int argc, char** argv);
 int cmd_bench(int argc, char** argv);      // bench prefill|decode|e2e
 int cmd_bench_e2e(int argc, char** argv);  // the engine end to end (bench e2e)
+int cmd_bench_capture(int argc, char** argv);  // attention capture's cost to decode (bench capture)
 int cmd_attend(int argc, char** argv);
 int cmd_generate(int argc, char** argv);  // run a GGUF model on a prompt
 int cmd_chat(int argc, char** argv);      // terminal chat REPL

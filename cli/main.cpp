@@ -17,6 +17,7 @@ void print_usage() {
       "  bench prefill        time the prefill kernels on a shape (median of many runs)\n"
       "  bench decode         time paged-KV decode on a batch of sequences (median of many runs)\n"
       "  bench e2e            the engine on a model: prompt tokens/s, time to first token, decode tokens/s at batch 1..N\n"
+      "  bench capture        decode tokens/s with attention capture never armed, armed then disarmed, and armed\n"
       "  attend               attention on .npy files: q, k, v in, o (and lse) out\n"
       "  chat-template        render a conversation with the model's chat template (Jinja), or its token ids\n"
       "  chat                 talk with the model in the terminal (/reset, /system, /stats, /quit)\n"

@@ -1,6 +1,6 @@
 // capture_attention on the CUDA engine: the probed paged kernels over the
 // engine's own page pool, on the query rows a turn really fed (kept while
-// armed: staged on the device inside the step, which then runs without its
+// armed: staged on the device inside the step, decode steps in their CUDA
 // graph). Checked by support/capture_checks.hpp as on the CPU (double
 // recomputation from the captured operands, the kernel's lse), and here:
 //   - every row fed alone (a decode step) is traced again by itself through
@@ -8,16 +8,21 @@
 //     the kernel's lse of that row in the whole-conversation run (relative
 //     1e-4: the two tiles sum in another order), its keys are the
 //     conversation up to it, its one row its own token;
-//   - arming changes nothing the model computes (greedy tokens equal).
+//   - arming changes nothing the model computes (greedy tokens equal);
+//   - armed decode steps replay their graph, and what they keep is exactly
+//     what plain launches keep (a model loaded with FLASHSCOPE_CUDA_GRAPHS=0),
+//     also after the armed layers change between turns.
 // Skips without a device; a build without the probed kernels must answer
 // kUnsupported, never crash.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_backend.hpp"
 #include "flashscope/attention_capture.hpp"
 #include "flashscope/device.hpp"
 #include "support/capture_checks.hpp"
@@ -273,4 +278,176 @@ TEST_CASE("attention capture (CUDA): rows fed by batched decode steps (BatchGene
   CHECK(cap->rows == 70 + 9);
   check_capture(*cap, *armed, spec.head_dim, 0);
   check_decode_steps(*cap, 70);
+}
+
+namespace {
+
+// The same numbers, bit for bit: the capture's operands and lse, and every
+// record of its traces (the whole conversation's and each decode step's).
+void check_same_trace(const fs::Trace& a, const fs::Trace& b) {
+  CHECK(a.meta.q_len == b.meta.q_len);
+  CHECK(a.meta.kv_len == b.meta.kv_len);
+  CHECK(a.meta.num_splits == b.meta.num_splits);
+  REQUIRE(a.softmax.size() == b.softmax.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < a.softmax.size(); ++i) {
+    const fs::SoftmaxStateRecord &x = a.softmax[i], &y = b.softmax[i];
+    differ += x.row != y.row || x.kv_tile != y.kv_tile || x.m != y.m || x.l != y.l || x.keys != y.keys;
+  }
+  REQUIRE(a.prob_samples.size() == b.prob_samples.size());
+  for (size_t i = 0; i < a.prob_samples.size(); ++i) {
+    const fs::ProbSampleRecord &x = a.prob_samples[i], &y = b.prob_samples[i];
+    differ += x.row != y.row || x.key != y.key || x.prob != y.prob || x.flags != y.flags;
+  }
+  CHECK(differ == 0);
+}
+
+void check_same_capture(const fs::AttentionCapture& graphed, const fs::AttentionCapture& plain) {
+  REQUIRE(graphed.first == plain.first);
+  REQUIRE(graphed.rows == plain.rows);
+  REQUIRE(graphed.keys == plain.keys);
+  REQUIRE(graphed.heads.size() == plain.heads.size());
+  for (size_t h = 0; h < graphed.heads.size(); ++h) {
+    const fs::HeadCapture &g = graphed.heads[h], &p = plain.heads[h];
+    CAPTURE(g.head);
+    CHECK(g.q == p.q);
+    CHECK(g.k == p.k);
+    CHECK(g.lse == p.lse);
+    check_same_trace(g.trace, p.trace);
+    CHECK(g.decode_rows == p.decode_rows);
+    REQUIRE(g.decode_steps.size() == p.decode_steps.size());
+    for (size_t n = 0; n < g.decode_steps.size(); ++n) check_same_trace(g.decode_steps[n], p.decode_steps[n]);
+  }
+}
+
+}  // namespace
+
+// Three turns: armed at layer 0, disarmed, armed at layer 1. The third turn's
+// stage has the size and address of the first's but holds another layer, so
+// a graph replayed from turn 1 would keep layer 0's rows as layer 1's.
+TEST_CASE("attention capture (CUDA): armed decode steps replay their graph and keep what plain launches keep") {
+  if (fs::testing::skip_without_gpu()) return;
+  fs::testing::SyntheticLlama spec;
+  ::setenv("FLASHSCOPE_CUDA_GRAPHS", "0", 1);
+  const fs::Model plain = synthetic(spec, on_gpu());
+  ::unsetenv("FLASHSCOPE_CUDA_GRAPHS");
+  const fs::Model graphed = synthetic(spec, on_gpu());
+
+  struct Run {
+    std::vector<int32_t> tokens;
+    fs::Result<fs::AttentionCapture> layer0 = fs::AttentionCapture{}, layer1 = fs::AttentionCapture{};
+    uint64_t armed_steps[2] = {0, 0}, armed_replays[2] = {0, 0}, armed_captures[2] = {0, 0};
+  };
+  auto run = [&](const fs::Model& m) {
+    Run r;
+    auto session = fs::Session::create(m);
+    REQUIRE(session.ok());
+    fs::AttentionCaptureRequest req;
+    req.heads = {};  // every head
+    auto turn = [&](int prompt, int armed_turn) {
+      const fs::model::CudaForwardStats before = fs::model::cuda_total_stats();
+      REQUIRE(session->generate(prompt_ids(m, prompt), greedy(12), {}).ok());
+      const fs::model::CudaForwardStats after = fs::model::cuda_total_stats();
+      CHECK_MESSAGE(after.graph_capture_failures == before.graph_capture_failures, after.last_capture_error);
+      if (armed_turn < 0) return;
+      r.armed_steps[armed_turn] = after.decode_steps - before.decode_steps;
+      r.armed_replays[armed_turn] = after.graph_replays - before.graph_replays;
+      r.armed_captures[armed_turn] = after.graph_captures - before.graph_captures;
+    };
+    REQUIRE(fs::arm_attention_capture(*session, 0).ok());
+    turn(40, 0);
+    req.layer = 0;
+    r.layer0 = fs::capture_attention(*session, req);
+    fs::disarm_attention_capture(*session);
+    turn(5, -1);
+    REQUIRE(fs::arm_attention_capture(*session, 1).ok());
+    turn(5, 1);
+    req.layer = 1;
+    r.layer1 = fs::capture_attention(*session, req);
+    if (r.layer1.ok()) check_capture(*r.layer1, *session, spec.head_dim, 0);
+    r.tokens = session->tokens();
+    return r;
+  };
+  const Run p = run(plain);
+  const Run g = run(graphed);
+  if (g.layer0.status().code() == fs::StatusCode::kUnsupported) {
+    MESSAGE("skipped: " << g.layer0.status().message());
+    fs::testing::mark_skipped();
+    return;
+  }
+  REQUIRE_MESSAGE(p.layer0.ok(), p.layer0.status().to_string());
+  REQUIRE_MESSAGE(g.layer0.ok(), g.layer0.status().to_string());
+  REQUIRE_MESSAGE(p.layer1.ok(), p.layer1.status().to_string());
+  REQUIRE_MESSAGE(g.layer1.ok(), g.layer1.status().to_string());
+  CHECK(g.tokens == p.tokens);
+  for (int t = 0; t < 2; ++t) {
+    CAPTURE(t);
+    CHECK(p.armed_steps[t] == 11);  // 12 tokens, the first from the prefill, the last not fed
+    CHECK(p.armed_replays[t] == 0);
+    // Armed, the first decode step runs plainly (warm-up), the second is
+    // captured with the armed layers' copies and every later one replays it
+    // (the keys stay in the 256 bucket).
+    CHECK(g.armed_steps[t] == 11);
+    CHECK(g.armed_captures[t] == 1);
+    CHECK(g.armed_replays[t] == g.armed_steps[t] - 1);
+  }
+  CHECK(g.layer0->rows == 40 + 11);
+  CHECK(g.layer1->rows == 1 + 5 + 11);
+  {
+    INFO("layer 0, armed turn 1");
+    check_same_capture(*g.layer0, *p.layer0);
+  }
+  {
+    INFO("layer 1, armed turn 3");
+    check_same_capture(*g.layer1, *p.layer1);
+  }
+}
+
+// The batched decode step (BatchGenerator, the server) replays its graph with
+// an armed sequence in the batch, and keeps what plain launches keep.
+TEST_CASE("attention capture (CUDA): batched decode steps replay their graph with an armed sequence") {
+  if (fs::testing::skip_without_gpu()) return;
+  fs::testing::SyntheticLlama spec;
+  ::setenv("FLASHSCOPE_CUDA_GRAPHS", "0", 1);
+  const fs::Model plain = synthetic(spec, on_gpu());
+  ::unsetenv("FLASHSCOPE_CUDA_GRAPHS");
+  const fs::Model graphed = synthetic(spec, on_gpu());
+  struct Run {
+    std::vector<int32_t> tokens;
+    fs::Result<fs::AttentionCapture> cap = fs::AttentionCapture{};
+    uint64_t replays = 0;
+  };
+  auto run = [&](const fs::Model& m) {
+    Run r;
+    auto armed = fs::Session::create(m);
+    auto other = fs::Session::create(m);
+    REQUIRE((armed.ok() && other.ok()));
+    REQUIRE(fs::arm_attention_capture(*armed, -1).ok());
+    const fs::model::CudaForwardStats before = fs::model::cuda_total_stats();
+    fs::BatchGenerator g;
+    REQUIRE(g.add(*armed, prompt_ids(m, 60), greedy(12), nullptr).ok());
+    REQUIRE(g.add(*other, prompt_ids(m, 20), greedy(12), nullptr).ok());
+    while (!g.done()) REQUIRE(g.step().ok());
+    r.replays = fs::model::cuda_total_stats().batch_graph_replays - before.batch_graph_replays;
+    fs::AttentionCaptureRequest req;
+    req.layer = 1;
+    req.heads = {0, 2};
+    r.cap = fs::capture_attention(*armed, req);
+    r.tokens = armed->tokens();
+    return r;
+  };
+  const Run p = run(plain);
+  const Run g = run(graphed);
+  if (g.cap.status().code() == fs::StatusCode::kUnsupported) {
+    MESSAGE("skipped: " << g.cap.status().message());
+    fs::testing::mark_skipped();
+    return;
+  }
+  REQUIRE_MESSAGE(p.cap.ok(), p.cap.status().to_string());
+  REQUIRE_MESSAGE(g.cap.ok(), g.cap.status().to_string());
+  CHECK(p.replays == 0);
+  CHECK(g.replays > 0);
+  CHECK(g.tokens == p.tokens);
+  CHECK(g.cap->rows == 60 + 11);
+  check_same_capture(*g.cap, *p.cap);
 }

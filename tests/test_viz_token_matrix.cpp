@@ -2,6 +2,8 @@
 // spacing and the answer's decode rows.
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include "viz/token_matrix.hpp"
 
 namespace fs = flashscope;
@@ -80,6 +82,59 @@ TEST_CASE("viz token matrix: the answer's decode rows are those from its first f
   CHECK(fs::viz::rows_from_key(t, 2) == std::vector<int>{1, 2});
   CHECK(fs::viz::rows_from_key(t, 9).empty());
   CHECK(fs::viz::rows_from_key(t, -1).empty());
+}
+
+// The CUDA capture traces each decode step again alone (q_len 1 over its
+// keys, its split-KV plan): the step strip draws those numbers, not the
+// whole-conversation run's, and keeps the main trace's row where no step trace is.
+TEST_CASE("viz token matrix: decode steps drawn from their own traces where the capture has them") {
+  const fs::Trace t = small_trace();
+  const fs::viz::TokenMatrix m = fs::viz::build_token_matrix(t);
+  const std::vector<int> rows = fs::viz::rows_from_key(t, 2);  // rows 1 and 2: keys 2 and 3
+  REQUIRE(rows == std::vector<int>{1, 2});
+  auto step = [](uint32_t key, std::vector<float> p) {
+    fs::Trace s;
+    s.meta.q_len = 1;
+    s.meta.kv_len = static_cast<int>(key) + 1;
+    s.meta.traced_head = 1;
+    for (uint32_t k = 0; k <= key; ++k) {
+      fs::ProbSampleRecord r;
+      r.head = 1;
+      r.key = k;
+      r.prob = p[k];
+      s.prob_samples.push_back(r);
+    }
+    fs::ProbSampleRecord other;  // another head's: ignored
+    other.head = 0;
+    other.key = 1;
+    other.prob = 0.99f;
+    s.prob_samples.push_back(other);
+    s.tokens.row_keys = {key};
+    return s;
+  };
+  // Key 2's step (main row 1: 0.5, 0.125, 0.375), and key 1's, which is no answer row.
+  const std::vector<fs::Trace> steps = {step(1, {0.4f, 0.6f}), step(2, {0.1f, 0.3f, 0.6f})};
+  int own = -1;
+  const fs::viz::TokenMatrix s = fs::viz::step_rows_matrix(m, t, rows, steps, &own);
+  CHECK(own == 1);
+  REQUIRE(s.rows == 2);
+  REQUIRE(s.keys == 4);
+  CHECK(s.at(0, 0) == doctest::Approx(0.1f));
+  CHECK(s.at(0, 1) == doctest::Approx(0.3f));
+  CHECK(s.at(0, 2) == doctest::Approx(0.6f));
+  CHECK(s.at_state(0, 3) == fs::viz::TokenMatrix::kMasked);  // after the step's own key
+  for (int k = 0; k < 4; ++k) {  // no trace of key 3's step: the main row
+    CHECK(s.at(1, k) == m.at(2, k));
+    CHECK(s.at_state(1, k) == m.at_state(2, k));
+  }
+  CHECK(s.sampled == 3 + 4);
+  CHECK(s.max_prob == doctest::Approx(0.6f));
+  CHECK(fs::viz::top_row_keys(s, 0, 1)[0].first == 2);  // the main trace's row 1 says key 0
+  // No step traces (the CPU engine): the main trace's rows.
+  const fs::viz::TokenMatrix cpu = fs::viz::step_rows_matrix(m, t, rows, {}, &own);
+  CHECK(own == 0);
+  CHECK(cpu.at(0, 2) == m.at(1, 2));
+  CHECK(cpu.sampled == 3 + 4);
 }
 
 TEST_CASE("viz token matrix: a byte of a chat message names its token and row") {

@@ -349,13 +349,14 @@ void EngineWorker::capture_attention() {
     snap_.attention_error = cap.status().to_string();
     return;
   }
-  const HeadCapture& h = cap->heads[0];
+  HeadCapture& h = cap->heads[0];
   char note[256];
   std::snprintf(note, sizeof note,
                 "the model's own attention: layer %d, head %d over the conversation's %d tokens "
                 "(entropy %.2f nats, %.0f%% on the first token)",
                 cap->layer, h.head, cap->keys, h.summary.entropy, 100.0 * h.summary.first_token_mass);
-  snap_.attention_trace = std::make_shared<const Trace>(h.trace);
+  snap_.attention_trace = std::make_shared<const Trace>(std::move(h.trace));
+  snap_.attention_steps = std::make_shared<const std::vector<Trace>>(std::move(h.decode_steps));
   snap_.attention_heads = cap->all_heads;
   ++snap_.attention_serial;
   snap_.attention_note = note;

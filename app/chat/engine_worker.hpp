@@ -111,6 +111,10 @@ struct EngineSnapshot {
   // there on are the answer's tokens, one step each; -1: no answer since the
   // cache was last reset).
   int attention_answer_first = -1;
+  // The CUDA engine's decode steps of the traced head, each traced again
+  // alone as its step ran (HeadCapture::decode_steps); null or empty on the
+  // CPU, whose trace's rows are its decode steps' own numbers.
+  std::shared_ptr<const std::vector<Trace>> attention_steps;
   // Every q-head of the traced layer in numbers (entropy, first-token,
   // previous-token and window mass), head order; empty before the first capture.
   std::vector<HeadSummary> attention_heads;

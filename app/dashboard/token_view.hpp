@@ -26,6 +26,13 @@ struct TokenView {
   int heads_drawn = 0;      // heads in the per-head summary row, last frame (the headless report)
   int steps_first = -1;     // the first decode step the strip shows (-1: the answer's last ones)
   int steps_drawn = 0;      // the answer's decode steps in the step strip, last frame (the headless report)
+  // The strip's rows (viz::step_rows_matrix), built for the matrix of trace
+  // `version`, the answer's first key and the capture's step traces below.
+  viz::TokenMatrix steps_matrix;
+  uint64_t steps_version = 0;
+  int steps_key = -1;
+  const void* steps_source = nullptr;
+  int steps_own = 0;        // of them, rows from their step's own trace (CUDA); the headless report
 };
 
 }  // namespace flashscope::app

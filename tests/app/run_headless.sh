@@ -295,6 +295,12 @@ case $mode in
     steps=$(grep -Eo '^flashscope: answer: [0-9]+ tokens' "$out/$mode.log" | grep -Eo '[0-9]+')
     grep -Eq "\"decode_steps\": $((steps - 1))[,}]" "$out/$mode.json" ||
       { echo "FAIL: the step strip does not show the answer's $((steps - 1)) decode steps"; exit 1; }
+    # On the CUDA engine each strip is its step's own trace (the decode kernel, its split-KV plan);
+    # the CPU engine's trace rows are its steps' own numbers, and it sends no step traces.
+    own=0
+    grep -q '^flashscope: model: .* on the CUDA engine' "$out/$mode.log" && own=$((steps - 1))
+    grep -Eq "\"decode_steps_own_trace\": $own[,}]" "$out/$mode.json" ||
+      { echo "FAIL: $own strips should come from their step's own trace"; exit 1; }
     # The per-head summary: every head of the layer (SmolLM2-135M: 9).
     grep -Eq '"head_summaries": 9[,}]' "$out/$mode.json" || { echo "FAIL: the summary row does not show layer 16's 9 heads"; exit 1; }
     echo "token view check passed" ;;

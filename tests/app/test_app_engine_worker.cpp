@@ -13,6 +13,7 @@
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
+#include "support/gpu.hpp"
 #include "support/synthetic_llama.hpp"
 #include "viz/token_matrix.hpp"
 
@@ -27,11 +28,13 @@ using flashscope::app::EngineWorker;
 
 namespace {
 
-Model synthetic_model() {
+Model synthetic_model(flashscope::Device device = flashscope::Device::kCpu) {
   flashscope::testing::SyntheticLlama s;
   auto file = flashscope::GgufFile::from_buffer(s.build());
   REQUIRE(file.ok());
-  auto model = Model::from_gguf(std::move(file).value());
+  flashscope::ModelOptions options;
+  options.device = device;
+  auto model = Model::from_gguf(std::move(file).value(), options);
   REQUIRE_MESSAGE(model.ok(), model.status().to_string());
   return std::move(model).value();
 }
@@ -302,4 +305,58 @@ TEST_CASE("engine worker: the snapshot says where the answer's decode steps begi
   const EngineSnapshot after =
       wait_for(worker, [&](const EngineSnapshot& x) { return x.requests_done > done_before; });
   CHECK(after.attention_answer_first == -1);
+}
+
+// The decode strip shows each step as the decode kernel ran it: on CUDA the
+// capture traces every step again alone (its split-KV plan), and the snapshot
+// carries those traces, one per answer row, in the rows' order; the strip's
+// matrix takes every row from them. On the CPU the trace's rows are the
+// steps' own numbers and the snapshot carries none.
+TEST_CASE("engine worker: the answer's decode steps come with their own traces on CUDA, none on the CPU") {
+  for (const flashscope::Device device : {flashscope::Device::kCpu, flashscope::Device::kCuda}) {
+    CAPTURE(static_cast<int>(device));
+    if (device == flashscope::Device::kCuda && flashscope::testing::skip_without_gpu()) return;
+    const Model model = synthetic_model(device);
+    EngineWorker worker;
+    worker.start(model);
+    wait_for(worker, [](const EngineSnapshot& s) { return s.state != EngineState::kLoading; });
+    GenerateParams gp = greedy(7);
+    gp.stop_tokens = {-5};  // never sampled: seven tokens, six decode steps
+    worker.submit(generate_request(1, {{"user", "hello there"}}, gp));
+    wait_answer(worker, 1);
+    const EngineSnapshot s = wait_for(worker, [](const EngineSnapshot& x) { return x.attention_serial >= 1; });
+    REQUIRE(static_cast<bool>(s.attention_trace));
+    REQUIRE_MESSAGE(s.attention_error.empty(), s.attention_error);
+    REQUIRE(s.answer_tokens == 7);
+    const flashscope::Trace& t = *s.attention_trace;
+    const std::vector<int> steps = flashscope::viz::rows_from_key(t, s.attention_answer_first);
+    REQUIRE(static_cast<int>(steps.size()) == s.answer_tokens - 1);
+    REQUIRE(!steps.empty());
+    const std::vector<flashscope::Trace> none;
+    const std::vector<flashscope::Trace>& own = s.attention_steps ? *s.attention_steps : none;
+    const flashscope::viz::TokenMatrix m = flashscope::viz::build_token_matrix(t);
+    int from_steps = -1;
+    const flashscope::viz::TokenMatrix strip = flashscope::viz::step_rows_matrix(m, t, steps, own, &from_steps);
+    REQUIRE(strip.rows == static_cast<int>(steps.size()));
+    if (device == flashscope::Device::kCpu) {
+      CHECK(own.empty());
+      CHECK(from_steps == 0);
+      continue;
+    }
+    REQUIRE(own.size() == steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(own[i].tokens.row_keys.size() == 1);
+      CHECK(own[i].tokens.row_keys[0] == t.tokens.row_keys[static_cast<size_t>(steps[i])]);
+      CHECK(own[i].meta.traced_head == t.meta.traced_head);
+    }
+    CHECK(from_steps == static_cast<int>(steps.size()));
+    // Every key a step saw has its probability, and they sum to 1.
+    for (int r = 0; r < strip.rows; ++r) {
+      double sum = 0;
+      for (int k = 0; k < strip.keys; ++k)
+        if (strip.at_state(r, k) == flashscope::viz::TokenMatrix::kSampled) sum += strip.at(r, k);
+      CHECK(sum == doctest::Approx(1.0).epsilon(1e-3));
+    }
+  }
 }

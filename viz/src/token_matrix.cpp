@@ -80,6 +80,57 @@ std::vector<int> rows_from_key(const Trace& t, int first_key) {
   return out;
 }
 
+TokenMatrix step_rows_matrix(const TokenMatrix& m, const Trace& t, const std::vector<int>& rows,
+                             const std::vector<Trace>& step_traces, int* own) {
+  TokenMatrix out;
+  if (own != nullptr) *own = 0;
+  out.rows = static_cast<int>(rows.size());
+  out.keys = m.keys;
+  out.prob.assign(static_cast<size_t>(out.rows) * static_cast<size_t>(out.keys), 0.0f);
+  out.state.assign(out.prob.size(), TokenMatrix::kAbsent);
+  for (int i = 0; i < out.rows; ++i) {
+    const int row = rows[static_cast<size_t>(i)];
+    const int key = row >= 0 && static_cast<size_t>(row) < t.tokens.row_keys.size()
+                        ? static_cast<int>(t.tokens.row_keys[static_cast<size_t>(row)])
+                        : -1;
+    const Trace* step = nullptr;
+    for (const Trace& s : step_traces) {
+      if (s.meta.q_len == 1 && s.tokens.row_keys.size() == 1 && static_cast<int>(s.tokens.row_keys[0]) == key) {
+        step = &s;
+        break;
+      }
+    }
+    if (step == nullptr) {  // the main trace's row, as it is
+      if (row < 0 || row >= m.rows) continue;
+      for (int k = 0; k < out.keys; ++k) {
+        out.prob[out.index(i, k)] = m.at(row, k);
+        out.state[out.index(i, k)] = m.at_state(row, k);
+      }
+      continue;
+    }
+    if (own != nullptr) ++*own;
+    for (int k = key + 1; k < out.keys; ++k) out.state[out.index(i, k)] = TokenMatrix::kMasked;
+    const auto head = static_cast<uint32_t>(step->meta.traced_head);
+    for (const ProbSampleRecord& s : step->prob_samples) {
+      if (s.batch != 0 || s.head != head || s.row != 0 || s.key >= static_cast<uint32_t>(out.keys)) continue;
+      const size_t at = out.index(i, static_cast<int>(s.key));
+      if (s.flags & ProbSampleRecord::kMasked) {
+        out.state[at] = TokenMatrix::kMasked;
+        out.prob[at] = 0.0f;
+      } else {
+        out.state[at] = TokenMatrix::kSampled;
+        out.prob[at] = s.prob;
+      }
+    }
+  }
+  for (size_t at = 0; at < out.prob.size(); ++at) {
+    if (out.state[at] != TokenMatrix::kSampled) continue;
+    ++out.sampled;
+    out.max_prob = std::max(out.max_prob, out.prob[at]);
+  }
+  return out;
+}
+
 std::vector<std::pair<int, float>> top_row_keys(const TokenMatrix& m, int r, int n) {
   std::vector<std::pair<int, float>> out;
   if (r < 0 || r >= m.rows) return out;

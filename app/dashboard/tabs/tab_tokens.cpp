@@ -241,12 +241,13 @@ void row_keys(TokenView& v, const Trace& t, const UiFonts& fonts, float height) 
 }
 
 // The answer's decode steps, one line each: the token the step fed, a strip
-// of its probabilities over the conversation's keys, and its most probable
+// of its probabilities over the conversation's keys (v.steps_matrix: on CUDA
+// each step's own trace, as the decode kernel ran it), and its most probable
 // key. A click selects the step's row (the map outlines it, the key list
 // follows it).
 void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& steps, float width, float height) {
   TokenView& v = s.tokens;
-  const viz::TokenMatrix& m = v.matrix;
+  const viz::TokenMatrix& m = v.steps_matrix;  // row i: steps[i]
   v.steps_drawn = 0;
   if (steps.empty()) return;
   const float fs = ImGui::GetFontSize();
@@ -264,15 +265,14 @@ void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& ste
   std::vector<float> positive;
   for (int i = first; i < static_cast<int>(steps.size()); ++i)
     for (int k = 0; k < m.keys; ++k)
-      if (m.at_state(steps[i], k) == viz::TokenMatrix::kSampled && m.at(steps[i], k) > 0.0f)
-        positive.push_back(m.at(steps[i], k));
+      if (m.at_state(i, k) == viz::TokenMatrix::kSampled && m.at(i, k) > 0.0f) positive.push_back(m.at(i, k));
   const viz::ColorScale scale = viz::fit_scale(positive, true, 1e-4f);
   const ImVec2 start = ImGui::GetCursorScreenPos();
   ImGui::SetCursorScreenPos(ImVec2(start.x + label_w, start.y));
   const dash::GridHit hit = dash::cell_grid(
       "##decode_steps", s.pictures.get("tokens_decode"), shown, cols, strip_w / cols, line_h,
       [&](int r, int k) -> ImU32 {
-        const float p = viz::group_max(m, steps[first + r], steps[first + r] + 1, k * g, (k + 1) * g);
+        const float p = viz::group_max(m, first + r, first + r + 1, k * g, (k + 1) * g);
         if (p == -1.0f) return dash::kSkippedFill;
         if (p < 0.0f) return dash::kNoDataFill;
         return dash::to_u32(viz::sample_colormap(viz::ColorMap::kViridis, viz::scale_position(scale, p)));
@@ -286,7 +286,7 @@ void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& ste
     const std::string l = fit_label(viz::row_token_label(t, row), label_w - 6.0f);
     dl->AddText(ImVec2(hit.origin.x - ImGui::CalcTextSize(l.c_str()).x - 4.0f, y),
                 row == v.sel_row ? dash::kSelect : ink, l.c_str());
-    const auto top = viz::top_row_keys(m, row, 1);
+    const auto top = viz::top_row_keys(m, first + r, 1);
     if (!top.empty()) {
       char buf[160];
       std::snprintf(buf, sizeof buf, "\xE2\x86\x92 %s %.0f%%",
@@ -306,8 +306,8 @@ void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& ste
     const int row = steps[first + hit.row], key = hit.col * g;
     ImGui::BeginTooltip();
     ImGui::Text("decode step %d fed %s", first + hit.row + 1, viz::row_token_label(t, row).c_str());
-    if (g == 1 && m.at_state(row, key) == viz::TokenMatrix::kSampled)
-      ImGui::Text("\xE2\x86\x92 %s: p = %.4g", viz::key_token_label(t, key).c_str(), m.at(row, key));
+    if (g == 1 && m.at_state(first + hit.row, key) == viz::TokenMatrix::kSampled)
+      ImGui::Text("\xE2\x86\x92 %s: p = %.4g", viz::key_token_label(t, key).c_str(), m.at(first + hit.row, key));
     ImGui::TextColored(palette::kMuted, "click: select this step%s",
                        shown < static_cast<int>(steps.size()) ? " \xC2\xB7 wheel: scroll" : "");
     ImGui::EndTooltip();
@@ -446,12 +446,21 @@ bool draw_token_attention(DashboardState& s, DashboardContext& ctx, const Trace&
       engine_trace ? viz::rows_from_key(t, ctx.snap.attention_answer_first) : std::vector<int>();
   row_keys(v, t, ctx.fonts, steps.empty() ? avail.y * 0.5f : avail.y * 0.3f);
   if (!steps.empty()) {
+    const std::vector<Trace>* own = ctx.snap.attention_steps.get();
+    if (v.steps_version != version || v.steps_key != ctx.snap.attention_answer_first || v.steps_source != own) {
+      v.steps_matrix = viz::step_rows_matrix(v.matrix, t, steps, own != nullptr ? *own : std::vector<Trace>(),
+                                             &v.steps_own);
+      v.steps_version = version;
+      v.steps_key = ctx.snap.attention_answer_first;
+      v.steps_source = own;
+    }
     ImGui::Spacing();
     ImGui::Text("The answer, step by step (%zu decode steps)", steps.size());
     dash::muted("each token fed back \xE2\x86\x92 its strongest key");
     decode_steps(s, t, steps, ImGui::GetContentRegionAvail().x, bottom - ImGui::GetCursorScreenPos().y);
   } else {
     v.steps_drawn = 0;
+    v.steps_own = 0;
   }
   ImGui::EndGroup();
   return true;

@@ -24,9 +24,10 @@
 //          (capture_cuda_paged_trace): the prompt's rows as the chunked
 //          prefill, each generated token's row as its decode step (split-KV).
 // Disarmed, the forward does no extra work: no copy, no kernel change.
-// Armed on CUDA, a step waits for its rows and a decode step runs without
-// its CUDA graph (its copies go to rows the graph cannot know); steps that
-// feed no armed sequence run as before. Rows fed by Model::forward_batch
+// Armed on CUDA, a step copies the armed layers' rows to fixed device rows
+// (part of the decode step's CUDA graph: a graph is captured for the armed
+// layers, and another arming captures anew) and waits for one copy of them
+// to the host; steps that feed no armed sequence run as before. Rows fed by Model::forward_batch
 // (BatchGenerator, the server) are kept like the others.
 #pragma once
 

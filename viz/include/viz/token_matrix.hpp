@@ -58,6 +58,17 @@ int label_step(float cell_px, float label_px, int max_step = 4);
 // steps: their keys are the whole conversation before them), in row order.
 std::vector<int> rows_from_key(const Trace& t, int first_key);
 
+// The answer's decode steps as the decode kernel ran them: row i of the
+// result is row rows[i] of `t` (whose matrix is `m`), over t's keys. Where
+// `step_traces` holds a trace of that row's step alone (the CUDA capture's
+// HeadCapture::decode_steps: q_len 1 over the keys up to the row's own, the
+// split-KV plan the step had; its one row's key names the step), the
+// probabilities are that trace's and the keys after the row's are masked;
+// other rows are m's (the CPU engine's trace: its rows are its decode
+// steps' own numbers). *own (when given): the rows taken from step traces.
+TokenMatrix step_rows_matrix(const TokenMatrix& m, const Trace& t, const std::vector<int>& rows,
+                             const std::vector<Trace>& step_traces, int* own = nullptr);
+
 // The key whose token covers byte `byte` of `text`, text being found as the
 // last passage of the conversation's concatenated token texts equal to it (a
 // chat message as the chat shows it: the latest one when it was said twice);

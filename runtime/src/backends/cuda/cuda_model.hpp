@@ -140,8 +140,10 @@ struct GraphKey {
   int bucket = 0;        // max_kv_len of the split plan
   int table_stride = 0;  // block-table entries per sequence
   uint64_t generation = 0;
+  uint64_t tap = 0;      // the armed capture's staging (StepScratch::tap_layout); 0: none armed
   bool operator==(const GraphKey& o) const {
-    return rows == o.rows && bucket == o.bucket && table_stride == o.table_stride && generation == o.generation;
+    return rows == o.rows && bucket == o.bucket && table_stride == o.table_stride && generation == o.generation &&
+           tap == o.tap;
   }
 };
 
@@ -174,10 +176,19 @@ struct StepScratch {
   DecodeGraph graph;
   // An armed attention capture (model/query_tap.hpp), for this step only:
   // tap_block[l] >= 0 makes the step copy layer l's rotated q [tokens, H·D]
-  // into tap_stage at rows [tap_block[l]·rows, …); such a step runs plainly
-  // (no graph). Empty while no capture is armed: the step does nothing for it.
+  // into tap_stage at rows [tap_block[l]·rows, …), and after it tap_host
+  // receives them (step_tap.hpp). Empty while no capture is armed: the step
+  // does nothing for it. A decode graph captured while armed bakes those
+  // copies, so its key holds tap_layout: a number that changes whenever the
+  // staged layers or the stage's address do (tap_keyed, tap_keyed_stage:
+  // what it was last computed for), and an armed step never replays an
+  // unarmed graph or one staging other layers.
   std::vector<int> tap_block;
   DeviceBuffer tap_stage;
+  cuda::PinnedBuffer tap_host;
+  std::vector<int> tap_keyed;
+  const void* tap_keyed_stage = nullptr;
+  uint64_t tap_layout = 0;
   uint64_t generation = 1;
   uint64_t pool_generation = 0;  // the pool generation the buffers above were last used with
 

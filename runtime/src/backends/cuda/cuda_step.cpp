@@ -54,12 +54,15 @@
 // Graphs: a decode step's kernels read their inputs through fixed device
 // pointers, so replay = one copy of the step block + cudaGraphLaunch. A
 // graph is captured on a decode step whose key (rows, KV bucket, table
-// stride, buffer generation) equals the previous plain step's: that step
-// loaded every kernel and cuBLAS's choices outside the capture. A step with
+// stride, buffer generation, an armed capture's staging) equals the previous
+// plain step's: that step loaded every kernel and cuBLAS's choices outside
+// the capture. An armed capture's copies of the q rows are nodes of the
+// graph (fixed stage rows, read back after the step). A step with
 // another key drops the graph and runs plainly. If capture fails the step
 // runs plainly and the scratch stops trying (the caller records why).
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -136,7 +139,7 @@ void StepScratch::release() {
   if (stream != nullptr) cudaStreamSynchronize(stream);
   graph.drop();
   for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &y, &logits, &dequant, &attn_ws, &cublas_ws, &step_dev,
-                          &sampler.penalty_ids, &sampler.token, &batch_sampler.block})
+                          &sampler.penalty_ids, &sampler.token, &batch_sampler.block, &tap_stage})
     *b = DeviceBuffer();
   rows = 0;
   logit_rows = 0;
@@ -621,19 +624,33 @@ Status capture_decode(const Model::Impl& m, const CudaModel& cm, StepScratch& sc
   return {};
 }
 
+// GraphKey::tap of the step sc is about to run (see StepScratch::tap_block).
+Result<uint64_t> tap_key(StepScratch& sc) {
+  if (sc.tap_block.empty()) return uint64_t{0};
+  if (sc.tap_block != sc.tap_keyed || sc.tap_stage.data() != sc.tap_keyed_stage) {
+    try {
+      sc.tap_keyed = sc.tap_block;
+    } catch (const std::bad_alloc&) {
+      return Status(StatusCode::kOutOfMemory, "attention capture: cannot allocate");
+    }
+    sc.tap_keyed_stage = sc.tap_stage.data();
+    ++sc.tap_layout;
+  }
+  return sc.tap_layout;
+}
+
 }  // namespace
 
 Result<DecodeRun> run_decode(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v) {
   DecodeRun run;
-  if (!sc.tap_block.empty()) {  // an armed capture's copies go to this step's rows: no graph, none kept
-    FLASHSCOPE_RETURN_IF_ERROR(enqueue_step(m, cm, sc, v, 0, v.tokens(), static_cast<float*>(sc.logits.data())));
-    return run;
-  }
   GraphKey key;
   key.rows = v.seqs;
   key.bucket = v.mkl;
   key.table_stride = v.table_stride;
   key.generation = sc.generation;
+  auto tap = tap_key(sc);
+  if (!tap.ok()) return tap.status();
+  key.tap = tap.value();
   if (sc.graph.exec != nullptr && !(sc.graph.key == key)) sc.graph.drop();
   if (sc.graph.exec == nullptr && cm.graphs && !sc.graph.failed && sc.graph.warm == key) {
     const Status cap = capture_decode(m, cm, sc, v, key);

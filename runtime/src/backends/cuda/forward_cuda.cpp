@@ -516,7 +516,7 @@ Status run_chunks(const Model::Impl& m, CudaModel& cm, CudaState& st, const int3
           enqueue_step(m, cm, sc, v, row0, first_rows, static_cast<float*>(sc.logits.data())));
     }
     if (st.q_tap) {
-      FLASHSCOPE_RETURN_IF_ERROR(tap.wait());
+      FLASHSCOPE_RETURN_IF_ERROR(tap.fetch(cn));
       FLASHSCOPE_RETURN_IF_ERROR(tap.keep(c, *st.q_tap, cached + c0, 0, cn));
     }
     // Logits: the first block of rows is in sc.logits; kAll's further

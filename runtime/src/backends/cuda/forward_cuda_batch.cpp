@@ -135,7 +135,7 @@ Status run_batch(const Model::Impl& m, CudaModel& cm, const std::vector<CudaStat
   }
   auto keep_rows = [&](int c0, int rows) -> Status {
     if (!armed) return {};
-    FLASHSCOPE_RETURN_IF_ERROR(tap.wait());
+    FLASHSCOPE_RETURN_IF_ERROR(tap.fetch(rows));
     for (int i = c0; i < c0 + rows; ++i) {
       CudaState& st = *seqs[static_cast<size_t>(i)];
       if (st.q_tap)
