@@ -34,13 +34,13 @@ struct KvCacheConfig {
   int num_pages = 0;
   int page_size = 16;  // tokens per page: a power of two, 16..256
   int kv_heads = 0;
-  int head_dim = 0;    // 64 or 128
+  int head_dim = 0;    // one attention runs on `device` (head_dim_supported, attention.hpp)
   DType dtype = DType::kBF16;
   Device device = Device::kCpu;
 };
 
-// Reference-counted page ids; pure bookkeeping, no memory of its own. The
-// model engine's CUDA page pool keeps its page ids in one too.
+// Reference-counted page ids; pure bookkeeping, no memory of its own (a
+// PagedKvCache keeps its page ids in one).
 class PageAllocator {
  public:
   explicit PageAllocator(int num_pages = 0);
