@@ -1,6 +1,7 @@
 // The paged KV cache on the host: the page allocator's reference counts,
 // slots across page boundaries, fork with copy-on-write, truncate, free,
-// running out of pages without changing anything, config validation, and
+// running out of pages without changing anything, reserved pages and growing
+// the pools (what the model engine relies on), config validation, and
 // append_kv writing exactly the elements it should (guard values elsewhere
 // in the pool stay bit for bit).
 //
@@ -462,6 +463,126 @@ TEST_CASE("out of pages: kOutOfMemory and every sequence exactly as it was") {
   const int d = cache.fork_sequence(c).value();
   CHECK(cache.append_slots(d, 1).status().code() == StatusCode::kOutOfMemory);
   CHECK(cache.length(d) == 40);
+}
+
+// ---------------------------------------------------------------------------
+// Reserve and grow (what the model engine relies on)
+
+TEST_CASE("reserve: pages taken up front, appends within them take none and move nothing") {
+  PagedKvCache cache = make_cache(small_config(16, 8, 2));
+  fill_guard(cache);
+  const int seq = cache.create_sequence();
+  REQUIRE(cache.reserve(seq, 40).ok());  // 3 pages, length still 0
+  CHECK(cache.length(seq) == 0);
+  CHECK(cache.capacity(seq) == 48);
+  CHECK(cache.free_pages() == 5);
+  const std::vector<int32_t> table = cache.block_table(seq);
+  REQUIRE(table.size() == 3);
+  REQUIRE(cache.reserve(seq, 20).ok());  // smaller: a no-op
+  CHECK(cache.block_table(seq) == table);
+
+  // Slot by slot through the reserved pages: the table never changes.
+  for (int n : {1, 15, 1, 20, 11}) {
+    const int start = cache.length(seq);
+    auto slots = cache.append_slots(seq, n);
+    REQUIRE(slots.ok());
+    for (int i = 0; i < n; ++i)
+      CHECK(slots.value()[size_t(i)] == Slot{table[size_t((start + i) / 16)]} * 16 + (start + i) % 16);
+    CHECK(cache.block_table(seq) == table);
+    CHECK(cache.free_pages() == 5);
+  }
+  CHECK(cache.length(seq) == 48);
+  // Past the reservation pages are taken as usual.
+  append_tokens(cache, seq, 1, 1);
+  CHECK(cache.block_table(seq).size() == 4);
+  CHECK(cache.free_pages() == 4);
+
+  // truncate keeps the reserved pages (and releases the one past them).
+  REQUIRE(cache.truncate(seq, 0).ok());
+  CHECK(cache.block_table(seq) == table);
+  CHECK(cache.free_pages() == 5);
+  append_tokens(cache, seq, 40, 2);
+  CHECK(holds(cache, seq, 0, 40, 2));
+  CHECK(cache.block_table(seq) == table);
+
+  // Too many: kOutOfMemory and nothing changed; then free gives all back.
+  const int other = cache.create_sequence();
+  const Snapshot before = Snapshot::of(cache, {seq, other});
+  const Status full = cache.reserve(other, 6 * 16);
+  CHECK(full.code() == StatusCode::kOutOfMemory);
+  CHECK(Snapshot::of(cache, {seq, other}) == before);
+  CHECK(cache.reserve(other, -1).code() == StatusCode::kInvalidArgument);
+  CHECK(cache.reserve(12345, 1).code() == StatusCode::kInvalidArgument);
+  CHECK(PagedKvCache().reserve(0, 1).code() == StatusCode::kInvalidArgument);
+  REQUIRE(cache.free_sequence(seq).ok());
+  CHECK(cache.free_pages() == 8);
+}
+
+TEST_CASE("reserve with forks: a fork shares only the pages holding tokens, and writes never cross") {
+  PagedKvCache cache = make_cache(small_config(16, 16, 2));
+  fill_guard(cache);
+  const int parent = cache.create_sequence();
+  REQUIRE(cache.reserve(parent, 64).ok());  // 4 pages
+  append_tokens(cache, parent, 20, 1);      // the second page partly filled
+  const int child = cache.fork_sequence(parent).value();
+  CHECK(cache.block_table(child).size() == 2);
+  CHECK(cache.free_pages() == 12);  // the fork took no page
+
+  // The parent writes on into its partly filled page, which the child shares: copied.
+  append_tokens(cache, parent, 30, 2);  // 20..49
+  CHECK(cache.block_table(parent)[1] != cache.block_table(child)[1]);
+  CHECK(cache.block_table(parent).size() == 4);
+  append_tokens(cache, child, 12, 3);  // 20..31 in the child's own page
+  CHECK(holds(cache, parent, 0, 20, 1));
+  CHECK(holds(cache, parent, 20, 50, 2));
+  CHECK(holds(cache, child, 0, 20, 1));
+  CHECK(holds(cache, child, 20, 32, 3));
+
+  // A page truncate keeps only for the reservation can still be the fork's:
+  // fork at 50 shares pages 0..3, the parent cuts back to 10 and writes past
+  // 16 again, the fork's tokens there must survive.
+  const int late = cache.fork_sequence(parent).value();
+  REQUIRE(cache.truncate(parent, 10).ok());
+  CHECK(cache.block_table(parent).size() == 4);
+  append_tokens(cache, parent, 40, 4);  // 10..49: every page it writes is shared with `late`
+  CHECK(holds(cache, late, 0, 20, 1));
+  CHECK(holds(cache, late, 20, 50, 2));
+  CHECK(holds(cache, parent, 0, 10, 1));
+  CHECK(holds(cache, parent, 10, 50, 4));
+  for (size_t i = 0; i < 4; ++i) CHECK(cache.block_table(parent)[i] != cache.block_table(late)[i]);
+}
+
+TEST_CASE("grow: more pages, page ids and contents kept, the pools move") {
+  PagedKvCache cache = make_cache(small_config(16, 4, 3));
+  fill_guard(cache);
+  const int a = cache.create_sequence();
+  append_tokens(cache, a, 40, 1);  // 3 pages
+  const int b = cache.fork_sequence(a).value();
+  const std::vector<int32_t> table = cache.block_table(a);
+  CHECK(cache.append_slots(a, 20).status().code() == StatusCode::kOutOfMemory);
+
+  REQUIRE(cache.grow(0).ok());
+  CHECK(cache.num_pages() == 4);
+  CHECK(cache.grow(-1).code() == StatusCode::kInvalidArgument);
+  CHECK(cache.grow(INT_MAX).code() == StatusCode::kInvalidArgument);
+  CHECK(PagedKvCache().grow(1).code() == StatusCode::kInvalidArgument);
+  CHECK(cache.num_pages() == 4);
+
+  REQUIRE(cache.grow(6).ok());
+  CHECK(cache.num_pages() == 10);
+  CHECK(cache.config().num_pages == 10);
+  CHECK(cache.free_pages() == 7);
+  CHECK(cache.block_table(a) == table);
+  CHECK(holds(cache, a, 0, 40, 1));
+  CHECK(holds(cache, b, 0, 40, 1));
+  // The new pages are usable through the new pools, and the old sharing holds.
+  append_tokens(cache, a, 30, 2);  // copies the shared partial page, takes 2 new
+  append_tokens(cache, b, 8, 3);
+  CHECK(holds(cache, a, 0, 40, 1));
+  CHECK(holds(cache, a, 40, 70, 2));
+  CHECK(holds(cache, b, 0, 40, 1));
+  CHECK(holds(cache, b, 40, 48, 3));
+  for (int32_t page : cache.block_table(a)) CHECK(page < 10);
 }
 
 // ---------------------------------------------------------------------------

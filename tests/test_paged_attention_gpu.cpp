@@ -21,8 +21,9 @@
 //    the split counts it picks at the decode shapes the benchmarks and the
 //    engine run (one KV tile per split at B1, 2 splits at B64 on an H200).
 //  * append_kv's kernel against the CPU copy, bit for bit, guards included.
-//  * PagedKvCache on the device (copy-on-write by cudaMemcpy) against the
-//    same operations on a host cache, then attention over it.
+//  * PagedKvCache on the device (copy-on-write by cudaMemcpy, grow's copy to
+//    the moved pools, reserved pages) against the same operations on a host
+//    cache, then attention over it.
 //
 // Tolerances: PagedProblem::tolerance(), tied to the dtype.
 // Without a CUDA device each case says it was skipped and passes.
@@ -674,7 +675,7 @@ TEST_CASE("gpu KV cache: append, fork and copy-on-write match a host cache, and 
       a.kv_heads = H;
       a.head_dim = D;
       a.page_size = P;
-      a.num_pages = cfg.num_pages;
+      a.num_pages = host.num_pages();
       REQUIRE(append_kv(a).ok());
       DeviceBuffer dk = upload(k.data(), k.size() * 2), dv = upload(v.data(), v.size() * 2);
       a.device = Device::kCuda;
@@ -705,22 +706,45 @@ TEST_CASE("gpu KV cache: append, fork and copy-on-write match a host cache, and 
   CHECK(host.free_pages() == dev.free_pages());
 
   // Every position a sequence has written holds the same bytes on both sides.
-  for (int l = 0; l < cfg.num_layers; ++l) {
-    CAPTURE(l);
-    std::vector<uint16_t> v;
-    const std::vector<uint16_t> k = download_pool(dev.k_pages(l), dev.v_pages(l), cfg, &v);
-    const auto* hk = static_cast<const uint16_t*>(host.k_pages(l));
-    const auto* hv = static_cast<const uint16_t*>(host.v_pages(l));
-    for (int s : seqs)
-      for (int pos = 0; pos < host.length(s); ++pos)
-        for (int h = 0; h < H; ++h) {
-          CAPTURE(s);
-          CAPTURE(pos);
-          const size_t at = ((size_t(host.block_table(s)[size_t(pos / P)]) * H + size_t(h)) * P + size_t(pos % P)) * D;
-          REQUIRE(std::memcmp(&k[at], &hk[at], size_t(D) * 2) == 0);
-          REQUIRE(std::memcmp(&v[at], &hv[at], size_t(D) * 2) == 0);
-        }
-  }
+  auto check_same_bytes = [&](const std::vector<int>& which) {
+    for (int l = 0; l < cfg.num_layers; ++l) {
+      CAPTURE(l);
+      std::vector<uint16_t> v;
+      const std::vector<uint16_t> k = download_pool(dev.k_pages(l), dev.v_pages(l), dev.config(), &v);
+      const auto* hk = static_cast<const uint16_t*>(host.k_pages(l));
+      const auto* hv = static_cast<const uint16_t*>(host.v_pages(l));
+      for (int s : which)
+        for (int pos = 0; pos < host.length(s); ++pos)
+          for (int h = 0; h < H; ++h) {
+            CAPTURE(s);
+            CAPTURE(pos);
+            const size_t at = ((size_t(host.block_table(s)[size_t(pos / P)]) * H + size_t(h)) * P + size_t(pos % P)) * D;
+            REQUIRE(std::memcmp(&k[at], &hk[at], size_t(D) * 2) == 0);
+            REQUIRE(std::memcmp(&v[at], &hv[at], size_t(D) * 2) == 0);
+          }
+    }
+  };
+  check_same_bytes(seqs);
+
+  // What the engine does with it: grow (the device pools move, the held
+  // pages are copied to the new ones) and a sequence's pages reserved up front.
+  const void* old_k = dev.k_pages(0);
+  REQUIRE(host.grow(16).ok());
+  const Status grown = dev.grow(16);
+  REQUIRE_MESSAGE(grown.ok(), grown.to_string());
+  CHECK(dev.k_pages(0) != old_k);
+  CHECK(dev.num_pages() == cfg.num_pages + 16);
+  check_same_bytes(seqs);
+  const int s3 = host.create_sequence();
+  REQUIRE(dev.create_sequence() == s3);
+  REQUIRE(host.reserve(s3, 100).ok());
+  REQUIRE(dev.reserve(s3, 100).ok());
+  const std::vector<int32_t> reserved = dev.block_table(s3);
+  append_both(s3, 70, 5);
+  append_both(s3, 30, 6);
+  CHECK(dev.block_table(s3) == reserved);
+  CHECK(host.block_table(s3) == reserved);
+  check_same_bytes({s0, s1, s2, s3});
 
   // Attention over the device cache against the reference over the host cache.
   const int B = 3, Hq = 8, Lq = 3;

@@ -9,17 +9,20 @@
 // DeviceBuffer (cudaMalloc, 256-byte aligned). Contents start unspecified.
 //
 // Bookkeeping invariant, for every live sequence:
-//   pages.size() == ceil(length / page_size)
+//   pages.size() == max(ceil(length / page_size), reserved)
 // and every page in it holds one reference from that sequence. A page is
 // written only through the slot of a position >= the sequence's length at
-// the time of append_slots, i.e. in its last page or in fresh ones; the last
-// page is copied first when another sequence also holds it (refcount > 1).
+// the time of append_slots. A page about to be written that another sequence
+// also holds (refcount > 1) is replaced first: by a copy when it holds
+// earlier tokens (the partly filled page), by a fresh page otherwise (a
+// reserved page kept by truncate while a fork still reads it).
 //
 // Failure leaves state untouched: append_slots counts the pages it needs
-// (new pages + one copy-on-write page), takes them all or fails, does the
-// copies (device errors undo the allocation), and only then edits the
-// sequence. Containers that grow are reserved before the first edit, so a
-// bad_alloc is caught before anything changed.
+// (new pages + replacements), takes them all or fails, does the copy
+// (device errors undo the allocation), and only then edits the sequence.
+// grow allocates and fills every new pool before it swaps any in. Containers
+// that grow are reserved before the first edit, so a bad_alloc is caught
+// before anything changed.
 #include "flashscope/kv_cache.hpp"
 
 #include <algorithm>
@@ -168,6 +171,7 @@ struct PagedKvCache::Impl {
   struct Sequence {
     bool live = false;
     int length = 0;
+    int reserved = 0;  // pages held whatever the length (reserve)
     std::vector<int32_t> pages;
   };
 
@@ -195,6 +199,11 @@ struct PagedKvCache::Impl {
 
   int pages_for(int64_t tokens) const {
     return static_cast<int>((tokens + config.page_size - 1) / config.page_size);
+  }
+
+  // The pages a sequence of `length` tokens and `reserved` pages holds.
+  size_t pages_held(int length, int reserved) const {
+    return static_cast<size_t>(std::max(pages_for(length), reserved));
   }
 
   // Copies page `from` to page `to` in every pool (all layers, K and V).
@@ -277,12 +286,12 @@ int PagedKvCache::create_sequence() {
   auto& seqs = impl_->seqs;
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (!seqs[i].live) {
-      seqs[i] = Impl::Sequence{true, 0, {}};
+      seqs[i] = Impl::Sequence{true, 0, 0, {}};
       return static_cast<int>(i);
     }
   }
   try {
-    seqs.push_back(Impl::Sequence{true, 0, {}});
+    seqs.push_back(Impl::Sequence{true, 0, 0, {}});
   } catch (const std::bad_alloc&) {
     return -1;
   }
@@ -292,9 +301,11 @@ int PagedKvCache::create_sequence() {
 Result<int> PagedKvCache::fork_sequence(int parent) {
   if (!impl_) return invalid_argument("fork_sequence on an empty (moved-from or default) KV cache");
   if (impl_->find(parent) == nullptr) return invalid_argument("fork_sequence: no sequence " + std::to_string(parent));
+  // Only the pages holding tokens: the parent's reserved ones stay its own.
   std::vector<int32_t> pages;
   try {
-    pages = impl_->find(parent)->pages;
+    const Impl::Sequence& p = *impl_->find(parent);
+    pages.assign(p.pages.begin(), p.pages.begin() + impl_->pages_for(p.length));
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "fork_sequence: cannot copy the block table");
   }
@@ -311,7 +322,9 @@ Status PagedKvCache::free_sequence(int seq) {
   if (!impl_) return invalid_argument("free_sequence on an empty (moved-from or default) KV cache");
   Impl::Sequence* s = impl_->find(seq);
   if (s == nullptr) return invalid_argument("free_sequence: no sequence " + std::to_string(seq));
-  for (int32_t page : s->pages) impl_->allocator.release(page);
+  // Back to front: the next allocation hands them out in their old order, so
+  // a sequence's pages stay ascending runs.
+  for (auto it = s->pages.rbegin(); it != s->pages.rend(); ++it) impl_->allocator.release(*it);
   *s = Impl::Sequence{};
   return {};
 }
@@ -329,11 +342,16 @@ Result<std::vector<Slot>> PagedKvCache::append_slots(int seq, int n) {
   const int P = im.config.page_size;
   const int old_len = s->length;
   const int new_len = old_len + n;
-  const int new_pages = im.pages_for(new_len) - static_cast<int>(s->pages.size());
-  // The last page receives tokens only when it is partly filled; it is copied
-  // first when anyone else holds it.
-  const bool cow = old_len % P != 0 && im.allocator.refcount(s->pages.back()) > 1;
-  const int needed = new_pages + (cow ? 1 : 0);
+  const size_t first = static_cast<size_t>(old_len / P);  // the first page written
+  const size_t end = static_cast<size_t>(im.pages_for(new_len));
+  const int new_pages = static_cast<int>(end > s->pages.size() ? end - s->pages.size() : 0);
+  // Held pages about to be written that another sequence also holds. Only
+  // the first can hold tokens of this sequence (and then is copied).
+  int shared = 0;
+  for (size_t i = first; i < std::min(end, s->pages.size()); ++i)
+    if (im.allocator.refcount(s->pages[i]) > 1) ++shared;
+  const bool cow = old_len % P != 0 && first < s->pages.size() && im.allocator.refcount(s->pages[first]) > 1;
+  const int needed = new_pages + shared;
   if (needed > im.allocator.free_pages())
     return Status(StatusCode::kOutOfMemory,
                   "KV cache is full: sequence " + std::to_string(seq) + " needs " + std::to_string(needed) +
@@ -343,22 +361,27 @@ Result<std::vector<Slot>> PagedKvCache::append_slots(int seq, int n) {
   std::vector<Slot> slots;
   try {
     slots.reserve(static_cast<size_t>(n));
-    s->pages.reserve(static_cast<size_t>(im.pages_for(new_len)));
+    s->pages.reserve(std::max(end, s->pages.size()));
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "append_slots: cannot allocate the slot list");
   }
   auto fresh = im.allocator.allocate(needed);
   if (!fresh.ok()) return fresh.status();
   if (cow) {
-    const int32_t copy = fresh->back();
-    const Status st = im.copy_page(s->pages.back(), copy);
+    const Status st = im.copy_page(s->pages[first], fresh->back());
     if (!st.ok()) {
       for (int32_t page : fresh.value()) im.allocator.release(page);
       return st;
     }
+  }
+  // Replacements come off the back of `fresh` (the copy first), new pages
+  // off the front.
+  for (size_t i = first; i < std::min(end, s->pages.size()); ++i) {
+    int32_t& page = s->pages[i];
+    if (im.allocator.refcount(page) <= 1) continue;
+    im.allocator.release(page);  // still held by the other sequences
+    page = fresh->back();
     fresh->pop_back();
-    im.allocator.release(s->pages.back());  // still held by the other sequences
-    s->pages.back() = copy;
   }
   for (int32_t page : fresh.value()) s->pages.push_back(page);
   for (int pos = old_len; pos < new_len; ++pos)
@@ -374,10 +397,112 @@ Status PagedKvCache::truncate(int seq, int new_length) {
   if (new_length < 0 || new_length > s->length)
     return invalid_argument("truncate: new_length " + std::to_string(new_length) + " is outside [0, " +
                             std::to_string(s->length) + "] for sequence " + std::to_string(seq));
-  const auto keep = static_cast<size_t>(impl_->pages_for(new_length));
-  for (size_t i = keep; i < s->pages.size(); ++i) impl_->allocator.release(s->pages[i]);
+  const size_t keep = impl_->pages_held(new_length, s->reserved);
+  for (size_t i = s->pages.size(); i > keep; --i) impl_->allocator.release(s->pages[i - 1]);
   s->pages.resize(keep);
   s->length = new_length;
+  return {};
+}
+
+Status PagedKvCache::reserve(int seq, int tokens) {
+  if (!impl_) return invalid_argument("reserve on an empty (moved-from or default) KV cache");
+  Impl& im = *impl_;
+  Impl::Sequence* s = im.find(seq);
+  if (s == nullptr) return invalid_argument("reserve: no sequence " + std::to_string(seq));
+  if (tokens < 0) return invalid_argument("reserve: tokens must be >= 0 (got " + std::to_string(tokens) + ")");
+  const int want = im.pages_for(tokens);
+  const int more = want - static_cast<int>(s->pages.size());
+  if (more > im.allocator.free_pages())
+    return Status(StatusCode::kOutOfMemory,
+                  "KV cache is full: reserving " + std::to_string(tokens) + " tokens for sequence " +
+                      std::to_string(seq) + " needs " + std::to_string(more) + " more pages, " +
+                      std::to_string(im.allocator.free_pages()) + " free of " + std::to_string(im.allocator.num_pages()));
+  if (more > 0) {
+    try {
+      s->pages.reserve(static_cast<size_t>(want));
+    } catch (const std::bad_alloc&) {
+      return Status(StatusCode::kOutOfMemory, "reserve: cannot grow the block table");
+    }
+    auto fresh = im.allocator.allocate(more);
+    if (!fresh.ok()) return fresh.status();
+    for (int32_t page : fresh.value()) s->pages.push_back(page);
+  }
+  s->reserved = std::max(s->reserved, want);
+  return {};
+}
+
+Status PagedKvCache::grow(int pages) {
+  if (!impl_) return invalid_argument("grow on an empty (moved-from or default) KV cache");
+  if (pages < 0) return invalid_argument("grow: pages must be >= 0 (got " + std::to_string(pages) + ")");
+  if (pages == 0) return {};
+  Impl& im = *impl_;
+  KvCacheConfig grown = im.config;
+  if (int64_t{grown.num_pages} + pages > std::numeric_limits<int32_t>::max())
+    return invalid_argument("grow: a cache of " + std::to_string(grown.num_pages) + " pages cannot grow by " +
+                            std::to_string(pages) + " (int32 page ids)");
+  grown.num_pages += pages;
+  FLASHSCOPE_RETURN_IF_ERROR(check_config(grown));
+  const size_t old_bytes = im.page_bytes * static_cast<size_t>(im.config.num_pages);
+  const size_t new_bytes = im.page_bytes * static_cast<size_t>(grown.num_pages);
+  // Pages of page ids >= num_pages are all free: when none is held there is
+  // nothing to copy (and nothing on the device to wait for).
+  const bool copy = im.allocator.free_pages() < im.allocator.num_pages();
+  const std::string what = "growing the KV cache to " + std::to_string(grown.num_pages) + " pages";
+  std::vector<HostBlock> host_k, host_v;
+  std::vector<DeviceBuffer> dev_k, dev_v;
+  PageAllocator ids;
+  try {
+    ids = im.allocator;
+    FLASHSCOPE_RETURN_IF_ERROR(ids.grow(pages));
+    if (im.config.device == Device::kCpu) {
+      for (int layer = 0; layer < im.config.num_layers; ++layer) {
+        for (auto* pools : {&host_k, &host_v}) {
+          pools->emplace_back(new_bytes);
+          if (pools->back().ptr == nullptr) return Status(StatusCode::kOutOfMemory, what + ": host allocation failed");
+        }
+        if (copy) {
+          std::memcpy(host_k.back().ptr, im.host_k[static_cast<size_t>(layer)].ptr, old_bytes);
+          std::memcpy(host_v.back().ptr, im.host_v[static_cast<size_t>(layer)].ptr, old_bytes);
+        }
+      }
+    } else {
+      for (int layer = 0; layer < im.config.num_layers; ++layer) {
+        for (auto* pools : {&dev_k, &dev_v}) {
+          auto buf = DeviceBuffer::allocate(new_bytes);
+          if (!buf.ok()) return Status(buf.status().code(), what + ": " + buf.status().message());
+          pools->push_back(std::move(buf.value()));
+        }
+      }
+#if FLASHSCOPE_WITH_CUDA
+      if (copy) {
+        auto check = [&](cudaError_t err, const char* step) -> Status {
+          if (err == cudaSuccess) return {};
+          cudaGetLastError();
+          return device_error(what + ": " + step + ": " + cudaGetErrorString(err));
+        };
+        // Every stream's work on the old pools ends before they are read.
+        FLASHSCOPE_RETURN_IF_ERROR(check(cudaDeviceSynchronize(), "waiting for the device"));
+        for (size_t l = 0; l < dev_k.size(); ++l) {
+          FLASHSCOPE_RETURN_IF_ERROR(check(
+              cudaMemcpy(dev_k[l].data(), im.dev_k[l].data(), old_bytes, cudaMemcpyDeviceToDevice), "copying K"));
+          FLASHSCOPE_RETURN_IF_ERROR(check(
+              cudaMemcpy(dev_v[l].data(), im.dev_v[l].data(), old_bytes, cudaMemcpyDeviceToDevice), "copying V"));
+        }
+        // A device-to-device cudaMemcpy may return before it is done.
+        FLASHSCOPE_RETURN_IF_ERROR(check(cudaDeviceSynchronize(), "copying the pages"));
+      }
+#endif
+    }
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, what + ": cannot allocate its bookkeeping");
+  }
+  // Nothing can fail from here on: swap the grown pools and ids in.
+  im.host_k = std::move(host_k);
+  im.host_v = std::move(host_v);
+  im.dev_k = std::move(dev_k);
+  im.dev_v = std::move(dev_v);
+  im.allocator = std::move(ids);
+  im.config = grown;
   return {};
 }
 
@@ -393,7 +518,15 @@ const std::vector<int32_t>& PagedKvCache::block_table(int seq) const {
   return s == nullptr ? kNoPages : s->pages;
 }
 
+int64_t PagedKvCache::capacity(int seq) const {
+  if (!impl_) return 0;
+  const Impl::Sequence* s = impl_->find(seq);
+  return s == nullptr ? 0 : static_cast<int64_t>(s->pages.size()) * impl_->config.page_size;
+}
+
 int PagedKvCache::free_pages() const { return impl_ ? impl_->allocator.free_pages() : 0; }
+
+int PagedKvCache::num_pages() const { return impl_ ? impl_->config.num_pages : 0; }
 
 bool PagedKvCache::valid_sequence(int seq) const { return impl_ && impl_->find(seq) != nullptr; }
 

@@ -13,6 +13,11 @@
 // kOutOfMemory leaving every sequence exactly as it was. Page contents are
 // unspecified until written (stale data of an earlier owner, or whatever the
 // allocation held): readers must never look past a sequence's length.
+//
+// This is also the model engine's cache on CUDA: it reserves each sequence's
+// pages when the sequence is made (reserve) so a captured decode graph never
+// sees the pools move, and grows the cache (grow) when a new sequence does
+// not fit.
 #pragma once
 
 #include <cstdint>
@@ -29,13 +34,13 @@ struct KvCacheConfig {
   int num_pages = 0;
   int page_size = 16;  // tokens per page: a power of two, 16..256
   int kv_heads = 0;
-  int head_dim = 0;    // 64 or 128
+  int head_dim = 0;    // one attention runs on `device` (head_dim_supported, attention.hpp)
   DType dtype = DType::kBF16;
   Device device = Device::kCpu;
 };
 
-// Reference-counted page ids; pure bookkeeping, no memory of its own. The
-// model engine's CUDA page pool keeps its page ids in one too.
+// Reference-counted page ids; pure bookkeeping, no memory of its own (a
+// PagedKvCache keeps its page ids in one).
 class PageAllocator {
  public:
   explicit PageAllocator(int num_pages = 0);
@@ -92,12 +97,32 @@ class PagedKvCache {
   // hold them: nothing changes then. The sequence's length grows by n.
   Result<std::vector<Slot>> append_slots(int seq, int n);
   // Shortens seq to new_length tokens (e.g. rejected drafts): pages no
-  // longer used are released. kInvalidArgument unless 0 <= new_length <= length.
+  // longer used (past the length and past any reservation) are released.
+  // kInvalidArgument unless 0 <= new_length <= length.
   Status truncate(int seq, int new_length);
 
+  // Makes seq hold pages for positions [0, tokens) now, so append_slots up
+  // to that length takes no page: it cannot run out of pages and moves
+  // nothing (what a captured CUDA graph needs). The length is unchanged; a
+  // smaller reservation than the pages held is a no-op. Reserved pages are
+  // the sequence's own (a fork shares only the pages holding tokens), kept
+  // by truncate and released by free_sequence. kOutOfMemory when too few
+  // pages are free: nothing changes then.
+  Status reserve(int seq, int tokens);
+  // Adds `pages` pages to every pool. The pools are reallocated: k_pages()
+  // and v_pages() of every layer change, while page ids, block tables and
+  // contents stay. On CUDA it first waits for the whole device (work still
+  // reading the old pools), then copies the held pages. kOutOfMemory (or a
+  // device error) leaves the cache as it was.
+  Status grow(int pages);
+
   int length(int seq) const;
+  // Positions seq can hold without taking a page: its pages × page_size.
+  int64_t capacity(int seq) const;
+  // seq's pages in token order: those holding its tokens, then any reserved.
   const std::vector<int32_t>& block_table(int seq) const;
   int free_pages() const;
+  int num_pages() const;  // config().num_pages, which grow() raises
   bool valid_sequence(int seq) const;
 
  private:

@@ -6,19 +6,22 @@
 //                           input block, the enqueue of a step, decode graphs
 //   cuda_kv_pool.cpp        the model's KV page pool
 //
-// KV memory: one page pool per model, not one per sequence. Each layer has a
-// K and a V pool [num_pages, kv_heads, kPageSize, head_dim] bf16 in one
-// device allocation, and a sequence holds ceil(capacity / kPageSize) pages of
-// it from creation to destruction (token t at pages[t / kPageSize], offset
-// t % kPageSize). Because every sequence's pages live in the same pools, a
-// batched decode step is one paged_attention launch per layer over all of
-// its sequences: block tables [batch, stride] (each row a sequence's pages,
-// padded with page 0, never read past its kv_len) and kv_lens [batch] are
-// per-step inputs. The pool grows by reallocation (at least doubling; the
-// used pages are copied, page ids stay), which happens only when a new
-// sequence does not fit; every buffer that captured the old address sees the
-// pool's generation change and drops its graphs. When the last sequence goes,
-// the pool is freed.
+// KV memory: one page pool per model, not one per sequence, and that pool is
+// the public PagedKvCache (flashscope/kv_cache.hpp): what an embedder gets
+// from the paged attention API is what the engine runs on. Each layer has a
+// K and a V pool [num_pages, kv_heads, kPageSize, head_dim] bf16, and a
+// sequence is one of the cache's sequences that reserves ceil(capacity /
+// kPageSize) pages at creation and keeps them to destruction (token t at
+// pages[t / kPageSize], offset t % kPageSize); the engine counts its tokens
+// itself, so no step asks the cache for slots. Because every sequence's pages
+// live in the same pools, a batched decode step is one paged_attention launch
+// per layer over all of its sequences: block tables [batch, stride] (each row
+// a sequence's pages, padded with page 0, never read past its kv_len) and
+// kv_lens [batch] are per-step inputs. The cache grows by reallocation (at
+// least doubling; the used pages are copied, page ids stay), which happens
+// only when a new sequence does not fit; every buffer that captured the old
+// address sees the pool's generation change and drops its graphs. When the
+// last sequence goes, the cache is freed.
 //
 // Scratch: a StepScratch is the activations, per-step input block, split-KV
 // and cuBLAS workspaces, logits and graph of one stream. Each sequence has
@@ -117,20 +120,12 @@ class DeviceScope {
 
 // The model's KV pages (see the top of this file).
 struct KvPool {
-  DeviceBuffer buffer;        // per layer: K pages, then V pages
-  size_t page_bytes = 0;      // kv_heads · kPageSize · head_dim · 2
-  PageAllocator ids;          // which pages sequences hold (the public cache's bookkeeping)
-  uint64_t generation = 0;    // bumped whenever `buffer` moves
+  PagedKvCache cache;        // empty (no pools) while the model has no sequence
+  uint64_t generation = 0;   // bumped whenever the pools move (made, grown, freed)
 
-  int num_pages() const { return ids.num_pages(); }
-  void* k_pages(int layer) const { return page_base(2 * layer); }
-  void* v_pages(int layer) const { return page_base(2 * layer + 1); }
-
- private:
-  void* page_base(int pool) const {
-    const size_t pool_bytes = static_cast<size_t>(num_pages()) * page_bytes;
-    return static_cast<char*>(buffer.data()) + static_cast<size_t>(pool) * pool_bytes;
-  }
+  int num_pages() const { return cache.num_pages(); }
+  void* k_pages(int layer) const { return cache.k_pages(layer); }
+  void* v_pages(int layer) const { return cache.v_pages(layer); }
 };
 
 // The key a decode graph is captured for: everything its baked-in kernel
@@ -276,12 +271,13 @@ struct CudaModel {
   CudaModel& operator=(const CudaModel&) = delete;
 };
 
-// Takes `pages` pages of the pool for a new sequence, growing the pool when
-// too few are free, and poisons them (NaN) on `stream`. mutex held.
-Result<std::vector<int32_t>> pool_take(CudaModel& cm, const ModelConfig& c, int pages, cudaStream_t stream);
-// Gives a sequence's pages back; frees the pool when no page is held.
-// mutex held; nothing may still read or write those pages.
-void pool_give_back(CudaModel& cm, const std::vector<int32_t>& pages);
+// A new sequence of the pool's cache holding the pages of `tokens` tokens,
+// the cache made or grown when too few are free; its pages are poisoned
+// (NaN) on `stream`. Returns the cache's sequence id. mutex held.
+Result<int> pool_take(CudaModel& cm, const ModelConfig& c, int tokens, cudaStream_t stream);
+// Frees a sequence of the cache; frees the cache when no page is held.
+// mutex held; nothing may still read or write its pages.
+void pool_give_back(CudaModel& cm, int seq);
 
 struct CudaState;
 // Waits for the sequence's enqueued work when a forward left it running
@@ -291,7 +287,8 @@ Status settle_sequence(CudaState& st);
 struct CudaState final : Sequence::State {
   int n_layers = 0;
   int max_pages = 0;           // pages of capacity tokens
-  std::vector<int32_t> pages;  // its pool pages in token order, max_pages of them
+  int kv_seq = -1;             // its sequence in the pool's cache
+  std::vector<int32_t> pages;  // the cache's block table of it, max_pages pages (fixed for its life)
   StepScratch scratch;
   int last_logits_row = -1;  // row of scratch.logits holding the last token's logits, -1 when none is pending
   // A kLast forward whose logits stay on the device returns once its work is

@@ -420,7 +420,7 @@ CudaState::~CudaState() {
   const std::shared_ptr<CudaModel> cm = model.lock();
   if (cm) lock = std::unique_lock<std::mutex>(cm->mutex);
   scratch.release();  // waits for this sequence's stream: nothing reads its pages after this
-  if (cm && !pages.empty()) pool_give_back(*cm, pages);
+  if (cm && kv_seq >= 0) pool_give_back(*cm, kv_seq);
 }
 
 Status settle_sequence(CudaState& st) {
@@ -594,13 +594,19 @@ Result<std::unique_ptr<Sequence::State>> cuda_new_state(const Model::Impl& m, in
     return Status(StatusCode::kOutOfMemory, "cannot allocate the token list");
   }
   FLASHSCOPE_RETURN_IF_ERROR(st->scratch.init(cm.cublas_workspace_bytes));
-  auto pages = pool_take(cm, c, st->max_pages, st->scratch.stream);
-  if (!pages.ok()) {
-    return Status(pages.status().code(), "KV cache of " + std::to_string(capacity) + " tokens: " +
-                                             pages.status().message());
+  auto seq = pool_take(cm, c, capacity, st->scratch.stream);
+  if (!seq.ok()) {
+    return Status(seq.status().code(), "KV cache of " + std::to_string(capacity) + " tokens: " +
+                                           seq.status().message());
   }
-  st->pages = std::move(pages).value();
-  st->page_bytes = cm.pool.page_bytes;
+  st->kv_seq = seq.value();
+  try {
+    // A copy: the cache's own table may move as other sequences come and go.
+    st->pages = cm.pool.cache.block_table(st->kv_seq);
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, "cannot allocate the block table");
+  }
+  st->page_bytes = static_cast<size_t>(c.n_kv_heads) * kPageSize * static_cast<size_t>(c.head_dim) * 2;
   // The poisoned pages are this sequence's before any other stream can read them.
   FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(st->scratch.stream), "creating a CUDA sequence"));
   return std::unique_ptr<Sequence::State>(std::move(st));
