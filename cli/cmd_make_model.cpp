@@ -32,7 +32,7 @@ constexpr const char* kUsage =
     "                        layers, dim 640, 4/1 heads, D256, ffn 2048, vocab 262144, window 512 on 5 of 6\n"
     "                        layers, rope base 1000000, rms eps 1e-6), all with context 8192; the flags below\n"
     "                        override it\n"
-    "  --head-dim D          32, 64, 80, 96, 128 or 256 (the CPU runs each; CUDA those its kernels have)\n"
+    "  --head-dim D          32, 64, 80, 96, 128 or 256 (the CPU and CUDA run each)\n"
     "  --type T              attention and FFN matrices: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k\n"
     "                        (default q4_1), or a llama.cpp mix: q4_k_m / q5_k_m (Q4_K / Q5_K matrices, Q6_K for\n"
     "                        attn_v and ffn_down of the layers llama.cpp gives more bits, Q6_K embeddings and\n"
