@@ -5,7 +5,8 @@
 # few-row GEMM's microbenchmark (bench/quant_gemm_sweep.sh), then end to end
 # bf16 against quantized on SmolLM2-135M and Gemma-3-270M (where
 # assets/models has them: scripts/fetch_model.sh) and on
-# random-weight models of Llama-3.2-1B, Qwen3-0.6B and Gemma-3-270M's shapes.
+# random-weight models of Llama-3.2-1B, Qwen3-1.7B (Q4_K_M and Q8_0),
+# Qwen3-0.6B and Gemma-3-270M's shapes (Q4_K_M).
 # Logs and tables under $OUT.
 #   usage: bash bench/gpu_quant_run.sh [tests|sweep|e2e|all]   (default all)
 # Each part takes a few minutes after the first build; where one command may
@@ -43,9 +44,13 @@ if [[ $what == e2e || $what == all ]]; then
   for f in SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf; do
     [[ -f assets/models/$f ]] && models+=("assets/models/$f")
   done
-  for preset in llama3.2-1b qwen3-0.6b gemma3-270m; do
-    [[ -f $gen/$preset-q4_k_m.gguf ]] || $cli make-model --out "$gen/$preset-q4_k_m.gguf" --preset $preset --type q4_k_m
-    [[ -f $gen/$preset-q4_k_m.gguf ]] && models+=("$gen/$preset-q4_k_m.gguf")
+  for preset in llama3.2-1b qwen3-1.7b qwen3-0.6b gemma3-270m; do
+    for type in q4_k_m q8_0; do
+      [[ $type == q8_0 && $preset != llama3.2-1b && $preset != qwen3-1.7b ]] && continue  # #21's shapes only
+      f=$gen/$preset-$type.gguf
+      [[ -f $f ]] || $cli make-model --out "$f" --preset $preset --type $type
+      [[ -f $f ]] && models+=("$f")
+    done
   done
   for m in "${models[@]}"; do
     for w in bf16 quantized; do

@@ -3,7 +3,7 @@
 // against the same GEMM over bf16 weights (skinny_gemm_kernel) and cuBLAS's
 // bf16 GEMM, per format (Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0), at 1, 2, 4 and
 // 8 rows, over the matrix products of SmolLM2-135M, Qwen3-0.6B,
-// Llama-3.2-1B and Gemma-3's LM head. Each cell: µs per launch (the median
+// Llama-3.2-1B, Qwen3-1.7B and Gemma-3's LM head. Each cell: µs per launch (the median
 // of kSamples replays of a CUDA graph of launches, as the engine runs them)
 // and the weight bytes read per second. The launches cycle through copies of
 // the weights that together pass kRotateBytes, so the weights come from HBM
@@ -57,6 +57,11 @@ const Shape kShapes[] = {
     {"Llama-3.2-1B", "gate|up", 8192, 2048, true},
     {"Llama-3.2-1B", "down", 2048, 8192, false},
     {"Llama-3.2-1B", "lm_head", 128256, 2048, false},
+    {"Qwen3-1.7B", "qkv", 4096, 2048, false},
+    {"Qwen3-1.7B", "o", 2048, 2048, false},
+    {"Qwen3-1.7B", "gate|up", 6144, 2048, true},
+    {"Qwen3-1.7B", "down", 2048, 6144, false},
+    {"Qwen3-1.7B", "lm_head", 151936, 2048, false},
     {"Gemma-3-270M", "lm_head", 262144, 640, false},
 };
 

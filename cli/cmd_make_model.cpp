@@ -25,14 +25,14 @@ constexpr const char* kUsage =
     "  --preset              tiny (default: 2 layers, dim 64, 4/2 heads, D64, ffn 96, vocab 100, context 512)\n"
     "                        or smollm2-135m (30 layers, dim 576, 9/3 heads, D64, ffn 1536, vocab 49152,\n"
     "                        context 8192, rope base 100000), llama3.2-1b (16 layers, dim 2048, 32/8 heads, D64,\n"
-    "                        ffn 8192, vocab 128256, rope base 500000), qwen3-1.7b (the llama-shaped part of\n"
-    "                        Qwen3-1.7B: 28 layers, dim 2048, 16/8 heads, D128, ffn 6144, vocab 151936, rope base\n"
-    "                        1000000; no QK-norm), qwen3-0.6b (qwen3: 28 layers, dim 1024, 16/8 heads, D128,\n"
-    "                        ffn 3072, vocab 151936, QK-norm, rope base 1000000) or gemma3-270m (gemma3: 18\n"
+    "                        ffn 8192, vocab 128256, rope base 500000), qwen3-1.7b (qwen3: 28 layers, dim 2048,\n"
+    "                        16/8 heads, D128, ffn 6144, vocab 151936, QK-norm, rope base 1000000, rms eps 1e-6),\n"
+    "                        qwen3-0.6b (qwen3: 28 layers, dim 1024, 16/8 heads, D128, ffn 3072, vocab 151936,\n"
+    "                        QK-norm, rope base 1000000, rms eps 1e-6) or gemma3-270m (gemma3: 18\n"
     "                        layers, dim 640, 4/1 heads, D256, ffn 2048, vocab 262144, window 512 on 5 of 6\n"
     "                        layers, rope base 1000000, rms eps 1e-6), all with context 8192; the flags below\n"
     "                        override it\n"
-    "  --head-dim D          32, 64, 80, 96, 128 or 256 (the CPU runs each; CUDA those its kernels have)\n"
+    "  --head-dim D          32, 64, 80, 96, 128 or 256 (the CPU and CUDA run each)\n"
     "  --type T              attention and FFN matrices: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k\n"
     "                        (default q4_1), or a llama.cpp mix: q4_k_m / q5_k_m (Q4_K / Q5_K matrices, Q6_K for\n"
     "                        attn_v and ffn_down of the layers llama.cpp gives more bits, Q6_K embeddings and\n"
@@ -99,6 +99,7 @@ int cmd_make_model(int argc, char** argv) {
     spec.context = 8192;
     spec.rope_base = 500000.0f;
   } else if (preset == "qwen3-1.7b") {
+    spec.architecture = "qwen3";
     spec.n_layers = 28;
     spec.hidden = 2048;
     spec.n_heads = 16;
@@ -108,6 +109,7 @@ int cmd_make_model(int argc, char** argv) {
     spec.vocab = 151936;
     spec.context = 8192;
     spec.rope_base = 1000000.0f;
+    spec.rms_eps = 1e-6f;
   } else if (preset == "qwen3-0.6b") {
     spec.architecture = "qwen3";
     spec.n_layers = 28;

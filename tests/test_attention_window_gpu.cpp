@@ -1,4 +1,4 @@
-// Sliding windows, logit soft-capping and head_dim 96 and 256 on the CUDA
+// Sliding windows, logit soft-capping and head_dim 32, 80, 96 and 256 on the CUDA
 // paths (the sm80 kernel family, varlen, paged decode with split-KV and
 // chunked prefill over the page cache) against the FP64 reference:
 //   - dense prefill: head_dim {64, 96, 128, 256} x window {1, 17, 128, 512,
@@ -6,6 +6,11 @@
 //     off) x GQA 1, 4, 8 and Gemma 3's 4 q-heads over one kv-head x lengths
 //     {1, 17, 127, 1000, 4096, 9000} (the long ones sampled) x soft-cap on/off,
 //     both dtypes by turns; varlen batches; every head_dim without a window;
+//   - head_dim 32 and 80 (the sm80 family on every GPU: 80 is five k16
+//     steps, its last K fragment read with ldmatrix.x2): dense, windows,
+//     soft-cap, varlen, paged decode and chunked prefill with split-KV (80's
+//     combine cuts rows into slices that end inside a 128-byte line), a
+//     probed capture;
 //   - adversarial logits: a new maximum in every key tile, a late spike,
 //     huge magnitudes with and without the cap;
 //   - paged: decode and chunked prefill over windows, split-KV forced and
@@ -116,7 +121,7 @@ void check_on_gpu(AttentionProblem& prob, PrefillKernel kernel = PrefillKernel::
 }
 
 // The kernel the library builds windows for at head_dim d (auto's sm80 choice).
-PrefillKernel sm80_kernel(int d) { return d == 64 || d == 256 ? PrefillKernel::kV5 : PrefillKernel::kV6; }
+PrefillKernel sm80_kernel(int d) { return d <= 64 || d == 256 ? PrefillKernel::kV5 : PrefillKernel::kV6; }
 
 struct WindowCase {
   int q_len, kv_len, left;
@@ -344,7 +349,8 @@ TEST_CASE("gpu window: kernels without a build for a window or head_dim refuse b
   const Case cases[] = {
       {128, PrefillKernel::kV5, 512, 0.0f, "sliding window"}, {64, PrefillKernel::kV6, -1, 30.0f, "soft-capping"},
       {256, PrefillKernel::kV6, -1, 0.0f, "head_dim 256"},   {96, PrefillKernel::kV5, -1, 0.0f, "head_dim 96"},
-      {256, PrefillKernel::kV1, -1, 0.0f, "head_dim 256"},
+      {256, PrefillKernel::kV1, -1, 0.0f, "head_dim 256"},   {80, PrefillKernel::kV5, -1, 0.0f, "head_dim 80"},
+      {32, PrefillKernel::kV6, -1, 0.0f, "head_dim 32"},
   };
   for (const Case& c : cases) {
     AttentionShape s = dense_shape(1, 2, 1, 64, 64, c.d, true, 6500);
@@ -375,6 +381,18 @@ TEST_CASE("gpu window: kernels without a build for a window or head_dim refuse b
       float cap;
       const char* mentions;
     };
+    // head_dim 32 and 80 are not whole 64-column blocks of its tiles: refused
+    // by name, and auto runs them on the sm80 family.
+    for (int d : {32, 80}) {
+      AttentionShape h = dense_shape(1, 2, 1, 64, 64, d, true, 6503);
+      AttentionProblem hprob(h);
+      DeviceAttention hdev(hprob);
+      const Status st = prefill(hdev.params(hprob, PrefillKernel::kHopper));
+      INFO(h.describe(), " kernel hopper: ", st.to_string());
+      CHECK(st.code() == StatusCode::kUnsupported);
+      CHECK(st.message().find("head_dim " + std::to_string(d)) != std::string::npos);
+      check_on_gpu(hprob, PrefillKernel::kAuto);
+    }
     const VarlenCase varlen_cases[] = {
         {128, 17, 0.0f, "sliding window"}, {64, -1, 30.0f, "soft-capping"}, {256, -1, 0.0f, "head_dim 256"}};
     for (const VarlenCase& c : varlen_cases) {
@@ -471,6 +489,115 @@ TEST_CASE("gpu window paged: the split plan covers the window, not the context")
   check_paged_on_gpu(wprob, 0);
 }
 
+TEST_CASE("gpu head_dim 32 and 80: dense, windows, soft-cap and varlen over the reference") {
+  if (skip_without_gpu()) return;
+  const int lens[][2] = {{1, 1}, {17, 17}, {127, 1000}, {1000, 127}, {1000, 1000}, {64, 4096}};
+  const int heads[][2] = {{1, 1}, {4, 1}, {8, 1}, {9, 3}};
+  int i = 0;
+  for (int d : {32, 80})
+    for (const auto& len : lens)
+      for (bool causal : {false, true}) {
+        AttentionShape s = dense_shape(2, heads[i % 4][0], heads[i % 4][1], len[0], len[1], d, causal, uint64_t(6900 + i));
+        s.dtype = i % 2 ? DType::kFP16 : DType::kBF16;
+        s.layout = i % 3 == 1 ? Layout::kPaddedBSHD : (i % 3 == 2 ? Layout::kBHSD : Layout::kBSHD);
+        ++i;
+        AttentionProblem prob(s);
+        check_on_gpu(prob, PrefillKernel::kAuto);
+        check_on_gpu(prob, sm80_kernel(d));
+      }
+  // Windows (causal and two-sided) with and without the cap, the lengths
+  // they are shorter than, about as long as and longer than.
+  const int wlens[][2] = {{17, 17}, {127, 127}, {1000, 1000}, {17, 1000}, {127, 4096}};
+  for (int d : {32, 80})
+    for (const auto& len : wlens)
+      for (int w : {1, 17, 128, 512, 20000})
+        for (bool causal : {true, false}) {
+          AttentionShape s = dense_shape(1, heads[i % 4][0], heads[i % 4][1], len[0], len[1], d, causal, uint64_t(6900 + i));
+          s.window_left = w;
+          s.window_right = causal ? -1 : (i % 2 ? w : w / 3);
+          s.softcap = i % 3 == 0 ? 30.0f : 0.0f;
+          s.dtype = i % 5 == 2 ? DType::kFP16 : DType::kBF16;
+          ++i;
+          AttentionProblem prob(s);
+          poison_invisible_keys(prob);
+          check_on_gpu(prob, PrefillKernel::kAuto);
+        }
+  // Soft-cap alone, and varlen batches with windows.
+  for (int d : {32, 80})
+    for (bool causal : {true, false}) {
+      AttentionShape s = dense_shape(2, 8, 2, 300, 777, d, causal, uint64_t(6900 + i++));
+      s.softcap = 5.0f;
+      AttentionProblem prob(s);
+      check_on_gpu(prob, PrefillKernel::kAuto);
+      AttentionShape v = causal ? varlen_shape({1, 17, 300, 64, 129}, {1, 17, 700, 64, 200}, 8, 2, d, true)
+                                : varlen_shape({1, 17, 300, 64, 129}, {5, 1000, 300, 1, 129}, 9, 3, d, false);
+      v.seed = uint64_t(6900 + i++);
+      AttentionProblem vprob(v);
+      check_on_gpu(vprob, PrefillKernel::kAuto);
+      v.window_left = 17;
+      v.window_right = causal ? -1 : 40;
+      v.softcap = causal ? 0.0f : 20.0f;
+      AttentionProblem wprob(v);
+      poison_invisible_keys(wprob);
+      check_on_gpu(wprob, PrefillKernel::kAuto);
+    }
+  // A new maximum in every key tile, through the head_dim 80 tail.
+  AttentionShape a = dense_shape(1, 4, 1, 300, 600, 80, true, 6990);
+  a.softmax_scale = 0.02f;
+  AttentionProblem aprob(a);
+  for (int j = 0; j < a.kv_len; ++j)
+    for (int c = 0; c < a.head_dim; ++c)
+      aprob.set(Operand::kK, 0, j, 0, c, (1.0f + float(j) / 32.0f) * aprob.get(Operand::kQ, 0, 299, 0, c));
+  check_on_gpu(aprob);
+}
+
+TEST_CASE("gpu head_dim 32 and 80 paged: decode and chunked prefill, windows, splits forced and planned") {
+  if (skip_without_gpu()) return;
+  using flashscope::testing::paged_lengths;
+  using flashscope::testing::paged_shape;
+  int i = 0;
+  for (int d : {32, 80})
+    for (int q_len : {1, 4, 100}) {
+      // kv_lens count the new tokens: a first chunk with no history, one with
+      // 16 cached tokens before its new ones, long ones.
+      PagedShape s =
+          paged_shape({q_len, q_len + 16, 1000, 3000}, 8, 2, q_len, d, i % 2 ? 16 : 64, uint64_t(7000 + i));
+      s.dtype = i % 2 ? DType::kFP16 : DType::kBF16;
+      ++i;
+      PagedProblem prob(s);
+      for (int splits : {1, 0, 64}) check_paged_on_gpu(prob, splits);
+    }
+  struct Case {
+    PagedShape s;
+    int left, right;
+    float cap;
+  };
+  std::vector<Case> grid = {
+      {paged_shape({1, 17, 127, 1000, 9000}, 4, 1, 1, 80, 16, 7010), 512, -1, 0.0f},
+      {paged_shape({1, 17, 127, 1000}, 4, 1, 1, 32, 16, 7011), 1, -1, 30.0f},
+      {paged_shape(paged_lengths(12, 1, 1500, 7012), 8, 2, 1, 80, 16, 7012), 128, -1, 50.0f},
+      {paged_shape({127, 1000}, 8, 1, 3, 32, 32, 7013), 17, 1, 0.0f},  // non-causal, two-sided
+      {paged_shape({4096, 1000}, 8, 1, 300, 80, 16, 7014), 512, -1, 0.0f},  // the 128-row tile
+      {paged_shape({2000, 700}, 4, 1, 200, 32, 64, 7015), 4096, -1, 30.0f},
+  };
+  grid[1].s.dtype = DType::kFP16;
+  grid[3].s.causal = false;
+  grid[4].s.dtype = DType::kFP16;
+  for (Case& c : grid) {
+    c.s.window_left = c.left;
+    c.s.window_right = c.right;
+    c.s.softcap = c.cap;
+    PagedProblem prob(c.s);
+    prob.poison_pages_outside_windows();
+    for (int splits : {1, 0, 7}) check_paged_on_gpu(prob, splits);
+  }
+  // Every split count the combine cuts differently at 80 (20 float4 chunks
+  // a row: whole rows up to 8 splits' groups, halves beyond).
+  PagedShape cut = paged_shape({4096}, 32, 8, 1, 80, 16, 7020);
+  PagedProblem cprob(cut);
+  for (int splits : {2, 3, 8, 9, 16, 17, 33, 64, 65, 127, 128}) check_paged_on_gpu(cprob, splits);
+}
+
 #if FLASHSCOPE_KERNEL_PROBES
 TEST_CASE("gpu window trace: a windowed capture records the tiles the window skips") {
   if (skip_without_gpu()) return;
@@ -540,6 +667,40 @@ TEST_CASE("gpu window trace: a windowed capture records the tiles the window ski
         CHECK_MESSAGE(bool(r.flags & TileMassRecord::kSkipped) == (kt < first || kt >= end), "tile ", qt, ",", kt);
         mass += r.mass;
       }
+      CHECK_MESSAGE(std::fabs(mass - 1.0) < 1e-3, "q-tile ", qt, " mass ", mass);
+    }
+  }
+}
+TEST_CASE("gpu head_dim 32 and 80 trace: the probed sm80 kernels capture, and their output is the reference's") {
+  if (skip_without_gpu()) return;
+  for (int d : {32, 80}) {
+    AttentionShape s = dense_shape(1, 4, 1, 300, 500, d, true, uint64_t(7100 + d));
+    s.window_left = d == 80 ? 150 : -1;
+    AttentionProblem prob(s);
+    INFO("case: ", s.describe());
+    DeviceAttention dev(prob);
+    dev.poison(prob);
+    TraceOptions opt;
+    opt.head = 1;
+    opt.rows = {0, 299};
+    Trace t;
+    const Status st = capture_cuda_prefill_trace(dev.params(prob, PrefillKernel::kAuto), opt, &t);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    CHECK(t.meta.kernel == prefill_kernel_name(sm80_kernel(d)));
+    REQUIRE(device_synchronize().ok());
+    dev.read(prob);
+    REQUIRE(prob.reference().status.ok());
+    const std::vector<float> out = prob.output_as_float();
+    CHECK(prob.normalized_error(out.data()) < prob.tolerance().normalized);
+    CHECK(prob.guards_intact());
+    REQUIRE(t.meta.block_q > 0);
+    REQUIRE(t.meta.block_kv > 0);
+    const int q_tiles = (s.q_len + t.meta.block_q - 1) / t.meta.block_q;
+    const int kv_tiles = (s.kv_len + t.meta.block_kv - 1) / t.meta.block_kv;
+    REQUIRE(int(t.tile_mass.size()) == q_tiles * kv_tiles);
+    for (int qt = 0; qt < q_tiles; ++qt) {
+      double mass = 0;
+      for (int kt = 0; kt < kv_tiles; ++kt) mass += t.tile_mass[size_t(qt * kv_tiles + kt)].mass;
       CHECK_MESSAGE(std::fabs(mass - 1.0) < 1e-3, "q-tile ", qt, " mass ", mass);
     }
   }

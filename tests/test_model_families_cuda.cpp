@@ -3,7 +3,8 @@
 // factors, qwen2, qwen3, gemma3; test_model_families.cpp holds each against
 // transformers) and synthetic models of the released models' shapes (Qwen2.5's
 // 14/2 heads over hidden 896, Qwen3's 16/8 heads of 128 with Q wider than
-// hidden, a Gemma 3 shape with one KV head, window 32 and six layers):
+// hidden, a Gemma 3 shape with one KV head, window 32 and six layers; head_dim
+// 80 and 32):
 //
 //  * the fused few-token decode step (skinny GEMMs, with rope_append behind
 //    the QKV product for NeoX pairs, biases and q/k norms, and add_rms_norm
@@ -93,6 +94,21 @@ std::vector<Source> sources() {
   gemma3.ffn = 2048;
   gemma3.sliding_window = 32;
   out.push_back({"gemma3-shaped synthetic", "", gemma3});
+  // The head_dims only the sm80 family runs on every GPU: 80 (Phi-2's) and 32.
+  SyntheticModelSpec d80 = qwen2;
+  d80.architecture = "llama";
+  d80.hidden = 640;
+  d80.n_heads = 8;
+  d80.n_kv_heads = 2;
+  d80.head_dim = 80;
+  out.push_back({"head_dim 80 synthetic", "", d80});
+  SyntheticModelSpec d32 = qwen3;
+  d32.hidden = 256;
+  d32.n_heads = 8;
+  d32.n_kv_heads = 4;
+  d32.head_dim = 32;
+  d32.ffn = 512;
+  out.push_back({"head_dim 32 synthetic", "", d32});
   return out;
 }
 

@@ -276,6 +276,74 @@ TEST_CASE("make-model: --preset qwen3-0.6b and gemma3-270m write their families'
 #endif  // FLASHSCOPE_TEST_CLI
 
 #if FLASHSCOPE_TEST_CLI
+TEST_CASE("make-model: --preset llama3.2-1b and qwen3-1.7b write the shapes #21 benchmarks, in Q4_K_M and Q8_0, which run on the CPU") {
+  const std::string path = temp_path("make_model_1b");
+  auto run = [](std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return cli::cmd_make_model(static_cast<int>(argv.size()), argv.data());
+  };
+  struct Preset {
+    const char* name;
+    Architecture arch;
+    int hidden, n_heads, n_kv_heads, head_dim, ffn;
+    float rope_base, rms_eps;
+  };
+  const Preset presets[] = {
+      {"llama3.2-1b", Architecture::kLlama, 2048, 32, 8, 64, 8192, 500000.0f, 1e-5f},
+      {"qwen3-1.7b", Architecture::kQwen3, 2048, 16, 8, 128, 6144, 1000000.0f, 1e-6f},
+  };
+  for (const Preset& pr : presets)
+    for (const char* type : {"q4_k_m", "q8_0"}) {
+      INFO(pr.name, " ", type);
+      // Two layers and a small vocabulary keep the file small; every other number is the preset's.
+      REQUIRE(run({"--out", path, "--preset", pr.name, "--layers", "2", "--vocab", "300", "--type", type}) == 0);
+      auto file = GgufFile::open(path);
+      REQUIRE(file.ok());
+      auto type_of = [&](const std::string& name) {
+        const GgufTensor* t = file->find_tensor(name);
+        REQUIRE(t != nullptr);
+        return t->type;
+      };
+      const bool mix = std::string(type) == "q4_k_m";
+      // Every row is whole super-blocks (2048, 6144, 8192 columns): no fallback types.
+      CHECK(type_of("token_embd.weight") == (mix ? GgmlType::kQ6_K : GgmlType::kQ8_0));
+      for (int l = 0; l < 2; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        CHECK(type_of(b + "attn_q.weight") == (mix ? GgmlType::kQ4_K : GgmlType::kQ8_0));
+        CHECK(type_of(b + "ffn_up.weight") == (mix ? GgmlType::kQ4_K : GgmlType::kQ8_0));
+        const GgmlType more_bits = synthetic_use_more_bits(l, 2) ? GgmlType::kQ6_K : GgmlType::kQ4_K;
+        CHECK(type_of(b + "attn_v.weight") == (mix ? more_bits : GgmlType::kQ8_0));
+        CHECK(type_of(b + "ffn_down.weight") == (mix ? more_bits : GgmlType::kQ8_0));
+      }
+      auto model = Model::load(path);
+      REQUIRE_MESSAGE(model.ok(), model.status().to_string());
+      const ModelConfig& c = model->config();
+      CHECK(c.arch == pr.arch);
+      CHECK(c.qk_norm == (pr.arch == Architecture::kQwen3));
+      CHECK(c.n_layers == 2);
+      CHECK(c.hidden == pr.hidden);
+      CHECK(c.n_heads == pr.n_heads);
+      CHECK(c.n_kv_heads == pr.n_kv_heads);
+      CHECK(c.head_dim == pr.head_dim);
+      CHECK(c.ffn == pr.ffn);
+      CHECK(c.vocab == 300);
+      CHECK(c.rope_base == pr.rope_base);
+      CHECK(c.rms_eps == pr.rms_eps);
+      auto session = Session::create(*model, SessionOptions{64});
+      REQUIRE(session.ok());
+      GenerateParams gp;
+      gp.max_tokens = 3;
+      gp.stop_tokens = {-1};
+      auto stats = session->generate(model->tokenizer().encode("Hi", false), gp, [](const TokenEvent&) { return true; });
+      REQUIRE_MESSAGE(stats.ok(), stats.status().to_string());
+      CHECK(stats->generated_tokens == 3);
+    }
+  std::remove(path.c_str());
+}
+#endif  // FLASHSCOPE_TEST_CLI
+
+#if FLASHSCOPE_TEST_CLI
 TEST_CASE("make-model: --type q4_k_m writes llama.cpp's mix, and the model runs") {
   // llama.cpp's use_more_bits over 16 layers: the first and last eighth, every third between.
   std::vector<int> more;

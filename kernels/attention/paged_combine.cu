@@ -57,7 +57,9 @@ struct CombineLayout {
 template <int DIM>
 CombineLayout combine_layout(int splits) {
   constexpr int kChunks = DIM / 4;
-  static_assert(kChunks % kMinSliceChunks == 0, "a row is whole slices");
+  // A row is whole slices (a slice is only ever halved while even). At
+  // head_dim 80 (20 chunks, 10 at the narrowest) a slice ends inside a line.
+  static_assert(kChunks >= kMinSliceChunks, "a row is at least the narrowest slice");
   int groups = (splits + kCombineLoads - 1) / kCombineLoads;
   int slice_chunks = kChunks;
   auto slice_bytes = [&] { return int64_t(splits) * slice_chunks * int64_t(sizeof(float4)); };
@@ -197,7 +199,9 @@ cudaError_t combine_typed(const PagedKernelParams& p, cudaStream_t stream, bool 
 
 template <typename T>
 cudaError_t combine_dim(int head_dim, const PagedKernelParams& p, cudaStream_t stream, bool programmatic) {
+  if (head_dim == 32) return combine_typed<T, 32>(p, stream, programmatic);
   if (head_dim == 64) return combine_typed<T, 64>(p, stream, programmatic);
+  if (head_dim == 80) return combine_typed<T, 80>(p, stream, programmatic);
   if (head_dim == 96) return combine_typed<T, 96>(p, stream, programmatic);
   if (head_dim == 128) return combine_typed<T, 128>(p, stream, programmatic);
   if (head_dim == 256) return combine_typed<T, 256>(p, stream, programmatic);

@@ -9,14 +9,15 @@ namespace flashscope::kernels {
 // tiles, v5's pipeline; small CTAs so many sequences and splits are in flight.
 // At head_dim 128 the 64-key tile's copy loop (32 chunks per lane per
 // matrix) plus the accumulators overflow one warp's registers: 32-key tiles,
-// and 96 alike. At 256 the accumulator alone is 128 registers per lane: Q
-// in shared memory and 16-key tiles (the same 16 chunks per lane as 128's).
+// and 96 and 80 alike (32 takes 64's tile; both untuned). At 256 the
+// accumulator alone is 128 registers per lane: Q in shared memory and 16-key
+// tiles (the same 16 chunks per lane as 128's).
 // Q in registers elsewhere, not in its own shared-memory region (so K/V
 // loads would start with Q's): bench/TUNING.md#paged-decode.
 template <int D>
 using PagedDecodeConfig =
     std::conditional_t<D == 256, PrefillConfig<256, 16, 16, 1, true, Pipeline::kK2V1, true, true, 1>,
-                       PrefillConfig<D, 16, D == 64 ? 64 : 32, 1, true, Pipeline::kK2V1, true, false, 1>>;
+                       PrefillConfig<D, 16, D <= 64 ? 64 : 32, 1, true, Pipeline::kK2V1, true, false, 1>>;
 // Chunked prefill over the cache: v5's tile (at 256, v5's own).
 template <int D>
 using PagedPrefillConfig =
@@ -65,7 +66,9 @@ cudaError_t launch_paged_dim_typed(ElemType type, bool causal, int mods, bool de
                                 cudaStream_t stream, bool programmatic);                                      \
   cudaError_t launch_paged_d##D##_probed(ElemType type, bool causal, int mods, bool decode,                   \
                                          const GlobalTimerProbe::Params<PagedKernelParams>& p, cudaStream_t stream);
+FLASHSCOPE_PAGED_DIM_ENTRY(32)
 FLASHSCOPE_PAGED_DIM_ENTRY(64)
+FLASHSCOPE_PAGED_DIM_ENTRY(80)
 FLASHSCOPE_PAGED_DIM_ENTRY(96)
 FLASHSCOPE_PAGED_DIM_ENTRY(128)
 FLASHSCOPE_PAGED_DIM_ENTRY(256)

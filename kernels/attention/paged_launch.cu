@@ -20,7 +20,9 @@ KernelTiling tiling_of() {
 template <template <int> class Cfg>
 KernelTiling config_tiling(int head_dim) {
   switch (head_dim) {
+    case 32: return tiling_of<Cfg<32>>();
     case 64: return tiling_of<Cfg<64>>();
+    case 80: return tiling_of<Cfg<80>>();
     case 96: return tiling_of<Cfg<96>>();
     case 256: return tiling_of<Cfg<256>>();
     default: return tiling_of<Cfg<128>>();
@@ -49,7 +51,9 @@ cudaError_t launch_paged_attention(ElemType type, int head_dim, bool causal, con
   // only for windowed or soft-capped calls).
   const int mods = attn_mods(p);
   switch (head_dim) {
+    case 32: return launch_paged_d32(type, causal, mods, decode, p, stream, programmatic);
     case 64: return launch_paged_d64(type, causal, mods, decode, p, stream, programmatic);
+    case 80: return launch_paged_d80(type, causal, mods, decode, p, stream, programmatic);
     case 96: return launch_paged_d96(type, causal, mods, decode, p, stream, programmatic);
     case 128: return launch_paged_d128(type, causal, mods, decode, p, stream, programmatic);
     case 256: return launch_paged_d256(type, causal, mods, decode, p, stream, programmatic);

@@ -45,7 +45,7 @@ struct PrefillConfig {
   // One row of head_dim in shared memory: 16-bit elements, padded to a power
   // of two of at least 128 bytes so the XOR swizzle (swizzle.cuh) stays
   // inside the row and column steps can be XOR-ed onto row addresses
-  // (head_dim 96: 192 bytes of data in 256-byte rows).
+  // (head_dim 96: 192 bytes of data in 256-byte rows; 32: 64 in 128).
   static constexpr int kRowBytes = DIM <= 64 ? 128 : DIM <= 128 ? 256 : 512;
   static constexpr int kKVTileBytes = BLOCK_KV * kRowBytes;
   static constexpr int kQTileBytes = BLOCK_Q * kRowBytes;
@@ -56,8 +56,10 @@ struct PrefillConfig {
   static constexpr int kSmemBytes =
       Q_IN_SMEM ? kQTileBytes + kKVBytes : (kKVBytes > kQTileBytes ? kKVBytes : kQTileBytes);
 
-  // head_dim in whole 32-column steps: K's ldmatrix.x4 reads 32 columns.
-  static_assert(DIM == 64 || DIM == 96 || DIM == 128 || DIM == 256, "head_dim 64, 96, 128 or 256");
+  // head_dim in whole k16 MMA steps and n8 pairs: K's ldmatrix.x4 reads 32
+  // columns (80's last 16 with x2, compute_S), V's 16.
+  static_assert(DIM == 32 || DIM == 64 || DIM == 80 || DIM == 96 || DIM == 128 || DIM == 256,
+                "head_dim 32, 64, 80, 96, 128 or 256");
   static_assert(kWarpQ % 16 == 0, "each warp owns whole m16 MMA tiles of rows");
   static_assert(BLOCK_KV % 16 == 0, "KV tiles are whole k16 MMA tiles");
 };

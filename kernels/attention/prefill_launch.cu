@@ -55,7 +55,9 @@ KernelTiling tiling_of() {
 template <template <int> class Version>
 KernelTiling version_tiling(int head_dim) {
   switch (head_dim) {
+    case 32: return tiling_of<Version<32>>();
     case 64: return tiling_of<Version<64>>();
+    case 80: return tiling_of<Version<80>>();
     case 96: return tiling_of<Version<96>>();
     case 256: return tiling_of<Version<256>>();
     default: return tiling_of<Version<128>>();
@@ -120,7 +122,9 @@ namespace {
 template <template <int> class Version>
 int smem_for(int head_dim) {
   switch (head_dim) {
+    case 32: return Version<32>::kSmemBytes;
     case 64: return Version<64>::kSmemBytes;
+    case 80: return Version<80>::kSmemBytes;
     case 96: return Version<96>::kSmemBytes;
     case 256: return Version<256>::kSmemBytes;
     default: return Version<128>::kSmemBytes;

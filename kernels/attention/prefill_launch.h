@@ -18,7 +18,7 @@ bool prefill_version_built(int version, ElemType type);
 
 // Whether `version` has kernels at head_dim, with a sliding window or a
 // soft-cap where `mods` (prefill_versions.cuh, sm80_instantiated: v5 and v6
-// at 64 and 128, auto's choice alone at 96 and 256 and for mods; the
+// at 64 and 128, auto's choice alone at 32, 80, 96 and 256 and for mods; the
 // ladder's v1..v4 at 64 and 128 without mods).
 bool prefill_version_instantiated(int version, int head_dim, bool mods);
 // The version auto runs at head_dim on a device without the Hopper kernel.

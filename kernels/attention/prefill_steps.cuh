@@ -259,8 +259,11 @@ struct PrefillCta {
   // operand's tiles.
   __device__ __forceinline__ void compute_S(uint32_t K_tile, SFrag& S_rmem) {
     constexpr int kStep = Cfg::kX4 ? 2 : 1;  // k16 steps per K ldmatrix
+    // head_dim 80 is five k16 steps: the x4 loads take two at a time, and the
+    // fifth is read with x2 below.
+    constexpr int kTail = (DIM / kMmaK) % kStep;
 #pragma unroll
-    for (int mma_id_d = 0; mma_id_d < DIM / kMmaK; mma_id_d += kStep) {
+    for (int mma_id_d = 0; mma_id_d < DIM / kMmaK - kTail; mma_id_d += kStep) {
       uint32_t Q_cur[WARP_Q / kMmaM][kStep][4];
 #pragma unroll
       for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
@@ -288,6 +291,27 @@ struct PrefillCta {
         for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
 #pragma unroll
           for (int s = 0; s < kStep; ++s) Mma::mma(Q_cur[mma_id_q][s], K_rmem + 2 * s, S_rmem[mma_id_q][mma_id_kv]);
+      }
+    }
+    if constexpr (kTail != 0) {
+      constexpr int mma_id_d = DIM / kMmaK - 1;
+      uint32_t Q_cur[WARP_Q / kMmaM][4];
+#pragma unroll
+      for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q) {
+        if constexpr (Cfg::kQInSmem) {
+          ldmatrix_x4(Q_cur[mma_id_q], Q_smem + ((Q_thread + mma_id_q * kMmaM * ROW_BYTES) ^ (mma_id_d * kMmaK * 2)));
+        } else {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) Q_cur[mma_id_q][r] = Q_rmem[mma_id_q][mma_id_d][r];
+        }
+      }
+#pragma unroll
+      for (int mma_id_kv = 0; mma_id_kv < BLOCK_KV / kMmaN; ++mma_id_kv) {
+        uint32_t K_rmem[2];
+        ldmatrix_x2(K_rmem, K_tile + ((K_thread_x2 + mma_id_kv * kMmaN * ROW_BYTES) ^ (mma_id_d * kMmaK * 2)));
+#pragma unroll
+        for (int mma_id_q = 0; mma_id_q < WARP_Q / kMmaM; ++mma_id_q)
+          Mma::mma(Q_cur[mma_id_q], K_rmem, S_rmem[mma_id_q][mma_id_kv]);
       }
     }
   }

@@ -29,11 +29,11 @@
 
 namespace flashscope::kernels {
 
-// Registers decide occupancy: at head_dim 64 two CTAs (16 warps) fit in 128
-// registers per thread; at 128 the O accumulator alone is 64 registers, so
-// one CTA takes the register file.
+// Registers decide occupancy: at head_dim 64 (and 32) two CTAs (16 warps)
+// fit in 128 registers per thread; at 128 the O accumulator alone is 64
+// registers, so one CTA takes the register file.
 template <int D>
-constexpr int kMinBlocks = D == 64 ? 2 : 1;
+constexpr int kMinBlocks = D <= 64 ? 2 : 1;
 
 template <int D>
 using PrefillV1 = PrefillConfig<D, 128, 64, 8, false, Pipeline::kSerial, false, false, kMinBlocks<D>>;
@@ -52,10 +52,11 @@ using PrefillV4 = PrefillConfig<D, 128, 32, 8, true, Pipeline::kKV2, true, false
 // KiB) beside K's two stages and V's one (32 KiB each at 64 keys), 160 KiB,
 // one CTA of 8 warps per SM (FlashAttention-2 takes 64x64 tiles of 4 warps
 // here; taller tiles halve the K/V traffic per row). Untuned until a sweep
-// (bench/tile_sweep.cu's D256 candidates) says otherwise.
+// (bench/tile_sweep.cu's D256 candidates) says otherwise. 32 takes 64's
+// shape and 80 128's, both untuned (one instantiation each, auto's).
 template <int D>
 using PrefillV5 = std::conditional_t<
-    D == 64, PrefillConfig<64, 128, 64, 4, true, Pipeline::kK2V1, true, true, 2>,
+    D <= 64, PrefillConfig<D, 128, 64, 4, true, Pipeline::kK2V1, true, true, 2>,
     std::conditional_t<D == 256, PrefillConfig<256, 128, 64, 8, true, Pipeline::kK2V1, true, true, 1>,
                        PrefillConfig<D, 128, 64, 8, true, Pipeline::kK2V1, true, false, 1>>>;
 
@@ -65,14 +66,15 @@ using PrefillV6 = PrefillConfig<D, 128, 64, 8, true, Pipeline::kLookahead, true,
 
 // What the library instantiates of the production kernels, per head_dim:
 // v5 and v6 at 64 and 128 (both measured: bench/TUNING.md#sm80-prefill),
-// only auto's choice at 96 (v6) and 256 (v5); the sliding-window and
-// soft-capped kernels (kMods) only for auto's choice at every head_dim.
-// Every instantiation is compile time on CI's two cores.
-constexpr int sm80_default_version(int head_dim) { return head_dim == 64 || head_dim == 256 ? 5 : 6; }
+// only auto's choice at 32 (v5), 80 (v6), 96 (v6) and 256 (v5); the
+// sliding-window and soft-capped kernels (kMods) only for auto's choice at
+// every head_dim. Every instantiation is compile time on CI's two cores.
+constexpr int sm80_default_version(int head_dim) { return head_dim <= 64 || head_dim == 256 ? 5 : 6; }
 constexpr bool sm80_instantiated(int version, int head_dim, int mods) {
   if (version != 5 && version != 6) return false;
-  if (head_dim != 64 && head_dim != 96 && head_dim != 128 && head_dim != 256) return false;
-  if (mods != kModNone || head_dim == 96 || head_dim == 256) return version == sm80_default_version(head_dim);
+  if (head_dim != 32 && head_dim != 64 && head_dim != 80 && head_dim != 96 && head_dim != 128 && head_dim != 256)
+    return false;
+  if (mods != kModNone || (head_dim != 64 && head_dim != 128)) return version == sm80_default_version(head_dim);
   return true;
 }
 
@@ -113,8 +115,8 @@ cudaError_t launch_version(const typename Probe::template Params<PrefillKernelPa
 
 // The production kernels of one head_dim (both dtypes, every version and
 // mods sm80_instantiated lists). Each head_dim is its own translation unit
-// (prefill_launch.cu: 64 and 128; prefill_launch_d96.cu, _d256.cu; probed:
-// prefill_launch_probed*.cu), so a two-core build compiles them side by side.
+// (prefill_launch_d<D>.cu, each with its probed twin), so a two-core build
+// compiles them side by side.
 template <int D, typename Probe>
 cudaError_t launch_sm80_dim(int version, ElemType type, bool causal, int mods,
                             const typename Probe::template Params<PrefillKernelParams>& p, cudaStream_t stream) {
@@ -142,7 +144,9 @@ cudaError_t launch_sm80_dim(int version, ElemType type, bool causal, int mods,
                                cudaStream_t stream);                                                            \
   cudaError_t launch_sm80_d##D##_probed(int version, ElemType type, bool causal, int mods,                      \
                                         const GlobalTimerProbe::Params<PrefillKernelParams>& p, cudaStream_t stream);
+FLASHSCOPE_SM80_DIM_ENTRY(32)
 FLASHSCOPE_SM80_DIM_ENTRY(64)
+FLASHSCOPE_SM80_DIM_ENTRY(80)
 FLASHSCOPE_SM80_DIM_ENTRY(96)
 FLASHSCOPE_SM80_DIM_ENTRY(128)
 FLASHSCOPE_SM80_DIM_ENTRY(256)
@@ -156,7 +160,9 @@ cudaError_t launch_sm80_production(int version, ElemType type, int head_dim, boo
                                    const typename Probe::template Params<PrefillKernelParams>& p, cudaStream_t stream) {
   if constexpr (Probe::kEnabled) {
     switch (head_dim) {
+      case 32: return launch_sm80_d32_probed(version, type, causal, mods, p, stream);
       case 64: return launch_sm80_d64_probed(version, type, causal, mods, p, stream);
+      case 80: return launch_sm80_d80_probed(version, type, causal, mods, p, stream);
       case 96: return launch_sm80_d96_probed(version, type, causal, mods, p, stream);
       case 128: return launch_sm80_d128_probed(version, type, causal, mods, p, stream);
       case 256: return launch_sm80_d256_probed(version, type, causal, mods, p, stream);
@@ -164,7 +170,9 @@ cudaError_t launch_sm80_production(int version, ElemType type, int head_dim, boo
     }
   } else {
     switch (head_dim) {
+      case 32: return launch_sm80_d32(version, type, causal, mods, p, stream);
       case 64: return launch_sm80_d64(version, type, causal, mods, p, stream);
+      case 80: return launch_sm80_d80(version, type, causal, mods, p, stream);
       case 96: return launch_sm80_d96(version, type, causal, mods, p, stream);
       case 128: return launch_sm80_d128(version, type, causal, mods, p, stream);
       case 256: return launch_sm80_d256(version, type, causal, mods, p, stream);

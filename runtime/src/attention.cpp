@@ -87,7 +87,7 @@ namespace {
 // Ascending; the CUDA list is what the kernels (sm80 family, Hopper, paged)
 // are instantiated for.
 constexpr int kCpuHeadDims[] = {32, 64, 80, 96, 128, 256};
-constexpr int kCudaHeadDims[] = {64, 96, 128, 256};
+constexpr int kCudaHeadDims[] = {32, 64, 80, 96, 128, 256};
 
 template <size_t N>
 bool contains(const int (&dims)[N], int d) {

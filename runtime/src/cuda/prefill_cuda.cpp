@@ -106,8 +106,11 @@ bool prefill_kernel_runnable(PrefillKernel kernel) {
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
   // The Hopper kernel on an H100/H200 where its producer uses TMA (dense
   // tensors; packed varlen ones go through its slower cp.async producer)
-  // and it runs the call; elsewhere v6 at head_dim 96 and 128, v5 at 64 and
-  // 256 (bench/TUNING.md#hopper-prefill, #sm80-prefill).
+  // and it runs the call; elsewhere v6 at head_dim 80, 96 and 128, v5 at 32,
+  // 64 and 256 (bench/TUNING.md#hopper-prefill, #sm80-prefill). The Hopper
+  // kernel cuts head_dim into 64-element column blocks (its TMA boxes and
+  // wgmma descriptors in the 128-byte swizzle, hopper_layout.cuh): 32, 80
+  // and 96 are not whole blocks, so they run on the sm80 family there too.
   if (p.cu_seqlens_q == nullptr && hopper_runs(p)) {
     auto facts = device_facts();
     if (facts.ok() && facts->hopper) return PrefillKernel::kHopper;
@@ -250,7 +253,7 @@ Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_devic
 bool prefill_kernel_runnable(PrefillKernel) { return false; }
 
 PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
-  return p.head_dim == 96 || p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
+  return p.head_dim == 80 || p.head_dim == 96 || p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
 }
 
 Result<PrefillPlan> plan_prefill(const PrefillParams&) {
