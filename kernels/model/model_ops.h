@@ -43,7 +43,10 @@ struct RmsNormKernelParams {
   int rows, dim;
   float eps;
 };
-cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream);
+// programmatic (here and for add_rms_norm, rope_append, swiglu): launch with
+// programmatic stream serialization (sm_90 PDL), as launch_skinny_gemm says;
+// only where skinny_gemm_waits_on_producer() said yes (the same code targets).
+cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream, bool programmatic = false);
 
 // Gemma's post-norm and residual add, with the next block's pre-norm fused
 // behind it, one CTA per row:
@@ -65,7 +68,7 @@ struct AddRmsNormKernelParams {
   int rows, dim;
   float eps;
 };
-cudaError_t launch_add_rms_norm(const AddRmsNormKernelParams& p, cudaStream_t stream);
+cudaError_t launch_add_rms_norm(const AddRmsNormKernelParams& p, cudaStream_t stream, bool programmatic = false);
 
 // One layer's RoPE fused with the K/V append into the paged cache:
 //   qkv [n, qkv_stride] fp32: q heads [H, D] at 0, k heads [KV, D] at H·D,
@@ -105,7 +108,7 @@ struct RopeAppendKernelParams {
   float norm_eps;
   int neox;
 };
-cudaError_t launch_rope_append(const RopeAppendKernelParams& p, cudaStream_t stream);
+cudaError_t launch_rope_append(const RopeAppendKernelParams& p, cudaStream_t stream, bool programmatic = false);
 
 // act [rows, ffn] bf16 = f(gate) · up, with gate and up side by side in
 // one row of the fused gate/up GEMM's output: gu [rows, 2·ffn] fp32.
@@ -120,7 +123,7 @@ struct SwigluKernelParams {
   int rows, ffn;
   GateActivation activation;
 };
-cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream);
+cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream, bool programmatic = false);
 
 // Few-token GEMM with its neighbouring element-wise op fused in front or
 // behind (kernels/model/skinny_gemm.cu): the decode step's matrix products.

@@ -25,8 +25,15 @@
 // l + 32, ... of its head (D <= 256: at most four) in registers between the
 // sum and the rotation. Adjacent pairs are one float2 load and one 32-bit
 // store; a warp's halves pairs are two coalesced 128-byte loads.
+//
+// Programmatic dependent launch (sm_90): the grid may be scheduled while the
+// QKV GEMM finishes. What does not come from it is read first (the q/k norm
+// weights; the angles and the slot, which the step's input copy wrote before
+// its first kernel), then the GEMM is waited for (pdl_wait) before qkv is
+// read, and attention may start its own launch at once.
 #include <cuda_bf16.h>
 
+#include "kernels/common/ptx.cuh"
 #include "kernels/model/model_ops.h"
 
 namespace flashscope::kernels {
@@ -80,6 +87,27 @@ __global__ void __launch_bounds__(kThreads) rope_append_kernel(const __grid_cons
     const float* src = row + int64_t(head) * p.head_dim;
     const float* bias = p.bias != nullptr ? p.bias + int64_t(head) * p.head_dim : nullptr;
 
+    // Lane's pairs: norm weights and rotation (cos, sin); identity where unused.
+    float wa_rmem[kMaxPairsPerLane], wb_rmem[kMaxPairsPerLane], c_rmem[kMaxPairsPerLane], s_rmem[kMaxPairsPerLane];
+#pragma unroll
+    for (int m = 0; m < kMaxPairsPerLane; ++m) {
+      const int i = lane + 32 * m;
+      wa_rmem[m] = wb_rmem[m] = c_rmem[m] = 1.0f;
+      s_rmem[m] = 0.0f;
+      if (i >= half_d) continue;
+      const Pair e = pair_of(i, p.rope_dim, neox);
+      if (norm_w != nullptr) {
+        wa_rmem[m] = norm_w[e.e0];
+        wb_rmem[m] = norm_w[e.e1];
+      }
+      if (!is_v && e.rotated) {
+        c_rmem[m] = cos_t[i];
+        s_rmem[m] = sin_t[i];
+      }
+    }
+    pdl_wait();  // qkv is the QKV GEMM's output
+    pdl_launch_dependents();
+
     float a_rmem[kMaxPairsPerLane], b_rmem[kMaxPairsPerLane];
     float ss = 0.0f;
 #pragma unroll
@@ -122,11 +150,11 @@ __global__ void __launch_bounds__(kThreads) rope_append_kernel(const __grid_cons
       const Pair e = pair_of(i, p.rope_dim, neox);
       float a = a_rmem[m], b = b_rmem[m];
       if (norm_w != nullptr) {
-        a = a * scale * norm_w[e.e0];
-        b = b * scale * norm_w[e.e1];
+        a = a * scale * wa_rmem[m];
+        b = b * scale * wb_rmem[m];
       }
       if (!is_v && e.rotated) {
-        const float c = cos_t[i], s = sin_t[i];
+        const float c = c_rmem[m], s = s_rmem[m];
         const float x0 = a, x1 = b;
         a = x0 * c - x1 * s;
         b = x0 * s + x1 * c;
@@ -143,11 +171,11 @@ __global__ void __launch_bounds__(kThreads) rope_append_kernel(const __grid_cons
 
 }  // namespace
 
-cudaError_t launch_rope_append(const RopeAppendKernelParams& p, cudaStream_t stream) {
+cudaError_t launch_rope_append(const RopeAppendKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.n <= 0) return cudaSuccess;
   const int heads = p.q_heads + 2 * p.kv_heads;
-  rope_append_kernel<<<dim3(p.n, (heads + kWarps - 1) / kWarps), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_maybe_programmatic(rope_append_kernel, dim3(p.n, (heads + kWarps - 1) / kWarps), dim3(kThreads), 0,
+                                   stream, programmatic, p);
 }
 
 }  // namespace flashscope::kernels

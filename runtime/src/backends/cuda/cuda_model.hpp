@@ -50,7 +50,7 @@ namespace flashscope::model {
 struct TotalStats {
   std::atomic<uint64_t> forwards{0}, decode_steps{0}, graph_replays{0}, graph_captures{0}, graph_capture_failures{0},
       plain_decode_steps{0}, batch_steps{0}, batch_rows{0}, batch_graph_replays{0}, batch_graph_captures{0},
-      device_sampled_tokens{0}, host_sampled_tokens{0}, fused_step_enqueues{0};
+      device_sampled_tokens{0}, host_sampled_tokens{0}, fused_step_enqueues{0}, norm_fused_enqueues{0};
   std::mutex error_mutex;
   std::string last_capture_error;
 };

@@ -84,6 +84,7 @@ CudaForwardStats cuda_total_stats() {
   s.device_sampled_tokens = t.device_sampled_tokens.load();
   s.host_sampled_tokens = t.host_sampled_tokens.load();
   s.fused_step_enqueues = t.fused_step_enqueues.load();
+  s.norm_fused_enqueues = t.norm_fused_enqueues.load();
   std::lock_guard<std::mutex> lock(t.error_mutex);
   s.last_capture_error = t.last_capture_error;
   return s;

@@ -52,6 +52,14 @@ Status launched(cudaError_t err, const char* kernel) {
   return device_error(std::string(kernel) + " launch failed: " + cudaGetErrorString(err));
 }
 
+// Whether the decode step's kernels are launched programmatically (sm_90
+// PDL, device_facts.hpp): each waits for the kernel before it on the GPU.
+Result<bool> programmatic() {
+  auto facts = device_facts();
+  if (!facts.ok()) return facts.status();
+  return facts->programmatic;
+}
+
 }  // namespace
 
 Status embedding(const EmbeddingOp& op, void* stream) {
@@ -74,7 +82,9 @@ Status rms_norm(const RmsNormOp& op, void* stream) {
                          ") must be >= dim " + std::to_string(op.dim));
   if (!(op.eps >= 0.0f)) return bad(name, "eps must be >= 0");
   kernels::RmsNormKernelParams k{op.x, op.x_stride, op.weight, op.y, op.y_stride, op.rows, op.dim, op.eps};
-  return launched(kernels::launch_rms_norm(k, static_cast<cudaStream_t>(stream)), "rms_norm");
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_rms_norm(k, static_cast<cudaStream_t>(stream), *pdl), "rms_norm");
 }
 
 Status add_rms_norm(const AddRmsNormOp& op, void* stream) {
@@ -90,7 +100,9 @@ Status add_rms_norm(const AddRmsNormOp& op, void* stream) {
   kernels::AddRmsNormKernelParams k{op.y,           op.y_stride, op.post_weight, op.x,   op.x_stride,
                                     op.next_weight, op.xn,       op.xn_stride,   op.rows, op.dim,
                                     op.eps};
-  return launched(kernels::launch_add_rms_norm(k, static_cast<cudaStream_t>(stream)), "add_rms_norm");
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_add_rms_norm(k, static_cast<cudaStream_t>(stream), *pdl), "add_rms_norm");
 }
 
 namespace {
@@ -172,7 +184,10 @@ Status rope_append(const RopeAppendOp& op, void* stream) {
     return bad(name, "qkv_stride " + std::to_string(op.qkv_stride) + " must be even and >= (q_heads + 2·kv_heads)·head_dim = " +
                          std::to_string(row));
   if (!aligned(op.qkv, 8)) return bad(name, "qkv must be 8-byte aligned (float2 loads)");
-  return launched(kernels::launch_rope_append(rope_params(op), static_cast<cudaStream_t>(stream)), "rope_append");
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_rope_append(rope_params(op), static_cast<cudaStream_t>(stream), *pdl),
+                  "rope_append");
 }
 
 bool skinny_gemm_supported(int rows, int k) {
@@ -316,10 +331,9 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
   k.ld_act = op.ld_act;
   if (op.output == SkinnyOutput::kRopeAppend) k.rope = rope_params(op.rope);
   k.wq = wq;
-  auto facts = device_facts();
-  if (!facts.ok()) return facts.status();
-  return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), facts->programmatic),
-                  "skinny_gemm");
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), *pdl), "skinny_gemm");
 }
 
 Status swiglu(const SwigluOp& op, void* stream) {
@@ -333,7 +347,9 @@ Status swiglu(const SwigluOp& op, void* stream) {
   kernels::SwigluKernelParams k{op.gu,   op.gu_stride, op.out, op.out_stride, op.rows, op.ffn,
                                 op.activation == GateActivation::kGeluTanh ? kernels::GateActivation::kGeluTanh
                                                                             : kernels::GateActivation::kSilu};
-  return launched(kernels::launch_swiglu(k, static_cast<cudaStream_t>(stream)), "swiglu");
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_swiglu(k, static_cast<cudaStream_t>(stream), *pdl), "swiglu");
 }
 
 Result<CublasHandle> CublasHandle::create() {
