@@ -133,6 +133,12 @@ Decoded decode(const Model& m) {
   return d;
 }
 
+double rms(const std::vector<float>& v) {
+  double ss = 0;
+  for (float x : v) ss += static_cast<double>(x) * x;
+  return std::sqrt(ss / static_cast<double>(v.size()));
+}
+
 const char* format_name(WeightFormat w) { return w == WeightFormat::kBf16 ? "bf16" : "Q8_0 blocks"; }
 
 // Restores the process's programmatic-launch setting when a case ends (a REQUIRE may end it early).
@@ -174,6 +180,47 @@ TEST_CASE("cuda decode step: programmatic launches give the plain launches' logi
       MESSAGE(what << ": " << differ << " of " << plain.logits.size() << " logits differ between plain and "
                    << (facts->programmatic ? "programmatic" : "(also plain)") << " launches");
       CHECK(differ == 0);
+    }
+  }
+  if (ran == 0) flashscope::testing::mark_skipped();
+}
+
+TEST_CASE("cuda decode step: Gemma's post-norms folded into the few-token GEMMs give the unfused step's logits") {
+  if (skip_without_gpu()) return;
+  int ran = 0;
+  for (const Shape& shape : shapes()) {
+    for (WeightFormat weights : {WeightFormat::kBf16, WeightFormat::kQuantized}) {
+      const std::string what = std::string(shape.name) + ", " + format_name(weights);
+      CAPTURE(what);
+      auto unfused_model = load(shape, weights, false);
+      if (!unfused_model) continue;
+      const Decoded unfused = decode(*unfused_model);
+      auto fused_model = load(shape, weights, true);
+      REQUIRE(fused_model);
+      const Decoded fused = decode(*fused_model);
+      ++ran;
+      const bool post_norms = shape.spec.architecture == "gemma3";
+      CHECK(unfused.norm_fused_enqueues == 0);
+      // Every few-token step of a model with post-norms folds them (the plain
+      // decode steps and the 3-token step; graph replays are not enqueues).
+      if (post_norms) CHECK(fused.norm_fused_enqueues == fused.fused_enqueues);
+      if (!post_norms) CHECK(fused.norm_fused_enqueues == 0);
+      CHECK(fused.fused_enqueues >= 3);
+      REQUIRE(unfused.logits.size() == fused.logits.size());
+      double max_abs = 0, ss = 0;
+      for (size_t i = 0; i < unfused.logits.size(); ++i) {
+        const double d = std::fabs(static_cast<double>(unfused.logits[i]) - fused.logits[i]);
+        max_abs = std::max(max_abs, std::isfinite(d) ? d : INFINITY);
+        ss += d * d;
+      }
+      const double rms_abs = std::sqrt(ss / static_cast<double>(unfused.logits.size()));
+      const double scale = rms(unfused.logits);
+      MESSAGE(what << ": norms folded vs add_rms_norm launches: max " << 100 * max_abs / scale << "%, RMS "
+                   << 100 * rms_abs / scale << "% of logit RMS");
+      CHECK(max_abs <= 0.02 * scale);
+      CHECK(rms_abs <= 0.005 * scale);
+      // Without post-norms nothing changes: the same kernels, bit for bit.
+      if (!post_norms) CHECK(max_abs == 0.0);
     }
   }
   if (ran == 0) flashscope::testing::mark_skipped();

@@ -7,6 +7,8 @@
 //                     swiglu with GateActivation::kGeluTanh)
 //   kSplitKv input  = attention partials merged on the host in double, rounded
 //                     to bf16, then the kBf16 kernel
+//   kAddRmsNorm input = add_rms_norm (Gemma's post-norm, the next pre-norm
+//                     behind it), then the kBf16 kernel on its bf16 output
 // over 1..8 rows, SmolLM2's shapes (k 576 and 1536, the 49152-row head), a
 // k past one pass of the kernel (2048 elements) and odd n_out. Outputs and
 // K/V pages start poisoned (NaN); padding, unused rows and slots nobody
@@ -459,6 +461,115 @@ TEST_CASE("skinny gemm: kSplitKv merges attention partials as the combine would,
       }
     CHECK_MESSAGE(bad == 0, bad, " outputs off");
   }
+}
+
+TEST_CASE("skinny gemm: kAddRmsNorm equals add_rms_norm then the GEMM, and stores the new residual once") {
+  // Gemma's post-norm folded into the next product's staging: the unfused
+  // path is add_rms_norm (x_in + rms_norm(y) · post_weight into x, the next
+  // pre-norm into xn), then the kBf16 kernel on xn. Bounds as for kRmsNorm
+  // (the sums of squares in another order), and the stored residual within
+  // fp32 rounding of add_rms_norm's (its y scale summed in another order).
+  if (skip_without_gpu()) return;
+  struct Shape {
+    int rows, n_out, k;
+  };
+  const Shape shapes[] = {{1, 2048, 640},   // Gemma-3-270M's gate/up in decode
+                          {1, 1536, 640},   // its QKV
+                          {3, 577, 1024},   // Qwen3-0.6B's hidden, odd n_out
+                          {8, 130, 2560}};  // 8 rows over several staging rounds
+  uint64_t seed = 71;
+  for (const Shape& s : shapes) {
+    INFO("rows ", s.rows, " n_out ", s.n_out, " k ", s.k);
+    Problem pb(s.rows, s.n_out, s.k, seed++);
+    std::mt19937_64 rng(seed);
+    const std::vector<float> res_y = random_f32(size_t(s.rows) * s.k, rng, 20.0f);
+    const std::vector<float> post_w = random_f32(size_t(s.k), rng, 0.5f);
+    DeviceBuffer d_res_y = upload(res_y), d_post = upload(post_w);
+    // The new residual: rows + 1 rows, the last must stay NaN.
+    DeviceBuffer d_res_out = poisoned(size_t(s.rows + 1) * s.k * 4);
+    DeviceBuffer d_x_ref = poisoned(size_t(s.rows) * s.k * 4);
+    const std::vector<float> y0(size_t(s.rows) * s.n_out, std::numeric_limits<float>::quiet_NaN());
+    DeviceBuffer d_fused = upload(y0), d_ref = upload(y0);
+
+    cuda::SkinnyGemmOp op = pb.fused_op(cuda::SkinnyInput::kAddRmsNorm, cuda::SkinnyOutput::kStore, s.n_out);
+    op.res_y = static_cast<const float*>(d_res_y.data());
+    op.ld_res_y = s.k;
+    op.res_weight = static_cast<const float*>(d_post.data());
+    op.res_out = static_cast<float*>(d_res_out.data());
+    op.ld_res_out = s.k;
+    op.y = static_cast<float*>(d_fused.data());
+    op.ldy = s.n_out;
+    Status st = cuda::skinny_gemm(op, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+
+    cuda::AddRmsNormOp an;
+    an.y = static_cast<const float*>(d_res_y.data());
+    an.y_stride = s.k;
+    an.post_weight = static_cast<const float*>(d_post.data());
+    an.x = static_cast<float*>(d_x_ref.data());
+    an.x_stride = s.k;
+    an.x_in = static_cast<const float*>(pb.d_xf.data());
+    an.x_in_stride = s.k;
+    an.next_weight = static_cast<const float*>(pb.d_norm.data());
+    an.xn = static_cast<uint16_t*>(pb.d_xn.data());
+    an.xn_stride = s.k;
+    an.rows = s.rows;
+    an.dim = s.k;
+    an.eps = 1e-5f;
+    st = cuda::add_rms_norm(an, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    cuda::SkinnyGemmOp plain = pb.fused_op(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kStore, s.n_out);
+    plain.x = static_cast<const uint16_t*>(pb.d_xn.data());
+    plain.y = static_cast<float*>(d_ref.data());
+    plain.ldy = s.n_out;
+    st = cuda::skinny_gemm(plain, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+
+    const auto fused = download<float>(d_fused, y0.size());
+    const auto ref = download<float>(d_ref, y0.size());
+    const auto xn = download<uint16_t>(pb.d_xn, size_t(s.rows) * s.k);
+    int bad = 0;
+    for (int t = 0; t < s.rows; ++t) {
+      for (int c = 0; c < s.n_out; ++c) {
+        const size_t i = size_t(t) * s.n_out + c;
+        bad += !(std::fabs(double(fused[i]) - ref[i]) <= fp32_bound(pb, xn, t, c, cuda::SkinnyInput::kRmsNorm));
+      }
+    }
+    CHECK_MESSAGE(bad == 0, bad, " outputs off");
+
+    const auto res_out = download<float>(d_res_out, size_t(s.rows + 1) * s.k);
+    const auto x_ref = download<float>(d_x_ref, size_t(s.rows) * s.k);
+    int res_bad = 0, past = 0;
+    for (size_t i = 0; i < x_ref.size(); ++i)
+      res_bad += !(std::fabs(double(res_out[i]) - x_ref[i]) <= 1e-5 * (std::fabs(x_ref[i]) + 1.0));
+    for (size_t i = x_ref.size(); i < res_out.size(); ++i) past += !std::isnan(res_out[i]);
+    CHECK_MESSAGE(res_bad == 0, res_bad, " residual values off");
+    CHECK_MESSAGE(past == 0, "wrote ", past, " values past the rows");
+  }
+}
+
+TEST_CASE("skinny gemm: kAddRmsNorm refuses a residual output that overlaps what every CTA reads") {
+  if (skip_without_gpu()) return;
+  Problem pb(2, 64, 640, 5);
+  DeviceBuffer d_res_y = poisoned(size_t(2) * 640 * 4), d_y = poisoned(size_t(2) * 64 * 4);
+  cuda::SkinnyGemmOp op = pb.fused_op(cuda::SkinnyInput::kAddRmsNorm, cuda::SkinnyOutput::kStore, 64);
+  op.res_y = static_cast<const float*>(d_res_y.data());
+  op.ld_res_y = 640;
+  op.res_weight = static_cast<const float*>(pb.d_norm.data());
+  op.y = static_cast<float*>(d_y.data());
+  op.ldy = 64;
+  op.res_out = static_cast<float*>(pb.d_xf.data()) + 640;  // the second row of xf
+  op.ld_res_out = 640;
+  Status st = cuda::skinny_gemm(op, nullptr);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("overlap") != std::string::npos);
+  op.res_out = static_cast<float*>(d_res_y.data());
+  st = cuda::skinny_gemm(op, nullptr);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  op.res_out = nullptr;
+  op.res_y = nullptr;
+  st = cuda::skinny_gemm(op, nullptr);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("skinny gemm: refusals name the problem and launch nothing") {

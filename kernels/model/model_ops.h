@@ -56,12 +56,16 @@ cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream, b
 //   x  [rows, dim] fp32 (x_stride): the residual stream
 //   xn [rows, dim] bf16 (xn_stride)
 // Each norm is rms_norm_kernel's formula (x · (1/sqrt(Σx²/dim + eps)) · w).
+// x_in: the residual read (x_in_stride), or null: x itself (in place). A
+// separate x_in must not alias x.
 struct AddRmsNormKernelParams {
   const float* y;
   int64_t y_stride;
   const float* post_weight;  // [dim]
   float* x;
   int64_t x_stride;
+  const float* x_in;
+  int64_t x_in_stride;
   const float* next_weight;  // [dim] or null
   uint16_t* xn;
   int64_t xn_stride;
@@ -129,6 +133,7 @@ cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream, bool
 // behind (kernels/model/skinny_gemm.cu): the decode step's matrix products.
 //   w [n_w, k] bf16 row-major; rows <= kSkinnyMaxRows; k a multiple of 8.
 //   input  kBf16: x [rows, k] bf16 (ldx) | kRmsNorm: rms_norm(xf [rows, k] fp32 (ldxf)) · norm_weight
+//          kAddRmsNorm: kRmsNorm of xf plus a pending post-normed block output (below)
 //   output kStore: y [rows, n_out] fp32 (ldy) = in · wᵀ | kAccumulate: y += in · wᵀ
 //          kRopeAppend: rope_append of in · wᵀ through `rope` (its qkv, qkv_stride, n unused; n_out
 //                       = (H + 2·KV)·D, even)
@@ -139,7 +144,21 @@ cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream, bool
 //   runs rope_append for the other families.
 // Dynamic shared memory skinny_gemm_smem_bytes(rows, k) (the runtime keeps it <= 48 KiB).
 inline constexpr int kSkinnyMaxRows = 8;
-enum class SkinnyInput : int { kBf16 = 0, kRmsNorm = 1, kSplitKv = 2 };
+enum class SkinnyInput : int { kBf16 = 0, kRmsNorm = 1, kSplitKv = 2, kAddRmsNorm = 3 };
+// kAddRmsNorm: Gemma's post-norm and residual add (add_rms_norm) in front of
+// kRmsNorm's pre-norm, for a block output res_y still pending:
+//   r [rows, k] fp32 = xf + rms_norm(res_y [rows, k] fp32 (ld_res_y)) · res_weight
+//   input = rms_norm(r) · norm_weight
+// and r is stored into res_out [rows, k] (ld_res_out) by CTA 0 when res_out is
+// set: the residual stream's next buffer, which must not alias xf or res_y
+// (every CTA reads those while CTA 0 writes).
+struct SkinnyResidualInput {
+  const float* res_y;
+  int64_t ld_res_y;
+  const float* res_weight;
+  float* res_out;
+  int64_t ld_res_out;
+};
 // kSplitKv: the input rows are paged attention's output still in split-KV
 // partials (the combine kernel not run): row t, element h·D + d is
 //   Σ_s exp(lse_s − M) · o_s[d] / Σ_s exp(lse_s − M)      (M = max_s lse_s)
@@ -186,6 +205,7 @@ struct SkinnyGemmKernelParams {
   int64_t ld_act;
   RopeAppendKernelParams rope;
   SkinnySplitKvInput split_kv;
+  SkinnyResidualInput residual;  // kAddRmsNorm
   int units_per_warp;  // set by the launcher
   SkinnyQuantWeights wq;
 };

@@ -12,7 +12,8 @@
 // Grid: one CTA per row; each thread sums a strided slice, warps reduce with
 // shuffles, one shared slot per warp finishes it.
 //
-// add_rms_norm (Gemma's post-norms): x[r] += rms_norm(y[r]) · post_weight,
+// add_rms_norm (Gemma's post-norms): x[r] += rms_norm(y[r]) · post_weight
+// (or x[r] = x_in[r] + ..., the residual read from another buffer),
 // then optionally xn[r] = bf16(rms_norm(x[r]) · next_weight), the next
 // block's pre-norm, in the same CTA. Each thread reads back only the x
 // elements it wrote itself, so the second sum needs no barrier beyond the
@@ -70,6 +71,7 @@ __global__ void __launch_bounds__(kThreads) add_rms_norm_kernel(const __grid_con
   const int r = blockIdx.x;
   const float* y = p.y + int64_t(r) * p.y_stride;
   float* x = p.x + int64_t(r) * p.x_stride;
+  const float* x_in = p.x_in != nullptr ? p.x_in + int64_t(r) * p.x_in_stride : x;
   pdl_wait();  // y is the previous kernel's output; x is written below (after every earlier reader finished)
   pdl_launch_dependents();
 
@@ -78,7 +80,7 @@ __global__ void __launch_bounds__(kThreads) add_rms_norm_kernel(const __grid_con
   const float y_scale = 1.0f / sqrtf(cta_sum(ss, warp_sums_smem) / float(p.dim) + p.eps);
   float ss_x = 0.0f;
   for (int i = threadIdx.x; i < p.dim; i += kThreads) {
-    const float v = x[i] + y[i] * y_scale * p.post_weight[i];
+    const float v = x_in[i] + y[i] * y_scale * p.post_weight[i];
     x[i] = v;
     ss_x += v * v;
   }

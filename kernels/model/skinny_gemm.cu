@@ -7,6 +7,11 @@
 //         kSplitKv  paged attention's split-KV partials, merged here (the combine kernel's job)
 //         kRmsNorm  xf [rows, k] fp32 (row stride ldxf), normalized here exactly as
 //                   rms_norm_kernel does: bf16(x · (1/sqrt(Σx²/k + eps)) · weight)
+//         kAddRmsNorm  the same of r = xf + rms_norm(res_y) · res_weight (Gemma's post-norm
+//                   and residual add of the block before, add_rms_norm's job); CTA 0
+//                   stores r into res_out, the residual's other buffer, after the
+//                   producer wait (whoever read res_out before has finished: every
+//                   kernel of the step waits for its producer before it reads)
 //   out : kStore      y [rows, n_out] fp32  = in · wᵀ           (logits)
 //         kAccumulate y [rows, n_out] fp32 += in · wᵀ           (residual stream)
 //         kRopeAppend the rope_append op on in · wᵀ              (QKV → q, K/V pages)
@@ -297,6 +302,162 @@ __device__ void stage_split_kv(const SkinnyGemmKernelParams& p, uint4* x_smem, i
   }
 }
 
+// kAddRmsNorm's staging: Gemma's post-norm and residual add, then the
+// pre-norm (add_rms_norm_kernel's formulas, then stage_rms_norm's):
+//   r [t] = xf[t] + rms_norm(res_y[t]) · res_weight      (CTA 0 stores r into res_out)
+//   x_smem [kTok][kc] bf16 = rms_norm(r[t]) · norm_weight; rows past p.rows are zero.
+// Three passes over the rows, kFuseChunks chunks of loads in flight per
+// thread: Σ res_y², then Σ r², then r again into bf16 (recomputed from the
+// same loads by the same instructions, so every CTA and the stored copy hold
+// one r). A decode step's rows are a few KiB: the later passes hit L1.
+constexpr int kFuseChunks = 2;
+constexpr int kFuseRound = kThreads * kFuseChunks;
+
+// Per-token sums of every thread's part[t] over the CTA, into every thread's
+// part[t]; sums_smem is free again when this returns.
+template <int kTok>
+__device__ __forceinline__ void cta_token_sums(float (&part)[kTok], float (*sums_smem)[kWarps]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) part[t] += __shfl_xor_sync(0xffffffffu, part[t], offset);
+    if (lane == 0) sums_smem[t][warp] = part[t];
+  }
+  __syncthreads();  // every warp's partial sums are in shared memory
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += sums_smem[t][w];
+    part[t] = total;
+  }
+  __syncthreads();  // every thread has read them before a next call overwrites them
+}
+
+// 8 fp32 of a chunk (two float4), zeros when !live.
+struct Chunk8 {
+  float4 a, b;
+};
+__device__ __forceinline__ Chunk8 load_chunk8(const float* p, bool live) {
+  if (!live) return {make_float4(0, 0, 0, 0), make_float4(0, 0, 0, 0)};
+  return {*reinterpret_cast<const float4*>(p), *reinterpret_cast<const float4*>(p + 4)};
+}
+__device__ __forceinline__ float sum_squares(const Chunk8& v) {
+  return v.a.x * v.a.x + v.a.y * v.a.y + v.a.z * v.a.z + v.a.w * v.a.w + v.b.x * v.b.x + v.b.y * v.b.y +
+         v.b.z * v.b.z + v.b.w * v.b.w;
+}
+// x + y · y_scale · w element-wise: add_rms_norm_kernel's residual, one fma per element.
+__device__ __forceinline__ float residual1(float x, float y, float y_scale, float w) {
+  return __fmaf_rn(y * y_scale, w, x);
+}
+__device__ __forceinline__ Chunk8 residual8(const Chunk8& x, const Chunk8& y, float y_scale, const Chunk8& w) {
+  return {make_float4(residual1(x.a.x, y.a.x, y_scale, w.a.x), residual1(x.a.y, y.a.y, y_scale, w.a.y),
+                      residual1(x.a.z, y.a.z, y_scale, w.a.z), residual1(x.a.w, y.a.w, y_scale, w.a.w)),
+          make_float4(residual1(x.b.x, y.b.x, y_scale, w.b.x), residual1(x.b.y, y.b.y, y_scale, w.b.y),
+                      residual1(x.b.z, y.b.z, y_scale, w.b.z), residual1(x.b.w, y.b.w, y_scale, w.b.w))};
+}
+// Element idx = t · kc + c of the rows: where token t's chunk c lies in each input.
+struct FuseChunk {
+  int t, c;
+  bool live;  // idx < total and t < p.rows
+};
+__device__ __forceinline__ FuseChunk fuse_chunk(const SkinnyGemmKernelParams& p, int idx, int kc, int total) {
+  const int t = idx / kc;
+  return {t, idx % kc, idx < total && t < p.rows};
+}
+// The value of `from` (per token) that belongs to token t (registers only: t is not a constant).
+template <int kTok>
+__device__ __forceinline__ float token_value(const float (&from)[kTok], int t) {
+  float v = 0.0f;
+#pragma unroll
+  for (int tt = 0; tt < kTok; ++tt) v = t == tt ? from[tt] : v;
+  return v;
+}
+
+template <int kTok>
+__device__ void stage_add_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
+  __shared__ float sums_smem[kTok][kWarps];
+  const SkinnyResidualInput& q = p.residual;
+  const int total = kTok * kc;
+  const bool store = blockIdx.x == 0 && q.res_out != nullptr;
+  float y_scale[kTok], x_scale[kTok];
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) y_scale[t] = x_scale[t] = 0.0f;
+
+  for (int base = 0; base < total; base += kFuseRound) {  // Σ res_y² per token
+    Chunk8 y_rmem[kFuseChunks];
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+      y_rmem[j] = load_chunk8(q.res_y + e.t * q.ld_res_y + e.c * kChunkElems, e.live);
+    }
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const int t = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total).t;
+      const float ss = sum_squares(y_rmem[j]);
+#pragma unroll
+      for (int tt = 0; tt < kTok; ++tt) y_scale[tt] += t == tt ? ss : 0.0f;
+    }
+  }
+  cta_token_sums<kTok>(y_scale, sums_smem);
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) y_scale[t] = 1.0f / sqrtf(y_scale[t] / float(p.k) + p.eps);
+
+  for (int base = 0; base < total; base += kFuseRound) {  // r, stored by CTA 0; Σ r² per token
+    Chunk8 x_rmem[kFuseChunks], y_rmem[kFuseChunks], w_rmem[kFuseChunks];
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+      x_rmem[j] = load_chunk8(p.xf + e.t * p.ldxf + e.c * kChunkElems, e.live);
+      y_rmem[j] = load_chunk8(q.res_y + e.t * q.ld_res_y + e.c * kChunkElems, e.live);
+      w_rmem[j] = load_chunk8(q.res_weight + e.c * kChunkElems, e.live);
+    }
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+      const Chunk8 r = residual8(x_rmem[j], y_rmem[j], token_value<kTok>(y_scale, e.t), w_rmem[j]);
+      if (store && e.live) {
+        float* out = q.res_out + e.t * q.ld_res_out + e.c * kChunkElems;
+        *reinterpret_cast<float4*>(out) = r.a;
+        *reinterpret_cast<float4*>(out + 4) = r.b;
+      }
+      const float ss = e.live ? sum_squares(r) : 0.0f;
+#pragma unroll
+      for (int tt = 0; tt < kTok; ++tt) x_scale[tt] += e.t == tt ? ss : 0.0f;
+    }
+  }
+  cta_token_sums<kTok>(x_scale, sums_smem);
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) x_scale[t] = 1.0f / sqrtf(x_scale[t] / float(p.k) + p.eps);
+
+  for (int base = 0; base < total; base += kFuseRound) {  // bf16(r · x_scale · norm_weight)
+    Chunk8 x_rmem[kFuseChunks], y_rmem[kFuseChunks], w_rmem[kFuseChunks], n_rmem[kFuseChunks];
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+      x_rmem[j] = load_chunk8(p.xf + e.t * p.ldxf + e.c * kChunkElems, e.live);
+      y_rmem[j] = load_chunk8(q.res_y + e.t * q.ld_res_y + e.c * kChunkElems, e.live);
+      w_rmem[j] = load_chunk8(q.res_weight + e.c * kChunkElems, e.live);
+      n_rmem[j] = load_chunk8(p.norm_weight + e.c * kChunkElems, e.live);
+    }
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const int idx = base + j * kThreads + threadIdx.x;
+      const FuseChunk e = fuse_chunk(p, idx, kc, total);
+      if (idx >= total) continue;
+      const Chunk8 r = residual8(x_rmem[j], y_rmem[j], token_value<kTok>(y_scale, e.t), w_rmem[j]);
+      const float sc = token_value<kTok>(x_scale, e.t);
+      const float4 a = r.a, b = r.b, wa = n_rmem[j].a, wb = n_rmem[j].b;
+      x_smem[idx] = !e.live ? make_uint4(0, 0, 0, 0)
+                            : make_uint4(pack_bf16x2(a.x * sc * wa.x, a.y * sc * wa.y),
+                                         pack_bf16x2(a.z * sc * wa.z, a.w * sc * wa.w),
+                                         pack_bf16x2(b.x * sc * wb.x, b.y * sc * wb.y),
+                                         pack_bf16x2(b.z * sc * wb.z, b.w * sc * wb.w));
+    }
+  }
+}
+
 // The input rows into x_smem [kTok][kc] bf16, from whichever input p names.
 template <int kTok>
 __device__ __forceinline__ void stage_input(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
@@ -304,6 +465,8 @@ __device__ __forceinline__ void stage_input(const SkinnyGemmKernelParams& p, uin
     stage_bf16<kTok>(p, x_smem, kc);
   } else if (p.input == SkinnyInput::kRmsNorm) {
     stage_rms_norm<kTok>(p, x_smem, kc);
+  } else if (p.input == SkinnyInput::kAddRmsNorm) {
+    stage_add_rms_norm<kTok>(p, x_smem, kc);
   } else {
     stage_split_kv<kTok>(p, x_smem, kc);
   }

@@ -161,6 +161,9 @@ struct StepScratch {
   int rows = 0;  // tokens the activations hold
   DeviceBuffer x, xn, qkv, q, o, gu, act;
   DeviceBuffer y;  // [rows, hidden] fp32: a block's output before its post-norm (gemma3)
+  // [rows, hidden] fp32 (gemma3): the residual stream's second buffer, which
+  // the fused post-norms alternate with x (cuda_step.cpp); empty otherwise.
+  DeviceBuffer x_alt;
   int logit_rows = 0;
   DeviceBuffer logits;     // [logit_rows, vocab] fp32
   DeviceBuffer dequant;    // quantized weights' bf16 slices for cuBLAS (many-row steps)
@@ -253,6 +256,9 @@ struct CudaModel {
   // fused few-token GEMMs (cuda::skinny_gemm); FLASHSCOPE_CUDA_SKINNY=0
   // keeps them on cuBLAS with the separate norm / RoPE / SwiGLU kernels.
   bool skinny = true;
+  // In those steps, Gemma's post-norms ride in the next GEMM's staging
+  // (cuda_step.cpp); FLASHSCOPE_CUDA_FUSE_NORMS=0 launches add_rms_norm instead.
+  bool fuse_norms = true;
   std::mutex mutex;    // see the top of this file
   KvPool pool;         // guarded by mutex
 

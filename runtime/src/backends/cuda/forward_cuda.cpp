@@ -413,6 +413,8 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   cm->graphs = !(graphs != nullptr && std::strcmp(graphs, "0") == 0);
   const char* skinny = std::getenv("FLASHSCOPE_CUDA_SKINNY");
   cm->skinny = !(skinny != nullptr && std::strcmp(skinny, "0") == 0);
+  const char* fuse_norms = std::getenv("FLASHSCOPE_CUDA_FUSE_NORMS");
+  cm->fuse_norms = !(fuse_norms != nullptr && std::strcmp(fuse_norms, "0") == 0);
   return cm;
 }
 

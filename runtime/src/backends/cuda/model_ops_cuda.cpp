@@ -97,9 +97,11 @@ Status add_rms_norm(const AddRmsNormOp& op, void* stream) {
     return bad(name, "row strides (y " + std::to_string(op.y_stride) + ", x " + std::to_string(op.x_stride) +
                          ", xn " + std::to_string(op.xn_stride) + ") must be >= dim " + std::to_string(op.dim));
   if (!(op.eps >= 0.0f)) return bad(name, "eps must be >= 0");
-  kernels::AddRmsNormKernelParams k{op.y,           op.y_stride, op.post_weight, op.x,   op.x_stride,
-                                    op.next_weight, op.xn,       op.xn_stride,   op.rows, op.dim,
-                                    op.eps};
+  if (op.x_in && (op.x_in_stride < op.dim || op.x_in == op.x))
+    return bad(name, "x_in (when set) must not be x and x_in_stride must be >= dim");
+  kernels::AddRmsNormKernelParams k{op.y,    op.y_stride,     op.post_weight, op.x,           op.x_stride,
+                                    op.x_in, op.x_in_stride,  op.next_weight, op.xn,          op.xn_stride,
+                                    op.rows, op.dim,          op.eps};
   auto pdl = programmatic();
   if (!pdl.ok()) return pdl.status();
   return launched(kernels::launch_add_rms_norm(k, static_cast<cudaStream_t>(stream), *pdl), "add_rms_norm");
@@ -284,6 +286,23 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
     if (!op.norm_weight) return bad(name, "norm_weight must not be null");
     if (!(op.eps >= 0.0f)) return bad(name, "eps must be >= 0");
   }
+  if (op.input == SkinnyInput::kAddRmsNorm) {
+    if (!op.res_y || !aligned(op.res_y, 16) || op.ld_res_y < op.k || op.ld_res_y % 4 != 0 || !op.res_weight ||
+        !aligned(op.res_weight, 16) || !aligned(op.norm_weight, 16))
+      return bad(name, "kAddRmsNorm: res_y, res_weight and norm_weight must be non-null and 16-byte aligned, "
+                       "ld_res_y >= k and a multiple of 4");
+    if (op.res_out && (!aligned(op.res_out, 16) || op.ld_res_out < op.k || op.ld_res_out % 4 != 0))
+      return bad(name, "kAddRmsNorm: res_out must be 16-byte aligned, ld_res_out >= k and a multiple of 4");
+    // Every CTA reads xf and res_y while CTA 0 writes res_out: the rows must not overlap.
+    auto overlaps = [&](const float* a, int64_t lda, const float* b, int64_t ldb) {
+      const float* a_end = a + int64_t(op.rows - 1) * lda + op.k;
+      const float* b_end = b + int64_t(op.rows - 1) * ldb + op.k;
+      return a < b_end && b < a_end;
+    };
+    if (op.res_out && (overlaps(op.res_out, op.ld_res_out, op.xf, op.ldxf) ||
+                       overlaps(op.res_out, op.ld_res_out, op.res_y, op.ld_res_y)))
+      return bad(name, "kAddRmsNorm: res_out must not overlap xf or res_y");
+  }
   switch (op.output) {
     case SkinnyOutput::kStore:
     case SkinnyOutput::kAccumulate:
@@ -306,9 +325,12 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
     }
   }
   kernels::SkinnyGemmKernelParams k{};
-  k.input = op.input == SkinnyInput::kBf16      ? kernels::SkinnyInput::kBf16
-            : op.input == SkinnyInput::kRmsNorm ? kernels::SkinnyInput::kRmsNorm
-                                                : kernels::SkinnyInput::kSplitKv;
+  k.input = op.input == SkinnyInput::kBf16         ? kernels::SkinnyInput::kBf16
+            : op.input == SkinnyInput::kRmsNorm    ? kernels::SkinnyInput::kRmsNorm
+            : op.input == SkinnyInput::kAddRmsNorm ? kernels::SkinnyInput::kAddRmsNorm
+                                                   : kernels::SkinnyInput::kSplitKv;
+  if (op.input == SkinnyInput::kAddRmsNorm)
+    k.residual = {op.res_y, op.ld_res_y, op.res_weight, op.res_out, op.ld_res_out};
   if (op.input == SkinnyInput::kSplitKv) {
     k.split_kv = {op.split_kv.o_partial, op.split_kv.lse_partial, op.split_kv.num_splits,
                   op.split_kv.q_heads,   op.split_kv.head_dim,    op.split_kv.q_len,
