@@ -13,7 +13,11 @@
 //    add_rms_norm launches, within the bounds the fused and cuBLAS steps
 //    are held to (test_model_families_cuda.cpp: the paths round the same
 //    values to bf16 after fp32 sums in another order; a wrong residual or
-//    norm moves logits by tens of percent).
+//    norm moves logits by tens of percent);
+//  * q/k norms + RoPE + K/V append run by the QKV GEMM's last CTA per head
+//    (FLASHSCOPE_CUDA_FUSE_ROPE, bf16 weights) give the rope_append
+//    launches' logits bit for bit (the same arithmetic on the same values):
+//    the Qwen3 shape, which has no post-norms, must match exactly.
 //
 // Each model decodes past its sliding window and across a KV page from CUDA
 // graphs, then runs a step of 3 tokens (the fused kernels without a graph).
@@ -77,13 +81,15 @@ std::vector<Shape> shapes() {
   return {{"gemma3-270m layers", gemma}, {"qwen3-0.6b layers", qwen3}};
 }
 
-// The shape on CUDA with `weights`, FLASHSCOPE_CUDA_FUSE_NORMS=0 when
-// !fuse_norms (read at load); no value when the backend refuses it.
+// The shape on CUDA with `weights`, FLASHSCOPE_CUDA_FUSE_NORMS=0 and
+// FLASHSCOPE_CUDA_FUSE_ROPE=0 when !fuse_norms (read at load); no value when
+// the backend refuses it.
 std::optional<Model> load(const Shape& shape, WeightFormat weights, bool fuse_norms) {
   ModelOptions o;
   o.device = Device::kCuda;
   o.weights = weights;
   if (!fuse_norms) ::setenv("FLASHSCOPE_CUDA_FUSE_NORMS", "0", 1);
+  if (!fuse_norms) ::setenv("FLASHSCOPE_CUDA_FUSE_ROPE", "0", 1);
   auto model = [&]() -> Result<Model> {
     auto bytes = build_synthetic_model(shape.spec);
     if (!bytes.ok()) return bytes.status();
@@ -92,6 +98,7 @@ std::optional<Model> load(const Shape& shape, WeightFormat weights, bool fuse_no
     return Model::from_gguf(std::move(file).value(), o);
   }();
   ::unsetenv("FLASHSCOPE_CUDA_FUSE_NORMS");
+  ::unsetenv("FLASHSCOPE_CUDA_FUSE_ROPE");
   if (!model.ok() && model.status().code() == StatusCode::kUnsupported) {
     MESSAGE(shape.name << " on CUDA skipped: " << model.status().message());
     return std::nullopt;
@@ -102,7 +109,7 @@ std::optional<Model> load(const Shape& shape, WeightFormat weights, bool fuse_no
 
 struct Decoded {
   std::vector<float> logits;  // every decode step's row, then the 3-token step's rows
-  uint64_t fused_enqueues = 0, norm_fused_enqueues = 0, replays = 0;
+  uint64_t fused_enqueues = 0, norm_fused_enqueues = 0, rope_fused_enqueues = 0, replays = 0;
 };
 
 // A 40-token prompt, 50 decode steps (past the 32-token window, across the
@@ -129,6 +136,7 @@ Decoded decode(const Model& m) {
   const model::CudaForwardStats after = model::cuda_total_stats();
   d.fused_enqueues = after.fused_step_enqueues - before.fused_step_enqueues;
   d.norm_fused_enqueues = after.norm_fused_enqueues - before.norm_fused_enqueues;
+  d.rope_fused_enqueues = after.rope_fused_enqueues - before.rope_fused_enqueues;
   d.replays = after.graph_replays - before.graph_replays;
   return d;
 }
@@ -185,7 +193,7 @@ TEST_CASE("cuda decode step: programmatic launches give the plain launches' logi
   if (ran == 0) flashscope::testing::mark_skipped();
 }
 
-TEST_CASE("cuda decode step: Gemma's post-norms folded into the few-token GEMMs give the unfused step's logits") {
+TEST_CASE("cuda decode step: Gemma's post-norms and q/k-norm RoPE folded into the few-token GEMMs give the unfused step's logits") {
   if (skip_without_gpu()) return;
   int ran = 0;
   for (const Shape& shape : shapes()) {
@@ -205,6 +213,9 @@ TEST_CASE("cuda decode step: Gemma's post-norms folded into the few-token GEMMs 
       // decode steps and the 3-token step; graph replays are not enqueues).
       if (post_norms) CHECK(fused.norm_fused_enqueues == fused.fused_enqueues);
       if (!post_norms) CHECK(fused.norm_fused_enqueues == 0);
+      CHECK(unfused.rope_fused_enqueues == 0);
+      // Both shapes have q/k norms; with bf16 weights every few-token step folds rope_append.
+      CHECK(fused.rope_fused_enqueues == (weights == WeightFormat::kBf16 ? fused.fused_enqueues : 0));
       CHECK(fused.fused_enqueues >= 3);
       REQUIRE(unfused.logits.size() == fused.logits.size());
       double max_abs = 0, ss = 0;

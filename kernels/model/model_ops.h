@@ -171,7 +171,13 @@ struct SkinnySplitKvInput {
   int num_splits, q_heads, head_dim, q_len;
   int64_t partial_rows;
 };
-enum class SkinnyOutput : int { kStore = 0, kAccumulate = 1, kRopeAppend = 2, kSwiglu = 3, kGegluTanh = 4 };
+enum class SkinnyOutput : int { kStore = 0, kAccumulate = 1, kRopeAppend = 2, kSwiglu = 3, kGegluTanh = 4, kRopeHeads = 5 };
+// kRopeHeads: kStore of the QKV product into y = rope.qkv (ldy = rope.qkv_stride),
+// then rope_append(rope) on it inside the same grid, every rope_append option
+// (bias, q/k norms, NeoX pairs) included: once all CTAs of a head have stored
+// its rows, the last of them (an atomic count in rope_counters [H + 2·KV],
+// zero before the launch and left zero) runs the head for every token. bf16
+// weights only, and skinny_gemm_rope_heads_supported(n_out, head_dim).
 // Weights kept in their GGUF blocks (kernels/quant/quant_blocks.h) instead
 // of the bf16 `w`: type 0 means bf16 (w is read, the rest unused).
 //   data     rows [row_begin, row_end) of the output space, row_bytes each (kSwiglu, kGegluTanh: the gate
@@ -206,9 +212,14 @@ struct SkinnyGemmKernelParams {
   RopeAppendKernelParams rope;
   SkinnySplitKvInput split_kv;
   SkinnyResidualInput residual;  // kAddRmsNorm
+  int* rope_counters;             // kRopeHeads
   int units_per_warp;  // set by the launcher
   SkinnyQuantWeights wq;
 };
+// Whether kRopeHeads runs a QKV product of n_out rows of heads of head_dim:
+// each CTA's rows lie in one head (head_dim a multiple of 8) and each warp
+// has one unit (n_out up to 8184).
+bool skinny_gemm_rope_heads_supported(int n_out, int head_dim);
 // Tokens the kernel is instantiated for at `rows` (1, 2, 4 or 8): the shared
 // memory holds that many input rows.
 int skinny_gemm_tokens(int rows);

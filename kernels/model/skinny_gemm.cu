@@ -18,6 +18,9 @@
 //         kSwiglu     act [rows, n_out] bf16 = silu(in · w_gateᵀ) · (in · w_upᵀ),
 //                     gate rows [0, n_out), up rows [n_out, 2·n_out) of w
 //         kGegluTanh  the same with gelu_tanh (Gemma)
+//         kRopeHeads  kStore into qkv, then rope_append of each head by the last CTA to
+//                     store its rows (q/k norms, biases, NeoX pairs: what kRopeAppend
+//                     cannot do in registers; rope_heads_epilogue)
 //   rows <= kSkinnyMaxRows (8).
 //
 // Why: with 1..8 tokens a decode step is a chain of GEMVs that each read a
@@ -46,6 +49,7 @@
 #include "kernels/common/ptx.cuh"
 #include "kernels/model/activation.cuh"
 #include "kernels/model/model_ops.h"
+#include "kernels/model/rope_head.cuh"
 #include "kernels/quant/quant_blocks.h"
 
 namespace flashscope::kernels {
@@ -540,6 +544,7 @@ __device__ __forceinline__ void store_unit(const SkinnyGemmKernelParams& p, int 
                                            const EpilogueInputs& e) {
   switch (p.output) {
     case SkinnyOutput::kStore:
+    case SkinnyOutput::kRopeHeads:
       p.y[t * p.ldy + r.row0] = a;
       if (r.has1) p.y[t * p.ldy + r.row1] = b;
       break;
@@ -556,6 +561,38 @@ __device__ __forceinline__ void store_unit(const SkinnyGemmKernelParams& p, int 
     case SkinnyOutput::kRopeAppend:
       rope_append_pair(p.rope, t, r.row0, a, b, e);
       break;
+  }
+}
+
+// kRopeHeads, after the CTA's rows of qkv are stored: a CTA's kWarps units
+// are 2·kWarps rows of one head, head_dim / (2·kWarps) CTAs a head. Each
+// counts itself in its head's counter (its stores released first); the last
+// one (its reads acquired after the count, from L2) runs rope_append's
+// arithmetic on the head for every token, a warp a token, and sets the
+// counter back to zero: no other CTA of this grid counts that head again,
+// and the next launch on the counters starts after this grid completes.
+__device__ void rope_heads_epilogue(const SkinnyGemmKernelParams& p) {
+  __shared__ int last_smem;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const RopeAppendKernelParams& q = p.rope;
+  constexpr int kRowsPerCta = 2 * kWarps;
+  const int head = blockIdx.x * kRowsPerCta / q.head_dim;
+  fence_acq_rel_gpu();  // this thread's stores of qkv before the count
+  __syncthreads();      // every thread's stores (and fences) before thread 0 counts
+  if (threadIdx.x == 0) {
+    const int done = atomicAdd(p.rope_counters + head, 1) + 1;
+    last_smem = done == q.head_dim / kRowsPerCta;
+    if (last_smem) {
+      p.rope_counters[head] = 0;
+      fence_acq_rel_gpu();  // the other CTAs' stores, counted before ours, are visible to the reads below
+    }
+  }
+  __syncthreads();  // last_smem is written
+  if (!last_smem) return;
+  for (int t = warp; t < p.rows; t += kWarps) {
+    rope_head::Lane r;
+    rope_head::prepare(q, t, head, lane, r);
+    rope_head::finish(q, t, head, lane, r);
   }
 }
 
@@ -648,6 +685,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
       store_unit(p, t, r, a, b, epi);
     }
   }
+  if (p.output == SkinnyOutput::kRopeHeads) rope_heads_epilogue(p);  // uniform over the grid: no warp returned above
 }
 
 
@@ -856,12 +894,18 @@ __global__ void __launch_bounds__(kThreads, FLASHSCOPE_QUANT_GEMM_MIN_CTAS) skin
 // (a layer's products: 72 to 384 CTAs, every one on its own SM slot).
 constexpr int kMaxCtas = 512;
 
+int units_per_warp_for(int units) {
+  const int warps = (units + kWarps - 1) / kWarps * kWarps;
+  return std::max(1, warps / (kMaxCtas * kWarps));
+}
+
 template <int kTok>
 cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool programmatic) {
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int units = gated_units ? p.n_out : (p.n_out + 1) / 2;
-  const int warps = (units + kWarps - 1) / kWarps * kWarps;
-  p.units_per_warp = std::max(1, warps / (kMaxCtas * kWarps));
+  p.units_per_warp = units_per_warp_for(units);
+  if (p.output == SkinnyOutput::kRopeHeads && !skinny_gemm_rope_heads_supported(p.n_out, p.rope.head_dim))
+    return cudaErrorInvalidValue;
   return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,
                                    dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
                                    dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
@@ -918,8 +962,14 @@ int skinny_gemm_tokens(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <
 
 size_t skinny_gemm_smem_bytes(int rows, int k) { return size_t(skinny_gemm_tokens(rows)) * k * sizeof(uint16_t); }
 
+bool skinny_gemm_rope_heads_supported(int n_out, int head_dim) {
+  return head_dim >= 2 * kWarps && head_dim % (2 * kWarps) == 0 && n_out > 0 && n_out % head_dim == 0 &&
+         units_per_warp_for(n_out / 2) == 1;
+}
+
 cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.rows <= 0) return cudaSuccess;
+  if (p.output == SkinnyOutput::kRopeHeads && p.wq.type != 0) return cudaErrorInvalidValue;  // bf16 kernel only
   if (p.wq.type != 0) {
     switch (skinny_gemm_tokens(p.rows)) {
       case 1: return launch_quant_tokens<1>(p, stream, programmatic);

@@ -35,6 +35,8 @@ struct CudaForwardStats {
   uint64_t fused_step_enqueues = 0;
   // Of those, steps with Gemma's post-norms folded into the next GEMM's staging (no add_rms_norm launches):
   uint64_t norm_fused_enqueues = 0;
+  // Of those, steps whose QKV GEMMs ran rope_append themselves (kRopeHeads: no rope_append launches):
+  uint64_t rope_fused_enqueues = 0;
   std::string last_capture_error;       // why the last capture failed, empty if none did
 };
 

@@ -140,8 +140,8 @@ Status StepScratch::init(size_t cublas_workspace_bytes) {
 void StepScratch::release() {
   if (stream != nullptr) cudaStreamSynchronize(stream);
   graph.drop();
-  for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &y, &x_alt, &logits, &dequant, &attn_ws, &cublas_ws,
-                          &step_dev, &sampler.penalty_ids, &sampler.token, &batch_sampler.block})
+  for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &y, &x_alt, &rope_counters, &logits, &dequant, &attn_ws,
+                          &cublas_ws, &step_dev, &sampler.penalty_ids, &sampler.token, &batch_sampler.block})
     *b = DeviceBuffer();
   rows = 0;
   logit_rows = 0;
@@ -200,6 +200,15 @@ Status ensure_rows(const ModelConfig& c, StepScratch& sc, int rows) {
     FLASHSCOPE_RETURN_IF_ERROR(poison(fresh[i].data(), plan[i].bytes, sc.stream, plan[i].what));
   }
   for (size_t i = 0; i < kBuffers; ++i) *plan[i].buf = std::move(fresh[i]);
+  // kRopeHeads' counts per head: zero once, and every launch leaves them zero.
+  const size_t counter_bytes = static_cast<size_t>(c.n_heads + 2 * c.n_kv_heads) * sizeof(int32_t);
+  if (sc.rope_counters.size() < counter_bytes) {
+    auto b = device_alloc(counter_bytes, "the RoPE head counters");
+    if (!b.ok()) return b.status();
+    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaMemsetAsync(b->data(), 0, counter_bytes, sc.stream),
+                                          "cudaMemsetAsync of the RoPE head counters"));
+    sc.rope_counters = std::move(b).value();
+  }
   sc.rows = r;
   sc.bump();
   return {};
@@ -414,6 +423,15 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
   const bool fold_norms = skinny && cm.fuse_norms && c.post_norms &&
                           sc.x_alt.size() >= static_cast<size_t>(n) * static_cast<size_t>(H) * sizeof(float);
   if (fold_norms) totals().norm_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
+  // The families whose RoPE the QKV epilogue cannot do in registers: the
+  // kRopeHeads GEMM runs rope_append on each head once its rows are stored
+  // (cm.fuse_rope), where every layer's QKV is one bf16 run.
+  const bool fold_rope = [&] {
+    if (!skinny || rope_in_gemm || !cm.fuse_rope || cm.quantized) return false;
+    if (!cuda::skinny_rope_heads_supported(qkv_dim, c.head_dim)) return false;
+    return sc.rope_counters.size() >= static_cast<size_t>(c.n_heads + 2 * c.n_kv_heads) * sizeof(int32_t);
+  }();
+  if (fold_rope) totals().rope_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
   float* x_cur = x;                     // the residual stream's buffer now
   const float* pending_post = nullptr;  // the post-norm weight of y, not yet added into x_cur
   auto x_other = [&]() { return x_cur == x ? static_cast<float*>(sc.x_alt.data()) : x; };
@@ -542,6 +560,16 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
           qkv_op.rope = ra;
           FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
         }
+        settle();
+      } else if (fold_rope) {  // one bf16 run: the GEMM runs rope_append at its end
+        cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeHeads,
+                                          L.qkv.run[0], qkv_dim, H);
+        norm_input(qkv_op, L.attn_norm, true);
+        qkv_op.y = qkv;
+        qkv_op.ldy = qkv_dim;
+        qkv_op.rope = ra;
+        qkv_op.rope_counters = static_cast<int*>(sc.rope_counters.data());
+        FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
         settle();
       } else {
         FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.qkv, L.attn_norm, qkv, qkv_dim));

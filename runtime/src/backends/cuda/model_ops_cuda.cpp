@@ -168,6 +168,7 @@ kernels::SkinnyOutput kernel_output(SkinnyOutput o) {
     case SkinnyOutput::kRopeAppend: return kernels::SkinnyOutput::kRopeAppend;
     case SkinnyOutput::kSwiglu: return kernels::SkinnyOutput::kSwiglu;
     case SkinnyOutput::kGegluTanh: return kernels::SkinnyOutput::kGegluTanh;
+    case SkinnyOutput::kRopeHeads: return kernels::SkinnyOutput::kRopeHeads;
     case SkinnyOutput::kStore: break;
   }
   return kernels::SkinnyOutput::kStore;
@@ -195,6 +196,10 @@ Status rope_append(const RopeAppendOp& op, void* stream) {
 bool skinny_gemm_supported(int rows, int k) {
   return rows >= 1 && rows <= kernels::kSkinnyMaxRows && k >= 8 && k % 8 == 0 &&
          kernels::skinny_gemm_smem_bytes(rows, k) <= kSkinnySmemLimit;
+}
+
+bool skinny_rope_heads_supported(int n_out, int head_dim) {
+  return kernels::skinny_gemm_rope_heads_supported(n_out, head_dim);
 }
 
 bool skinny_quant_supported(int rows, int k) {
@@ -312,6 +317,21 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
     case SkinnyOutput::kGegluTanh:
       if (!op.act || op.ld_act < op.n_out) return bad(name, "act must not be null and ld_act >= n_out");
       break;
+    case SkinnyOutput::kRopeHeads: {
+      FLASHSCOPE_RETURN_IF_ERROR(check_rope_target(op.rope, name));
+      if (quant) return bad(name, "kRopeHeads takes bf16 weights (store the product, then rope_append)");
+      const int64_t row = int64_t(op.rope.q_heads + 2 * op.rope.kv_heads) * op.rope.head_dim;
+      if (op.n_out != row)
+        return bad(name, "n_out " + std::to_string(op.n_out) + " must be (q_heads + 2·kv_heads)·head_dim = " +
+                             std::to_string(row) + " for kRopeHeads");
+      if (!skinny_rope_heads_supported(op.n_out, op.rope.head_dim))
+        return unsupported("skinny_gemm: kRopeHeads needs head_dim a multiple of 8 and n_out <= 8184");
+      if (!op.y || op.ldy < op.n_out || op.ldy % 2 != 0 || !aligned(op.y, 8))
+        return bad(name, "kRopeHeads: y must be non-null and 8-byte aligned, ldy >= n_out and even");
+      if (!op.rope_counters || !aligned(op.rope_counters, 4))
+        return bad(name, "kRopeHeads: rope_counters must not be null");
+      break;
+    }
     case SkinnyOutput::kRopeAppend: {
       FLASHSCOPE_RETURN_IF_ERROR(check_rope_target(op.rope, name));
       if (op.rope.neox || op.rope.bias || op.rope.q_norm || op.rope.k_norm)
@@ -352,6 +372,14 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
   k.act = op.act;
   k.ld_act = op.ld_act;
   if (op.output == SkinnyOutput::kRopeAppend) k.rope = rope_params(op.rope);
+  if (op.output == SkinnyOutput::kRopeHeads) {
+    RopeAppendOp r = op.rope;
+    r.qkv = op.y;
+    r.qkv_stride = op.ldy;
+    r.n = op.rows;
+    k.rope = rope_params(r);
+    k.rope_counters = op.rope_counters;
+  }
   k.wq = wq;
   auto pdl = programmatic();
   if (!pdl.ok()) return pdl.status();
@@ -839,6 +867,7 @@ Status swiglu(const SwigluOp&, void*) { return no_cuda(); }
 Status gemm_bf16(void*, const GemmOp&) { return no_cuda(); }
 bool skinny_gemm_supported(int, int) { return false; }
 bool skinny_quant_supported(int, int) { return false; }
+bool skinny_rope_heads_supported(int, int) { return false; }
 bool quant_matrix_type_supported(GgmlType) { return false; }
 size_t quant_matrix_tail_bytes() { return 16; }
 Status dequantize_bf16(const DeviceMatrix&, int, int, uint16_t*, int64_t, void*) { return no_cuda(); }

@@ -207,7 +207,11 @@ struct SkinnySplitKv {
   int num_splits = 0, q_heads = 0, head_dim = 0, q_len = 1;
   int64_t partial_rows = 0;
 };
-enum class SkinnyOutput { kStore, kAccumulate, kRopeAppend, kSwiglu, kGegluTanh };
+//          kRopeHeads: y = in · wᵀ as kStore (the QKV product: rope.qkv and qkv_stride are y and
+//                      ldy), then rope_append(`rope`) on it in the same launch, every option
+//                      of rope_append allowed; bf16 weights only and
+//                      skinny_rope_heads_supported(); rope_counters as below
+enum class SkinnyOutput { kStore, kAccumulate, kRopeAppend, kSwiglu, kGegluTanh, kRopeHeads };
 struct SkinnyGemmOp {
   SkinnyInput input = SkinnyInput::kBf16;
   SkinnyOutput output = SkinnyOutput::kStore;
@@ -232,6 +236,9 @@ struct SkinnyGemmOp {
   const float* res_weight = nullptr;
   float* res_out = nullptr;
   int64_t ld_res_out = 0;
+  // kRopeHeads: [q_heads + 2·kv_heads] ints on the device, zero before the
+  // launch and left zero by it (the last CTA of each head resets its count).
+  int* rope_counters = nullptr;
   // Quantized weights instead of w (matrix->quantized()): kStore, kAccumulate
   // and kRopeAppend compute outputs [row_begin, row_begin + matrix->rows) of
   // the n_out (so Q, K and V of different types are three launches into one
@@ -243,6 +250,8 @@ struct SkinnyGemmOp {
   int row_begin = 0;
 };
 bool skinny_gemm_supported(int rows, int k);
+// Whether kRopeHeads takes a QKV product of n_out rows of heads of head_dim.
+bool skinny_rope_heads_supported(int n_out, int head_dim);
 // With quantized weights (SkinnyGemmOp::matrix) the input rows may take up
 // to 96 KiB of shared memory: 4 rows of k = 12288, 8 of 6144.
 bool skinny_quant_supported(int rows, int k);
