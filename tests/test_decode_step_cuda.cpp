@@ -193,7 +193,7 @@ TEST_CASE("cuda decode step: programmatic launches give the plain launches' logi
   if (ran == 0) flashscope::testing::mark_skipped();
 }
 
-TEST_CASE("cuda decode step: Gemma's post-norms and q/k-norm RoPE folded into the few-token GEMMs give the unfused step's logits") {
+TEST_CASE("cuda decode step: post-norms and q/k-norm RoPE folded into the few-token GEMMs give the unfused logits") {
   if (skip_without_gpu()) return;
   int ran = 0;
   for (const Shape& shape : shapes()) {

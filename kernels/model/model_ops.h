@@ -171,7 +171,14 @@ struct SkinnySplitKvInput {
   int num_splits, q_heads, head_dim, q_len;
   int64_t partial_rows;
 };
-enum class SkinnyOutput : int { kStore = 0, kAccumulate = 1, kRopeAppend = 2, kSwiglu = 3, kGegluTanh = 4, kRopeHeads = 5 };
+enum class SkinnyOutput : int {
+  kStore = 0,
+  kAccumulate = 1,
+  kRopeAppend = 2,
+  kSwiglu = 3,
+  kGegluTanh = 4,
+  kRopeHeads = 5
+};
 // kRopeHeads: kStore of the QKV product into y = rope.qkv (ldy = rope.qkv_stride),
 // then rope_append(rope) on it inside the same grid, every rope_append option
 // (bias, q/k norms, NeoX pairs) included: once all CTAs of a head have stored
