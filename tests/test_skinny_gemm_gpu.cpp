@@ -7,6 +7,9 @@
 //                     swiglu with GateActivation::kGeluTanh)
 //   kSplitKv input  = attention partials merged on the host in double, rounded
 //                     to bf16, then the kBf16 kernel
+//   kAddRmsNorm input = add_rms_norm (Gemma's post-norm, the next pre-norm
+//                     behind it), then the kBf16 kernel on its bf16 output
+//   kRopeHeads      = kStore, then rope_append (bit for bit: the same arithmetic)
 // over 1..8 rows, SmolLM2's shapes (k 576 and 1536, the 49152-row head), a
 // k past one pass of the kernel (2048 elements) and odd n_out. Outputs and
 // K/V pages start poisoned (NaN); padding, unused rows and slots nobody
@@ -335,6 +338,141 @@ TEST_CASE("skinny gemm: kRopeAppend equals the GEMM then rope_append (q and K/V 
   }
 }
 
+TEST_CASE("skinny gemm: kRopeHeads equals kStore then rope_append bit for bit (q/k norms, bias, NeoX, counters)") {
+  // The same kernel stores the same qkv, and its last CTA per head runs
+  // rope_append's own arithmetic (rope_head.cuh): every output equal, the
+  // counters back at zero, and a second launch on them equal again.
+  if (skip_without_gpu()) return;
+  struct Shape {
+    int rows, q_heads, kv_heads, head_dim, hidden;
+    bool norms, bias, neox;
+  };
+  const Shape shapes[] = {{1, 4, 1, 256, 640, true, false, true},     // Gemma-3-270M decode
+                          {4, 4, 1, 256, 640, true, false, true},     // a step of 4
+                          {1, 16, 8, 128, 1024, true, false, true},   // Qwen3-0.6B decode
+                          {3, 14, 2, 64, 896, false, true, true},     // Qwen2.5: biases
+                          {8, 8, 2, 128, 1024, true, true, false}};   // adjacent pairs, 8 rows
+  constexpr int kPageSize = 16, kPages = 4;
+  uint64_t seed = 301;
+  for (const Shape& s : shapes) {
+    INFO("rows ", s.rows, " heads ", s.q_heads, "/", s.kv_heads, " D ", s.head_dim, " norms ", s.norms, " bias ",
+         s.bias, " neox ", s.neox);
+    const int heads = s.q_heads + 2 * s.kv_heads;
+    const int n_out = heads * s.head_dim;
+    REQUIRE(cuda::skinny_rope_heads_supported(n_out, s.head_dim));
+    Problem pb(s.rows, n_out, s.hidden, seed++);
+    std::mt19937_64 rng(seed);
+    std::vector<int64_t> slots(size_t(s.rows));
+    for (int t = 0; t < s.rows; ++t) slots[size_t(t)] = (5 * t + 3) % (kPages * kPageSize);
+    if (s.rows > 2) slots[1] = -1;  // a skipped token
+    const int pairs = s.head_dim / 2;
+    std::vector<float> cos_t(size_t(s.rows) * pairs), sin_t(cos_t.size());
+    std::uniform_real_distribution<float> angle(-3.0f, 3.0f);
+    for (size_t i = 0; i < cos_t.size(); ++i) {
+      const float a = angle(rng);
+      cos_t[i] = std::cos(a);
+      sin_t[i] = std::sin(a);
+    }
+    const std::vector<float> q_norm = random_f32(size_t(s.head_dim), rng, 0.5f);
+    const std::vector<float> k_norm = random_f32(size_t(s.head_dim), rng, 0.5f);
+    const std::vector<float> bias = random_f32(size_t(n_out), rng, 0.3f);
+    DeviceBuffer d_slots = upload(slots), d_cos = upload(cos_t), d_sin = upload(sin_t);
+    DeviceBuffer d_qn = upload(q_norm), d_kn = upload(k_norm), d_bias = upload(bias);
+    const std::vector<int32_t> zeros(size_t(heads), 0);
+    DeviceBuffer d_counters = upload(zeros);
+    const size_t q_elems = size_t(s.rows) * s.q_heads * s.head_dim;
+    const size_t page_elems = size_t(kPages) * s.kv_heads * kPageSize * s.head_dim;
+    struct Outputs {
+      DeviceBuffer qkv, q, k, v;
+    };
+    auto outputs = [&] {
+      return Outputs{poisoned(size_t(s.rows) * n_out * 4), poisoned(q_elems * 2), poisoned(page_elems * 2),
+                     poisoned(page_elems * 2)};
+    };
+    auto rope_op = [&](Outputs& o) {
+      cuda::RopeAppendOp r;
+      r.rope_cos = static_cast<const float*>(d_cos.data());
+      r.rope_sin = static_cast<const float*>(d_sin.data());
+      r.slots = static_cast<const int64_t*>(d_slots.data());
+      r.q_out = static_cast<uint16_t*>(o.q.data());
+      r.q_stride = int64_t(s.q_heads) * s.head_dim;
+      r.k_pages = o.k.data();
+      r.v_pages = o.v.data();
+      r.n = s.rows;
+      r.q_heads = s.q_heads;
+      r.kv_heads = s.kv_heads;
+      r.head_dim = s.head_dim;
+      r.rope_dim = s.head_dim;
+      r.page_size = kPageSize;
+      r.num_pages = kPages;
+      r.bias = s.bias ? static_cast<const float*>(d_bias.data()) : nullptr;
+      r.q_norm = s.norms ? static_cast<const float*>(d_qn.data()) : nullptr;
+      r.k_norm = s.norms ? static_cast<const float*>(d_kn.data()) : nullptr;
+      r.norm_eps = 1e-6f;
+      r.neox = s.neox;
+      return r;
+    };
+    Outputs ref = outputs();
+    cuda::SkinnyGemmOp store = pb.fused_op(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kStore, n_out);
+    store.y = static_cast<float*>(ref.qkv.data());
+    store.ldy = n_out;
+    Status st = cuda::skinny_gemm(store, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    cuda::RopeAppendOp r = rope_op(ref);
+    r.qkv = static_cast<const float*>(ref.qkv.data());
+    r.qkv_stride = n_out;
+    st = cuda::rope_append(r, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+
+    for (int launch = 0; launch < 2; ++launch) {
+      INFO("launch ", launch);
+      Outputs fused = outputs();
+      cuda::SkinnyGemmOp op = pb.fused_op(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeHeads, n_out);
+      op.y = static_cast<float*>(fused.qkv.data());
+      op.ldy = n_out;
+      op.rope = rope_op(fused);
+      op.rope_counters = static_cast<int*>(d_counters.data());
+      st = cuda::skinny_gemm(op, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+      auto same = [](const DeviceBuffer& a, const DeviceBuffer& b, size_t bytes) {
+        const auto ha = download<uint8_t>(a, bytes), hb = download<uint8_t>(b, bytes);
+        return ha == hb;
+      };
+      CHECK_MESSAGE(same(fused.qkv, ref.qkv, size_t(s.rows) * n_out * 4), "qkv differs");
+      CHECK_MESSAGE(same(fused.q, ref.q, q_elems * 2), "q differs");
+      CHECK_MESSAGE(same(fused.k, ref.k, page_elems * 2), "K pages differ");
+      CHECK_MESSAGE(same(fused.v, ref.v, page_elems * 2), "V pages differ");
+      CHECK(download<int32_t>(d_counters, size_t(heads)) == zeros);
+    }
+  }
+}
+
+TEST_CASE("skinny gemm: kRopeHeads refuses quantized weights, missing counters and heads that split a CTA") {
+  if (skip_without_gpu()) return;
+  CHECK(!cuda::skinny_rope_heads_supported(3 * 100, 100));   // head_dim not a multiple of 8
+  CHECK(!cuda::skinny_rope_heads_supported(72 * 128, 128));  // warps would take two units each
+  CHECK(cuda::skinny_rope_heads_supported(32 * 128, 128));   // Qwen3-0.6B's 16 + 2·8 heads
+  Problem pb(1, 6 * 64, 256, 9);
+  DeviceBuffer qkv = poisoned(6 * 64 * 4), q = poisoned(4 * 64 * 2), pages = poisoned(2 * 16 * 64 * 2);
+  DeviceBuffer slots = upload(std::vector<int64_t>{0}), angles = upload(std::vector<float>(32, 0.5f));
+  cuda::SkinnyGemmOp op = pb.fused_op(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeHeads, 6 * 64);
+  op.y = static_cast<float*>(qkv.data());
+  op.ldy = 6 * 64;
+  op.rope.rope_cos = op.rope.rope_sin = static_cast<const float*>(angles.data());
+  op.rope.slots = static_cast<const int64_t*>(slots.data());
+  op.rope.q_out = static_cast<uint16_t*>(q.data());
+  op.rope.q_stride = 4 * 64;
+  op.rope.k_pages = op.rope.v_pages = pages.data();
+  op.rope.q_heads = 4;
+  op.rope.kv_heads = 1;
+  op.rope.head_dim = 64;
+  op.rope.rope_dim = 64;
+  op.rope.page_size = 16;
+  const Status st = cuda::skinny_gemm(op, nullptr);  // no counters
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("rope_counters") != std::string::npos);
+}
+
 TEST_CASE("skinny gemm: kSwiglu and kGegluTanh equal the gate/up GEMM then swiglu (silu / gelu_tanh)") {
   if (skip_without_gpu()) return;
   auto handle = cuda::CublasHandle::create();
@@ -459,6 +597,115 @@ TEST_CASE("skinny gemm: kSplitKv merges attention partials as the combine would,
       }
     CHECK_MESSAGE(bad == 0, bad, " outputs off");
   }
+}
+
+TEST_CASE("skinny gemm: kAddRmsNorm equals add_rms_norm then the GEMM, and stores the new residual once") {
+  // Gemma's post-norm folded into the next product's staging: the unfused
+  // path is add_rms_norm (x_in + rms_norm(y) · post_weight into x, the next
+  // pre-norm into xn), then the kBf16 kernel on xn. Bounds as for kRmsNorm
+  // (the sums of squares in another order), and the stored residual within
+  // fp32 rounding of add_rms_norm's (its y scale summed in another order).
+  if (skip_without_gpu()) return;
+  struct Shape {
+    int rows, n_out, k;
+  };
+  const Shape shapes[] = {{1, 2048, 640},   // Gemma-3-270M's gate/up in decode
+                          {1, 1536, 640},   // its QKV
+                          {3, 577, 1024},   // Qwen3-0.6B's hidden, odd n_out
+                          {8, 130, 2560}};  // 8 rows over several staging rounds
+  uint64_t seed = 71;
+  for (const Shape& s : shapes) {
+    INFO("rows ", s.rows, " n_out ", s.n_out, " k ", s.k);
+    Problem pb(s.rows, s.n_out, s.k, seed++);
+    std::mt19937_64 rng(seed);
+    const std::vector<float> res_y = random_f32(size_t(s.rows) * s.k, rng, 20.0f);
+    const std::vector<float> post_w = random_f32(size_t(s.k), rng, 0.5f);
+    DeviceBuffer d_res_y = upload(res_y), d_post = upload(post_w);
+    // The new residual: rows + 1 rows, the last must stay NaN.
+    DeviceBuffer d_res_out = poisoned(size_t(s.rows + 1) * s.k * 4);
+    DeviceBuffer d_x_ref = poisoned(size_t(s.rows) * s.k * 4);
+    const std::vector<float> y0(size_t(s.rows) * s.n_out, std::numeric_limits<float>::quiet_NaN());
+    DeviceBuffer d_fused = upload(y0), d_ref = upload(y0);
+
+    cuda::SkinnyGemmOp op = pb.fused_op(cuda::SkinnyInput::kAddRmsNorm, cuda::SkinnyOutput::kStore, s.n_out);
+    op.res_y = static_cast<const float*>(d_res_y.data());
+    op.ld_res_y = s.k;
+    op.res_weight = static_cast<const float*>(d_post.data());
+    op.res_out = static_cast<float*>(d_res_out.data());
+    op.ld_res_out = s.k;
+    op.y = static_cast<float*>(d_fused.data());
+    op.ldy = s.n_out;
+    Status st = cuda::skinny_gemm(op, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+
+    cuda::AddRmsNormOp an;
+    an.y = static_cast<const float*>(d_res_y.data());
+    an.y_stride = s.k;
+    an.post_weight = static_cast<const float*>(d_post.data());
+    an.x = static_cast<float*>(d_x_ref.data());
+    an.x_stride = s.k;
+    an.x_in = static_cast<const float*>(pb.d_xf.data());
+    an.x_in_stride = s.k;
+    an.next_weight = static_cast<const float*>(pb.d_norm.data());
+    an.xn = static_cast<uint16_t*>(pb.d_xn.data());
+    an.xn_stride = s.k;
+    an.rows = s.rows;
+    an.dim = s.k;
+    an.eps = 1e-5f;
+    st = cuda::add_rms_norm(an, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    cuda::SkinnyGemmOp plain = pb.fused_op(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kStore, s.n_out);
+    plain.x = static_cast<const uint16_t*>(pb.d_xn.data());
+    plain.y = static_cast<float*>(d_ref.data());
+    plain.ldy = s.n_out;
+    st = cuda::skinny_gemm(plain, nullptr);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+
+    const auto fused = download<float>(d_fused, y0.size());
+    const auto ref = download<float>(d_ref, y0.size());
+    const auto xn = download<uint16_t>(pb.d_xn, size_t(s.rows) * s.k);
+    int bad = 0;
+    for (int t = 0; t < s.rows; ++t) {
+      for (int c = 0; c < s.n_out; ++c) {
+        const size_t i = size_t(t) * s.n_out + c;
+        bad += !(std::fabs(double(fused[i]) - ref[i]) <= fp32_bound(pb, xn, t, c, cuda::SkinnyInput::kRmsNorm));
+      }
+    }
+    CHECK_MESSAGE(bad == 0, bad, " outputs off");
+
+    const auto res_out = download<float>(d_res_out, size_t(s.rows + 1) * s.k);
+    const auto x_ref = download<float>(d_x_ref, size_t(s.rows) * s.k);
+    int res_bad = 0, past = 0;
+    for (size_t i = 0; i < x_ref.size(); ++i)
+      res_bad += !(std::fabs(double(res_out[i]) - x_ref[i]) <= 1e-5 * (std::fabs(x_ref[i]) + 1.0));
+    for (size_t i = x_ref.size(); i < res_out.size(); ++i) past += !std::isnan(res_out[i]);
+    CHECK_MESSAGE(res_bad == 0, res_bad, " residual values off");
+    CHECK_MESSAGE(past == 0, "wrote ", past, " values past the rows");
+  }
+}
+
+TEST_CASE("skinny gemm: kAddRmsNorm refuses a residual output that overlaps what every CTA reads") {
+  if (skip_without_gpu()) return;
+  Problem pb(2, 64, 640, 5);
+  DeviceBuffer d_res_y = poisoned(size_t(2) * 640 * 4), d_y = poisoned(size_t(2) * 64 * 4);
+  cuda::SkinnyGemmOp op = pb.fused_op(cuda::SkinnyInput::kAddRmsNorm, cuda::SkinnyOutput::kStore, 64);
+  op.res_y = static_cast<const float*>(d_res_y.data());
+  op.ld_res_y = 640;
+  op.res_weight = static_cast<const float*>(pb.d_norm.data());
+  op.y = static_cast<float*>(d_y.data());
+  op.ldy = 64;
+  op.res_out = static_cast<float*>(pb.d_xf.data()) + 640;  // the second row of xf
+  op.ld_res_out = 640;
+  Status st = cuda::skinny_gemm(op, nullptr);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("overlap") != std::string::npos);
+  op.res_out = static_cast<float*>(d_res_y.data());
+  st = cuda::skinny_gemm(op, nullptr);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  op.res_out = nullptr;
+  op.res_y = nullptr;
+  st = cuda::skinny_gemm(op, nullptr);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("skinny gemm: refusals name the problem and launch nothing") {

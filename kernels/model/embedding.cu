@@ -6,6 +6,11 @@
 //
 // Grid: one CTA per token. The row is a few hundred to a few thousand
 // elements, read once, with every thread's loads issued together.
+//
+// The first kernel of a step, launched plainly (after the copy of the step's
+// inputs): it lets the first layer's programmatically launched GEMM start
+// requesting its weights at once (pdl_launch_dependents; nothing before sm_90).
+#include "kernels/common/ptx.cuh"
 #include "kernels/model/model_ops.h"
 
 namespace flashscope::kernels {
@@ -18,6 +23,8 @@ __device__ __forceinline__ float bf16_bits_to_float(uint16_t h) { return __uint_
 
 __global__ void __launch_bounds__(kThreads) embedding_kernel(const __grid_constant__ EmbeddingKernelParams p) {
   const int t = blockIdx.x;
+  pdl_wait();  // returns at once in a plain launch; kept so a programmatic one stays correct
+  pdl_launch_dependents();
   const int32_t id = p.ids[t];
   float* x = p.x + int64_t(t) * p.hidden;
   if (id < 0 || id >= p.vocab) {

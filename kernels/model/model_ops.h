@@ -43,7 +43,10 @@ struct RmsNormKernelParams {
   int rows, dim;
   float eps;
 };
-cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream);
+// programmatic (here and for add_rms_norm, rope_append, swiglu): launch with
+// programmatic stream serialization (sm_90 PDL), as launch_skinny_gemm says;
+// only where skinny_gemm_waits_on_producer() said yes (the same code targets).
+cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream, bool programmatic = false);
 
 // Gemma's post-norm and residual add, with the next block's pre-norm fused
 // behind it, one CTA per row:
@@ -53,19 +56,23 @@ cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream);
 //   x  [rows, dim] fp32 (x_stride): the residual stream
 //   xn [rows, dim] bf16 (xn_stride)
 // Each norm is rms_norm_kernel's formula (x · (1/sqrt(Σx²/dim + eps)) · w).
+// x_in: the residual read (x_in_stride), or null: x itself (in place). A
+// separate x_in must not alias x.
 struct AddRmsNormKernelParams {
   const float* y;
   int64_t y_stride;
   const float* post_weight;  // [dim]
   float* x;
   int64_t x_stride;
+  const float* x_in;
+  int64_t x_in_stride;
   const float* next_weight;  // [dim] or null
   uint16_t* xn;
   int64_t xn_stride;
   int rows, dim;
   float eps;
 };
-cudaError_t launch_add_rms_norm(const AddRmsNormKernelParams& p, cudaStream_t stream);
+cudaError_t launch_add_rms_norm(const AddRmsNormKernelParams& p, cudaStream_t stream, bool programmatic = false);
 
 // One layer's RoPE fused with the K/V append into the paged cache:
 //   qkv [n, qkv_stride] fp32: q heads [H, D] at 0, k heads [KV, D] at H·D,
@@ -105,7 +112,7 @@ struct RopeAppendKernelParams {
   float norm_eps;
   int neox;
 };
-cudaError_t launch_rope_append(const RopeAppendKernelParams& p, cudaStream_t stream);
+cudaError_t launch_rope_append(const RopeAppendKernelParams& p, cudaStream_t stream, bool programmatic = false);
 
 // act [rows, ffn] bf16 = f(gate) · up, with gate and up side by side in
 // one row of the fused gate/up GEMM's output: gu [rows, 2·ffn] fp32.
@@ -120,12 +127,13 @@ struct SwigluKernelParams {
   int rows, ffn;
   GateActivation activation;
 };
-cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream);
+cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream, bool programmatic = false);
 
 // Few-token GEMM with its neighbouring element-wise op fused in front or
 // behind (kernels/model/skinny_gemm.cu): the decode step's matrix products.
 //   w [n_w, k] bf16 row-major; rows <= kSkinnyMaxRows; k a multiple of 8.
 //   input  kBf16: x [rows, k] bf16 (ldx) | kRmsNorm: rms_norm(xf [rows, k] fp32 (ldxf)) · norm_weight
+//          kAddRmsNorm: kRmsNorm of xf plus a pending post-normed block output (below)
 //   output kStore: y [rows, n_out] fp32 (ldy) = in · wᵀ | kAccumulate: y += in · wᵀ
 //          kRopeAppend: rope_append of in · wᵀ through `rope` (its qkv, qkv_stride, n unused; n_out
 //                       = (H + 2·KV)·D, even)
@@ -136,7 +144,21 @@ cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream);
 //   runs rope_append for the other families.
 // Dynamic shared memory skinny_gemm_smem_bytes(rows, k) (the runtime keeps it <= 48 KiB).
 inline constexpr int kSkinnyMaxRows = 8;
-enum class SkinnyInput : int { kBf16 = 0, kRmsNorm = 1, kSplitKv = 2 };
+enum class SkinnyInput : int { kBf16 = 0, kRmsNorm = 1, kSplitKv = 2, kAddRmsNorm = 3 };
+// kAddRmsNorm: Gemma's post-norm and residual add (add_rms_norm) in front of
+// kRmsNorm's pre-norm, for a block output res_y still pending:
+//   r [rows, k] fp32 = xf + rms_norm(res_y [rows, k] fp32 (ld_res_y)) · res_weight
+//   input = rms_norm(r) · norm_weight
+// and r is stored into res_out [rows, k] (ld_res_out) by CTA 0 when res_out is
+// set: the residual stream's next buffer, which must not alias xf or res_y
+// (every CTA reads those while CTA 0 writes).
+struct SkinnyResidualInput {
+  const float* res_y;
+  int64_t ld_res_y;
+  const float* res_weight;
+  float* res_out;
+  int64_t ld_res_out;
+};
 // kSplitKv: the input rows are paged attention's output still in split-KV
 // partials (the combine kernel not run): row t, element h·D + d is
 //   Σ_s exp(lse_s − M) · o_s[d] / Σ_s exp(lse_s − M)      (M = max_s lse_s)
@@ -149,7 +171,20 @@ struct SkinnySplitKvInput {
   int num_splits, q_heads, head_dim, q_len;
   int64_t partial_rows;
 };
-enum class SkinnyOutput : int { kStore = 0, kAccumulate = 1, kRopeAppend = 2, kSwiglu = 3, kGegluTanh = 4 };
+enum class SkinnyOutput : int {
+  kStore = 0,
+  kAccumulate = 1,
+  kRopeAppend = 2,
+  kSwiglu = 3,
+  kGegluTanh = 4,
+  kRopeHeads = 5
+};
+// kRopeHeads: kStore of the QKV product into y = rope.qkv (ldy = rope.qkv_stride),
+// then rope_append(rope) on it inside the same grid, every rope_append option
+// (bias, q/k norms, NeoX pairs) included: once all CTAs of a head have stored
+// its rows, the last of them (an atomic count in rope_counters [H + 2·KV],
+// zero before the launch and left zero) runs the head for every token. bf16
+// weights only, and skinny_gemm_rope_heads_supported(n_out, head_dim).
 // Weights kept in their GGUF blocks (kernels/quant/quant_blocks.h) instead
 // of the bf16 `w`: type 0 means bf16 (w is read, the rest unused).
 //   data     rows [row_begin, row_end) of the output space, row_bytes each (kSwiglu, kGegluTanh: the gate
@@ -183,9 +218,15 @@ struct SkinnyGemmKernelParams {
   int64_t ld_act;
   RopeAppendKernelParams rope;
   SkinnySplitKvInput split_kv;
+  SkinnyResidualInput residual;  // kAddRmsNorm
+  int* rope_counters;             // kRopeHeads
   int units_per_warp;  // set by the launcher
   SkinnyQuantWeights wq;
 };
+// Whether kRopeHeads runs a QKV product of n_out rows of heads of head_dim:
+// each CTA's rows lie in one head (head_dim a multiple of 8) and each warp
+// has one unit (n_out up to 8184).
+bool skinny_gemm_rope_heads_supported(int n_out, int head_dim);
 // Tokens the kernel is instantiated for at `rows` (1, 2, 4 or 8): the shared
 // memory holds that many input rows.
 int skinny_gemm_tokens(int rows);

@@ -12,13 +12,20 @@
 // Grid: one CTA per row; each thread sums a strided slice, warps reduce with
 // shuffles, one shared slot per warp finishes it.
 //
-// add_rms_norm (Gemma's post-norms): x[r] += rms_norm(y[r]) · post_weight,
+// add_rms_norm (Gemma's post-norms): x[r] += rms_norm(y[r]) · post_weight
+// (or x[r] = x_in[r] + ..., the residual read from another buffer),
 // then optionally xn[r] = bf16(rms_norm(x[r]) · next_weight), the next
 // block's pre-norm, in the same CTA. Each thread reads back only the x
 // elements it wrote itself, so the second sum needs no barrier beyond the
 // reduction's.
+//
+// Programmatic dependent launch (sm_90): both kernels may be scheduled while
+// the kernel before them finishes; each waits for it (pdl_wait) before its
+// first read of x or y and at once lets the next kernel start its own
+// prologue (a skinny GEMM's weight requests), which waits for this grid in turn.
 #include <cuda_bf16.h>
 
+#include "kernels/common/ptx.cuh"
 #include "kernels/model/model_ops.h"
 
 namespace flashscope::kernels {
@@ -47,6 +54,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const __grid_constan
   const int r = blockIdx.x;
   const float* x = p.x + int64_t(r) * p.x_stride;
   uint16_t* y = p.y + int64_t(r) * p.y_stride;
+  pdl_wait();  // x is the previous kernel's output
+  pdl_launch_dependents();
 
   float ss = 0.0f;
   for (int i = threadIdx.x; i < p.dim; i += kThreads) ss += x[i] * x[i];
@@ -62,13 +71,16 @@ __global__ void __launch_bounds__(kThreads) add_rms_norm_kernel(const __grid_con
   const int r = blockIdx.x;
   const float* y = p.y + int64_t(r) * p.y_stride;
   float* x = p.x + int64_t(r) * p.x_stride;
+  const float* x_in = p.x_in != nullptr ? p.x_in + int64_t(r) * p.x_in_stride : x;
+  pdl_wait();  // y is the previous kernel's output; x is written below (after every earlier reader finished)
+  pdl_launch_dependents();
 
   float ss = 0.0f;
   for (int i = threadIdx.x; i < p.dim; i += kThreads) ss += y[i] * y[i];
   const float y_scale = 1.0f / sqrtf(cta_sum(ss, warp_sums_smem) / float(p.dim) + p.eps);
   float ss_x = 0.0f;
   for (int i = threadIdx.x; i < p.dim; i += kThreads) {
-    const float v = x[i] + y[i] * y_scale * p.post_weight[i];
+    const float v = x_in[i] + y[i] * y_scale * p.post_weight[i];
     x[i] = v;
     ss_x += v * v;
   }
@@ -81,16 +93,14 @@ __global__ void __launch_bounds__(kThreads) add_rms_norm_kernel(const __grid_con
 
 }  // namespace
 
-cudaError_t launch_add_rms_norm(const AddRmsNormKernelParams& p, cudaStream_t stream) {
+cudaError_t launch_add_rms_norm(const AddRmsNormKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.rows <= 0) return cudaSuccess;
-  add_rms_norm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_maybe_programmatic(add_rms_norm_kernel, dim3(p.rows), dim3(kThreads), 0, stream, programmatic, p);
 }
 
-cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream) {
+cudaError_t launch_rms_norm(const RmsNormKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.rows <= 0) return cudaSuccess;
-  rms_norm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_maybe_programmatic(rms_norm_kernel, dim3(p.rows), dim3(kThreads), 0, stream, programmatic, p);
 }
 
 }  // namespace flashscope::kernels

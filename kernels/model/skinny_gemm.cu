@@ -7,12 +7,20 @@
 //         kSplitKv  paged attention's split-KV partials, merged here (the combine kernel's job)
 //         kRmsNorm  xf [rows, k] fp32 (row stride ldxf), normalized here exactly as
 //                   rms_norm_kernel does: bf16(x · (1/sqrt(Σx²/k + eps)) · weight)
+//         kAddRmsNorm  the same of r = xf + rms_norm(res_y) · res_weight (Gemma's post-norm
+//                   and residual add of the block before, add_rms_norm's job); CTA 0
+//                   stores r into res_out, the residual's other buffer, after the
+//                   producer wait (whoever read res_out before has finished: every
+//                   kernel of the step waits for its producer before it reads)
 //   out : kStore      y [rows, n_out] fp32  = in · wᵀ           (logits)
 //         kAccumulate y [rows, n_out] fp32 += in · wᵀ           (residual stream)
 //         kRopeAppend the rope_append op on in · wᵀ              (QKV → q, K/V pages)
 //         kSwiglu     act [rows, n_out] bf16 = silu(in · w_gateᵀ) · (in · w_upᵀ),
 //                     gate rows [0, n_out), up rows [n_out, 2·n_out) of w
 //         kGegluTanh  the same with gelu_tanh (Gemma)
+//         kRopeHeads  kStore into qkv, then rope_append of each head by the last CTA to
+//                     store its rows (q/k norms, biases, NeoX pairs: what kRopeAppend
+//                     cannot do in registers; rope_heads_epilogue)
 //   rows <= kSkinnyMaxRows (8).
 //
 // Why: with 1..8 tokens a decode step is a chain of GEMVs that each read a
@@ -41,6 +49,7 @@
 #include "kernels/common/ptx.cuh"
 #include "kernels/model/activation.cuh"
 #include "kernels/model/model_ops.h"
+#include "kernels/model/rope_head.cuh"
 #include "kernels/quant/quant_blocks.h"
 
 namespace flashscope::kernels {
@@ -297,6 +306,162 @@ __device__ void stage_split_kv(const SkinnyGemmKernelParams& p, uint4* x_smem, i
   }
 }
 
+// kAddRmsNorm's staging: Gemma's post-norm and residual add, then the
+// pre-norm (add_rms_norm_kernel's formulas, then stage_rms_norm's):
+//   r [t] = xf[t] + rms_norm(res_y[t]) · res_weight      (CTA 0 stores r into res_out)
+//   x_smem [kTok][kc] bf16 = rms_norm(r[t]) · norm_weight; rows past p.rows are zero.
+// Three passes over the rows, kFuseChunks chunks of loads in flight per
+// thread: Σ res_y², then Σ r², then r again into bf16 (recomputed from the
+// same loads by the same instructions, so every CTA and the stored copy hold
+// one r). A decode step's rows are a few KiB: the later passes hit L1.
+constexpr int kFuseChunks = 2;
+constexpr int kFuseRound = kThreads * kFuseChunks;
+
+// Per-token sums of every thread's part[t] over the CTA, into every thread's
+// part[t]; sums_smem is free again when this returns.
+template <int kTok>
+__device__ __forceinline__ void cta_token_sums(float (&part)[kTok], float (*sums_smem)[kWarps]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) part[t] += __shfl_xor_sync(0xffffffffu, part[t], offset);
+    if (lane == 0) sums_smem[t][warp] = part[t];
+  }
+  __syncthreads();  // every warp's partial sums are in shared memory
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += sums_smem[t][w];
+    part[t] = total;
+  }
+  __syncthreads();  // every thread has read them before a next call overwrites them
+}
+
+// 8 fp32 of a chunk (two float4), zeros when !live.
+struct Chunk8 {
+  float4 a, b;
+};
+__device__ __forceinline__ Chunk8 load_chunk8(const float* p, bool live) {
+  if (!live) return {make_float4(0, 0, 0, 0), make_float4(0, 0, 0, 0)};
+  return {*reinterpret_cast<const float4*>(p), *reinterpret_cast<const float4*>(p + 4)};
+}
+__device__ __forceinline__ float sum_squares(const Chunk8& v) {
+  return v.a.x * v.a.x + v.a.y * v.a.y + v.a.z * v.a.z + v.a.w * v.a.w + v.b.x * v.b.x + v.b.y * v.b.y +
+         v.b.z * v.b.z + v.b.w * v.b.w;
+}
+// x + y · y_scale · w element-wise: add_rms_norm_kernel's residual, one fma per element.
+__device__ __forceinline__ float residual1(float x, float y, float y_scale, float w) {
+  return __fmaf_rn(y * y_scale, w, x);
+}
+__device__ __forceinline__ Chunk8 residual8(const Chunk8& x, const Chunk8& y, float y_scale, const Chunk8& w) {
+  return {make_float4(residual1(x.a.x, y.a.x, y_scale, w.a.x), residual1(x.a.y, y.a.y, y_scale, w.a.y),
+                      residual1(x.a.z, y.a.z, y_scale, w.a.z), residual1(x.a.w, y.a.w, y_scale, w.a.w)),
+          make_float4(residual1(x.b.x, y.b.x, y_scale, w.b.x), residual1(x.b.y, y.b.y, y_scale, w.b.y),
+                      residual1(x.b.z, y.b.z, y_scale, w.b.z), residual1(x.b.w, y.b.w, y_scale, w.b.w))};
+}
+// Element idx = t · kc + c of the rows: where token t's chunk c lies in each input.
+struct FuseChunk {
+  int t, c;
+  bool live;  // idx < total and t < p.rows
+};
+__device__ __forceinline__ FuseChunk fuse_chunk(const SkinnyGemmKernelParams& p, int idx, int kc, int total) {
+  const int t = idx / kc;
+  return {t, idx % kc, idx < total && t < p.rows};
+}
+// The value of `from` (per token) that belongs to token t (registers only: t is not a constant).
+template <int kTok>
+__device__ __forceinline__ float token_value(const float (&from)[kTok], int t) {
+  float v = 0.0f;
+#pragma unroll
+  for (int tt = 0; tt < kTok; ++tt) v = t == tt ? from[tt] : v;
+  return v;
+}
+
+template <int kTok>
+__device__ void stage_add_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
+  __shared__ float sums_smem[kTok][kWarps];
+  const SkinnyResidualInput& q = p.residual;
+  const int total = kTok * kc;
+  const bool store = blockIdx.x == 0 && q.res_out != nullptr;
+  float y_scale[kTok], x_scale[kTok];
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) y_scale[t] = x_scale[t] = 0.0f;
+
+  for (int base = 0; base < total; base += kFuseRound) {  // Σ res_y² per token
+    Chunk8 y_rmem[kFuseChunks];
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+      y_rmem[j] = load_chunk8(q.res_y + e.t * q.ld_res_y + e.c * kChunkElems, e.live);
+    }
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const int t = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total).t;
+      const float ss = sum_squares(y_rmem[j]);
+#pragma unroll
+      for (int tt = 0; tt < kTok; ++tt) y_scale[tt] += t == tt ? ss : 0.0f;
+    }
+  }
+  cta_token_sums<kTok>(y_scale, sums_smem);
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) y_scale[t] = 1.0f / sqrtf(y_scale[t] / float(p.k) + p.eps);
+
+  for (int base = 0; base < total; base += kFuseRound) {  // r, stored by CTA 0; Σ r² per token
+    Chunk8 x_rmem[kFuseChunks], y_rmem[kFuseChunks], w_rmem[kFuseChunks];
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+      x_rmem[j] = load_chunk8(p.xf + e.t * p.ldxf + e.c * kChunkElems, e.live);
+      y_rmem[j] = load_chunk8(q.res_y + e.t * q.ld_res_y + e.c * kChunkElems, e.live);
+      w_rmem[j] = load_chunk8(q.res_weight + e.c * kChunkElems, e.live);
+    }
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+      const Chunk8 r = residual8(x_rmem[j], y_rmem[j], token_value<kTok>(y_scale, e.t), w_rmem[j]);
+      if (store && e.live) {
+        float* out = q.res_out + e.t * q.ld_res_out + e.c * kChunkElems;
+        *reinterpret_cast<float4*>(out) = r.a;
+        *reinterpret_cast<float4*>(out + 4) = r.b;
+      }
+      const float ss = e.live ? sum_squares(r) : 0.0f;
+#pragma unroll
+      for (int tt = 0; tt < kTok; ++tt) x_scale[tt] += e.t == tt ? ss : 0.0f;
+    }
+  }
+  cta_token_sums<kTok>(x_scale, sums_smem);
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) x_scale[t] = 1.0f / sqrtf(x_scale[t] / float(p.k) + p.eps);
+
+  for (int base = 0; base < total; base += kFuseRound) {  // bf16(r · x_scale · norm_weight)
+    Chunk8 x_rmem[kFuseChunks], y_rmem[kFuseChunks], w_rmem[kFuseChunks], n_rmem[kFuseChunks];
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+      x_rmem[j] = load_chunk8(p.xf + e.t * p.ldxf + e.c * kChunkElems, e.live);
+      y_rmem[j] = load_chunk8(q.res_y + e.t * q.ld_res_y + e.c * kChunkElems, e.live);
+      w_rmem[j] = load_chunk8(q.res_weight + e.c * kChunkElems, e.live);
+      n_rmem[j] = load_chunk8(p.norm_weight + e.c * kChunkElems, e.live);
+    }
+#pragma unroll
+    for (int j = 0; j < kFuseChunks; ++j) {
+      const int idx = base + j * kThreads + threadIdx.x;
+      const FuseChunk e = fuse_chunk(p, idx, kc, total);
+      if (idx >= total) continue;
+      const Chunk8 r = residual8(x_rmem[j], y_rmem[j], token_value<kTok>(y_scale, e.t), w_rmem[j]);
+      const float sc = token_value<kTok>(x_scale, e.t);
+      const float4 a = r.a, b = r.b, wa = n_rmem[j].a, wb = n_rmem[j].b;
+      x_smem[idx] = !e.live ? make_uint4(0, 0, 0, 0)
+                            : make_uint4(pack_bf16x2(a.x * sc * wa.x, a.y * sc * wa.y),
+                                         pack_bf16x2(a.z * sc * wa.z, a.w * sc * wa.w),
+                                         pack_bf16x2(b.x * sc * wb.x, b.y * sc * wb.y),
+                                         pack_bf16x2(b.z * sc * wb.z, b.w * sc * wb.w));
+    }
+  }
+}
+
 // The input rows into x_smem [kTok][kc] bf16, from whichever input p names.
 template <int kTok>
 __device__ __forceinline__ void stage_input(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
@@ -304,6 +469,8 @@ __device__ __forceinline__ void stage_input(const SkinnyGemmKernelParams& p, uin
     stage_bf16<kTok>(p, x_smem, kc);
   } else if (p.input == SkinnyInput::kRmsNorm) {
     stage_rms_norm<kTok>(p, x_smem, kc);
+  } else if (p.input == SkinnyInput::kAddRmsNorm) {
+    stage_add_rms_norm<kTok>(p, x_smem, kc);
   } else {
     stage_split_kv<kTok>(p, x_smem, kc);
   }
@@ -377,6 +544,7 @@ __device__ __forceinline__ void store_unit(const SkinnyGemmKernelParams& p, int 
                                            const EpilogueInputs& e) {
   switch (p.output) {
     case SkinnyOutput::kStore:
+    case SkinnyOutput::kRopeHeads:
       p.y[t * p.ldy + r.row0] = a;
       if (r.has1) p.y[t * p.ldy + r.row1] = b;
       break;
@@ -393,6 +561,38 @@ __device__ __forceinline__ void store_unit(const SkinnyGemmKernelParams& p, int 
     case SkinnyOutput::kRopeAppend:
       rope_append_pair(p.rope, t, r.row0, a, b, e);
       break;
+  }
+}
+
+// kRopeHeads, after the CTA's rows of qkv are stored: a CTA's kWarps units
+// are 2·kWarps rows of one head, head_dim / (2·kWarps) CTAs a head. Each
+// counts itself in its head's counter (its stores released first); the last
+// one (its reads acquired after the count, from L2) runs rope_append's
+// arithmetic on the head for every token, a warp a token, and sets the
+// counter back to zero: no other CTA of this grid counts that head again,
+// and the next launch on the counters starts after this grid completes.
+__device__ void rope_heads_epilogue(const SkinnyGemmKernelParams& p) {
+  __shared__ int last_smem;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const RopeAppendKernelParams& q = p.rope;
+  constexpr int kRowsPerCta = 2 * kWarps;
+  const int head = blockIdx.x * kRowsPerCta / q.head_dim;
+  fence_acq_rel_gpu();  // this thread's stores of qkv before the count
+  __syncthreads();      // every thread's stores (and fences) before thread 0 counts
+  if (threadIdx.x == 0) {
+    const int done = atomicAdd(p.rope_counters + head, 1) + 1;
+    last_smem = done == q.head_dim / kRowsPerCta;
+    if (last_smem) {
+      p.rope_counters[head] = 0;
+      fence_acq_rel_gpu();  // the other CTAs' stores, counted before ours, are visible to the reads below
+    }
+  }
+  __syncthreads();  // last_smem is written
+  if (!last_smem) return;
+  for (int t = warp; t < p.rows; t += kWarps) {
+    rope_head::Lane r;
+    rope_head::prepare(q, t, head, lane, r);
+    rope_head::finish(q, t, head, lane, r);
   }
 }
 
@@ -485,6 +685,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
       store_unit(p, t, r, a, b, epi);
     }
   }
+  if (p.output == SkinnyOutput::kRopeHeads) rope_heads_epilogue(p);  // uniform over the grid: no warp returned above
 }
 
 
@@ -693,12 +894,18 @@ __global__ void __launch_bounds__(kThreads, FLASHSCOPE_QUANT_GEMM_MIN_CTAS) skin
 // (a layer's products: 72 to 384 CTAs, every one on its own SM slot).
 constexpr int kMaxCtas = 512;
 
+int units_per_warp_for(int units) {
+  const int warps = (units + kWarps - 1) / kWarps * kWarps;
+  return std::max(1, warps / (kMaxCtas * kWarps));
+}
+
 template <int kTok>
 cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool programmatic) {
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int units = gated_units ? p.n_out : (p.n_out + 1) / 2;
-  const int warps = (units + kWarps - 1) / kWarps * kWarps;
-  p.units_per_warp = std::max(1, warps / (kMaxCtas * kWarps));
+  p.units_per_warp = units_per_warp_for(units);
+  if (p.output == SkinnyOutput::kRopeHeads && !skinny_gemm_rope_heads_supported(p.n_out, p.rope.head_dim))
+    return cudaErrorInvalidValue;
   return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,
                                    dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
                                    dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
@@ -755,8 +962,14 @@ int skinny_gemm_tokens(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <
 
 size_t skinny_gemm_smem_bytes(int rows, int k) { return size_t(skinny_gemm_tokens(rows)) * k * sizeof(uint16_t); }
 
+bool skinny_gemm_rope_heads_supported(int n_out, int head_dim) {
+  return head_dim >= 2 * kWarps && head_dim % (2 * kWarps) == 0 && n_out > 0 && n_out % head_dim == 0 &&
+         units_per_warp_for(n_out / 2) == 1;
+}
+
 cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.rows <= 0) return cudaSuccess;
+  if (p.output == SkinnyOutput::kRopeHeads && p.wq.type != 0) return cudaErrorInvalidValue;  // bf16 kernel only
   if (p.wq.type != 0) {
     switch (skinny_gemm_tokens(p.rows)) {
       case 1: return launch_quant_tokens<1>(p, stream, programmatic);

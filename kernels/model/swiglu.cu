@@ -5,9 +5,12 @@
 //   out : [rows, ffn] bf16 (row stride out_stride), the down GEMM's input
 //   out[r][i] = bf16(f(gate) · up), f silu (cpu::swiglu's formula) or gelu_tanh
 //
-// Grid: (ceil(ffn / kThreads), rows); one element per thread.
+// Grid: (ceil(ffn / kThreads), rows); one element per thread. Programmatic
+// on sm_90 like rmsnorm.cu's kernels: waits for gu's producer, then lets the
+// down GEMM start requesting its weights.
 #include <cuda_bf16.h>
 
+#include "kernels/common/ptx.cuh"
 #include "kernels/model/activation.cuh"
 #include "kernels/model/model_ops.h"
 
@@ -19,6 +22,8 @@ constexpr int kThreads = 256;
 __global__ void __launch_bounds__(kThreads) swiglu_kernel(const __grid_constant__ SwigluKernelParams p) {
   const int r = blockIdx.y;
   const int i = blockIdx.x * kThreads + threadIdx.x;
+  pdl_wait();
+  pdl_launch_dependents();
   if (i >= p.ffn) return;
   const float* row = p.gu + int64_t(r) * p.gu_stride;
   const float g = row[i];
@@ -28,11 +33,10 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(const __grid_constant_
 
 }  // namespace
 
-cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream) {
+cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.rows <= 0 || p.ffn <= 0) return cudaSuccess;
   const dim3 grid((p.ffn + kThreads - 1) / kThreads, p.rows);
-  swiglu_kernel<<<grid, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_maybe_programmatic(swiglu_kernel, grid, dim3(kThreads), 0, stream, programmatic, p);
 }
 
 }  // namespace flashscope::kernels

@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #if FLASHSCOPE_WITH_CUDA
@@ -60,8 +62,9 @@ Result<DeviceFacts> read_device_facts(int device) {
 #endif
   // Programmatic launches exist from sm_90 on; elsewhere the attribute is not
   // set at all. Every kernel launched programmatically must wait: the split-KV
-  // combine and the decode step's GEMMs are asked (a kernel with no code for
-  // this device says so at its launch, with the launch's own error).
+  // combine and the decode step's GEMMs are asked (the decode step's other
+  // kernels, kernels/model/, are built for the GEMM's targets; a kernel with
+  // no code for this device says so at its launch, with the launch's own error).
   bool combine_waits = false, gemm_waits = false;
   if (cc_major >= 9 && (kernels::paged_combine_waits_on_producer(&combine_waits) != cudaSuccess ||
                         kernels::skinny_gemm_waits_on_producer(&gemm_waits) != cudaSuccess)) {
@@ -72,7 +75,23 @@ Result<DeviceFacts> read_device_facts(int device) {
   return f;
 }
 
+// -1: not read from the environment yet; else 0 or 1.
+std::atomic<int> g_programmatic_allowed{-1};
+
 }  // namespace
+
+bool programmatic_allowed() {
+  int v = g_programmatic_allowed.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("FLASHSCOPE_CUDA_PDL");
+    v = env != nullptr && std::strcmp(env, "0") == 0 ? 0 : 1;
+    int expected = -1;  // allow_programmatic() may have set it meanwhile: that wins
+    if (!g_programmatic_allowed.compare_exchange_strong(expected, v, std::memory_order_relaxed)) v = expected;
+  }
+  return v != 0;
+}
+
+void allow_programmatic(bool on) { g_programmatic_allowed.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 Result<DeviceFacts> device_facts() {
   int device = 0;
@@ -81,18 +100,24 @@ Result<DeviceFacts> device_facts() {
     return device_error("cannot read the current CUDA device");
   }
   const bool cacheable = device >= 0 && device < kCachedDevices;
-  if (cacheable) {
-    const uint64_t v = g_device_facts[device].load(std::memory_order_relaxed);
-    if (v & kKnown) return unpack(v, device);
-  }
-  auto f = read_device_facts(device);
-  if (f.ok() && cacheable) g_device_facts[device].store(pack(f.value()), std::memory_order_relaxed);
+  Result<DeviceFacts> f = [&]() -> Result<DeviceFacts> {
+    if (cacheable) {
+      const uint64_t v = g_device_facts[device].load(std::memory_order_relaxed);
+      if (v & kKnown) return unpack(v, device);
+    }
+    auto read = read_device_facts(device);
+    if (read.ok() && cacheable) g_device_facts[device].store(pack(read.value()), std::memory_order_relaxed);
+    return read;
+  }();
+  if (f.ok() && !programmatic_allowed()) f.value().programmatic = false;
   return f;
 }
 
 #else
 
 Result<DeviceFacts> device_facts() { return unsupported("this build of flashscope has no CUDA backend"); }
+bool programmatic_allowed() { return false; }
+void allow_programmatic(bool) {}
 
 #endif
 

@@ -24,6 +24,14 @@ struct DeviceFacts {
 };
 
 // The current device's facts; kDeviceError when the device cannot be read.
+// `programmatic` is also false while programmatic launches are turned off.
 Result<DeviceFacts> device_facts();
+
+// Programmatic launches for the whole process: on unless the environment
+// says FLASHSCOPE_CUDA_PDL=0 (read at the first call), so one build can time
+// a decode step with and without them. allow_programmatic() sets it (the
+// tests' A/B); launches already captured into a graph keep their attribute.
+bool programmatic_allowed();
+void allow_programmatic(bool on);
 
 }  // namespace flashscope::cuda

@@ -33,6 +33,10 @@ struct CudaForwardStats {
   uint64_t host_sampled_tokens = 0;     // the row downloaded and sample() run on the host (top_k 0 or > 1024)
   // Steps enqueued (plainly or into a graph) with the fused few-token GEMMs (cuda_total_stats only):
   uint64_t fused_step_enqueues = 0;
+  // Of those, steps with Gemma's post-norms folded into the next GEMM's staging (no add_rms_norm launches):
+  uint64_t norm_fused_enqueues = 0;
+  // Of those, steps whose QKV GEMMs ran rope_append themselves (kRopeHeads: no rope_append launches):
+  uint64_t rope_fused_enqueues = 0;
   std::string last_capture_error;       // why the last capture failed, empty if none did
 };
 

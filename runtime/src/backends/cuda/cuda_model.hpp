@@ -53,7 +53,8 @@ namespace flashscope::model {
 struct TotalStats {
   std::atomic<uint64_t> forwards{0}, decode_steps{0}, graph_replays{0}, graph_captures{0}, graph_capture_failures{0},
       plain_decode_steps{0}, batch_steps{0}, batch_rows{0}, batch_graph_replays{0}, batch_graph_captures{0},
-      device_sampled_tokens{0}, host_sampled_tokens{0}, fused_step_enqueues{0};
+      device_sampled_tokens{0}, host_sampled_tokens{0}, fused_step_enqueues{0}, norm_fused_enqueues{0},
+      rope_fused_enqueues{0};
   std::mutex error_mutex;
   std::string last_capture_error;
 };
@@ -158,6 +159,10 @@ struct StepScratch {
   int rows = 0;  // tokens the activations hold
   DeviceBuffer x, xn, qkv, q, o, gu, act;
   DeviceBuffer y;  // [rows, hidden] fp32: a block's output before its post-norm (gemma3)
+  // [rows, hidden] fp32 (gemma3): the residual stream's second buffer, which
+  // the fused post-norms alternate with x (cuda_step.cpp); empty otherwise.
+  DeviceBuffer x_alt;
+  DeviceBuffer rope_counters;  // [q_heads + 2·kv_heads] int32, zero between launches (kRopeHeads)
   int logit_rows = 0;
   DeviceBuffer logits;     // [logit_rows, vocab] fp32
   DeviceBuffer dequant;    // quantized weights' bf16 slices for cuBLAS (many-row steps)
@@ -259,6 +264,14 @@ struct CudaModel {
   // fused few-token GEMMs (cuda::skinny_gemm); FLASHSCOPE_CUDA_SKINNY=0
   // keeps them on cuBLAS with the separate norm / RoPE / SwiGLU kernels.
   bool skinny = true;
+  // In those steps, Gemma's post-norms ride in the next GEMM's staging
+  // (cuda_step.cpp); FLASHSCOPE_CUDA_FUSE_NORMS=0 launches add_rms_norm instead.
+  bool fuse_norms = true;
+  // And the q/k norms, RoPE and K/V append of a family the QKV GEMM's own
+  // epilogue cannot rotate (NeoX pairs, biases, q/k norms) ride at the end
+  // of that GEMM (kRopeHeads) instead of a rope_append launch, with bf16
+  // weights; FLASHSCOPE_CUDA_FUSE_ROPE=0 launches rope_append.
+  bool fuse_rope = true;
   std::mutex mutex;    // see the top of this file
   KvPool pool;         // guarded by mutex
 

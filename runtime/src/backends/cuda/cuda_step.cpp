@@ -36,9 +36,14 @@
 //     x += o · Woᵀ                                     kBf16 → kAccumulate, or kSplitKv:
 //                                                      the attention's split-KV partials merged
 //                                                      here (no combine launch) [gemma3: kStore into
-//                                                      y, then add_rms_norm]
+//                                                      y, its post-norm in the next product (below)]
 //     act = swiglu(rms_norm(x) · Wguᵀ)                 kRmsNorm → kSwiglu (kGegluTanh)
 //     x += act · Wdownᵀ                                kBf16 → kAccumulate [gemma3: as for O]
+// Gemma's post-norms take no launch there (cm.fuse_norms): the O and down
+// products store y, and the next product's staging (kAddRmsNorm) adds
+// rms_norm(y) · post_weight into the residual before its own pre-norm, the
+// residual alternating between x and x_alt; one add_rms_norm after the last
+// layer (with the cuBLAS head's norm behind it) puts it back into x.
 // Same roundings as the cuBLAS path (bf16 inputs, fp32 sums and residual);
 // only the summation order differs. Past 4 tokens cuBLAS wins (its cost is
 // flat in M; ours grows with the rows), so larger steps keep it
@@ -138,8 +143,8 @@ Status StepScratch::init(size_t cublas_workspace_bytes) {
 void StepScratch::release() {
   if (stream != nullptr) cudaStreamSynchronize(stream);
   graph.drop();
-  for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &y, &logits, &dequant, &attn_ws, &cublas_ws, &step_dev,
-                          &sampler.penalty_ids, &sampler.token, &batch_sampler.block, &tap_stage})
+  for (DeviceBuffer* b : {&x, &xn, &qkv, &q, &o, &gu, &act, &y, &x_alt, &rope_counters, &logits, &dequant, &attn_ws,
+                          &cublas_ws, &step_dev, &sampler.penalty_ids, &sampler.token, &batch_sampler.block, &tap_stage})
     *b = DeviceBuffer();
   rows = 0;
   logit_rows = 0;
@@ -187,7 +192,8 @@ Status ensure_rows(const ModelConfig& c, StepScratch& sc, int rows) {
   } plan[] = {{&sc.x, R * H * 4, "activations x"},   {&sc.xn, R * H * 2, "activations xn"},
               {&sc.qkv, R * qkv_dim * 4, "activations qkv"}, {&sc.q, R * qd * 2, "activations q"},
               {&sc.o, R * qd * 2, "activations o"},  {&sc.gu, R * 2 * F * 4, "activations gate/up"},
-              {&sc.act, R * F * 2, "activations act"}, {&sc.y, R * H * 4, "activations y"}};
+              {&sc.act, R * F * 2, "activations act"}, {&sc.y, R * H * 4, "activations y"},
+              {&sc.x_alt, c.post_norms ? R * H * 4 : 0, "activations x (second buffer)"}};
   constexpr size_t kBuffers = sizeof(plan) / sizeof(plan[0]);
   DeviceBuffer fresh[kBuffers];
   for (size_t i = 0; i < kBuffers; ++i) {
@@ -197,6 +203,15 @@ Status ensure_rows(const ModelConfig& c, StepScratch& sc, int rows) {
     FLASHSCOPE_RETURN_IF_ERROR(poison(fresh[i].data(), plan[i].bytes, sc.stream, plan[i].what));
   }
   for (size_t i = 0; i < kBuffers; ++i) *plan[i].buf = std::move(fresh[i]);
+  // kRopeHeads' counts per head: zero once, and every launch leaves them zero.
+  const size_t counter_bytes = static_cast<size_t>(c.n_heads + 2 * c.n_kv_heads) * sizeof(int32_t);
+  if (sc.rope_counters.size() < counter_bytes) {
+    auto b = device_alloc(counter_bytes, "the RoPE head counters");
+    if (!b.ok()) return b.status();
+    FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaMemsetAsync(b->data(), 0, counter_bytes, sc.stream),
+                                          "cudaMemsetAsync of the RoPE head counters"));
+    sc.rope_counters = std::move(b).value();
+  }
   sc.rows = r;
   sc.bump();
   return {};
@@ -400,6 +415,30 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
   const bool rope_in_gemm = c.rope_style == RopeStyle::kPairs && !c.qkv_bias && !c.qk_norm;
   const cuda::SkinnyOutput gate_out =
       c.ffn_activation == FfnActivation::kGeluTanh ? cuda::SkinnyOutput::kGegluTanh : cuda::SkinnyOutput::kSwiglu;
+
+  // Gemma's post-norms in the fused path (cm.fuse_norms): a block's output y
+  // is left pending, and the next product's staging (kAddRmsNorm) adds
+  // rms_norm(y) · post_weight to the residual before its pre-norm, CTA 0
+  // storing the sum into the residual's other buffer (x <-> x_alt: no CTA
+  // reads what another writes). A layer's two post-norms then cost no launch
+  // of their own; after the last layer one add_rms_norm brings the residual
+  // back into x (with the LM head's norm behind it when cuBLAS runs the head).
+  const bool fold_norms = skinny && cm.fuse_norms && c.post_norms &&
+                          sc.x_alt.size() >= static_cast<size_t>(n) * static_cast<size_t>(H) * sizeof(float);
+  if (fold_norms) totals().norm_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
+  // The families whose RoPE the QKV epilogue cannot do in registers: the
+  // kRopeHeads GEMM runs rope_append on each head once its rows are stored
+  // (cm.fuse_rope), where every layer's QKV is one bf16 run.
+  const bool fold_rope = [&] {
+    if (!skinny || rope_in_gemm || !cm.fuse_rope || cm.quantized) return false;
+    if (!cuda::skinny_rope_heads_supported(qkv_dim, c.head_dim)) return false;
+    return sc.rope_counters.size() >= static_cast<size_t>(c.n_heads + 2 * c.n_kv_heads) * sizeof(int32_t);
+  }();
+  if (fold_rope) totals().rope_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
+  float* x_cur = x;                     // the residual stream's buffer now
+  const float* pending_post = nullptr;  // the post-norm weight of y, not yet added into x_cur
+  auto x_other = [&]() { return x_cur == x ? static_cast<float*>(sc.x_alt.data()) : x; };
+
   auto fused = [&](cuda::SkinnyInput input, cuda::SkinnyOutput output, const cuda::DeviceMatrix& w, int n_out,
                    int k) {
     cuda::SkinnyGemmOp op;
@@ -409,14 +448,36 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
     op.rows = n;
     op.n_out = n_out;
     op.k = k;
-    op.xf = x;
+    op.xf = x_cur;
     op.ldxf = H;
     op.eps = c.rms_eps;
-    op.y = x;
+    op.y = x_cur;
     op.ldy = H;
     op.act = act;
     op.ld_act = F;
     return op;
+  };
+  // The pre-norm input of a product that reads the residual, with a pending
+  // post-norm folded in; `store`: this launch writes the new residual (the
+  // first of a stacked product's runs; the others read the same inputs).
+  auto norm_input = [&](cuda::SkinnyGemmOp& op, const float* norm_weight, bool store) {
+    op.input = cuda::SkinnyInput::kRmsNorm;
+    op.xf = x_cur;
+    op.ldxf = H;
+    op.norm_weight = norm_weight;
+    if (pending_post == nullptr) return;
+    op.input = cuda::SkinnyInput::kAddRmsNorm;
+    op.res_y = y;
+    op.ld_res_y = H;
+    op.res_weight = pending_post;
+    op.res_out = store ? x_other() : nullptr;
+    op.ld_res_out = H;
+  };
+  // After such a product's launches: the sum is the residual.
+  auto settle = [&]() {
+    if (pending_post == nullptr) return;
+    x_cur = x_other();
+    pending_post = nullptr;
   };
 
   // A stacked product's runs stored into out [n, ldy] fp32, the fused
@@ -427,11 +488,12 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
       cuda::SkinnyGemmOp op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kStore, runs.run[i],
                                     static_cast<int>(ldy), H);
       op.row_begin = runs.begin[i];
-      op.norm_weight = norm_weight;
+      norm_input(op, norm_weight, i == 0);
       op.y = out;
       op.ldy = ldy;
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(op, s));
     }
+    settle();
     return Status{};
   };
   auto swiglu_rows = [&]() {
@@ -497,10 +559,21 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
           cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeAppend,
                                             L.qkv.run[i], qkv_dim, H);
           qkv_op.row_begin = L.qkv.begin[i];
-          qkv_op.norm_weight = L.attn_norm;
+          norm_input(qkv_op, L.attn_norm, i == 0);
           qkv_op.rope = ra;
           FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
         }
+        settle();
+      } else if (fold_rope) {  // one bf16 run: the GEMM runs rope_append at its end
+        cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeHeads,
+                                          L.qkv.run[0], qkv_dim, H);
+        norm_input(qkv_op, L.attn_norm, true);
+        qkv_op.y = qkv;
+        qkv_op.ldy = qkv_dim;
+        qkv_op.rope = ra;
+        qkv_op.rope_counters = static_cast<int*>(sc.rope_counters.data());
+        FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
+        settle();
       } else {
         FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.qkv, L.attn_norm, qkv, qkv_dim));
         FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
@@ -523,12 +596,14 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
         wo_op.y = y;
       }
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(wo_op, s));
-      if (post_attn) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, nullptr));
+      if (post_attn && fold_norms) pending_post = L.post_attn_norm;
+      if (post_attn && !fold_norms) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, nullptr));
       if (L.gate.type == L.up.type) {
         cuda::SkinnyGemmOp gu_op = fused(cuda::SkinnyInput::kRmsNorm, gate_out, L.gate, F, H);
         gu_op.matrix_up = &L.up;
-        gu_op.norm_weight = L.ffn_norm;
+        norm_input(gu_op, L.ffn_norm, true);
         FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(gu_op, s));
+        settle();
       } else {  // gate and up of different types: each into gu, then the gate kernel
         FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.gate_up, L.ffn_norm, gu, 2 * F));
         FLASHSCOPE_RETURN_IF_ERROR(swiglu_rows());
@@ -541,7 +616,8 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
         down_op.y = y;
       }
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(down_op, s));
-      if (post_ffn) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_ffn_norm, nullptr));
+      if (post_ffn && fold_norms) pending_post = L.post_ffn_norm;
+      if (post_ffn && !fold_norms) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_ffn_norm, nullptr));
       continue;
     }
 
@@ -575,6 +651,28 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
   // through the skinny kernel, norm included (bench/TUNING.md#engine). A
   // quantized one reads 3-4× fewer bytes through the fused kernel (final
   // norm in front) for a few rows.
+  const bool blas_head = head_rows > 0 && !skinny_head(c, cm, head_rows);
+  bool head_normed = false;  // xn rows [row0, row0 + head_rows) hold the head's input
+  if (pending_post != nullptr) {  // the last post-norm, back into x (the head and kAll's later blocks read x)
+    cuda::AddRmsNormOp op;
+    op.y = y;
+    op.y_stride = H;
+    op.post_weight = pending_post;
+    op.x = x;
+    op.x_stride = H;
+    op.x_in = x_cur == x ? nullptr : x_cur;
+    op.x_in_stride = H;
+    op.next_weight = blas_head ? cm.output_norm : nullptr;
+    op.xn = xn;
+    op.xn_stride = H;
+    op.rows = n;
+    op.dim = H;
+    op.eps = c.rms_eps;
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::add_rms_norm(op, s));
+    head_normed = blas_head;
+    x_cur = x;
+    pending_post = nullptr;
+  }
   if (head_rows > 0) {
     if (skinny_head(c, cm, head_rows)) {
       cuda::SkinnyGemmOp op;
@@ -592,8 +690,9 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
       op.ldy = c.vocab;
       return cuda::skinny_gemm(op, s);
     }
-    FLASHSCOPE_RETURN_IF_ERROR(norm(cm.output_norm, row0, head_rows));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.output, xn, H, logits_out, c.vocab, head_rows, false));
+    if (!head_normed) FLASHSCOPE_RETURN_IF_ERROR(norm(cm.output_norm, row0, head_rows));
+    const uint16_t* head_in = head_normed ? xn + static_cast<int64_t>(row0) * H : xn;
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.output, head_in, H, logits_out, c.vocab, head_rows, false));
   }
   return {};
 }

@@ -84,6 +84,8 @@ CudaForwardStats cuda_total_stats() {
   s.device_sampled_tokens = t.device_sampled_tokens.load();
   s.host_sampled_tokens = t.host_sampled_tokens.load();
   s.fused_step_enqueues = t.fused_step_enqueues.load();
+  s.norm_fused_enqueues = t.norm_fused_enqueues.load();
+  s.rope_fused_enqueues = t.rope_fused_enqueues.load();
   std::lock_guard<std::mutex> lock(t.error_mutex);
   s.last_capture_error = t.last_capture_error;
   return s;
@@ -412,6 +414,10 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   cm->graphs = !(graphs != nullptr && std::strcmp(graphs, "0") == 0);
   const char* skinny = std::getenv("FLASHSCOPE_CUDA_SKINNY");
   cm->skinny = !(skinny != nullptr && std::strcmp(skinny, "0") == 0);
+  const char* fuse_norms = std::getenv("FLASHSCOPE_CUDA_FUSE_NORMS");
+  cm->fuse_norms = !(fuse_norms != nullptr && std::strcmp(fuse_norms, "0") == 0);
+  const char* fuse_rope = std::getenv("FLASHSCOPE_CUDA_FUSE_ROPE");
+  cm->fuse_rope = !(fuse_rope != nullptr && std::strcmp(fuse_rope, "0") == 0);
   return cm;
 }
 

@@ -52,6 +52,14 @@ Status launched(cudaError_t err, const char* kernel) {
   return device_error(std::string(kernel) + " launch failed: " + cudaGetErrorString(err));
 }
 
+// Whether the decode step's kernels are launched programmatically (sm_90
+// PDL, device_facts.hpp): each waits for the kernel before it on the GPU.
+Result<bool> programmatic() {
+  auto facts = device_facts();
+  if (!facts.ok()) return facts.status();
+  return facts->programmatic;
+}
+
 }  // namespace
 
 Status embedding(const EmbeddingOp& op, void* stream) {
@@ -74,7 +82,9 @@ Status rms_norm(const RmsNormOp& op, void* stream) {
                          ") must be >= dim " + std::to_string(op.dim));
   if (!(op.eps >= 0.0f)) return bad(name, "eps must be >= 0");
   kernels::RmsNormKernelParams k{op.x, op.x_stride, op.weight, op.y, op.y_stride, op.rows, op.dim, op.eps};
-  return launched(kernels::launch_rms_norm(k, static_cast<cudaStream_t>(stream)), "rms_norm");
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_rms_norm(k, static_cast<cudaStream_t>(stream), *pdl), "rms_norm");
 }
 
 Status add_rms_norm(const AddRmsNormOp& op, void* stream) {
@@ -87,10 +97,14 @@ Status add_rms_norm(const AddRmsNormOp& op, void* stream) {
     return bad(name, "row strides (y " + std::to_string(op.y_stride) + ", x " + std::to_string(op.x_stride) +
                          ", xn " + std::to_string(op.xn_stride) + ") must be >= dim " + std::to_string(op.dim));
   if (!(op.eps >= 0.0f)) return bad(name, "eps must be >= 0");
-  kernels::AddRmsNormKernelParams k{op.y,           op.y_stride, op.post_weight, op.x,   op.x_stride,
-                                    op.next_weight, op.xn,       op.xn_stride,   op.rows, op.dim,
-                                    op.eps};
-  return launched(kernels::launch_add_rms_norm(k, static_cast<cudaStream_t>(stream)), "add_rms_norm");
+  if (op.x_in && (op.x_in_stride < op.dim || op.x_in == op.x))
+    return bad(name, "x_in (when set) must not be x and x_in_stride must be >= dim");
+  kernels::AddRmsNormKernelParams k{op.y,    op.y_stride,     op.post_weight, op.x,           op.x_stride,
+                                    op.x_in, op.x_in_stride,  op.next_weight, op.xn,          op.xn_stride,
+                                    op.rows, op.dim,          op.eps};
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_add_rms_norm(k, static_cast<cudaStream_t>(stream), *pdl), "add_rms_norm");
 }
 
 namespace {
@@ -154,6 +168,7 @@ kernels::SkinnyOutput kernel_output(SkinnyOutput o) {
     case SkinnyOutput::kRopeAppend: return kernels::SkinnyOutput::kRopeAppend;
     case SkinnyOutput::kSwiglu: return kernels::SkinnyOutput::kSwiglu;
     case SkinnyOutput::kGegluTanh: return kernels::SkinnyOutput::kGegluTanh;
+    case SkinnyOutput::kRopeHeads: return kernels::SkinnyOutput::kRopeHeads;
     case SkinnyOutput::kStore: break;
   }
   return kernels::SkinnyOutput::kStore;
@@ -172,12 +187,19 @@ Status rope_append(const RopeAppendOp& op, void* stream) {
     return bad(name, "qkv_stride " + std::to_string(op.qkv_stride) + " must be even and >= (q_heads + 2·kv_heads)·head_dim = " +
                          std::to_string(row));
   if (!aligned(op.qkv, 8)) return bad(name, "qkv must be 8-byte aligned (float2 loads)");
-  return launched(kernels::launch_rope_append(rope_params(op), static_cast<cudaStream_t>(stream)), "rope_append");
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_rope_append(rope_params(op), static_cast<cudaStream_t>(stream), *pdl),
+                  "rope_append");
 }
 
 bool skinny_gemm_supported(int rows, int k) {
   return rows >= 1 && rows <= kernels::kSkinnyMaxRows && k >= 8 && k % 8 == 0 &&
          kernels::skinny_gemm_smem_bytes(rows, k) <= kSkinnySmemLimit;
+}
+
+bool skinny_rope_heads_supported(int n_out, int head_dim) {
+  return kernels::skinny_gemm_rope_heads_supported(n_out, head_dim);
 }
 
 bool skinny_quant_supported(int rows, int k) {
@@ -269,6 +291,23 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
     if (!op.norm_weight) return bad(name, "norm_weight must not be null");
     if (!(op.eps >= 0.0f)) return bad(name, "eps must be >= 0");
   }
+  if (op.input == SkinnyInput::kAddRmsNorm) {
+    if (!op.res_y || !aligned(op.res_y, 16) || op.ld_res_y < op.k || op.ld_res_y % 4 != 0 || !op.res_weight ||
+        !aligned(op.res_weight, 16) || !aligned(op.norm_weight, 16))
+      return bad(name, "kAddRmsNorm: res_y, res_weight and norm_weight must be non-null and 16-byte aligned, "
+                       "ld_res_y >= k and a multiple of 4");
+    if (op.res_out && (!aligned(op.res_out, 16) || op.ld_res_out < op.k || op.ld_res_out % 4 != 0))
+      return bad(name, "kAddRmsNorm: res_out must be 16-byte aligned, ld_res_out >= k and a multiple of 4");
+    // Every CTA reads xf and res_y while CTA 0 writes res_out: the rows must not overlap.
+    auto overlaps = [&](const float* a, int64_t lda, const float* b, int64_t ldb) {
+      const float* a_end = a + int64_t(op.rows - 1) * lda + op.k;
+      const float* b_end = b + int64_t(op.rows - 1) * ldb + op.k;
+      return a < b_end && b < a_end;
+    };
+    if (op.res_out && (overlaps(op.res_out, op.ld_res_out, op.xf, op.ldxf) ||
+                       overlaps(op.res_out, op.ld_res_out, op.res_y, op.ld_res_y)))
+      return bad(name, "kAddRmsNorm: res_out must not overlap xf or res_y");
+  }
   switch (op.output) {
     case SkinnyOutput::kStore:
     case SkinnyOutput::kAccumulate:
@@ -278,6 +317,21 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
     case SkinnyOutput::kGegluTanh:
       if (!op.act || op.ld_act < op.n_out) return bad(name, "act must not be null and ld_act >= n_out");
       break;
+    case SkinnyOutput::kRopeHeads: {
+      FLASHSCOPE_RETURN_IF_ERROR(check_rope_target(op.rope, name));
+      if (quant) return bad(name, "kRopeHeads takes bf16 weights (store the product, then rope_append)");
+      const int64_t row = int64_t(op.rope.q_heads + 2 * op.rope.kv_heads) * op.rope.head_dim;
+      if (op.n_out != row)
+        return bad(name, "n_out " + std::to_string(op.n_out) + " must be (q_heads + 2·kv_heads)·head_dim = " +
+                             std::to_string(row) + " for kRopeHeads");
+      if (!skinny_rope_heads_supported(op.n_out, op.rope.head_dim))
+        return unsupported("skinny_gemm: kRopeHeads needs head_dim a multiple of 8 and n_out <= 8184");
+      if (!op.y || op.ldy < op.n_out || op.ldy % 2 != 0 || !aligned(op.y, 8))
+        return bad(name, "kRopeHeads: y must be non-null and 8-byte aligned, ldy >= n_out and even");
+      if (!op.rope_counters || !aligned(op.rope_counters, 4))
+        return bad(name, "kRopeHeads: rope_counters must not be null");
+      break;
+    }
     case SkinnyOutput::kRopeAppend: {
       FLASHSCOPE_RETURN_IF_ERROR(check_rope_target(op.rope, name));
       if (op.rope.neox || op.rope.bias || op.rope.q_norm || op.rope.k_norm)
@@ -291,9 +345,12 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
     }
   }
   kernels::SkinnyGemmKernelParams k{};
-  k.input = op.input == SkinnyInput::kBf16      ? kernels::SkinnyInput::kBf16
-            : op.input == SkinnyInput::kRmsNorm ? kernels::SkinnyInput::kRmsNorm
-                                                : kernels::SkinnyInput::kSplitKv;
+  k.input = op.input == SkinnyInput::kBf16         ? kernels::SkinnyInput::kBf16
+            : op.input == SkinnyInput::kRmsNorm    ? kernels::SkinnyInput::kRmsNorm
+            : op.input == SkinnyInput::kAddRmsNorm ? kernels::SkinnyInput::kAddRmsNorm
+                                                   : kernels::SkinnyInput::kSplitKv;
+  if (op.input == SkinnyInput::kAddRmsNorm)
+    k.residual = {op.res_y, op.ld_res_y, op.res_weight, op.res_out, op.ld_res_out};
   if (op.input == SkinnyInput::kSplitKv) {
     k.split_kv = {op.split_kv.o_partial, op.split_kv.lse_partial, op.split_kv.num_splits,
                   op.split_kv.q_heads,   op.split_kv.head_dim,    op.split_kv.q_len,
@@ -315,11 +372,18 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
   k.act = op.act;
   k.ld_act = op.ld_act;
   if (op.output == SkinnyOutput::kRopeAppend) k.rope = rope_params(op.rope);
+  if (op.output == SkinnyOutput::kRopeHeads) {
+    RopeAppendOp r = op.rope;
+    r.qkv = op.y;
+    r.qkv_stride = op.ldy;
+    r.n = op.rows;
+    k.rope = rope_params(r);
+    k.rope_counters = op.rope_counters;
+  }
   k.wq = wq;
-  auto facts = device_facts();
-  if (!facts.ok()) return facts.status();
-  return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), facts->programmatic),
-                  "skinny_gemm");
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), *pdl), "skinny_gemm");
 }
 
 Status swiglu(const SwigluOp& op, void* stream) {
@@ -333,7 +397,9 @@ Status swiglu(const SwigluOp& op, void* stream) {
   kernels::SwigluKernelParams k{op.gu,   op.gu_stride, op.out, op.out_stride, op.rows, op.ffn,
                                 op.activation == GateActivation::kGeluTanh ? kernels::GateActivation::kGeluTanh
                                                                             : kernels::GateActivation::kSilu};
-  return launched(kernels::launch_swiglu(k, static_cast<cudaStream_t>(stream)), "swiglu");
+  auto pdl = programmatic();
+  if (!pdl.ok()) return pdl.status();
+  return launched(kernels::launch_swiglu(k, static_cast<cudaStream_t>(stream), *pdl), "swiglu");
 }
 
 Result<CublasHandle> CublasHandle::create() {
@@ -801,6 +867,7 @@ Status swiglu(const SwigluOp&, void*) { return no_cuda(); }
 Status gemm_bf16(void*, const GemmOp&) { return no_cuda(); }
 bool skinny_gemm_supported(int, int) { return false; }
 bool skinny_quant_supported(int, int) { return false; }
+bool skinny_rope_heads_supported(int, int) { return false; }
 bool quant_matrix_type_supported(GgmlType) { return false; }
 size_t quant_matrix_tail_bytes() { return 16; }
 Status dequantize_bf16(const DeviceMatrix&, int, int, uint16_t*, int64_t, void*) { return no_cuda(); }

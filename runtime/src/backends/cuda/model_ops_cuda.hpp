@@ -86,12 +86,15 @@ Status rms_norm(const RmsNormOp& op, void* stream);
 
 // Gemma's post-norm + residual, and the next pre-norm behind it:
 //   x += rms_norm(y) · post_weight;  xn = bf16(rms_norm(x) · next_weight) when next_weight is set
+// With x_in: x = x_in + rms_norm(y) · post_weight (x_in another buffer).
 struct AddRmsNormOp {
   const float* y = nullptr;  // [rows, dim] fp32, row stride y_stride
   int64_t y_stride = 0;
   const float* post_weight = nullptr;  // [dim]
   float* x = nullptr;                  // [rows, dim] fp32, row stride x_stride (in place)
   int64_t x_stride = 0;
+  const float* x_in = nullptr;         // [rows, dim] fp32 (x_in_stride), or null: x
+  int64_t x_in_stride = 0;
   const float* next_weight = nullptr;  // [dim] or null
   uint16_t* xn = nullptr;              // [rows, dim] bf16, row stride xn_stride (with next_weight)
   int64_t xn_stride = 0;
@@ -189,7 +192,10 @@ Status gemm_bf16(void* cublas, const GemmOp& op);
 // rows need more than 48 KiB of shared memory (skinny_gemm_supported).
 //          kSplitKv: paged attention's output left as split-KV partials (see
 //                    SkinnyGemmOp::split_kv), merged here as the combine kernel would
-enum class SkinnyInput { kBf16, kRmsNorm, kSplitKv };
+//          kAddRmsNorm: kRmsNorm of xf + rms_norm(res_y) · res_weight, Gemma's post-norm and
+//                    residual add (add_rms_norm) done in the staging; the sum is stored
+//                    into res_out (when set), which must alias neither xf nor res_y
+enum class SkinnyInput { kBf16, kRmsNorm, kSplitKv, kAddRmsNorm };
 // Where the kSplitKv partials are: o_partial [num_splits, partial_rows,
 // head_dim] fp32 and lse_partial [num_splits, partial_rows] (the workspace of
 // a paged attention call that did not merge), partial row (seq · q_heads +
@@ -201,7 +207,11 @@ struct SkinnySplitKv {
   int num_splits = 0, q_heads = 0, head_dim = 0, q_len = 1;
   int64_t partial_rows = 0;
 };
-enum class SkinnyOutput { kStore, kAccumulate, kRopeAppend, kSwiglu, kGegluTanh };
+//          kRopeHeads: y = in · wᵀ as kStore (the QKV product: rope.qkv and qkv_stride are y and
+//                      ldy), then rope_append(`rope`) on it in the same launch, every option
+//                      of rope_append allowed; bf16 weights only and
+//                      skinny_rope_heads_supported(); rope_counters as below
+enum class SkinnyOutput { kStore, kAccumulate, kRopeAppend, kSwiglu, kGegluTanh, kRopeHeads };
 struct SkinnyGemmOp {
   SkinnyInput input = SkinnyInput::kBf16;
   SkinnyOutput output = SkinnyOutput::kStore;
@@ -219,6 +229,16 @@ struct SkinnyGemmOp {
   int64_t ld_act = 0;
   RopeAppendOp rope;
   SkinnySplitKv split_kv;
+  // kAddRmsNorm: the pending block output [rows, k] fp32, its post-norm
+  // weight [k], and where the new residual goes (null: not stored).
+  const float* res_y = nullptr;
+  int64_t ld_res_y = 0;
+  const float* res_weight = nullptr;
+  float* res_out = nullptr;
+  int64_t ld_res_out = 0;
+  // kRopeHeads: [q_heads + 2·kv_heads] ints on the device, zero before the
+  // launch and left zero by it (the last CTA of each head resets its count).
+  int* rope_counters = nullptr;
   // Quantized weights instead of w (matrix->quantized()): kStore, kAccumulate
   // and kRopeAppend compute outputs [row_begin, row_begin + matrix->rows) of
   // the n_out (so Q, K and V of different types are three launches into one
@@ -230,6 +250,8 @@ struct SkinnyGemmOp {
   int row_begin = 0;
 };
 bool skinny_gemm_supported(int rows, int k);
+// Whether kRopeHeads takes a QKV product of n_out rows of heads of head_dim.
+bool skinny_rope_heads_supported(int n_out, int head_dim);
 // With quantized weights (SkinnyGemmOp::matrix) the input rows may take up
 // to 96 KiB of shared memory: 4 rows of k = 12288, 8 of 6144.
 bool skinny_quant_supported(int rows, int k);
