@@ -699,6 +699,11 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
   const int units = gated_units ? p.n_out : (p.n_out + 1) / 2;
   const int warps = (units + kWarps - 1) / kWarps * kWarps;
   p.units_per_warp = std::max(1, warps / (kMaxCtas * kWarps));
+  // The staging's static shared memory comes on top of the rows (up to 48
+  // KiB, model_ops_cuda.cpp): past the default limit without this opt-in.
+  static const cudaError_t opted =
+      cudaFuncSetAttribute(skinny_gemm_kernel<kTok>, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 * 1024);
+  if (opted != cudaSuccess) return opted;
   return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,
                                    dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
                                    dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
