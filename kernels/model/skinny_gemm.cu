@@ -37,6 +37,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 
 #include "kernels/common/ptx.cuh"
 #include "kernels/model/activation.cuh"
@@ -756,6 +758,8 @@ cudaError_t launch_quant_tokens(const SkinnyGemmKernelParams& p, cudaStream_t st
 
 }  // namespace
 
+#include "kernels/model/quant_gemv.cuh"
+
 int skinny_gemm_tokens(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8; }
 
 size_t skinny_gemm_smem_bytes(int rows, int k) { return size_t(skinny_gemm_tokens(rows)) * k * sizeof(uint16_t); }
@@ -763,6 +767,7 @@ size_t skinny_gemm_smem_bytes(int rows, int k) { return size_t(skinny_gemm_token
 cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.rows <= 0) return cudaSuccess;
   if (p.wq.type != 0) {
+    if (quant_gemv_takes(p.rows, p.k)) return launch_quant_gemv(p, stream, programmatic);
     switch (skinny_gemm_tokens(p.rows)) {
       case 1: return launch_quant_tokens<1>(p, stream, programmatic);
       case 2: return launch_quant_tokens<2>(p, stream, programmatic);
