@@ -169,9 +169,16 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(const __grid_const
   ahead = next(ahead);
   pdl_wait();
   pdl_launch_dependents();
+  // One row staged as the tiles' kernel stages it (RMSNorm: the same sums in
+  // the same order, so both kernels multiply the same inputs), the other zero.
   uint4* staged = x_smem + p.k / 4;
-  stage_input<kGemvTokens>(p, staged, kc);  // rows past p.rows are zeros
-  __syncthreads();                          // the rows are staged before they are interleaved
+  if (p.rows == 1) {
+    stage_input<1>(p, staged, kc);
+    for (int c = threadIdx.x; c < kc; c += kThreads) staged[kc + c] = make_uint4(0u, 0u, 0u, 0u);
+  } else {
+    stage_input<kGemvTokens>(p, staged, kc);
+  }
+  __syncthreads();  // the rows are staged before they are interleaved
   {
     const uint32_t* rows32 = reinterpret_cast<const uint32_t*>(staged);
     uint2* pairs = reinterpret_cast<uint2*>(x_smem);
