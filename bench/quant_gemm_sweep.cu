@@ -9,7 +9,10 @@
 // the weights that together pass kRotateBytes, so the weights come from HBM
 // as in a decode step, not from L2. "n/a": the shape is not whole blocks of
 // the format (K-quants take rows of 256) or the row count's input rows do
-// not fit the kernel's shared memory (the engine then takes cuBLAS). Not part
+// not fit the kernel's shared memory (the engine then takes cuBLAS). At 1
+// and 2 rows a quantized cell has two timings: the tensor-core tiles
+// (skinny_gemm_quant_kernel), then "gemv", the kernel the library takes there
+// by default (kernels/model/quant_gemv.cuh). Not part
 // of the build; on the GPU machine: bash bench/quant_gemm_sweep.sh
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -33,6 +36,7 @@ constexpr int kSamples = 31;                        // graph replays timed; the 
 constexpr size_t kRotateBytes = size_t(256) << 20;  // weights cycled through per graph: 5x an H100/H200 L2
 constexpr int kMinLaunches = 20;                    // launches per graph at least
 constexpr int kMaxCopies = 64;
+constexpr int kGemvRows = 2;  // rows the GEMV takes (quant_gemv.cuh): timed beside the tiles
 
 struct Shape {
   const char* model;
@@ -201,7 +205,8 @@ int main() {
               prop.multiProcessorCount, prop.l2CacheSize >> 20, 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8) / 1e9);
   std::printf("Each cell: µs per launch inside a CUDA graph (median of %d replays) and weight bytes / time.\n"
               "Weights cycled through copies of >= %zu MB, so they stream from HBM. Input: bf16 rows (kBf16);\n"
-              "output: kStore, or kSwiglu for gate|up (two matrices).\n\n",
+              "output: kStore, or kSwiglu for gate|up (two matrices). Quantized cells at 1-2 rows: the\n"
+              "tensor-core tiles, then \"gemv\" (quant_gemv.cuh, the library's default there).\n\n",
               kSamples, kRotateBytes >> 20);
 
   cudaStream_t s;
@@ -285,18 +290,26 @@ int main() {
         }
         const int64_t row_bytes = int64_t(sh.k / q::block_elems(type)) * q::block_bytes(type);
         const double bytes = double(n_w) * row_bytes;
-        const float us = graph_us(s, std::max(kMinLaunches, w.copies), [&](int i) {
-          SkinnyGemmKernelParams p = base;
-          const uint8_t* set = w.data + (i % w.copies) * w.set_bytes;
-          p.wq.type = type;
-          p.wq.data = set;
-          p.wq.up_data = sh.gated ? set + int64_t(sh.n_out) * row_bytes : nullptr;
-          p.wq.row_bytes = row_bytes;
-          p.wq.row_begin = 0;
-          p.wq.row_end = sh.n_out;
-          CHECK_CUDA(launch_skinny_gemm(p, s, false));
-        });
-        line += cell(us, bytes) + " | ";
+        auto time_quant = [&] {
+          return graph_us(s, std::max(kMinLaunches, w.copies), [&](int i) {
+            SkinnyGemmKernelParams p = base;
+            const uint8_t* set = w.data + (i % w.copies) * w.set_bytes;
+            p.wq.type = type;
+            p.wq.data = set;
+            p.wq.up_data = sh.gated ? set + int64_t(sh.n_out) * row_bytes : nullptr;
+            p.wq.row_bytes = row_bytes;
+            p.wq.row_begin = 0;
+            p.wq.row_end = sh.n_out;
+            CHECK_CUDA(launch_skinny_gemm(p, s, false));
+          });
+        };
+        set_quant_gemv_max_rows(0);  // the tensor-core tiles
+        line += cell(time_quant(), bytes);
+        if (rows <= kGemvRows) {
+          set_quant_gemv_max_rows(kGemvRows);
+          line += " · gemv " + cell(time_quant(), bytes);
+        }
+        line += " | ";
       }
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);

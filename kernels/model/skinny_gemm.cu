@@ -45,6 +45,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 
 #include "kernels/common/ptx.cuh"
 #include "kernels/model/activation.cuh"
@@ -906,6 +908,11 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
   p.units_per_warp = units_per_warp_for(units);
   if (p.output == SkinnyOutput::kRopeHeads && !skinny_gemm_rope_heads_supported(p.n_out, p.rope.head_dim))
     return cudaErrorInvalidValue;
+  // The staging's static shared memory comes on top of the rows (up to 48
+  // KiB, model_ops_cuda.cpp): past the default limit without this opt-in.
+  static const cudaError_t opted =
+      cudaFuncSetAttribute(skinny_gemm_kernel<kTok>, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 * 1024);
+  if (opted != cudaSuccess) return opted;
   return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,
                                    dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
                                    dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
@@ -958,6 +965,8 @@ cudaError_t launch_quant_tokens(const SkinnyGemmKernelParams& p, cudaStream_t st
 
 }  // namespace
 
+#include "kernels/model/quant_gemv.cuh"
+
 int skinny_gemm_tokens(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8; }
 
 size_t skinny_gemm_smem_bytes(int rows, int k) { return size_t(skinny_gemm_tokens(rows)) * k * sizeof(uint16_t); }
@@ -971,6 +980,7 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t str
   if (p.rows <= 0) return cudaSuccess;
   if (p.output == SkinnyOutput::kRopeHeads && p.wq.type != 0) return cudaErrorInvalidValue;  // bf16 kernel only
   if (p.wq.type != 0) {
+    if (quant_gemv_takes(p.rows, p.k)) return launch_quant_gemv(p, stream, programmatic);
     switch (skinny_gemm_tokens(p.rows)) {
       case 1: return launch_quant_tokens<1>(p, stream, programmatic);
       case 2: return launch_quant_tokens<2>(p, stream, programmatic);

@@ -227,22 +227,19 @@ FS_QUANT_HD float group_value(const GroupScales& s, int i, float q) {
 #endif
 }
 
-// Byte i (run-time) of the three scale words, by selects: an indexed
-// register array would go to local memory.
-FS_QUANT_HD uint32_t scale_byte(const uint32_t (&s)[3], int i) {
-  const uint32_t w = i < 4 ? s[0] : i < 8 ? s[1] : s[2];
-  return (w >> (8 * (i % 4))) & 0xFFu;
-}
-
-// The 6-bit (scale, min) pair j of a K-quant's 12 scale bytes (three words).
+// The 6-bit (scale, min) pair j of a K-quant's 12 scale bytes (three words):
+// bytes j and j + 4 for j < 4; for j >= 4 the low nibbles of byte j + 4 with
+// the top two bits of bytes j − 4 and j above them. Both forms are computed
+// and one selected: j is a lane's own (run time) in the GEMV, and a branch
+// on it would run both sides one after the other.
 FS_QUANT_HD void scale_min_k4(int j, const uint32_t (&s)[3], uint32_t* sc, uint32_t* m) {
-  if (j < 4) {
-    *sc = scale_byte(s, j) & 63u;
-    *m = scale_byte(s, j + 4) & 63u;
-  } else {
-    *sc = (scale_byte(s, j + 4) & 0xFu) | ((scale_byte(s, j - 4) >> 6) << 4);
-    *m = (scale_byte(s, j + 4) >> 4) | ((scale_byte(s, j) >> 6) << 4);
-  }
+  const int shift = 8 * (j % 4);
+  const uint32_t a = (s[0] >> shift) & 0xFFu;  // byte j % 4
+  const uint32_t b = (s[1] >> shift) & 0xFFu;  // byte j % 4 + 4
+  const uint32_t c = (s[2] >> shift) & 0xFFu;  // byte j % 4 + 8
+  const bool low = j < 4;
+  *sc = low ? a & 63u : (c & 0xFu) | ((a >> 6) << 4);
+  *m = low ? b & 63u : (c >> 4) | ((b >> 6) << 4);
 }
 
 // Parts. The few-row GEMM gives each lane one part of a row per step: the
@@ -351,68 +348,85 @@ FS_QUANT_HD void load_part(const uint8_t* row, int step, int part, PartBytes& b)
 // Byte i of the word array w (compile-time i after unrolling).
 FS_QUANT_HD uint32_t byte_at(const uint32_t* w, int i) { return (w[i / 4] >> (8 * (i % 4))) & 0xFFu; }
 
-// Group `sub` of a loaded part: q[32] and its scales.
+// A loaded part's group `sub` as four "quads" of elements 4·quad .. 4·quad + 3
+// (quad 0..7): quad_codes gives a quad's four codes u, element 4·quad + i in
+// byte i, with q = u − quad_offset (small_int of the byte); part_scales the
+// group's a0, a1, b. Word-wide masks and shifts, so a kernel pays about one
+// instruction per element to turn a code into q (quad_q); decode_part is
+// the two together, so the host tests of every group hold this decoder.
 template <int T>
-FS_QUANT_HD GroupScales decode_part(const PartBytes& b, int part, int sub, float (&q)[kGroup]) {
+FS_QUANT_HD constexpr float quad_offset() {
+  return T == kQ4_0 ? 8.0f : T == kQ5_0 ? 16.0f : T == kQ8_0 ? 128.0f : T == kQ6_K ? 32.0f : 0.0f;
+}
+
+// Bits 0..3 of h as bit 4 of bytes 0..3 (the four products h·2^(4+7j) land
+// on distinct bits, so nothing carries; bit j of h ends at 8j + 4).
+FS_QUANT_HD uint32_t spread_bit4(uint32_t h) { return (h * 0x02040810u) & 0x10101010u; }
+
+template <int T>
+FS_QUANT_HD uint32_t quad_codes(const PartBytes& b, int part, int sub, int quad) {
+  if constexpr (T == kQ4_0 || T == kQ4_1 || T == kQ5_0 || T == kQ5_1) {
+    // byte j's low nibble is element j, its high nibble element j + 16
+    uint32_t u = (b.qs[quad % 4] >> (4 * (quad / 4))) & 0x0F0F0F0Fu;
+    if constexpr (T == kQ5_0 || T == kQ5_1) u |= spread_bit4((b.head[1] >> (4 * quad)) & 0xFu);
+    return u;
+  } else if constexpr (T == kQ8_0) {
+    return b.qs[quad] ^ 0x80808080u;  // int8 q + 128
+  } else if constexpr (T == kQ4_K || T == kQ5_K) {
+    uint32_t u = (b.qs[quad] >> (4 * sub)) & 0x0F0F0F0Fu;
+    if constexpr (T == kQ5_K) u |= ((b.qh[quad] >> (2 * part + sub)) & 0x01010101u) << 4;
+    return u;
+  } else {
+    static_assert(T == kQ6_K, "a block type of quant_blocks.h");
+    const int r = part % 2 + 2 * sub;
+    return ((b.qs[quad] >> (4 * sub)) & 0x0F0F0F0Fu) | (((b.qh[quad] >> (2 * r)) & 0x03030303u) << 4);
+  }
+}
+
+// q of byte i of a quad's codes: small_int(byte, quad_offset), one byte
+// permute on the device (byte i beside the exponent byte of 2^23).
+template <int T>
+FS_QUANT_HD float quad_q(uint32_t codes, int i) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(__byte_perm(codes, 0x4B000000u, 0x7440u + uint32_t(i))) - (8388608.0f + quad_offset<T>());
+#else
+  return small_int((codes >> (8 * i)) & 0xFFu, quad_offset<T>());
+#endif
+}
+
+template <int T>
+FS_QUANT_HD GroupScales part_scales(const PartBytes& b, int part, int sub) {
   GroupScales s;
   if constexpr (T == kQ4_0 || T == kQ5_0 || T == kQ8_0) {
     s.a0 = s.a1 = fp16_bits_to_float(b.head[0] & 0xFFFFu);
-    if constexpr (T == kQ8_0) {
-FS_QUANT_UNROLL
-      for (int i = 0; i < 32; ++i) q[i] = small_int(byte_at(b.qs, i) ^ 0x80u, 128.0f);
-    } else if constexpr (T == kQ4_0) {
-FS_QUANT_UNROLL
-      for (int j = 0; j < 16; ++j) {
-        const uint32_t v = byte_at(b.qs, j);
-        q[j] = small_int(v & 0xFu, 8.0f);
-        q[j + 16] = small_int(v >> 4, 8.0f);
-      }
-    } else {
-      const uint32_t qh = b.head[1];
-FS_QUANT_UNROLL
-      for (int j = 0; j < 16; ++j) {
-        const uint32_t v = byte_at(b.qs, j);
-        q[j] = small_int((v & 0xFu) | (((qh >> j) & 1u) << 4), 16.0f);
-        q[j + 16] = small_int((v >> 4) | (((qh >> (j + 16)) & 1u) << 4), 16.0f);
-      }
-    }
   } else if constexpr (T == kQ4_1 || T == kQ5_1) {
     s.a0 = s.a1 = fp16_bits_to_float(b.head[0] & 0xFFFFu);
     s.b = fp16_bits_to_float(b.head[0] >> 16);
-    const uint32_t qh = T == kQ5_1 ? b.head[1] : 0u;
-FS_QUANT_UNROLL
-    for (int j = 0; j < 16; ++j) {
-      const uint32_t v = byte_at(b.qs, j);
-      q[j] = small_int((v & 0xFu) | (((qh >> j) & 1u) << 4), 0.0f);
-      q[j + 16] = small_int((v >> 4) | (((qh >> (j + 16)) & 1u) << 4), 0.0f);
-    }
   } else if constexpr (T == kQ4_K || T == kQ5_K) {
-    const int j = 2 * part + sub;
     const uint32_t sw[3] = {b.head[1], b.head[2], b.head[3]};
     uint32_t sc, m;
-    scale_min_k4(j, sw, &sc, &m);
+    scale_min_k4(2 * part + sub, sw, &sc, &m);
     s.a0 = s.a1 = fp16_bits_to_float(b.head[0] & 0xFFFFu) * float(sc);
     s.b = -(fp16_bits_to_float(b.head[0] >> 16) * float(m));
-    const int shift = sub * 4;
-FS_QUANT_UNROLL
-    for (int l = 0; l < 32; ++l) {
-      uint32_t u = (byte_at(b.qs, l) >> shift) & 0xFu;
-      if constexpr (T == kQ5_K) u |= ((byte_at(b.qh, l) >> j) & 1u) << 4;
-      q[l] = small_int(u, 0.0f);
-    }
   } else if constexpr (T == kQ6_K) {
-    const int r = part % 2 + 2 * sub;
     const uint32_t scales = b.head[1] >> (16 * sub);
     const float d = fp16_bits_to_float(b.head[0] & 0xFFFFu);
     s.a0 = d * float(int8_t(scales & 0xFFu));
     s.a1 = d * float(int8_t((scales >> 8) & 0xFFu));
-    const int lshift = sub * 4;
-FS_QUANT_UNROLL
-    for (int l = 0; l < 32; ++l) {
-      q[l] = small_int(((byte_at(b.qs, l) >> lshift) & 0xFu) | (((byte_at(b.qh, l) >> (2 * r)) & 3u) << 4), 32.0f);
-    }
   }
   return s;
+}
+
+// Group `sub` of a loaded part: q[32] and its scales.
+template <int T>
+FS_QUANT_HD GroupScales decode_part(const PartBytes& b, int part, int sub, float (&q)[kGroup]) {
+FS_QUANT_UNROLL
+  for (int quad = 0; quad < 8; ++quad) {
+    const uint32_t codes = quad_codes<T>(b, part, sub, quad);
+FS_QUANT_UNROLL
+    for (int i = 0; i < 4; ++i) q[4 * quad + i] = quad_q<T>(codes, i);
+  }
+  return part_scales<T>(b, part, sub);
 }
 
 // Group g of a row of type T starting at `row`: q[32] and its scales (the

@@ -207,6 +207,9 @@ bool skinny_quant_supported(int rows, int k) {
          kernels::skinny_gemm_smem_bytes(rows, k) <= kernels::skinny_gemm_quant_smem_limit();
 }
 
+int quant_gemv_max_rows() { return kernels::quant_gemv_max_rows(); }
+void set_quant_gemv_max_rows(int rows) { kernels::set_quant_gemv_max_rows(rows); }
+
 // The quantized weights of a skinny_gemm call (op.matrix quantized), as the kernel takes them.
 static Result<kernels::SkinnyQuantWeights> quant_weights(const SkinnyGemmOp& op) {
   const char* name = "skinny_gemm";
@@ -868,6 +871,8 @@ Status gemm_bf16(void*, const GemmOp&) { return no_cuda(); }
 bool skinny_gemm_supported(int, int) { return false; }
 bool skinny_quant_supported(int, int) { return false; }
 bool skinny_rope_heads_supported(int, int) { return false; }
+int quant_gemv_max_rows() { return 0; }
+void set_quant_gemv_max_rows(int) {}
 bool quant_matrix_type_supported(GgmlType) { return false; }
 size_t quant_matrix_tail_bytes() { return 16; }
 Status dequantize_bf16(const DeviceMatrix&, int, int, uint16_t*, int64_t, void*) { return no_cuda(); }

@@ -255,6 +255,12 @@ bool skinny_rope_heads_supported(int n_out, int head_dim);
 // With quantized weights (SkinnyGemmOp::matrix) the input rows may take up
 // to 96 KiB of shared memory: 4 rows of k = 12288, 8 of 6144.
 bool skinny_quant_supported(int rows, int k);
+// Steps of up to this many rows (0..2) over quantized weights take the GEMV
+// (kernels/model/quant_gemv.cuh) rather than the tensor-core tiles: the
+// environment's FLASHSCOPE_QUANT_GEMV (default 2), or the last set (tests
+// compare the two kernels in one process). 0 without CUDA.
+int quant_gemv_max_rows();
+void set_quant_gemv_max_rows(int rows);
 Status skinny_gemm(const SkinnyGemmOp& op, void* stream);
 
 // y [rows, w.rows] fp32 (row stride ldy) = x [rows, w.cols] bf16 (row stride
