@@ -59,12 +59,11 @@ def functions(path):
             in_function = any(k == "function" for k, _ in depth_kinds)
             kind = "other"
             if not in_function and all(k == "namespace" for k, _ in depth_kinds):
-                if re.search(r"\bnamespace\b|extern\s*$", head):
-                    kind = "namespace"
+                if re.search(r"\bnamespace\b|extern\s*$", head) or (
+                        re.search(r"\b(class|struct|union)\b", head) and ")" not in head):
+                    kind = "namespace"  # a class body: its member functions are functions too
                 elif ")" in head and not NOT_FUNCTION.search(head.strip()):
                     kind = "function"
-            elif not in_function and re.search(r"\b(class|struct|union)\b", head):
-                kind = "namespace"  # member functions are functions too
             if kind == "function":
                 name = [w for w in re.findall(r"([~\w:]+)\s*\(", head) if w not in ATTRIBUTES]
                 first = head_start + len(head) - len(head.lstrip())
