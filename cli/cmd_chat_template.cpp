@@ -13,6 +13,7 @@
 #include "chat_input_json.hpp"
 #include "commands.hpp"
 #include "engine_args.hpp"
+#include "viz/throughput.hpp"
 #include "flashscope/untrusted.hpp"
 #include "flashscope/chat_template.hpp"
 #include "flashscope/model.hpp"
@@ -139,12 +140,12 @@ int cmd_chat_template(int argc, char** argv) {
       if (!r.ok()) return 1;
       us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
-    std::sort(us.begin(), us.end());
-    const double median = us[us.size() / 2];
+    const double median = viz::median(us);
+    const double fastest = *std::min_element(us.begin(), us.end());
     const size_t turns = std::max<size_t>(1, in.messages.size());
     std::printf("chat-template render: median %.2f us over %lld runs (min %.2f us), %zu messages: %.2f us per "
                 "message, %zu bytes out\n",
-                median, bench_runs, us.front(), in.messages.size(), median / static_cast<double>(turns),
+                median, bench_runs, fastest, in.messages.size(), median / static_cast<double>(turns),
                 prompt.value().size());
     return 0;
   }

@@ -42,6 +42,7 @@
 #include "support/device_attention.hpp"
 #include "support/gpu.hpp"
 #include "support/paged_problem.hpp"
+#include "util/math.hpp"
 
 using namespace flashscope;
 using flashscope::testing::AttentionProblem;
@@ -626,6 +627,11 @@ TEST_CASE("gpu window trace: a windowed capture records the tiles the window ski
     const Status st = capture_cuda_prefill_trace(dev.params(prob, PrefillKernel::kAuto), opt, &t);
     REQUIRE_MESSAGE(st.ok(), st.to_string());
     CHECK(t.meta.kernel == prefill_kernel_name(sm80_kernel(s.head_dim)));
+    // It records in the tiles of that kernel's plan.
+    const Result<PrefillPlan> plan = plan_prefill(dev.params(prob, sm80_kernel(s.head_dim)));
+    REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+    CHECK(plan->block_q == t.meta.block_q);
+    CHECK(plan->block_kv == t.meta.block_kv);
     REQUIRE(device_synchronize().ok());
     dev.read(prob);
     REQUIRE(prob.reference().status.ok());
@@ -640,7 +646,7 @@ TEST_CASE("gpu window trace: a windowed capture records the tiles the window ski
     REQUIRE(bq > 0);
     REQUIRE(bk > 0);
     const int shift = s.kv_len - s.q_len;
-    const int q_tiles = (s.q_len + bq - 1) / bq, kv_tiles = (s.kv_len + bk - 1) / bk;
+    const int q_tiles = ceil_div(s.q_len, bq), kv_tiles = ceil_div(s.kv_len, bk);
     auto tile_range = [&](int qt, int* first, int* end) {
       const int i0 = qt * bq, i1 = std::min(s.q_len, i0 + bq) - 1;
       const int lo = std::max(0, i0 + shift - s.window_left);

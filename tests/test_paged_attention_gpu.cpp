@@ -46,6 +46,7 @@
 #include "support/device_attention.hpp"
 #include "support/gpu.hpp"
 #include "support/paged_problem.hpp"
+#include "util/math.hpp"
 
 using namespace flashscope;
 using flashscope::testing::skip_without_gpu;
@@ -751,7 +752,7 @@ TEST_CASE("gpu KV cache: append, fork and copy-on-write match a host cache, and 
   int max_len = 0;
   std::vector<int32_t> lens(static_cast<size_t>(B));
   for (int b = 0; b < B; ++b) max_len = std::max(max_len, lens[size_t(b)] = host.length(seqs[size_t(b)]));
-  const int stride = (max_len + P - 1) / P;
+  const int stride = ceil_div(max_len, P);
   std::vector<int32_t> tables(size_t(B) * stride, 0);
   for (int b = 0; b < B; ++b) {
     const auto& t = host.block_table(seqs[size_t(b)]);

@@ -39,6 +39,7 @@
 #include "cpu/attention_cpu.hpp"
 #include "flashscope/trace.hpp"
 #include "support/attention_problem.hpp"
+#include "util/math.hpp"
 
 namespace fs = flashscope;
 using fs::testing::AttentionProblem;
@@ -479,7 +480,7 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
   AttentionProblem prob(shape);
   const int b = opt.batch, h = opt.head;
   const SeqView sv{prob.seq_q_len(b), prob.seq_kv_len(b), shape.causal, shape.window_left, shape.window_right};
-  const int q_tiles = (sv.q_len + kTile - 1) / kTile, kv_tiles = (sv.kv_len + kTile - 1) / kTile;
+  const int q_tiles = fs::ceil_div(sv.q_len, kTile), kv_tiles = fs::ceil_div(sv.kv_len, kTile);
   // The tiles a q-tile visits, [first, first + count): from the tile of the
   // first key any of its rows sees to that of the last one.
   auto tile_range = [&](int qt) {
@@ -646,7 +647,7 @@ void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {
 #endif
     std::set<std::tuple<uint32_t, uint32_t, uint32_t>> seen;
     size_t items = 0;
-    for (int sb = 0; sb < shape.batch; ++sb) items += size_t((prob.seq_q_len(sb) + kTile - 1) / kTile) * shape.q_heads;
+    for (int sb = 0; sb < shape.batch; ++sb) items += size_t(fs::ceil_div(prob.seq_q_len(sb), kTile)) * shape.q_heads;
     REQUIRE(t.ctas.size() == items);
     for (const fs::CtaRecord& c : t.ctas) {
       CHECK(seen.insert({c.batch, c.head, c.q_tile}).second);

@@ -456,11 +456,11 @@ void check_prefill_capture(AttentionProblem& prob, DeviceAttention& dev, fs::Pre
   fs::Trace t;
   const fs::Status st = fs::capture_cuda_prefill_trace(dev.params(prob, kernel), opt, &t);
   REQUIRE_MESSAGE(st.ok(), st.to_string());
-  // What the tiling query says beforehand is what the capture recorded in.
-  const fs::Result<fs::TraceTiling> tiling = fs::cuda_prefill_trace_tiling(dev.params(prob, kernel));
-  REQUIRE_MESSAGE(tiling.ok(), tiling.status().to_string());
-  CHECK(tiling->block_q == t.meta.block_q);
-  CHECK(tiling->block_kv == t.meta.block_kv);
+  // The plan made beforehand has the tiles the capture recorded in.
+  const fs::Result<fs::PrefillPlan> plan = fs::plan_prefill(dev.params(prob, kernel));
+  REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+  CHECK(plan->block_q == t.meta.block_q);
+  CHECK(plan->block_kv == t.meta.block_kv);
   dev.read(prob);
   const std::vector<uint16_t> captured_o = prob.o_storage();
   const std::vector<float> captured_lse = prob.lse_storage();
@@ -855,7 +855,6 @@ TEST_CASE("trace: without a CUDA device the GPU capture answers kUnsupported") {
   const fs::Status s = fs::capture_cuda_prefill_trace(p, fs::TraceOptions{}, &t);
   CHECK(s.code() == fs::StatusCode::kUnsupported);
   CHECK(!s.message().empty());
-  CHECK(fs::cuda_prefill_trace_tiling(p).status().code() == fs::StatusCode::kUnsupported);
 
   fs::PagedAttentionParams pp;
   pp.device = fs::Device::kCuda;

@@ -24,6 +24,7 @@
 
 #include "kernels/attention/paged_configs.cuh"
 #include "kernels/attention/paged_launch.h"
+#include "kernels/common/math.h"
 #include "kernels/common/ptx.cuh"
 
 namespace flashscope::kernels {
@@ -40,7 +41,7 @@ constexpr int kMinSliceChunks = 8;
 // Bytes of partials one block reads at most, where a row can still be cut.
 constexpr int kBlockBytes = 16 << 10;
 static_assert(kMaxPagedSplits <= kLsePerLane * kWarp, "the combine's lse reduction covers at most 128 splits");
-static_assert((kMaxPagedSplits + kCombineLoads - 1) / kCombineLoads * kMinSliceChunks <= kCombineThreads,
+static_assert(ceil_div(kMaxPagedSplits, kCombineLoads) * kMinSliceChunks <= kCombineThreads,
               "the narrowest slice of the most splits must fit in a block");
 
 // How a block is cut: slices_per_block slices, each of groups x slice_chunks
@@ -60,7 +61,7 @@ CombineLayout combine_layout(int splits) {
   // A row is whole slices (a slice is only ever halved while even). At
   // head_dim 80 (20 chunks, 10 at the narrowest) a slice ends inside a line.
   static_assert(kChunks >= kMinSliceChunks, "a row is at least the narrowest slice");
-  int groups = (splits + kCombineLoads - 1) / kCombineLoads;
+  int groups = ceil_div(splits, kCombineLoads);
   int slice_chunks = kChunks;
   auto slice_bytes = [&] { return int64_t(splits) * slice_chunks * int64_t(sizeof(float4)); };
   // Halved while a half is still whole rows of slices of at least

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "kernels/common/fast_divmod.h"
+#include "kernels/common/math.h"
 
 #if defined(__CUDACC__)
 #define FLASHSCOPE_HOST_DEVICE __host__ __device__
@@ -56,8 +57,8 @@ struct PersistentDeal {
       : work_count(work),
         group_tiles(group < 1 ? 1 : group),
         ctas(grid < 1 ? 1 : grid),
-        rounds_per_group((group_tiles + ctas - 1) / ctas),
-        rounds((work_count + group_tiles - 1) / group_tiles * rounds_per_group),
+        rounds_per_group(ceil_div(group_tiles, ctas)),
+        rounds(ceil_div(work_count, group_tiles) * rounds_per_group),
         by_rounds_per_group(uint32_t(rounds_per_group)) {}
 
   // The entry of the list CTA `cta` takes in `round`, or -1 (a group's last
@@ -209,9 +210,10 @@ inline SplitTail plan_split_tail(int work, int kv_tiles, int ctas) {
   const int split = ctas + work % ctas;
   if (static_cast<long long>(split) * kv_tiles * (ctas + 1) >= (1LL << 31)) return none;
   // Finishing times in key tiles: whole rounds, against whole rounds then the longest range.
-  const long long rounds = (work + ctas - 1) / ctas;
+  const long long rounds = ceil_div(work, ctas);
   const long long whole = rounds * kv_tiles;
-  const long long with_split = (rounds - 2) * kv_tiles + (static_cast<long long>(split) * kv_tiles + ctas - 1) / ctas;
+  const long long with_split =
+      (rounds - 2) * kv_tiles + ceil_div(static_cast<long long>(split) * kv_tiles, static_cast<long long>(ctas));
   if (whole - with_split <= kSplitCostKeyTiles || (whole - with_split) * 100 <= whole) return none;
   return {work - split, split, kv_tiles, ctas};
 }

@@ -214,26 +214,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     // and keep the compiler from overlapping them as freely as in the
     // production kernel, whose timing is the one to quote.
     typename Cta::SFrag S_cur = {};
-    if (num_kv_tiles > 0) {
-      uint64_t t = probe_time(probe);
-      cta.load_K(0, 0);
-      cta.span(ProbeSpanKind::kLoadIssueK, 0, t);
-      t = probe_time(probe);
-      cta.load_V(0, 0);
-      cp_async_commit();
-      cta.span(ProbeSpanKind::kLoadIssueV, 0, t);
-      t = probe_time(probe);
-      if (num_kv_tiles > 1) cta.load_K(1, 1);
-      cta.span(ProbeSpanKind::kLoadIssueK, 1, t, num_kv_tiles > 1);
-      cp_async_commit();  // possibly empty: keeps one group per step
-      t = probe_time(probe);
-      cp_async_wait<1>();
-      __syncthreads();  // K(0) and V(0) have landed for every thread
-      cta.span(ProbeSpanKind::kLoadWaitK, 0, t);  // K(0) and V(0) are one copy group
-      t = probe_time(probe);
-      cta.compute_S(K_smem, S_cur);
-      cta.span(ProbeSpanKind::kQK, 0, t);
-    }
+    if (num_kv_tiles > 0) cta.lookahead_first_tile(S_cur);
     for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
       const int stage = kv_tile % 2;
       __syncthreads();  // all warps are done with V(t-1), whose buffer V(t+1) takes
@@ -266,22 +247,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       t = probe_time(probe);
       cta.compute_PV(V_smem + stage * Cfg::kKVTileBytes, P_rmem);
       cta.span(ProbeSpanKind::kPV, kv_tile, t);
-#pragma unroll
-      for (int i = 0; i < Cfg::kWarpQ / detail::kMmaM; ++i)
-#pragma unroll
-        for (int j = 0; j < Cfg::kBlockKV / detail::kMmaN; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) S_cur[i][j][r] = S_next[i][j][r];
+      detail::copy_tile<Cfg>(S_next, S_cur);
     }
   } else {  // Pipeline::kK2V1
     // v5: K double-buffered, V single; V(t) loads under S = Q·K(t)ᵀ, K(t+1)
     // under the softmax and P·V.
-    if constexpr (!Cta::kEarlyK0) {
-      const uint64_t t0 = probe_time(probe);
-      if (num_kv_tiles > 0) cta.load_K(0, 0);
-      cta.span(ProbeSpanKind::kLoadIssueK, 0, t0, num_kv_tiles > 0);
-      cp_async_commit();
-    }
+    if constexpr (!Cta::kEarlyK0) cta.issue_K0();  // else load_q has
     for (int kv_tile = 0; kv_tile < num_kv_tiles; ++kv_tile) {
       const int stage = kv_tile % 2;
       __syncthreads();  // all warps are done with V(t-1) (one buffer) and K(t-1) (whose buffer K(t+1) takes)

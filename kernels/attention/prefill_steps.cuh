@@ -119,6 +119,18 @@ __device__ __forceinline__ void softcap_tile(const SoftcapParams& c,
       }
 }
 
+// to = from, fragment by fragment (v6 hands S(t+1) on to the next step).
+template <typename Cfg>
+__device__ __forceinline__ void copy_tile(const float (&from)[Cfg::kWarpQ / kMmaM][Cfg::kBlockKV / kMmaN][4],
+                                          float (&to)[Cfg::kWarpQ / kMmaM][Cfg::kBlockKV / kMmaN][4]) {
+#pragma unroll
+  for (int i = 0; i < Cfg::kWarpQ / kMmaM; ++i)
+#pragma unroll
+    for (int j = 0; j < Cfg::kBlockKV / kMmaN; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) to[i][j][r] = from[i][j][r];
+}
+
 // One CTA of attention_kernel: the rows and keys it owns, where its tiles
 // live in shared memory, and its warps' register state. It holds the
 // kernel's own locals by reference, as the lambdas these steps once were
@@ -198,18 +210,46 @@ struct PrefillCta {
     return 0;
   }
 
+  // K(0) as a copy group of its own (empty without keys): the group the v5
+  // pipeline's first wait expects.
+  __device__ __forceinline__ void issue_K0() {
+    const uint64_t t0 = probe_time(probe);
+    if (num_kv_tiles > 0) load_K(0, 0);
+    span(ProbeSpanKind::kLoadIssueK, 0, t0, num_kv_tiles > 0);
+    cp_async_commit();
+  }
+
+  // v6's first step (num_kv_tiles > 0): K(0) and V(0) as one copy group,
+  // K(1) as the next (possibly empty: one group per step), and S(0) = Q·K(0)ᵀ
+  // once the first has landed.
+  __device__ __forceinline__ void lookahead_first_tile(SFrag& S_cur) {
+    uint64_t t = probe_time(probe);
+    load_K(0, 0);
+    span(ProbeSpanKind::kLoadIssueK, 0, t);
+    t = probe_time(probe);
+    load_V(0, 0);
+    cp_async_commit();
+    span(ProbeSpanKind::kLoadIssueV, 0, t);
+    t = probe_time(probe);
+    if (num_kv_tiles > 1) load_K(1, 1);
+    span(ProbeSpanKind::kLoadIssueK, 1, t, num_kv_tiles > 1);
+    cp_async_commit();
+    t = probe_time(probe);
+    cp_async_wait<1>();
+    __syncthreads();  // K(0) and V(0) have landed for every thread
+    span(ProbeSpanKind::kLoadWaitK, 0, t);  // K(0) and V(0) are one copy group
+    t = probe_time(probe);
+    compute_S(K_smem, S_cur);
+    span(ProbeSpanKind::kQK, 0, t);
+  }
+
   // Prologue: Q global -> shared (-> registers, for the CTA's lifetime), and
   // the per-thread fragment addresses; O, m and l start empty.
   __device__ __forceinline__ void load_q() {
     const uint32_t Q_stage = kEarlyK0 ? K_smem + Cfg::kKVTileBytes : Q_smem;
     load_tile<Cfg, BLOCK_Q>(Q_stage, [&](int r) { return view.q_ptr(q0 + r); }, view.rows - q0, any_valid, tid);
     cp_async_commit();  // shared-memory Q: the pipeline's first wait covers this group too
-    if constexpr (kEarlyK0) {
-      const uint64_t t0 = probe_time(probe);
-      if (num_kv_tiles > 0) load_K(0, 0);
-      span(ProbeSpanKind::kLoadIssueK, 0, t0, num_kv_tiles > 0);
-      cp_async_commit();  // the K(0) group the pipeline's first wait expects
-    }
+    if constexpr (kEarlyK0) issue_K0();
 
     // A fragments of Q (16x16): rows lane%16, columns (lane/16)*8 of each tile.
     Q_thread = swizzle<ROW_BYTES, SWZ>((warp_id * WARP_Q + lane_id % 16) * ROW_BYTES + (lane_id / 16) * 16);

@@ -9,6 +9,8 @@
 #define FLASHSCOPE_WINDOW_HD inline
 #endif
 
+#include "kernels/common/math.h"
+
 namespace flashscope::kernels {
 
 // A sliding window's reach on one side, -1 (unbounded) made a distance no
@@ -40,8 +42,8 @@ FLASHSCOPE_WINDOW_HD void windowed_key_range(int first_pos, int last_pos, int re
 // tile): equal shares of whole tiles, the last ones possibly empty.
 FLASHSCOPE_WINDOW_HD void window_split(int begin, int end, int block_kv, int num_splits, int split, int& split_begin,
                                        int& split_end) {
-  const int tiles = (end - begin + block_kv - 1) / block_kv;
-  const int tiles_per_split = (tiles + num_splits - 1) / num_splits;
+  const int tiles = ceil_div(end - begin, block_kv);
+  const int tiles_per_split = ceil_div(tiles, num_splits);
   const int b = begin + split * tiles_per_split * block_kv;
   split_begin = b < end ? b : end;
   const int e = split_begin + tiles_per_split * block_kv;

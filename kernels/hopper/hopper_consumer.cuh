@@ -301,6 +301,133 @@ struct HopperTileSoftmax {
   }
 };
 
+// One work tile's key tiles on a consumer warpgroup, as the steps of its
+// pipeline (hopper_consumer's comment has the schedule):
+//   first_tile   K(0) and Q waited for, S(0) issued and waited for, softmax(0)
+//   next_tile(t) S(t) with P(t-1)·V(t-1), softmax(t) at the running maximum
+//                (or S(t) again and the exact softmax), O's rescale
+//   last_PV      P(last)·V(last)
+// Holds the consumer's and the work tile's values by reference (as the
+// lambdas these steps were did).
+template <typename Cta>
+struct HopperKeyPipeline {
+  using Cfg = typename Cta::Config;
+  static constexpr int STAGES = Cfg::kStages;
+  static constexpr bool kPersistent = Cta::kIsPersistent;
+
+  const HopperConsumer<Cta>& c;
+  const HopperTileSoftmax<Cta>& tile;
+  // The ring slots and Q rounds before this work tile (as the producer counts them).
+  const int& ring;
+  const int& q_round;
+  const int& num_kv_tiles;
+  const uint32_t& Q_rows;  // this warpgroup's rows' offset in a Q slot
+  uint64_t& Q_desc;        // c.Q_desc: set to the work tile's Q slot by first_tile
+  float (&rescale)[2];     // softmax(t)'s factor for O, applied once P(t-1)·V(t-1) is done
+
+  // Ring slot of tile t: its stage, and the parity of that stage's barriers.
+  __device__ __forceinline__ int stage_of(int t) const { return (ring + t) % STAGES; }
+  __device__ __forceinline__ uint32_t parity_of(int t) const { return uint32_t(((ring + t) / STAGES) & 1); }
+
+  // Persistent: after the work tile's last Q·Kᵀ, Q's buffer may take the next tile's.
+  __device__ __forceinline__ void release_q_after(int t) const {
+    if constexpr (kPersistent)
+      if (t == num_kv_tiles - 1) c.release(c.cta.q_empty_bar, q_round % Cfg::kQSlots);
+  }
+  // P(t)·V(t) into O, issued once V(t) has landed (O has taken
+  // softmax(t)'s rescale already).
+  __device__ __forceinline__ void issue_PV_after_V(int t) const {
+    const auto& cta = c.cta;
+    const uint64_t ts = probe_time(cta.probe);
+    mbarrier_wait(cta.full_v_bar + 8 * stage_of(t), parity_of(t));  // V(t) has landed
+    cta.span(ProbeSpanKind::kLoadWaitV, t, ts);
+    wgmma_fence();  // the rescaled O and P were written by ordinary instructions
+    c.issue_PV(stage_of(t), t == 0);
+    wgmma_commit();
+  }
+
+  // Tile 0: nothing in O to rescale (P(0)·V(0) overwrites it).
+  __device__ __forceinline__ void first_tile() const {
+    const auto& cta = c.cta;
+    uint64_t ts = probe_time(cta.probe);
+    const int q_slot = q_round % Cfg::kQSlots;
+    Q_desc = smem_desc_sw128(cta.Q_smem + q_slot * Cfg::kQBytes + Q_rows, 0, 1024);
+    mbarrier_wait(cta.q_full_bar + 8 * q_slot, (q_round / Cfg::kQSlots) & 1);
+    mbarrier_wait(cta.full_k_bar + 8 * stage_of(0), parity_of(0));  // K(0)
+    cta.span(ProbeSpanKind::kLoadWaitK, 0, ts);
+    c.take_turn();
+    ts = probe_time(cta.probe);
+    wgmma_fence();
+    c.issue_S(stage_of(0));
+    wgmma_commit();
+    c.pass_turn(false);
+    wgmma_wait<0>();
+    fence_operands(c.S_rmem);
+    c.release(cta.empty_k_bar, stage_of(0));
+    release_q_after(0);
+    cta.span(ProbeSpanKind::kQK, 0, ts);
+    ts = probe_time(cta.probe);
+    tile.softmax(0, rescale);
+    c.pack_P();
+    cta.span(ProbeSpanKind::kSoftmax, 0, ts);
+  }
+
+  // Tile t > 0: S(t) issued beside P(t-1)·V(t-1), whose wait frees V(t-1).
+  __device__ __forceinline__ void next_tile(int t) const {
+    const auto& cta = c.cta;
+    uint64_t ts = probe_time(cta.probe);
+    mbarrier_wait(cta.full_k_bar + 8 * stage_of(t), parity_of(t));  // K(t) has landed
+    cta.span(ProbeSpanKind::kLoadWaitK, t, ts);
+    c.take_turn();
+    const uint64_t t_issue = probe_time(cta.probe);
+    wgmma_fence();  // P was written by ordinary instructions
+    c.issue_S(stage_of(t));
+    wgmma_commit();
+    issue_PV_after_V(t - 1);
+    c.pass_turn(false);
+    wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
+    fence_operands(c.S_rmem);
+    cta.span(ProbeSpanKind::kQK, t, t_issue);
+    ts = probe_time(cta.probe);
+    const bool held = tile.softmax_at_running_max(t);
+    cta.span(ProbeSpanKind::kSoftmax, t, ts);
+    wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, V(t-1) is free
+    fence_operands(c.O_rmem);
+    cta.span(ProbeSpanKind::kPV, t - 1, t_issue);
+    c.release(cta.empty_v_bar, stage_of(t - 1));
+    if (!held) {
+      // A new maximum (or a NaN): S(t) again, from the Q and K(t) still
+      // held, with nothing else in flight; then the exact softmax, and
+      // O's rescale by its factor before P(t)·V(t) adds to O.
+      wgmma_fence();
+      c.issue_S(stage_of(t));
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(c.S_rmem);
+      tile.softmax(t, rescale);
+      c.rescale_O(rescale);
+    }
+    c.release(cta.empty_k_bar, stage_of(t));  // K(t) and Q are read for the last time above
+    release_q_after(t);
+    c.pack_P();
+  }
+
+  // The last P·V; the work tile's last turn (last_item: the CTA's last work
+  // tile with keys) is not passed on.
+  __device__ __forceinline__ void last_PV(bool last_item) const {
+    const auto& cta = c.cta;
+    const int last = num_kv_tiles - 1;
+    c.take_turn();
+    const uint64_t ts = probe_time(cta.probe);
+    issue_PV_after_V(last);
+    c.pass_turn(last_item);
+    wgmma_wait<0>();
+    fence_operands(c.O_rmem);
+    cta.span(ProbeSpanKind::kPV, last, ts);
+    c.release(cta.empty_v_bar, stage_of(last));
+  }
+};
+
 // A consumer warpgroup's work: every work tile of the CTA in turn, each
 // through its pipeline of key tiles and its epilogue.
 //   issue S(t), PV(t-1) | wait S(t), release K(t) | softmax(t) |
@@ -317,7 +444,6 @@ __device__ __forceinline__ void hopper_consumer(const Cta& cta) {
   using View = typename Cta::ViewType;
   constexpr int DIM = Cfg::kDim;
   constexpr int BLOCK_KV = Cfg::kBlockKV;
-  constexpr int STAGES = Cfg::kStages;
   constexpr bool kPersistent = Cta::kIsPersistent;
   constexpr bool kMaySplit = Cta::Schedule::kMaySplit;
   constexpr int kRing = HopperConsumer<Cta>::kRing;
@@ -363,9 +489,6 @@ __device__ __forceinline__ void hopper_consumer(const Cta& cta) {
     const int kv_begin = view.kv_begin;
     const int kv_end = view.kv_end;
     const int warp_row0 = view.q0 + warpgroup * Cfg::kWarpgroupRows + warp_in_group * 16;
-    // Ring slot of tile t: its stage, and the parity of that stage's barriers.
-    auto stage_of = [&](int t) { return (ring + t) % STAGES; };
-    auto parity_of = [&](int t) { return uint32_t(((ring + t) / STAGES) & 1); };
     // O: the first P·V overwrites it (issue_PV); a work tile without keys stores zeros.
     if (num_kv_tiles == 0) {
 #pragma unroll
@@ -374,95 +497,11 @@ __device__ __forceinline__ void hopper_consumer(const Cta& cta) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) m_rmem[h] = -INFINITY, l_rmem[h] = 0.0f, m_traced[h] = -INFINITY;
     const HopperTileSoftmax<Cta> tile{c, view, kv_begin, kv_end, warp_row0};
-
-    // Persistent: after the work tile's last Q·Kᵀ, Q's buffer may take the next tile's.
-    auto release_q_after = [&](int t) {
-      if constexpr (kPersistent)
-        if (t == num_kv_tiles - 1) c.release(cta.q_empty_bar, q_round % Cfg::kQSlots);
-    };
-    // P(t)·V(t) into O, issued once V(t) has landed (O has taken
-    // softmax(t)'s rescale already).
-    auto issue_PV_after_V = [&](int t) {
-      const uint64_t ts = probe_time(cta.probe);
-      mbarrier_wait(cta.full_v_bar + 8 * stage_of(t), parity_of(t));  // V(t) has landed
-      cta.span(ProbeSpanKind::kLoadWaitV, t, ts);
-      wgmma_fence();  // the rescaled O and P were written by ordinary instructions
-      c.issue_PV(stage_of(t), t == 0);
-      wgmma_commit();
-    };
-
     float rescale[2] = {1.0f, 1.0f};  // softmax(t)'s factor for O, applied once P(t-1)·V(t-1) is done
-    if (num_kv_tiles > 0) {
-      uint64_t ts = probe_time(cta.probe);
-      const int q_slot = q_round % Cfg::kQSlots;
-      Q_desc = smem_desc_sw128(cta.Q_smem + q_slot * Cfg::kQBytes + Q_rows, 0, 1024);
-      mbarrier_wait(cta.q_full_bar + 8 * q_slot, (q_round / Cfg::kQSlots) & 1);
-      mbarrier_wait(cta.full_k_bar + 8 * stage_of(0), parity_of(0));  // K(0)
-      cta.span(ProbeSpanKind::kLoadWaitK, 0, ts);
-      c.take_turn();
-      ts = probe_time(cta.probe);
-      wgmma_fence();
-      c.issue_S(stage_of(0));
-      wgmma_commit();
-      c.pass_turn(false);
-      wgmma_wait<0>();
-      fence_operands(S_rmem);
-      c.release(cta.empty_k_bar, stage_of(0));
-      release_q_after(0);
-      cta.span(ProbeSpanKind::kQK, 0, ts);
-      ts = probe_time(cta.probe);
-      tile.softmax(0, rescale);  // nothing in O to rescale: P(0)·V(0) overwrites it
-      c.pack_P();
-      cta.span(ProbeSpanKind::kSoftmax, 0, ts);
-    }
-    for (int t = 1; t < num_kv_tiles; ++t) {
-      uint64_t ts = probe_time(cta.probe);
-      mbarrier_wait(cta.full_k_bar + 8 * stage_of(t), parity_of(t));  // K(t) has landed
-      cta.span(ProbeSpanKind::kLoadWaitK, t, ts);
-      c.take_turn();
-      const uint64_t t_issue = probe_time(cta.probe);
-      wgmma_fence();  // P was written by ordinary instructions
-      c.issue_S(stage_of(t));
-      wgmma_commit();
-      issue_PV_after_V(t - 1);
-      c.pass_turn(false);
-      wgmma_wait<1>();  // S(t) is done; P(t-1)·V(t-1) may still run
-      fence_operands(S_rmem);
-      cta.span(ProbeSpanKind::kQK, t, t_issue);
-      ts = probe_time(cta.probe);
-      const bool held = tile.softmax_at_running_max(t);
-      cta.span(ProbeSpanKind::kSoftmax, t, ts);
-      wgmma_wait<0>();  // P(t-1)·V(t-1) is done: O and P may be touched, V(t-1) is free
-      fence_operands(O_rmem);
-      cta.span(ProbeSpanKind::kPV, t - 1, t_issue);
-      c.release(cta.empty_v_bar, stage_of(t - 1));
-      if (!held) {
-        // A new maximum (or a NaN): S(t) again, from the Q and K(t) still
-        // held, with nothing else in flight; then the exact softmax, and
-        // O's rescale by its factor before P(t)·V(t) adds to O.
-        wgmma_fence();
-        c.issue_S(stage_of(t));
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operands(S_rmem);
-        tile.softmax(t, rescale);
-        c.rescale_O(rescale);
-      }
-      c.release(cta.empty_k_bar, stage_of(t));  // K(t) and Q are read for the last time above
-      release_q_after(t);
-      c.pack_P();
-    }
-    if (num_kv_tiles > 0) {
-      const int last = num_kv_tiles - 1;
-      c.take_turn();
-      const uint64_t ts = probe_time(cta.probe);
-      issue_PV_after_V(last);
-      c.pass_turn(item == last_keyed_item);
-      wgmma_wait<0>();
-      fence_operands(O_rmem);
-      cta.span(ProbeSpanKind::kPV, last, ts);
-      c.release(cta.empty_v_bar, stage_of(last));
-    }
+    const HopperKeyPipeline<Cta> keys{c, tile, ring, q_round, num_kv_tiles, Q_rows, Q_desc, rescale};
+    if (num_kv_tiles > 0) keys.first_tile();
+    for (int t = 1; t < num_kv_tiles; ++t) keys.next_tile(t);
+    if (num_kv_tiles > 0) keys.last_PV(item == last_keyed_item);
     const uint64_t epilogue_start = probe_time(cta.probe);
     if constexpr (kMaySplit) {
       if (item >= sched.whole_rounds) {

@@ -101,7 +101,7 @@ cudaError_t launch_paged(const PagedKernelParams& p, cudaStream_t stream) {
   if (cudaError_t err = prepare<Cfg>(kernel); err != cudaSuccess) return err;
   HopperParams<PagedKernelParams> hp{};
   hp.view = p;
-  const int q_tiles = (p.q_len * p.group + Cfg::kBlockQ - 1) / Cfg::kBlockQ;
+  const int q_tiles = ceil_div(p.q_len * p.group, Cfg::kBlockQ);
   const dim3 grid(q_tiles * p.num_splits, p.kv_heads, p.batch);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(hp);
   return cudaGetLastError();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kernels/attention/prefill_launch.h"
+#include "kernels/common/math.h"
 #include "kernels/hopper/hopper_config.cuh"
 #include "kernels/hopper/split_tail_workspace.h"
 
@@ -59,7 +60,7 @@ cudaError_t launch_dense(const PrefillLaunchPlan& plan, const PrefillKernelParam
     }
   }
   if (plan.tma && encode_dense_maps<Cfg>(plan.type, p, &hp)) {
-    const dim3 grid((p.q_len + Cfg::kBlockQ - 1) / Cfg::kBlockQ, p.q_heads, p.batch);
+    const dim3 grid(ceil_div(p.q_len, Cfg::kBlockQ), p.q_heads, p.batch);
     if constexpr (kMayPersist && !kProbed) {
       if (plan.persistent.ctas > 0) {
         auto kernel = hopper_attention_kernel<Cfg, T, kCausal, DenseView<T, Cfg::kBlockQ, kCausal>, true, NoProbe,
@@ -97,7 +98,7 @@ cudaError_t launch_dense(const PrefillLaunchPlan& plan, const PrefillKernelParam
     using Cp = CpAsyncConfig<Cfg>;
     auto kernel = hopper_attention_kernel<Cp, T, kCausal, DenseView<T, Cp::kBlockQ, kCausal>, false, Probe>;
     if (cudaError_t err = prepare<Cp>(kernel); err != cudaSuccess) return err;
-    const dim3 cp_grid((p.q_len + Cp::kBlockQ - 1) / Cp::kBlockQ, p.q_heads, p.batch);
+    const dim3 cp_grid(ceil_div(p.q_len, Cp::kBlockQ), p.q_heads, p.batch);
     kernel<<<cp_grid, Cp::kThreads, Cp::kSmemBytes, stream>>>(hp);
     return cudaGetLastError();
   } else {

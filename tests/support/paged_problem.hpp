@@ -54,6 +54,7 @@
 #include "flashscope/paged_attention.hpp"
 #include "support/attention_problem.hpp"  // Tolerance
 #include "support/random.hpp"
+#include "util/math.hpp"
 
 namespace flashscope::testing {
 
@@ -126,7 +127,7 @@ class PagedProblem {
   explicit PagedProblem(PagedShape shape) : s_(std::move(shape)) {
     const int B = s_.batch(), P = s_.page_size, D = s_.head_dim;
     max_kv_len_ = s_.max_kv_len() + s_.max_kv_len_slack;
-    table_stride_ = (max_kv_len_ + P - 1) / P + s_.table_slack;
+    table_stride_ = ceil_div(max_kv_len_, P) + s_.table_slack;
 
     // q / o views.
     constexpr int64_t kPad = 8;
@@ -227,7 +228,7 @@ class PagedProblem {
     std::vector<uint8_t> needed(static_cast<size_t>(num_pages_), 0), used(needed.size(), 0);
     for (int b = 0; b < s_.batch(); ++b) {
       const int64_t first_key = int64_t{kv_lens_[size_t(b)]} - s_.q_len - s_.window_left;
-      const int pages = (kv_lens_[size_t(b)] + P - 1) / P;
+      const int pages = ceil_div(kv_lens_[size_t(b)], P);
       for (int i = 0; i < pages; ++i) {
         const int32_t page = tables_[size_t(int64_t{b} * table_stride_ + i)];
         used[size_t(page)] = 1;
@@ -391,7 +392,7 @@ class PagedProblem {
     std::vector<int> own(static_cast<size_t>(B));
     int used = shared;
     for (int b = 0; b < B; ++b) {
-      const int pages = (s_.kv_lens[size_t(b)] + P - 1) / P;
+      const int pages = ceil_div(s_.kv_lens[size_t(b)], P);
       own[size_t(b)] = std::max(0, pages - shared);
       used += own[size_t(b)];
     }
@@ -414,7 +415,7 @@ class PagedProblem {
     kv_lens_.assign(s_.kv_lens.begin(), s_.kv_lens.end());
     for (int b = 0; b < B; ++b) {
       int32_t* row = &tables_[size_t(int64_t{b} * table_stride_)];
-      const int pages = (s_.kv_lens[size_t(b)] + P - 1) / P;
+      const int pages = ceil_div(s_.kv_lens[size_t(b)], P);
       for (int i = 0; i < pages; ++i) row[i] = i < shared ? shared_pages[size_t(i)] : order[next++];
     }
     shared_pages_ = std::move(shared_pages);

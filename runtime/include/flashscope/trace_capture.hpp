@@ -48,18 +48,12 @@ Status capture_cpu_prefill_trace(const PrefillParams& p, const TraceOptions& opt
 // masses and sampled probabilities (from a second pass that uses the run's
 // LSE). The plain kernels carry none of this: the probes are a separate
 // instantiation. *out is replaced only on success.
+// The trace records in the tiles of the plan it runs (meta.block_q ×
+// block_kv, what TraceOptions::sample_tiles and the tile masses index), so a
+// caller chooses the tiles to sample from plan_prefill(p) before it
+// captures; where auto's hopper kernel is traced on the sm80 kernel (above),
+// from the plan of the kernel meta.kernel names.
 Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& opt, Trace* out);
-
-// The tiles a GPU capture of p records in (TraceMeta::block_q × block_kv,
-// what TraceOptions::sample_tiles and the tile masses index: 64..192 query
-// rows × 32..128 keys, by kernel and shape), so a caller can choose the
-// tiles to sample before it captures. The same refusals as
-// capture_cuda_prefill_trace (kUnsupported without CUDA, probes or a device).
-struct TraceTiling {
-  int32_t block_q = 0;
-  int32_t block_kv = 0;
-};
-Result<TraceTiling> cuda_prefill_trace_tiling(const PrefillParams& p);
 
 // The same for paged decode / chunked prefill over the page cache
 // (paged_attention() with its probes): CTA records carry the split index,

@@ -555,12 +555,6 @@ Result<PrefillPlan> traced_plan(const PrefillParams& p) {
 
 }  // namespace
 
-Result<TraceTiling> prefill_trace_tiling(const PrefillParams& p) {
-  auto plan = traced_plan(p);
-  if (!plan.ok()) return plan.status();
-  return TraceTiling{plan->block_q, plan->block_kv};
-}
-
 Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& opt, const CudaCaptureLimits& limits,
                                   Trace* out) {
   if (out == nullptr) return invalid_argument("capture_cuda_prefill_trace: out is null");
@@ -873,7 +867,6 @@ Status no_probes() {
 }
 }  // namespace
 
-Result<TraceTiling> prefill_trace_tiling(const PrefillParams&) { return no_probes(); }
 Status capture_cuda_prefill_trace(const PrefillParams&, const TraceOptions&, const CudaCaptureLimits&, Trace*) {
   return no_probes();
 }
@@ -888,8 +881,6 @@ Status capture_cuda_paged_trace(const PagedAttentionParams&, const TraceOptions&
 Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& opt, Trace* out) {
   return trace_internal::capture_cuda_prefill_trace(p, opt, trace_internal::CudaCaptureLimits{}, out);
 }
-
-Result<TraceTiling> cuda_prefill_trace_tiling(const PrefillParams& p) { return trace_internal::prefill_trace_tiling(p); }
 
 Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOptions& opt, Trace* out) {
   return trace_internal::capture_cuda_paged_trace(p, opt, trace_internal::CudaCaptureLimits{}, out);

@@ -19,7 +19,6 @@ struct CudaCaptureLimits {
   size_t max_span_bytes = size_t{256} << 20;
 };
 
-Result<TraceTiling> prefill_trace_tiling(const PrefillParams& p);
 Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& opt, const CudaCaptureLimits& limits,
                                   Trace* out);
 Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOptions& opt,
