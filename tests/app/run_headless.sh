@@ -363,10 +363,10 @@ case $mode in
       # (a load on the UI thread would leave no frame to see it in).
       grep -Eq '^flashscope: UI while the model switched: [1-9][0-9]* frames' "$out/$mode.log" ||
         { echo "FAIL: no frame was drawn while Gemma loaded"; exit 1; }
-      grep -q '"chat_format": "completion"' "$out/$mode.json" ||
-        { echo "FAIL: Gemma does not run as plain completion"; exit 1; }
-      grep -q '"chat_notice": "the model has no chat template: plain text completion"' "$out/$mode.json" ||
-        { echo "FAIL: the chat panel does not say plain completion"; exit 1; }
+      grep -q '"chat_format": "transcript"' "$out/$mode.json" ||
+        { echo "FAIL: Gemma does not run as a question-and-answer transcript"; exit 1; }
+      grep -q '"chat_notice": "the model has no chat template: a question-and-answer transcript"' "$out/$mode.json" ||
+        { echo "FAIL: the chat panel does not say it runs a transcript"; exit 1; }
       # The dashboard's example trace follows the new model's attention shape (Gemma-3-270M: 4 q-heads, 1 kv-head).
       grep -q "gemma-3-270m-q4_k_m's attention shape (4 q-heads / 1 kv-heads" "$out/$mode.json" ||
         { echo "FAIL: the example trace was not captured again for Gemma"; exit 1; }
