@@ -311,4 +311,11 @@ TEST_CASE("app options: headless flags, sizes and errors") {
   CHECK_FALSE(parse_args({"--replay"}, &o, &error));
   CHECK_FALSE(parse_args({"--replay", ""}, &o, &error));
   CHECK(error.find("expected a trace file") != std::string::npos);
+  REQUIRE(parse_args({"--dry-multiplier", "0"}, &o, &error));
+  CHECK(o.dry_multiplier == 0.0f);
+  REQUIRE(parse_args({}, &o, &error));
+  CHECK(o.dry_multiplier < 0.0f);  // not given: the settings' default
+  CHECK_FALSE(parse_args({"--dry-multiplier", "-1"}, &o, &error));
+  CHECK(error.find("--dry-multiplier") != std::string::npos);
+  CHECK_FALSE(parse_args({"--dry-multiplier", "lots"}, &o, &error));
 }
