@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
     conversation.settings.random_seed = false;
   }
   if (opt.greedy) conversation.settings.temperature = 0.0f;
+  if (opt.dry_multiplier >= 0.0f) conversation.settings.dry_multiplier = opt.dry_multiplier;
   fs::ChatPanelState chat;
   chat.focus_input = !opt.headless() || !opt.keys.empty();
   chat.picker.open = opt.open_models;

@@ -186,6 +186,7 @@ int cmd_chat(int argc, char** argv) {
   ChatFormat format;
   if (!chat_format_from_args(args, *model, "chat", &format)) return 1;
   const bool completion = format.kind() == ChatFormatKind::kCompletion;
+  for (std::string& s : format.stop_strings()) gp.stop_strings.push_back(std::move(s));  // a base model's transcript
   std::string system = args.get("system");
   std::vector<ChatMessage> messages;  // the conversation the session holds
 
@@ -194,8 +195,9 @@ int cmd_chat(int argc, char** argv) {
                c.name.empty() ? path.c_str() : c.name.c_str(), c.n_layers, model->weight_bytes() / 1e6,
                session->capacity(), device == "cuda" ? "CUDA" : "CPU",
                completion ? "plain text completion (each line continues the text)"
-               : format.kind() == ChatFormatKind::kTemplate ? "the model's chat template"
-                                                             : "built-in ChatML");
+               : format.kind() == ChatFormatKind::kTemplate   ? "the model's chat template"
+               : format.kind() == ChatFormatKind::kTranscript ? "a question-and-answer transcript (a base model)"
+                                                              : "built-in ChatML");
   const bool edit = ::isatty(STDIN_FILENO) && ::isatty(STDOUT_FILENO);
   const int sigint_at = sigint_test_token();
   SigintGuard sigint_guard;

@@ -114,6 +114,7 @@ int cmd_generate(int argc, char** argv) {
   if (args.has("chat") || args.has("chat-template")) {
     ChatFormat format;
     if (!chat_format_from_args(args, *model, "generate", &format)) return 1;
+    for (std::string& s : format.stop_strings()) gp.stop_strings.push_back(std::move(s));  // a base model's transcript
     std::string system = args.get("system");
     std::vector<ChatMessage> messages;
     if (!system.empty()) messages.push_back({"system", system});

@@ -9,6 +9,7 @@
 #include "flashscope/untrusted.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/model.hpp"
+#include "flashscope/sampling_defaults.hpp"
 
 namespace flashscope::cli {
 
@@ -42,17 +43,21 @@ bool chat_format_from_args(const Args& args, const Model& model, const char* com
 
 SamplingParams parse_sampling(Args& args) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  SamplingParams s;
-  s.temperature = static_cast<float>(args.get_double_in("temp", 0.7, 0.0, false, kInf, false));
-  s.top_k = static_cast<int>(args.get_int_in("top-k", 40, 0, std::numeric_limits<int>::max()));
-  s.top_p = static_cast<float>(args.get_double_in("top-p", 0.95, 0.0, true, 1.0, false));
-  s.min_p = static_cast<float>(args.get_double_in("min-p", 0.05, 0.0, false, 1.0, false));
-  s.repetition_penalty = static_cast<float>(args.get_double_in("repeat-penalty", 1.0, 0.0, true, kInf, false));
-  s.presence_penalty = static_cast<float>(args.get_double_in("presence-penalty", 0.0, -2.0, false, 2.0, false));
-  s.frequency_penalty = static_cast<float>(args.get_double_in("frequency-penalty", 0.0, -2.0, false, 2.0, false));
-  // On by default: the loops small models fall into at low temperature
-  // (bench/answers/) end here; llama.cpp's own default leaves DRY off.
-  s.dry_multiplier = static_cast<float>(args.get_double_in("dry-multiplier", 0.8, 0.0, false, 100.0, false));
+  // The library's defaults (engine_sampling_defaults), so the CLI answers as
+  // the server, the app and the C ABI do for the same request.
+  const SamplingParams d = engine_sampling_defaults();
+  SamplingParams s = d;
+  s.temperature = static_cast<float>(args.get_double_in("temp", d.temperature, 0.0, false, kInf, false));
+  s.top_k = static_cast<int>(args.get_int_in("top-k", d.top_k, 0, std::numeric_limits<int>::max()));
+  s.top_p = static_cast<float>(args.get_double_in("top-p", d.top_p, 0.0, true, 1.0, false));
+  s.min_p = static_cast<float>(args.get_double_in("min-p", d.min_p, 0.0, false, 1.0, false));
+  s.repetition_penalty =
+      static_cast<float>(args.get_double_in("repeat-penalty", d.repetition_penalty, 0.0, true, kInf, false));
+  s.presence_penalty =
+      static_cast<float>(args.get_double_in("presence-penalty", d.presence_penalty, -2.0, false, 2.0, false));
+  s.frequency_penalty =
+      static_cast<float>(args.get_double_in("frequency-penalty", d.frequency_penalty, -2.0, false, 2.0, false));
+  s.dry_multiplier = static_cast<float>(args.get_double_in("dry-multiplier", d.dry_multiplier, 0.0, false, 100.0, false));
   const long long clock_seed =
       static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() & 0x7fffffff);
   s.seed = static_cast<uint64_t>(args.get_int_in("seed", clock_seed, 0, std::numeric_limits<long long>::max()));
@@ -61,11 +66,12 @@ SamplingParams parse_sampling(Args& args) {
 
 std::string apply_model_sampling(const Args& args, const Model& model, SamplingParams* s) {
   const SamplingDefaults& d = model.sampling_defaults();
+  const SamplingParams base = default_sampling(d);
   bool took = false;
   for (const std::string& f : d.fields) {
     auto take = [&](const char* field, const char* flag, auto member) {
       if (f != field || (flag != nullptr && args.has(flag))) return;
-      s->*member = d.params.*member;
+      s->*member = base.*member;
       took = true;
     };
     take("temperature", "temp", &SamplingParams::temperature);

@@ -1,9 +1,11 @@
 // OpenAI request bodies → GenRequest (openai_request.hpp). The field rules
 // are OpenAI's (temperature in [0, 2], top_p in (0, 1], at most 4 stop
 // strings, n = 1 here, presence_penalty and frequency_penalty in [-2, 2]);
-// the engine's own sampling knobs (top_k, min_p,
-// repeat_penalty) and vLLM's ignore_eos are accepted as extensions, as
-// llama.cpp and vLLM do.
+// the engine's own sampling knobs (top_k, min_p, repeat_penalty,
+// repeat_last_n, dry_multiplier, dry_base, dry_allowed_length,
+// dry_penalty_last_n: llama.cpp's server's names) and vLLM's ignore_eos are
+// accepted as extensions, as llama.cpp and vLLM do. Absent fields keep what
+// the caller put in GenRequest::params (the server: default_sampling).
 #include "openai_request.hpp"
 
 #include <cmath>
@@ -78,16 +80,29 @@ std::optional<ApiError> read_common(const json& body, GenRequest* out) {
     if (!it->is_string()) return bad("model", "'model' must be a string, not " + type_name(*it));
     out->model = it->get<std::string>();
   }
+  // A field the body leaves out keeps the caller's value: the server starts
+  // from default_sampling (the CLI's defaults), not OpenAI's temperature 1.
   SamplingParams& s = out->params.sampling;
-  // OpenAI's default temperature is 1; greedy when asked for 0.
-  s.temperature = 1.0f;
   if (auto e = read_number(body, "temperature", 0.0, 2.0, false, &s.temperature)) return e;
   if (auto e = read_number(body, "top_p", 0.0, 1.0, true, &s.top_p)) return e;
   if (auto e = read_number(body, "min_p", 0.0, 1.0, false, &s.min_p)) return e;
   if (auto e = read_number(body, "repeat_penalty", 0.0, 10.0, true, &s.repetition_penalty)) return e;
-  int64_t top_k = 0;
+  int64_t top_k = s.top_k;
   if (auto e = read_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), &top_k)) return e;
   s.top_k = static_cast<int>(top_k);
+  int64_t last_n = s.repeat_last_n;
+  if (auto e = read_int(body, "repeat_last_n", -1, std::numeric_limits<int32_t>::max(), &last_n)) return e;
+  s.repeat_last_n = static_cast<int>(last_n);
+  // DRY under llama.cpp's server's names; dry_penalty_last_n as there: -1
+  // the whole conversation, 0 off.
+  if (auto e = read_number(body, "dry_multiplier", 0.0, 100.0, false, &s.dry_multiplier)) return e;
+  if (auto e = read_number(body, "dry_base", 1.0, 100.0, false, &s.dry_base)) return e;
+  int64_t dry_allowed = s.dry_allowed_length;
+  if (auto e = read_int(body, "dry_allowed_length", 1, kDryMaxRun, &dry_allowed)) return e;
+  s.dry_allowed_length = static_cast<int>(dry_allowed);
+  int64_t dry_last_n = s.dry_last_n;
+  if (auto e = read_int(body, "dry_penalty_last_n", -1, std::numeric_limits<int32_t>::max(), &dry_last_n)) return e;
+  s.dry_last_n = static_cast<int>(dry_last_n);
   // OpenAI's additive penalties, over the reply's own tokens as OpenAI and
   // vLLM count them; repeat_penalty (the CTRL rule) is applied before them.
   if (auto e = read_number(body, "presence_penalty", -2.0, 2.0, false, &s.presence_penalty)) return e;

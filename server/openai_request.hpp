@@ -41,6 +41,8 @@ struct GenRequest {
 };
 
 // body: the parsed JSON (the server reports a body that is not JSON itself).
+// Sampling fields the body leaves out keep out->params.sampling's values:
+// set it to the defaults first (the server: default_sampling of the model).
 std::optional<ApiError> parse_chat_request(const nlohmann::json& body, GenRequest* out);
 std::optional<ApiError> parse_completion_request(const nlohmann::json& body, GenRequest* out);
 

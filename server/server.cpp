@@ -306,7 +306,11 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
     return fail(api_error(400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error"));
   }
   GenRequest g;
+  g.params.sampling = default_sampling(model.sampling_defaults());  // the CLI's defaults
   if (auto e = chat ? parse_chat_request(body, &g) : parse_completion_request(body, &g)) return fail(*e);
+  if (chat) {
+    for (std::string& s : format.stop_strings()) g.params.stop_strings.push_back(std::move(s));  // a base model's transcript
+  }
 
   std::vector<int32_t> prompt;
   if (auto e = prompt_tokens(g, &prompt)) return fail(*e);

@@ -7,17 +7,21 @@
 //    reply. tests/c_api_test.c checks the same on SmolLM2 from C, with a
 //    turn queued by a done callback;
 //  * the model's recommended sampling, read at load (C and C++ agree);
-//  * DRY per session (flashscope_session_set_dry) ends a greedy loop.
+//  * DRY, on by default in sessions and queues (the CLI's and the server's
+//    default), ends a greedy loop; flashscope_session_set_dry and
+//    flashscope_queue_set_dry switch it off.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "flashscope/chat.hpp"
 #include "flashscope/flashscope.h"
 #include "flashscope/model.hpp"
 #include "flashscope/synthetic_model.hpp"
@@ -253,6 +257,20 @@ TEST_CASE("c api: the model's recommended sampling, read at load, fills only the
   CHECK(need == sizeof "gguf metadata");
   CHECK(flashscope_model_sampling_defaults(nullptr, &gp) == FLASHSCOPE_INVALID_ARGUMENT);
   CHECK(flashscope_model_sampling_defaults(model, nullptr) == FLASHSCOPE_INVALID_ARGUMENT);
+  // The whole defaults the CLI and the server answer with: the library's,
+  // with the model's on top (its top_p is not named: the library's 0.95).
+  flashscope_generate_params all;
+  REQUIRE(flashscope_model_default_generate_params(model, &all) == FLASHSCOPE_OK);
+  const flashscope::SamplingParams lib = flashscope::engine_sampling_defaults();
+  CHECK(all.temperature == doctest::Approx(0.3));
+  CHECK(all.top_k == 17);
+  CHECK(all.repetition_penalty == doctest::Approx(1.2));
+  CHECK(all.top_p == doctest::Approx(lib.top_p));
+  CHECK(all.min_p == doctest::Approx(lib.min_p));
+  CHECK(all.top_p < 1.0f);  // not the neutral struct's
+  CHECK(all.max_tokens == flashscope_generate_default_params().max_tokens);
+  CHECK(flashscope_model_default_generate_params(nullptr, &all) == FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(flashscope_model_default_generate_params(model, nullptr) == FLASHSCOPE_INVALID_ARGUMENT);
   flashscope_model_free(model);
 
   // C++: the same values on the Model; a model that names nothing has none.
@@ -271,7 +289,7 @@ TEST_CASE("c api: the model's recommended sampling, read at load, fills only the
   CHECK(std::string(source).empty());
 }
 
-TEST_CASE("c api: DRY set on a session ends the loop its greedy reply falls into, alone and in a batch") {
+TEST_CASE("c api: DRY, on by default, ends the loop a greedy reply falls into, alone, in a batch and in a queue") {
   Loaded m;
   flashscope_generate_params gp = flashscope_generate_default_params();  // greedy
   gp.max_tokens = 40;
@@ -285,17 +303,27 @@ TEST_CASE("c api: DRY set on a session ends the loop its greedy reply falls into
     }
     return most;
   };
-  std::string texts[2];
+  std::string texts[2], queued[2];
+  // The queue's prompt: the chat turn as the C++ engine renders it.
+  std::vector<int32_t> prompt_ids;
+  {
+    auto cpp = flashscope::Model::load(synthetic_model_path());
+    REQUIRE(cpp.ok());
+    auto ids = flashscope::ChatFormat::for_model(*cpp).encode({{"user", kPrompts[1]}}, true);
+    REQUIRE(ids.ok());
+    prompt_ids = *ids;
+  }
   for (int dry = 0; dry < 2; ++dry) {
+    // dry 1: the session's default, as flashscope-cli and serve answer; dry 0: switched off.
     flashscope_session* s = new_session(m.model);
-    if (dry) REQUIRE(flashscope_session_set_dry(s, 0.8f, 1.75f, 2, -1) == FLASHSCOPE_OK);
+    if (!dry) REQUIRE(flashscope_session_set_dry(s, 0.0f, 1.75f, 2, -1) == FLASHSCOPE_OK);
     REQUIRE(flashscope_session_add_message(s, "user", kPrompts[1]) == FLASHSCOPE_OK);
     Reply r;
     REQUIRE(flashscope_session_generate(s, &gp, on_token, &r, nullptr) == FLASHSCOPE_OK);
     texts[dry] = r.text;
     // The same through a batch.
     flashscope_session* b = new_session(m.model);
-    if (dry) REQUIRE(flashscope_session_set_dry(b, 0.8f, 1.75f, 2, -1) == FLASHSCOPE_OK);
+    if (!dry) REQUIRE(flashscope_session_set_dry(b, 0.0f, 1.75f, 2, -1) == FLASHSCOPE_OK);
     REQUIRE(flashscope_session_add_message(b, "user", kPrompts[1]) == FLASHSCOPE_OK);
     flashscope_batch* batch = nullptr;
     REQUIRE(flashscope_batch_create(&batch) == FLASHSCOPE_OK);
@@ -305,8 +333,24 @@ TEST_CASE("c api: DRY set on a session ends the loop its greedy reply falls into
     CHECK(rb.text == r.text);
     flashscope_batch_free(batch);
     flashscope_session_free(b);
+    // A queue the same way, on the session's tokens (its prompt and reply).
+    flashscope_queue* q = nullptr;
+    REQUIRE(flashscope_queue_create(m.model, nullptr, &q) == FLASHSCOPE_OK);
+    if (!dry) REQUIRE(flashscope_queue_set_dry(q, 0.0f, 1.75f, 2, -1) == FLASHSCOPE_OK);
+    Reply rq;
+    REQUIRE(flashscope_queue_submit(q, prompt_ids.data(), prompt_ids.size(), &gp, on_token, on_done, &rq, nullptr) ==
+            FLASHSCOPE_OK);
+    while (flashscope_queue_n_waiting(q) + flashscope_queue_n_running(q) > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    flashscope_queue_free(q);  // after the reply's done callback
+    CHECK(rq.done_calls == 1);
+    CHECK(rq.status == FLASHSCOPE_OK);
+    queued[dry] = rq.text;
     flashscope_session_free(s);
   }
+  CHECK(longest_run(queued[0]) >= 30);
+  CHECK(longest_run(queued[1]) <= 8);
   REQUIRE(texts[0].size() >= 30);
   CHECK(longest_run(texts[0]) >= 30);  // without DRY: one byte to the end
   CHECK(longest_run(texts[1]) <= 8);   // with it: no run outlasts the penalty
@@ -316,4 +360,11 @@ TEST_CASE("c api: DRY set on a session ends the loop its greedy reply falls into
   CHECK(flashscope_session_set_dry(s, 0.8f, 1.75f, 0, -1) == FLASHSCOPE_INVALID_ARGUMENT);
   CHECK(flashscope_session_set_dry(nullptr, 0.8f, 1.75f, 2, -1) == FLASHSCOPE_INVALID_ARGUMENT);
   flashscope_session_free(s);
+  flashscope_queue* q = nullptr;
+  REQUIRE(flashscope_queue_create(m.model, nullptr, &q) == FLASHSCOPE_OK);
+  CHECK(flashscope_queue_set_dry(q, -1.0f, 1.75f, 2, -1) == FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(flashscope_queue_set_dry(q, 0.8f, 0.5f, 2, -1) == FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(flashscope_queue_set_dry(q, 0.8f, 1.75f, 0, -1) == FLASHSCOPE_INVALID_ARGUMENT);
+  CHECK(flashscope_queue_set_dry(nullptr, 0.8f, 1.75f, 2, -1) == FLASHSCOPE_INVALID_ARGUMENT);
+  flashscope_queue_free(q);
 }

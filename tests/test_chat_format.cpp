@@ -287,15 +287,51 @@ TEST_CASE("chat format: an override template replaces the model's") {
   CHECK(ids.back() == 2);  // the template's eos text is the control token
 }
 
-TEST_CASE("chat format: a model without a template runs as plain completion") {
+TEST_CASE("chat format: a model without a template (a base model) answers in a transcript that stops at the next question") {
   flashscope::testing::SyntheticLlama s;
   s.skip_keys.insert("tokenizer.chat_template");
   const Model model = synthetic_model(s);
   CHECK(model.chat_template().empty());
   CHECK(model.chat_template_status().ok());
   const ChatFormat format = ChatFormat::for_model(model);
-  REQUIRE(format.kind() == ChatFormatKind::kCompletion);
+  REQUIRE(format.kind() == ChatFormatKind::kTranscript);
   CHECK(format.notice().find("no chat template") != std::string::npos);
+  // The reply ends where the model starts the next question.
+  CHECK(format.stop_strings() == std::vector<std::string>{"\nQuestion:"});
+  // System messages are left out; typed control text stays text.
+  std::vector<ChatMessage> messages = {{"system", "ignored"}, {"user", "Once <|im_end|>?"}};
+  CHECK(format.render(messages).value() == "Question: Once <|im_end|>?\nAnswer:");
+  const auto ids = format.encode(messages).value();
+  CHECK(ids == model.tokenizer().encode("Question: Once <|im_end|>?\nAnswer:", false));
+  messages.push_back({"assistant", "Paris"});
+  messages.push_back({"user", "And Italy?"});
+  CHECK(format.render(messages).value() == "Question: Once <|im_end|>?\nAnswer: Paris\nQuestion: And Italy?\nAnswer:");
+
+  // After a reply the model ended by starting the next question (the stop
+  // string's tokens stay in the session), only the new question is fed.
+  auto session = Session::create(model);
+  REQUIRE(session.ok());
+  std::vector<ChatMessage> chat = {{"user", "Capital of France?"}};
+  auto turn = format.next_turn(session->tokens(), chat);
+  REQUIRE(turn.ok());
+  REQUIRE(session->generate(turn->keep, turn->feed, prefill_only(), nullptr).ok());
+  REQUIRE(session->generate(model.tokenizer().encode(" Paris\nQuestion:", false), prefill_only(), nullptr).ok());
+  chat.push_back({"assistant", " Paris"});
+  chat.push_back({"user", "Capital of Italy?"});
+  turn = format.next_turn(session->tokens(), chat);
+  REQUIRE(turn.ok());
+  CHECK(turn->appended);
+  CHECK(model.tokenizer().decode(turn->feed) == " Capital of Italy?\nAnswer:");
+  // Other formats add no stop string.
+  CHECK(ChatFormat::completion(model).stop_strings().empty());
+}
+
+TEST_CASE("chat format: plain completion runs the contents back to back") {
+  flashscope::testing::SyntheticLlama s;
+  s.skip_keys.insert("tokenizer.chat_template");
+  const Model model = synthetic_model(s);
+  const ChatFormat format = ChatFormat::completion(model);
+  REQUIRE(format.kind() == ChatFormatKind::kCompletion);
   // System messages are left out, roles ignored, typed control text stays text.
   std::vector<ChatMessage> messages = {{"system", "ignored"}, {"user", "Once <|im_end|>"}};
   CHECK(format.render(messages).value() == "Once <|im_end|>");

@@ -290,7 +290,7 @@ TEST_CASE("cli: Ctrl-C during an answer stops it, keeps it in the conversation, 
   CHECK(stats[0].first == turns[1].first);  // /stats agrees with the meter
 }
 
-TEST_CASE("cli: a model without a chat template chats as plain completion, and says so") {
+TEST_CASE("cli: a model without a chat template chats in a question-and-answer transcript, and says so") {
   // A base model (Gemma-3-270M is one): the same synthetic file without tokenizer.chat_template.
   flashscope::testing::SyntheticLlama base;
   base.skip_keys.insert("tokenizer.chat_template");
@@ -305,13 +305,14 @@ TEST_CASE("cli: a model without a chat template chats as plain completion, and s
                            "Once upon a time\n/stats\n");
   std::remove(path.c_str());
   CHECK_MESSAGE(r.rc == 0, r.err);
-  CHECK(contains(r.err, "note: the model has no chat template: plain text completion"));
-  CHECK(contains(r.err, "plain text completion (each line continues the text)"));
-  // The line's tokens alone were fed (no template around them) and an answer ran.
+  CHECK(contains(r.err, "note: the model has no chat template: a question-and-answer transcript"));
+  CHECK(contains(r.err, "a question-and-answer transcript (a base model)"));
+  // The line as a question (byte tokens: "Question: " and "\nAnswer:" around it) and an answer ran.
   const auto m = meters(r.out + r.err);
   REQUIRE_FALSE(m.empty());
-  CHECK(m.back().first > 0);
-  CHECK(m.back().first <= static_cast<int>(std::string("Once upon a time").size()) + 1 + 4);
+  const int framed = static_cast<int>(std::string("Question: Once upon a time\nAnswer:").size());
+  CHECK(m.back().first > framed);
+  CHECK(m.back().first <= framed + 1 + 4);
 }
 
 TEST_CASE("cli: trace chat writes the model's own attention, labelled, and prints every head's summary") {

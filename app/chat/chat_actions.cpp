@@ -131,6 +131,12 @@ void sync_chat_with_engine(ChatPanelState& state, Conversation& conversation, co
         conversation.system_prompt == kSmolLMDefaultSystemPrompt) {
       conversation.system_prompt = snap.default_system_prompt;
     }
+    // The model's sampling, as the CLI and the server answer it, unless the
+    // user (a flag, a loaded conversation) set the settings already.
+    if (snap.state != EngineState::kFailed && sampling_equals(conversation.settings, state.model_sampling)) {
+      set_sampling(&conversation.settings, snap.sampling);
+    }
+    if (snap.state != EngineState::kFailed) state.model_sampling = snap.sampling;
     state.model_defaults_applied = true;
     state.model_generation = snap.model_generation;
     state.model_default_prompt = model_default;
@@ -140,6 +146,8 @@ void sync_chat_with_engine(ChatPanelState& state, Conversation& conversation, co
     if (state.model_generation != 0 && conversation.system_prompt == state.model_default_prompt) {
       conversation.system_prompt = model_default;
     }
+    if (sampling_equals(conversation.settings, state.model_sampling)) set_sampling(&conversation.settings, snap.sampling);
+    state.model_sampling = snap.sampling;
     state.model_generation = snap.model_generation;
     state.model_default_prompt = model_default;
   }

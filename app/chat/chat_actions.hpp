@@ -53,6 +53,8 @@ struct ChatPanelState {
   bool model_defaults_applied = false;  // system prompt taken from the model's template
   uint64_t model_generation = 0;     // the engine's model the defaults were taken from
   std::string model_default_prompt;  // and its default system prompt
+  // and its sampling (default_sampling): settings still equal to it take the next model's
+  SamplingParams model_sampling = engine_sampling_defaults();
   ModelPickerState picker;
   // The message text under the pointer and the byte of it (-1: none), each
   // frame: the Attention tab's token view highlights that token's row.

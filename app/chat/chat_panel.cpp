@@ -114,10 +114,11 @@ void draw_system_prompt(Conversation& conversation, const EngineSnapshot& snap) 
   for (char& ch : preview) {
     if (ch == '\n') ch = ' ';
   }
-  // Plain completion continues the messages' text; a system prompt has no place in it (ChatFormat).
+  // Plain completion and a base model's transcript leave system messages out (ChatFormat).
   const bool unused = snap.state != EngineState::kLoading && snap.state != EngineState::kFailed &&
-                      snap.chat_format == ChatFormatKind::kCompletion;
-  if (unused) preview = "not used in plain completion";
+                      (snap.chat_format == ChatFormatKind::kCompletion || snap.chat_format == ChatFormatKind::kTranscript);
+  if (unused) preview = snap.chat_format == ChatFormatKind::kCompletion ? "not used in plain completion"
+                                                                        : "not used: the model has no chat template";
   const std::string label = "System prompt  —  " + preview + "###system";
   if (!ImGui::CollapsingHeader(label.c_str())) return;
   const float h = ImGui::GetTextLineHeight() * 3.0f + ImGui::GetStyle().FramePadding.y * 2.0f;
@@ -128,11 +129,11 @@ void draw_system_prompt(Conversation& conversation, const EngineSnapshot& snap) 
   ImGui::SameLine();
   if (ImGui::SmallButton("None")) conversation.system_prompt.clear();
   ImGui::SameLine();
-  ImGui::TextColored(palette::kMuted, unused ? "not used: this model continues text, it has no chat template"
+  ImGui::TextColored(palette::kMuted, unused ? "not used: this model has no chat template"
                                             : "applies from the next answer");
 }
 
-void draw_sampling(Conversation& conversation) {
+void draw_sampling(Conversation& conversation, const SamplingParams& model_sampling) {
   ChatSettings& s = conversation.settings;
   char label[200];
   if (s.temperature <= 0.0f) {
@@ -150,13 +151,17 @@ void draw_sampling(Conversation& conversation) {
   ImGui::SliderFloat("Min-p", &s.min_p, 0.0f, 0.5f, s.min_p <= 0.0f ? "off" : "%.2f");
   ImGui::SliderFloat("Repetition penalty", &s.repetition_penalty, 1.0f, 2.0f,
                      s.repetition_penalty <= 1.0f ? "off" : "%.2f");
+  ImGui::SliderFloat("DRY (ends loops)", &s.dry_multiplier, 0.0f, 2.0f, s.dry_multiplier <= 0.0f ? "off" : "%.2f");
   ImGui::SliderInt("Max tokens", &s.max_tokens, 1, 2048);
   ImGui::Checkbox("New seed for every answer", &s.random_seed);
   ImGui::BeginDisabled(s.random_seed);
   ImGui::InputScalar("Seed", ImGuiDataType_U64, &s.seed);
   ImGui::EndDisabled();
   ImGui::PopItemWidth();
-  if (ImGui::SmallButton("Defaults")) s = ChatSettings();
+  if (ImGui::SmallButton("Defaults")) {  // the model's, as the CLI and the server answer
+    s = ChatSettings();
+    set_sampling(&s, model_sampling);
+  }
   ImGui::SameLine();
   if (ImGui::SmallButton("Greedy")) s.temperature = 0.0f;
 }
@@ -423,7 +428,7 @@ void draw_chat_panel(ChatPanelState& state, Conversation& conversation, EngineWo
   ImGui::Spacing();
   ImGui::BeginDisabled(state.pending_id != 0);  // settings of a running answer are fixed
   draw_system_prompt(conversation, snap);
-  draw_sampling(conversation);
+  draw_sampling(conversation, snap.sampling);
   draw_file_row(state, conversation, worker);
   ImGui::EndDisabled();
   ImGui::Spacing();

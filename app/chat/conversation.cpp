@@ -112,8 +112,32 @@ GenerateParams generate_params(const ChatSettings& settings) {
   gp.sampling.min_p = settings.min_p;
   gp.sampling.repetition_penalty = settings.repetition_penalty;
   gp.sampling.repeat_last_n = settings.repeat_last_n;
+  // DRY's base, allowed length and window are the library's (the panel shows the multiplier).
+  const SamplingParams d = engine_sampling_defaults();
+  gp.sampling.dry_multiplier = settings.dry_multiplier;
+  gp.sampling.dry_base = d.dry_base;
+  gp.sampling.dry_allowed_length = d.dry_allowed_length;
+  gp.sampling.dry_last_n = d.dry_last_n;
   gp.sampling.seed = settings.seed;
   return gp;
+}
+
+void set_sampling(ChatSettings* settings, const SamplingParams& p) {
+  settings->temperature = p.temperature;
+  settings->top_k = p.top_k;
+  settings->top_p = p.top_p;
+  settings->min_p = p.min_p;
+  settings->repetition_penalty = p.repetition_penalty;
+  settings->repeat_last_n = p.repeat_last_n;
+  settings->dry_multiplier = p.dry_multiplier;
+}
+
+bool sampling_equals(const ChatSettings& settings, const SamplingParams& p) {
+  ChatSettings as_p = settings;
+  set_sampling(&as_p, p);
+  return as_p.temperature == settings.temperature && as_p.top_k == settings.top_k && as_p.top_p == settings.top_p &&
+         as_p.min_p == settings.min_p && as_p.repetition_penalty == settings.repetition_penalty &&
+         as_p.repeat_last_n == settings.repeat_last_n && as_p.dry_multiplier == settings.dry_multiplier;
 }
 
 std::vector<ChatMessage> prompt_messages(const Conversation& conversation, size_t count) {
@@ -157,6 +181,7 @@ std::string conversation_to_json(const Conversation& c) {
         {"min_p", static_cast<double>(t.min_p)},
         {"repetition_penalty", static_cast<double>(t.repetition_penalty)},
         {"repeat_last_n", t.repeat_last_n},
+        {"dry_multiplier", static_cast<double>(t.dry_multiplier)},
         {"max_tokens", t.max_tokens},
         // Seeds above 2^53 would lose bits as a JSON number: written as a string.
         {"seed", std::to_string(t.seed)},
@@ -187,6 +212,7 @@ Status conversation_from_json(const std::string& text, Conversation* out) {
     FLASHSCOPE_RETURN_IF_ERROR(read_float(*s, "min_p", where, &t.min_p));
     FLASHSCOPE_RETURN_IF_ERROR(read_float(*s, "repetition_penalty", where, &t.repetition_penalty));
     FLASHSCOPE_RETURN_IF_ERROR(read_int(*s, "repeat_last_n", where, &t.repeat_last_n));
+    FLASHSCOPE_RETURN_IF_ERROR(read_float(*s, "dry_multiplier", where, &t.dry_multiplier));
     FLASHSCOPE_RETURN_IF_ERROR(read_int(*s, "max_tokens", where, &t.max_tokens));
     FLASHSCOPE_RETURN_IF_ERROR(read_seed(*s, where, &t.seed));
     t.random_seed = json_bool(*s, "random_seed", t.random_seed);

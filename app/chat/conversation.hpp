@@ -58,14 +58,18 @@ inline Message make_message(std::string role, std::string content) {
   return m;
 }
 
-// Sampling settings as the chat panel shows them; GenerateParams for the engine.
+// Sampling settings as the chat panel shows them; GenerateParams for the
+// engine. The sampling fields start as the library's defaults
+// (engine_sampling_defaults: the CLI's and the server's); once a model is
+// loaded, its own (default_sampling) unless the user changed them.
 struct ChatSettings {
-  float temperature = 0.7f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  float repetition_penalty = 1.0f;
-  int repeat_last_n = 64;
+  float temperature = engine_sampling_defaults().temperature;
+  int top_k = engine_sampling_defaults().top_k;
+  float top_p = engine_sampling_defaults().top_p;
+  float min_p = engine_sampling_defaults().min_p;
+  float repetition_penalty = engine_sampling_defaults().repetition_penalty;
+  int repeat_last_n = engine_sampling_defaults().repeat_last_n;
+  float dry_multiplier = engine_sampling_defaults().dry_multiplier;  // 0: DRY off
   int max_tokens = 256;
   uint64_t seed = 42;
   bool random_seed = true;  // a fresh seed for every answer (the one used is written to seed)
@@ -80,6 +84,11 @@ struct Conversation {
 // How a reply ended, in the words a person would use ("end of turn",
 // "max tokens", "stopped", "context full") for a stop_reason_name() value.
 const char* stop_reason_label(const std::string& reason);
+
+// The sampling fields of `settings` set from `p` (max_tokens and the seed
+// are left alone); and whether they equal p's.
+void set_sampling(ChatSettings* settings, const SamplingParams& p);
+bool sampling_equals(const ChatSettings& settings, const SamplingParams& p);
 
 // The engine's parameters for the settings (seed as given: the caller picks
 // a fresh one first when random_seed is set).

@@ -171,6 +171,7 @@ std::string EngineWorker::load(const std::string& path, Model preloaded, const s
   snap_.kv_bytes_per_token = static_cast<uint64_t>(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * 2;
   snap_.default_system_prompt = default_system_prompt_from_template(
       format_.kind() == ChatFormatKind::kTemplate ? format_.template_source() : model_.chat_template());
+  snap_.sampling = default_sampling(model_.sampling_defaults());
   snap_.chat_format = format_.kind();
   snap_.chat_format_notice = template_notice;
   snap_.chat_format_fallback = !format_.template_status().ok() || (!template_path.empty() && template_text.empty());
@@ -322,7 +323,9 @@ void EngineWorker::generate(const EngineRequest& r) {
     snap_.answer_text.append(e.text.data(), e.text.size());
     return r.id > cancel_through_.load();
   };
-  auto result = session_.generate(keep, feed, r.params, on_token);
+  GenerateParams params = r.params;
+  for (std::string& s : format_.stop_strings()) params.stop_strings.push_back(std::move(s));  // a base model's transcript
+  auto result = session_.generate(keep, feed, params, on_token);
   if (!result.ok()) {
     finish(result.status().to_string(), nullptr);
     return;

@@ -75,6 +75,7 @@ struct EngineSnapshot {
   WeightFormat weights = WeightFormat::kAuto;  // as loaded: kQuantized or kBf16
   uint64_t kv_bytes_per_token = 0;  // K and V of all layers, bf16
   std::string default_system_prompt;  // from the model's chat template
+  SamplingParams sampling = engine_sampling_defaults();  // default_sampling: the library's with the model's on top
   ChatFormatKind chat_format = ChatFormatKind::kCompletion;  // how conversations become prompts
   std::string chat_format_notice;     // why the model's template is not used; empty when it is
   bool chat_format_fallback = false;  // a template could not be used (not just a model without one)

@@ -11,7 +11,8 @@ const char* const kAppUsage =
     "                  [--threads N] [--ctx N] [--weights auto|quantized|bf16] [--chat-template FILE]\n"
     "                  [--conversation FILE]\n"
     "                  [--frames N] [--screenshot OUT.png] [--layout OUT.json]\n"
-    "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy] [--models] [--switch-to PATH]\n"
+    "                  [--prompt TEXT] [--max-tokens N] [--seed S] [--greedy] [--dry-multiplier D]\n"
+    "                  [--models] [--switch-to PATH]\n"
     "                  [--keys SCRIPT]\n"
     "  --model PATH        GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --tab NAME          dashboard tab: attention, softmax, pipeline, throughput (default), lab\n"
@@ -35,6 +36,7 @@ const char* const kAppUsage =
     "  --max-tokens N      answer length limit (default 256)\n"
     "  --seed S            fixed sampling seed (default: a new one for every answer)\n"
     "  --greedy            temperature 0 (argmax)\n"
+    "  --dry-multiplier D  DRY, the penalty that ends repetition loops, 0..100 (default 0.8; 0 disables)\n"
     "  --mouse X,Y         hold the pointer at X,Y (window pixels): hover tests\n"
     "  --switch-to PATH    once the model has loaded, switch to PATH as the model picker does;\n"
     "                      with --frames, until the switch succeeded or failed or N frames\n"
@@ -75,7 +77,7 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
       continue;
     }
     const bool takes_value = flag == "--model" || flag == "--frames" || flag == "--screenshot" || flag == "--layout" ||
-                             flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" ||
+                             flag == "--tab" || flag == "--prompt" || flag == "--max-tokens" || flag == "--seed" || flag == "--dry-multiplier" ||
                              flag == "--size" || flag == "--scale" || flag == "--threads" || flag == "--ctx" ||
                              flag == "--replay" || flag == "--chat-template" || flag == "--weights" ||
                              flag == "--switch-to" || flag == "--conversation" || flag == "--keys" ||
@@ -123,6 +125,11 @@ bool parse_app_options(int argc, char** argv, AppOptions* out, std::string* erro
     } else if (flag == "--max-tokens") {
       if (!to_int(value, 1, 1 << 20, &n)) return bad("expected a token count ≥ 1");
       o.max_tokens = static_cast<int>(n);
+    } else if (flag == "--dry-multiplier") {
+      char* end = nullptr;
+      const double d = std::strtod(value, &end);
+      if (end == value || *end != '\0' || !(d >= 0.0 && d <= 100.0)) return bad("expected a number in [0, 100]");
+      o.dry_multiplier = static_cast<float>(d);
     } else if (flag == "--seed") {
       char* end = nullptr;
       o.seed = std::strtoull(value, &end, 10);

@@ -23,6 +23,7 @@ struct AppOptions {
   bool has_seed = false;    // --seed S: a fixed sampling seed instead of a fresh one per answer
   unsigned long long seed = 0;
   bool greedy = false;      // --greedy: temperature 0
+  float dry_multiplier = -1.0f;  // --dry-multiplier D: DRY as the CLI's flag (0: off); < 0: the default
   int width = 1600;         // --size WxH: window size in pixels at scale 1
   int height = 1000;
   float scale = 0.0f;       // --scale S: UI scale; 0: the monitor's content scale

@@ -2,7 +2,9 @@
 """Answer quality on a fixed prompt set (bench/answers/prompts.jsonl): FlashScope
 and llama.cpp on the same model, chat template, prompts and sampling.
 
-Each prompt is one user turn rendered with the model's own chat template.
+Each prompt is one user turn rendered with the model's own chat template (a
+model without one, a base model, in FlashScope's question-and-answer
+transcript, with its stop string, for both engines).
 FlashScope answers through `flashscope-cli generate --chat` with no sampling
 flags, i.e. with its defaults (the model's recommended sampling where it has
 one: `flashscope-cli info -m`), once per seed, and once greedy (--temp 0).
@@ -135,11 +137,13 @@ class LlamaCpp:
         def raise_exception(msg):
             raise jinja2.TemplateError(msg)
         env.globals["raise_exception"] = raise_exception
-        # No template (a base model such as Gemma-3-270M): plain completion,
-        # as FlashScope's --chat falls back to, BOS text first when the model
-        # asks for BOS.
+        # No template (a base model such as Gemma-3-270M): the question-and-
+        # answer transcript FlashScope's --chat runs such a model in
+        # (ChatFormat's kTranscript: BOS text first when the model asks for
+        # BOS, "Question: ...\nAnswer:"), ended by the same stop string.
         source = meta.get("tokenizer.chat_template")
         self.template = env.from_string(source) if source else None
+        self.stops = [] if source else ["\nQuestion:"]
         self.add_bos = meta.get("tokenizer.ggml.add_bos_token", "false") == "true"
         vocab = self.llm
         self.bos = vocab.detokenize([vocab.token_bos()], special=True).decode() if vocab.token_bos() >= 0 else ""
@@ -147,7 +151,7 @@ class LlamaCpp:
 
     def render(self, prompt: str) -> str:
         if self.template is None:
-            return (self.bos if self.add_bos else "") + prompt
+            return (self.bos if self.add_bos else "") + f"Question: {prompt}\nAnswer:"
         return self.template.render(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True,
                                     bos_token=self.bos, eos_token=self.eos)
 
@@ -163,7 +167,7 @@ class LlamaCpp:
             tokens, max_tokens=args.max_tokens, temperature=0.0 if greedy else sampling["temp"],
             top_k=sampling["top_k"], top_p=sampling["top_p"], min_p=sampling["min_p"],
             repeat_penalty=sampling["repeat_penalty"], presence_penalty=sampling["presence"],
-            frequency_penalty=sampling["frequency"], seed=0 if greedy else seed)
+            frequency_penalty=sampling["frequency"], seed=0 if greedy else seed, stop=self.stops or None)
         choice = r["choices"][0]
         return {"text": choice["text"], "hit_limit": choice["finish_reason"] == "length",
                 "stop": choice["finish_reason"], "prompt_tokens": n_prompt,

@@ -4,8 +4,9 @@
 //
 //   embed_chat [MODEL.gguf]     (default: the SmolLM2 file scripts/fetch_model.sh fetches)
 //
-// Sampling is the model's recommended one (Model::sampling_defaults: its
-// GGUF metadata, else its card) with a fixed seed, so a run is repeatable.
+// Sampling is what flashscope-cli and `serve` answer with (default_sampling:
+// the library's defaults, DRY included, with the model's recommendation from
+// its GGUF metadata or card on top) with a fixed seed, so a run is repeatable.
 #include <atomic>
 #include <cstdio>
 #include <string>
@@ -63,12 +64,12 @@ int main(int argc, char** argv) {
 
   GenerateParams params;
   params.max_tokens = 48;
-  params.sampling = model->sampling_defaults().params;  // greedy when the model recommends nothing
+  params.sampling = default_sampling(model->sampling_defaults());
   params.sampling.seed = 42;
   const std::string source = model->sampling_defaults().source;
   std::printf("model: %s, %d layers; sampling: temperature %g, top-p %g (%s)\n",
               model->config().name.c_str(), model->config().n_layers, params.sampling.temperature,
-              params.sampling.top_p, source.empty() ? "no recommendation: greedy" : source.c_str());
+              params.sampling.top_p, source.empty() ? "FlashScope's defaults" : source.c_str());
 
   const char* questions[] = {"What is the capital of France?", "What is it famous for?"};
   for (int i = 0; i < 2; ++i) {

@@ -6,8 +6,9 @@
  *
  *   embed_chat_c MODEL.gguf
  *
- * Sampling is the model's recommended one (flashscope_model_sampling_defaults)
- * with a fixed seed, so a run is repeatable. */
+ * Sampling is flashscope-cli's (flashscope_model_default_generate_params: the
+ * library's defaults with the model's recommendation on top; sessions start
+ * with DRY on) with a fixed seed, so a run is repeatable. */
 #define _POSIX_C_SOURCE 200809L /* pthreads and sched_yield under -std=c11 */
 
 #include <pthread.h>
@@ -105,15 +106,16 @@ int main(int argc, char** argv) {
   flashscope_session* session = NULL;
   if (flashscope_session_create(model, NULL, &session) != FLASHSCOPE_OK) return fail("session_create");
 
-  flashscope_generate_params gp = flashscope_generate_default_params(); /* greedy */
-  flashscope_model_sampling_defaults(model, &gp);                        /* the model's own, if any */
+  flashscope_generate_params gp;
+  /* flashscope-cli's and serve's defaults: the library's, with the model's own on top */
+  if (flashscope_model_default_generate_params(model, &gp) != FLASHSCOPE_OK) return fail("model_default_generate_params");
   gp.seed = 42;
   gp.max_tokens = 48;
   char name[256] = "", source[64] = "";
   flashscope_model_name(model, name, sizeof name, NULL);
   flashscope_model_sampling_source(model, source, sizeof source, NULL);
   printf("model: %s, %d layers; sampling: temperature %g, top-p %g (%s)\n", name, flashscope_model_n_layers(model),
-         gp.temperature, gp.top_p, source[0] ? source : "no recommendation: greedy");
+         gp.temperature, gp.top_p, source[0] ? source : "FlashScope's defaults");
 
   const char* questions[2] = {"What is the capital of France?", "What is it famous for?"};
   for (int i = 0; i < 2; ++i) {

@@ -46,6 +46,8 @@ struct flashscope_queue {
   // flashscope_queue_set_penalties; submits on other threads read the pair.
   std::mutex penalties_mutex;
   float presence = 0.0f, frequency = 0.0f;
+  // flashscope_queue_set_dry (same mutex): its dry_* fields, the library's default until set.
+  flashscope::SamplingParams dry = flashscope::engine_sampling_defaults();
 };
 
 struct flashscope_session {
@@ -56,7 +58,9 @@ struct flashscope_session {
   std::vector<flashscope::ChatMessage> history;
   size_t n_in_cache = 0;
   float presence = 0.0f, frequency = 0.0f;  // flashscope_session_set_penalties
-  flashscope::SamplingParams dry;           // flashscope_session_set_dry: its dry_* fields
+  // flashscope_session_set_dry: its dry_* fields, the library's default
+  // (engine_sampling_defaults, as the CLI, the server and the app) until set.
+  flashscope::SamplingParams dry = flashscope::engine_sampling_defaults();
 };
 
 // One reply of a batch: generate()'s bookkeeping, kept across steps.
@@ -283,6 +287,24 @@ void to_c_stats(const flashscope::GenerateStats& g, flashscope_generate_stats* s
   st->decode_tokens_per_s = g.decode_tokens_per_s;
 }
 
+// The DRY fields (flashscope_session_set_dry, flashscope_queue_set_dry).
+void copy_dry(const flashscope::SamplingParams& from, flashscope::SamplingParams* to) {
+  to->dry_multiplier = from.dry_multiplier;
+  to->dry_base = from.dry_base;
+  to->dry_allowed_length = from.dry_allowed_length;
+  to->dry_last_n = from.dry_last_n;
+}
+
+// DRY's arguments as flashscope_session_set_dry checks them.
+flashscope_status check_dry(const char* fn, float multiplier, float base, int32_t allowed_length) {
+  if (!(multiplier >= 0.0f && std::isfinite(multiplier))) {
+    return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "multiplier must be finite and >= 0");
+  }
+  if (!(base >= 1.0f && std::isfinite(base))) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "base must be finite and >= 1");
+  if (allowed_length < 1) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "allowed_length must be >= 1");
+  return FLASHSCOPE_OK;
+}
+
 // What generate and batch_add check before a reply starts, and the turn it
 // feeds (what the cache lacks of the rendered history); *st says
 // CONTEXT_FULL when the new messages do not fit. Nothing changes here.
@@ -292,10 +314,8 @@ flashscope_status begin_turn(const char* fn, flashscope_session* s, const flashs
   if (const flashscope_status c = to_cpp(fn, params, gp); c != FLASHSCOPE_OK) return c;
   gp->sampling.presence_penalty = s->presence;
   gp->sampling.frequency_penalty = s->frequency;
-  gp->sampling.dry_multiplier = s->dry.dry_multiplier;
-  gp->sampling.dry_base = s->dry.dry_base;
-  gp->sampling.dry_allowed_length = s->dry.dry_allowed_length;
-  gp->sampling.dry_last_n = s->dry.dry_last_n;
+  copy_dry(s->dry, &gp->sampling);
+  for (std::string& stop : s->format.stop_strings()) gp->stop_strings.push_back(std::move(stop));
   if (s->n_in_cache == s->history.size()) {
     return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
                 s->history.empty() ? "no message: add one with flashscope_session_add_message first"
@@ -612,6 +632,24 @@ flashscope_status flashscope_model_sampling_defaults(const flashscope_model* mod
   });
 }
 
+flashscope_status flashscope_model_default_generate_params(const flashscope_model* model,
+                                                          flashscope_generate_params* params) {
+  constexpr const char* fn = "model_default_generate_params";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!model || !params) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "model or params is NULL");
+    flashscope_generate_params p = flashscope_generate_default_params();
+    const flashscope::SamplingParams d = flashscope::default_sampling(model->model.sampling_defaults());
+    p.temperature = d.temperature;
+    p.top_k = d.top_k;
+    p.top_p = d.top_p;
+    p.min_p = d.min_p;
+    p.repetition_penalty = d.repetition_penalty;
+    p.repeat_last_n = d.repeat_last_n;
+    *params = p;
+    return FLASHSCOPE_OK;
+  });
+}
+
 flashscope_status flashscope_model_sampling_source(const flashscope_model* model, char* buf, size_t buf_size,
                                                    size_t* out_size) {
   constexpr const char* fn = "model_sampling_source";
@@ -740,11 +778,7 @@ flashscope_status flashscope_session_set_dry(flashscope_session* session, float 
   constexpr const char* fn = "session_set_dry";
   return guarded(fn, [&]() -> flashscope_status {
     if (!session) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "session is NULL");
-    if (!(multiplier >= 0.0f && std::isfinite(multiplier))) {
-      return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "multiplier must be finite and >= 0");
-    }
-    if (!(base >= 1.0f && std::isfinite(base))) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "base must be finite and >= 1");
-    if (allowed_length < 1) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "allowed_length must be >= 1");
+    if (const flashscope_status c = check_dry(fn, multiplier, base, allowed_length); c != FLASHSCOPE_OK) return c;
     session->dry.dry_multiplier = multiplier;
     session->dry.dry_base = base;
     session->dry.dry_allowed_length = allowed_length;
@@ -834,6 +868,7 @@ flashscope_status flashscope_queue_submit(flashscope_queue* queue, const int32_t
       std::lock_guard<std::mutex> lock(queue->penalties_mutex);
       gp.sampling.presence_penalty = queue->presence;
       gp.sampling.frequency_penalty = queue->frequency;
+      copy_dry(queue->dry, &gp.sampling);
     }
     flashscope::TokenCallback token_cb;
     if (on_token) {
@@ -875,6 +910,21 @@ flashscope_status flashscope_queue_set_penalties(flashscope_queue* queue, float 
     std::lock_guard<std::mutex> lock(queue->penalties_mutex);
     queue->presence = presence;
     queue->frequency = frequency;
+    return FLASHSCOPE_OK;
+  });
+}
+
+flashscope_status flashscope_queue_set_dry(flashscope_queue* queue, float multiplier, float base,
+                                           int32_t allowed_length, int32_t last_n) {
+  constexpr const char* fn = "queue_set_dry";
+  return guarded(fn, [&]() -> flashscope_status {
+    if (!queue) return fail(FLASHSCOPE_INVALID_ARGUMENT, fn, "queue is NULL");
+    if (const flashscope_status c = check_dry(fn, multiplier, base, allowed_length); c != FLASHSCOPE_OK) return c;
+    std::lock_guard<std::mutex> lock(queue->penalties_mutex);
+    queue->dry.dry_multiplier = multiplier;
+    queue->dry.dry_base = base;
+    queue->dry.dry_allowed_length = allowed_length;
+    queue->dry.dry_last_n = last_n;
     return FLASHSCOPE_OK;
   });
 }

@@ -40,10 +40,12 @@
 #               facts of their headers; a switch to a file that is not a
 #               model shows the reader's error and keeps SmolLM2 running
 #   base_model  a switch from SmolLM2 to Gemma-3-270M, a base model: loaded
-#               on the engine's thread, it runs as plain completion and the
-#               chat panel says so
-#   completion  Gemma-3-270M from the start (--model), greedy: the prompt's
-#               text is continued as llama.cpp continues it on the same file
+#               on the engine's thread, it runs as a question-and-answer
+#               transcript and the chat panel says so
+#   completion  Gemma-3-270M from the start (--model), greedy: a base model's
+#               question is answered in the transcript, and the answer stops
+#               where the model starts the next question (as llama.cpp answers
+#               the same text on the same file)
 #   keys        the default model; once loaded, a question, Enter, more text and
 #               Ctrl+Q arrive in one burst, as between two frames (a quick
 #               typist, a slow frame): the question is sent, the text after it
@@ -162,9 +164,10 @@ case $mode in
     fi
     # The same conversation with the pointer held over "jumps" in the answer
     # (the window's size, scale and font fix where it is drawn): the token
-    # view highlights that token's row.
+    # view highlights that token's row. DRY off: asked to repeat the
+    # sentence, the model does, which DRY (on by default) steers away from.
     tab="Attention tiles"
-    args+=(--model "$model" --tab attention --frames 3000 --greedy --max-tokens 24 --layer 16 --head 0
+    args+=(--model "$model" --tab attention --frames 3000 --greedy --dry-multiplier 0 --max-tokens 24 --layer 16 --head 0
            --prompt "The quick brown fox jumps over the lazy dog. Repeat the sentence." --mouse 190,355)
     checks+=(--widget tokens_map:viridis:15 --expect "source=chat capture" --expect "hovered_token=·jumps") ;;
   tiles)
@@ -224,7 +227,7 @@ JSON
     fi
     # 8 greedy tokens at 1-2 tok/s on 2 cores; at most 3000 frames (40 s).
     tab=Throughput
-    args+=(--model "$gemma" --tab throughput --frames 3000 --greedy --max-tokens 8 --prompt "The capital of France is") ;;
+    args+=(--model "$gemma" --tab throughput --frames 3000 --greedy --max-tokens 8 --prompt "What is the capital of France?") ;;
   models|base_model)
     for m in "$model" "$gemma"; do
       if [[ ! -f $m ]]; then
@@ -338,10 +341,11 @@ case $mode in
       "$out/$mode.json" || { echo "FAIL: the notice does not name the construct and its position"; exit 1; }
     echo "thinking check passed" ;;
   completion)
-    grep -q '"chat_format": "completion"' "$out/$mode.json" || { echo "FAIL: Gemma does not run as plain completion"; exit 1; }
-    # llama.cpp (0c1e570) continues this prompt greedily on the same file with these words.
-    grep -q '^flashscope: answer text:  the capital of the country of France' "$out/$mode.log" ||
-      { echo "FAIL: the continuation differs from llama.cpp's"; exit 1; }
+    grep -q '"chat_format": "transcript"' "$out/$mode.json" || { echo "FAIL: Gemma does not run as a transcript"; exit 1; }
+    # llama.cpp (llama-cpp-python 0.3.36) answers "<bos>Question: What is the capital of France?\nAnswer:"
+    # greedily on the same file with " Paris" and then "\nQuestion:", the stop string.
+    grep -q '^flashscope: answer text:  Paris$' "$out/$mode.log" ||
+      { echo "FAIL: the answer differs from llama.cpp's or did not stop at the next question"; exit 1; }
     echo "completion check passed" ;;
   models|base_model)
     # One row per installed model with its header's facts (the JSON writer
@@ -369,10 +373,10 @@ case $mode in
       # (a load on the UI thread would leave no frame to see it in).
       grep -Eq '^flashscope: UI while the model switched: [1-9][0-9]* frames' "$out/$mode.log" ||
         { echo "FAIL: no frame was drawn while Gemma loaded"; exit 1; }
-      grep -q '"chat_format": "completion"' "$out/$mode.json" ||
-        { echo "FAIL: Gemma does not run as plain completion"; exit 1; }
-      grep -q '"chat_notice": "the model has no chat template: plain text completion"' "$out/$mode.json" ||
-        { echo "FAIL: the chat panel does not say plain completion"; exit 1; }
+      grep -q '"chat_format": "transcript"' "$out/$mode.json" ||
+        { echo "FAIL: Gemma does not run as a question-and-answer transcript"; exit 1; }
+      grep -q '"chat_notice": "the model has no chat template: a question-and-answer transcript"' "$out/$mode.json" ||
+        { echo "FAIL: the chat panel does not say it runs a transcript"; exit 1; }
       # The dashboard's example trace follows the new model's attention shape (Gemma-3-270M: 4 q-heads, 1 kv-head).
       grep -q "gemma-3-270m-q4_k_m's attention shape (4 q-heads / 1 kv-heads" "$out/$mode.json" ||
         { echo "FAIL: the example trace was not captured again for Gemma"; exit 1; }

@@ -77,6 +77,55 @@ TEST_CASE("chat actions: the model's default system prompt replaces the app's un
   CHECK(edited.system_prompt == "mine");
 }
 
+TEST_CASE("chat actions: the chat answers with the CLI's sampling for the model (its own on top, DRY on) unless set") {
+  flashscope::testing::SyntheticLlama spec;
+  spec.extra = [](flashscope::testing::GgufBuilder& b) {
+    b.add_f32("general.sampling.temp", 0.3f).add_i32("general.sampling.top_k", 17);
+  };
+  auto file = flashscope::GgufFile::from_buffer(spec.build());
+  REQUIRE(file.ok());
+  auto model = Model::from_gguf(std::move(file).value());
+  REQUIRE(model.ok());
+  const flashscope::SamplingParams want = flashscope::default_sampling(model->sampling_defaults());
+  REQUIRE(want.dry_multiplier > 0.0f);
+  EngineWorker worker;
+  worker.start(*model);
+  ChatPanelState state;
+  Conversation conversation;
+  Metrics metrics;
+  run_frames(worker, state, conversation, metrics);
+  const flashscope::SamplingParams got = flashscope::app::generate_params(conversation.settings).sampling;
+  CHECK(got.temperature == doctest::Approx(0.3));
+  CHECK(got.top_k == 17);
+  CHECK(got.temperature == want.temperature);
+  CHECK(got.top_k == want.top_k);
+  CHECK(got.top_p == want.top_p);
+  CHECK(got.min_p == want.min_p);
+  CHECK(got.repetition_penalty == want.repetition_penalty);
+  CHECK(got.repeat_last_n == want.repeat_last_n);
+  CHECK(got.dry_multiplier == want.dry_multiplier);
+  CHECK(got.dry_base == want.dry_base);
+  CHECK(got.dry_allowed_length == want.dry_allowed_length);
+  CHECK(got.dry_last_n == want.dry_last_n);
+
+  // Settings the person changed (--greedy, a loaded conversation) stay.
+  Conversation greedy;
+  greedy.settings.temperature = 0.0f;
+  ChatPanelState fresh;
+  EngineSnapshot snap;
+  worker.snapshot(&snap);
+  flashscope::app::sync_chat_with_engine(fresh, greedy, snap, metrics);
+  CHECK(greedy.settings.temperature == 0.0f);
+  CHECK(greedy.settings.top_k == flashscope::engine_sampling_defaults().top_k);
+
+  // DRY survives a save and load.
+  Conversation saved;
+  saved.settings.dry_multiplier = 0.0f;
+  Conversation loaded;
+  REQUIRE(flashscope::app::conversation_from_json(flashscope::app::conversation_to_json(saved), &loaded).ok());
+  CHECK(loaded.settings.dry_multiplier == 0.0f);
+}
+
 TEST_CASE("chat actions: send streams the answer into the conversation with its statistics") {
   Chat chat;
   CHECK_FALSE(flashscope::app::send_user_message(chat.state, chat.conversation, chat.worker, "  \n "));

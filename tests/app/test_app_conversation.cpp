@@ -213,7 +213,15 @@ TEST_CASE("app conversation: reads a file as the app's earlier hand-written JSON
     }
     return out;
   };
-  CHECK(keys(written) == keys(file));
+  // ... with the one key added since: DRY's multiplier (a file without it
+  // keeps the library's default, read above).
+  std::string now = keys(written);
+  const std::string dry = "    \"dry_multiplier\"|";
+  const size_t at = now.find(dry);
+  REQUIRE(at != std::string::npos);
+  now.erase(at, dry.size());
+  CHECK(now == keys(file));
+  CHECK(back.settings.dry_multiplier == flashscope::engine_sampling_defaults().dry_multiplier);
 }
 
 TEST_CASE("app conversation: malformed files are refused and leave the conversation alone") {
@@ -303,4 +311,11 @@ TEST_CASE("app options: headless flags, sizes and errors") {
   CHECK_FALSE(parse_args({"--replay"}, &o, &error));
   CHECK_FALSE(parse_args({"--replay", ""}, &o, &error));
   CHECK(error.find("expected a trace file") != std::string::npos);
+  REQUIRE(parse_args({"--dry-multiplier", "0"}, &o, &error));
+  CHECK(o.dry_multiplier == 0.0f);
+  REQUIRE(parse_args({}, &o, &error));
+  CHECK(o.dry_multiplier < 0.0f);  // not given: the settings' default
+  CHECK_FALSE(parse_args({"--dry-multiplier", "-1"}, &o, &error));
+  CHECK(error.find("--dry-multiplier") != std::string::npos);
+  CHECK_FALSE(parse_args({"--dry-multiplier", "lots"}, &o, &error));
 }

@@ -227,7 +227,7 @@ TEST_CASE("engine worker: an override template renders the prompt; a broken one 
   }
 }
 
-TEST_CASE("engine worker: a model without a chat template answers as plain completion") {
+TEST_CASE("engine worker: a model without a chat template answers in a question-and-answer transcript") {
   flashscope::testing::SyntheticLlama spec;
   spec.skip_keys.insert("tokenizer.chat_template");
   auto file = flashscope::GgufFile::from_buffer(spec.build());
@@ -239,10 +239,11 @@ TEST_CASE("engine worker: a model without a chat template answers as plain compl
   worker.submit(generate_request(1, {{"system", "left out"}, {"user", "Once upon"}}, greedy(2)));
   const EngineSnapshot s = wait_answer(worker, 1);
   CHECK(s.answer_error.empty());
-  CHECK(s.chat_format == flashscope::ChatFormatKind::kCompletion);
+  CHECK(s.chat_format == flashscope::ChatFormatKind::kTranscript);
   CHECK(s.chat_format_notice.find("no chat template") != std::string::npos);
   CHECK_FALSE(s.chat_format_fallback);  // how a base model runs, not a fallback
-  CHECK(s.answer_prompt_tokens == static_cast<int>(std::string("Once upon").size()));  // byte tokens, no framing
+  // Byte tokens: the question's framing and no system message.
+  CHECK(s.answer_prompt_tokens == static_cast<int>(std::string("Question: Once upon\nAnswer:").size()));
 }
 
 TEST_CASE("engine worker: after an answer the model's own attention arrives, labelled; a new layer or head recaptures") {

@@ -2,7 +2,7 @@
 // files with the facts their headers give (and a broken file with its
 // error), and the engine worker switches models on its thread — a file that
 // fails leaves the running model answering, one without a chat template
-// runs as plain completion — while the chat's system prompt follows the model.
+// runs as a question-and-answer transcript — while the chat's system prompt follows the model.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -135,7 +135,7 @@ TEST_CASE("model catalog: a folder's GGUF files with their header facts; a broke
   CHECK_FALSE(flashscope::app::read_model_facts(dir.path + "/missing.gguf").ok());
 }
 
-TEST_CASE("engine worker: a model switch that fails keeps the old model; a base model runs as plain completion") {
+TEST_CASE("engine worker: a model switch that fails keeps the old model; a base model runs as a question-and-answer transcript") {
   TempDir dir;
   const std::string chat = dir.write("chat-model.gguf", chat_spec().build());
   const std::string base = dir.write("base-model.gguf", base_spec().build());
@@ -183,7 +183,7 @@ TEST_CASE("engine worker: a model switch that fails keeps the old model; a base 
   CHECK_FALSE(flashscope::app::pick_model(chat_state, worker, dir.path + "/missing.gguf"));
   CHECK(chat_state.picker.path_error.find(dir.path + "/missing.gguf") != std::string::npos);
 
-  // The base model: loaded on the worker's thread, plain completion, the cache starts empty.
+  // The base model: loaded on the worker's thread, a transcript, the cache starts empty.
   REQUIRE(flashscope::app::pick_model(chat_state, worker, base));
   CHECK(chat_state.picker.path_error.empty());
   s = wait_for(worker, [](const EngineSnapshot& x) { return x.switching_to.empty(); });
@@ -191,8 +191,8 @@ TEST_CASE("engine worker: a model switch that fails keeps the old model; a base 
   CHECK(s.model_generation == first + 1);
   CHECK(s.model_name == "base-model");
   CHECK(s.model_path == base);
-  CHECK(s.chat_format == ChatFormatKind::kCompletion);
-  CHECK(s.chat_format_notice == "the model has no chat template: plain text completion");
+  CHECK(s.chat_format == ChatFormatKind::kTranscript);
+  CHECK(s.chat_format_notice == "the model has no chat template: a question-and-answer transcript");
   CHECK(s.context_capacity == 256);
   CHECK(s.context_used == 0);
   REQUIRE(chat_state.picker.models.size() == 1);  // the typed file joins the picker's list

@@ -88,7 +88,7 @@ TEST_CASE("serve: a streamed reply's reasoning and content add up to the whole r
   }
 }
 
-TEST_CASE("serve: request bodies become GenerateParams with OpenAI's defaults and the engine's extensions") {
+TEST_CASE("serve: request bodies become GenerateParams with the caller's defaults and the engine's extensions") {
   GenRequest g;
   const json body = {{"messages", {{{"role", "developer"}, {"content", "Be brief."}},
                                    {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Hi "}},
@@ -96,7 +96,8 @@ TEST_CASE("serve: request bodies become GenerateParams with OpenAI's defaults an
                      {"temperature", 0.5}, {"top_p", 0.9}, {"top_k", 40}, {"min_p", 0.05}, {"repeat_penalty", 1.1},
                      {"seed", 7}, {"stop", "END"}, {"max_completion_tokens", 33}, {"stream", true},
                      {"stream_options", {{"include_usage", true}}}, {"presence_penalty", 0.6}, {"frequency_penalty", -0.25},
-                     {"ignore_eos", true}};
+                     {"ignore_eos", true}, {"repeat_last_n", 32}, {"dry_multiplier", 1.5}, {"dry_base", 2.0},
+                     {"dry_allowed_length", 3}, {"dry_penalty_last_n", 0}};
   REQUIRE_FALSE(parse_chat_request(body, &g).has_value());
   REQUIRE(g.messages.size() == 2);
   CHECK(g.messages[0].role == "system");  // developer is OpenAI's newer name for it
@@ -116,11 +117,25 @@ TEST_CASE("serve: request bodies become GenerateParams with OpenAI's defaults an
   CHECK(g.stream);
   CHECK(g.include_usage);
   CHECK(g.params.stop_tokens == std::vector<int32_t>{-1});  // ignore_eos
+  CHECK(g.params.sampling.repeat_last_n == 32);
+  // DRY under llama.cpp's server's names.
+  CHECK(g.params.sampling.dry_multiplier == doctest::Approx(1.5));
+  CHECK(g.params.sampling.dry_base == doctest::Approx(2.0));
+  CHECK(g.params.sampling.dry_allowed_length == 3);
+  CHECK(g.params.sampling.dry_last_n == 0);
 
+  // What the body leaves out keeps the caller's values (the server's:
+  // default_sampling), not OpenAI's temperature 1.
   GenRequest d;
+  d.params.sampling = engine_sampling_defaults();
+  d.params.sampling.temperature = 0.3f;
   REQUIRE_FALSE(parse_completion_request(json{{"prompt", {"one prompt"}}}, &d).has_value());
   CHECK(d.prompt == "one prompt");
-  CHECK(d.params.sampling.temperature == doctest::Approx(1.0));  // OpenAI's default
+  CHECK(d.params.sampling.temperature == doctest::Approx(0.3));
+  CHECK(d.params.sampling.top_k == engine_sampling_defaults().top_k);
+  CHECK(d.params.sampling.min_p == doctest::Approx(engine_sampling_defaults().min_p));
+  CHECK(d.params.sampling.dry_multiplier == doctest::Approx(engine_sampling_defaults().dry_multiplier));
+  CHECK(d.params.sampling.dry_multiplier > 0.0f);
   CHECK_FALSE(d.max_tokens_given);
   CHECK_FALSE(d.seed_given);
   CHECK_FALSE(d.stream);
@@ -138,6 +153,15 @@ TEST_CASE("serve: request bodies become GenerateParams with OpenAI's defaults an
   REQUIRE(e.has_value());
   CHECK(e->status == 400);
   CHECK(e->param == "top_k");
+  for (const json& wrong : {json{{"dry_multiplier", -0.5}}, json{{"dry_base", 0.5}}, json{{"dry_allowed_length", 0}},
+                            json{{"dry_penalty_last_n", -2}}, json{{"dry_multiplier", "much"}}}) {
+    json b = wrong;
+    b["messages"] = {{{"role", "user"}, {"content", "x"}}};
+    GenRequest r;
+    auto err = parse_chat_request(b, &r);
+    REQUIRE_MESSAGE(err.has_value(), wrong.dump());
+    CHECK(err->param == wrong.begin().key());
+  }
   CHECK(e->message.find("integer") != std::string::npos);
   const json ej = error_json(*e);
   CHECK(ej["error"]["param"] == "top_k");

@@ -238,11 +238,16 @@ bool wait_for_metrics(const TestServer& ts, const std::function<bool(std::map<st
   return false;
 }
 
-GenerateParams greedy(int max_tokens) {
+// What the server gives a request that sets only max_tokens and temperature:
+// the model's default_sampling (the CLI's defaults), DRY included.
+GenerateParams served(const Model& model, int max_tokens, float temperature) {
   GenerateParams gp;
   gp.max_tokens = max_tokens;
+  gp.sampling = default_sampling(model.sampling_defaults());
+  gp.sampling.temperature = temperature;
   return gp;
 }
+GenerateParams greedy(const Model& model, int max_tokens) { return served(model, max_tokens, 0.0f); }
 
 }  // namespace
 
@@ -260,7 +265,7 @@ TEST_CASE("serve: health, models, and chat and completion replies equal Session:
   CHECK(mj["object"] == "list");
   CHECK(mj["data"][0]["id"] == "smollm2");
 
-  const Expected want = chat_alone(*model, "What is the capital of France?", greedy(12));
+  const Expected want = chat_alone(*model, "What is the capital of France?", greedy(*model, 12));
   int status = 0;
   json body = {{"model", "smollm2"},
                {"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}},
@@ -286,7 +291,7 @@ TEST_CASE("serve: health, models, and chat and completion replies equal Session:
 
   // A completion: the prompt as it is (SmolLM2 adds no BOS).
   const std::vector<int32_t> ids = model->tokenizer().encode("The sky is", false);
-  const Expected wc = run_alone(*model, ids, greedy(6));
+  const Expected wc = run_alone(*model, ids, greedy(*model, 6));
   const json cr = post_json(ts, "/v1/completions", R"({"prompt": "The sky is", "max_tokens": 6, "temperature": 0})",
                             &status);
   REQUIRE(status == 200);
@@ -295,7 +300,7 @@ TEST_CASE("serve: health, models, and chat and completion replies equal Session:
   CHECK(cr["usage"]["completion_tokens"] == wc.tokens);
 
   // A stop string ends the reply before it; "stop" is its finish_reason.
-  GenerateParams gs = greedy(24);
+  GenerateParams gs = greedy(*model, 24);
   gs.stop_strings = {" "};
   const Expected ws = run_alone(*model, ids, gs);
   const json sr = post_json(ts, "/v1/completions",
@@ -309,8 +314,8 @@ TEST_CASE("serve: presence_penalty and frequency_penalty reach the sampler, with
   REQUIRE_DEFAULT_MODEL(model);
   TestServer ts(*model, options(2, 4));
   const std::vector<int32_t> ids = model->tokenizer().encode("Count: one, two, one, two, one, two,", false);
-  const Expected plain = run_alone(*model, ids, greedy(32));
-  GenerateParams gp = greedy(32);
+  const Expected plain = run_alone(*model, ids, greedy(*model, 32));
+  GenerateParams gp = greedy(*model, 32);
   gp.sampling.presence_penalty = 1.5f;
   gp.sampling.frequency_penalty = 2.0f;
   const Expected want = run_alone(*model, ids, gp);
@@ -332,6 +337,48 @@ TEST_CASE("serve: presence_penalty and frequency_penalty reach the sampler, with
   CHECK(st.text == want.text);
 }
 
+TEST_CASE("serve: a request without sampling fields gets the CLI's defaults for the model, DRY included") {
+  REQUIRE_DEFAULT_MODEL(model);
+  TestServer ts(*model, options(2, 4));
+  const std::string text = "Count: one, two, one, two, one, two,";
+  const std::vector<int32_t> ids = model->tokenizer().encode(text, false);
+  const GenerateParams with_dry = greedy(*model, 32);
+  REQUIRE(with_dry.sampling.dry_multiplier > 0.0f);
+  GenerateParams without_dry = with_dry;
+  without_dry.sampling.dry_multiplier = 0.0f;
+  const Expected want = run_alone(*model, ids, with_dry);
+  const Expected off = run_alone(*model, ids, without_dry);
+  // DRY changes this greedy reply, so a server without it by default fails below.
+  REQUIRE(want.text != off.text);
+  int status = 0;
+  json body = {{"prompt", text}, {"max_tokens", 32}, {"temperature", 0}};
+  json r = post_json(ts, "/v1/completions", body.dump(), &status);
+  REQUIRE(status == 200);
+  CHECK(r["choices"][0]["text"] == want.text);
+  // llama.cpp's server's field turns it off.
+  body["dry_multiplier"] = 0;
+  r = post_json(ts, "/v1/completions", body.dump(), &status);
+  REQUIRE(status == 200);
+  CHECK(r["choices"][0]["text"] == off.text);
+
+  // Sampled, with no sampling field but the seed: the model's defaults (the
+  // CLI's temperature, top-k, top-p, min-p and DRY), not OpenAI's temperature 1.
+  GenerateParams defaults = served(*model, 24, default_sampling(model->sampling_defaults()).temperature);
+  defaults.sampling.seed = 5;
+  GenerateParams openai;
+  openai.max_tokens = 24;
+  openai.sampling.temperature = 1.0f;
+  openai.sampling.seed = 5;
+  const Expected want_sampled = chat_alone(*model, "Tell me about the sea.", defaults);
+  REQUIRE(want_sampled.text != chat_alone(*model, "Tell me about the sea.", openai).text);
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Tell me about the sea."}}}},
+                     {"max_tokens", 24},
+                     {"seed", 5}};
+  r = post_json(ts, "/v1/chat/completions", chat.dump(), &status);
+  REQUIRE(status == 200);
+  CHECK(r["choices"][0]["message"]["content"] == want_sampled.text);
+}
+
 TEST_CASE("serve: a template that opens a <think> block: the reply comes back as reasoning_content") {
   REQUIRE_DEFAULT_MODEL(model);
   // ChatML whose generation prompt opens the block, as Qwen3's does when thinking.
@@ -343,7 +390,7 @@ TEST_CASE("serve: a template that opens a <think> block: the reply comes back as
   TestServer ts(*model, o);
   auto ids = ChatFormat::for_model(*model, tpl).encode({{"user", "Why is the sky blue?"}}, true);
   REQUIRE(ids.ok());
-  const Expected want = run_alone(*model, *ids, greedy(12));
+  const Expected want = run_alone(*model, *ids, greedy(*model, 12));
   const ReasoningSplit split = server::split_reply(want.text, true);
   REQUIRE(!split.reasoning.empty());
   json body = {{"messages", {{{"role", "user"}, {"content", "Why is the sky blue?"}}}},
@@ -378,7 +425,7 @@ TEST_CASE("serve: 16 concurrent clients each get exactly the tokens a sequential
     c.sampled = i % 2 == 1;  // half greedy, half sampled with their own seed
     c.seed = 1000 + static_cast<uint64_t>(i);
     c.stream = i % 4 < 2;
-    GenerateParams gp = greedy(kMaxTokens);
+    GenerateParams gp = greedy(*model, kMaxTokens);
     if (c.sampled) {
       gp.sampling.temperature = 0.8f;
       gp.sampling.seed = c.seed;
@@ -513,7 +560,7 @@ TEST_CASE("serve: bad requests get their status and OpenAI's error naming the fi
   TestServer ts(*model, o);
 
   // A stream that runs while the bad requests come in, and must not notice them.
-  const Expected want = chat_alone(*model, "Name three fruits.", greedy(16));
+  const Expected want = chat_alone(*model, "Name three fruits.", greedy(*model, 16));
   Streamed beside;
   std::thread t([&] {
     beside = post_stream(ts, "/v1/chat/completions",

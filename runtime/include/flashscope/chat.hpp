@@ -1,7 +1,8 @@
 // Chat formatting: a conversation as the prompt a model expects. ChatFormat
 // renders the model's own chat template (tokenizer.chat_template, parsed at
 // load; flashscope/chat_template.hpp), falls back to built-in ChatML when it
-// cannot, and runs a model without one as plain completion; next_turn()
+// cannot, and runs a model without one (a base model) as a question-and-
+// answer transcript that stops at the next question; next_turn()
 // says what a Session must drop and feed to hold the next turn. Also:
 // ChatML itself (SmolLM2's template, the fallback), the system prompt a
 // template carries, and a reply's reasoning split from its content.
@@ -60,7 +61,10 @@ class Model;
 enum class ChatFormatKind : uint8_t {
   kTemplate,    // the model's template (or an override)
   kChatML,      // built-in ChatML: the template is missing or failed, and the vocabulary has ChatML's tokens
-  kCompletion,  // plain text: the contents of the messages back to back, system messages left out (a base model)
+  kCompletion,  // plain text: the contents of the messages back to back, system messages left out
+  // A base model (no template): "Question: {user}\nAnswer:" and " {assistant}\n" in turn, system messages
+  // left out; the reply ends at stop_strings() ("\nQuestion:"), where the model starts the next question.
+  kTranscript,
 };
 const char* chat_format_kind_name(ChatFormatKind k);
 
@@ -81,13 +85,14 @@ class ChatFormat {
   // The format a chat with `model` uses: the template parsed at load (or
   // override_template when not empty, parsed now). No template: plain
   // completion. A template that does not parse: ChatML when the vocabulary
-  // has <|im_start|> and <|im_end|>, else plain completion; notice() then
+  // has <|im_start|> and <|im_end|>, else the transcript; notice() then
   // says why in a sentence a UI can show, naming the construct and its
   // line:column.
   static ChatFormat for_model(const Model& model, std::string_view override_template = {});
   // Built-in ChatML (format_chatml) with this default system prompt.
   static ChatFormat chatml(const Model& model, std::string default_system = kSmolLMDefaultSystemPrompt);
   static ChatFormat completion(const Model& model);
+  static ChatFormat transcript(const Model& model);
 
   ChatFormat() = default;  // plain completion without a tokenizer; use for_model()
 
@@ -98,10 +103,14 @@ class ChatFormat {
   const Status& template_status() const { return template_status_; }
   // For kTemplate: the template source in use.
   const std::string& template_source() const { return source_; }
+  // Stop strings a reply in this format needs (GenerateParams::stop_strings,
+  // added to the caller's): kTranscript's "\nQuestion:", else none.
+  std::vector<std::string> stop_strings() const;
 
   // The conversation as prompt text. kCompletion ignores roles (and
   // add_generation_prompt), leaves system messages out and starts with the BOS text when the tokenizer
-  // asks for BOS. Template errors (raise_exception, a type error) come back
+  // asks for BOS; kTranscript does the same with its labels (an assistant
+  // content that does not start with whitespace gets a space after "Answer:"). Template errors (raise_exception, a type error) come back
   // as kInvalidArgument naming where.
   Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
   // render()'s text as tokens. The template's own text is encoded with

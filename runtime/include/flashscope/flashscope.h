@@ -281,6 +281,16 @@ FLASHSCOPE_API flashscope_generate_params flashscope_generate_default_params(voi
 FLASHSCOPE_API flashscope_status flashscope_model_sampling_defaults(const flashscope_model* model,
                                                                     flashscope_generate_params* params);
 
+/* The parameters flashscope-cli, `serve` and the app answer with when their
+ * user sets nothing: flashscope_generate_default_params()'s max_tokens and
+ * stop strings, FlashScope's sampling (temperature 0.7, top_k 40, top_p
+ * 0.95, min_p 0.05, no repetition penalty) with the model's recommendation
+ * on top (as flashscope_model_sampling_defaults), seed 0. With a session's
+ * (or queue's) default DRY this is the CLI's reply for the same seed.
+ *   INVALID_ARGUMENT  model or params NULL: nothing written */
+FLASHSCOPE_API flashscope_status flashscope_model_default_generate_params(const flashscope_model* model,
+                                                                          flashscope_generate_params* params);
+
 /* Where those values come from ("gguf metadata", "SmolLM2 model card"), or
  * "" when the model recommends nothing (the call above then writes
  * nothing), with the buffer rule of flashscope_model_name. */
@@ -375,9 +385,9 @@ FLASHSCOPE_API flashscope_status flashscope_session_set_penalties(flashscope_ses
  * multiplier x base^(L - allowed_length) from its logit when L >=
  * allowed_length; runs are searched in the last last_n tokens (< 0: the
  * whole conversation). It ends the loops small models fall into, greedy or
- * at low temperature (flashscope-cli's default: 0.8, 1.75, 2, -1).
- * multiplier 0 (the default) switches it off. Not while a generate runs on
- * the session.
+ * at low temperature. A session starts with FlashScope's default, the one
+ * flashscope-cli, `serve` and the app use: 0.8, 1.75, 2, -1; multiplier 0
+ * switches it off. Not while a generate runs on the session.
  *   INVALID_ARGUMENT  session NULL, multiplier < 0 or not finite, base < 1
  *                     or not finite, allowed_length < 1: the session keeps
  *                     its values */
@@ -508,6 +518,13 @@ FLASHSCOPE_API flashscope_status flashscope_queue_submit(flashscope_queue* queue
  *   INVALID_ARGUMENT  queue NULL, or a value outside [-2, 2] or NaN */
 FLASHSCOPE_API flashscope_status flashscope_queue_set_penalties(flashscope_queue* queue, float presence,
                                                                 float frequency);
+
+/* flashscope_session_set_dry for the requests submitted after it (a queue
+ * starts with the same default as a session: 0.8, 1.75, 2, -1). Any thread.
+ *   INVALID_ARGUMENT  queue NULL, or a value flashscope_session_set_dry
+ *                     refuses: the queue keeps its values */
+FLASHSCOPE_API flashscope_status flashscope_queue_set_dry(flashscope_queue* queue, float multiplier, float base,
+                                                          int32_t allowed_length, int32_t last_n);
 
 /* Stops request `id` (any thread): a waiting one never starts, a running one
  * stops after the token in progress; its done callback follows with

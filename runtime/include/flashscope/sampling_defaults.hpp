@@ -26,4 +26,17 @@ struct SamplingDefaults {
 // top-p 0.9.
 SamplingDefaults sampling_defaults(const GgufFile& file);
 
+// FlashScope's sampling for a reply whose caller sets nothing and whose
+// model recommends nothing: temperature 0.7, top-k 40, top-p 0.95, min-p
+// 0.05, no repetition/presence/frequency penalty, DRY 0.8 (base 1.75,
+// allowed length 2, the whole conversation), seed 0. SamplingParams{} stays
+// the neutral struct (greedy, nothing applied); this is the one place the
+// defaults of the CLI, the server, the app and the C ABI's sessions come from.
+SamplingParams engine_sampling_defaults();
+
+// The sampling a reply gets when its caller sets nothing:
+// engine_sampling_defaults() with the fields `model` recommends (its
+// `fields`) taken from model.params. Callers override what their user set.
+SamplingParams default_sampling(const SamplingDefaults& model);
+
 }  // namespace flashscope

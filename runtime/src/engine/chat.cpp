@@ -203,6 +203,14 @@ Result<Rendered> rendered_with_spans(const ChatFormat& format, const Tokenizer& 
   auto plain = format.render(messages, add_generation_prompt);
   if (!plain.ok()) return plain.status();
   Rendered out{std::move(plain).value(), {}};
+  if (format.kind() == ChatFormatKind::kTranscript) {
+    // No control token but BOS: everything after it is one span, encoded
+    // as plain text, so a label and the words after it tokenize as the
+    // model read them in training ("Question:", " What"), not cut apart.
+    const size_t bos = tok.add_bos() ? token_text_of(tok, tok.bos_id()).size() : 0;
+    out.spans.emplace_back(bos, out.text.size());
+    return out;
+  }
   bool markable = true;
   std::vector<ChatMessage> marked = messages;
   for (ChatMessage& m : marked) {
@@ -248,6 +256,7 @@ const char* chat_format_kind_name(ChatFormatKind k) {
     case ChatFormatKind::kTemplate: return "template";
     case ChatFormatKind::kChatML: return "chatml";
     case ChatFormatKind::kCompletion: return "completion";
+    case ChatFormatKind::kTranscript: return "transcript";
   }
   return "?";
 }
@@ -265,6 +274,18 @@ ChatFormat ChatFormat::completion(const Model& model) {
   f.kind_ = ChatFormatKind::kCompletion;
   f.tokenizer_ = model.tokenizer();
   return f;
+}
+
+ChatFormat ChatFormat::transcript(const Model& model) {
+  ChatFormat f;
+  f.kind_ = ChatFormatKind::kTranscript;
+  f.tokenizer_ = model.tokenizer();
+  return f;
+}
+
+std::vector<std::string> ChatFormat::stop_strings() const {
+  if (kind_ == ChatFormatKind::kTranscript) return {"\nQuestion:"};
+  return {};
 }
 
 ChatFormat ChatFormat::for_model(const Model& model, std::string_view override_template) {
@@ -295,8 +316,12 @@ ChatFormat ChatFormat::for_model(const Model& model, std::string_view override_t
     return f;
   }
   if (source.empty()) {
-    ChatFormat f = completion(model);
-    f.notice_ = "the model has no chat template: plain text completion";
+    // A base model: given the contents back to back it continues the text
+    // (more questions, the same line again) until max_tokens; as a
+    // transcript it answers and then starts the next question, where the
+    // reply stops (bench/answers/).
+    ChatFormat f = transcript(model);
+    f.notice_ = "the model has no chat template: a question-and-answer transcript";
     return f;
   }
   const std::string which = override_template.empty() ? "the model's chat template" : "the chat template file";
@@ -306,8 +331,8 @@ ChatFormat ChatFormat::for_model(const Model& model, std::string_view override_t
     f = chatml(model, system.empty() ? std::string(kSmolLMDefaultSystemPrompt) : std::move(system));
     f.notice_ = which + " cannot be used (" + status.message() + "); using built-in ChatML";
   } else {
-    f = completion(model);
-    f.notice_ = which + " cannot be used (" + status.message() + "); plain text completion";
+    f = transcript(model);
+    f.notice_ = which + " cannot be used (" + status.message() + "); a question-and-answer transcript";
   }
   f.template_status_ = status;
   return f;
@@ -320,6 +345,22 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages,
       std::string out;
       if (tokenizer_.add_bos()) out = token_text_of(tokenizer_, tokenizer_.bos_id());
       return out + joined_contents(messages);
+    }
+    case ChatFormatKind::kTranscript: {
+      std::string out;
+      if (tokenizer_.add_bos()) out = token_text_of(tokenizer_, tokenizer_.bos_id());
+      for (const ChatMessage& m : messages) {
+        if (m.role == "system") continue;
+        if (m.role == "assistant") {
+          // The model's own reply starts with its space (" Paris"): kept as
+          // it is, the session's text stays a prefix of the next rendering.
+          const bool spaced = !m.content.empty() && (m.content[0] == ' ' || m.content[0] == '\n');
+          out += (spaced ? "" : " ") + m.content + "\n";
+        } else {
+          out += "Question: " + m.content + "\nAnswer:";
+        }
+      }
+      return out;
     }
     case ChatFormatKind::kTemplate: break;
   }

@@ -75,4 +75,30 @@ SamplingDefaults sampling_defaults(const GgufFile& file) {
   return d;
 }
 
+SamplingParams engine_sampling_defaults() {
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  p.min_p = 0.05f;
+  // DRY on: the loops small models fall into at low temperature end here
+  // (bench/answers/); llama.cpp's own default leaves it off.
+  p.dry_multiplier = 0.8f;
+  return p;
+}
+
+SamplingParams default_sampling(const SamplingDefaults& model) {
+  SamplingParams p = engine_sampling_defaults();
+  const SamplingParams& m = model.params;
+  for (const std::string& f : model.fields) {
+    if (f == "temperature") p.temperature = m.temperature;
+    if (f == "top_k") p.top_k = m.top_k;
+    if (f == "top_p") p.top_p = m.top_p;
+    if (f == "min_p") p.min_p = m.min_p;
+    if (f == "repetition_penalty") p.repetition_penalty = m.repetition_penalty;
+    if (f == "repeat_last_n") p.repeat_last_n = m.repeat_last_n;
+  }
+  return p;
+}
+
 }  // namespace flashscope
