@@ -75,12 +75,14 @@ struct DecodeParams {
 constexpr int kDecodeMaxRows = 64;
 
 // Instruction sets a decode kernel is built for.
-enum class DecodeIsa { kScalar, kPortable, kAvx2, kAvx512, kNeon };
+// kAvx512Bf16 is AVX-512 F with bf16 q·k by vdpbf16ps (bf16 tensors; fp16
+// runs its AVX-512 F path).
+enum class DecodeIsa { kScalar, kPortable, kAvx2, kAvx512, kNeon, kAvx512Bf16 };
 
 const char* decode_isa_name(DecodeIsa isa);
 // Whether this build and this CPU can run `isa` for head_dim (the vector
 // kernels need head_dim to be a multiple of their width: 8 portable and
-// AVX2, 16 AVX-512, 4 NEON; scalar runs any).
+// AVX2, 16 AVX-512, 32 AVX-512 BF16, 4 NEON; scalar runs any).
 bool decode_isa_runnable(DecodeIsa isa, int head_dim);
 // The best runnable one (what decode_attention(p) uses).
 DecodeIsa decode_isa_for(int head_dim);
