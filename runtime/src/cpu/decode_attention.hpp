@@ -3,11 +3,13 @@
 //
 // All q-heads of one kv-head run together: the group's rows (q_len tokens ×
 // q_heads / kv_heads heads) form a small matrix that meets each K and V row
-// once, read in the cache's own type (bf16/fp16, widened in registers).
-// Online softmax in float32 (log2 units, scale folded into q), P kept in
-// float (not rounded to the input type). Work items are (sequence, KV
-// range), each kv-head of it in turn per 64-key block, so the engine's
-// cache, which interleaves the heads of a token, is read in order; when the
+// once, read in the cache's own type (bf16/fp16, widened in registers; with
+// AVX-512 BF16, bf16 q·k multiplies the stored pairs directly).
+// Online softmax in float32 (log2 units, scale folded into q, or into the
+// scores of a bf16 q·k), P kept in float (not rounded to the input type).
+// Work items are (sequence, KV range), each kv-head of it in turn per
+// 64-key block, so the engine's cache, which interleaves the heads of a
+// token, is read in order; when the
 // sequences cannot keep the threads busy the KV range is split and the
 // partial (m, l, o) merged by log-sum-exp.
 //
