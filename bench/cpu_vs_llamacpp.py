@@ -321,7 +321,7 @@ def write_report(a, rounds, build, cli, model, threads, depths, final):
     if f"decode @ {depths[0]}" in med["ours"] and len(depths) > 1:
         keep = med["ours"][last] / med["ours"][f"decode @ {depths[0]}"]
         lines.append(f"| ours {last} / ours decode @ {depths[0]} | {keep:.2f}× | | | | ≥ 0.8× | "
-                     f"{'yes' if keep >= 0.8 else 'no'} |")
+                     f"{('yes' if keep >= 0.8 else 'no') + (' (loaded)' if loaded else '')} |")
     lines += ["", "Every round (FlashScope / llama.cpp fa off / fa on):", "",
               "| round | others' CPU before, during | load avg before, after | " + " | ".join(tests) + " |",
               "|---" * (len(tests) + 3) + "|"]
