@@ -26,7 +26,7 @@ using flashscope::testing::PagedShape;
 namespace {
 
 const cpu::DecodeIsa kIsas[] = {cpu::DecodeIsa::kScalar, cpu::DecodeIsa::kPortable, cpu::DecodeIsa::kAvx2,
-                                cpu::DecodeIsa::kAvx512, cpu::DecodeIsa::kNeon};
+                                cpu::DecodeIsa::kAvx512, cpu::DecodeIsa::kAvx512Bf16, cpu::DecodeIsa::kNeon};
 
 // Context lengths 1..8192: small and odd ones, and every page size's
 // boundaries ± 1 (16, 64, 256 and the 64-key blocks divide these).

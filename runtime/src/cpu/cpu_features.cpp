@@ -30,6 +30,8 @@ bool detect_avx512_vnni() {
   return detect_avx512() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
+bool detect_avx512_bf16() { return detect_avx512() && __builtin_cpu_supports("avx512bf16"); }
+
 }  // namespace
 
 bool cpu_has_avx2() {
@@ -46,10 +48,16 @@ bool cpu_has_avx512_vnni() {
   static const bool has = detect_avx512_vnni();
   return has;
 }
+
+bool cpu_has_avx512_bf16() {
+  static const bool has = detect_avx512_bf16();
+  return has;
+}
 #else
 bool cpu_has_avx2() { return false; }
 bool cpu_has_avx512() { return false; }
 bool cpu_has_avx512_vnni() { return false; }
+bool cpu_has_avx512_bf16() { return false; }
 #endif
 
 }  // namespace flashscope::cpu

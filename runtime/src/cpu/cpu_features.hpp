@@ -16,4 +16,8 @@ bool cpu_has_avx512();
 // x86-64: AVX-512 F, VL and VNNI (the 256-bit vpdpbusd). False elsewhere.
 bool cpu_has_avx512_vnni();
 
+// x86-64: AVX-512 F and BF16 (vdpbf16ps: pairs of bf16 products summed into
+// float32). False elsewhere.
+bool cpu_has_avx512_bf16();
+
 }  // namespace flashscope::cpu

@@ -60,6 +60,7 @@ int vector_width(DecodeIsa isa) {
     case DecodeIsa::kAvx2: return 8;
     case DecodeIsa::kAvx512: return 16;
     case DecodeIsa::kNeon: return 4;
+    case DecodeIsa::kAvx512Bf16: return 32;
   }
   return 1;
 }
@@ -71,6 +72,7 @@ ItemFn item_fn(DecodeIsa isa) {
     case DecodeIsa::kAvx2: return cpu_has_avx2() ? decode::kItemAvx2 : nullptr;
     case DecodeIsa::kAvx512: return cpu_has_avx512() ? decode::kItemAvx512 : nullptr;
     case DecodeIsa::kNeon: return decode::kItemNeon;
+    case DecodeIsa::kAvx512Bf16: return cpu_has_avx512_bf16() ? decode::kItemAvx512Bf16 : nullptr;
   }
   return nullptr;
 }
@@ -147,6 +149,7 @@ const char* decode_isa_name(DecodeIsa isa) {
     case DecodeIsa::kAvx2: return "avx2";
     case DecodeIsa::kAvx512: return "avx512";
     case DecodeIsa::kNeon: return "neon";
+    case DecodeIsa::kAvx512Bf16: return "avx512-bf16";
   }
   return "?";
 }
@@ -156,7 +159,7 @@ bool decode_isa_runnable(DecodeIsa isa, int head_dim) {
 }
 
 DecodeIsa decode_isa_for(int head_dim) {
-  for (DecodeIsa isa : {DecodeIsa::kAvx512, DecodeIsa::kAvx2, DecodeIsa::kNeon, DecodeIsa::kPortable})
+  for (DecodeIsa isa : {DecodeIsa::kAvx512Bf16, DecodeIsa::kAvx512, DecodeIsa::kAvx2, DecodeIsa::kNeon, DecodeIsa::kPortable})
     if (decode_isa_runnable(isa, head_dim)) return isa;
   return DecodeIsa::kScalar;
 }

@@ -3,11 +3,13 @@
 //
 // All q-heads of one kv-head run together: the group's rows (q_len tokens ×
 // q_heads / kv_heads heads) form a small matrix that meets each K and V row
-// once, read in the cache's own type (bf16/fp16, widened in registers).
-// Online softmax in float32 (log2 units, scale folded into q), P kept in
-// float (not rounded to the input type). Work items are (sequence, KV
-// range), each kv-head of it in turn per 64-key block, so the engine's
-// cache, which interleaves the heads of a token, is read in order; when the
+// once, read in the cache's own type (bf16/fp16, widened in registers; with
+// AVX-512 BF16, bf16 q·k multiplies the stored pairs directly).
+// Online softmax in float32 (log2 units, scale folded into q, or into the
+// scores of a bf16 q·k), P kept in float (not rounded to the input type).
+// Work items are (sequence, KV range), each kv-head of it in turn per
+// 64-key block, so the engine's cache, which interleaves the heads of a
+// token, is read in order; when the
 // sequences cannot keep the threads busy the KV range is split and the
 // partial (m, l, o) merged by log-sum-exp.
 //
@@ -75,12 +77,14 @@ struct DecodeParams {
 constexpr int kDecodeMaxRows = 64;
 
 // Instruction sets a decode kernel is built for.
-enum class DecodeIsa { kScalar, kPortable, kAvx2, kAvx512, kNeon };
+// kAvx512Bf16 is AVX-512 F with bf16 q·k by vdpbf16ps (bf16 tensors; fp16
+// runs its AVX-512 F path).
+enum class DecodeIsa { kScalar, kPortable, kAvx2, kAvx512, kNeon, kAvx512Bf16 };
 
 const char* decode_isa_name(DecodeIsa isa);
 // Whether this build and this CPU can run `isa` for head_dim (the vector
 // kernels need head_dim to be a multiple of their width: 8 portable and
-// AVX2, 16 AVX-512, 4 NEON; scalar runs any).
+// AVX2, 16 AVX-512, 32 AVX-512 BF16, 4 NEON; scalar runs any).
 bool decode_isa_runnable(DecodeIsa isa, int head_dim);
 // The best runnable one (what decode_attention(p) uses).
 DecodeIsa decode_isa_for(int head_dim);

@@ -47,6 +47,7 @@ extern const ItemFn kItemScalar;
 extern const ItemFn kItemPortable;
 extern const ItemFn kItemAvx2;
 extern const ItemFn kItemAvx512;
+extern const ItemFn kItemAvx512Bf16;
 extern const ItemFn kItemNeon;
 
 }  // namespace flashscope::cpu::decode

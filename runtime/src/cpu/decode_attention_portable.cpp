@@ -50,6 +50,7 @@ struct Simd {
   };
   static constexpr int kQkRows = 2;
   static constexpr int kPvRows = 4;
+  static constexpr bool kDotBf16 = false;  // q·k widened to float
   static V zero() { return V{}; }
   static V set1(float f) {
     V v;
@@ -116,6 +117,7 @@ struct Simd {
   using V = float;
   static constexpr int kQkRows = 4;
   static constexpr int kPvRows = 4;
+  static constexpr bool kDotBf16 = false;  // q·k widened to float
   static V zero() { return 0.0f; }
   static V set1(float f) { return f; }
   static V load(const float* p) { return *p; }

@@ -1,5 +1,5 @@
-// The decode attention kernel for x86-64: AVX2 + FMA + F16C (8 floats) and
-// AVX-512 F (16 floats), each compiled with its target attribute and picked
+// The decode attention kernel for x86-64: AVX2 + FMA + F16C (8 floats),
+// AVX-512 F (16 floats) and AVX-512 F + BF16 (bf16 q·k by vdpbf16ps), each compiled with its target attribute and picked
 // at run time (cpu_features.hpp), so the library itself stays built for the
 // baseline x86-64.
 #include <algorithm>
@@ -31,6 +31,7 @@ struct Simd {
   static constexpr int W = 8;
   static constexpr int kQkRows = 3;  // 3 rows × 4 keys of accumulators + 4 K vectors + q: 17 ymm, one spilled
   static constexpr int kPvRows = 4;
+  static constexpr bool kDotBf16 = false;  // q·k widened to float
   FS_TARGET static V zero() { return _mm256_setzero_ps(); }
   FS_TARGET static V set1(float f) { return _mm256_set1_ps(f); }
   FS_TARGET static V load(const float* p) { return _mm256_loadu_ps(p); }
@@ -83,6 +84,7 @@ struct Simd {
   static constexpr int W = 16;
   static constexpr int kQkRows = 4;  // 16 accumulators + 4 K vectors of the 32 zmm
   static constexpr int kPvRows = 8;
+  static constexpr bool kDotBf16 = false;  // q·k widened to float
   FS_TARGET static V zero() { return _mm512_setzero_ps(); }
   FS_TARGET static V set1(float f) { return _mm512_set1_ps(f); }
   FS_TARGET static V load(const float* p) { return _mm512_loadu_ps(p); }
@@ -129,12 +131,46 @@ struct Simd {
 #undef FS_TARGET
 }  // namespace avx512
 
+// AVX-512 with BF16: bf16 q·k by vdpbf16ps on the rows as stored (no
+// widening, no float copy of q); the rest as AVX-512 F. One dot_bf16 gives
+// 16 lanes of partial sums per key; sum16 folds 16 keys' lanes into one
+// vector of 16 scores (unpack, shuffle, 128-bit lane shuffles: a fixed tree
+// per key, so a key's score does not depend on its neighbours).
+namespace avx512bf16 {
+#define FS_TARGET __attribute__((target("avx512f,avx512bf16,avx2,fma,f16c")))
+struct Simd : avx512::Simd {
+  static constexpr bool kDotBf16 = true;
+  static constexpr int kDotWidth = 32;
+  using B = __m512bh;
+  FS_TARGET static B load_bf16(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
+  FS_TARGET static V dot_bf16(V acc, B a, B b) { return _mm512_dpbf16_ps(acc, a, b); }
+  FS_TARGET static V sum16(const V* a) {
+    V t[8], u[4];
+    for (int i = 0; i < 8; ++i)  // per 128-bit lane: [a0 x0+x2, a1 x0+x2, a0 x1+x3, a1 x1+x3]
+      t[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    for (int i = 0; i < 4; ++i)  // per 128-bit lane: the lane's sums of a[4i .. 4i + 3]
+      u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const V v0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const V v1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+};
+#include "cpu/decode_attention_kernel.inc"
+#undef FS_TARGET
+}  // namespace avx512bf16
+
 const ItemFn kItemAvx2 = avx2::run_item;
 const ItemFn kItemAvx512 = avx512::run_item;
+const ItemFn kItemAvx512Bf16 = avx512bf16::run_item;
 
 #else
 const ItemFn kItemAvx2 = nullptr;
 const ItemFn kItemAvx512 = nullptr;
+const ItemFn kItemAvx512Bf16 = nullptr;
 #endif  // FLASHSCOPE_DECODE_X86
 
 }  // namespace flashscope::cpu::decode

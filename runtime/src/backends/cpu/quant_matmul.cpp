@@ -295,32 +295,6 @@ FS_AVX2 void dot_q8_0_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float
   *out = hsum_avx(_mm256_add_ps(acc0, acc1));
 }
 
-// One token: Σ over blocks of d_w·d_x·(nib · x_q) + offset, where the offset
-// is m_w·d_x·Σx_q (Q4_1) or −8·d_w·d_x·Σx_q (Q4_0). The offset terms ride in
-// lane 0 of a second vector accumulator, so they carry no scalar chain.
-template <bool kHasMin>
-FS_AVX2 inline void q4_block(const uint8_t* blk, const BlockQ8& x, __m256* acc, __m128* offset) {
-  const float dw = fp16_avx(blk);
-  const float mw = kHasMin ? fp16_avx(blk + 2) : -8.0f * dw;
-  const __m256i wq = unpack_nibbles(blk + (kHasMin ? 4 : 2));
-  *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(dot_u8i8(wq, load_qs(x.qs))), *acc);
-  *offset = _mm_fmadd_ss(_mm_set_ss(mw * x.d), _mm_set_ss(static_cast<float>(x.sum)), *offset);
-}
-
-template <bool kHasMin>
-FS_AVX2 void dot_q4_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    q4_block<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
-    q4_block<kHasMin>(w + (b + 1) * kBytes, x[b + 1], &acc1, &off1);
-  }
-  if (b < nb) q4_block<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
-  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(off0, off1));
-}
-
 // nt tokens, one after the other.
 template <void (*kOne)(const uint8_t*, const BlockQ8*, int64_t, float*)>
 void dot_each(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
@@ -341,27 +315,15 @@ FS_AVX2 inline __m256 tile_scale(float dw, const TileQ8& t) {
   return _mm256_insertf128_ps(_mm256_castps128_ps256(dd), dd, 1);
 }
 
-// out[t] = the row's dot product with token t of a 4-token tile, t < 4.
-//   tiles [nb]: block b of the four tokens at tiles[b]
-template <bool kHasMin>
-FS_AVX2 void tile_q4_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
-  __m256 acc = _mm256_setzero_ps();     // [t0..t3 | t0..t3] partial sums
-  __m128 offset = _mm_setzero_ps();     // Σ m_w · s_x per token (Q4_0: m_w = −8·d_w)
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + b * kBytes;
-    const TileQ8& t = tiles[b];
-    const float dw = fp16_avx(blk);
-    const float mw = kHasMin ? fp16_avx(blk + 2) : -8.0f * dw;
-    const __m256i wq = unpack_nibbles(blk + (kHasMin ? 4 : 2));
-    const __m256 sums = reduce_tile(dot_u8i8(wq, load_qs(t.qs[0])), dot_u8i8(wq, load_qs(t.qs[1])),
-                                    dot_u8i8(wq, load_qs(t.qs[2])), dot_u8i8(wq, load_qs(t.qs[3])));
-    acc = _mm256_fmadd_ps(tile_scale(dw, t), sums, acc);
-    offset = _mm_fmadd_ps(_mm_set1_ps(mw), _mm_loadu_ps(t.s), offset);
-  }
-  const __m128 total = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
-  _mm_storeu_ps(out, total);
-}
+// The Q4 kernels with maddubs + madd (quant_matmul_q4.inc).
+namespace avx2_q4 {
+#define FS_TARGET FS_AVX2
+struct Dot {
+  FS_TARGET static __m256i u8i8(__m256i u, __m256i s) { return dot_u8i8(u, s); }
+};
+#include "backends/cpu/quant_matmul_q4.inc"
+#undef FS_TARGET
+}  // namespace avx2_q4
 
 FS_AVX2 void tile_q8_0_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
   __m256 acc = _mm256_setzero_ps();
@@ -390,7 +352,7 @@ FS_AVX2 inline __m256i unpack_q5(const uint8_t* qh_p, const uint8_t* qs) {
   return _mm256_or_si256(unpack_nibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
 }
 
-// One token, as q4_block with 5-bit values; the Q5_0 offset is −16·d_w.
+// One token, as avx2_q4::q4_block with 5-bit values; the Q5_0 offset is −16·d_w.
 template <bool kHasMin>
 FS_AVX2 inline void q5_block(const uint8_t* blk, const BlockQ8& x, __m256* acc, __m128* offset) {
   const float dw = fp16_avx(blk);
@@ -636,59 +598,21 @@ FS_AVX2 void quantize_row_q8_avx2(const float* x, BlockQ8* y, int64_t n) {
 
 // --- AVX-512 VNNI ------------------------------------------------------------
 //
-// The Q4 kernels again with dot_u8i8 as one vpdpbusd (256-bit, AVX-512 VL):
+// The Q4 kernels (quant_matmul_q4.inc) with dot_u8i8 as one vpdpbusd (256-bit, AVX-512 VL):
 // lane k = Σ products 4k..4k+3, exactly what maddubs + madd give (no
 // saturation either way, see dot_u8i8), so the results are the AVX2 kernels'
 // bits; in prefill, where the tile kernel is most of the time, it saves 4 of
 // a block's ~25 instructions.
 #define FS_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
 
-FS_VNNI inline __m256i dot_u8i8_vnni(__m256i u, __m256i s) {
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-}
-
-template <bool kHasMin>
-FS_VNNI inline void q4_block_vnni(const uint8_t* blk, const BlockQ8& x, __m256* acc, __m128* offset) {
-  const float dw = fp16_avx(blk);
-  const float mw = kHasMin ? fp16_avx(blk + 2) : -8.0f * dw;
-  const __m256i wq = unpack_nibbles(blk + (kHasMin ? 4 : 2));
-  *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(dot_u8i8_vnni(wq, load_qs(x.qs))), *acc);
-  *offset = _mm_fmadd_ss(_mm_set_ss(mw * x.d), _mm_set_ss(static_cast<float>(x.sum)), *offset);
-}
-
-template <bool kHasMin>
-FS_VNNI void dot_q4_vnni(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    q4_block_vnni<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
-    q4_block_vnni<kHasMin>(w + (b + 1) * kBytes, x[b + 1], &acc1, &off1);
-  }
-  if (b < nb) q4_block_vnni<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
-  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(off0, off1));
-}
-
-template <bool kHasMin>
-FS_VNNI void tile_q4_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
-  __m256 acc = _mm256_setzero_ps();  // [t0..t3 | t0..t3] partial sums
-  __m128 offset = _mm_setzero_ps();  // Σ m_w · s_x per token (Q4_0: m_w = −8·d_w)
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + b * kBytes;
-    const TileQ8& t = tiles[b];
-    const float dw = fp16_avx(blk);
-    const float mw = kHasMin ? fp16_avx(blk + 2) : -8.0f * dw;
-    const __m256i wq = unpack_nibbles(blk + (kHasMin ? 4 : 2));
-    const __m256 sums = reduce_tile(dot_u8i8_vnni(wq, load_qs(t.qs[0])), dot_u8i8_vnni(wq, load_qs(t.qs[1])),
-                                    dot_u8i8_vnni(wq, load_qs(t.qs[2])), dot_u8i8_vnni(wq, load_qs(t.qs[3])));
-    acc = _mm256_fmadd_ps(tile_scale(dw, t), sums, acc);
-    offset = _mm_fmadd_ps(_mm_set1_ps(mw), _mm_loadu_ps(t.s), offset);
-  }
-  const __m128 total = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
-  _mm_storeu_ps(out, total);
-}
+namespace vnni_q4 {
+#define FS_TARGET FS_VNNI
+struct Dot {
+  FS_TARGET static __m256i u8i8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+};
+#include "backends/cpu/quant_matmul_q4.inc"
+#undef FS_TARGET
+}  // namespace vnni_q4
 
 #endif  // FLASHSCOPE_X86_KERNELS
 
@@ -700,14 +624,14 @@ CpuIsa& isa_setting() {
 DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
 #ifdef FLASHSCOPE_X86_KERNELS
   if (isa == CpuIsa::kAvx512Vnni) {
-    if (type == GgmlType::kQ4_0) return dot_each<dot_q4_vnni<false>>;
-    if (type == GgmlType::kQ4_1) return dot_each<dot_q4_vnni<true>>;
+    if (type == GgmlType::kQ4_0) return dot_each<vnni_q4::dot_q4<false>>;
+    if (type == GgmlType::kQ4_1) return dot_each<vnni_q4::dot_q4<true>>;
   }
   if (isa >= CpuIsa::kAvx2) {
     switch (type) {
       case GgmlType::kQ8_0: return dot_each<dot_q8_0_avx2>;
-      case GgmlType::kQ4_0: return dot_each<dot_q4_avx2<false>>;
-      case GgmlType::kQ4_1: return dot_each<dot_q4_avx2<true>>;
+      case GgmlType::kQ4_0: return dot_each<avx2_q4::dot_q4<false>>;
+      case GgmlType::kQ4_1: return dot_each<avx2_q4::dot_q4<true>>;
       case GgmlType::kQ5_0: return dot_each<dot_q5_avx2<false>>;
       case GgmlType::kQ5_1: return dot_each<dot_q5_avx2<true>>;
       case GgmlType::kQ4_K: return dot_each<dot_q45_k_avx2<false>>;
@@ -737,14 +661,14 @@ DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
 TileKernel pick_tile_kernel(GgmlType type, CpuIsa isa) {
 #ifdef FLASHSCOPE_X86_KERNELS
   if (isa == CpuIsa::kAvx512Vnni) {
-    if (type == GgmlType::kQ4_0) return tile_q4_vnni<false>;
-    if (type == GgmlType::kQ4_1) return tile_q4_vnni<true>;
+    if (type == GgmlType::kQ4_0) return vnni_q4::tile_q4<false>;
+    if (type == GgmlType::kQ4_1) return vnni_q4::tile_q4<true>;
   }
   if (isa >= CpuIsa::kAvx2) {
     switch (type) {
       case GgmlType::kQ8_0: return tile_q8_0_avx2;
-      case GgmlType::kQ4_0: return tile_q4_avx2<false>;
-      case GgmlType::kQ4_1: return tile_q4_avx2<true>;
+      case GgmlType::kQ4_0: return avx2_q4::tile_q4<false>;
+      case GgmlType::kQ4_1: return avx2_q4::tile_q4<true>;
       case GgmlType::kQ5_0: return tile_q5_avx2<false>;
       case GgmlType::kQ5_1: return tile_q5_avx2<true>;
       case GgmlType::kQ4_K: return tile_q45_k_avx2<false>;

@@ -1,0 +1,62 @@
+// The CPU decode attention alone, SmolLM2-135M's shape (9 q-heads, 3 kv-heads,
+// D64, bf16, the engine's contiguous [capacity, kv_heads, D] cache), one new
+// token over context L in each of LAYERS (default 30) layers with their own
+// K/V, so a "token" reads what a decode step's attention reads (94 MB at
+// 4096). Prints the best and mean wall time per token, the process CPU time
+// per token (steadier than wall time on a shared machine) and K/V GB/s.
+// ISA: -1 the dispatched one, else a DecodeIsa value (3 avx512, 5 avx512-bf16).
+//
+//   W=$PWD; g++ -std=c++20 -O3 -fopenmp -I$W/runtime/src -I$W/runtime/include -I$W \
+//     -o /tmp/dabench bench/cpu_decode_attention.cpp runtime/src/cpu/decode_attention*.cpp \
+//     runtime/src/cpu/cpu_features.cpp
+//   OMP_NUM_THREADS=1 /tmp/dabench 4096 10 [ISA]     # LAYERS=1 keeps it in L2: the arithmetic alone
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+#include <time.h>
+#include "cpu/decode_attention.hpp"
+#include "flashscope/half.hpp"
+using namespace flashscope;
+int main(int argc, char** argv) {
+  int L = argc > 1 ? atoi(argv[1]) : 4096;
+  int iters = argc > 2 ? atoi(argv[2]) : 20;
+  int isa_i = argc > 3 ? atoi(argv[3]) : -1;
+  const int layers = getenv("LAYERS") ? atoi(getenv("LAYERS")) : 30;
+  const int qh = 9, kvh = 3, D = 64;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  size_t per = (size_t)L * kvh * D;
+  std::vector<uint16_t> K(per * layers), V(per * layers), Q(qh * D * layers), O(qh * D);
+  for (auto& x : K) x = float_to_bf16(nd(rng));
+  for (auto& x : V) x = float_to_bf16(nd(rng));
+  for (auto& x : Q) x = float_to_bf16(nd(rng));
+  auto run = [&](int l) {
+    cpu::DecodeParams p;
+    p.dtype = DType::kBF16; p.q_heads = qh; p.kv_heads = kvh; p.q_len = 1; p.head_dim = D;
+    p.q.data = Q.data() + l * qh * D; p.q.batch_stride = qh * D; p.q.seq_stride = qh * D; p.q.head_stride = D;
+    p.o.data = O.data(); p.o.batch_stride = qh * D; p.o.seq_stride = qh * D; p.o.head_stride = D;
+    p.kv.k = K.data() + l * per; p.kv.v = V.data() + l * per; p.kv.page_size = 0; p.kv.head_stride = D;
+    p.kv.row_stride = kvh * D; p.kv.page_stride = per;
+    p.kv_lens = &L;
+    Status s = isa_i < 0 ? cpu::decode_attention(p) : cpu::decode_attention(p, (cpu::DecodeIsa)isa_i);
+    if (!s.ok()) { printf("err %s\n", s.message().c_str()); exit(1); }
+  };
+  for (int l = 0; l < layers; ++l) run(l);
+  double best = 1e9, sum = 0; timespec c0, c1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+  for (int it = 0; it < iters; ++it) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int l = 0; l < layers; ++l) run(l);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, ms); sum += ms;
+  }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  double cpu_ms = ((c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) * 1e-6) / iters;
+  double bytes = 2.0 * per * 2 * layers;
+  printf("L=%d isa=%s: best %.2f ms mean %.2f ms cpu %.2f ms/token  %.1f GB/s at best  (O[0]=%g)\n", L,
+         cpu::decode_isa_name(isa_i < 0 ? cpu::decode_isa_for(D) : (cpu::DecodeIsa)isa_i), best, sum / iters, cpu_ms,
+         bytes / best / 1e6, bf16_to_float(O[0]));
+}
