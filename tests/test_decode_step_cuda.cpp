@@ -81,15 +81,16 @@ std::vector<Shape> shapes() {
   return {{"gemma3-270m layers", gemma}, {"qwen3-0.6b layers", qwen3}};
 }
 
-// The shape on CUDA with `weights`, FLASHSCOPE_CUDA_FUSE_NORMS=0 and
-// FLASHSCOPE_CUDA_FUSE_ROPE=0 when !fuse_norms (read at load); no value when
-// the backend refuses it.
+// The shape on CUDA with `weights`: both folds on (FLASHSCOPE_CUDA_FUSE_ROPE
+// is opt-in) when fuse_norms, FLASHSCOPE_CUDA_FUSE_NORMS=0 and
+// FLASHSCOPE_CUDA_FUSE_ROPE=0 when not (read at load); no value when the
+// backend refuses it.
 std::optional<Model> load(const Shape& shape, WeightFormat weights, bool fuse_norms) {
   ModelOptions o;
   o.device = Device::kCuda;
   o.weights = weights;
   if (!fuse_norms) ::setenv("FLASHSCOPE_CUDA_FUSE_NORMS", "0", 1);
-  if (!fuse_norms) ::setenv("FLASHSCOPE_CUDA_FUSE_ROPE", "0", 1);
+  ::setenv("FLASHSCOPE_CUDA_FUSE_ROPE", fuse_norms ? "1" : "0", 1);
   auto model = [&]() -> Result<Model> {
     auto bytes = build_synthetic_model(shape.spec);
     if (!bytes.ok()) return bytes.status();

@@ -242,8 +242,8 @@ size_t skinny_gemm_smem_bytes(int rows, int k);
 cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic);
 // Steps of up to quant_gemv_max_rows() rows over quantized weights take the
 // GEMV (kernels/model/quant_gemv.cuh) instead of the tensor-core tiles: the
-// environment's FLASHSCOPE_QUANT_GEMV=N (rows: 0 never, 1, or 2, the
-// default), read once, or the last set_quant_gemv_max_rows (clamped to 0..2;
+// environment's FLASHSCOPE_QUANT_GEMV=N (rows: 0 never, the default; 1 or
+// 2), read once, or the last set_quant_gemv_max_rows (clamped to 0..2;
 // tests and benchmarks run both kernels in one process).
 int quant_gemv_max_rows();
 void set_quant_gemv_max_rows(int rows);

@@ -40,9 +40,10 @@
 // warp 0's lanes 0..3 write the tile.
 //
 // launch_skinny_gemm takes this kernel for rows <= quant_gemv_max_rows():
-// FLASHSCOPE_QUANT_GEMV=N in the environment (0: never, 1, or 2: the
-// default), or set_quant_gemv_max_rows (tests and bench/quant_gemm_sweep.cu
-// run both kernels in one process).
+// FLASHSCOPE_QUANT_GEMV=N in the environment (0: never, the default; 1 or
+// 2), or set_quant_gemv_max_rows (tests and bench/quant_gemm_sweep.cu run
+// both kernels in one process). Opt-in: end to end it decodes slower than
+// the tensor-core tiles so far (bench/TUNING.md, "The few-row GEMV").
 
 namespace {
 
@@ -274,7 +275,7 @@ bool quant_gemv_takes(int rows, int k) {
 
 // FLASHSCOPE_QUANT_GEMV read once (-1: not yet), or what set_quant_gemv_max_rows set.
 std::atomic<int> g_quant_gemv_rows{-1};
-constexpr int kQuantGemvDefaultRows = 2;
+constexpr int kQuantGemvDefaultRows = 0;
 
 }  // namespace
 

@@ -270,8 +270,8 @@ struct CudaModel {
   // And the q/k norms, RoPE and K/V append of a family the QKV GEMM's own
   // epilogue cannot rotate (NeoX pairs, biases, q/k norms) ride at the end
   // of that GEMM (kRopeHeads) instead of a rope_append launch, with bf16
-  // weights; FLASHSCOPE_CUDA_FUSE_ROPE=0 launches rope_append.
-  bool fuse_rope = true;
+  // weights, when FLASHSCOPE_CUDA_FUSE_ROPE=1 (opt-in: measured slower).
+  bool fuse_rope = false;
   std::mutex mutex;    // see the top of this file
   KvPool pool;         // guarded by mutex
 

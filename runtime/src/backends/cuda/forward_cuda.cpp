@@ -416,8 +416,10 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   cm->skinny = !(skinny != nullptr && std::strcmp(skinny, "0") == 0);
   const char* fuse_norms = std::getenv("FLASHSCOPE_CUDA_FUSE_NORMS");
   cm->fuse_norms = !(fuse_norms != nullptr && std::strcmp(fuse_norms, "0") == 0);
+  // Opt-in (=1): folding q/k-norm and RoPE into the QKV GEMM measured slower
+  // than its own launch (bench/TUNING.md, "Decode-step fusion").
   const char* fuse_rope = std::getenv("FLASHSCOPE_CUDA_FUSE_ROPE");
-  cm->fuse_rope = !(fuse_rope != nullptr && std::strcmp(fuse_rope, "0") == 0);
+  cm->fuse_rope = fuse_rope != nullptr && std::strcmp(fuse_rope, "1") == 0;
   return cm;
 }
 

@@ -257,7 +257,7 @@ bool skinny_rope_heads_supported(int n_out, int head_dim);
 bool skinny_quant_supported(int rows, int k);
 // Steps of up to this many rows (0..2) over quantized weights take the GEMV
 // (kernels/model/quant_gemv.cuh) rather than the tensor-core tiles: the
-// environment's FLASHSCOPE_QUANT_GEMV (default 2), or the last set (tests
+// environment's FLASHSCOPE_QUANT_GEMV (default 0), or the last set (tests
 // compare the two kernels in one process). 0 without CUDA.
 int quant_gemv_max_rows();
 void set_quant_gemv_max_rows(int rows);
