@@ -222,9 +222,9 @@ class MatInput {
   bool quantized_ = false;
 };
 
-// Where a chunk's rows live: n consecutive tokens of one sequence (at cache
-// slots [slot0, slot0 + n)), or one token of each of n sequences (batch; row
-// i at slot batch[i]->tokens.size() of its own cache).
+// Where a chunk's rows live: n consecutive tokens of one sequence (at
+// positions [slot0, slot0 + n) of its cache), or one token of each of n
+// sequences (batch; row i at position batch[i]->tokens.size() of its own).
 struct ChunkRows {
   CpuState* single = nullptr;
   int slot0 = 0;
