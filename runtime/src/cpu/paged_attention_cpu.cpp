@@ -51,6 +51,11 @@ namespace flashscope::cpu {
 namespace {
 
 constexpr int64_t kGatherBudgetBytes = int64_t{64} << 20;  // K + V scratch of one chunk
+// A smaller gather runs on the calling thread: a copy of a few MB gains
+// nothing from a second thread, and every fork/join is a barrier that costs
+// a whole time slice when another process holds a team member's core (an
+// engine prompt chunk gathers once per layer).
+[[maybe_unused]] constexpr int64_t kParallelGatherBytes = int64_t{8} << 20;
 
 struct Chunk {
   int first = 0, count = 0;  // sequences [first, first + count)
@@ -94,7 +99,7 @@ void gather_chunk(const PagedAttentionParams& p, const Chunk& c, const int32_t* 
   const int64_t head_stride = c.tokens * D;
   const int items = c.count * H;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (2 * c.tokens * H * D * int64_t{sizeof(uint16_t)} >= kParallelGatherBytes)
 #endif
   for (int item = 0; item < items; ++item) {
     const int i = item / H, h = item % H;
