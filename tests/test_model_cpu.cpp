@@ -564,6 +564,39 @@ TEST_CASE("forward: prefill longer than one chunk (128) matches the reference") 
 
 // --- the KV cache ----------------------------------------------------------------------
 
+// A sequence's cache is a PagedKvCache of pages of 256 tokens: a prompt
+// chunk whose keys span two pages (gathered for the tiled pass) and decode
+// steps over both pages (read where they lie) must find every key in its
+// place, RoPE position and causal alignment included.
+TEST_CASE("forward: a context across two pages of the cache (256 tokens), prompt and decode steps, matches the reference") {
+  SyntheticLlama s;
+  const auto bytes = s.build();
+  const RefModel ref = load_reference(bytes);
+  const Model model = load_synthetic(s);
+  const std::vector<int32_t> ids = random_ids(300, 100, 13);
+  auto seq = model.new_sequence();
+  REQUIRE(seq.ok());
+  std::vector<float> got, logits;
+  size_t done = 0;
+  // 250 tokens (page 0), then 40 (keys 0..289: both pages; 80 rows per kv-head, the tiled path).
+  for (int n : {250, 40}) {
+    const std::vector<int32_t> part(ids.begin() + static_cast<long>(done), ids.begin() + static_cast<long>(done + n));
+    const flashscope::Status st = model.forward(*seq, part, {}, LogitsMode::kAll, &logits);
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    got.insert(got.end(), logits.begin(), logits.end());
+    done += static_cast<size_t>(n);
+  }
+  for (; done < ids.size(); ++done) {  // decode steps over both pages
+    REQUIRE(model.forward(*seq, {ids[done]}, {}, LogitsMode::kLast, &logits).ok());
+    got.insert(got.end(), logits.begin(), logits.end());
+  }
+  const LogitError e = compare(got, reference_forward(ref, ids));
+  MESSAGE("300 tokens over two pages: max |err| " << 100 * e.rel() << "%, RMS err " << 100 * e.rms_rel()
+                                                  << "% of logit RMS");
+  CHECK(e.rel() <= kQ8Bounds.max_rel);
+  CHECK(e.rms_rel() <= kQ8Bounds.rms_rel);
+}
+
 // Decode must reproduce a full recompute: this pins the cache offsets, the
 // RoPE positions and the causal alignment. A few rows per kv-head (here up
 // to 32 tokens: 4 q-heads over 2 kv-heads) run the decode attention path,

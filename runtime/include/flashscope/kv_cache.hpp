@@ -14,10 +14,11 @@
 // unspecified until written (stale data of an earlier owner, or whatever the
 // allocation held): readers must never look past a sequence's length.
 //
-// This is also the model engine's cache on CUDA: it reserves each sequence's
-// pages when the sequence is made (reserve) so a captured decode graph never
-// sees the pools move, and grows the cache (grow) when a new sequence does
-// not fit.
+// This is also the model engine's cache: on CUDA it reserves each
+// sequence's pages when the sequence is made (reserve) so a captured decode
+// graph never sees the pools move, and grows the cache (grow) when a new
+// sequence does not fit; on the CPU each sequence has a cache of its own,
+// its whole capacity reserved.
 #pragma once
 
 #include <cstdint>

@@ -36,16 +36,20 @@ struct LayerCaptureOut {
 };
 
 // The CPU backend: capture_cpu_prefill_trace over the kept rows and the
-// sequence's contiguous cache (backends/cpu/capture_cpu.cpp).
+// sequence's cache, gathered out of its pages (backends/cpu/capture_cpu.cpp).
 Status cpu_capture_layer(const Model::Impl& m, Sequence::State& st, const LayerCaptureJob& job, LayerCaptureOut* out);
 // The CUDA backend: the probed paged kernels over the page pool
 // (backends/cuda/capture_cuda.cpp); kUnsupported without the probed kernels.
 Status cuda_capture_layer(const Model::Impl& m, Sequence::State& st, const LayerCaptureJob& job, LayerCaptureOut* out);
 
-// The CPU sequence's cache of one layer: [capacity, n_kv_heads, head_dim] bf16.
+// The CPU sequence's cache of one layer: the pools of its PagedKvCache,
+// [pages, n_kv_heads, page_size, head_dim] bf16, token t in page
+// block_table[t / page_size] at row t % page_size.
 struct CpuLayerCache {
-  const uint16_t* k = nullptr;
-  const uint16_t* v = nullptr;
+  const uint16_t* k_pages = nullptr;
+  const uint16_t* v_pages = nullptr;
+  const int32_t* block_table = nullptr;  // covers [0, capacity)
+  int page_size = 0;
   int capacity = 0;
 };
 CpuLayerCache cpu_layer_cache(const Sequence::State& st, int layer);

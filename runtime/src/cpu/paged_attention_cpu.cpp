@@ -25,6 +25,10 @@
 //   lse  : float [q_heads, chunk_batch · q_len]  (varlen layout), scattered
 //          into the caller's dense [batch, q_heads, q_len]
 //   cu_seqlens_q / _k : int32 [chunk_batch + 1]
+// A chunk of one sequence (a prompt's chunk in the engine, a long sequence)
+// needs none of q, o, lse and cu_seqlens: it runs as a dense call of batch 1
+// on the caller's q, o and lse, the same tiles with the same bits. The K/V
+// scratch is left uninitialised: the gather writes every row the call reads.
 //
 // Reference (paged_attention_reference): one sequence at a time, token by
 // token through the block table into [kv_len, kv_heads, head_dim], then
@@ -35,6 +39,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -46,6 +51,11 @@ namespace flashscope::cpu {
 namespace {
 
 constexpr int64_t kGatherBudgetBytes = int64_t{64} << 20;  // K + V scratch of one chunk
+// A smaller gather runs on the calling thread: a copy of a few MB gains
+// nothing from a second thread, and every fork/join is a barrier that costs
+// a whole time slice when another process holds a team member's core (an
+// engine prompt chunk gathers once per layer).
+[[maybe_unused]] constexpr int64_t kParallelGatherBytes = int64_t{8} << 20;
 
 struct Chunk {
   int first = 0, count = 0;  // sequences [first, first + count)
@@ -89,7 +99,7 @@ void gather_chunk(const PagedAttentionParams& p, const Chunk& c, const int32_t* 
   const int64_t head_stride = c.tokens * D;
   const int items = c.count * H;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (2 * c.tokens * H * D * int64_t{sizeof(uint16_t)} >= kParallelGatherBytes)
 #endif
   for (int item = 0; item < items; ++item) {
     const int i = item / H, h = item % H;
@@ -105,6 +115,24 @@ void gather_chunk(const PagedAttentionParams& p, const Chunk& c, const int32_t* 
       std::memcpy(v_out + dst, v_pages + src, size_t(n) * D * sizeof(uint16_t));
     }
   }
+}
+
+// The dense attention's parameters every gathered call shares; the caller
+// sets batch, kv_len and the tensors.
+PrefillParams tiled_params(const PagedAttentionParams& p) {
+  PrefillParams a;
+  a.device = Device::kCpu;
+  a.dtype = p.dtype;
+  a.q_heads = p.q_heads;
+  a.kv_heads = p.kv_heads;
+  a.q_len = p.q_len;
+  a.head_dim = p.head_dim;
+  a.causal = p.causal;
+  a.softmax_scale = p.softmax_scale;
+  a.window_left = p.window_left;
+  a.window_right = p.window_right;
+  a.softcap = p.softcap;
+  return a;
 }
 
 }  // namespace
@@ -147,24 +175,26 @@ Status paged_attention(const PagedAttentionParams& p) {
   const int64_t q_row = int64_t{Hq} * D;                                      // one token of q/o, packed
 
   std::vector<Chunk> chunks;
-  std::vector<uint16_t> k_s, v_s, q_s, o_s;
+  std::unique_ptr<uint16_t[]> k_s, v_s;
+  std::vector<uint16_t> q_s, o_s;
   std::vector<float> lse_s;
   std::vector<int32_t> cu_q, cu_k;
   try {
     chunks = make_chunks(p, bytes_per_token);
     int64_t max_tokens = 0;
-    int max_count = 0;
+    int max_packed = 0;  // sequences of the largest chunk that runs packed (varlen)
     for (const Chunk& c : chunks) {
       max_tokens = std::max(max_tokens, c.tokens);
-      max_count = std::max(max_count, c.count);
+      if (c.count > 1) max_packed = std::max(max_packed, c.count);
     }
-    k_s.resize(size_t(max_tokens * row_elems));
-    v_s.resize(size_t(max_tokens * row_elems));
-    q_s.resize(size_t(int64_t{max_count} * Lq * q_row));
+    k_s.reset(new (std::nothrow) uint16_t[size_t(std::max<int64_t>(1, max_tokens * row_elems))]);
+    v_s.reset(new (std::nothrow) uint16_t[size_t(std::max<int64_t>(1, max_tokens * row_elems))]);
+    if (!k_s || !v_s) throw std::bad_alloc();
+    q_s.resize(size_t(int64_t{max_packed} * Lq * q_row));
     o_s.resize(q_s.size());
-    if (p.lse != nullptr) lse_s.resize(size_t(int64_t{max_count} * Lq * Hq));
-    cu_q.resize(size_t(max_count) + 1);
-    cu_k.resize(size_t(max_count) + 1);
+    if (p.lse != nullptr) lse_s.resize(size_t(int64_t{max_packed} * Lq * Hq));
+    cu_q.resize(size_t(max_packed) + 1);
+    cu_k.resize(size_t(max_packed) + 1);
   } catch (const std::bad_alloc&) {
     return {StatusCode::kOutOfMemory, "CPU paged attention: cannot allocate gather scratch"};
   }
@@ -173,6 +203,24 @@ Status paged_attention(const PagedAttentionParams& p) {
   auto* o = static_cast<uint16_t*>(p.o.data);
   const size_t row_bytes = size_t(D) * sizeof(uint16_t);
   for (const Chunk& c : chunks) {
+    if (c.count == 1) {
+      const int b = c.first;
+      const int len = p.kv_lens[b] - first_gathered(p, b);
+      const int32_t cu_one[2] = {0, len};
+      gather_chunk(p, c, cu_one, k_s.get(), v_s.get());
+      PrefillParams a = tiled_params(p);
+      a.batch = 1;
+      a.kv_len = len;
+      a.q = p.q;
+      a.q.data = const_cast<uint16_t*>(q) + b * p.q.batch_stride;
+      a.o = p.o;
+      a.o.data = o + b * p.o.batch_stride;
+      a.k = {k_s.get(), 0, D, c.tokens * D};
+      a.v = {v_s.get(), 0, D, c.tokens * D};
+      a.lse = p.lse != nullptr ? p.lse + int64_t{b} * Hq * Lq : nullptr;
+      FLASHSCOPE_RETURN_IF_ERROR(attention_tiled(a));
+      continue;
+    }
     cu_q[0] = 0;
     cu_k[0] = 0;
     int max_len = 0;
@@ -182,7 +230,7 @@ Status paged_attention(const PagedAttentionParams& p) {
       cu_k[size_t(i) + 1] = cu_k[size_t(i)] + len;
       max_len = std::max(max_len, len);
     }
-    gather_chunk(p, c, cu_k.data(), k_s.data(), v_s.data());
+    gather_chunk(p, c, cu_k.data(), k_s.get(), v_s.get());
     for (int i = 0; i < c.count; ++i)
       for (int t = 0; t < Lq; ++t)
         for (int h = 0; h < Hq; ++h) {
@@ -190,27 +238,16 @@ Status paged_attention(const PagedAttentionParams& p) {
           std::memcpy(&q_s[size_t((int64_t{i} * Lq + t) * q_row + int64_t{h} * D)], q + src, row_bytes);
         }
 
-    PrefillParams a;
-    a.device = Device::kCpu;
-    a.dtype = p.dtype;
+    PrefillParams a = tiled_params(p);
     a.batch = c.count;
-    a.q_heads = Hq;
-    a.kv_heads = p.kv_heads;
-    a.q_len = Lq;
     a.kv_len = max_len;
-    a.head_dim = D;
     a.q = {q_s.data(), 0, q_row, D};
     a.o = {o_s.data(), 0, q_row, D};
-    a.k = {k_s.data(), 0, D, c.tokens * D};
-    a.v = {v_s.data(), 0, D, c.tokens * D};
+    a.k = {k_s.get(), 0, D, c.tokens * D};
+    a.v = {v_s.get(), 0, D, c.tokens * D};
     a.lse = p.lse != nullptr ? lse_s.data() : nullptr;
     a.cu_seqlens_q = cu_q.data();
     a.cu_seqlens_k = cu_k.data();
-    a.causal = p.causal;
-    a.softmax_scale = p.softmax_scale;
-    a.window_left = p.window_left;
-    a.window_right = p.window_right;
-    a.softcap = p.softcap;
     FLASHSCOPE_RETURN_IF_ERROR(attention_tiled(a));
 
     const int64_t total_q = int64_t{c.count} * Lq;

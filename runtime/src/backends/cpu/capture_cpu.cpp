@@ -1,12 +1,14 @@
 // cpu_capture_layer: the CPU engine's attention of one layer, run again with
 // its probes (capture_cpu_prefill_trace) on the kept query rows and the
-// sequence's cache: the same PrefillParams the forward's attend() builds
-// (bf16, causal bottom-right, the layer's window, attn_scale), with the kept
-// rows [first, keys) as the queries. Row i sees keys [0, first + i] (within
+// sequence's cache, its keys [0, keys) gathered out of the pages: the
+// attention the forward's attend() asks for (bf16, causal bottom-right, the
+// layer's window, attn_scale), with the kept rows [first, keys) as the
+// queries. Row i sees keys [0, first + i] (within
 // the window), as the prompt's prefill chunk or decode step that produced
 // it did, and the tiled CPU attention computes a row from its keys alone in
 // fixed 64-key tiles, so every row's numbers are that step's.
 #include <algorithm>
+#include <cstdint>
 #include <new>
 #include <vector>
 
@@ -37,6 +39,20 @@ std::vector<TileCoord> sample_tiles(const LayerCaptureJob& job) {
   return tiles;
 }
 
+// Rows [0, keys) of one cache pool, token-major: out [keys, kv_heads, head_dim].
+void gather_rows(const CpuLayerCache& cache, const uint16_t* pool, int keys, int kv_heads, int head_dim,
+                 uint16_t* out) {
+  const int P = cache.page_size;
+  for (int t0 = 0; t0 < keys; t0 += P) {
+    const int n = std::min(P, keys - t0);
+    const uint16_t* page = pool + static_cast<int64_t>(cache.block_table[t0 / P]) * kv_heads * P * head_dim;
+    for (int i = 0; i < n; ++i)
+      for (int h = 0; h < kv_heads; ++h)
+        std::copy_n(page + (static_cast<int64_t>(h) * P + i) * head_dim, head_dim,
+                    out + (static_cast<int64_t>(t0 + i) * kv_heads + h) * head_dim);
+  }
+}
+
 }  // namespace
 
 Status cpu_capture_layer(const Model::Impl& m, Sequence::State& st, const LayerCaptureJob& job, LayerCaptureOut* out) {
@@ -49,22 +65,25 @@ Status cpu_capture_layer(const Model::Impl& m, Sequence::State& st, const LayerC
                            static_cast<size_t>(job.first - tap.first) * q_elems;
 
   LayerCaptureOut o;
-  std::vector<uint16_t> attn_out;
+  std::vector<uint16_t> attn_out, v;
   try {
     o.q.assign(q_rows, q_rows + static_cast<size_t>(job.rows) * q_elems);
-    o.k.assign(cache.k, cache.k + static_cast<size_t>(job.keys) * kv_elems);
+    o.k.resize(static_cast<size_t>(job.keys) * kv_elems);
+    v.resize(o.k.size());
     o.lse.resize(static_cast<size_t>(c.n_heads) * job.rows);
     attn_out.resize(static_cast<size_t>(job.rows) * q_elems);
     o.traces.resize(job.heads.size());
   } catch (const std::bad_alloc&) {
     return {StatusCode::kOutOfMemory, "capture_attention: cannot allocate the capture's buffers"};
   }
+  gather_rows(cache, cache.k_pages, job.keys, c.n_kv_heads, c.head_dim, o.k.data());
+  gather_rows(cache, cache.v_pages, job.keys, c.n_kv_heads, c.head_dim, v.data());
 
   PrefillParams p;
   p.q = bshd(o.q.data(), job.rows, c.n_heads, c.head_dim);
   p.o = bshd(attn_out.data(), job.rows, c.n_heads, c.head_dim);
-  p.k = bshd(const_cast<uint16_t*>(cache.k), cache.capacity, c.n_kv_heads, c.head_dim);
-  p.v = bshd(const_cast<uint16_t*>(cache.v), cache.capacity, c.n_kv_heads, c.head_dim);
+  p.k = bshd(o.k.data(), job.keys, c.n_kv_heads, c.head_dim);
+  p.v = bshd(v.data(), job.keys, c.n_kv_heads, c.head_dim);
   p.lse = o.lse.data();
   p.device = Device::kCpu;
   p.dtype = DType::kBF16;

@@ -1,6 +1,6 @@
 // The CPU forward pass of a model (every architecture of ModelConfig) over
 // one sequence's KV cache, and the batched decode step: one new token of each
-// of n sequences.
+// of n sequences. A sequence's cache is a PagedKvCache of its own (CpuState).
 //
 // New tokens run in chunks of at most kChunk (bounded scratch; a chunk's
 // activations stay in cache while every weight streams past once). For a
@@ -12,11 +12,12 @@
 //     q  [n, H·D]     = xn · Wqᵀ [+ bq];  k, v [n, KV·D] = xn · Wk/vᵀ [+ bk/bv]  (Q8 activations)
 //     [q, k           = rms_norm per head (q_norm, k_norm)]      qwen3, gemma3
 //     q, k            = rope(q, k, positions; layer l's base)    pairs (llama) or halves (NeoX)
-//     cache K/V [cached .. cached+n) = bf16(k), bf16(v)          [tokens, KV, D]
+//     cache K/V [cached .. cached+n) = bf16(k), bf16(v)          append_kv at the positions' slots
 //     [kept: bf16(q) rows, when an attention capture armed layer l]  model/query_tap.hpp
 //     o  [n, H·D]     = attention(bf16(q), cache[0, cached+n))   causal, bottom-right, scale attn_scale,
-//                       keys within layer l's window             cpu::decode_attention for a few rows,
-//                                                                else flashscope::prefill on Device::kCpu
+//                       keys within layer l's window             paged_attention on Device::kCpu: the
+//                                                                pages where they lie for a few rows,
+//                                                                gathered for a prompt
 //     a               = o · Woᵀ [+ bo];  [a = rms_norm(a) · post_attn_norm]
 //     x              += a
 //     xn              = rms_norm(x) · ffn_norm
@@ -40,6 +41,18 @@
 // The cache only grows: tokens are written into slots past st.tokens.size()
 // and the count moves at the very end, so a failed call leaves the sequence
 // as it was (the slots it wrote are beyond the count and get overwritten).
+//
+// The cache. Each sequence owns a PagedKvCache holding one sequence whose
+// pages cover its whole capacity, reserved when it is made, so a forward
+// never allocates a page and never fails for want of one. As on CUDA the
+// engine counts the tokens itself (st.tokens; the cache's own length stays
+// 0) and writes position t at the slot its block table gives. One cache per
+// sequence, not one per model as on CUDA: the CPU's batched step attends
+// each sequence on its own anyway, and a cache that never grows never copies
+// its pools, which would commit every reserved page. The pools are left
+// unwritten at creation, so the operating system commits a page of memory
+// only when a token is written into it: a full 8k context is reserved, not
+// paid for.
 #include <algorithm>
 #include <memory>
 #include <new>
@@ -55,15 +68,19 @@
 #include "backends/cpu/model_ops.hpp"
 #include "backends/cpu/openmp.hpp"
 #include "backends/cpu/quant_matmul.hpp"
-#include "cpu/decode_attention.hpp"
-#include "flashscope/attention.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/half.hpp"
+#include "flashscope/kv_cache.hpp"
+#include "flashscope/paged_attention.hpp"
 
 namespace flashscope::model {
 namespace {
 
 constexpr int kChunk = 128;  // tokens per forward chunk
+// Tokens per page of a sequence's cache: the largest the cache takes. A
+// prompt's attention gathers the pages (one copy per page and kv-head), so
+// fewer, longer runs; a decode step's 64-key blocks never straddle a page.
+constexpr int kPageSize = 256;
 
 // Sets the calling thread's OpenMP team size (nthreads-var, an ICV of this
 // thread only) for the duration of a forward call, and restores it.
@@ -117,22 +134,27 @@ struct Scratch {
   Rope rope[2];
   std::vector<int32_t> positions;        // a batch's RoPE positions (one per sequence)
   std::vector<uint16_t> q_bf16, o_bf16;  // attention operands
+  std::vector<uint16_t> k_bf16, v_bf16;  // the chunk's new K/V rows, appended to the cache
+  std::vector<Slot> slots;               // their cache slots
   std::vector<cpu::BlockQ8> xq;          // quantized input of the current matmuls
   std::vector<cpu::TileQ8> tiles;        // the same regrouped by 4-token tiles (prefill)
 };
 
 struct CpuState final : Sequence::State {
-  // K and V of every layer: [layers][capacity][kv_heads][head_dim] bf16.
-  // Left uninitialised (new T[] without ()) so the OS commits pages only as
-  // tokens are written: a full 8k context is reserved, not paid for.
-  std::unique_ptr<uint16_t[]> k_cache, v_cache;
-  int64_t layer_stride = 0;  // elements per layer: capacity · kv_heads · head_dim
-  int n_layers = 0;
+  // K and V of every layer (see the top of this file): pools
+  // [pages, kv_heads, kPageSize, head_dim] bf16, one sequence (kv_seq).
+  PagedKvCache kv;
+  int kv_seq = -1;
+  std::vector<int32_t> pages;  // kv's block table of kv_seq: every page of capacity, fixed for its life
   Scratch scratch;
   cpu::ThreadAdvisor thread_advisor;  // team size under the machine's load (options.threads == 0)
 
+  // The cache slot of the sequence's token t.
+  Slot slot(int64_t t) const { return Slot{pages[static_cast<size_t>(t / kPageSize)]} * kPageSize + t % kPageSize; }
   uint64_t cache_bytes() const override {
-    return 2ull * static_cast<uint64_t>(layer_stride) * static_cast<uint64_t>(n_layers) * sizeof(uint16_t);
+    const KvCacheConfig& c = kv.config();
+    return 2ull * static_cast<uint64_t>(c.num_layers) * pages.size() * kPageSize * static_cast<uint64_t>(c.kv_heads) *
+           static_cast<uint64_t>(c.head_dim) * sizeof(uint16_t);
   }
 };
 
@@ -158,6 +180,9 @@ Status ensure_scratch(const ModelConfig& c, int rows, Scratch* s) {
     s->positions.resize(n);
     s->q_bf16.resize(n * q_dim);
     s->o_bf16.resize(n * q_dim);
+    s->k_bf16.resize(n * kv_dim);
+    s->v_bf16.resize(n * kv_dim);
+    s->slots.resize(n);
     s->xq.resize(n * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
     s->tiles.resize(n / cpu::kTileTokens * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
   } catch (const std::bad_alloc&) {
@@ -197,9 +222,9 @@ class MatInput {
   bool quantized_ = false;
 };
 
-// Where a chunk's rows live: n consecutive tokens of one sequence (at cache
-// slots [slot0, slot0 + n)), or one token of each of n sequences (batch; row
-// i at slot batch[i]->tokens.size() of its own cache).
+// Where a chunk's rows live: n consecutive tokens of one sequence (at
+// positions [slot0, slot0 + n) of its cache), or one token of each of n
+// sequences (batch; row i at position batch[i]->tokens.size() of its own).
 struct ChunkRows {
   CpuState* single = nullptr;
   int slot0 = 0;
@@ -210,53 +235,57 @@ struct ChunkRows {
 // cache of layer l, [0, kv_len): bf16 q/o from scratch. In a layer with a
 // sliding window of W keys, the query in slot t sees slots (t − W, t]
 // (window_left = W − 1; both paths skip keys outside every row's window).
-// A few rows per kv-head (decode, a short turn) run the decode path, which
-// reads each K/V row once for all the q-heads of its kv-head; a prompt runs
-// the tiled prefill path.
+// The CPU paged attention runs a few rows per kv-head (decode, a short turn)
+// over the pages where they lie, reading each K/V row once for all the
+// q-heads of its kv-head, and gathers the pages for a prompt's tiled pass.
+// max_kv_len is kv_len, which fixes the decode path's KV ranges as a call
+// without it would.
 Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv_len) {
   const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
   const int window = c.layer(l).window;
-  const AttnTensor q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
-  const AttnTensor o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
-  uint16_t* k_layer = seq.k_cache.get() + l * seq.layer_stride;
-  uint16_t* v_layer = seq.v_cache.get() + l * seq.layer_stride;
-  if (static_cast<int64_t>(q_len) * (c.n_heads / c.n_kv_heads) <= cpu::kDecodeMaxRows) {
-    cpu::DecodeParams p;
-    p.dtype = DType::kBF16;
-    p.q_heads = c.n_heads;
-    p.kv_heads = c.n_kv_heads;
-    p.q_len = q_len;
-    p.head_dim = c.head_dim;
-    p.q = q;
-    p.o = o;
-    p.kv.k = k_layer;
-    p.kv.v = v_layer;
-    p.kv.page_size = 0;  // [capacity, kv_heads, head_dim]: one contiguous run
-    p.kv.head_stride = c.head_dim;
-    p.kv.row_stride = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-    p.kv_lens = &kv_len;
-    p.softmax_scale = c.attn_scale;
-    p.causal = true;
-    if (window > 0) p.window_left = window - 1;
-    return cpu::decode_attention(p);
-  }
-  PrefillParams p;
-  p.q = q;
-  p.o = o;
-  p.k = bshd(k_layer, seq.capacity, c.n_kv_heads, c.head_dim);
-  p.v = bshd(v_layer, seq.capacity, c.n_kv_heads, c.head_dim);
-  p.device = Device::kCpu;
-  p.dtype = DType::kBF16;
+  PagedAttentionParams p;
+  p.q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
+  p.o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
+  p.k_pages = seq.kv.k_pages(l);
+  p.v_pages = seq.kv.v_pages(l);
+  p.block_tables = seq.pages.data();
+  p.block_table_stride = static_cast<int>(seq.pages.size());
+  p.kv_lens = &kv_len;
   p.batch = 1;
   p.q_heads = c.n_heads;
   p.kv_heads = c.n_kv_heads;
   p.q_len = q_len;
-  p.kv_len = kv_len;
   p.head_dim = c.head_dim;
+  p.page_size = kPageSize;
+  p.max_kv_len = kv_len;
+  p.num_pages = seq.kv.num_pages();
   p.softmax_scale = c.attn_scale;
   p.causal = true;  // bottom-right: query i sees slots [0, kv_len - q_len + i]
   if (window > 0) p.window_left = window - 1;
-  return prefill(p);
+  p.dtype = DType::kBF16;
+  p.device = Device::kCpu;
+  return paged_attention(p);
+}
+
+// Writes rows [row0, row0 + n) of the chunk's new K/V (bf16 in scratch) into
+// seq's cache of layer l at its positions [pos0, pos0 + n).
+Status append_rows(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int row0, int n, int64_t pos0) {
+  const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+  for (int i = 0; i < n; ++i) s.slots[static_cast<size_t>(row0 + i)] = seq.slot(pos0 + i);
+  AppendKvParams a;
+  a.k_new = bshd(s.k_bf16.data() + row0 * kv_dim, n, c.n_kv_heads, c.head_dim);
+  a.v_new = bshd(s.v_bf16.data() + row0 * kv_dim, n, c.n_kv_heads, c.head_dim);
+  a.slots = s.slots.data() + row0;
+  a.num_tokens = n;
+  a.k_pages = seq.kv.k_pages(l);
+  a.v_pages = seq.kv.v_pages(l);
+  a.kv_heads = c.n_kv_heads;
+  a.head_dim = c.head_dim;
+  a.page_size = kPageSize;
+  a.num_pages = seq.kv.num_pages();
+  a.dtype = DType::kBF16;
+  a.device = Device::kCpu;
+  return append_kv(a);
 }
 
 void add_bias(float* y, const std::vector<float>& bias, int64_t n) {
@@ -342,22 +371,18 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
                                                s.q_bf16.data() + i * q_dim, 1));
       }
     }
+    to_bf16(s.k.data(), s.k_bf16.data(), static_cast<size_t>(n * kv_dim));
+    to_bf16(s.v.data(), s.v_bf16.data(), static_cast<size_t>(n * kv_dim));
     if (!batch) {
-      CpuState& st = *rows.single;
-      uint16_t* k_layer = st.k_cache.get() + l * st.layer_stride;
-      uint16_t* v_layer = st.v_cache.get() + l * st.layer_stride;
-      to_bf16(s.k.data(), k_layer + static_cast<int64_t>(rows.slot0) * kv_dim, static_cast<size_t>(n * kv_dim));
-      to_bf16(s.v.data(), v_layer + static_cast<int64_t>(rows.slot0) * kv_dim, static_cast<size_t>(n * kv_dim));
+      const CpuState& st = *rows.single;
+      FLASHSCOPE_RETURN_IF_ERROR(append_rows(c, s, st, l, 0, n, rows.slot0));
       FLASHSCOPE_RETURN_IF_ERROR(attend(c, s, st, l, 0, n, rows.slot0 + n));
     } else {
       for (int i = 0; i < n; ++i) {
-        CpuState& st = *rows.batch[i];
-        const int64_t slot = static_cast<int64_t>(st.tokens.size());
-        to_bf16(s.k.data() + i * kv_dim, st.k_cache.get() + l * st.layer_stride + slot * kv_dim,
-                static_cast<size_t>(kv_dim));
-        to_bf16(s.v.data() + i * kv_dim, st.v_cache.get() + l * st.layer_stride + slot * kv_dim,
-                static_cast<size_t>(kv_dim));
-        FLASHSCOPE_RETURN_IF_ERROR(attend(c, s, st, l, i, 1, static_cast<int>(slot) + 1));
+        const CpuState& st = *rows.batch[i];
+        const int pos = static_cast<int>(st.tokens.size());
+        FLASHSCOPE_RETURN_IF_ERROR(append_rows(c, s, st, l, i, 1, pos));
+        FLASHSCOPE_RETURN_IF_ERROR(attend(c, s, st, l, i, 1, pos + 1));
       }
     }
     for (int64_t i = 0; i < n * q_dim; ++i) s.att[static_cast<size_t>(i)] = bf16_to_float(s.o_bf16[static_cast<size_t>(i)]);
@@ -403,7 +428,8 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
 
 CpuLayerCache cpu_layer_cache(const Sequence::State& state, int layer) {
   const auto& st = static_cast<const CpuState&>(state);
-  return {st.k_cache.get() + layer * st.layer_stride, st.v_cache.get() + layer * st.layer_stride, st.capacity};
+  return {static_cast<const uint16_t*>(st.kv.k_pages(layer)), static_cast<const uint16_t*>(st.kv.v_pages(layer)),
+          st.pages.data(), kPageSize, st.capacity};
 }
 
 Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int capacity) {
@@ -412,16 +438,27 @@ Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int
   if (!st) return Status(StatusCode::kOutOfMemory, "cannot allocate a sequence");
   st->owner = &m;
   st->capacity = capacity;
-  st->n_layers = c.n_layers;
-  st->layer_stride = static_cast<int64_t>(capacity) * c.n_kv_heads * c.head_dim;
-  const size_t total = static_cast<size_t>(st->layer_stride) * static_cast<size_t>(c.n_layers);
-  st->k_cache.reset(new (std::nothrow) uint16_t[total]);
-  st->v_cache.reset(new (std::nothrow) uint16_t[total]);
-  if (!st->k_cache || !st->v_cache) {
-    return Status(StatusCode::kOutOfMemory, "cannot reserve a KV cache of " + std::to_string(capacity) + " tokens (" +
-                                                std::to_string(2 * total * sizeof(uint16_t) >> 20) + " MiB)");
+  KvCacheConfig kc;
+  kc.num_layers = c.n_layers;
+  kc.num_pages = static_cast<int>((int64_t{capacity} + kPageSize - 1) / kPageSize);
+  kc.page_size = kPageSize;
+  kc.kv_heads = c.n_kv_heads;
+  kc.head_dim = c.head_dim;
+  kc.dtype = DType::kBF16;
+  kc.device = Device::kCpu;
+  auto made = PagedKvCache::create(kc);
+  if (!made.ok()) {
+    const uint64_t bytes = 2ull * static_cast<uint64_t>(kc.num_pages) * kPageSize * static_cast<uint64_t>(c.n_layers) *
+                           static_cast<uint64_t>(c.n_kv_heads) * static_cast<uint64_t>(c.head_dim) * sizeof(uint16_t);
+    return Status(made.status().code(), "cannot reserve a KV cache of " + std::to_string(capacity) + " tokens (" +
+                                            std::to_string(bytes >> 20) + " MiB): " + made.status().message());
   }
+  st->kv = std::move(made).value();
+  st->kv_seq = st->kv.create_sequence();
+  if (st->kv_seq < 0) return Status(StatusCode::kOutOfMemory, "cannot add a sequence to its KV cache");
+  FLASHSCOPE_RETURN_IF_ERROR(st->kv.reserve(st->kv_seq, capacity));
   try {
+    st->pages = st->kv.block_table(st->kv_seq);
     st->tokens.reserve(static_cast<size_t>(capacity));
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "cannot allocate the token list");
