@@ -337,8 +337,7 @@ FS_AVX2 inline __m256 reduce_tile(__m256i p0, __m256i p1, __m256i p2, __m256i p3
 }
 
 FS_AVX2 inline __m256 tile_scale(float dw, const TileQ8& t) {
-  const __m128 dd = _mm_mul_ps(_mm_set1_ps(dw), _mm_loadu_ps(t.d));
-  return _mm256_insertf128_ps(_mm256_castps128_ps256(dd), dd, 1);
+  return _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_broadcast_ps(reinterpret_cast<const __m128*>(t.d)));
 }
 
 // out[t] = the row's dot product with token t of a 4-token tile, t < 4.
@@ -641,7 +640,7 @@ FS_AVX2 void quantize_row_q8_avx2(const float* x, BlockQ8* y, int64_t n) {
 // saturation either way, see dot_u8i8), so the results are the AVX2 kernels'
 // bits; in prefill, where the tile kernel is most of the time, it saves 4 of
 // a block's ~25 instructions.
-#define FS_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
+#define FS_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
 FS_VNNI inline __m256i dot_u8i8_vnni(__m256i u, __m256i s) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
@@ -690,6 +689,128 @@ FS_VNNI void tile_q4_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, flo
   _mm_storeu_ps(out, total);
 }
 
+// Q5_0 / Q5_1 with VNNI: qh is bit j of element j, in the order
+// unpack_nibbles leaves the elements, so it is the byte mask that adds the
+// fifth bit (one masked add for unpack_q5's shuffle, or and compare).
+FS_VNNI inline __m256i unpack_q5_vnni(const uint8_t* qh_p, const uint8_t* qs) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_p, sizeof qh);
+  const __m256i nib = unpack_nibbles(qs);
+  return _mm256_mask_add_epi8(nib, static_cast<__mmask32>(qh), nib, _mm256_set1_epi8(0x10));
+}
+
+template <bool kHasMin>
+FS_VNNI inline void q5_block_vnni(const uint8_t* blk, const BlockQ8& x, __m256* acc, __m128* offset) {
+  const float dw = fp16_avx(blk);
+  const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
+  const __m256i wq = unpack_q5_vnni(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
+  *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(dot_u8i8_vnni(wq, load_qs(x.qs))), *acc);
+  *offset = _mm_fmadd_ss(_mm_set_ss(mw * x.d), _mm_set_ss(static_cast<float>(x.sum)), *offset);
+}
+
+template <bool kHasMin>
+FS_VNNI void dot_q5_vnni(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    q5_block_vnni<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
+    q5_block_vnni<kHasMin>(w + (b + 1) * kBytes, x[b + 1], &acc1, &off1);
+  }
+  if (b < nb) q5_block_vnni<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
+  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(off0, off1));
+}
+
+template <bool kHasMin>
+FS_VNNI void tile_q5_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
+  __m256 acc = _mm256_setzero_ps();
+  __m128 offset = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBytes;
+    const TileQ8& t = tiles[b];
+    const float dw = fp16_avx(blk);
+    const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
+    const __m256i wq = unpack_q5_vnni(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
+    const __m256 sums = reduce_tile(dot_u8i8_vnni(wq, load_qs(t.qs[0])), dot_u8i8_vnni(wq, load_qs(t.qs[1])),
+                                    dot_u8i8_vnni(wq, load_qs(t.qs[2])), dot_u8i8_vnni(wq, load_qs(t.qs[3])));
+    acc = _mm256_fmadd_ps(tile_scale(dw, t), sums, acc);
+    offset = _mm_fmadd_ps(_mm_set1_ps(mw), _mm_loadu_ps(t.s), offset);
+  }
+  const __m128 total = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
+  _mm_storeu_ps(out, total);
+}
+
+// Q4_K / Q5_K with VNNI: dot_q45_k_avx2 and tile_q45_k_avx2 with vpdpbusd
+// for each maddubs + madd pair (unsigned weights, signed activations).
+template <bool kFifthBit>
+FS_VNNI void dot_q45_k_vnni(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m128 offset = _mm_setzero_ps();
+  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
+    const uint8_t* blk = w + sb * kBytes;
+    const BlockQ8* xb = x + sb * kSubBlocks;
+    const float d = fp16_avx(blk);
+    const float dmin = fp16_avx(blk + 2);
+    uint8_t sc[8], m[8];
+    unpack_k4_scales(blk + 4, sc, m);
+    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
+    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo, hi;
+      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &lo, &hi);
+      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
+      const BlockQ8& x0 = xb[2 * c];
+      const BlockQ8& x1 = xb[2 * c + 1];
+      acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[2 * c]) * x0.d),
+                             _mm256_cvtepi32_ps(dot_u8i8_vnni(lo, load_qs(x0.qs))), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[2 * c + 1]) * x1.d),
+                             _mm256_cvtepi32_ps(dot_u8i8_vnni(hi, load_qs(x1.qs))), acc1);
+      const __m128 mins = _mm_set_ps(0.0f, 0.0f, dmin * static_cast<float>(m[2 * c + 1]) * x1.d,
+                                     dmin * static_cast<float>(m[2 * c]) * x0.d);
+      offset = _mm_fmadd_ps(mins, _mm_set_ps(0.0f, 0.0f, static_cast<float>(x1.sum), static_cast<float>(x0.sum)),
+                            offset);
+    }
+  }
+  const __m128 off = _mm_add_ss(offset, _mm_movehdup_ps(offset));
+  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) - _mm_cvtss_f32(off);
+}
+
+template <bool kFifthBit>
+FS_VNNI void tile_q45_k_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
+  __m256 acc = _mm256_setzero_ps();
+  __m128 offset = _mm_setzero_ps();  // Σ dmin·m_s · s_x per token
+  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
+    const uint8_t* blk = w + sb * kBytes;
+    const TileQ8* tb = tiles + sb * kSubBlocks;
+    const float d = fp16_avx(blk);
+    const float dmin = fp16_avx(blk + 2);
+    uint8_t sc[8], m[8];
+    unpack_k4_scales(blk + 4, sc, m);
+    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
+    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i wq[2];
+      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &wq[0], &wq[1]);
+      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
+      for (int h = 0; h < 2; ++h) {
+        const int s = 2 * c + h;
+        const TileQ8& t = tb[s];
+        const __m256 sums =
+            reduce_tile(dot_u8i8_vnni(wq[h], load_qs(t.qs[0])), dot_u8i8_vnni(wq[h], load_qs(t.qs[1])),
+                        dot_u8i8_vnni(wq[h], load_qs(t.qs[2])), dot_u8i8_vnni(wq[h], load_qs(t.qs[3])));
+        acc = _mm256_fmadd_ps(tile_scale(d * static_cast<float>(sc[s]), t), sums, acc);
+        offset = _mm_fmadd_ps(_mm_set1_ps(dmin * static_cast<float>(m[s])), _mm_loadu_ps(t.s), offset);
+      }
+    }
+  }
+  const __m128 total = _mm_sub_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
+  _mm_storeu_ps(out, total);
+}
+
 #endif  // FLASHSCOPE_X86_KERNELS
 
 CpuIsa& isa_setting() {
@@ -702,6 +823,10 @@ DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
   if (isa == CpuIsa::kAvx512Vnni) {
     if (type == GgmlType::kQ4_0) return dot_each<dot_q4_vnni<false>>;
     if (type == GgmlType::kQ4_1) return dot_each<dot_q4_vnni<true>>;
+    if (type == GgmlType::kQ5_0) return dot_each<dot_q5_vnni<false>>;
+    if (type == GgmlType::kQ5_1) return dot_each<dot_q5_vnni<true>>;
+    if (type == GgmlType::kQ4_K) return dot_each<dot_q45_k_vnni<false>>;
+    if (type == GgmlType::kQ5_K) return dot_each<dot_q45_k_vnni<true>>;
   }
   if (isa >= CpuIsa::kAvx2) {
     switch (type) {
@@ -739,6 +864,10 @@ TileKernel pick_tile_kernel(GgmlType type, CpuIsa isa) {
   if (isa == CpuIsa::kAvx512Vnni) {
     if (type == GgmlType::kQ4_0) return tile_q4_vnni<false>;
     if (type == GgmlType::kQ4_1) return tile_q4_vnni<true>;
+    if (type == GgmlType::kQ5_0) return tile_q5_vnni<false>;
+    if (type == GgmlType::kQ5_1) return tile_q5_vnni<true>;
+    if (type == GgmlType::kQ4_K) return tile_q45_k_vnni<false>;
+    if (type == GgmlType::kQ5_K) return tile_q45_k_vnni<true>;
   }
   if (isa >= CpuIsa::kAvx2) {
     switch (type) {
