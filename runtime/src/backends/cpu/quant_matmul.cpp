@@ -165,6 +165,18 @@ inline void unpack_k4_scales(const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// The same pairs as 16 bytes, sc[0..8) then m[0..8), by 32-bit word
+// operations on the 12 packed bytes (for the vector kernels, which widen
+// them eight at a time).
+inline void unpack_k4_scales16(const uint8_t* q, uint8_t* out) {
+  uint32_t u[3];
+  std::memcpy(u, q, sizeof u);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint32_t words[4] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4), u[1] & kLow6,
+                             ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
+  std::memcpy(out, words, sizeof words);
+}
+
 // Q4_K / Q5_K: 64-element chunk c uses 32 bytes of qs, the low nibbles for
 // sub-block 2c and the high nibbles for 2c+1; Q5_K adds bit s of qh[l] as
 // the fifth bit of element l of sub-block s.
@@ -748,14 +760,15 @@ FS_VNNI void tile_q5_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, flo
 //   mins = dmin·m_s·d_x·Σx_q   (its min term)
 // as two vectors, where the scalar form spent a dozen scalar operations per
 // sub-block (most of a decode step's Q4_K time once the dots are vpdpbusd).
-FS_AVX2 inline void k45_factors(const BlockQ8* xb, float d, float dmin, const uint8_t* sc, const uint8_t* m,
-                                __m256* f, __m256* mins) {
+FS_AVX2 inline void k45_factors(const BlockQ8* xb, float d, float dmin, const uint8_t* sc_m, __m256* f,
+                                __m256* mins) {
   // Element inserts, not gathers (a ymm gather was slower than the scalar form here).
   const __m256 dx = _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
   const __m256 sx = _mm256_cvtepi32_ps(
       _mm256_setr_epi32(xb[0].sum, xb[1].sum, xb[2].sum, xb[3].sum, xb[4].sum, xb[5].sum, xb[6].sum, xb[7].sum));
-  const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
-  const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m))));
+  const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_m))));
+  const __m256 mf =
+      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_m + 8))));
   *f = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d), scf), dx);
   *mins = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mf), dx), sx);
 }
@@ -771,10 +784,10 @@ FS_VNNI void dot_q45_k_vnni(const uint8_t* w, const BlockQ8* x, int64_t nb, floa
   for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
     const uint8_t* blk = w + sb * kBytes;
     const BlockQ8* xb = x + sb * kSubBlocks;
-    alignas(8) uint8_t sc[8], m[8];
-    unpack_k4_scales(blk + 4, sc, m);
+    alignas(16) uint8_t sc_m[16];
+    unpack_k4_scales16(blk + 4, sc_m);
     __m256 fv, mins;
-    k45_factors(xb, fp16_avx(blk), fp16_avx(blk + 2), sc, m, &fv, &mins);
+    k45_factors(xb, fp16_avx(blk), fp16_avx(blk + 2), sc_m, &fv, &mins);
     offset = _mm256_add_ps(offset, mins);
     alignas(32) float f[8];
     _mm256_store_ps(f, fv);
@@ -801,10 +814,14 @@ FS_VNNI void tile_q45_k_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, 
   for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
     const uint8_t* blk = w + sb * kBytes;
     const TileQ8* tb = tiles + sb * kSubBlocks;
-    const float d = fp16_avx(blk);
-    const float dmin = fp16_avx(blk + 2);
-    uint8_t sc[8], m[8];
-    unpack_k4_scales(blk + 4, sc, m);
+    // d·sc_s and dmin·m_s of the eight sub-blocks, widened and scaled as two vectors.
+    alignas(16) uint8_t sc_m[16];
+    unpack_k4_scales16(blk + 4, sc_m);
+    const __m128i scm = _mm_load_si128(reinterpret_cast<const __m128i*>(sc_m));
+    alignas(32) float dsc[8], dm[8];
+    _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_set1_ps(fp16_avx(blk)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scm))));
+    _mm256_store_ps(dm, _mm256_mul_ps(_mm256_set1_ps(fp16_avx(blk + 2)),
+                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8)))));
     const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
     __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
@@ -817,8 +834,10 @@ FS_VNNI void tile_q45_k_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, 
         const __m256 sums =
             reduce_tile(dot_u8i8_vnni(wq[h], load_qs(t.qs[0])), dot_u8i8_vnni(wq[h], load_qs(t.qs[1])),
                         dot_u8i8_vnni(wq[h], load_qs(t.qs[2])), dot_u8i8_vnni(wq[h], load_qs(t.qs[3])));
-        acc = _mm256_fmadd_ps(tile_scale(d * static_cast<float>(sc[s]), t), sums, acc);
-        offset = _mm_fmadd_ps(_mm_set1_ps(dmin * static_cast<float>(m[s])), _mm_loadu_ps(t.s), offset);
+        const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(&dsc[s]),
+                                           _mm256_broadcast_ps(reinterpret_cast<const __m128*>(t.d)));
+        acc = _mm256_fmadd_ps(scale, sums, acc);
+        offset = _mm_fmadd_ps(_mm_broadcast_ss(&dm[s]), _mm_loadu_ps(t.s), offset);
       }
     }
   }
