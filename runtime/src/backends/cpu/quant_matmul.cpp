@@ -552,8 +552,12 @@ FS_AVX2 inline __m256i q6_dot(__m256i w_abs, __m256i w, __m256i x, __m256i scale
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w)), scales);
 }
 
-FS_AVX2 inline __m256i q6_scales(const int8_t* sc) {
-  return _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+// Block j's two scales as int16, [sc[2j] ×8 | sc[2j+1] ×8], from the
+// super-block's sixteen int8 scales loaded once (all): one byte shuffle and
+// one widening (two scalar loads and broadcasts each block had cost more).
+FS_AVX2 inline __m256i q6_scales(__m128i all, int j) {
+  const long long pick = 0x0101010101010101LL;
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(all, _mm_set_epi64x(pick * (2 * j + 1), pick * (2 * j))));
 }
 
 FS_AVX2 void dot_q6_k_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
@@ -561,7 +565,7 @@ FS_AVX2 void dot_q6_k_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float
   for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
     const uint8_t* blk = w + sb * kQ6_KBytes;
     const BlockQ8* xb = x + sb * kSubBlocks;
-    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
     const float d = fp16_avx(blk + 208);
     for (int h = 0; h < 2; ++h) {
       __m256i q[4];
@@ -569,9 +573,9 @@ FS_AVX2 void dot_q6_k_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float
       for (int k = 0; k < 4; k += 2) {
         const BlockQ8& x0 = xb[4 * h + k];
         const BlockQ8& x1 = xb[4 * h + k + 1];
-        const __m256i p0 = q6_dot(_mm256_sign_epi8(q[k], q[k]), q[k], load_qs(x0.qs), q6_scales(sc + 8 * h + 2 * k));
+        const __m256i p0 = q6_dot(_mm256_sign_epi8(q[k], q[k]), q[k], load_qs(x0.qs), q6_scales(sc, 4 * h + k));
         const __m256i p1 =
-            q6_dot(_mm256_sign_epi8(q[k + 1], q[k + 1]), q[k + 1], load_qs(x1.qs), q6_scales(sc + 8 * h + 2 * k + 2));
+            q6_dot(_mm256_sign_epi8(q[k + 1], q[k + 1]), q[k + 1], load_qs(x1.qs), q6_scales(sc, 4 * h + k + 1));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * x0.d), _mm256_cvtepi32_ps(p0), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * x1.d), _mm256_cvtepi32_ps(p1), acc1);
       }
@@ -585,7 +589,7 @@ FS_AVX2 void tile_q6_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
   for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
     const uint8_t* blk = w + sb * kQ6_KBytes;
     const TileQ8* tb = tiles + sb * kSubBlocks;
-    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
     const float d = fp16_avx(blk + 208);
     for (int h = 0; h < 2; ++h) {
       __m256i q[4];
@@ -593,7 +597,7 @@ FS_AVX2 void tile_q6_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
       for (int k = 0; k < 4; ++k) {
         const TileQ8& t = tb[4 * h + k];
         const __m256i w_abs = _mm256_sign_epi8(q[k], q[k]);
-        const __m256i scales = q6_scales(sc + 8 * h + 2 * k);
+        const __m256i scales = q6_scales(sc, 4 * h + k);
         const __m256 sums =
             reduce_tile(q6_dot(w_abs, q[k], load_qs(t.qs[0]), scales), q6_dot(w_abs, q[k], load_qs(t.qs[1]), scales),
                         q6_dot(w_abs, q[k], load_qs(t.qs[2]), scales), q6_dot(w_abs, q[k], load_qs(t.qs[3]), scales));
