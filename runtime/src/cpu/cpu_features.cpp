@@ -25,9 +25,11 @@ bool detect_avx512() {
   return detect_avx2() && __builtin_cpu_supports("avx512f");
 }
 
-// The 256-bit VNNI form (vpdpbusd on ymm) needs AVX-512 VL beside VNNI.
+// The 256-bit VNNI form (vpdpbusd on ymm) needs AVX-512 VL beside VNNI; the
+// kernels that use it also take byte masks (BW), which every VNNI CPU has.
 bool detect_avx512_vnni() {
-  return detect_avx512() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return detect_avx512() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
 }
 
 bool detect_avx512_bf16() { return detect_avx512() && __builtin_cpu_supports("avx512bf16"); }

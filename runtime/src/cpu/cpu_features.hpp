@@ -13,7 +13,7 @@ bool cpu_has_avx2();
 // x86-64: AVX-512 F, with the OS saving the zmm state. False elsewhere.
 bool cpu_has_avx512();
 
-// x86-64: AVX-512 F, VL and VNNI (the 256-bit vpdpbusd). False elsewhere.
+// x86-64: AVX-512 F, VL, BW and VNNI (the 256-bit vpdpbusd, byte masks). False elsewhere.
 bool cpu_has_avx512_vnni();
 
 // x86-64: AVX-512 F and BF16 (vdpbf16ps: pairs of bf16 products summed into

@@ -23,6 +23,19 @@ void swiglu_portable(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+
+// x/2 · (1 + tanh(u)) = x / (1 + e^(−2u)), u = √(2/π)·(x + 0.044715 x³):
+// the same value without 1 + tanh(u)'s cancellation (for x = −4 the tanh
+// form is off by ~1%). Where e^(−2u) overflows (x below about −10) the
+// quotient is −0, and for large x it is x, as gelu_tanh's limits.
+void geglu_tanh_portable(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    gate[i] = x / (1.0f + std::exp(-2.0f * kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
+  }
+}
+
 #ifdef FLASHSCOPE_X86_KERNELS
 #define FS_AVX2 __attribute__((target("avx2,fma")))
 
@@ -66,7 +79,38 @@ FS_AVX2 void swiglu_avx2(float* gate, const float* up, int64_t n) {
   }
   swiglu_portable(gate + i, up + i, n - i);
 }
+
+// geglu_tanh_portable's formula with swiglu's exp.
+FS_AVX2 void geglu_tanh_avx2(float* gate, const float* up, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 c1 = _mm256_set1_ps(-2.0f * kSqrt2OverPi);
+  const __m256 c3 = _mm256_set1_ps(-2.0f * kSqrt2OverPi * 0.044715f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 g2 = _mm256_mul_ps(g, g);
+    const __m256 e = exp_avx2(_mm256_mul_ps(g, _mm256_fmadd_ps(c3, g2, c1)));  // e^(−2u)
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  geglu_tanh_portable(gate + i, up + i, n - i);
+}
 #endif
+
+using GateKernel = void (*)(float* gate, const float* up, int64_t n);
+
+// A prefill chunk's gate is [128, ffn]: split it over the team in pieces
+// of whole vectors; a decode step's stays on this thread.
+void run_gate(GateKernel run, float* gate, const float* up, int64_t n) {
+  const int64_t pieces = n >= kParallelMinElements ? 16 : 1;
+  const int64_t step = (n / pieces + 7) / 8 * 8;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (pieces > 1)
+#endif
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t begin = std::min(n, p * step), end = p + 1 == pieces ? n : std::min(n, (p + 1) * step);
+    run(gate + begin, up + begin, end - begin);
+  }
+}
 
 }  // namespace
 
@@ -136,29 +180,19 @@ void rope_halves(float* x, int64_t n, int heads, int head_dim, int rope_dim, con
 }
 
 void geglu_tanh(float* gate, const float* up, int64_t n) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = gate[i];
-    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
-  }
+  GateKernel run = geglu_tanh_portable;
+#ifdef FLASHSCOPE_X86_KERNELS
+  if (active_cpu_isa() >= CpuIsa::kAvx2) run = geglu_tanh_avx2;
+#endif
+  run_gate(run, gate, up, n);
 }
 
 void swiglu(float* gate, const float* up, int64_t n) {
-  auto run = swiglu_portable;
+  GateKernel run = swiglu_portable;
 #ifdef FLASHSCOPE_X86_KERNELS
   if (active_cpu_isa() >= CpuIsa::kAvx2) run = swiglu_avx2;
 #endif
-  // A prefill chunk's gate is [128, ffn]: split it over the team in pieces
-  // of whole vectors; a decode step's stays on this thread.
-  const int64_t pieces = n >= kParallelMinElements ? 16 : 1;
-  const int64_t step = (n / pieces + 7) / 8 * 8;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (pieces > 1)
-#endif
-  for (int64_t p = 0; p < pieces; ++p) {
-    const int64_t begin = std::min(n, p * step), end = p + 1 == pieces ? n : std::min(n, (p + 1) * step);
-    run(gate + begin, up + begin, end - begin);
-  }
+  run_gate(run, gate, up, n);
 }
 
 }  // namespace flashscope::cpu

@@ -165,6 +165,18 @@ inline void unpack_k4_scales(const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// The same pairs as 16 bytes, sc[0..8) then m[0..8), by 32-bit word
+// operations on the 12 packed bytes (for the vector kernels, which widen
+// them eight at a time).
+inline void unpack_k4_scales16(const uint8_t* q, uint8_t* out) {
+  uint32_t u[3];
+  std::memcpy(u, q, sizeof u);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint32_t words[4] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4), u[1] & kLow6,
+                             ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
+  std::memcpy(out, words, sizeof words);
+}
+
 // Q4_K / Q5_K: 64-element chunk c uses 32 bytes of qs, the low nibbles for
 // sub-block 2c and the high nibbles for 2c+1; Q5_K adds bit s of qh[l] as
 // the fifth bit of element l of sub-block s.
@@ -311,8 +323,7 @@ FS_AVX2 inline __m256 reduce_tile(__m256i p0, __m256i p1, __m256i p2, __m256i p3
 }
 
 FS_AVX2 inline __m256 tile_scale(float dw, const TileQ8& t) {
-  const __m128 dd = _mm_mul_ps(_mm_set1_ps(dw), _mm_loadu_ps(t.d));
-  return _mm256_insertf128_ps(_mm256_castps128_ps256(dd), dd, 1);
+  return _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_broadcast_ps(reinterpret_cast<const __m128*>(t.d)));
 }
 
 // The Q4 kernels with maddubs + madd (quant_matmul_q4.inc).
@@ -503,8 +514,12 @@ FS_AVX2 inline __m256i q6_dot(__m256i w_abs, __m256i w, __m256i x, __m256i scale
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w)), scales);
 }
 
-FS_AVX2 inline __m256i q6_scales(const int8_t* sc) {
-  return _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+// Block j's two scales as int16, [sc[2j] ×8 | sc[2j+1] ×8], from the
+// super-block's sixteen int8 scales loaded once (all): one byte shuffle and
+// one widening (two scalar loads and broadcasts each block had cost more).
+FS_AVX2 inline __m256i q6_scales(__m128i all, int j) {
+  const long long pick = 0x0101010101010101LL;
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(all, _mm_set_epi64x(pick * (2 * j + 1), pick * (2 * j))));
 }
 
 FS_AVX2 void dot_q6_k_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
@@ -512,7 +527,7 @@ FS_AVX2 void dot_q6_k_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float
   for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
     const uint8_t* blk = w + sb * kQ6_KBytes;
     const BlockQ8* xb = x + sb * kSubBlocks;
-    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
     const float d = fp16_avx(blk + 208);
     for (int h = 0; h < 2; ++h) {
       __m256i q[4];
@@ -520,9 +535,9 @@ FS_AVX2 void dot_q6_k_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float
       for (int k = 0; k < 4; k += 2) {
         const BlockQ8& x0 = xb[4 * h + k];
         const BlockQ8& x1 = xb[4 * h + k + 1];
-        const __m256i p0 = q6_dot(_mm256_sign_epi8(q[k], q[k]), q[k], load_qs(x0.qs), q6_scales(sc + 8 * h + 2 * k));
+        const __m256i p0 = q6_dot(_mm256_sign_epi8(q[k], q[k]), q[k], load_qs(x0.qs), q6_scales(sc, 4 * h + k));
         const __m256i p1 =
-            q6_dot(_mm256_sign_epi8(q[k + 1], q[k + 1]), q[k + 1], load_qs(x1.qs), q6_scales(sc + 8 * h + 2 * k + 2));
+            q6_dot(_mm256_sign_epi8(q[k + 1], q[k + 1]), q[k + 1], load_qs(x1.qs), q6_scales(sc, 4 * h + k + 1));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * x0.d), _mm256_cvtepi32_ps(p0), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * x1.d), _mm256_cvtepi32_ps(p1), acc1);
       }
@@ -536,7 +551,7 @@ FS_AVX2 void tile_q6_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
   for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
     const uint8_t* blk = w + sb * kQ6_KBytes;
     const TileQ8* tb = tiles + sb * kSubBlocks;
-    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
     const float d = fp16_avx(blk + 208);
     for (int h = 0; h < 2; ++h) {
       __m256i q[4];
@@ -544,7 +559,7 @@ FS_AVX2 void tile_q6_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
       for (int k = 0; k < 4; ++k) {
         const TileQ8& t = tb[4 * h + k];
         const __m256i w_abs = _mm256_sign_epi8(q[k], q[k]);
-        const __m256i scales = q6_scales(sc + 8 * h + 2 * k);
+        const __m256i scales = q6_scales(sc, 4 * h + k);
         const __m256 sums =
             reduce_tile(q6_dot(w_abs, q[k], load_qs(t.qs[0]), scales), q6_dot(w_abs, q[k], load_qs(t.qs[1]), scales),
                         q6_dot(w_abs, q[k], load_qs(t.qs[2]), scales), q6_dot(w_abs, q[k], load_qs(t.qs[3]), scales));
@@ -603,7 +618,7 @@ FS_AVX2 void quantize_row_q8_avx2(const float* x, BlockQ8* y, int64_t n) {
 // saturation either way, see dot_u8i8), so the results are the AVX2 kernels'
 // bits; in prefill, where the tile kernel is most of the time, it saves 4 of
 // a block's ~25 instructions.
-#define FS_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
+#define FS_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 
 namespace vnni_q4 {
 #define FS_TARGET FS_VNNI
@@ -613,6 +628,150 @@ struct Dot {
 #include "backends/cpu/quant_matmul_q4.inc"
 #undef FS_TARGET
 }  // namespace vnni_q4
+
+// Q5_0 / Q5_1 with VNNI: qh is bit j of element j, in the order
+// unpack_nibbles leaves the elements, so it is the byte mask that adds the
+// fifth bit (one masked add for unpack_q5's shuffle, or and compare).
+FS_VNNI inline __m256i unpack_q5_vnni(const uint8_t* qh_p, const uint8_t* qs) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_p, sizeof qh);
+  const __m256i nib = unpack_nibbles(qs);
+  return _mm256_mask_add_epi8(nib, static_cast<__mmask32>(qh), nib, _mm256_set1_epi8(0x10));
+}
+
+template <bool kHasMin>
+FS_VNNI inline void q5_block_vnni(const uint8_t* blk, const BlockQ8& x, __m256* acc, __m128* offset) {
+  const float dw = fp16_avx(blk);
+  const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
+  const __m256i wq = unpack_q5_vnni(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
+  *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(dot_u8i8_vnni(wq, load_qs(x.qs))), *acc);
+  *offset = _mm_fmadd_ss(_mm_set_ss(mw * x.d), _mm_set_ss(static_cast<float>(x.sum)), *offset);
+}
+
+template <bool kHasMin>
+FS_VNNI void dot_q5_vnni(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    q5_block_vnni<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
+    q5_block_vnni<kHasMin>(w + (b + 1) * kBytes, x[b + 1], &acc1, &off1);
+  }
+  if (b < nb) q5_block_vnni<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
+  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(off0, off1));
+}
+
+template <bool kHasMin>
+FS_VNNI void tile_q5_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
+  __m256 acc = _mm256_setzero_ps();
+  __m128 offset = _mm_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBytes;
+    const TileQ8& t = tiles[b];
+    const float dw = fp16_avx(blk);
+    const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
+    const __m256i wq = unpack_q5_vnni(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
+    const __m256 sums = reduce_tile(dot_u8i8_vnni(wq, load_qs(t.qs[0])), dot_u8i8_vnni(wq, load_qs(t.qs[1])),
+                                    dot_u8i8_vnni(wq, load_qs(t.qs[2])), dot_u8i8_vnni(wq, load_qs(t.qs[3])));
+    acc = _mm256_fmadd_ps(tile_scale(dw, t), sums, acc);
+    offset = _mm_fmadd_ps(_mm_set1_ps(mw), _mm_loadu_ps(t.s), offset);
+  }
+  const __m128 total = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
+  _mm_storeu_ps(out, total);
+}
+
+// The per-sub-block factors of a Q4_K / Q5_K super-block against one
+// token's eight activation blocks xb[0..8), lane s for sub-block s:
+//   f    = d·sc_s·d_x          (scales sub-block s's integer sum)
+//   mins = dmin·m_s·d_x·Σx_q   (its min term)
+// as two vectors, where the scalar form spent a dozen scalar operations per
+// sub-block (most of a decode step's Q4_K time once the dots are vpdpbusd).
+FS_AVX2 inline void k45_factors(const BlockQ8* xb, float d, float dmin, const uint8_t* sc_m, __m256* f,
+                                __m256* mins) {
+  // Element inserts, not gathers (a ymm gather was slower than the scalar form here).
+  const __m256 dx = _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
+  const __m256 sx = _mm256_cvtepi32_ps(
+      _mm256_setr_epi32(xb[0].sum, xb[1].sum, xb[2].sum, xb[3].sum, xb[4].sum, xb[5].sum, xb[6].sum, xb[7].sum));
+  const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_m))));
+  const __m256 mf =
+      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_m + 8))));
+  *f = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d), scf), dx);
+  *mins = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mf), dx), sx);
+}
+
+// Q4_K / Q5_K with VNNI: tile_q45_k_avx2 with vpdpbusd for each maddubs +
+// madd pair (unsigned weights, signed activations); the one-token kernel
+// also takes its factors as vectors (k45_factors).
+template <bool kFifthBit>
+FS_VNNI void dot_q45_k_vnni(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 offset = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
+    const uint8_t* blk = w + sb * kBytes;
+    const BlockQ8* xb = x + sb * kSubBlocks;
+    alignas(16) uint8_t sc_m[16];
+    unpack_k4_scales16(blk + 4, sc_m);
+    __m256 fv, mins;
+    k45_factors(xb, fp16_avx(blk), fp16_avx(blk + 2), sc_m, &fv, &mins);
+    offset = _mm256_add_ps(offset, mins);
+    alignas(32) float f[8];
+    _mm256_store_ps(f, fv);
+    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
+    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo, hi;
+      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &lo, &hi);
+      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
+      acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(&f[2 * c]),
+                             _mm256_cvtepi32_ps(dot_u8i8_vnni(lo, load_qs(xb[2 * c].qs))), acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(&f[2 * c + 1]),
+                             _mm256_cvtepi32_ps(dot_u8i8_vnni(hi, load_qs(xb[2 * c + 1].qs))), acc1);
+    }
+  }
+  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) - hsum_avx(offset);
+}
+
+template <bool kFifthBit>
+FS_VNNI void tile_q45_k_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
+  __m256 acc = _mm256_setzero_ps();
+  __m128 offset = _mm_setzero_ps();  // Σ dmin·m_s · s_x per token
+  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
+    const uint8_t* blk = w + sb * kBytes;
+    const TileQ8* tb = tiles + sb * kSubBlocks;
+    // d·sc_s and dmin·m_s of the eight sub-blocks, widened and scaled as two vectors.
+    alignas(16) uint8_t sc_m[16];
+    unpack_k4_scales16(blk + 4, sc_m);
+    const __m128i scm = _mm_load_si128(reinterpret_cast<const __m128i*>(sc_m));
+    alignas(32) float dsc[8], dm[8];
+    _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_set1_ps(fp16_avx(blk)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scm))));
+    _mm256_store_ps(dm, _mm256_mul_ps(_mm256_set1_ps(fp16_avx(blk + 2)),
+                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8)))));
+    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
+    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i wq[2];
+      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &wq[0], &wq[1]);
+      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
+      for (int h = 0; h < 2; ++h) {
+        const int s = 2 * c + h;
+        const TileQ8& t = tb[s];
+        const __m256 sums =
+            reduce_tile(dot_u8i8_vnni(wq[h], load_qs(t.qs[0])), dot_u8i8_vnni(wq[h], load_qs(t.qs[1])),
+                        dot_u8i8_vnni(wq[h], load_qs(t.qs[2])), dot_u8i8_vnni(wq[h], load_qs(t.qs[3])));
+        const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(&dsc[s]),
+                                           _mm256_broadcast_ps(reinterpret_cast<const __m128*>(t.d)));
+        acc = _mm256_fmadd_ps(scale, sums, acc);
+        offset = _mm_fmadd_ps(_mm_broadcast_ss(&dm[s]), _mm_loadu_ps(t.s), offset);
+      }
+    }
+  }
+  const __m128 total = _mm_sub_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
+  _mm_storeu_ps(out, total);
+}
 
 #endif  // FLASHSCOPE_X86_KERNELS
 
@@ -626,6 +785,10 @@ DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
   if (isa == CpuIsa::kAvx512Vnni) {
     if (type == GgmlType::kQ4_0) return dot_each<vnni_q4::dot_q4<false>>;
     if (type == GgmlType::kQ4_1) return dot_each<vnni_q4::dot_q4<true>>;
+    if (type == GgmlType::kQ5_0) return dot_each<dot_q5_vnni<false>>;
+    if (type == GgmlType::kQ5_1) return dot_each<dot_q5_vnni<true>>;
+    if (type == GgmlType::kQ4_K) return dot_each<dot_q45_k_vnni<false>>;
+    if (type == GgmlType::kQ5_K) return dot_each<dot_q45_k_vnni<true>>;
   }
   if (isa >= CpuIsa::kAvx2) {
     switch (type) {
@@ -663,6 +826,10 @@ TileKernel pick_tile_kernel(GgmlType type, CpuIsa isa) {
   if (isa == CpuIsa::kAvx512Vnni) {
     if (type == GgmlType::kQ4_0) return vnni_q4::tile_q4<false>;
     if (type == GgmlType::kQ4_1) return vnni_q4::tile_q4<true>;
+    if (type == GgmlType::kQ5_0) return tile_q5_vnni<false>;
+    if (type == GgmlType::kQ5_1) return tile_q5_vnni<true>;
+    if (type == GgmlType::kQ4_K) return tile_q45_k_vnni<false>;
+    if (type == GgmlType::kQ5_K) return tile_q45_k_vnni<true>;
   }
   if (isa >= CpuIsa::kAvx2) {
     switch (type) {

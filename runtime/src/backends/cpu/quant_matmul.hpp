@@ -95,9 +95,12 @@ Status matmul(const QuantMatrix& w, const float* x, int64_t ldx, const BlockQ8* 
 // before. Detected once; tests force the lower ones to check each build
 // against the portable one.
 //   kAvx2        AVX2 + FMA + F16C
-//   kAvx512Vnni  also AVX-512 F/VL + VNNI: the Q4_0/Q4_1 kernels take the
-//                u8·s8 sums with one vpdpbusd (the same int32 sums as AVX2's
-//                maddubs + madd pair, so the same bits)
+//   kAvx512Vnni  also AVX-512 F/VL/BW + VNNI: the Q4_0/Q4_1/Q5_0/Q5_1/
+//                Q4_K/Q5_K kernels take the u8·s8 sums with one vpdpbusd (the same
+//                int32 sums as AVX2's maddubs + madd pair, so the same bits,
+//                except the one-token Q4_K/Q5_K kernel, which adds its min
+//                terms in another order); Q5's fifth bits go in through a byte
+//                mask
 enum class CpuIsa { kPortable, kAvx2, kAvx512Vnni };
 CpuIsa detected_cpu_isa();
 CpuIsa active_cpu_isa();
