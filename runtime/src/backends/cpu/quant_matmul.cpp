@@ -629,6 +629,9 @@ struct Dot {
 #undef FS_TARGET
 }  // namespace vnni_q4
 
+// The Q5 and K-quant VNNI kernels below take the same dot.
+FS_VNNI inline __m256i dot_u8i8_vnni(__m256i u, __m256i s) { return vnni_q4::Dot::u8i8(u, s); }
+
 // Q5_0 / Q5_1 with VNNI: qh is bit j of element j, in the order
 // unpack_nibbles leaves the elements, so it is the byte mask that adds the
 // fifth bit (one masked add for unpack_q5's shuffle, or and compare).
