@@ -235,9 +235,8 @@ cudaError_t launch_gemv(const SkinnyGemmKernelParams& p, cudaStream_t stream, bo
   const size_t smem = gemv_smem_bytes(p.k);
   auto kernel = quant_gemv_kernel<kType>;
   if (smem + kQuantStaticSmem > 48 * 1024) {
-    static const cudaError_t opted =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(skinny_gemm_quant_smem_limit()));
-    if (opted != cudaSuccess) return opted;
+    const cudaError_t e = opt_in_dynamic_smem<quant_gemv_kernel<kType>>(int(skinny_gemm_quant_smem_limit()));
+    if (e != cudaSuccess) return e;
   }
   // As many CTAs as the device holds at once (a CTA takes tiles in turn, staging its input once).
   int dev = 0, sms = 0, per_sm = 0;

@@ -901,6 +901,20 @@ int units_per_warp_for(int units) {
   return std::max(1, warps / (kMaxCtas * kWarps));
 }
 
+// cudaFuncSetAttribute holds for the current device only: once per kernel
+// and device (devices 0-63; past them on every launch).
+template <auto kKernel>
+cudaError_t opt_in_dynamic_smem(int bytes) {
+  static std::atomic<uint64_t> done{0};
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t{1} << dev : 0;
+  if (bit != 0 && (done.load(std::memory_order_relaxed) & bit) != 0) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_relaxed);
+  return e;
+}
+
 template <int kTok>
 cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool programmatic) {
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
@@ -910,9 +924,7 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
     return cudaErrorInvalidValue;
   // The staging's static shared memory comes on top of the rows (up to 48
   // KiB, model_ops_cuda.cpp): past the default limit without this opt-in.
-  static const cudaError_t opted =
-      cudaFuncSetAttribute(skinny_gemm_kernel<kTok>, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 * 1024);
-  if (opted != cudaSuccess) return opted;
+  if (const cudaError_t e = opt_in_dynamic_smem<skinny_gemm_kernel<kTok>>(48 * 1024); e != cudaSuccess) return e;
   return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,
                                    dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
                                    dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
@@ -927,11 +939,8 @@ cudaError_t launch_quant(const SkinnyGemmKernelParams& p, cudaStream_t stream, b
   const size_t smem = size_t(kTok) * p.k * sizeof(uint16_t);
   auto kernel = skinny_gemm_quant_kernel<kTok, kType>;
   if (smem + kQuantStaticSmem > 48 * 1024) {
-    // Opting in once per instantiation is enough (a process's devices share
-    // the setting's need; a failure shows at the launch).
-    static const cudaError_t opted =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(skinny_gemm_quant_smem_limit()));
-    if (opted != cudaSuccess) return opted;
+    const cudaError_t e = opt_in_dynamic_smem<skinny_gemm_quant_kernel<kTok, kType>>(int(skinny_gemm_quant_smem_limit()));
+    if (e != cudaSuccess) return e;
   }
   // As many CTAs as the device holds at once (a CTA takes tiles in turn):
   // more would leave a tail wave of CTAs that each stage the input again.

@@ -79,7 +79,7 @@ Result<int> pool_take(CudaModel& cm, const ModelConfig& c, int tokens, cudaStrea
     at += n;
   }
   if (!st.ok()) {
-    (void)pool.cache.free_sequence(seq);  // all or nothing: the free list as it was (seq is valid)
+    pool_give_back(cm, seq);  // all or nothing: the free list as it was, an emptied cache freed
     return st;
   }
   return seq;
