@@ -93,28 +93,16 @@ int cmd_bench_capture(int argc, char** argv) {
                  kUsage);
     return 2;
   }
-  const std::string path = resolve_model_path(args);
-  if (path.empty()) {
-    std::fputs(missing_model_message("bench capture").c_str(), stderr);
-    return 1;
-  }
   ModelOptions mo;
   mo.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   mo.threads = threads;
   mo.weights = weights;
-  auto model = Model::load(path, mo);
-  if (!model.ok()) {
-    std::fprintf(stderr, "flashscope-cli bench capture: cannot load %s: %s\n", path.c_str(),
-                 model.status().to_string().c_str());
-    return 1;
-  }
+  std::string path;
+  auto model = load_model_or_print(args, mo, "bench capture", &path);
+  if (!model) return 1;
   const ModelConfig& c = model->config();
   const std::string name = c.name.empty() ? path : c.name;
-  std::string device_name = "cpu";
-  if (mo.device == Device::kCuda) {
-    auto info = query_device(0);
-    device_name = info.ok() ? info->name : "cuda";
-  }
+  const std::string device_name = device_display_name(mo.device);
   std::vector<Session> sessions;
   for (int v = 0; v < kVariants; ++v) {
     auto s = Session::create(*model, SessionOptions{prompt_len + gen_len + 1});

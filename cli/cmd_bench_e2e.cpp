@@ -157,28 +157,18 @@ int cmd_bench_e2e(int argc, char** argv) {
                  kUsage);
     return 2;
   }
-  const std::string path = resolve_model_path(args);
-  if (path.empty()) {
-    std::fputs(missing_model_message("bench e2e").c_str(), stderr);
-    return 1;
-  }
   ModelOptions mo;
   mo.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   mo.threads = threads;
   mo.weights = weights;
-  auto model = Model::load(path, mo);
-  if (!model.ok()) {
-    std::fprintf(stderr, "flashscope-cli bench e2e: cannot load %s: %s\n", path.c_str(),
-                 model.status().to_string().c_str());
-    return 1;
-  }
+  std::string path;
+  auto model = load_model_or_print(args, mo, "bench e2e", &path);
+  if (!model) return 1;
   const ModelConfig& c = model->config();
   const std::string name = c.name.empty() ? path : c.name;
-  std::string device_name = "cpu";
+  const std::string device_name = device_display_name(mo.device);
   std::string weights_name = "file blocks";
   if (mo.device == Device::kCuda) {
-    auto info = query_device(0);
-    device_name = info.ok() ? info->name : "cuda";
     weights_name = std::string(weight_format_name(model->weight_format())) + ", " +
                    std::to_string(static_cast<long long>(model->device_weight_bytes() / 1000000)) + " MB on the device";
   }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "flashscope/device.hpp"
 #include "flashscope/untrusted.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/model.hpp"
@@ -22,6 +23,28 @@ std::string missing_model_message(const char* command) {
   return std::string("flashscope-cli ") + command + ": the default model " + kDefaultModelFile +
          " was not found in assets/models/ (looked in $FLASHSCOPE_MODEL_DIR, the current directory and above the "
          "executable).\nRun scripts/fetch_model.sh to download it, or pass -m PATH.\n";
+}
+
+std::optional<Model> load_model_or_print(const Args& args, const ModelOptions& options, const char* command,
+                                         std::string* path) {
+  *path = resolve_model_path(args);
+  if (path->empty()) {
+    std::fputs(missing_model_message(command).c_str(), stderr);
+    return std::nullopt;
+  }
+  auto model = Model::load(*path, options);
+  if (!model.ok()) {
+    std::fprintf(stderr, "flashscope-cli %s: cannot load %s: %s\n", command, path->c_str(),
+                 model.status().to_string().c_str());
+    return std::nullopt;
+  }
+  return std::move(model).value();
+}
+
+std::string device_display_name(Device device) {
+  if (device != Device::kCuda) return "cpu";
+  auto info = query_device(0);
+  return info.ok() ? info->name : "cuda";
 }
 
 bool chat_format_from_args(const Args& args, const Model& model, const char* command, ChatFormat* out) {

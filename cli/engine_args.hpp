@@ -2,6 +2,7 @@
 // the sampling flags, so both commands behave the same.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "args.hpp"
@@ -18,6 +19,12 @@ inline const char* const kSamplingFlags[] = {"temp",           "top-k",         
 std::string resolve_model_path(const Args& args);
 // The message printed when the default model is missing.
 std::string missing_model_message(const char* command);
+// What the bench commands run on: the model resolve_model_path names, loaded
+// with `options` (its path in *path). nullopt with the error printed.
+std::optional<Model> load_model_or_print(const Args& args, const ModelOptions& options, const char* command,
+                                         std::string* path);
+// The device a model runs on, for a report: the GPU's name, or "cpu".
+std::string device_display_name(Device device);
 
 // --temp (default 0.7), --top-k 40, --top-p 0.95, --min-p 0.05,
 // --repeat-penalty 1.0, --presence-penalty 0, --frequency-penalty 0,
