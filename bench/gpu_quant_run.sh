@@ -26,7 +26,7 @@ cli=build-gpu/cli/flashscope-cli
 
 if [[ $what == tests || $what == all ]]; then
   build-gpu/tests/flashscope-tests --duration=true \
-    -tc="quant blocks*,quant gemm gpu*,cuda quant*,skinny gemm*,cuda families*,cuda model: the fused few-token*,dequant*,synthetic models*,make-model*" \
+    -tc="quant blocks*,quant gemm gpu*,quant gemv*,cuda quant*,skinny gemm*,cuda families*,cuda model: the fused few-token*,dequant*,synthetic models*,make-model*" \
     >"$OUT/quant_tests.log" 2>&1
   echo "tests exit $?"; grep -E "^\[doctest\] (test cases|assertions)|ERROR|FAILED" "$OUT/quant_tests.log" | head -30
 fi
@@ -56,5 +56,9 @@ if [[ $what == e2e || $what == all ]]; then
     for w in bf16 quantized; do
       $cli bench e2e -m "$m" --weights "$w" --batch 1,8 --runs 5 2>&1 | tee -a "$OUT/quant_e2e.txt"
     done
+    # The int8 GEMV (kernels/model/quant_gemv_q8.cuh) for steps of 1-8 rows, beside the default above.
+    echo "## FLASHSCOPE_QUANT_GEMV=q8" | tee -a "$OUT/quant_e2e.txt"
+    FLASHSCOPE_QUANT_GEMV=q8 $cli bench e2e -m "$m" --weights quantized --batch 1,8 --runs 5 2>&1 |
+      tee -a "$OUT/quant_e2e.txt"
   done
 fi

@@ -9,10 +9,12 @@
 // the weights that together pass kRotateBytes, so the weights come from HBM
 // as in a decode step, not from L2. "n/a": the shape is not whole blocks of
 // the format (K-quants take rows of 256) or the row count's input rows do
-// not fit the kernel's shared memory (the engine then takes cuBLAS). At 1
-// and 2 rows a quantized cell has two timings: the tensor-core tiles
-// (skinny_gemm_quant_kernel), then "gemv", the kernel the library takes there
-// by default (kernels/model/quant_gemv.cuh). Not part
+// not fit the kernel's shared memory (the engine then takes cuBLAS). A
+// quantized cell has up to three timings: the tensor-core tiles
+// (skinny_gemm_quant_kernel), at 1 and 2 rows "gemv" (kernels/model/quant_gemv.cuh,
+// FLASHSCOPE_QUANT_GEMV=1|2), and "q8", the int8 GEMV
+// (kernels/model/quant_gemv_q8.cuh, FLASHSCOPE_QUANT_GEMV=q8; "n/a" where its
+// shared memory does not fit). Not part
 // of the build; on the GPU machine: bash bench/quant_gemm_sweep.sh
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -187,6 +189,13 @@ Weights make_weights(size_t bytes, int type) {
   return w;
 }
 
+// Whether the int8 GEMV's shared memory (quant_gemv_q8.cuh: bf16 rows, then int8 over them, then
+// 8 bytes a block of 32) fits at `rows`, as launch_skinny_gemm decides.
+bool q8_fits(int rows, int k) {
+  const size_t tok = size_t(skinny_gemm_tokens(rows));
+  return tok * k * 2 + tok * (k / 32) * 8 <= skinny_gemm_quant_smem_limit();
+}
+
 std::string cell(float us, double bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f µs %.0f GB/s", us, bytes / (us * 1e3));
@@ -205,8 +214,8 @@ int main() {
               prop.multiProcessorCount, prop.l2CacheSize >> 20, 2.0 * mem_clock_khz * 1e3 * (bus_bits / 8) / 1e9);
   std::printf("Each cell: µs per launch inside a CUDA graph (median of %d replays) and weight bytes / time.\n"
               "Weights cycled through copies of >= %zu MB, so they stream from HBM. Input: bf16 rows (kBf16);\n"
-              "output: kStore, or kSwiglu for gate|up (two matrices). Quantized cells at 1-2 rows: the\n"
-              "tensor-core tiles, then \"gemv\" (quant_gemv.cuh, the library's default there).\n\n",
+              "output: kStore, or kSwiglu for gate|up (two matrices). Quantized cells: the tensor-core\n"
+              "tiles, at 1-2 rows \"gemv\" (quant_gemv.cuh), then \"q8\" (quant_gemv_q8.cuh, int8 inputs, dp4a).\n\n",
               kSamples, kRotateBytes >> 20);
 
   cudaStream_t s;
@@ -303,12 +312,21 @@ int main() {
             CHECK_CUDA(launch_skinny_gemm(p, s, false));
           });
         };
+        set_quant_gemv_q8_max_rows(0);
         set_quant_gemv_max_rows(0);  // the tensor-core tiles
         line += cell(time_quant(), bytes);
         if (rows <= kGemvRows) {
           set_quant_gemv_max_rows(kGemvRows);
           line += " · gemv " + cell(time_quant(), bytes);
+          set_quant_gemv_max_rows(0);
         }
+        set_quant_gemv_q8_max_rows(kSkinnyMaxRows);
+        if (quant_gemv_q8_max_rows() >= rows && q8_fits(rows, sh.k)) {
+          line += " · q8 " + cell(time_quant(), bytes);
+        } else {
+          line += " · q8 n/a";
+        }
+        set_quant_gemv_q8_max_rows(0);
         line += " | ";
       }
       std::printf("%s\n", line.c_str());

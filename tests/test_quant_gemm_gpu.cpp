@@ -44,6 +44,25 @@ using flashscope::testing::poisoned;
 using flashscope::testing::random_bf16;
 using flashscope::testing::random_quant_blocks;
 using flashscope::testing::skip_without_gpu;
+
+namespace {
+// The tensor-core tiles take every step for a scope (neither GEMV, whatever
+// the environment or the default chose); the previous choice back after.
+class TilesOnly {
+ public:
+  TilesOnly() : gemv_(cuda::quant_gemv_max_rows()), q8_(cuda::quant_gemv_q8_max_rows()) {
+    cuda::set_quant_gemv_max_rows(0);
+    cuda::set_quant_gemv_q8_max_rows(0);
+  }
+  ~TilesOnly() {
+    cuda::set_quant_gemv_max_rows(gemv_);
+    cuda::set_quant_gemv_q8_max_rows(q8_);
+  }
+
+ private:
+  int gemv_, q8_;
+};
+}  // namespace
 using flashscope::testing::upload;
 namespace qb = flashscope::kernels::quant;
 
@@ -99,6 +118,7 @@ bool close(float got, const Ref& want) { return std::fabs(double(got) - want.val
 
 TEST_CASE("quant gemm gpu: few-token GEMM over each block type against the CPU dequantizer") {
   if (skip_without_gpu()) return;
+  TilesOnly tiles;
   std::mt19937_64 rng(2121);
   struct Shape {
     int n, k;
@@ -160,6 +180,7 @@ TEST_CASE("quant gemm gpu: few-token GEMM over each block type against the CPU d
 // for a K-quant super-block on a 16-byte boundary, 4 otherwise).
 TEST_CASE("quant gemm gpu: more tiles than CTAs, a partial last tile and step, K-quant rows off 16-byte alignment") {
   if (skip_without_gpu()) return;
+  TilesOnly tiles;
   std::mt19937_64 rng(4096);
   // n: 1100 tiles (more than 132 SMs x 8 CTAs), the last with 5 of its 16 rows.
   const int n = 1099 * 16 + 5;
@@ -214,6 +235,7 @@ TEST_CASE("quant gemm gpu: more tiles than CTAs, a partial last tile and step, K
 // A100), else refused as unsupported (the engine then takes cuBLAS).
 TEST_CASE("quant gemm gpu: 8 rows of k 8192 run where the device has the shared memory") {
   if (skip_without_gpu()) return;
+  TilesOnly tiles;
   std::mt19937_64 rng(8192);
   const int n = 40, k = 8192, rows = 8;
   QuantMatrix w(GgmlType::kQ4_K, n, k, rng);
@@ -249,6 +271,7 @@ TEST_CASE("quant gemm gpu: 8 rows of k 8192 run where the device has the shared 
 
 TEST_CASE("quant gemm gpu: a matrix of some rows of a wider output, and SwiGLU / GeGLU over quantized gate and up") {
   if (skip_without_gpu()) return;
+  TilesOnly tiles;
   std::mt19937_64 rng(77);
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_0, GgmlType::kQ8_0}) {
     const std::string type_name = ggml_type_name(type);

@@ -55,14 +55,20 @@ const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, Gg
                            GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 // Sets which kernel takes 1-2 row steps for a scope, and puts the previous choice back.
+// The int8 GEMV, which comes first, stays off meanwhile.
 class GemvRows {
  public:
-  GemvRows() : saved_(cuda::quant_gemv_max_rows()) {}
-  ~GemvRows() { cuda::set_quant_gemv_max_rows(saved_); }
+  GemvRows() : saved_(cuda::quant_gemv_max_rows()), q8_(cuda::quant_gemv_q8_max_rows()) {
+    cuda::set_quant_gemv_q8_max_rows(0);
+  }
+  ~GemvRows() {
+    cuda::set_quant_gemv_max_rows(saved_);
+    cuda::set_quant_gemv_q8_max_rows(q8_);
+  }
   void use_gemv(bool on) { cuda::set_quant_gemv_max_rows(on ? 2 : 0); }
 
  private:
-  int saved_;
+  int saved_, q8_;
 };
 
 // A quantized matrix [n, k] on the device and its CPU dequantization rounded to bf16 (what both paths multiply by).

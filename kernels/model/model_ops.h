@@ -247,6 +247,14 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t str
 // tests and benchmarks run both kernels in one process).
 int quant_gemv_max_rows();
 void set_quant_gemv_max_rows(int rows);
+// Steps of up to quant_gemv_q8_max_rows() rows over quantized weights take
+// the int8 GEMV (kernels/model/quant_gemv_q8.cuh: inputs quantized to int8
+// blocks of 32, dp4a) before either kernel above: FLASHSCOPE_QUANT_GEMV=q8
+// (rows 1..8) or q8:N (rows up to N), read once; unset or another value: 0
+// (off). set_quant_gemv_q8_max_rows clamps to 0..kSkinnyMaxRows. Where its
+// shared memory does not fit (2.25·k bytes a row) the step takes the others.
+int quant_gemv_q8_max_rows();
+void set_quant_gemv_q8_max_rows(int rows);
 // The most the quantized kernel's input rows take: 8 rows of k = 10240
 // (Llama-3.2-1B's ffn_down, k = 8192, at 8 rows: 128 KiB), where the device
 // allows it.

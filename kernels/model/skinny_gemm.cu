@@ -975,6 +975,7 @@ cudaError_t launch_quant_tokens(const SkinnyGemmKernelParams& p, cudaStream_t st
 }  // namespace
 
 #include "kernels/model/quant_gemv.cuh"
+#include "kernels/model/quant_gemv_q8.cuh"
 
 int skinny_gemm_tokens(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8; }
 
@@ -989,6 +990,7 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t str
   if (p.rows <= 0) return cudaSuccess;
   if (p.output == SkinnyOutput::kRopeHeads && p.wq.type != 0) return cudaErrorInvalidValue;  // bf16 kernel only
   if (p.wq.type != 0) {
+    if (quant_gemv_q8_takes(p.rows, p.k)) return launch_quant_gemv_q8(p, stream, programmatic);
     if (quant_gemv_takes(p.rows, p.k)) return launch_quant_gemv(p, stream, programmatic);
     switch (skinny_gemm_tokens(p.rows)) {
       case 1: return launch_quant_tokens<1>(p, stream, programmatic);

@@ -209,6 +209,8 @@ bool skinny_quant_supported(int rows, int k) {
 
 int quant_gemv_max_rows() { return kernels::quant_gemv_max_rows(); }
 void set_quant_gemv_max_rows(int rows) { kernels::set_quant_gemv_max_rows(rows); }
+int quant_gemv_q8_max_rows() { return kernels::quant_gemv_q8_max_rows(); }
+void set_quant_gemv_q8_max_rows(int rows) { kernels::set_quant_gemv_q8_max_rows(rows); }
 
 // The quantized weights of a skinny_gemm call (op.matrix quantized), as the kernel takes them.
 static Result<kernels::SkinnyQuantWeights> quant_weights(const SkinnyGemmOp& op) {
@@ -873,6 +875,8 @@ bool skinny_quant_supported(int, int) { return false; }
 bool skinny_rope_heads_supported(int, int) { return false; }
 int quant_gemv_max_rows() { return 0; }
 void set_quant_gemv_max_rows(int) {}
+int quant_gemv_q8_max_rows() { return 0; }
+void set_quant_gemv_q8_max_rows(int) {}
 bool quant_matrix_type_supported(GgmlType) { return false; }
 size_t quant_matrix_tail_bytes() { return 16; }
 Status dequantize_bf16(const DeviceMatrix&, int, int, uint16_t*, int64_t, void*) { return no_cuda(); }

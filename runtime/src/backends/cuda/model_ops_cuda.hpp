@@ -261,6 +261,12 @@ bool skinny_quant_supported(int rows, int k);
 // compare the two kernels in one process). 0 without CUDA.
 int quant_gemv_max_rows();
 void set_quant_gemv_max_rows(int rows);
+// Steps of up to this many rows (0..8) take the int8 GEMV
+// (kernels/model/quant_gemv_q8.cuh: inputs quantized to int8 blocks, dp4a)
+// before the GEMV above or the tiles: FLASHSCOPE_QUANT_GEMV=q8 (8) or q8:N
+// (default 0), or the last set. 0 without CUDA.
+int quant_gemv_q8_max_rows();
+void set_quant_gemv_q8_max_rows(int rows);
 Status skinny_gemm(const SkinnyGemmOp& op, void* stream);
 
 // y [rows, w.rows] fp32 (row stride ldy) = x [rows, w.cols] bf16 (row stride

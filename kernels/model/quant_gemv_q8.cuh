@@ -1,0 +1,410 @@
+// The product over weights kept in their GGUF blocks for steps of 1..8 rows
+// with the inputs quantized to int8 and the dot products on dp4a (llama.cpp's
+// MMVQ idea, written for this kernel's staging and epilogues). Included by
+// skinny_gemm.cu after its kernels: it shares their staging (stage_input:
+// bf16 rows, RMSNorm, the post-norm residual, the split-KV merge) and
+// epilogue (store_unit: store, residual add, RoPE + K/V append, SwiGLU /
+// GeGLU), so every fusion of the tile path holds here too.
+//
+//   w   : as skinny_gemm_quant_kernel (model_ops.h, SkinnyQuantWeights):
+//         rows [row_begin, row_end) of the output space, or gate and up rows
+//   in  : kTok = skinny_gemm_tokens(rows) rows staged as bf16 [kTok][k]
+//         (the tiles' staging, the same rows bit for bit), then quantized in
+//         place to int8 blocks of 32 (below)
+//   out : store_unit's, for unit u = outputs (2u, 2u + 1) or gate/up row u
+//
+// Why: the tiles decode every weight to bf16 and feed the tensor cores
+// (about 4 instructions a weight); at 1 row 15 of the mma's 16 columns are
+// waste and the tiles streamed 45-800 GB/s. Here a weight costs a quarter
+// of a dp4a per input row plus its share of the unpacking (a mask and a
+// shift per 4 weights), and a group of 32 costs one or two scale FMAs.
+//
+// Inputs: each 32-element block b of a staged row becomes
+//   q[i] = round(x[i] · 127 / amax_b)  (int8),  d_b = amax_b / 127,
+//   Σq over elements 0..15 and 16..31 (int16 each, for the offsets and mins)
+// so Σ w·x over a weight group of scales a (a0, a1 for Q6_K's halves) and
+// offset/min is d_b · (a · (Σ code·q − offset · Σq) + min · Σq): integer dot
+// products, then float once per group. The error is that of the input
+// rounding, |x − d·q| <= d/2 per element (tests/test_quant_gemv_q8_gpu.cpp
+// bounds the product with it). Quantized here, per CTA, after the staging:
+// every fused input (RMSNorm, the post-norm add, the split-KV merge) keeps
+// working and no launch is added; the staging is what every CTA of the
+// tiles pays already.
+//
+// In shared memory the int8 rows take the first half of the bf16 rows'
+// bytes (rounds of one 2048-element window: each round reads its window's
+// bf16 into registers, syncs, writes its int8 below them), then
+// [kTok][k / 32] block scales and sums. Inside a window the blocks lie as
+// the lanes read them: each lane's 16-byte loads are consecutive across the
+// warp (no bank conflicts), see q8_slot.
+//
+// Grid: a warp computes a unit (two weight rows: RoPE's pair, or gate and
+// up) for every input row. Its lanes split k: in one warp step lane j
+// decodes part 32·S + j of each row (quant_blocks.h: a 32-element block, or
+// the two K-quant groups that share their bytes: one super-block per 4
+// lanes, contiguous bytes across the warp). A warp takes units
+// w, w + warps, ... and, across units, has the next item's (unit, step)
+// bytes in flight while it computes the current one; the first item's
+// bytes are requested before pdl_wait (the weights do not depend on the
+// kernel before). At a unit's last step the lanes' sums are reduced by
+// shuffles (a fixed order: results do not depend on the grid) and lane t
+// stores input row t. CTAs: up to kQ8CtasPerSm per SM (each stages its
+// input once), fewer when there are fewer units.
+//
+// Taken by launch_skinny_gemm for rows <= quant_gemv_q8_max_rows(): the
+// environment's FLASHSCOPE_QUANT_GEMV=q8 (1..8 rows) or q8:N, or
+// set_quant_gemv_q8_max_rows (tests, bench/quant_gemm_sweep.cu).
+
+namespace {
+
+#ifndef FLASHSCOPE_QUANT_GEMV_Q8_CTAS_PER_SM
+#define FLASHSCOPE_QUANT_GEMV_Q8_CTAS_PER_SM 4
+#endif
+constexpr int kQ8CtasPerSm = FLASHSCOPE_QUANT_GEMV_Q8_CTAS_PER_SM;
+constexpr int kQ8Window = 2048;                          // elements of a quantization round (a K-quant warp step)
+constexpr int kQ8WindowGroups = kQ8Window / quant::kGroup;  // 64
+
+// A block's scale and its element sums: sums = Σq[0..15] in the low 16 bits, Σq[16..31] in the high (signed).
+struct Q8Meta {
+  float d;
+  int sums;
+};
+
+constexpr size_t q8_smem_bytes(int tok, int k) {
+  return size_t(tok) * k * sizeof(uint16_t) + size_t(tok) * (k / quant::kGroup) * sizeof(Q8Meta);
+}
+
+// Where group gi of a window of wg groups lies: slot s, its first 16 bytes
+// at 16·s and its last 16 at 16·(wg + s) from the window's start, its scale
+// at s. The 32-element types: the group itself (lane j of a warp step reads
+// group j of its half window). K-quants: lane j of a warp step decodes part
+// j, groups sub = 0 and 1 of it; slot sub·(wg/2) + j puts the 32 lanes' loads
+// of one sub side by side.
+template <int T>
+__device__ __forceinline__ int q8_slot(int gi, int wg) {
+  if constexpr (quant::part_groups(T) == 1) {
+    return gi;
+  } else {
+    const quant::PartOfGroup at = quant::part_of_group(T, gi);
+    return at.sub * (wg / 2) + 4 * at.step + at.part;
+  }
+}
+
+// The staged bf16 rows x_smem [kTok][k] → int8 blocks in place (layout above).
+template <int kTok, int kType>
+__device__ void quantize_staged(uint4* x_smem, int k) {
+  uint8_t* bytes = reinterpret_cast<uint8_t*>(x_smem);
+  Q8Meta* meta = reinterpret_cast<Q8Meta*>(bytes + size_t(kTok) * k * sizeof(uint16_t));
+  const int groups = k / quant::kGroup;
+  constexpr int kRoundChunks = kQ8Window / kChunkElems;  // 256: two a thread
+  static_assert(kRoundChunks == 2 * kThreads, "a round is two chunks a thread");
+  for (int t = 0; t < kTok; ++t) {
+    for (int w0 = 0; w0 < k; w0 += kQ8Window) {
+      const int wg = min(kQ8WindowGroups, (k - w0) / quant::kGroup);
+      const int e0 = t * k + w0;  // the window's first element in the flattened rows
+      uint4 v[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int c = j * kThreads + threadIdx.x;
+        v[j] = c < 4 * wg ? x_smem[e0 / kChunkElems + c] : make_uint4(0u, 0u, 0u, 0u);
+      }
+      __syncthreads();  // the window's bf16 is read before its int8 overwrites the first half of it
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int c = j * kThreads + threadIdx.x;  // chunk c: quarter c % 4 of group c / 4 (4 lanes a group)
+        const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+        float f[8];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          f[2 * i] = bf16_lo(w[i]);
+          f[2 * i + 1] = bf16_hi(w[i]);
+        }
+        float amax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int q[8], sum = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          q[i] = __float2int_rn(f[i] * inv);
+          sum += q[i];
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);            // quarters 0+1 (elements 0..15), 2+3 (16..31)
+        const int sum_hi = __shfl_xor_sync(0xffffffffu, sum, 2);  // at quarter 0: the other half's
+        if (c >= 4 * wg) continue;
+        const int gi = c / 4, quarter = c % 4;
+        const int slot = q8_slot<kType>(gi, wg);
+        const uint32_t lo = uint32_t(q[0] & 0xFF) | uint32_t(q[1] & 0xFF) << 8 | uint32_t(q[2] & 0xFF) << 16 |
+                            uint32_t(q[3] & 0xFF) << 24;
+        const uint32_t hi = uint32_t(q[4] & 0xFF) | uint32_t(q[5] & 0xFF) << 8 | uint32_t(q[6] & 0xFF) << 16 |
+                            uint32_t(q[7] & 0xFF) << 24;
+        uint8_t* dst = bytes + e0 + 16 * ((quarter / 2) * wg + slot) + 8 * (quarter % 2);
+        *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
+        if (quarter == 0)
+          meta[t * groups + w0 / quant::kGroup + slot] = {amax / 127.0f,
+                                                          int((uint32_t(sum) & 0xFFFFu) | (uint32_t(sum_hi) << 16))};
+      }
+    }
+  }
+}
+
+// A group's codes for dp4a, element 4·quad + i in byte i: quad_codes (0..63,
+// q = code − offset), or Q8_0's int8 q as they lie.
+template <int T>
+__device__ __forceinline__ int q8_codes(const quant::PartBytes& b, int part, int sub, int quad) {
+  if constexpr (T == quant::kQ8_0) {
+    return int(b.qs[quad]);
+  } else {
+    return int(quant::quad_codes<T>(b, part, sub, quad));
+  }
+}
+template <int T>
+__device__ __forceinline__ constexpr int q8_offset() {
+  return T == quant::kQ4_0 ? 8 : T == quant::kQ5_0 ? 16 : T == quant::kQ6_K ? 32 : 0;
+}
+
+// acc[r][t] += weight row r's group `sub` of part `part` (bytes b[r]) · input row t's block g.
+//   xq: the window's int8 bytes for input row 0 (row t at + t·k), at its slot; half: 16·wg
+//   meta: the block's Q8Meta for input row 0 (row t at + t·groups)
+template <int kTok, int T>
+__device__ __forceinline__ void q8_group(const quant::PartBytes (&b)[2], int part, int sub, const uint8_t* xq,
+                                         int half, const Q8Meta* meta, int k, int groups, float (&acc)[2][kTok]) {
+  int c[2][8];
+  quant::GroupScales s[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    s[r] = quant::part_scales<T>(b[r], part, sub);
+#pragma unroll
+    for (int quad = 0; quad < 8; ++quad) c[r][quad] = q8_codes<T>(b[r], part, sub, quad);
+  }
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) {
+    const uint4 x0 = *reinterpret_cast<const uint4*>(xq + size_t(t) * k);
+    const uint4 x1 = *reinterpret_cast<const uint4*>(xq + size_t(t) * k + half);
+    const Q8Meta m = meta[t * groups];
+    const int s_lo = int(uint32_t(m.sums) << 16) >> 16, s_hi = m.sums >> 16;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      int lo = __dp4a(c[r][0], int(x0.x), 0);
+      lo = __dp4a(c[r][1], int(x0.y), lo);
+      lo = __dp4a(c[r][2], int(x0.z), lo);
+      lo = __dp4a(c[r][3], int(x0.w), lo);
+      int hi = __dp4a(c[r][4], int(x1.x), 0);
+      hi = __dp4a(c[r][5], int(x1.y), hi);
+      hi = __dp4a(c[r][6], int(x1.z), hi);
+      hi = __dp4a(c[r][7], int(x1.w), hi);
+      constexpr int kOff = q8_offset<T>();
+      float v;
+      if constexpr (T == quant::kQ6_K) {
+        v = s[r].a0 * float(lo - kOff * s_lo) + s[r].a1 * float(hi - kOff * s_hi);
+      } else if constexpr (T == quant::kQ4_1 || T == quant::kQ5_1 || T == quant::kQ4_K || T == quant::kQ5_K) {
+        v = fmaf(s[r].a0, float(lo + hi), s[r].b * float(s_lo + s_hi));
+      } else {
+        v = s[r].a0 * float(lo + hi - kOff * (s_lo + s_hi));
+      }
+      acc[r][t] = fmaf(m.d, v, acc[r][t]);
+    }
+  }
+}
+
+// Units a warp requests into L2 before it waits for the kernel before it.
+constexpr int kQ8PrefetchUnits = 2;
+
+// A row's bytes requested into L2, one 128-byte line a lane at a time.
+__device__ __forceinline__ void prefetch_row_l2(const uint8_t* row, int64_t bytes, bool has) {
+  if (!has) return;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(row) + uintptr_t(bytes);
+  for (uintptr_t a = (reinterpret_cast<uintptr_t>(row) & ~uintptr_t(127)) + 128 * (threadIdx.x % 32); a < end;
+       a += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+}
+
+template <int kTok, int kType>
+__global__ void __launch_bounds__(kThreads, 4) quant_gemv_q8_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
+  extern __shared__ uint4 x_smem[];  // bf16 [kTok][k] staged, then int8 [kTok][k] over its first half; Q8Meta after
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kc = p.k / kChunkElems;
+  const int groups = p.k / quant::kGroup;
+  constexpr int kPartGroups = quant::part_groups(kType);
+  const int parts = groups / kPartGroups;  // parts of a row
+  const int wsteps = (parts + 31) / 32;    // warp steps of a row
+  const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
+  const int units = swiglu ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
+  const int warps = gridDim.x * kWarps;
+
+  struct Item {
+    int unit, ws;  // the unit and the warp step of its rows
+  };
+  auto advance = [&](Item it) {
+    if (++it.ws == wsteps) {
+      it.ws = 0;
+      it.unit += warps;
+    }
+    return it;
+  };
+  auto unit_of = [&](int unit) { return quant_unit(p, swiglu, unit / kTileUnits, unit % kTileUnits); };
+  // Lane's part 32·ws + lane of the unit's rows (zeros for a row or part that does not exist).
+  auto load = [&](const Item& it, quant::PartBytes (&b)[2]) {
+    b[0] = quant::PartBytes{};
+    b[1] = quant::PartBytes{};
+    const int j = 32 * it.ws + lane;
+    if (it.unit >= units || j >= parts) return;
+    load_unit_part<kType>(unit_of(it.unit), j / 4, j % 4, true, b);
+  };
+
+  // The weights do not depend on the kernel before this one: the warp's
+  // first kQ8PrefetchUnits units are requested into L2 (no registers held
+  // across the staging below), then that kernel's outputs waited for.
+  Item it = {int(blockIdx.x) * kWarps + warp, 0};
+  for (int i = 0; i < kQ8PrefetchUnits; ++i) {
+    const int unit = it.unit + i * warps;
+    if (unit >= units) break;
+    const QuantUnit u = unit_of(unit);
+    prefetch_row_l2(u.w0, p.wq.row_bytes, u.rows.has0);
+    prefetch_row_l2(u.w1, p.wq.row_bytes, u.rows.has1);
+  }
+  pdl_wait();
+  pdl_launch_dependents();
+  // Lane t's epilogue inputs for input row t of a unit: requested before they are needed.
+  EpilogueInputs epi;
+  auto load_epi = [&](int unit) {
+    if (swiglu || unit >= units || lane >= kTok || lane >= p.rows) return;
+    const UnitRows r = unit_of(unit).rows;
+    epi = load_epilogue_inputs(p, lane, r.row0, r.has1);
+  };
+  load_epi(it.unit);
+  stage_input<kTok>(p, x_smem, kc);
+  __syncthreads();  // every row is staged before it is quantized
+  quantize_staged<kTok, kType>(x_smem, p.k);
+  __syncthreads();  // every block is quantized before any warp reads one
+  const uint8_t* xq = reinterpret_cast<const uint8_t*>(x_smem);
+  const Q8Meta* meta = reinterpret_cast<const Q8Meta*>(xq + size_t(kTok) * p.k * sizeof(uint16_t));
+  quant::PartBytes cur[2], nxt[2];
+  load(it, cur);
+
+  float acc[2][kTok];
+#pragma unroll
+  for (int t = 0; t < kTok; ++t) acc[0][t] = acc[1][t] = 0.0f;
+  while (it.unit < units) {
+    const Item next = advance(it);
+    load(next, nxt);
+    const int j = 32 * it.ws + lane;
+    if (j < parts) {
+#pragma unroll
+      for (int sub = 0; sub < kPartGroups; ++sub) {
+        const int g = quant::part_group(kType, j / 4, j % 4, sub);
+        const int w = g / kQ8WindowGroups;
+        const int wg = min(kQ8WindowGroups, groups - w * kQ8WindowGroups);
+        const int slot = q8_slot<kType>(g % kQ8WindowGroups, wg);
+        q8_group<kTok, kType>(cur, j % 4, sub, xq + w * kQ8Window + 16 * slot, 16 * wg,
+                              meta + w * kQ8WindowGroups + slot, p.k, groups, acc);
+      }
+    }
+    if (it.ws == wsteps - 1) {  // the unit's last step: reduce, lane t stores row t
+#pragma unroll
+      for (int t = 0; t < kTok; ++t) {
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2) {
+          acc[0][t] += __shfl_xor_sync(0xffffffffu, acc[0][t], offset);
+          acc[1][t] += __shfl_xor_sync(0xffffffffu, acc[1][t], offset);
+        }
+      }
+      const UnitRows rows = unit_of(it.unit).rows;
+#pragma unroll
+      for (int t = 0; t < kTok; ++t) {
+        if (lane == t && t < p.rows) store_unit(p, t, rows, acc[0][t], acc[1][t], epi);
+        acc[0][t] = acc[1][t] = 0.0f;
+      }
+      load_epi(next.unit);
+    }
+    cur[0] = nxt[0];
+    cur[1] = nxt[1];
+    it = next;
+  }
+}
+
+template <int kTok, int kType>
+cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
+  const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
+  const int units = gated_units ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
+  const size_t smem = q8_smem_bytes(kTok, p.k);
+  auto kernel = quant_gemv_q8_kernel<kTok, kType>;
+  if (smem + kQuantStaticSmem > 48 * 1024) {
+    const cudaError_t e = opt_in_dynamic_smem<quant_gemv_q8_kernel<kTok, kType>>(int(skinny_gemm_quant_smem_limit()));
+    if (e != cudaSuccess) return e;
+  }
+  // Up to kQ8CtasPerSm CTAs an SM (fewer where the shared memory or
+  // registers allow fewer), none without a unit to compute.
+  int dev = 0, sms = 0, per_sm = 0;
+  int ctas = kMaxCtas;
+  if (cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) == cudaSuccess && per_sm > 0) {
+    ctas = std::min(per_sm, kQ8CtasPerSm) * sms;
+  } else {
+    (void)cudaGetLastError();  // the launch below reports a real problem
+  }
+  return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min((units + kWarps - 1) / kWarps, ctas))),
+                                   dim3(kThreads), smem, stream, programmatic, p);
+}
+
+template <int kTok>
+cudaError_t launch_gemv_q8_tokens(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
+  switch (p.wq.type) {
+    case quant::kQ4_0: return launch_gemv_q8<kTok, quant::kQ4_0>(p, stream, programmatic);
+    case quant::kQ4_1: return launch_gemv_q8<kTok, quant::kQ4_1>(p, stream, programmatic);
+    case quant::kQ5_0: return launch_gemv_q8<kTok, quant::kQ5_0>(p, stream, programmatic);
+    case quant::kQ5_1: return launch_gemv_q8<kTok, quant::kQ5_1>(p, stream, programmatic);
+    case quant::kQ8_0: return launch_gemv_q8<kTok, quant::kQ8_0>(p, stream, programmatic);
+    case quant::kQ4_K: return launch_gemv_q8<kTok, quant::kQ4_K>(p, stream, programmatic);
+    case quant::kQ5_K: return launch_gemv_q8<kTok, quant::kQ5_K>(p, stream, programmatic);
+    case quant::kQ6_K: return launch_gemv_q8<kTok, quant::kQ6_K>(p, stream, programmatic);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launch_quant_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
+  switch (skinny_gemm_tokens(p.rows)) {
+    case 1: return launch_gemv_q8_tokens<1>(p, stream, programmatic);
+    case 2: return launch_gemv_q8_tokens<2>(p, stream, programmatic);
+    case 4: return launch_gemv_q8_tokens<4>(p, stream, programmatic);
+    default: return launch_gemv_q8_tokens<8>(p, stream, programmatic);
+  }
+}
+
+// FLASHSCOPE_QUANT_GEMV's q8 rows read once (-1: not yet), or what set_quant_gemv_q8_max_rows set.
+std::atomic<int> g_quant_gemv_q8_rows{-1};
+constexpr int kQuantGemvQ8DefaultRows = 0;
+
+// Whether a step of `rows` rows of k takes this kernel: the rows the switch
+// allows, and its shared memory within what the device lets a CTA have.
+bool quant_gemv_q8_takes(int rows, int k) {
+  return rows <= quant_gemv_q8_max_rows() &&
+         q8_smem_bytes(skinny_gemm_tokens(rows), k) <= skinny_gemm_quant_smem_limit();
+}
+
+}  // namespace
+
+int quant_gemv_q8_max_rows() {
+  int rows = g_quant_gemv_q8_rows.load(std::memory_order_relaxed);
+  if (rows >= 0) return rows;
+  rows = kQuantGemvQ8DefaultRows;
+  if (const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV"); env != nullptr && env[0] == 'q' && env[1] == '8') {
+    if (env[2] == '\0') {
+      rows = kSkinnyMaxRows;
+    } else if (env[2] == ':') {
+      char* end = nullptr;
+      const long v = std::strtol(env + 3, &end, 10);
+      if (end != env + 3 && *end == '\0') rows = int(std::clamp<long>(v, 0, kSkinnyMaxRows));
+    }
+  }
+  int unset = -1;
+  g_quant_gemv_q8_rows.compare_exchange_strong(unset, rows, std::memory_order_relaxed);
+  return g_quant_gemv_q8_rows.load(std::memory_order_relaxed);
+}
+
+void set_quant_gemv_q8_max_rows(int rows) {
+  g_quant_gemv_q8_rows.store(std::clamp(rows, 0, kSkinnyMaxRows), std::memory_order_relaxed);
+}
