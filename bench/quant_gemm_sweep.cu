@@ -1,7 +1,7 @@
 // Development tool for the decode step's few-row GEMM over weights kept in
 // their GGUF blocks (kernels/model/skinny_gemm.cu, skinny_gemm_quant_kernel)
 // against the same GEMM over bf16 weights (skinny_gemm_kernel) and cuBLAS's
-// bf16 GEMM, per format (Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, Q8_0), at 1, 2, 4 and
+// bf16 GEMM, per format (every block type the GPU reads in place), at 1, 2, 4 and
 // 8 rows, over the matrix products of SmolLM2-135M, Qwen3-0.6B,
 // Llama-3.2-1B, Qwen3-1.7B and Gemma-3's LM head. Each cell: µs per launch (the median
 // of kSamples replays of a CUDA graph of launches, as the engine runs them)
@@ -75,8 +75,8 @@ struct Format {
   const char* name;
   int type;  // 0: bf16
 };
-const Format kFormats[] = {{"Q4_0", q::kQ4_0}, {"Q4_1", q::kQ4_1}, {"Q4_K", q::kQ4_K},
-                           {"Q5_K", q::kQ5_K}, {"Q6_K", q::kQ6_K}, {"Q8_0", q::kQ8_0}};
+const Format kFormats[] = {{"Q4_0", q::kQ4_0}, {"Q4_1", q::kQ4_1}, {"Q5_0", q::kQ5_0}, {"Q5_1", q::kQ5_1},
+                           {"Q4_K", q::kQ4_K}, {"Q5_K", q::kQ5_K}, {"Q6_K", q::kQ6_K}, {"Q8_0", q::kQ8_0}};
 
 // Random bytes (a hash of the index): every bit pattern of a block is a valid block.
 __global__ void fill_random(uint32_t* p, size_t n, uint32_t seed) {
