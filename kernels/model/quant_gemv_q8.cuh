@@ -51,9 +51,11 @@
 // stores input row t. CTAs: up to kQ8CtasPerSm per SM (each stages its
 // input once), fewer when there are fewer units.
 //
-// Taken by launch_skinny_gemm for rows <= quant_gemv_q8_max_rows(): the
-// environment's FLASHSCOPE_QUANT_GEMV=q8 (1..8 rows) or q8:N, or
-// set_quant_gemv_q8_max_rows (tests, bench/quant_gemm_sweep.cu).
+// Taken by launch_skinny_gemm for rows <= quant_gemv_q8_max_rows(), before
+// the other GEMV and the tiles: the environment's FLASHSCOPE_QUANT_GEMV=q8
+// (1..8 rows) or q8:N (a number there selects the other GEMV and turns this
+// one off; unset: kQuantGemvQ8DefaultRows), or set_quant_gemv_q8_max_rows
+// (tests, bench/quant_gemm_sweep.cu).
 
 namespace {
 
@@ -391,10 +393,14 @@ int quant_gemv_q8_max_rows() {
   int rows = g_quant_gemv_q8_rows.load(std::memory_order_relaxed);
   if (rows >= 0) return rows;
   rows = kQuantGemvQ8DefaultRows;
-  if (const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV"); env != nullptr && env[0] == 'q' && env[1] == '8') {
-    if (env[2] == '\0') {
+  // Set at all, the variable decides: q8 (every few-row step), q8:N, or a
+  // number (the other GEMV's rows, quant_gemv.cuh: this one off, so =0 is the
+  // tiles whatever the default).
+  if (const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV"); env != nullptr && *env != '\0') {
+    rows = 0;
+    if (env[0] == 'q' && env[1] == '8' && env[2] == '\0') {
       rows = kSkinnyMaxRows;
-    } else if (env[2] == ':') {
+    } else if (env[0] == 'q' && env[1] == '8' && env[2] == ':') {
       char* end = nullptr;
       const long v = std::strtol(env + 3, &end, 10);
       if (end != env + 3 && *end == '\0') rows = int(std::clamp<long>(v, 0, kSkinnyMaxRows));
