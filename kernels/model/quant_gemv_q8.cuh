@@ -167,12 +167,13 @@ __device__ __forceinline__ constexpr int q8_offset() {
   return T == quant::kQ4_0 ? 8 : T == quant::kQ5_0 ? 16 : T == quant::kQ6_K ? 32 : 0;
 }
 
-// acc[r][t] += weight row r's group `sub` of part `part` (bytes b[r]) · input row t's block g.
+// acc[r][t] += weight row r's group `sub` of part `part` (bytes b[r]) · input row t's block g, t < rows.
 //   xq: the window's int8 bytes for input row 0 (row t at + t·k), at its slot; half: 16·wg
 //   meta: the block's Q8Meta for input row 0 (row t at + t·groups)
 template <int kTok, int T>
 __device__ __forceinline__ void q8_group(const quant::PartBytes (&b)[2], int part, int sub, const uint8_t* xq,
-                                         int half, const Q8Meta* meta, int k, int groups, float (&acc)[2][kTok]) {
+                                         int half, const Q8Meta* meta, int k, int groups, int rows,
+                                         float (&acc)[2][kTok]) {
   int c[2][8];
   quant::GroupScales s[2];
 #pragma unroll
@@ -183,6 +184,7 @@ __device__ __forceinline__ void q8_group(const quant::PartBytes (&b)[2], int par
   }
 #pragma unroll
   for (int t = 0; t < kTok; ++t) {
+    if (t >= rows) break;  // the zero rows that pad a step to kTok (uniform over the warp)
     const uint4 x0 = *reinterpret_cast<const uint4*>(xq + size_t(t) * k);
     const uint4 x1 = *reinterpret_cast<const uint4*>(xq + size_t(t) * k + half);
     const Q8Meta m = meta[t * groups];
@@ -301,12 +303,13 @@ __global__ void __launch_bounds__(kThreads, 4) quant_gemv_q8_kernel(const __grid
         const int wg = min(kQ8WindowGroups, groups - w * kQ8WindowGroups);
         const int slot = q8_slot<kType>(g % kQ8WindowGroups, wg);
         q8_group<kTok, kType>(cur, j % 4, sub, xq + w * kQ8Window + 16 * slot, 16 * wg,
-                              meta + w * kQ8WindowGroups + slot, p.k, groups, acc);
+                              meta + w * kQ8WindowGroups + slot, p.k, groups, p.rows, acc);
       }
     }
     if (it.ws == wsteps - 1) {  // the unit's last step: reduce, lane t stores row t
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
+        if (t >= p.rows) break;
 #pragma unroll
         for (int offset = 16; offset > 0; offset /= 2) {
           acc[0][t] += __shfl_xor_sync(0xffffffffu, acc[0][t], offset);
