@@ -91,14 +91,20 @@ Result<Timing> time_runs(const PrefillParams& p, int warmup, int iters) {
 
 constexpr const char* kDecodeUsage =
     "usage: flashscope-cli bench decode [--batch B] [--q-heads H] [--kv-heads HK] [--context L] [--head-dim D]\n"
-    "                                   [--page-size P] [--q-len N] [--splits auto|N] [--dtype bf16|fp16]\n"
+    "                                   [--page-size P] [--q-len N] [--splits auto|N[,N...]] [--dtype bf16|fp16]\n"
     "                                   [--window W] [--softcap C] [--kernel auto|hopper] [--iters N] [--warmup N]\n"
-    "                                   [--json]\n"
+    "                                   [--copy-ceiling] [--json]\n"
     "defaults: B1, 32/8 heads, context 4096, D128, page 16, one new token, auto splits\n"
+    "--splits 1,2,4 times each split count in turn over the same pages (one line each)\n"
+    "--copy-ceiling also times a 1 GiB device-to-device copy (read + written bytes per second) and gives\n"
+    "each step's K/V GB/s as a fraction of it: the ceiling a streaming kernel can reach on this device\n"
     "--kernel hopper runs chunked prefill (more than 64 rows per kv-head) through the sm_90a kernel\n"
     "K/V bytes/s counts each sequence's K and V read once; pages are scattered in a random order\n"
     "--window W (window_left): each new token sees the W keys before it; bytes count only the keys some\n"
     "new token's window holds (W + q_len, at most the context)\n";
+
+int time_decode(const PagedAttentionParams& p, const PagedAttentionPlan& plan, const DeviceInfo& dev, int context,
+                int iters, int warmup, const std::string& dtype_s, double copy_gbps, bool json);
 
 // `bench decode`: paged attention of q_len new tokens per sequence against
 // `context` cached ones, pages handed out in a shuffled order so the block
@@ -107,7 +113,7 @@ int bench_decode(int argc, char** argv) {
   Args args(argc, argv,
             {"batch", "q-heads", "kv-heads", "context", "head-dim", "page-size", "q-len", "splits", "dtype", "iters",
              "warmup", "kernel", "window", "softcap"},
-            {"json", "help"});
+            {"json", "help", "copy-ceiling"});
   if (args.has("help")) {
     std::printf("%s", kDecodeUsage);
     return 0;
@@ -137,7 +143,23 @@ int bench_decode(int argc, char** argv) {
     return 2;
   }
   p.kernel = kernel_s == "hopper" ? PrefillKernel::kHopper : PrefillKernel::kAuto;
-  p.num_splits = splits_s == "auto" ? 0 : std::atoi(splits_s.c_str());
+  std::vector<int> split_counts;  // 0: the plan's choice
+  if (splits_s == "auto") {
+    split_counts.push_back(0);
+  } else {
+    for (size_t at = 0; at <= splits_s.size();) {
+      const size_t comma = std::min(splits_s.find(',', at), splits_s.size());
+      const int n = std::atoi(splits_s.substr(at, comma - at).c_str());
+      if (n < 1) {
+        std::fprintf(stderr, "flashscope-cli bench decode: --splits must be auto or a list of counts >= 1\n%s",
+                     kDecodeUsage);
+        return 2;
+      }
+      split_counts.push_back(n);
+      at = comma + 1;
+    }
+  }
+  p.num_splits = split_counts.front();
   p.dtype = dtype_s == "bf16" ? DType::kBF16 : DType::kFP16;
   p.device = Device::kCuda;
   p.max_kv_len = context;
@@ -168,19 +190,28 @@ int bench_decode(int argc, char** argv) {
     std::fprintf(stderr, "flashscope-cli bench decode: %s\n", s.to_string().c_str());
     return 1;
   }
-  auto plan = plan_paged_attention(p);
-  if (!plan.ok()) {
-    std::fprintf(stderr, "flashscope-cli bench decode: %s\n", plan.status().to_string().c_str());
-    return 1;
+  size_t workspace_bytes = 16;
+  for (int n : split_counts) {
+    p.num_splits = n;
+    auto plan = plan_paged_attention(p);
+    if (!plan.ok()) {
+      std::fprintf(stderr, "flashscope-cli bench decode: %s\n", plan.status().to_string().c_str());
+      return 1;
+    }
+    workspace_bytes = std::max(workspace_bytes, plan->workspace_bytes);
   }
   // Random pools: the kernels must not see zeros (they would hide unwritten data and run unusually fast).
   DeviceBuffer dq, dout, dk, dv, dtable, dlens, dws;
+  // Large pools repeat one random block (an odd length, so the repeats do not
+  // line up with pages): drawing 8 GB of normals on the host took minutes.
   auto fill = [&](DeviceBuffer& b, size_t elems, uint64_t seed) -> Status {
     auto r = DeviceBuffer::allocate(elems * 2);
     if (!r.ok()) return r.status();
     b = std::move(r.value());
-    const auto h = random_halves(elems, p.dtype, seed);
-    return b.upload(h.data(), h.size() * 2);
+    const auto h = random_halves(std::min<size_t>(elems, (size_t(1) << 22) + 37), p.dtype, seed);
+    for (size_t at = 0; at < elems; at += h.size())
+      FLASHSCOPE_RETURN_IF_ERROR(b.upload(h.data(), std::min(h.size(), elems - at) * 2, at * 2));
+    return Status{};
   };
   auto raw = [&](DeviceBuffer& b, const void* h, size_t bytes) -> Status {
     auto r = DeviceBuffer::allocate(bytes);
@@ -190,7 +221,7 @@ int bench_decode(int argc, char** argv) {
   };
   for (Status s : {fill(dq, q_elems, 1), fill(dout, q_elems, 2), fill(dk, page_elems * num_pages, 3),
                    fill(dv, page_elems * num_pages, 4), raw(dtable, table.data(), table.size() * 4),
-                   raw(dlens, lens.data(), lens.size() * 4), raw(dws, nullptr, std::max<size_t>(plan->workspace_bytes, 16))})
+                   raw(dlens, lens.data(), lens.size() * 4), raw(dws, nullptr, workspace_bytes)})
     if (!s.ok()) {
       std::fprintf(stderr, "flashscope-cli bench decode: %s\n", s.to_string().c_str());
       return 1;
@@ -204,6 +235,31 @@ int bench_decode(int argc, char** argv) {
   p.workspace = dws.data();
   p.workspace_bytes = dws.size();
 
+  double copy_gbps = 0;
+  if (args.has("copy-ceiling")) {
+    auto c = measure_copy_gbps();
+    if (!c.ok()) {
+      std::fprintf(stderr, "flashscope-cli bench decode: %s\n", c.status().to_string().c_str());
+      return 1;
+    }
+    copy_gbps = *c;
+  }
+  for (int n : split_counts) {
+    p.num_splits = n;
+    auto plan = plan_paged_attention(p);
+    if (!plan.ok()) {
+      std::fprintf(stderr, "flashscope-cli bench decode: %s\n", plan.status().to_string().c_str());
+      return 1;
+    }
+    if (int rc = time_decode(p, *plan, *info, context, iters, warmup, dtype_s, copy_gbps, args.has("json")); rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
+// Times one plan of `bench decode` over the filled pools and prints its line.
+int time_decode(const PagedAttentionParams& p, const PagedAttentionPlan& plan, const DeviceInfo& dev, int context,
+                int iters, int warmup, const std::string& dtype_s, double copy_gbps, bool json) {
   std::vector<double> us;
   EventTimer timer;
   for (int i = 0; i < warmup + iters; ++i) {
@@ -222,8 +278,8 @@ int bench_decode(int argc, char** argv) {
   const double keys_read = p.window_left >= 0 ? std::min(double(context), double(p.window_left) + p.q_len) : context;
   const double bytes = 2.0 * p.batch * keys_read * p.kv_heads * p.head_dim * 2;
   const double gbps = bytes / (med * 1e-6) / 1e9;
-  const double pct = 100.0 * gbps / info->sol_dram_gbps;
-  if (args.has("json")) {
+  const double pct = 100.0 * gbps / dev.sol_dram_gbps;
+  if (json) {
     print_json_line({{"kind", "decode"},
                      {"batch", p.batch},
                      {"q_heads", p.q_heads},
@@ -234,21 +290,25 @@ int bench_decode(int argc, char** argv) {
                      {"q_len", p.q_len},
                      {"window_left", p.window_left},
                      {"softcap", p.softcap},
-                     {"splits", plan->num_splits},
+                     {"splits", plan.num_splits},
                      {"dtype", dtype_s},
                      {"us", rounded(med, 3)},
                      {"us_min", rounded(*std::min_element(us.begin(), us.end()), 3)},
                      {"gbps", rounded(gbps, 1)},
-                     {"sol_gbps", std::llround(info->sol_dram_gbps)},
+                     {"sol_gbps", std::llround(dev.sol_dram_gbps)},
                      {"sol_pct", rounded(pct, 2)},
+                     {"copy_gbps", rounded(copy_gbps, 1)},
                      {"iters", iters},
-                     {"device", info->name}});
+                     {"device", dev.name}});
   } else {
     std::printf("decode  B=%d Hq=%d Hkv=%d context=%d D=%d page=%d q_len=%d window=%d softcap=%g %s on %s\n", p.batch,
                 p.q_heads, p.kv_heads, context, p.head_dim, p.page_size, p.q_len, p.window_left, double(p.softcap),
-                dtype_s.c_str(), info->name.c_str());
+                dtype_s.c_str(), dev.name.c_str());
     std::printf("  splits %d; median of %d runs after %d warm-ups: %.2f us, K/V %.0f GB/s = %.1f%% of DRAM SOL (%.0f GB/s)\n",
-                plan->num_splits, iters, warmup, med, gbps, pct, info->sol_dram_gbps);
+                plan.num_splits, iters, warmup, med, gbps, pct, dev.sol_dram_gbps);
+    if (copy_gbps > 0)
+      std::printf("  copy ceiling %.0f GB/s (1 GiB device-to-device, read + written): K/V at %.2f of it\n", copy_gbps,
+                  gbps / copy_gbps);
   }
   return 0;
 }
