@@ -72,6 +72,7 @@
 #include "flashscope/half.hpp"
 #include "flashscope/kv_cache.hpp"
 #include "flashscope/paged_attention.hpp"
+#include "util/math.hpp"
 
 namespace flashscope::model {
 namespace {
@@ -183,8 +184,9 @@ Status ensure_scratch(const ModelConfig& c, int rows, Scratch* s) {
     s->k_bf16.resize(n * kv_dim);
     s->v_bf16.resize(n * kv_dim);
     s->slots.resize(n);
-    s->xq.resize(n * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
-    s->tiles.resize(n / cpu::kTileTokens * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
+    const size_t blocks = ceil_div(max_cols, size_t{cpu::kQ8Block});
+    s->xq.resize(n * blocks);
+    s->tiles.resize(n / cpu::kTileTokens * blocks);
   } catch (const std::bad_alloc&) {
     return {StatusCode::kOutOfMemory, "forward: cannot allocate activation scratch for " + std::to_string(rows) +
                                           " tokens"};
@@ -440,7 +442,7 @@ Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int
   st->capacity = capacity;
   KvCacheConfig kc;
   kc.num_layers = c.n_layers;
-  kc.num_pages = static_cast<int>((int64_t{capacity} + kPageSize - 1) / kPageSize);
+  kc.num_pages = static_cast<int>(ceil_div<int64_t>(capacity, kPageSize));
   kc.page_size = kPageSize;
   kc.kv_heads = c.n_kv_heads;
   kc.head_dim = c.head_dim;

@@ -65,6 +65,7 @@
 #include "backends/cuda/step_tap.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/half.hpp"
+#include "util/math.hpp"
 
 namespace flashscope::model {
 
@@ -595,7 +596,7 @@ Result<std::unique_ptr<Sequence::State>> cuda_new_state(const Model::Impl& m, in
   st->owner = &m;
   st->capacity = capacity;
   st->n_layers = c.n_layers;
-  st->max_pages = (capacity + kPageSize - 1) / kPageSize;
+  st->max_pages = ceil_div(capacity, kPageSize);
   try {
     st->tokens.reserve(static_cast<size_t>(capacity));
   } catch (const std::bad_alloc&) {
