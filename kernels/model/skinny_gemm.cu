@@ -927,7 +927,7 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
   // KiB, model_ops_cuda.cpp): past the default limit without this opt-in.
   if (const cudaError_t e = opt_in_dynamic_smem<skinny_gemm_kernel<kTok>>(48 * 1024); e != cudaSuccess) return e;
   return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,
-                                   dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
+                                   dim3(ceil_div(units, kWarps * p.units_per_warp)),
                                    dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
 }
 
