@@ -184,9 +184,8 @@ Status ensure_scratch(const ModelConfig& c, int rows, Scratch* s) {
     s->k_bf16.resize(n * kv_dim);
     s->v_bf16.resize(n * kv_dim);
     s->slots.resize(n);
-    const size_t blocks = ceil_div(max_cols, size_t{cpu::kQ8Block});
-    s->xq.resize(n * blocks);
-    s->tiles.resize(n / cpu::kTileTokens * blocks);
+    s->xq.resize(n * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
+    s->tiles.resize(n / cpu::kTileTokens * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
   } catch (const std::bad_alloc&) {
     return {StatusCode::kOutOfMemory, "forward: cannot allocate activation scratch for " + std::to_string(rows) +
                                           " tokens"};
