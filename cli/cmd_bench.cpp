@@ -334,6 +334,209 @@ int time_decode(const PagedAttentionParams& p, const PagedAttentionPlan& plan, c
   return 0;
 }
 
+// bench prefill's options, read and checked.
+struct PrefillOptions {
+  PrefillParams p;  // shape, dtype and device; its tensors are placed later
+  int iters = 0, warmup = 0;
+  std::string dtype_s;
+  std::vector<PrefillKernel> kernels;
+  bool json = false, workspace = true;
+};
+
+// Reads bench prefill's arguments into *o. Returns -1 to go on, else the
+// exit code: 0 after --help, 2 for a bad option.
+int parse_prefill_options(int argc, char** argv, PrefillOptions* o) {
+  Args args(argc, argv,
+            {"batch", "q-heads", "kv-heads", "q-len", "kv-len", "head-dim", "kernel", "dtype", "device", "iters",
+             "warmup", "window", "window-right", "softcap"},
+            {"causal", "json", "help", "no-workspace"});
+  if (args.has("help")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  PrefillParams& p = o->p;
+  p.batch = int(args.get_int("batch", 1));
+  p.q_heads = int(args.get_int("q-heads", 8));
+  p.kv_heads = int(args.get_int("kv-heads", p.q_heads));
+  p.q_len = int(args.get_int("q-len", 4096));
+  p.kv_len = int(args.get_int("kv-len", 8192));
+  p.head_dim = int(args.get_int("head-dim", 128));
+  p.causal = args.has("causal");
+  p.window_left = int(args.get_int_in("window", -1, -1, 0x7fffffff));
+  p.window_right = int(args.get_int_in("window-right", -1, -1, 0x7fffffff));
+  p.softcap = float(args.get_double("softcap", 0.0));
+  o->iters = int(args.get_int("iters", 50));
+  o->warmup = int(args.get_int("warmup", 5));
+  o->dtype_s = args.get("dtype", "bf16");
+  const std::string device_s = args.get("device", cuda_available() ? "cuda" : "cpu");
+  const std::string kernel_s = args.get("kernel", "auto");
+  if (!args.ok()) {
+    std::fprintf(stderr, "flashscope-cli bench prefill: %s\n%s", args.error().c_str(), kUsage);
+    return 2;
+  }
+  if (o->dtype_s != "bf16" && o->dtype_s != "fp16") {
+    std::fprintf(stderr, "flashscope-cli bench prefill: --dtype must be bf16 or fp16\n");
+    return 2;
+  }
+  if (device_s != "cuda" && device_s != "cpu") {
+    std::fprintf(stderr, "flashscope-cli bench prefill: --device must be cuda or cpu\n");
+    return 2;
+  }
+  if (o->iters < 1 || o->warmup < 0) {
+    std::fprintf(stderr, "flashscope-cli bench prefill: --iters must be >= 1 and --warmup >= 0\n");
+    return 2;
+  }
+  p.dtype = o->dtype_s == "bf16" ? DType::kBF16 : DType::kFP16;
+  p.device = device_s == "cuda" ? Device::kCuda : Device::kCpu;
+
+  if (kernel_s == "all") {
+    o->kernels = all_prefill_kernels();
+    if (prefill_kernel_runnable(PrefillKernel::kHopper)) o->kernels.push_back(PrefillKernel::kHopper);
+    o->kernels.push_back(PrefillKernel::kAuto);
+  } else {
+    PrefillKernel k;
+    if (!parse_prefill_kernel(kernel_s, &k)) {
+      std::fprintf(stderr, "flashscope-cli bench prefill: --kernel must be v1..v6, hopper, auto or all\n");
+      return 2;
+    }
+    o->kernels.push_back(k);
+  }
+  if (p.device == Device::kCpu) o->kernels = {PrefillKernel::kAuto};
+  o->json = args.has("json");
+  o->workspace = !args.has("no-workspace");
+  return -1;
+}
+
+// The inputs the runs read: seeded random q, k and v on the host, and for a
+// CUDA run their device copies and the device's name and SOL.
+struct PrefillInputs {
+  std::vector<uint16_t> hq, hk, hv, ho;
+  DeviceBuffer dq, dk, dv, dout, dws;
+  std::string device_name = "cpu";
+  double sol_tflops = 0;
+};
+
+// Fills *in and points o->p's tensors at it; on CUDA also one zero-filled
+// workspace, as large as any of the kernels asks (none with --no-workspace).
+Status place_prefill_inputs(PrefillOptions* o, PrefillInputs* in) {
+  PrefillParams& p = o->p;
+  const size_t q_elems = size_t(p.batch) * p.q_len * p.q_heads * p.head_dim;
+  const size_t kv_elems = size_t(p.batch) * p.kv_len * p.kv_heads * p.head_dim;
+  in->hq = random_halves(q_elems, p.dtype, 1);
+  in->hk = random_halves(kv_elems, p.dtype, 2);
+  in->hv = random_halves(kv_elems, p.dtype, 3);
+  in->ho.assign(q_elems, 0);
+  if (p.device != Device::kCuda) {
+    p.q.data = in->hq.data();
+    p.k.data = in->hk.data();
+    p.v.data = in->hv.data();
+    p.o.data = in->ho.data();
+    return Status::ok_status();
+  }
+  auto info = query_device(0);
+  if (!info.ok()) return info.status();
+  in->device_name = info->name;
+  in->sol_tflops = info->sol_tflops;
+  auto alloc = [&](DeviceBuffer& b, const std::vector<uint16_t>& h) {
+    auto r = DeviceBuffer::allocate(h.size() * 2);
+    if (!r.ok()) return r.status();
+    b = std::move(r.value());
+    return b.upload(h.data(), h.size() * 2);
+  };
+  for (auto [buf, host] : {std::pair{&in->dq, &in->hq}, {&in->dk, &in->hk}, {&in->dv, &in->hv}, {&in->dout, &in->ho}}) {
+    FLASHSCOPE_RETURN_IF_ERROR(alloc(*buf, *host));
+  }
+  p.q.data = in->dq.data();
+  p.k.data = in->dk.data();
+  p.v.data = in->dv.data();
+  p.o.data = in->dout.data();
+  size_t ws_bytes = 0;
+  for (PrefillKernel k : o->kernels) {
+    p.kernel = k;
+    ws_bytes = std::max(ws_bytes, prefill_workspace_bytes(p));
+  }
+  if (ws_bytes > 0 && o->workspace) {
+    auto r = DeviceBuffer::allocate(ws_bytes);
+    if (!r.ok()) return r.status();
+    in->dws = std::move(r.value());
+    FLASHSCOPE_RETURN_IF_ERROR(in->dws.fill_bytes(0));
+    p.workspace = in->dws.data();
+    p.workspace_bytes = in->dws.size();
+  }
+  return Status::ok_status();
+}
+
+void print_prefill_header(const PrefillOptions& o, const PrefillInputs& in, double flops) {
+  const PrefillParams& p = o.p;
+  const bool window = p.window_left >= 0 || p.window_right >= 0;
+  std::printf("prefill  B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s window=(%d,%d) softcap=%g %s on %s\n", p.batch,
+              p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim, p.causal ? "causal" : "non-causal",
+              p.window_left, p.window_right, double(p.softcap), o.dtype_s.c_str(), in.device_name.c_str());
+  std::printf("  FLOPs counted: %s = %.3g; median of %d runs after %d warm-ups, each alone between\n"
+              "  two events; 'stream': the median of 5 batches of 10 calls back to back, per call\n",
+              window     ? "4*D*Hq*(query, key) pairs in the window"
+              : p.causal ? "4*B*Hq*Lq*Lk*D / 2 (causal)"
+                         : "4*B*Hq*Lq*Lk*D",
+              flops, o.iters, o.warmup);
+  std::printf("  %-8s %10s %10s %9s %8s %10s %9s\n", "kernel", "ms", "min ms", "TFLOPS", "% SOL", "stream ms",
+              "TFLOPS");
+}
+
+// Times kernel k and prints its line (JSON or the table's); false when it failed.
+bool bench_prefill_kernel(PrefillOptions* o, const PrefillInputs& in, PrefillKernel k, double flops) {
+  PrefillParams& p = o->p;
+  p.kernel = k;
+  auto t = time_runs(p, o->warmup, o->iters);
+  const std::string resolved = prefill_kernel_name(resolve_prefill_kernel(p));
+  const std::string name = p.device == Device::kCpu ? "cpu-tiled" : prefill_kernel_name(k);
+  if (!t.ok()) {
+    if (o->json)
+      print_json_line({{"kind", "prefill"},
+                       {"kernel", name},
+                       {"status", status_code_name(t.status().code())},
+                       {"error", t.status().message()}});
+    else
+      std::printf("  %-8s failed: %s\n", name.c_str(), t.status().to_string().c_str());
+    return false;
+  }
+  const double tflops = flops / (t->median_ms * 1e-3) / 1e12;
+  const double stream_tflops = flops / (t->stream_ms * 1e-3) / 1e12;
+  const double pct = in.sol_tflops > 0 ? 100.0 * tflops / in.sol_tflops : 0.0;
+  if (o->json) {
+    print_json_line({{"kind", "prefill"},
+                     {"kernel", name},
+                     {"resolved", resolved},
+                     {"batch", p.batch},
+                     {"q_heads", p.q_heads},
+                     {"kv_heads", p.kv_heads},
+                     {"q_len", p.q_len},
+                     {"kv_len", p.kv_len},
+                     {"head_dim", p.head_dim},
+                     {"causal", p.causal},
+                     {"window_left", p.window_left},
+                     {"window_right", p.window_right},
+                     {"softcap", p.softcap},
+                     {"dtype", o->dtype_s},
+                     {"ms", rounded(t->median_ms, 5)},
+                     {"ms_min", rounded(t->min_ms, 5)},
+                     {"tflops", rounded(tflops, 2)},
+                     {"sol_tflops", rounded(in.sol_tflops, 1)},
+                     {"sol_pct", rounded(pct, 2)},
+                     {"iters", o->iters},
+                     {"device", in.device_name},
+                     {"workspace_bytes", p.workspace != nullptr ? prefill_workspace_bytes(p) : size_t(0)},
+                     {"ms_stream", rounded(t->stream_ms, 5)},
+                     {"tflops_stream", rounded(stream_tflops, 2)}});
+  } else {
+    std::string label = name;
+    if (k == PrefillKernel::kAuto && p.device == Device::kCuda) label += "=" + resolved;
+    std::printf("  %-8s %10.4f %10.4f %9.1f %7.1f%% %10.4f %9.1f\n", label.c_str(), t->median_ms, t->min_ms, tflops,
+                pct, t->stream_ms, stream_tflops);
+  }
+  std::fflush(stdout);
+  return true;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -345,63 +548,9 @@ int cmd_bench(int argc, char** argv) {
                  kUsage, kDecodeUsage);
     return 2;
   }
-  Args args(argc - 1, argv + 1,
-            {"batch", "q-heads", "kv-heads", "q-len", "kv-len", "head-dim", "kernel", "dtype", "device", "iters",
-             "warmup", "window", "window-right", "softcap"},
-            {"causal", "json", "help", "no-workspace"});
-  if (args.has("help")) {
-    std::printf("%s", kUsage);
-    return 0;
-  }
-  PrefillParams p;
-  p.batch = int(args.get_int("batch", 1));
-  p.q_heads = int(args.get_int("q-heads", 8));
-  p.kv_heads = int(args.get_int("kv-heads", p.q_heads));
-  p.q_len = int(args.get_int("q-len", 4096));
-  p.kv_len = int(args.get_int("kv-len", 8192));
-  p.head_dim = int(args.get_int("head-dim", 128));
-  p.causal = args.has("causal");
-  p.window_left = int(args.get_int_in("window", -1, -1, 0x7fffffff));
-  p.window_right = int(args.get_int_in("window-right", -1, -1, 0x7fffffff));
-  p.softcap = float(args.get_double("softcap", 0.0));
-  const int iters = int(args.get_int("iters", 50));
-  const int warmup = int(args.get_int("warmup", 5));
-  const std::string dtype_s = args.get("dtype", "bf16");
-  const std::string device_s = args.get("device", cuda_available() ? "cuda" : "cpu");
-  const std::string kernel_s = args.get("kernel", "auto");
-  if (!args.ok()) {
-    std::fprintf(stderr, "flashscope-cli bench prefill: %s\n%s", args.error().c_str(), kUsage);
-    return 2;
-  }
-  if (dtype_s != "bf16" && dtype_s != "fp16") {
-    std::fprintf(stderr, "flashscope-cli bench prefill: --dtype must be bf16 or fp16\n");
-    return 2;
-  }
-  if (device_s != "cuda" && device_s != "cpu") {
-    std::fprintf(stderr, "flashscope-cli bench prefill: --device must be cuda or cpu\n");
-    return 2;
-  }
-  if (iters < 1 || warmup < 0) {
-    std::fprintf(stderr, "flashscope-cli bench prefill: --iters must be >= 1 and --warmup >= 0\n");
-    return 2;
-  }
-  p.dtype = dtype_s == "bf16" ? DType::kBF16 : DType::kFP16;
-  p.device = device_s == "cuda" ? Device::kCuda : Device::kCpu;
-
-  std::vector<PrefillKernel> kernels;
-  if (kernel_s == "all") {
-    kernels = all_prefill_kernels();
-    if (prefill_kernel_runnable(PrefillKernel::kHopper)) kernels.push_back(PrefillKernel::kHopper);
-    kernels.push_back(PrefillKernel::kAuto);
-  } else {
-    PrefillKernel k;
-    if (!parse_prefill_kernel(kernel_s, &k)) {
-      std::fprintf(stderr, "flashscope-cli bench prefill: --kernel must be v1..v6, hopper, auto or all\n");
-      return 2;
-    }
-    kernels.push_back(k);
-  }
-  if (p.device == Device::kCpu) kernels = {PrefillKernel::kAuto};
+  PrefillOptions o;
+  if (const int rc = parse_prefill_options(argc - 1, argv + 1, &o); rc >= 0) return rc;
+  PrefillParams& p = o.p;
 
   // Shapes first: a bad one is reported before any allocation.
   p.q = bshd(reinterpret_cast<void*>(16), p.q_len, p.q_heads, p.head_dim);
@@ -412,137 +561,16 @@ int cmd_bench(int argc, char** argv) {
     std::fprintf(stderr, "flashscope-cli bench prefill: %s\n", s.to_string().c_str());
     return 1;
   }
-
-  const size_t q_elems = size_t(p.batch) * p.q_len * p.q_heads * p.head_dim;
-  const size_t kv_elems = size_t(p.batch) * p.kv_len * p.kv_heads * p.head_dim;
-  const auto hq = random_halves(q_elems, p.dtype, 1), hk = random_halves(kv_elems, p.dtype, 2),
-             hv = random_halves(kv_elems, p.dtype, 3);
-  std::vector<uint16_t> ho(q_elems);
-  DeviceBuffer dq, dk, dv, dout, dws;
-  std::string device_name = "cpu";
-  double sol_tflops = 0;
-  if (p.device == Device::kCuda) {
-    auto info = query_device(0);
-    if (!info.ok()) {
-      std::fprintf(stderr, "flashscope-cli bench prefill: %s\n", info.status().to_string().c_str());
-      return 1;
-    }
-    device_name = info->name;
-    sol_tflops = info->sol_tflops;
-    Status s;
-    auto alloc = [&](DeviceBuffer& b, const std::vector<uint16_t>& h) {
-      auto r = DeviceBuffer::allocate(h.size() * 2);
-      if (!r.ok()) return r.status();
-      b = std::move(r.value());
-      return b.upload(h.data(), h.size() * 2);
-    };
-    for (auto [buf, host] : {std::pair{&dq, &hq}, {&dk, &hk}, {&dv, &hv}, {&dout, &ho}}) {
-      s = alloc(*buf, *host);
-      if (!s.ok()) {
-        std::fprintf(stderr, "flashscope-cli bench prefill: %s\n", s.to_string().c_str());
-        return 1;
-      }
-    }
-    p.q.data = dq.data();
-    p.k.data = dk.data();
-    p.v.data = dv.data();
-    p.o.data = dout.data();
-    // One zero-filled workspace, as large as any of the kernels asks.
-    size_t ws_bytes = 0;
-    for (PrefillKernel k : kernels) {
-      p.kernel = k;
-      ws_bytes = std::max(ws_bytes, prefill_workspace_bytes(p));
-    }
-    if (ws_bytes > 0 && !args.has("no-workspace")) {
-      auto r = DeviceBuffer::allocate(ws_bytes);
-      s = r.ok() ? Status::ok_status() : r.status();
-      if (s.ok()) {
-        dws = std::move(r.value());
-        s = dws.fill_bytes(0);
-      }
-      if (!s.ok()) {
-        std::fprintf(stderr, "flashscope-cli bench prefill: %s\n", s.to_string().c_str());
-        return 1;
-      }
-      p.workspace = dws.data();
-      p.workspace_bytes = dws.size();
-    }
-  } else {
-    p.q.data = const_cast<uint16_t*>(hq.data());
-    p.k.data = const_cast<uint16_t*>(hk.data());
-    p.v.data = const_cast<uint16_t*>(hv.data());
-    p.o.data = ho.data();
+  PrefillInputs in;
+  if (Status s = place_prefill_inputs(&o, &in); !s.ok()) {
+    std::fprintf(stderr, "flashscope-cli bench prefill: %s\n", s.to_string().c_str());
+    return 1;
   }
 
   const double flops = prefill_flops(p);
-  const bool json = args.has("json");
-  if (!json) {
-    const bool window = p.window_left >= 0 || p.window_right >= 0;
-    std::printf("prefill  B=%d Hq=%d Hkv=%d Lq=%d Lk=%d D=%d %s window=(%d,%d) softcap=%g %s on %s\n", p.batch,
-                p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.head_dim, p.causal ? "causal" : "non-causal",
-                p.window_left, p.window_right, double(p.softcap), dtype_s.c_str(), device_name.c_str());
-    std::printf("  FLOPs counted: %s = %.3g; median of %d runs after %d warm-ups, each alone between\n"
-                "  two events; 'stream': the median of 5 batches of 10 calls back to back, per call\n",
-                window     ? "4*D*Hq*(query, key) pairs in the window"
-                : p.causal ? "4*B*Hq*Lq*Lk*D / 2 (causal)"
-                           : "4*B*Hq*Lq*Lk*D",
-                flops, iters, warmup);
-    std::printf("  %-8s %10s %10s %9s %8s %10s %9s\n", "kernel", "ms", "min ms", "TFLOPS", "% SOL", "stream ms",
-                "TFLOPS");
-  }
+  if (!o.json) print_prefill_header(o, in, flops);
   int failures = 0;
-  for (PrefillKernel k : kernels) {
-    p.kernel = k;
-    auto t = time_runs(p, warmup, iters);
-    const std::string resolved = prefill_kernel_name(resolve_prefill_kernel(p));
-    const std::string name = p.device == Device::kCpu ? "cpu-tiled" : prefill_kernel_name(k);
-    if (!t.ok()) {
-      ++failures;
-      if (json)
-        print_json_line({{"kind", "prefill"},
-                         {"kernel", name},
-                         {"status", status_code_name(t.status().code())},
-                         {"error", t.status().message()}});
-      else
-        std::printf("  %-8s failed: %s\n", name.c_str(), t.status().to_string().c_str());
-      continue;
-    }
-    const double tflops = flops / (t->median_ms * 1e-3) / 1e12;
-    const double stream_tflops = flops / (t->stream_ms * 1e-3) / 1e12;
-    const double pct = sol_tflops > 0 ? 100.0 * tflops / sol_tflops : 0.0;
-    if (json) {
-      print_json_line({{"kind", "prefill"},
-                       {"kernel", name},
-                       {"resolved", resolved},
-                       {"batch", p.batch},
-                       {"q_heads", p.q_heads},
-                       {"kv_heads", p.kv_heads},
-                       {"q_len", p.q_len},
-                       {"kv_len", p.kv_len},
-                       {"head_dim", p.head_dim},
-                       {"causal", p.causal},
-                       {"window_left", p.window_left},
-                       {"window_right", p.window_right},
-                       {"softcap", p.softcap},
-                       {"dtype", dtype_s},
-                       {"ms", rounded(t->median_ms, 5)},
-                       {"ms_min", rounded(t->min_ms, 5)},
-                       {"tflops", rounded(tflops, 2)},
-                       {"sol_tflops", rounded(sol_tflops, 1)},
-                       {"sol_pct", rounded(pct, 2)},
-                       {"iters", iters},
-                       {"device", device_name},
-                       {"workspace_bytes", p.workspace != nullptr ? prefill_workspace_bytes(p) : size_t(0)},
-                       {"ms_stream", rounded(t->stream_ms, 5)},
-                       {"tflops_stream", rounded(stream_tflops, 2)}});
-    } else {
-      std::string label = name;
-      if (k == PrefillKernel::kAuto && p.device == Device::kCuda) label += "=" + resolved;
-      std::printf("  %-8s %10.4f %10.4f %9.1f %7.1f%% %10.4f %9.1f\n", label.c_str(), t->median_ms, t->min_ms, tflops,
-                  pct, t->stream_ms, stream_tflops);
-    }
-    std::fflush(stdout);
-  }
+  for (PrefillKernel k : o.kernels) failures += !bench_prefill_kernel(&o, in, k, flops);
   return failures ? 1 : 0;
 }
 
