@@ -5,6 +5,9 @@
       --clock-control none --cache-control none flashscope-cli generate ... > run.csv
   python3 bench/ncu_summary.py run.csv [--steps N] [--top 25]
 
+With dram__bytes_read.sum also collected (--metrics gpu__time_duration.sum,
+dram__bytes_read.sum), each kernel's DRAM read rate is printed beside it.
+
 --steps divides the totals by the decode steps the run made (the prefill's
 kernels then count too: profile a short prompt). Answers "what does one
 decode step spend its GPU time on", and the sum beside the measured time per
@@ -23,15 +26,20 @@ def main():
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
     rows = []
+    read_bytes = collections.Counter()
     with open(args.csv, newline="") as f:
         lines = [l for l in f if l.startswith('"')]  # ncu prints its own log lines before the table
     for r in csv.DictReader(lines):
-        if r.get("Metric Name") != "gpu__time_duration.sum":
+        metric = r.get("Metric Name")
+        if metric not in ("gpu__time_duration.sum", "dram__bytes_read.sum"):
             continue
-        ns = float(r["Metric Value"].replace(",", ""))
+        value = float(r["Metric Value"].replace(",", ""))
         name = r["Kernel Name"].removeprefix("void ").split("(")[0]  # keeps template arguments: configs differ
         name = name.replace("flashscope::", "").replace("<unnamed>::", "")
-        rows.append((name, ns))
+        if metric == "dram__bytes_read.sum":
+            read_bytes[name] += value
+        else:
+            rows.append((name, value))
     if not rows:
         sys.exit("no gpu__time_duration rows in " + args.csv)
     total = collections.Counter()
@@ -42,9 +50,11 @@ def main():
     all_ns = sum(total.values())
     print(f"{len(rows)} kernels, {all_ns / 1e3:.1f} us of GPU time; per step (/{args.steps}): "
           f"{all_ns / 1e3 / args.steps:.1f} us, {len(rows) / args.steps:.1f} launches")
-    print(f"{'launches/step':>14s} {'us/step':>10s} {'share':>7s}  kernel")
+    gbps = bool(read_bytes)
+    print(f"{'launches/step':>14s} {'us/step':>10s} {'share':>7s}" + (f" {'read GB/s':>10s}" if gbps else "") + "  kernel")
     for name, ns in total.most_common(args.top):
-        print(f"{count[name] / args.steps:14.1f} {ns / 1e3 / args.steps:10.2f} {100 * ns / all_ns:6.1f}%  {name[:110]}")
+        rate = f" {read_bytes[name] / ns:10.0f}" if gbps else ""
+        print(f"{count[name] / args.steps:14.1f} {ns / 1e3 / args.steps:10.2f} {100 * ns / all_ns:6.1f}%{rate}  {name[:110]}")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@
 // output. A development tool for choosing v5's tiles per head_dim, not part
 // of the build:
 //   nvcc -std=c++17 -O3 -arch=sm_90a -I. --expt-relaxed-constexpr bench/tile_sweep.cu -o tile_sweep && ./tile_sweep
+// (./tile_sweep --wide: only the head_dim 256 and 96 shapes)
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench/cuda_check.cuh"
@@ -133,12 +135,14 @@ void sweep(const Shape& s) {
   cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(o_ref);
 }
 
-int main() {
+int main(int argc, char** argv) {
+  const bool wide_only = argc > 1 && std::string(argv[1]) == "--wide";
   const Shape shapes[] = {{1, 8, 4096, 8192, 128, false}, {1, 16, 8192, 8192, 128, true}, {4, 16, 4096, 4096, 128, true},
                           {4, 16, 4096, 4096, 64, false}, {4, 16, 4096, 4096, 64, true},   {16, 9, 1024, 1024, 64, true}};
   const Shape wide[] = {{4, 8, 4096, 4096, 256, false}, {4, 8, 4096, 4096, 256, true}, {1, 4, 8192, 8192, 256, true},
                         {4, 32, 2048, 2048, 96, false}, {1, 32, 4096, 4096, 96, true}};
   for (const Shape& s : shapes) {
+    if (wide_only) break;
     if (s.d == 64) sweep<64>(s);
     else sweep<128>(s);
   }

@@ -6,7 +6,9 @@ prompt's greedy continuation up to the first near-tie.
 Ours comes from `flashscope-cli logits` (and `generate --temp 0`); llama.cpp's
 from llama-cpp-python over a libllama built from the sdist's vendor tree
 (REFERENCE.md, "Peers"): on the CPU with n_gpu_layers=0, on CUDA with every
-layer offloaded (a CUDA build of libllama). Exits 1 when top-1 agreement over
+layer offloaded (a CUDA build of libllama). --llama-device cpu keeps
+llama.cpp on the CPU while ours runs on --device cuda: the reference is the
+same file's logits either way. Exits 1 when top-1 agreement over
 all prompts is below --min-top1 (the #18 bar: 95%).
 
     python3 scripts/compare_llamacpp.py --cli build/cli/flashscope-cli \
@@ -59,7 +61,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", default="build/cli/flashscope-cli")
     ap.add_argument("-m", "--model", required=True)
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where our engine runs")
+    ap.add_argument("--llama-device", choices=["cpu", "cuda"], help="where llama.cpp runs (default: --device)")
     ap.add_argument("--chunk", type=int, default=0, help="our forward's tokens per call (1: decode steps)")
     ap.add_argument("--min-top1", type=float, default=0.95)
     ap.add_argument("--greedy", type=int, default=16, help="tokens of greedy continuation to compare")
@@ -68,11 +71,12 @@ def main() -> int:
 
     from llama_cpp import Llama
 
-    gpu = args.device == "cuda"
+    gpu = (args.llama_device or args.device) == "cuda"
     llm = Llama(model_path=args.model, n_ctx=512, n_batch=512, logits_all=True, verbose=False,
                 n_gpu_layers=-1 if gpu else 0, n_threads=args.threads, flash_attn=True)
     agree = total = 0
-    print(f"model {pathlib.Path(args.model).name}, device {args.device}, llama.cpp via llama-cpp-python")
+    print(f"model {pathlib.Path(args.model).name}, ours on {args.device}, llama.cpp (llama-cpp-python) on "
+          f"{'cuda' if gpu else 'cpu'}")
     print("| prompt | tokens | top-1 equal | normalized error | first near-tie split |")
     print("|---|---|---|---|---|")
     for prompt in PROMPTS:

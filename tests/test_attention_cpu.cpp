@@ -26,73 +26,23 @@
 #include "flashscope/attention.hpp"
 #include "flashscope/half.hpp"
 #include "support/attention_problem.hpp"
+#include "support/attention_reference.hpp"
 
 namespace fs = flashscope;
 using fs::DType;
 using fs::testing::AttentionProblem;
 using fs::testing::AttentionShape;
 using fs::testing::Layout;
+using fs::testing::NaiveResult;
 using fs::testing::Operand;
 using fs::testing::dense_shape;
+using fs::testing::naive_attention;
 using fs::testing::varlen_shape;
 
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 const double kFloatUlp = std::ldexp(1.0, -24);
-
-// Dense [rows, q_heads, head_dim] output and lse, in double.
-struct NaiveResult {
-  std::vector<double> o, lse;
-};
-
-// softmax(scale · Q Kᵀ + mask) V written the obvious way: the whole score
-// matrix of one (sequence, head), masked entries -inf, std::exp. Shares no
-// code with the library beyond reading the inputs through the fixture.
-NaiveResult naive_attention(const AttentionProblem& prob) {
-  const AttentionShape& s = prob.shape();
-  const int dim = s.head_dim;
-  const double scale = s.softmax_scale != 0.0f ? s.softmax_scale : 1.0 / std::sqrt(double(dim));
-  NaiveResult r;
-  r.o.assign(size_t(prob.out_rows() * s.q_heads * dim), 0.0);
-  r.lse.assign(size_t(prob.lse_count()), 0.0);
-  int64_t row0 = 0;
-  for (int b = 0; b < s.batch; ++b) {
-    const int lq = prob.seq_q_len(b), lk = prob.seq_kv_len(b);
-    for (int h = 0; h < s.q_heads; ++h) {
-      const int g = h / (s.q_heads / s.kv_heads);
-      std::vector<double> scores(size_t(lq) * lk);
-      for (int i = 0; i < lq; ++i) {
-        for (int j = 0; j < lk; ++j) {
-          double dot = 0;
-          for (int d = 0; d < dim; ++d) dot += double(prob.get(Operand::kQ, b, i, h, d)) * prob.get(Operand::kK, b, j, g, d);
-          const bool visible = !s.causal || j <= i + (lk - lq);
-          scores[size_t(i) * lk + j] = visible ? scale * dot : -INFINITY;
-        }
-      }
-      for (int i = 0; i < lq; ++i) {
-        const double* row = &scores[size_t(i) * lk];
-        double mx = -INFINITY;
-        for (int j = 0; j < lk; ++j) mx = std::max(mx, row[j]);
-        const int64_t lse_at = s.varlen ? h * prob.out_rows() + row0 + i : (int64_t(b) * s.q_heads + h) * s.q_len + i;
-        double* o = &r.o[size_t(((row0 + i) * s.q_heads + h) * dim)];
-        if (mx == -INFINITY) {
-          r.lse[size_t(lse_at)] = -INFINITY;
-          continue;  // o stays zero
-        }
-        double sum = 0;
-        for (int j = 0; j < lk; ++j) sum += std::exp(row[j] - mx);
-        for (int j = 0; j < lk; ++j) {
-          const double w = std::exp(row[j] - mx) / sum;
-          for (int d = 0; d < dim; ++d) o[d] += w * prob.get(Operand::kV, b, j, g, d);
-        }
-        r.lse[size_t(lse_at)] = mx + std::log(sum);
-      }
-    }
-    row0 += s.varlen ? lq : s.q_len;
-  }
-  return r;
-}
 
 // Runs the tiled backend on the problem's host buffers through the public
 // entry point: prefill() validates, then sends Device::kCpu to

@@ -33,6 +33,7 @@
 #include "flashscope/half.hpp"
 #include "flashscope/paged_attention.hpp"
 #include "support/attention_problem.hpp"
+#include "support/attention_reference.hpp"
 #include "support/paged_problem.hpp"
 
 namespace fs = flashscope;
@@ -40,101 +41,18 @@ using fs::DType;
 using fs::testing::AttentionProblem;
 using fs::testing::AttentionShape;
 using fs::testing::Layout;
+using fs::testing::NaiveResult;
 using fs::testing::Operand;
 using fs::testing::PagedProblem;
 using fs::testing::PagedShape;
 using fs::testing::dense_shape;
+using fs::testing::naive_attention;
+using fs::testing::poison_invisible_keys;
 using fs::testing::varlen_shape;
 
 namespace {
 
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const double kFloatUlp = std::ldexp(1.0, -24);
-
-// Whether query i of a sequence of lq queries over lk keys sees key j: the
-// mask written from the API's words, separately from every library path.
-bool visible(const AttentionShape& s, int lq, int lk, int i, int j) {
-  const int pos = i + (lk - lq);
-  if (s.causal && j > pos) return false;
-  if (s.window_left >= 0 && j < pos - s.window_left) return false;
-  if (s.window_right >= 0 && j > pos + s.window_right) return false;
-  return true;
-}
-
-// Dense [rows, q_heads, head_dim] output and lse, in double.
-struct NaiveResult {
-  std::vector<double> o, lse;
-};
-
-// softmax(cap(scale · Q Kᵀ) + mask) V the obvious way: the whole score
-// matrix of one (sequence, head), masked entries -inf.
-NaiveResult naive_attention(const AttentionProblem& prob) {
-  const AttentionShape& s = prob.shape();
-  const int dim = s.head_dim;
-  const double scale = s.softmax_scale != 0.0f ? s.softmax_scale : 1.0 / std::sqrt(double(dim));
-  NaiveResult r;
-  r.o.assign(size_t(prob.out_rows() * s.q_heads * dim), 0.0);
-  r.lse.assign(size_t(prob.lse_count()), 0.0);
-  int64_t row0 = 0;
-  for (int b = 0; b < s.batch; ++b) {
-    const int lq = prob.seq_q_len(b), lk = prob.seq_kv_len(b);
-    for (int h = 0; h < s.q_heads; ++h) {
-      const int g = h / (s.q_heads / s.kv_heads);
-      for (int i = 0; i < lq; ++i) {
-        std::vector<double> row(size_t(lk), kNegInf);
-        double mx = kNegInf;
-        for (int j = 0; j < lk; ++j) {
-          if (!visible(s, lq, lk, i, j)) continue;
-          double dot = 0;
-          for (int d = 0; d < dim; ++d) dot += double(prob.get(Operand::kQ, b, i, h, d)) * prob.get(Operand::kK, b, j, g, d);
-          double x = scale * dot;
-          if (s.softcap > 0) x = s.softcap * std::tanh(x / s.softcap);
-          row[size_t(j)] = x;
-          mx = std::max(mx, x);
-        }
-        const int64_t lse_at = s.varlen ? h * prob.out_rows() + row0 + i : (int64_t(b) * s.q_heads + h) * s.q_len + i;
-        double* o = &r.o[size_t(((row0 + i) * s.q_heads + h) * dim)];
-        if (mx == kNegInf) {
-          r.lse[size_t(lse_at)] = kNegInf;
-          continue;
-        }
-        double sum = 0;
-        for (int j = 0; j < lk; ++j) sum += std::exp(row[size_t(j)] - mx);
-        for (int j = 0; j < lk; ++j) {
-          if (row[size_t(j)] == kNegInf) continue;
-          const double w = std::exp(row[size_t(j)] - mx) / sum;
-          for (int d = 0; d < dim; ++d) o[d] += w * prob.get(Operand::kV, b, j, g, d);
-        }
-        r.lse[size_t(lse_at)] = mx + std::log(sum);
-      }
-    }
-    row0 += s.varlen ? lq : s.q_len;
-  }
-  return r;
-}
-
-// Puts NaN into every K and V element no query of its sequence may see.
-// Returns how many keys were poisoned.
-int poison_invisible_keys(AttentionProblem& prob) {
-  const AttentionShape& s = prob.shape();
-  int poisoned = 0;
-  for (int b = 0; b < s.batch; ++b) {
-    const int lq = prob.seq_q_len(b), lk = prob.seq_kv_len(b);
-    for (int j = 0; j < lk; ++j) {
-      bool seen = false;
-      for (int i = 0; i < lq && !seen; ++i) seen = visible(s, lq, lk, i, j);
-      if (seen) continue;
-      ++poisoned;
-      for (int g = 0; g < s.kv_heads; ++g)
-        for (int d = 0; d < s.head_dim; ++d) {
-          prob.set(Operand::kK, b, j, g, d, kNaN);
-          prob.set(Operand::kV, b, j, g, d, kNaN);
-        }
-    }
-  }
-  return poisoned;
-}
 
 // The tiled backend through prefill() against the reference: status, guards,
 // output and lse within the dtype's tolerance (lse_bound overrides it).

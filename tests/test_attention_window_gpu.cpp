@@ -39,6 +39,7 @@
 #include "flashscope/paged_attention.hpp"
 #include "flashscope/trace_capture.hpp"
 #include "support/attention_problem.hpp"
+#include "support/attention_reference.hpp"
 #include "support/device_attention.hpp"
 #include "support/gpu.hpp"
 #include "support/paged_problem.hpp"
@@ -54,46 +55,11 @@ using flashscope::testing::Operand;
 using flashscope::testing::PagedProblem;
 using flashscope::testing::PagedShape;
 using flashscope::testing::dense_shape;
+using flashscope::testing::poison_invisible_keys;
 using flashscope::testing::skip_without_gpu;
 using flashscope::testing::varlen_shape;
 
 namespace {
-
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Whether query i of a sequence of lq queries over lk keys sees key j,
-// written from the API's words (attention.hpp), apart from every library path.
-bool visible(const AttentionShape& s, int lq, int lk, int i, int j) {
-  const int64_t pos = int64_t(i) + (lk - lq);
-  if (s.causal && j > pos) return false;
-  if (s.window_left >= 0 && j < pos - s.window_left) return false;
-  if (s.window_right >= 0 && j > pos + s.window_right) return false;
-  return true;
-}
-
-// K and V rows no query of their sequence sees become NaN: a kernel that
-// lets one reach a row's sums (a skipped tile read and not masked, a P of 0
-// times a NaN V) fails. Both edges of a window grow with the row, so the
-// keys some query sees are one run [first, last].
-int poison_invisible_keys(AttentionProblem& prob) {
-  const AttentionShape& s = prob.shape();
-  int poisoned = 0;
-  for (int b = 0; b < s.batch; ++b) {
-    const int lq = prob.seq_q_len(b), lk = prob.seq_kv_len(b);
-    for (int j = 0; j < lk; ++j) {
-      bool seen = false;
-      for (int i = 0; i < lq && !seen; ++i) seen = visible(s, lq, lk, i, j);
-      if (seen) continue;
-      ++poisoned;
-      for (int g = 0; g < s.kv_heads; ++g)
-        for (int d = 0; d < s.head_dim; ++d) {
-          prob.set(Operand::kK, b, j, g, d, kNaN);
-          prob.set(Operand::kV, b, j, g, d, kNaN);
-        }
-    }
-  }
-  return poisoned;
-}
 
 // `kernel` on a device copy of the problem against the reference, within
 // the dtype's tolerances (lse_bound, when set, overrides the lse one).

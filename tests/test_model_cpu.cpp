@@ -429,7 +429,7 @@ TEST_CASE("quant matmul: each build of the Q8 activation quantizer gives the por
   MESSAGE("quantizer builds compared on this CPU: " << out.size());
 }
 
-TEST_CASE("quant matmul: the AVX-512 VNNI Q4 kernels give the AVX2 kernels' bits") {
+TEST_CASE("quant matmul: the AVX-512 VNNI kernels give the AVX2 kernels' bits") {
   using flashscope::cpu::CpuIsa;
   using flashscope::cpu::BlockQ8;
   if (flashscope::cpu::detected_cpu_isa() < CpuIsa::kAvx512Vnni) {
@@ -438,10 +438,14 @@ TEST_CASE("quant matmul: the AVX-512 VNNI Q4 kernels give the AVX2 kernels' bits
   }
   std::mt19937_64 rng(17);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const int64_t rows = 13, cols = 96;  // odd rows; 3 blocks: the kernels' pair loop and its tail
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1}) {
+  const int64_t rows = 13;  // odd rows
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
+                        GgmlType::kQ5_K}) {
     const std::string type_name = flashscope::ggml_type_name(type);
     CAPTURE(type_name);
+    // 3 blocks: the one-token kernels' pair loop and its tail; 2 super-blocks for the K-quants.
+    const bool k_quant = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K;
+    const int64_t cols = k_quant ? 512 : 96;
     const auto bytes = SyntheticLlama::random_blocks(type, rows * cols, 1.0f, rng);
     const flashscope::cpu::QuantMatrix w{type, rows, cols, bytes.size() / static_cast<uint64_t>(rows), bytes.data()};
     for (int n : {1, 4, 9}) {

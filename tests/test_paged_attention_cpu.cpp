@@ -27,8 +27,13 @@
 #include "support/paged_problem.hpp"
 
 using namespace flashscope;
+using flashscope::testing::CacheTables;
 using flashscope::testing::PagedProblem;
 using flashscope::testing::PagedShape;
+using flashscope::testing::cache_append_params;
+using flashscope::testing::cache_attention_params;
+using flashscope::testing::cache_tables;
+using flashscope::testing::hashed_value;
 
 namespace {
 
@@ -225,8 +230,7 @@ TEST_CASE("cpu paged attention: non-causal q_len > 1 lets every new token see ev
 namespace {
 
 float kv_value(int seq_key, int kv, int pos, int h, int d) {
-  const uint64_t x = mix(mix(uint64_t(seq_key) * 131 + uint64_t(kv)) ^ (uint64_t(pos) << 20 | uint64_t(h) << 10 | uint64_t(d)));
-  return float(int(x % 2001) - 1000) / 400.0f;  // [-2.5, 2.5]
+  return hashed_value(mix(uint64_t(seq_key) * 131 + uint64_t(kv)) ^ (uint64_t(pos) << 20 | uint64_t(h) << 10 | uint64_t(d)));
 }
 
 }  // namespace
@@ -264,18 +268,7 @@ TEST_CASE("cpu paged attention over a PagedKvCache filled by append_kv, with for
         dense_k[size_t(seq)].insert(dense_k[size_t(seq)].end(), k.begin(), k.end());
         dense_v[size_t(seq)].insert(dense_v[size_t(seq)].end(), v.begin(), v.end());
       }
-      AppendKvParams a;
-      a.k_new = bshd(k.data(), n, H, D);
-      a.v_new = bshd(v.data(), n, H, D);
-      a.slots = slots->data();
-      a.num_tokens = n;
-      a.k_pages = cache.k_pages(layer);
-      a.v_pages = cache.v_pages(layer);
-      a.kv_heads = H;
-      a.head_dim = D;
-      a.page_size = c.page_size;
-      a.num_pages = c.num_pages;
-      REQUIRE(append_kv(a).ok());
+      REQUIRE(append_kv(cache_append_params(cache, layer, k.data(), v.data(), slots->data(), n)).ok());
     }
   };
   const int s0 = cache.create_sequence();
@@ -291,38 +284,14 @@ TEST_CASE("cpu paged attention over a PagedKvCache filled by append_kv, with for
   append(s2, 2, 50);
 
   const int B = 3;
-  int max_len = 0;
-  std::vector<int32_t> lens(B);
-  for (int b = 0; b < B; ++b) {
-    lens[size_t(b)] = cache.length(b);
-    max_len = std::max(max_len, lens[size_t(b)]);
-  }
-  const int stride = (max_len + c.page_size - 1) / c.page_size;
-  std::vector<int32_t> tables(size_t(B) * stride, 0);
-  for (int b = 0; b < B; ++b) {
-    const auto& t = cache.block_table(b);
-    std::copy(t.begin(), t.end(), tables.begin() + b * stride);
-  }
+  const CacheTables tables = cache_tables(cache, {0, 1, 2});
+  const std::vector<int32_t>& lens = tables.lens;
   std::vector<uint16_t> q(size_t(B) * Lq * Hq * D), o(q.size(), 0xFFFF);
   for (size_t i = 0; i < q.size(); ++i) q[i] = float_to_bf16(kv_value(7, 2, int(i), 0, 0));
   std::vector<float> lse(size_t(B) * Hq * Lq);
 
-  PagedAttentionParams p;
-  p.q = bshd(q.data(), Lq, Hq, D);
-  p.o = bshd(o.data(), Lq, Hq, D);
+  PagedAttentionParams p = cache_attention_params(cache, 1, tables, q.data(), o.data(), Hq, Lq);
   p.lse = lse.data();
-  p.k_pages = cache.k_pages(1);
-  p.v_pages = cache.v_pages(1);
-  p.block_tables = tables.data();
-  p.block_table_stride = stride;
-  p.kv_lens = lens.data();
-  p.batch = B;
-  p.q_heads = Hq;
-  p.kv_heads = H;
-  p.q_len = Lq;
-  p.head_dim = D;
-  p.page_size = c.page_size;
-  p.max_kv_len = max_len;
   p.num_pages = c.num_pages;
   const Status st = paged_attention(p);
   REQUIRE_MESSAGE(st.ok(), st.to_string());

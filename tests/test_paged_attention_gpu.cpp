@@ -52,9 +52,14 @@ using namespace flashscope;
 using flashscope::testing::skip_without_gpu;
 using flashscope::testing::upload;
 using flashscope::testing::DevicePagedAttention;
+using flashscope::testing::CacheTables;
 using flashscope::testing::PagedBuffers;
 using flashscope::testing::PagedProblem;
 using flashscope::testing::PagedShape;
+using flashscope::testing::cache_append_params;
+using flashscope::testing::cache_attention_params;
+using flashscope::testing::cache_tables;
+using flashscope::testing::hashed_value;
 
 namespace {
 
@@ -663,20 +668,10 @@ TEST_CASE("gpu KV cache: append, fork and copy-on-write match a host cache, and 
     for (int l = 0; l < cfg.num_layers; ++l) {
       std::vector<uint16_t> k(size_t(n) * row), v(size_t(n) * row);
       for (size_t i = 0; i < k.size(); ++i) {
-        k[i] = float_to_bf16(float(int(mix(uint64_t(key * 100 + l) * 1000003 + i) % 2001) - 1000) / 400.0f);
-        v[i] = float_to_bf16(float(int(mix(uint64_t(key * 100 + l + 50) * 1000003 + i) % 2001) - 1000) / 400.0f);
+        k[i] = float_to_bf16(hashed_value(uint64_t(key * 100 + l) * 1000003 + i));
+        v[i] = float_to_bf16(hashed_value(uint64_t(key * 100 + l + 50) * 1000003 + i));
       }
-      AppendKvParams a;
-      a.k_new = bshd(k.data(), n, H, D);
-      a.v_new = bshd(v.data(), n, H, D);
-      a.slots = hs->data();
-      a.num_tokens = n;
-      a.k_pages = host.k_pages(l);
-      a.v_pages = host.v_pages(l);
-      a.kv_heads = H;
-      a.head_dim = D;
-      a.page_size = P;
-      a.num_pages = host.num_pages();
+      AppendKvParams a = cache_append_params(host, l, k.data(), v.data(), hs->data(), n);
       REQUIRE(append_kv(a).ok());
       DeviceBuffer dk = upload(k.data(), k.size() * 2), dv = upload(v.data(), v.size() * 2);
       a.device = Device::kCuda;
@@ -749,33 +744,13 @@ TEST_CASE("gpu KV cache: append, fork and copy-on-write match a host cache, and 
 
   // Attention over the device cache against the reference over the host cache.
   const int B = 3, Hq = 8, Lq = 3;
-  int max_len = 0;
-  std::vector<int32_t> lens(static_cast<size_t>(B));
-  for (int b = 0; b < B; ++b) max_len = std::max(max_len, lens[size_t(b)] = host.length(seqs[size_t(b)]));
-  const int stride = ceil_div(max_len, P);
-  std::vector<int32_t> tables(size_t(B) * stride, 0);
-  for (int b = 0; b < B; ++b) {
-    const auto& t = host.block_table(seqs[size_t(b)]);
-    std::copy(t.begin(), t.end(), tables.begin() + b * stride);
-  }
+  const CacheTables cached = cache_tables(host, seqs);
+  const std::vector<int32_t>& tables = cached.tables;
+  const std::vector<int32_t>& lens = cached.lens;
   std::vector<uint16_t> q(size_t(B) * Lq * Hq * D), o(q.size(), 0xFFFF);
-  for (size_t i = 0; i < q.size(); ++i) q[i] = float_to_bf16(float(int(mix(i + 99) % 2001) - 1000) / 400.0f);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = float_to_bf16(hashed_value(i + 99));
   std::vector<float> ref(q.size()), ref_lse(size_t(B) * Hq * Lq);
-  PagedAttentionParams p;
-  p.q = bshd(q.data(), Lq, Hq, D);
-  p.o = bshd(o.data(), Lq, Hq, D);
-  p.k_pages = host.k_pages(1);
-  p.v_pages = host.v_pages(1);
-  p.block_tables = tables.data();
-  p.block_table_stride = stride;
-  p.kv_lens = lens.data();
-  p.batch = B;
-  p.q_heads = Hq;
-  p.kv_heads = H;
-  p.q_len = Lq;
-  p.head_dim = D;
-  p.page_size = P;
-  p.max_kv_len = max_len;
+  PagedAttentionParams p = cache_attention_params(host, 1, cached, q.data(), o.data(), Hq, Lq);
   REQUIRE(cpu::paged_attention_reference(p, ref.data(), ref_lse.data()).ok());
 
   DeviceBuffer dq = upload(q.data(), q.size() * 2), dout = upload(o.data(), o.size() * 2);

@@ -39,6 +39,7 @@
 #include "cpu/attention_cpu.hpp"
 #include "flashscope/trace.hpp"
 #include "support/attention_problem.hpp"
+#include "support/attention_reference.hpp"
 #include "util/math.hpp"
 
 namespace fs = flashscope;
@@ -46,6 +47,8 @@ using fs::testing::AttentionProblem;
 using fs::testing::AttentionShape;
 using fs::testing::Operand;
 using fs::testing::dense_shape;
+using fs::testing::lse_index;
+using fs::testing::near_rel;
 
 namespace {
 
@@ -461,18 +464,6 @@ ExactHead exact_head(const AttentionProblem& prob, int b, int h, const SeqView& 
     e.lse[size_t(i)] = mx + std::log(sum);
   }
   return e;
-}
-
-// Index of (b, h, i) in the problem's dense lse layout.
-int64_t lse_index(const AttentionProblem& prob, int b, int h, int i) {
-  const AttentionShape& sh = prob.shape();
-  if (!sh.varlen) return (int64_t(b) * sh.q_heads + h) * sh.q_len + i;
-  int64_t row0 = prob.cu_seqlens_q()[size_t(b)];
-  return h * prob.out_rows() + row0 + i;
-}
-
-bool near_rel(double got, double want, double rel, double abs = 0) {
-  return std::fabs(got - want) <= rel * std::fabs(want) + abs;
 }
 
 void check_capture(const AttentionShape& shape, fs::TraceOptions opt) {

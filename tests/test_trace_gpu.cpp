@@ -53,6 +53,7 @@
 #include "flashscope/paged_attention.hpp"
 #include "flashscope/trace.hpp"
 #include "support/attention_problem.hpp"
+#include "support/attention_reference.hpp"
 #include "support/device_attention.hpp"
 #include "support/gpu.hpp"
 #include "support/paged_problem.hpp"
@@ -70,6 +71,8 @@ using fs::testing::PagedProblem;
 using fs::testing::PagedShape;
 using fs::testing::upload;
 using fs::testing::dense_shape;
+using fs::testing::lse_index;
+using fs::testing::near_rel;
 
 namespace {
 
@@ -84,10 +87,6 @@ bool skip_gpu_trace_case() {
 #else
   return false;
 #endif
-}
-
-bool near_rel(double got, double want, double rel, double abs = 0) {
-  return std::fabs(got - want) <= rel * std::fabs(want) + abs;
 }
 
 // --- exact math for one (sequence, head) ------------------------------------
@@ -419,12 +418,6 @@ void check_meta(const fs::Trace& t) {
 }
 
 // --- prefill ------------------------------------------------------------------
-
-int64_t lse_index(const AttentionProblem& prob, int b, int h, int i) {
-  const AttentionShape& sh = prob.shape();
-  if (!sh.varlen) return (int64_t(b) * sh.q_heads + h) * sh.q_len + i;
-  return h * prob.out_rows() + prob.cu_seqlens_q()[size_t(b)] + i;
-}
 
 struct ExpectedTiles {
   int block_q, block_kv, warps;

@@ -7,6 +7,7 @@
 #include "flashscope/attention.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
+#include "viz/units.hpp"
 
 namespace flashscope::app {
 
@@ -15,8 +16,6 @@ namespace {
 constexpr int kTile = 64;  // the CPU capture's tiling; GPU kernels report their own
 constexpr int kMaxRows = 24;
 constexpr int kSampleEveryBlockUpTo = 40;  // computed blocks; each costs 64×64 samples
-
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // The GPU capture on device copies of the problem. kUnsupported when the
 // device or the probes are missing; the caller falls back.
@@ -70,7 +69,7 @@ TraceOptions dashboard_trace_options(const SyntheticShape& s, int head, int tile
   }
   opt.rows.assign(rows.begin(), rows.end());
 
-  const int qt = ceil_div(s.q_len, tile_q), kt = ceil_div(s.kv_len, tile_kv);
+  const int qt = viz::ceil_div(s.q_len, tile_q), kt = viz::ceil_div(s.kv_len, tile_kv);
   std::vector<TileCoord> all;
   for (int a = 0; a < qt; ++a) {
     for (int b = 0; b < kt; ++b) {

@@ -192,7 +192,7 @@ cudaError_t combine_typed(const PagedKernelParams& p, cudaStream_t stream, bool 
   const CombineLayout layout = combine_layout<DIM>(p.num_splits);
   const int64_t slices = int64_t(p.batch) * p.q_heads * p.q_len * (DIM / 4 / layout.slice_chunks);
   const cudaError_t err = launch_maybe_programmatic(
-      combine_kernel<T, DIM>, dim3(unsigned((slices + layout.slices_per_block - 1) / layout.slices_per_block)),
+      combine_kernel<T, DIM>, dim3(unsigned(ceil_div<int64_t>(slices, layout.slices_per_block))),
       dim3(unsigned(layout.slices_per_block * layout.groups * layout.slice_chunks)), 0, stream, programmatic, p, layout);
   if (err != cudaSuccess) cudaGetLastError();  // leave no launch error behind for the next call
   return err;

@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "kernels/attention/probe_launch.h"
+#include "kernels/common/math.h"
 
 namespace flashscope::kernels {
 namespace {
@@ -112,8 +113,8 @@ __global__ void __launch_bounds__(kWarps * 32) tile_mass_kernel(const __grid_con
 cudaError_t launch_tile_mass(ElemType type, const TileMassParams& p, cudaStream_t stream) {
   if (p.head_dim > kTileMassMaxDim || p.block_kv > kTileMassMaxBlockKV || p.block_q < 1 || p.block_kv < 1)
     return cudaErrorInvalidValue;
-  const unsigned q_tiles = unsigned((p.q_len + p.block_q - 1) / p.block_q);
-  const unsigned kv_tiles = unsigned((p.kv_len + p.block_kv - 1) / p.block_kv);
+  const unsigned q_tiles = unsigned(ceil_div(p.q_len, p.block_q));
+  const unsigned kv_tiles = unsigned(ceil_div(p.kv_len, p.block_kv));
   if (q_tiles == 0 || kv_tiles == 0) return cudaSuccess;
   const dim3 grid(q_tiles, kv_tiles);
   const size_t smem = size_t(kTileMassMaxBlockKV) * (p.head_dim + 1) * sizeof(float);

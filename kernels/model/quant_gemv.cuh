@@ -127,10 +127,10 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_kernel(const __grid_const
   const int kc = p.k / kChunkElems;
   const int groups = p.k / quant::kGroup;
   constexpr int kStepGroups = quant::step_groups(kType);
-  const int steps = (groups + kStepGroups - 1) / kStepGroups;
+  const int steps = ceil_div(groups, kStepGroups);
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int units = swiglu ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
-  const int tiles = (units + kGemvTileUnits - 1) / kGemvTileUnits;
+  const int tiles = ceil_div(units, kGemvTileUnits);
 
   // This warp's items in order: tiles blockIdx.x, + gridDim.x, ..., in each
   // steps warp, + kWarps, ...; with the lane's row of the item's tile (found
@@ -231,7 +231,7 @@ cudaError_t launch_gemv(const SkinnyGemmKernelParams& p, cudaStream_t stream, bo
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int rows = gated_units ? p.n_out : p.wq.row_end - p.wq.row_begin;
   const int units = gated_units ? rows : (rows + 1) / 2;
-  const int tiles = (units + kGemvTileUnits - 1) / kGemvTileUnits;
+  const int tiles = ceil_div(units, kGemvTileUnits);
   const size_t smem = gemv_smem_bytes(p.k);
   auto kernel = quant_gemv_kernel<kType>;
   if (smem + kQuantStaticSmem > 48 * 1024) {

@@ -33,6 +33,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/common/ptx.cuh"
+#include "kernels/common/math.h"
 #include "kernels/model/model_ops.h"
 #include "kernels/model/rope_head.cuh"
 
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(kThreads) rope_append_kernel(const __grid_cons
 cudaError_t launch_rope_append(const RopeAppendKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.n <= 0) return cudaSuccess;
   const int heads = p.q_heads + 2 * p.kv_heads;
-  return launch_maybe_programmatic(rope_append_kernel, dim3(p.n, (heads + kWarps - 1) / kWarps), dim3(kThreads), 0,
+  return launch_maybe_programmatic(rope_append_kernel, dim3(p.n, ceil_div(heads, kWarps)), dim3(kThreads), 0,
                                    stream, programmatic, p);
 }
 

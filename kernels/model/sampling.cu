@@ -45,6 +45,7 @@
 #include <climits>
 
 #include "kernels/model/model_ops.h"
+#include "kernels/common/math.h"
 
 namespace flashscope::kernels {
 namespace {
@@ -131,7 +132,7 @@ __host__ __device__ __forceinline__ int slice_cap(int chunk) { return chunk < kM
 __host__ __device__ __forceinline__ size_t row_workspace_bytes(int slices, int chunk) {
   const size_t bytes = size_t(slices) * (sizeof(float) + sizeof(int)) +
                        size_t(slices) * size_t(slice_cap(chunk)) * (sizeof(float) + sizeof(int32_t));
-  return (bytes + kRowAlign - 1) / kRowAlign * kRowAlign;
+  return ceil_div(bytes, kRowAlign) * kRowAlign;
 }
 
 __device__ __forceinline__ RowWorkspace row_workspace(char* ws, int row, int slices, int chunk) {
@@ -528,12 +529,12 @@ Grid sample_grid(int vocab, int rows, int max_keep) {
     return g;
   }
   const int min_chunk = std::max(kMinSliceEntries, kSliceKeepRatio * std::max(max_keep, 0));
-  const int want = (sms + rows - 1) / rows;
+  const int want = ceil_div(sms, rows);
   const int most = std::max(1, vocab / min_chunk);
   const int slices = std::min(want, most);
   if (slices <= 1) return g;
-  g.chunk = (vocab + slices - 1) / slices;
-  g.slices = (vocab + g.chunk - 1) / g.chunk;  // no empty slice
+  g.chunk = ceil_div(vocab, slices);
+  g.slices = ceil_div(vocab, g.chunk);  // no empty slice
   g.workspace_bytes = kCounterBytes + size_t(rows) * row_workspace_bytes(g.slices, g.chunk);
   return g;
 }

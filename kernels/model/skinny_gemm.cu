@@ -49,6 +49,7 @@
 #include <cstdlib>
 
 #include "kernels/common/ptx.cuh"
+#include "kernels/common/math.h"
 #include "kernels/model/activation.cuh"
 #include "kernels/model/model_ops.h"
 #include "kernels/model/rope_head.cuh"
@@ -604,7 +605,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kc = p.k / kChunkElems;
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;  // gate/up units
-  const int passes = (p.k + kPassElems - 1) / kPassElems;
+  const int passes = ceil_div(p.k, kPassElems);
 
   // Unit u of this warp: its two weight rows and whether each exists.
   auto rows_of = [&](int u) {
@@ -825,10 +826,10 @@ __global__ void __launch_bounds__(kThreads, FLASHSCOPE_QUANT_GEMM_MIN_CTAS) skin
   const int kc = p.k / kChunkElems;
   const int groups = p.k / quant::kGroup;
   constexpr int kStepGroups = quant::step_groups(kType);
-  const int steps = (groups + kStepGroups - 1) / kStepGroups;
+  const int steps = ceil_div(groups, kStepGroups);
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;  // gate/up units
   const int units = swiglu ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
-  const int tiles = (units + kTileUnits - 1) / kTileUnits;
+  const int tiles = ceil_div(units, kTileUnits);
   auto live = [&](int step) { return quant::part_group(kType, step, part, 0) < groups; };
 
   quant::PartBytes cur[2] = {}, nxt[2] = {};
@@ -897,7 +898,7 @@ __global__ void __launch_bounds__(kThreads, FLASHSCOPE_QUANT_GEMM_MIN_CTAS) skin
 constexpr int kMaxCtas = 512;
 
 int units_per_warp_for(int units) {
-  const int warps = (units + kWarps - 1) / kWarps * kWarps;
+  const int warps = ceil_div(units, kWarps) * kWarps;
   return std::max(1, warps / (kMaxCtas * kWarps));
 }
 
@@ -926,7 +927,7 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
   // KiB, model_ops_cuda.cpp): past the default limit without this opt-in.
   if (const cudaError_t e = opt_in_dynamic_smem<skinny_gemm_kernel<kTok>>(48 * 1024); e != cudaSuccess) return e;
   return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,
-                                   dim3((units + kWarps * p.units_per_warp - 1) / (kWarps * p.units_per_warp)),
+                                   dim3(ceil_div(units, kWarps * p.units_per_warp)),
                                    dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
 }
 
@@ -935,7 +936,7 @@ cudaError_t launch_quant(const SkinnyGemmKernelParams& p, cudaStream_t stream, b
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int rows = gated_units ? p.n_out : p.wq.row_end - p.wq.row_begin;
   const int units = gated_units ? rows : (rows + 1) / 2;
-  const int tiles = (units + kTileUnits - 1) / kTileUnits;
+  const int tiles = ceil_div(units, kTileUnits);
   const size_t smem = size_t(kTok) * p.k * sizeof(uint16_t);
   auto kernel = skinny_gemm_quant_kernel<kTok, kType>;
   if (smem + kQuantStaticSmem > 48 * 1024) {

@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/common/ptx.cuh"
+#include "kernels/common/math.h"
 #include "kernels/model/activation.cuh"
 #include "kernels/model/model_ops.h"
 
@@ -35,7 +36,7 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(const __grid_constant_
 
 cudaError_t launch_swiglu(const SwigluKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.rows <= 0 || p.ffn <= 0) return cudaSuccess;
-  const dim3 grid((p.ffn + kThreads - 1) / kThreads, p.rows);
+  const dim3 grid(ceil_div(p.ffn, kThreads), p.rows);
   return launch_maybe_programmatic(swiglu_kernel, grid, dim3(kThreads), 0, stream, programmatic, p);
 }
 

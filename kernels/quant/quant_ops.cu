@@ -13,6 +13,7 @@
 // rounds them; the skinny quantized GEMM multiplies by the same bf16 values.
 #include <cuda_bf16.h>
 
+#include "kernels/common/math.h"
 #include "kernels/model/model_ops.h"
 #include "kernels/quant/quant_blocks.h"
 
@@ -92,7 +93,7 @@ template <int kType>
 struct DequantizeLaunch {
   static cudaError_t run(const QuantMatrixParams& w, uint16_t* out, int64_t ld_out, cudaStream_t stream) {
     const int64_t groups = int64_t(w.rows) * (w.k / quant::kGroup);
-    dequantize_bf16_kernel<kType><<<unsigned((groups + kThreads - 1) / kThreads), kThreads, 0, stream>>>(w, out, ld_out);
+    dequantize_bf16_kernel<kType><<<unsigned(ceil_div<int64_t>(groups, kThreads)), kThreads, 0, stream>>>(w, out, ld_out);
     return cudaGetLastError();
   }
 };

@@ -1,8 +1,10 @@
 // Device properties and speed of light (see flashscope/device.hpp).
 #include "flashscope/device.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
@@ -79,7 +81,54 @@ Result<DeviceInfo> query_device(int ordinal) {
   return d;
 }
 
+Result<double> measure_copy_gbps(size_t bytes, int iters) {
+  if (bytes < 2 || iters < 1) return invalid_argument("measure_copy_gbps: bytes >= 2 and iters >= 1");
+  if (!cuda_available()) return Status(StatusCode::kUnsupported, "no CUDA device is present (or no driver)");
+  const size_t half = bytes / 2;
+  void* buf = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  auto fail = [&](const char* what, cudaError_t e) -> Status {
+    cudaGetLastError();
+    return device_error(std::string(what) + ": " + cudaGetErrorString(e));
+  };
+  std::vector<double> gbps;
+  Status status;
+  cudaError_t e = cudaMalloc(&buf, 2 * half);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return Status(StatusCode::kOutOfMemory, "measure_copy_gbps: cannot allocate " + std::to_string(2 * half) + " bytes");
+  }
+  char* src = static_cast<char*>(buf);
+  if ((e = cudaEventCreate(&start)) != cudaSuccess || (e = cudaEventCreate(&stop)) != cudaSuccess) {
+    status = fail("cudaEventCreate", e);
+  } else if ((e = cudaMemset(buf, 1, 2 * half)) != cudaSuccess) {
+    status = fail("cudaMemset", e);
+  } else {
+    for (int i = 0; i <= iters && status.ok(); ++i) {
+      float ms = 0;
+      if ((e = cudaEventRecord(start)) != cudaSuccess || (e = cudaMemcpyAsync(src + half, src, half, cudaMemcpyDeviceToDevice)) != cudaSuccess ||
+          (e = cudaEventRecord(stop)) != cudaSuccess || (e = cudaEventSynchronize(stop)) != cudaSuccess ||
+          (e = cudaEventElapsedTime(&ms, start, stop)) != cudaSuccess) {
+        status = fail("copy", e);
+      } else if (i > 0 && ms > 0) {
+        gbps.push_back(2.0 * double(half) / (double(ms) * 1e-3) / 1e9);
+      }
+    }
+  }
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  cudaFree(buf);
+  if (!status.ok()) return status;
+  if (gbps.empty()) return device_error("measure_copy_gbps: no copy was timed");
+  std::sort(gbps.begin(), gbps.end());
+  return gbps[gbps.size() / 2];
+}
+
 #else
+
+Result<double> measure_copy_gbps(size_t, int) {
+  return Status(StatusCode::kUnsupported, "this build of flashscope has no CUDA backend");
+}
 
 int cuda_device_count() { return 0; }
 bool cuda_available() { return false; }

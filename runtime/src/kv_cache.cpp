@@ -36,6 +36,7 @@
 #include "backends/cuda/append_kv_cuda.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/device_buffer.hpp"
+#include "util/math.hpp"
 
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
@@ -198,7 +199,7 @@ struct PagedKvCache::Impl {
   }
 
   int pages_for(int64_t tokens) const {
-    return static_cast<int>((tokens + config.page_size - 1) / config.page_size);
+    return static_cast<int>(ceil_div<int64_t>(tokens, config.page_size));
   }
 
   // The pages a sequence of `length` tokens and `reserved` pages holds.

@@ -51,6 +51,7 @@
 
 #include "cpu/paged_attention_cpu.hpp"
 #include "flashscope/half.hpp"
+#include "flashscope/kv_cache.hpp"
 #include "flashscope/paged_attention.hpp"
 #include "support/attention_problem.hpp"  // Tolerance
 #include "support/random.hpp"
@@ -484,6 +485,75 @@ inline PagedShape paged_shape(std::vector<int> kv_lens, int q_heads, int kv_head
   s.page_size = page;
   s.seed = seed;
   return s;
+}
+
+// Builders of the suites that run attention over a PagedKvCache's own pages.
+
+// A value in [-2.5, 2.5] in steps of 1/400 from a key (their K, V and q).
+inline float hashed_value(uint64_t key) { return float(int(mix64(key) % 2001) - 1000) / 400.0f; }
+
+// append_kv's params for n new tokens k, v [n, kv_heads, head_dim] at slots,
+// into layer `layer` of cache (host pointers; a device run swaps them).
+inline AppendKvParams cache_append_params(const PagedKvCache& cache, int layer, uint16_t* k, uint16_t* v,
+                                          const Slot* slots, int n) {
+  const KvCacheConfig& c = cache.config();
+  AppendKvParams a;
+  a.k_new = bshd(k, n, c.kv_heads, c.head_dim);
+  a.v_new = bshd(v, n, c.kv_heads, c.head_dim);
+  a.slots = slots;
+  a.num_tokens = n;
+  a.k_pages = cache.k_pages(layer);
+  a.v_pages = cache.v_pages(layer);
+  a.kv_heads = c.kv_heads;
+  a.head_dim = c.head_dim;
+  a.page_size = c.page_size;
+  a.num_pages = cache.num_pages();
+  return a;
+}
+
+// The block tables of a cache's sequences packed [batch, stride] and their
+// lengths, as paged_attention reads them.
+struct CacheTables {
+  std::vector<int32_t> tables, lens;
+  int stride = 0, max_len = 0;
+};
+inline CacheTables cache_tables(const PagedKvCache& cache, const std::vector<int>& seqs) {
+  CacheTables t;
+  for (int s : seqs) {
+    t.lens.push_back(cache.length(s));
+    t.max_len = std::max(t.max_len, t.lens.back());
+  }
+  t.stride = ceil_div(t.max_len, cache.config().page_size);
+  t.tables.assign(seqs.size() * size_t(t.stride), 0);
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    const auto& table = cache.block_table(seqs[b]);
+    std::copy(table.begin(), table.end(), t.tables.begin() + long(b * size_t(t.stride)));
+  }
+  return t;
+}
+
+// paged_attention's params for q_len new tokens of q_heads heads per
+// sequence, q and o [batch, q_len, q_heads, head_dim], over layer `layer`
+// (host pointers; lse, num_pages and a device run left to the caller).
+inline PagedAttentionParams cache_attention_params(const PagedKvCache& cache, int layer, const CacheTables& t,
+                                                   uint16_t* q, uint16_t* o, int q_heads, int q_len) {
+  const KvCacheConfig& c = cache.config();
+  PagedAttentionParams p;
+  p.q = bshd(q, q_len, q_heads, c.head_dim);
+  p.o = bshd(o, q_len, q_heads, c.head_dim);
+  p.k_pages = cache.k_pages(layer);
+  p.v_pages = cache.v_pages(layer);
+  p.block_tables = t.tables.data();
+  p.block_table_stride = t.stride;
+  p.kv_lens = t.lens.data();
+  p.batch = int(t.lens.size());
+  p.q_heads = q_heads;
+  p.kv_heads = c.kv_heads;
+  p.q_len = q_len;
+  p.head_dim = c.head_dim;
+  p.page_size = c.page_size;
+  p.max_kv_len = t.max_len;
+  return p;
 }
 
 }  // namespace flashscope::testing

@@ -11,8 +11,6 @@ namespace flashscope::viz {
 
 namespace {
 
-int ceil_div(int a, int b) { return b > 0 ? (a + b - 1) / b : 0; }
-
 bool follows(const TraceMeta& m, uint32_t batch, uint32_t head) {
   return m.traced_head < 0 || (static_cast<int>(batch) == m.traced_batch && static_cast<int>(head) == m.traced_head);
 }

@@ -95,19 +95,10 @@ bool shape_controls(SyntheticShape& sh, int* clipped) {
   return changed;
 }
 
-}  // namespace
-
-void tab_kernel_lab(DashboardState& s, DashboardContext& ctx) {
-  const LabSnapshot& lab = ctx.lab_snap;
-  const bool gpu = ctx.device.cuda;
-  if (!s.lab_config_set) {
-    s.lab_config = default_lab_config(gpu);
-    s.lab_config_set = true;
-  }
-  LabConfig& cfg = s.lab_config;
+// The kernel picker (the CPU path alone without a CUDA device); true when
+// the kernel changed.
+bool kernel_picker(LabConfig& cfg, bool gpu) {
   bool changed = false;
-
-  // Kernel picker and Run / Stop.
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Kernel");
   ImGui::SameLine();
@@ -134,7 +125,12 @@ void tab_kernel_lab(DashboardState& s, DashboardContext& ctx) {
     ImGui::EndCombo();
   }
   ImGui::EndDisabled();
-  ImGui::SameLine();
+  return changed;
+}
+
+// Run / Stop, and what runs where.
+void run_controls(DashboardState& s, DashboardContext& ctx, const LabConfig& cfg, bool gpu) {
+  const LabSnapshot& lab = ctx.lab_snap;
   if (!lab.running) {
     ImGui::PushStyleColor(ImGuiCol_Button, ImVec4(0.25f, 0.42f, 0.08f, 1.0f));
     if (ImGui::Button("  Run  ")) {
@@ -156,9 +152,12 @@ void tab_kernel_lab(DashboardState& s, DashboardContext& ctx) {
     dash::muted("%s on %s", lab.running ? ("running " + lab.kernel).c_str() : "stopped",
                 lab.device.empty() ? ctx.device.info.name.c_str() : lab.device.c_str());
   }
+}
 
-  s.lab_fields_clipped = 0;
-  changed |= shape_controls(cfg.shape, &s.lab_fields_clipped);
+// The seed's shape, the loaded model's and the default config as one click
+// each; true when one was taken.
+bool shape_presets(LabConfig& cfg, const DashboardContext& ctx, bool gpu) {
+  bool changed = false;
   if (ImGui::SmallButton("Seed shape 1\xC3\x97"
                          "8\xC3\x97"
                          "4096\xC3\x97"
@@ -181,6 +180,94 @@ void tab_kernel_lab(DashboardState& s, DashboardContext& ctx) {
     cfg = default_lab_config(gpu);
     changed = true;
   }
+  return changed;
+}
+
+// The live numbers: this run's rate against SOL, its history, and each
+// kernel's median on this shape side by side (the progression).
+void live_numbers(DashboardState& s, DashboardContext& ctx) {
+  const LabSnapshot& lab = ctx.lab_snap;
+  const viz::Rate r = viz::prefill_rate(lab.flops, lab.last_ms, lab.sol_tflops);
+  ImGui::Spacing();
+  ImGui::PushFont(ctx.fonts.title);
+  ImGui::TextColored(palette::kAccent, "%s", rate_text(lab.tflops.recent_median(10)).c_str());
+  ImGui::PopFont();
+  ImGui::SameLine();
+  ImGui::AlignTextToFramePadding();
+  dash::muted(
+      "%s \xC2\xB7 %s \xC2\xB7 %s per run \xC2\xB7 %llu runs \xC2\xB7 %s FLOPs each", lab.kernel.c_str(),
+      r.has_sol ? (std::to_string(static_cast<int>(r.pct_of_sol + 0.5)) + "% of SOL").c_str() : "no SOL (CPU)",
+      viz::format_us(lab.last_ms * 1e3).c_str(), static_cast<unsigned long long>(lab.runs),
+      viz::format_si(lab.flops).c_str());
+  const float top = std::max(lab.tflops.max(), 1e-9f) * 1.2f;
+  dash::line_chart("##lab_history", lab.tflops.values, top, ImGui::GetContentRegionAvail().x,
+                   ImGui::GetFontSize() * 4.0f, IM_COL32(118, 186, 0, 255), static_cast<float>(lab.sol_tflops),
+                   lab.sol_tflops > 0 ? "SOL" : nullptr, rate_text(top),
+                   [&](int i, float v) { return "run " + std::to_string(i + 1) + ": " + rate_text(v); });
+  dash::note_widget(s, "lab_history");
+
+  std::vector<std::string> labels;
+  std::vector<float> values;
+  float vmax = static_cast<float>(lab.sol_tflops);
+  for (const LabKernelStats& k : lab.per_kernel) {
+    labels.push_back(k.kernel);
+    values.push_back(k.tflops.recent_median(10));
+    vmax = std::max(vmax, values.back());
+  }
+  ImGui::TextUnformatted("Median per kernel on this shape");
+  ImGui::SameLine();
+  dash::help_marker(
+      "Switch kernels while the lab runs: each keeps its own runs, so v1..v6 line up here on the same problem.");
+  dash::bar_rows("##per_kernel", labels, values, vmax * 1.05f, ImGui::GetContentRegionAvail().x,
+                 {IM_COL32(118, 186, 0, 255), IM_COL32(88, 150, 230, 255), IM_COL32(235, 160, 60, 255)}, [&](int i) {
+                   std::string t = rate_text(values[static_cast<size_t>(i)]);
+                   if (lab.sol_tflops > 0) {
+                     char b[24];
+                     std::snprintf(b, sizeof b, " (%.0f%%)", 100.0 * values[static_cast<size_t>(i)] / lab.sol_tflops);
+                     t += b;
+                   }
+                   return t;
+                 });
+  dash::note_widget(s, "lab_kernels");
+}
+
+// The latest capture's pipeline: warp timeline and SM chart.
+void latest_capture(DashboardState& s, DashboardContext& ctx) {
+  const TraceSlot& slot = ctx.sources.lab;
+  if (!slot.trace) return;
+  dash::heading("Latest capture", ctx.fonts);
+  dash::wrapped_muted(slot.provenance + " \xC2\xB7 " + slot.note);
+  refresh_pipeline_view(s.lab_pipeline, *slot.trace, slot.version);
+  const float h = ImGui::GetContentRegionAvail().y;
+  if (!s.lab_pipeline.ctas.empty()) {
+    draw_span_legend(s.lab_pipeline.pipe);
+    draw_warp_timeline(s, *slot.trace, s.lab_pipeline.pipe, std::max(ImGui::GetFontSize() * 5.0f, h * 0.3f),
+                       "lab_warps");
+  }
+  draw_sm_chart(
+      s, *slot.trace, s.lab_pipeline.occupancy,
+      s.lab_pipeline.ctas.empty() ? ~0u : s.lab_pipeline.ctas[static_cast<size_t>(s.lab_pipeline.cta_index)],
+      std::max(ImGui::GetFontSize() * 7.0f, ImGui::GetContentRegionAvail().y - ImGui::GetFontSize() * 2.0f),
+      "lab_sms");
+}
+
+}  // namespace
+
+void tab_kernel_lab(DashboardState& s, DashboardContext& ctx) {
+  const LabSnapshot& lab = ctx.lab_snap;
+  const bool gpu = ctx.device.cuda;
+  if (!s.lab_config_set) {
+    s.lab_config = default_lab_config(gpu);
+    s.lab_config_set = true;
+  }
+  LabConfig& cfg = s.lab_config;
+  bool changed = kernel_picker(cfg, gpu);
+  ImGui::SameLine();
+  run_controls(s, ctx, cfg, gpu);
+
+  s.lab_fields_clipped = 0;
+  changed |= shape_controls(cfg.shape, &s.lab_fields_clipped);
+  changed |= shape_presets(cfg, ctx, gpu);
   if (cfg.shape.q_heads % std::max(cfg.shape.kv_heads, 1) != 0) {
     ImGui::TextColored(palette::kError, "q-heads (%d) must be a multiple of kv-heads (%d)", cfg.shape.q_heads,
                        cfg.shape.kv_heads);
@@ -197,70 +284,9 @@ void tab_kernel_lab(DashboardState& s, DashboardContext& ctx) {
                             : "Run times the CPU path on this shape again and again and traces it every couple of "
                               "seconds. On a machine with a CUDA device the kernel picker selects v1..v6.");
   } else {
-    // The live numbers.
-    const viz::Rate r = viz::prefill_rate(lab.flops, lab.last_ms, lab.sol_tflops);
-    ImGui::Spacing();
-    ImGui::PushFont(ctx.fonts.title);
-    ImGui::TextColored(palette::kAccent, "%s", rate_text(lab.tflops.recent_median(10)).c_str());
-    ImGui::PopFont();
-    ImGui::SameLine();
-    ImGui::AlignTextToFramePadding();
-    dash::muted(
-        "%s \xC2\xB7 %s \xC2\xB7 %s per run \xC2\xB7 %llu runs \xC2\xB7 %s FLOPs each", lab.kernel.c_str(),
-        r.has_sol ? (std::to_string(static_cast<int>(r.pct_of_sol + 0.5)) + "% of SOL").c_str() : "no SOL (CPU)",
-        viz::format_us(lab.last_ms * 1e3).c_str(), static_cast<unsigned long long>(lab.runs),
-        viz::format_si(lab.flops).c_str());
-    const float top = std::max(lab.tflops.max(), 1e-9f) * 1.2f;
-    dash::line_chart("##lab_history", lab.tflops.values, top, ImGui::GetContentRegionAvail().x,
-                     ImGui::GetFontSize() * 4.0f, IM_COL32(118, 186, 0, 255), static_cast<float>(lab.sol_tflops),
-                     lab.sol_tflops > 0 ? "SOL" : nullptr, rate_text(top),
-                     [&](int i, float v) { return "run " + std::to_string(i + 1) + ": " + rate_text(v); });
-    dash::note_widget(s, "lab_history");
-
-    // Each kernel's median on this shape: the progression, side by side.
-    std::vector<std::string> labels;
-    std::vector<float> values;
-    float vmax = static_cast<float>(lab.sol_tflops);
-    for (const LabKernelStats& k : lab.per_kernel) {
-      labels.push_back(k.kernel);
-      values.push_back(k.tflops.recent_median(10));
-      vmax = std::max(vmax, values.back());
-    }
-    ImGui::TextUnformatted("Median per kernel on this shape");
-    ImGui::SameLine();
-    dash::help_marker(
-        "Switch kernels while the lab runs: each keeps its own runs, so v1..v6 line up here on the same problem.");
-    dash::bar_rows("##per_kernel", labels, values, vmax * 1.05f, ImGui::GetContentRegionAvail().x,
-                   {IM_COL32(118, 186, 0, 255), IM_COL32(88, 150, 230, 255), IM_COL32(235, 160, 60, 255)}, [&](int i) {
-                     std::string t = rate_text(values[static_cast<size_t>(i)]);
-                     if (lab.sol_tflops > 0) {
-                       char b[24];
-                       std::snprintf(b, sizeof b, " (%.0f%%)", 100.0 * values[static_cast<size_t>(i)] / lab.sol_tflops);
-                       t += b;
-                     }
-                     return t;
-                   });
-    dash::note_widget(s, "lab_kernels");
+    live_numbers(s, ctx);
   }
-
-  // The latest capture's pipeline.
-  const TraceSlot& slot = ctx.sources.lab;
-  if (slot.trace) {
-    dash::heading("Latest capture", ctx.fonts);
-    dash::wrapped_muted(slot.provenance + " \xC2\xB7 " + slot.note);
-    refresh_pipeline_view(s.lab_pipeline, *slot.trace, slot.version);
-    const float h = ImGui::GetContentRegionAvail().y;
-    if (!s.lab_pipeline.ctas.empty()) {
-      draw_span_legend(s.lab_pipeline.pipe);
-      draw_warp_timeline(s, *slot.trace, s.lab_pipeline.pipe, std::max(ImGui::GetFontSize() * 5.0f, h * 0.3f),
-                         "lab_warps");
-    }
-    draw_sm_chart(
-        s, *slot.trace, s.lab_pipeline.occupancy,
-        s.lab_pipeline.ctas.empty() ? ~0u : s.lab_pipeline.ctas[static_cast<size_t>(s.lab_pipeline.cta_index)],
-        std::max(ImGui::GetFontSize() * 7.0f, ImGui::GetContentRegionAvail().y - ImGui::GetFontSize() * 2.0f),
-        "lab_sms");
-  }
+  latest_capture(s, ctx);
   if (ImGui::CollapsingHeader("What each kernel adds")) {
     for (const VersionNote& v : kVersions) {
       ImGui::PushFont(ctx.fonts.mono);

@@ -50,60 +50,70 @@ struct Track {
   const char* what;
 };
 
-// The four tracks over one x axis of KV tiles.
-void draw_tracks(DashboardState& s, const Trace& trace, const viz::SoftmaxSeries& ser, int n_tiles, float width,
-                 float height) {
-  const ImVec2 p = ImGui::GetCursorScreenPos();
-  const float label_w = ImGui::GetFontSize() * 9.5f;
-  const float axis_h = ImGui::GetTextLineHeightWithSpacing() * (trace.tokens.empty() ? 1.0f : 2.0f);
-  ImGui::InvisibleButton("##tracks", ImVec2(width, height));
-  dash::note_widget(s, "softmax_tracks");
-  const bool hovered = ImGui::IsItemHovered();
-  // Everything but the hovered tile's highlight is baked: it changes only with the row or the size.
-  BakedPicture& picture = s.pictures.get("softmax_tracks");
-  ImDrawList* dl = picture.begin(p, ImVec2(p.x + width, p.y + height));
-  const Track tracks[] = {
-      {"running max m", "m after the tile (line) and the tile's own max (circles), natural-log units"},
-      {"running sum l", "l = rescale\xC2\xB7l_old + \xCE\xA3 exp(s \xE2\x88\x92 m), relative to the current m"},
-      {"rescale",
-       "exp(m_old \xE2\x88\x92 m): 1 when the max held, < 1 when it rose (O and l shrink), 0 on the first tile"},
-      {"final share",
-       "the tile's share of the row's final softmax: tile_sum\xC2\xB7"
-       "exp(m_t \xE2\x88\x92 m)/l"},
-  };
-  const int kTracks = 4;
-  const float gap = 6.0f;
-  const float track_h = (height - axis_h - gap * (kTracks - 1)) / kTracks;
-  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), muted = ImGui::GetColorU32(palette::kMuted);
+constexpr int kTracks = 4;
+constexpr Track kTrackInfo[kTracks] = {
+    {"running max m", "m after the tile (line) and the tile's own max (circles), natural-log units"},
+    {"running sum l", "l = rescale\xC2\xB7l_old + \xCE\xA3 exp(s \xE2\x88\x92 m), relative to the current m"},
+    {"rescale", "exp(m_old \xE2\x88\x92 m): 1 when the max held, < 1 when it rose (O and l shrink), 0 on the first tile"},
+    {"final share",
+     "the tile's share of the row's final softmax: tile_sum\xC2\xB7"
+     "exp(m_t \xE2\x88\x92 m)/l"},
+};
 
-  // Per-track value ranges.
-  float m_lo = INFINITY, m_hi = -INFINITY, l_hi = 0.0f, share_hi = 0.0f;
+// Where the tracks sit: the names' column, the plot's x range cut into one
+// slot per KV tile, and one band per track above the axis.
+struct TrackGeometry {
+  ImVec2 p;  // top left
+  float width = 0, height = 0, axis_h = 0, track_h = 0;
+  float gap = 6.0f;
+  float x0 = 0, x1 = 0, slot = 0;
+  int n_tiles = 0;
+
+  float top(int k) const { return p.y + k * (track_h + gap); }
+  float slot_x(int t) const { return x0 + (t + 0.5f) * slot; }
+  // frac 0 (the band's bottom) .. 1 (its top) in track k.
+  float y_in(int k, float frac) const {
+    const float ty = top(k);
+    return ty + track_h - 3.0f - (track_h - 6.0f) * std::clamp(frac, 0.0f, 1.0f);
+  }
+};
+
+// Per-track value ranges: m's (padded by m_pad each side), l's and the share's maxima.
+struct TrackRanges {
+  float m_lo = INFINITY, m_hi = -INFINITY, m_pad = 0, l_hi = 0.0f, share_hi = 0.0f;
+};
+
+TrackRanges track_ranges(const viz::SoftmaxSeries& ser) {
+  TrackRanges r;
   for (const viz::SoftmaxStep& st : ser.steps) {
     if (st.keys == 0) continue;
-    m_lo = std::min({m_lo, st.m, st.tile_max});
-    m_hi = std::max({m_hi, st.m, st.tile_max});
-    l_hi = std::max(l_hi, st.l);
-    share_hi = std::max(share_hi, static_cast<float>(st.share));
+    r.m_lo = std::min({r.m_lo, st.m, st.tile_max});
+    r.m_hi = std::max({r.m_hi, st.m, st.tile_max});
+    r.l_hi = std::max(r.l_hi, st.l);
+    r.share_hi = std::max(r.share_hi, static_cast<float>(st.share));
   }
-  if (!(m_hi > m_lo)) {
-    m_lo -= 1.0f;
-    m_hi += 1.0f;
+  if (!(r.m_hi > r.m_lo)) {
+    r.m_lo -= 1.0f;
+    r.m_hi += 1.0f;
   }
-  const float m_pad = (m_hi - m_lo) * 0.08f;
-  m_lo -= m_pad;
-  m_hi += m_pad;
+  r.m_pad = (r.m_hi - r.m_lo) * 0.08f;
+  r.m_lo -= r.m_pad;
+  r.m_hi += r.m_pad;
+  return r;
+}
 
-  // Y ticks per track, in the track's units (the share in %), a label a
-  // line and a half apart at most; they get a column of their own between
-  // the tracks' names and the plot.
-  struct Tick {
-    float frac;
-    char label[16];
-  };
-  std::vector<Tick> ticks[kTracks];
+struct Tick {
+  float frac;
+  char label[16];
+};
+
+// Y ticks per track, in the track's units (the share in %), a label a line
+// and a half apart at most. Returns the widest label's width: they get a
+// column of their own between the tracks' names and the plot.
+float track_ticks(const TrackRanges& r, float track_h, std::vector<Tick> (&ticks)[kTracks]) {
   const int max_ticks = std::max(2, static_cast<int>(track_h / (ImGui::GetFontSize() * 1.5f)));
-  const float lo[kTracks] = {m_lo, 0.0f, 0.0f, 0.0f};
-  const float hi[kTracks] = {m_hi, l_hi > 0 ? l_hi : 1.0f, 1.0f, share_hi > 0 ? 100.0f * share_hi : 100.0f};
+  const float lo[kTracks] = {r.m_lo, 0.0f, 0.0f, 0.0f};
+  const float hi[kTracks] = {r.m_hi, r.l_hi > 0 ? r.l_hi : 1.0f, 1.0f, r.share_hi > 0 ? 100.0f * r.share_hi : 100.0f};
   float tick_w = 0.0f;
   for (int k = 0; k < kTracks; ++k) {
     for (const double v : viz::nice_ticks(lo[k], hi[k], max_ticks)) {
@@ -114,151 +124,203 @@ void draw_tracks(DashboardState& s, const Trace& trace, const viz::SoftmaxSeries
       ticks[k].push_back(t);
     }
   }
-  const float x0 = p.x + label_w + tick_w + ImGui::GetFontSize() * 0.5f, x1 = p.x + width - 4.0f;
-  const float slot = (x1 - x0) / std::max(n_tiles, 1);
-  auto slot_x = [&](int t) { return x0 + (t + 0.5f) * slot; };
+  return tick_w;
+}
 
-  std::vector<bool> has(static_cast<size_t>(n_tiles), false);
+// Each track's band (tiles the row sees no key of shaded), its name and its range.
+void draw_track_bands(ImDrawList* dl, DashboardState& s, const TrackGeometry& g, const TrackRanges& r,
+                      const viz::SoftmaxSeries& ser) {
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), muted = ImGui::GetColorU32(palette::kMuted);
+  std::vector<bool> has(static_cast<size_t>(g.n_tiles), false);
   for (const viz::SoftmaxStep& st : ser.steps) {
-    if (st.kv_tile < n_tiles) has[static_cast<size_t>(st.kv_tile)] = st.keys > 0;
+    if (st.kv_tile < g.n_tiles) has[static_cast<size_t>(st.kv_tile)] = st.keys > 0;
   }
   for (int k = 0; k < kTracks; ++k) {
-    const float ty = p.y + k * (track_h + gap);
-    dl->AddRectFilled(ImVec2(x0, ty), ImVec2(x1, ty + track_h), IM_COL32(26, 28, 32, 255));
-    for (int t = 0; t < n_tiles; ++t) {
+    const float ty = g.top(k);
+    dl->AddRectFilled(ImVec2(g.x0, ty), ImVec2(g.x1, ty + g.track_h), IM_COL32(26, 28, 32, 255));
+    for (int t = 0; t < g.n_tiles; ++t) {
       if (!has[static_cast<size_t>(t)]) {
-        dl->AddRectFilled(ImVec2(x0 + t * slot, ty), ImVec2(x0 + (t + 1) * slot, ty + track_h), dash::kSkippedFill);
+        dl->AddRectFilled(ImVec2(g.x0 + t * g.slot, ty), ImVec2(g.x0 + (t + 1) * g.slot, ty + g.track_h),
+                          dash::kSkippedFill);
       }
     }
-    dl->AddText(ImVec2(p.x, ty + 2.0f), text, tracks[k].name);
-    dash::note_label(&s.labels, "softmax_tracks", tracks[k].name, ImVec2(p.x, ty + 2.0f));
+    dl->AddText(ImVec2(g.p.x, ty + 2.0f), text, kTrackInfo[k].name);
+    dash::note_label(&s.labels, "softmax_tracks", kTrackInfo[k].name, ImVec2(g.p.x, ty + 2.0f));
     char range[64] = "";
-    if (k == 0) std::snprintf(range, sizeof range, "%.2f \xE2\x80\xA6 %.2f", m_lo + m_pad, m_hi - m_pad);
-    if (k == 1) std::snprintf(range, sizeof range, "0 \xE2\x80\xA6 %.3g", l_hi);
+    if (k == 0) std::snprintf(range, sizeof range, "%.2f \xE2\x80\xA6 %.2f", r.m_lo + r.m_pad, r.m_hi - r.m_pad);
+    if (k == 1) std::snprintf(range, sizeof range, "0 \xE2\x80\xA6 %.3g", r.l_hi);
     if (k == 2) std::snprintf(range, sizeof range, "0 \xE2\x80\xA6 1");
-    if (k == 3) std::snprintf(range, sizeof range, "0 \xE2\x80\xA6 %.0f%%", 100.0f * share_hi);
-    if (track_h >= ImGui::GetTextLineHeight() * 2.0f + 2.0f) {
-      dl->AddText(ImVec2(p.x, ty + 2.0f + ImGui::GetTextLineHeight()), muted, range);
-      dash::note_label(&s.labels, "softmax_tracks", range, ImVec2(p.x, ty + 2.0f + ImGui::GetTextLineHeight()));
+    if (k == 3) std::snprintf(range, sizeof range, "0 \xE2\x80\xA6 %.0f%%", 100.0f * r.share_hi);
+    if (g.track_h >= ImGui::GetTextLineHeight() * 2.0f + 2.0f) {
+      dl->AddText(ImVec2(g.p.x, ty + 2.0f + ImGui::GetTextLineHeight()), muted, range);
+      dash::note_label(&s.labels, "softmax_tracks", range, ImVec2(g.p.x, ty + 2.0f + ImGui::GetTextLineHeight()));
     }
   }
-  auto y_in = [&](int k, float frac) {
-    const float ty = p.y + k * (track_h + gap);
-    return ty + track_h - 3.0f - (track_h - 6.0f) * std::clamp(frac, 0.0f, 1.0f);
-  };
+}
+
+void draw_track_ticks(ImDrawList* dl, DashboardState& s, const TrackGeometry& g,
+                      const std::vector<Tick> (&ticks)[kTracks]) {
+  const ImU32 muted = ImGui::GetColorU32(palette::kMuted);
   for (int k = 0; k < kTracks; ++k) {
-    const float ty = p.y + k * (track_h + gap);
+    const float ty = g.top(k);
     for (const Tick& t : ticks[k]) {
-      const float y = y_in(k, t.frac);
-      dl->AddLine(ImVec2(x0, y), ImVec2(x1, y), IM_COL32(255, 255, 255, 18));
-      dl->AddLine(ImVec2(x0 - 4.0f, y), ImVec2(x0, y), dash::kAxis);
+      const float y = g.y_in(k, t.frac);
+      dl->AddLine(ImVec2(g.x0, y), ImVec2(g.x1, y), IM_COL32(255, 255, 255, 18));
+      dl->AddLine(ImVec2(g.x0 - 4.0f, y), ImVec2(g.x0, y), dash::kAxis);
       const ImVec2 size = ImGui::CalcTextSize(t.label);
       // Inside the track's band, so neighbouring tracks' labels never meet.
-      const ImVec2 at(x0 - 6.0f - size.x, std::clamp(y - size.y * 0.5f, ty, ty + track_h - size.y));
+      const ImVec2 at(g.x0 - 6.0f - size.x, std::clamp(y - size.y * 0.5f, ty, ty + g.track_h - size.y));
       dl->AddText(at, muted, t.label);
       dash::note_label(&s.labels, "softmax_tracks", t.label, at);
     }
   }
+}
 
-  // m: a step line; each tile's own max as a circle, amber where it raised m.
+// m: a step line; each tile's own max as a circle, amber where it raised m.
+// l: a polyline through each tile's l.
+void draw_m_and_l(ImDrawList* dl, const TrackGeometry& g, const TrackRanges& r, const viz::SoftmaxSeries& ser) {
   bool have_prev = false;
   float prev_y = 0;
   for (const viz::SoftmaxStep& st : ser.steps) {
     if (st.keys == 0) continue;
-    const float y = y_in(0, (st.m - m_lo) / (m_hi - m_lo));
-    const float xa = x0 + st.kv_tile * slot, xb = xa + slot;
+    const float y = g.y_in(0, (st.m - r.m_lo) / (r.m_hi - r.m_lo));
+    const float xa = g.x0 + st.kv_tile * g.slot, xb = xa + g.slot;
     if (have_prev) dl->AddLine(ImVec2(xa, prev_y), ImVec2(xa, y), kMColor, 2.0f);
     dl->AddLine(ImVec2(xa, y), ImVec2(xb, y), kMColor, 2.0f);
     have_prev = true;
     prev_y = y;
-    const float ty = y_in(0, (st.tile_max - m_lo) / (m_hi - m_lo));
-    dl->AddCircle(ImVec2(slot_x(st.kv_tile), ty), std::clamp(slot * 0.12f, 2.5f, 5.0f),
+    const float ty = g.y_in(0, (st.tile_max - r.m_lo) / (r.m_hi - r.m_lo));
+    dl->AddCircle(ImVec2(g.slot_x(st.kv_tile), ty), std::clamp(g.slot * 0.12f, 2.5f, 5.0f),
                   st.max_rose ? kRiseColor : kTileMaxColor, 0, 1.5f);
   }
-  // l: a polyline through each tile's l.
   std::vector<ImVec2> lp;
   for (const viz::SoftmaxStep& st : ser.steps) {
-    if (st.keys > 0) lp.emplace_back(slot_x(st.kv_tile), y_in(1, l_hi > 0 ? st.l / l_hi : 0.0f));
+    if (st.keys > 0) lp.emplace_back(g.slot_x(st.kv_tile), g.y_in(1, r.l_hi > 0 ? st.l / r.l_hi : 0.0f));
   }
   if (lp.size() > 1) dl->AddPolyline(lp.data(), static_cast<int>(lp.size()), kLColor, 0, 2.0f);
-  for (const ImVec2& q : lp) dl->AddCircleFilled(q, std::clamp(slot * 0.08f, 2.0f, 4.0f), kLColor);
-  // rescale and share: bars.
-  const float bar_w = std::max(1.0f, slot * 0.6f);
+  for (const ImVec2& q : lp) dl->AddCircleFilled(q, std::clamp(g.slot * 0.08f, 2.0f, 4.0f), kLColor);
+}
+
+// rescale and share: bars.
+void draw_rescale_and_share(ImDrawList* dl, const TrackGeometry& g, const TrackRanges& r,
+                            const viz::SoftmaxSeries& ser) {
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), muted = ImGui::GetColorU32(palette::kMuted);
+  const float bar_w = std::max(1.0f, g.slot * 0.6f);
   for (const viz::SoftmaxStep& st : ser.steps) {
     if (st.keys == 0) continue;
-    const float cx = slot_x(st.kv_tile);
+    const float cx = g.slot_x(st.kv_tile);
     const ImU32 rc = st.max_rose ? kRiseColor : kSteadyColor;
-    dl->AddRectFilled(ImVec2(cx - bar_w * 0.5f, y_in(2, st.rescale)), ImVec2(cx + bar_w * 0.5f, y_in(2, 0.0f)), rc);
-    if (st.rescale == 0.0f && slot > ImGui::CalcTextSize("init").x) {
-      dl->AddText(ImVec2(cx - ImGui::CalcTextSize("init").x * 0.5f, y_in(2, 0.5f)), muted, "init");
+    dl->AddRectFilled(ImVec2(cx - bar_w * 0.5f, g.y_in(2, st.rescale)), ImVec2(cx + bar_w * 0.5f, g.y_in(2, 0.0f)),
+                      rc);
+    if (st.rescale == 0.0f && g.slot > ImGui::CalcTextSize("init").x) {
+      dl->AddText(ImVec2(cx - ImGui::CalcTextSize("init").x * 0.5f, g.y_in(2, 0.5f)), muted, "init");
     }
-    const float f = share_hi > 0 ? static_cast<float>(st.share) / share_hi : 0.0f;
-    dl->AddRectFilled(ImVec2(cx - bar_w * 0.5f, y_in(3, f)), ImVec2(cx + bar_w * 0.5f, y_in(3, 0.0f)),
+    const float f = r.share_hi > 0 ? static_cast<float>(st.share) / r.share_hi : 0.0f;
+    dl->AddRectFilled(ImVec2(cx - bar_w * 0.5f, g.y_in(3, f)), ImVec2(cx + bar_w * 0.5f, g.y_in(3, 0.0f)),
                       dash::to_u32(viz::sample_colormap(viz::ColorMap::kViridis, 0.25f + 0.75f * f)));
     char pct[16];
     std::snprintf(pct, sizeof pct, "%.0f%%", 100.0 * st.share);
     const float w = ImGui::CalcTextSize(pct).x;
-    if (slot > w + 4.0f)
-      dl->AddText(ImVec2(cx - w * 0.5f, std::max(p.y + 3 * (track_h + gap), y_in(3, f) - ImGui::GetTextLineHeight())),
-                  text, pct);
+    if (g.slot > w + 4.0f)
+      dl->AddText(ImVec2(cx - w * 0.5f, std::max(g.top(3), g.y_in(3, f) - ImGui::GetTextLineHeight())), text, pct);
   }
-  // The x axis: KV tile indices.
-  const float ay = p.y + height - axis_h + 2.0f;
-  const int step = std::max(1, static_cast<int>(std::ceil(ImGui::GetFontSize() * 2.0f / slot)));
-  for (int t = 0; t < n_tiles; t += step) {
+}
+
+// The x axis: KV tile indices and, for a trace of the model's own attention,
+// each tile's first token under it where there is room.
+void draw_tile_axis(ImDrawList* dl, const TrackGeometry& g, const Trace& trace) {
+  const ImU32 muted = ImGui::GetColorU32(palette::kMuted);
+  const float ay = g.p.y + g.height - g.axis_h + 2.0f;
+  const int step = std::max(1, static_cast<int>(std::ceil(ImGui::GetFontSize() * 2.0f / g.slot)));
+  for (int t = 0; t < g.n_tiles; t += step) {
     char b[16];
     std::snprintf(b, sizeof b, "%d", t);
-    dl->AddText(ImVec2(slot_x(t) - ImGui::CalcTextSize(b).x * 0.5f, ay), muted, b);
+    dl->AddText(ImVec2(g.slot_x(t) - ImGui::CalcTextSize(b).x * 0.5f, ay), muted, b);
   }
-  dl->AddText(ImVec2(p.x, ay), muted, "KV tile \xE2\x86\x92");
-  // A trace of the model's own attention: each tile's first token under it, where there is room.
+  dl->AddText(ImVec2(g.p.x, ay), muted, "KV tile \xE2\x86\x92");
   const int block_kv = std::max(1, trace.meta.block_kv);
   if (!trace.tokens.empty()) {
-    for (int t = 0; t < n_tiles; t += step) {
+    for (int t = 0; t < g.n_tiles; t += step) {
       std::string l = viz::key_token_label(trace, t * block_kv);
-      if (l.empty() || ImGui::CalcTextSize(l.c_str()).x > slot * step - 6.0f) continue;
-      dl->AddText(ImVec2(slot_x(t) - ImGui::CalcTextSize(l.c_str()).x * 0.5f, ay + ImGui::GetTextLineHeight()), muted,
-                  l.c_str());
+      if (l.empty() || ImGui::CalcTextSize(l.c_str()).x > g.slot * step - 6.0f) continue;
+      dl->AddText(ImVec2(g.slot_x(t) - ImGui::CalcTextSize(l.c_str()).x * 0.5f, ay + ImGui::GetTextLineHeight()),
+                  muted, l.c_str());
     }
   }
-  picture.end();
+}
 
-  if (hovered) {
-    const float mx = ImGui::GetIO().MousePos.x;
-    if (mx >= x0 && mx < x1) {
-      const int t = std::clamp(static_cast<int>((mx - x0) / slot), 0, n_tiles - 1);
-      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(x0 + t * slot, p.y),
-                                                ImVec2(x0 + (t + 1) * slot, p.y + height - axis_h),
-                                                IM_COL32(255, 255, 255, 28));
-      ImGui::BeginTooltip();
-      const viz::SoftmaxStep* st = nullptr;
-      for (const viz::SoftmaxStep& x : ser.steps) {
-        if (x.kv_tile == t) st = &x;
-      }
-      if (st == nullptr || st->keys == 0) {
-        ImGui::Text("KV tile %d: no key visible to this row (causal): state unchanged", t);
-      } else {
-        ImGui::Text("KV tile %d: %u keys visible", t, st->keys);
-        if (!trace.tokens.empty()) {
-          const int last = std::min(trace.meta.kv_len, (t + 1) * block_kv) - 1;
-          ImGui::Text("tokens %s \xE2\x80\xA6 %s", viz::key_token_label(trace, t * block_kv).c_str(),
-                      viz::key_token_label(trace, last).c_str());
-        }
-        ImGui::Text("tile max %.4f   m %.4f%s", st->tile_max, st->m, st->max_rose ? "  (rose: rescale)" : "");
-        ImGui::Text("rescale exp(m_old \xE2\x88\x92 m) = %.4g", st->rescale);
-        ImGui::Text("tile sum %.4g   l %.4g", st->tile_sum, st->l);
-        ImGui::Text("final share %.2f%%", 100.0 * st->share);
-      }
-      ImGui::EndTooltip();
+// The hovered tile: highlighted (live, not baked) and its step in a tooltip;
+// a track's name: what the track shows.
+void hover_tracks(const TrackGeometry& g, const Trace& trace, const viz::SoftmaxSeries& ser) {
+  const int block_kv = std::max(1, trace.meta.block_kv);
+  const float mx = ImGui::GetIO().MousePos.x;
+  if (mx >= g.x0 && mx < g.x1) {
+    const int t = std::clamp(static_cast<int>((mx - g.x0) / g.slot), 0, g.n_tiles - 1);
+    ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(g.x0 + t * g.slot, g.p.y),
+                                              ImVec2(g.x0 + (t + 1) * g.slot, g.p.y + g.height - g.axis_h),
+                                              IM_COL32(255, 255, 255, 28));
+    ImGui::BeginTooltip();
+    const viz::SoftmaxStep* st = nullptr;
+    for (const viz::SoftmaxStep& x : ser.steps) {
+      if (x.kv_tile == t) st = &x;
     }
+    if (st == nullptr || st->keys == 0) {
+      ImGui::Text("KV tile %d: no key visible to this row (causal): state unchanged", t);
+    } else {
+      ImGui::Text("KV tile %d: %u keys visible", t, st->keys);
+      if (!trace.tokens.empty()) {
+        const int last = std::min(trace.meta.kv_len, (t + 1) * block_kv) - 1;
+        ImGui::Text("tokens %s \xE2\x80\xA6 %s", viz::key_token_label(trace, t * block_kv).c_str(),
+                    viz::key_token_label(trace, last).c_str());
+      }
+      ImGui::Text("tile max %.4f   m %.4f%s", st->tile_max, st->m, st->max_rose ? "  (rose: rescale)" : "");
+      ImGui::Text("rescale exp(m_old \xE2\x88\x92 m) = %.4g", st->rescale);
+      ImGui::Text("tile sum %.4g   l %.4g", st->tile_sum, st->l);
+      ImGui::Text("final share %.2f%%", 100.0 * st->share);
+    }
+    ImGui::EndTooltip();
   }
   for (int k = 0; k < kTracks; ++k) {
-    const float ty = p.y + k * (track_h + gap);
-    if (hovered && ImGui::GetIO().MousePos.x < x0 && ImGui::GetIO().MousePos.y >= ty &&
-        ImGui::GetIO().MousePos.y < ty + track_h) {
-      ImGui::SetTooltip("%s", tracks[k].what);
+    const float ty = g.top(k);
+    if (ImGui::GetIO().MousePos.x < g.x0 && ImGui::GetIO().MousePos.y >= ty &&
+        ImGui::GetIO().MousePos.y < ty + g.track_h) {
+      ImGui::SetTooltip("%s", kTrackInfo[k].what);
     }
   }
+}
+
+// The four tracks over one x axis of KV tiles.
+void draw_tracks(DashboardState& s, const Trace& trace, const viz::SoftmaxSeries& ser, int n_tiles, float width,
+                 float height) {
+  TrackGeometry g;
+  g.p = ImGui::GetCursorScreenPos();
+  g.width = width;
+  g.height = height;
+  g.n_tiles = n_tiles;
+  const float label_w = ImGui::GetFontSize() * 9.5f;
+  g.axis_h = ImGui::GetTextLineHeightWithSpacing() * (trace.tokens.empty() ? 1.0f : 2.0f);
+  ImGui::InvisibleButton("##tracks", ImVec2(width, height));
+  dash::note_widget(s, "softmax_tracks");
+  const bool hovered = ImGui::IsItemHovered();
+  // Everything but the hovered tile's highlight is baked: it changes only with the row or the size.
+  BakedPicture& picture = s.pictures.get("softmax_tracks");
+  ImDrawList* dl = picture.begin(g.p, ImVec2(g.p.x + width, g.p.y + height));
+  g.track_h = (height - g.axis_h - g.gap * (kTracks - 1)) / kTracks;
+
+  const TrackRanges r = track_ranges(ser);
+  std::vector<Tick> ticks[kTracks];
+  const float tick_w = track_ticks(r, g.track_h, ticks);
+  g.x0 = g.p.x + label_w + tick_w + ImGui::GetFontSize() * 0.5f;
+  g.x1 = g.p.x + width - 4.0f;
+  g.slot = (g.x1 - g.x0) / std::max(n_tiles, 1);
+
+  draw_track_bands(dl, s, g, r, ser);
+  draw_track_ticks(dl, s, g, ticks);
+  draw_m_and_l(dl, g, r, ser);
+  draw_rescale_and_share(dl, g, r, ser);
+  draw_tile_axis(dl, g, trace);
+  picture.end();
+  if (hovered) hover_tracks(g, trace, ser);
 }
 
 void final_card(const viz::SoftmaxSeries& ser, const UiFonts& fonts) {

@@ -235,8 +235,8 @@ void probability_view(DashboardState& s, const Trace& t, const UiFonts& fonts) {
   // its largest probability, so the frame stays cheap under a software
   // renderer while the model generates. The tooltip names the group.
   constexpr int kMaxProbCells = 64;
-  const int sr = (b.rows + kMaxProbCells - 1) / kMaxProbCells, sk = (b.keys + kMaxProbCells - 1) / kMaxProbCells;
-  const int shown_rows = (b.rows + sr - 1) / sr, shown_keys = (b.keys + sk - 1) / sk;
+  const int sr = viz::ceil_div(b.rows, kMaxProbCells), sk = viz::ceil_div(b.keys, kMaxProbCells);
+  const int shown_rows = viz::ceil_div(b.rows, sr), shown_keys = viz::ceil_div(b.keys, sk);
   // The group's largest visible probability, or -1 when every pair in it is masked.
   auto group_max = [&](int gr, int gk) {
     float best = -1.0f;

@@ -18,6 +18,7 @@
 #include "dashboard/dash_draw.hpp"
 #include "dashboard/tabs/tabs.hpp"
 #include "viz/token_label.hpp"
+#include "viz/units.hpp"
 
 namespace flashscope::app {
 
@@ -78,8 +79,8 @@ void token_map(DashboardState& s, const Trace& t, float size) {
   const int vis_rows = std::min(viz::tokens_in_view(m.rows, v.window.zoom), m.rows - v.window.first_row);
   const int vis_keys = std::min(viz::tokens_in_view(m.keys, v.window.zoom), m.keys - v.window.first_key);
   // Groups of g tokens per cell when more tokens are in view than cells drawn.
-  const int gr = (vis_rows + kMaxCells - 1) / kMaxCells, gk = (vis_keys + kMaxCells - 1) / kMaxCells;
-  const int cells_r = (vis_rows + gr - 1) / gr, cells_k = (vis_keys + gk - 1) / gk;
+  const int gr = viz::ceil_div(vis_rows, kMaxCells), gk = viz::ceil_div(vis_keys, kMaxCells);
+  const int cells_r = viz::ceil_div(vis_rows, gr), cells_k = viz::ceil_div(vis_keys, gk);
   const float side = std::max(size - std::max(left, top), 40.0f);
   const float cell_w = side / cells_k, cell_h = std::min(side / cells_r, cell_w * 4.0f);
 
@@ -259,8 +260,8 @@ void decode_steps(DashboardState& s, const Trace& t, const std::vector<int>& ste
   const int last_first = static_cast<int>(steps.size()) - shown;
   const int first = v.steps_first < 0 ? last_first : std::min(v.steps_first, last_first);
   // Keys grouped so the strip stays within kMaxCells columns.
-  const int g = (m.keys + kMaxCells - 1) / kMaxCells;
-  const int cols = (m.keys + g - 1) / g;
+  const int g = viz::ceil_div(m.keys, kMaxCells);
+  const int cols = viz::ceil_div(m.keys, g);
   const float strip_w = std::max(width - label_w - top_w, fs * 4.0f);
   std::vector<float> positive;
   for (int i = first; i < static_cast<int>(steps.size()); ++i)

@@ -7,6 +7,7 @@
 // FP32 accumulate, dense): it is the one number not read off the device.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "flashscope/status.hpp"
@@ -39,6 +40,13 @@ int cuda_device_count();
 
 // Properties and SOL of one device; kUnsupported in a CPU-only build.
 Result<DeviceInfo> query_device(int ordinal = 0);
+
+// The memory ceiling a kernel can actually reach on the current device: a
+// device-to-device copy of `bytes` (cudaMemcpyAsync), counted as bytes read
+// plus bytes written per second, median of `iters` copies after one warm-up.
+// Decode kernels stream their K/V against this, not against the datasheet
+// SOL above, which no copy reaches. kUnsupported in a CPU-only build.
+Result<double> measure_copy_gbps(size_t bytes = size_t(1) << 30, int iters = 20);
 
 // Tensor FLOPs per clock per SM for BF16 with FP32 accumulate, dense.
 // GeForce parts of Ampere/Ada/Blackwell run FP32-accumulate MMA at half the

@@ -175,10 +175,10 @@ enum class WeightFormat : uint8_t {
 // Below this many matrix weights (a bf16 copy under 1 GB) kAuto keeps bf16:
 // a small model's step is bound by launches and arithmetic rather than by
 // the bytes it reads, and there the bf16 kernels and cuBLAS measure faster
-// than the quantized ones at every batch (bench/results/); its bf16 copy is
-// also small beside a GPU's memory. Above it, decode is bound by the weight
-// bytes each token reads, 3-4× fewer in the blocks, and the memory saved
-// grows with the model.
+// than the quantized ones at every batch (bench/TUNING.md, "Quantized
+// weights on the GPU"); its bf16 copy is also small beside a GPU's memory.
+// Above it, decode is bound by the weight bytes each token reads, 3-4× fewer
+// in the blocks, and the memory saved grows with the model.
 inline constexpr uint64_t kAutoBf16MaxWeights = 500'000'000;
 // "quantized" / "bf16" / "auto", and back (false for other text).
 const char* weight_format_name(WeightFormat f);

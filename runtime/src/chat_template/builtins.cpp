@@ -244,19 +244,232 @@ List iterate(const Value& v) {
   }
 }
 
+namespace {
+
+// The filters with more than a line to them, each as jinja2 defines it;
+// call_filter below dispatches by name.
+
+Value filter_default(const Value& v, const CallArgs& call) {
+  const Value* fallback = param(call, 0, "default_value");
+  const bool boolean = bool_param(call, 1, "boolean", false);
+  if (v.is_undefined() || (boolean && !truthy(v))) return fallback ? *fallback : Value::string("");
+  return v;
+}
+
+Value filter_trim(const Value& v, const CallArgs& call) {
+  const Value* chars = param(call, 0, "chars");
+  if (chars && chars->is_string()) return Value::string(text::strip_chars(to_str(v), chars->s, text::Side::kBoth));
+  return Value::string(text::strip(to_str(v), text::Side::kBoth));
+}
+
+Value filter_replace(const Value& v, const CallArgs& call, const Budget& budget) {
+  const std::string from = string_param(call, 0, "old", "replace");
+  const std::string to = string_param(call, 1, "new", "replace");
+  std::string out = text::replace(to_str(v), from, to, int_param(call, 2, "count", "replace", -1));
+  budget.check_size(out.size(), "replace");
+  return Value::string(std::move(out));
+}
+
+Value filter_tojson(const Value& v, const CallArgs& call, const Budget& budget) {
+  // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
+  JsonOptions o;
+  o.ensure_ascii = bool_param(call, 0, "ensure_ascii", false);
+  if (const Value* indent = param(call, 1, "indent"); indent && indent->kind != Kind::kNone) {
+    o.indent_set = true;
+    if (indent->is_string()) o.indent = indent->s;
+    else o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(indent->i, 64))), ' ');
+  }
+  if (const Value* seps = param(call, 2, "separators"); seps && seps->kind != Kind::kNone) {
+    if (seps->kind != Kind::kList || seps->list->size() != 2 || !(*seps->list)[0].is_string() ||
+        !(*seps->list)[1].is_string()) {
+      fail("tojson: separators must be a pair of strings");
+    }
+    o.separators_set = true;
+    o.item_separator = (*seps->list)[0].s;
+    o.key_separator = (*seps->list)[1].s;
+  }
+  o.sort_keys = bool_param(call, 3, "sort_keys", false);
+  std::string out = to_json(v, o);
+  budget.check_size(out.size(), "tojson");
+  return Value::string(std::move(out));
+}
+
+Value filter_join(const Value& v, const CallArgs& call, const Budget& budget) {
+  const std::string sep = string_param(call, 0, "d", "join");
+  const Value* attribute = param(call, 1, "attribute");
+  std::string out;
+  bool first = true;
+  for (const Value& item : iterate(v)) {
+    if (!first) out += sep;
+    first = false;
+    out += to_str(attribute && attribute->is_string() ? get_attribute(item, attribute->s) : item);
+    budget.check_size(out.size(), "join");
+  }
+  return Value::string(std::move(out));
+}
+
+Value filter_reverse(const Value& v) {
+  if (v.is_string()) {
+    auto cps = text::decode(v.s);
+    std::reverse(cps.begin(), cps.end());
+    return Value::string(text::encode(cps, 0, cps.size()));
+  }
+  List items = iterate(v);
+  std::reverse(items.begin(), items.end());
+  return Value::make_list(std::move(items));
+}
+
+// items: a mapping's (key, value) pairs.
+Value filter_mapping_items(const Value& v) {
+  if (v.is_undefined()) return Value::make_list({});
+  if (!v.is_mapping()) fail("items: expected a mapping, not " + type_name(v));
+  List out;
+  for (const auto& [key, value] : *v.map) out.push_back(Value::make_tuple({Value::string(key), value}));
+  return Value::make_list(std::move(out));
+}
+
+Value filter_dictsort(const Value& v, const CallArgs& call) {
+  if (!v.is_mapping()) fail("dictsort: expected a mapping, not " + type_name(v));
+  const bool case_sensitive = bool_param(call, 0, "case_sensitive", false);
+  const std::string by = string_param(call, 1, "by", "dictsort", "key");
+  if (by != "key" && by != "value") fail("dictsort: 'by' must be 'key' or 'value'");
+  const bool reverse = bool_param(call, 2, "reverse", false);
+  List out;
+  for (const auto& [key, value] : *v.map) out.push_back(Value::make_tuple({Value::string(key), value}));
+  auto key = [&](const Value& item) {
+    Value k = (*item.list)[by == "key" ? 0 : 1];
+    if (!case_sensitive && k.is_string()) k.s = text::lower(k.s);
+    return k;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) {
+    return reverse ? less_than(key(b), key(a)) : less_than(key(a), key(b));
+  });
+  return Value::make_list(std::move(out));
+}
+
+Value filter_abs(const Value& v) {
+  if (v.kind == Kind::kInt) return Value::integer(v.i < 0 ? -v.i : v.i);
+  if (v.kind == Kind::kFloat) return Value::real(std::fabs(v.f));
+  if (v.kind == Kind::kBool) return Value::integer(v.b);
+  fail("bad operand type for abs(): '" + type_name(v) + "'");
+}
+
+Value filter_indent(const Value& v, const CallArgs& call, const Budget& budget) {
+  if (v.is_undefined()) fail("'" + v.s + "' is undefined");
+  if (!v.is_string()) fail("indent: expected a string, not " + type_name(v));  // jinja2 appends "\n" to it
+  const Value* width = param(call, 0, "width");
+  std::string indentation = width && width->is_string() ? width->s
+                            : std::string(static_cast<size_t>(std::clamp<int64_t>(
+                                              width && width->kind == Kind::kInt ? width->i : 4, 0, 256)),
+                                          ' ');
+  const bool first = bool_param(call, 1, "first", false);
+  const bool blank = bool_param(call, 2, "blank", false);
+  const std::vector<std::string> lines = split_lines(to_str(v) + "\n");
+  std::string out;
+  for (size_t k = 0; k < lines.size(); ++k) {
+    if (k) out += "\n";
+    if (k && (blank || !lines[k].empty())) out += indentation;
+    out += lines[k];
+  }
+  if (first) out = indentation + out;
+  budget.check_size(out.size(), "indent");
+  return Value::string(std::move(out));
+}
+
+// jinja2 counts the matches of \w+: runs of letters, digits and '_'
+// (every non-ASCII byte counted as a letter here).
+Value filter_wordcount(const Value& v) {
+  int64_t words = 0;
+  bool in_word = false;
+  for (char ch : to_str(v)) {
+    const auto c = static_cast<unsigned char>(ch);
+    const bool word_char = std::isalnum(c) || c == '_' || c >= 0x80;
+    if (word_char && !in_word) ++words;
+    in_word = word_char;
+  }
+  return Value::integer(words);
+}
+
+// map(attribute=..., default=...) or map("filter", args...).
+Value filter_map(const Value& v, const CallArgs& call, const Budget& budget) {
+  List out;
+  if (const Value* attribute = map_find(call.kwargs, "attribute")) {
+    const Value* fallback = map_find(call.kwargs, "default");
+    for (const Value& item : iterate(v)) {
+      Value got = get_attribute(item, need_string(*attribute, "map: attribute"));
+      out.push_back(got.is_undefined() && fallback ? *fallback : got);
+    }
+    return Value::make_list(std::move(out));
+  }
+  if (call.args.empty()) fail("map: expected a filter name or attribute=");
+  const std::string filter = need_string(call.args[0], "map: the filter name");
+  if (!is_filter(filter) || filter == "map") fail("map: no filter named '" + filter + "'");
+  CallArgs rest;
+  rest.args.assign(call.args.begin() + 1, call.args.end());
+  rest.kwargs = call.kwargs;
+  for (const Value& item : iterate(v)) out.push_back(call_filter(filter, item, rest, budget));
+  return Value::make_list(std::move(out));
+}
+
+Value filter_unique(const Value& v) {
+  List out;
+  for (const Value& item : iterate(v)) {
+    if (std::none_of(out.begin(), out.end(), [&](const Value& seen) { return equals(seen, item); })) {
+      out.push_back(item);
+    }
+  }
+  return Value::make_list(std::move(out));
+}
+
+// sort, min and max: one key (the attribute, lowercased unless
+// case_sensitive) and one comparison.
+Value filter_ordered(const std::string& name, const Value& v, const CallArgs& call) {
+  const bool reverse = name == "sort" && bool_param(call, 0, "reverse", false);
+  const bool case_sensitive = bool_param(call, name == "sort" ? 1 : 0, "case_sensitive", false);
+  const Value* attribute = param(call, name == "sort" ? 2 : 1, "attribute");
+  List items = iterate(v);
+  auto key = [&](const Value& item) {
+    Value k = attribute && attribute->is_string() ? get_attribute(item, attribute->s) : item;
+    if (!case_sensitive && k.is_string()) k.s = text::lower(k.s);
+    return k;
+  };
+  auto cmp = [&](const Value& a, const Value& b) { return less_than(key(a), key(b)); };
+  if (name == "sort") {
+    std::stable_sort(items.begin(), items.end(), cmp);
+    if (reverse) std::reverse(items.begin(), items.end());  // ties keep order reversed; rare in templates
+    return Value::make_list(std::move(items));
+  }
+  if (items.empty()) return Value::undefined(name);
+  return name == "min" ? *std::min_element(items.begin(), items.end(), cmp)
+                       : *std::max_element(items.begin(), items.end(), cmp);
+}
+
+Value filter_sum(const Value& v, const CallArgs& call) {
+  const Value* attribute = param(call, 0, "attribute");
+  const Value* start = param(call, 1, "start");
+  int64_t isum = start && start->kind == Kind::kInt ? start->i : 0;
+  double fsum = start && start->kind == Kind::kFloat ? start->f : 0.0;
+  bool is_float = start && start->kind == Kind::kFloat;
+  for (const Value& item : iterate(v)) {
+    const Value x = attribute && attribute->is_string() ? get_attribute(item, attribute->s) : item;
+    if (x.kind == Kind::kFloat) {
+      is_float = true;
+      fsum += x.f;
+    } else if (x.kind == Kind::kInt || x.kind == Kind::kBool) {
+      if (__builtin_add_overflow(isum, x.kind == Kind::kInt ? x.i : x.b, &isum)) fail("sum: integer overflow");
+    } else {
+      fail("sum: unsupported operand type '" + type_name(x) + "'");
+    }
+  }
+  return is_float ? Value::real(fsum + static_cast<double>(isum)) : Value::integer(isum);
+}
+
+}  // namespace
+
 Value call_filter(const std::string& name, const Value& v, const CallArgs& call, const Budget& budget) {
   if (name == "length" || name == "count") return Value::integer(length_of(v));
-  if (name == "default" || name == "d") {
-    const Value* fallback = param(call, 0, "default_value");
-    const bool boolean = bool_param(call, 1, "boolean", false);
-    if (v.is_undefined() || (boolean && !truthy(v))) return fallback ? *fallback : Value::string("");
-    return v;
-  }
-  if (name == "trim") {
-    const Value* chars = param(call, 0, "chars");
-    if (chars && chars->is_string()) return Value::string(text::strip_chars(to_str(v), chars->s, text::Side::kBoth));
-    return Value::string(text::strip(to_str(v), text::Side::kBoth));
-  }
+  if (name == "default" || name == "d") return filter_default(v, call);
+  if (name == "trim") return filter_trim(v, call);
   if (name == "upper") return Value::string(text::upper(to_str(v)));
   if (name == "lower") return Value::string(text::lower(to_str(v)));
   if (name == "title") return Value::string(text::title(to_str(v)));
@@ -264,49 +477,9 @@ Value call_filter(const std::string& name, const Value& v, const CallArgs& call,
   if (name == "string") return Value::string(to_str(v));
   if (name == "safe") return v;
   if (name == "e" || name == "escape") return Value::string(html_escape(to_str(v)));
-  if (name == "replace") {
-    const std::string from = string_param(call, 0, "old", "replace");
-    const std::string to = string_param(call, 1, "new", "replace");
-    std::string out = text::replace(to_str(v), from, to, int_param(call, 2, "count", "replace", -1));
-    budget.check_size(out.size(), "replace");
-    return Value::string(std::move(out));
-  }
-  if (name == "tojson") {
-    // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
-    JsonOptions o;
-    o.ensure_ascii = bool_param(call, 0, "ensure_ascii", false);
-    if (const Value* indent = param(call, 1, "indent"); indent && indent->kind != Kind::kNone) {
-      o.indent_set = true;
-      if (indent->is_string()) o.indent = indent->s;
-      else o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(indent->i, 64))), ' ');
-    }
-    if (const Value* seps = param(call, 2, "separators"); seps && seps->kind != Kind::kNone) {
-      if (seps->kind != Kind::kList || seps->list->size() != 2 || !(*seps->list)[0].is_string() ||
-          !(*seps->list)[1].is_string()) {
-        fail("tojson: separators must be a pair of strings");
-      }
-      o.separators_set = true;
-      o.item_separator = (*seps->list)[0].s;
-      o.key_separator = (*seps->list)[1].s;
-    }
-    o.sort_keys = bool_param(call, 3, "sort_keys", false);
-    std::string out = to_json(v, o);
-    budget.check_size(out.size(), "tojson");
-    return Value::string(std::move(out));
-  }
-  if (name == "join") {
-    const std::string sep = string_param(call, 0, "d", "join");
-    const Value* attribute = param(call, 1, "attribute");
-    std::string out;
-    bool first = true;
-    for (const Value& item : iterate(v)) {
-      if (!first) out += sep;
-      first = false;
-      out += to_str(attribute && attribute->is_string() ? get_attribute(item, attribute->s) : item);
-      budget.check_size(out.size(), "join");
-    }
-    return Value::string(std::move(out));
-  }
+  if (name == "replace") return filter_replace(v, call, budget);
+  if (name == "tojson") return filter_tojson(v, call, budget);
+  if (name == "join") return filter_join(v, call, budget);
   if (name == "first") {
     const List items = iterate(v);
     return items.empty() ? Value::undefined("first") : items.front();
@@ -316,41 +489,9 @@ Value call_filter(const std::string& name, const Value& v, const CallArgs& call,
     return items.empty() ? Value::undefined("last") : items.back();
   }
   if (name == "list") return Value::make_list(iterate(v));
-  if (name == "reverse") {
-    if (v.is_string()) {
-      auto cps = text::decode(v.s);
-      std::reverse(cps.begin(), cps.end());
-      return Value::string(text::encode(cps, 0, cps.size()));
-    }
-    List items = iterate(v);
-    std::reverse(items.begin(), items.end());
-    return Value::make_list(std::move(items));
-  }
-  if (name == "items") {
-    if (v.is_undefined()) return Value::make_list({});
-    if (!v.is_mapping()) fail("items: expected a mapping, not " + type_name(v));
-    List out;
-    for (const auto& [key, value] : *v.map) out.push_back(Value::make_tuple({Value::string(key), value}));
-    return Value::make_list(std::move(out));
-  }
-  if (name == "dictsort") {
-    if (!v.is_mapping()) fail("dictsort: expected a mapping, not " + type_name(v));
-    const bool case_sensitive = bool_param(call, 0, "case_sensitive", false);
-    const std::string by = string_param(call, 1, "by", "dictsort", "key");
-    if (by != "key" && by != "value") fail("dictsort: 'by' must be 'key' or 'value'");
-    const bool reverse = bool_param(call, 2, "reverse", false);
-    List out;
-    for (const auto& [key, value] : *v.map) out.push_back(Value::make_tuple({Value::string(key), value}));
-    auto key = [&](const Value& item) {
-      Value k = (*item.list)[by == "key" ? 0 : 1];
-      if (!case_sensitive && k.is_string()) k.s = text::lower(k.s);
-      return k;
-    };
-    std::stable_sort(out.begin(), out.end(), [&](const Value& a, const Value& b) {
-      return reverse ? less_than(key(b), key(a)) : less_than(key(a), key(b));
-    });
-    return Value::make_list(std::move(out));
-  }
+  if (name == "reverse") return filter_reverse(v);
+  if (name == "items") return filter_mapping_items(v);
+  if (name == "dictsort") return filter_dictsort(v, call);
   if (name == "int") {
     const Value* fallback = param(call, 0, "default");
     return to_int(v, fallback ? *fallback : Value::integer(0));
@@ -359,117 +500,17 @@ Value call_filter(const std::string& name, const Value& v, const CallArgs& call,
     const Value* fallback = param(call, 0, "default");
     return to_float(v, fallback ? *fallback : Value::real(0.0));
   }
-  if (name == "abs") {
-    if (v.kind == Kind::kInt) return Value::integer(v.i < 0 ? -v.i : v.i);
-    if (v.kind == Kind::kFloat) return Value::real(std::fabs(v.f));
-    if (v.kind == Kind::kBool) return Value::integer(v.b);
-    fail("bad operand type for abs(): '" + type_name(v) + "'");
-  }
-  if (name == "indent") {
-    if (v.is_undefined()) fail("'" + v.s + "' is undefined");
-    if (!v.is_string()) fail("indent: expected a string, not " + type_name(v));  // jinja2 appends "\n" to it
-    const Value* width = param(call, 0, "width");
-    std::string indentation = width && width->is_string() ? width->s
-                              : std::string(static_cast<size_t>(std::clamp<int64_t>(
-                                                width && width->kind == Kind::kInt ? width->i : 4, 0, 256)),
-                                            ' ');
-    const bool first = bool_param(call, 1, "first", false);
-    const bool blank = bool_param(call, 2, "blank", false);
-    const std::vector<std::string> lines = split_lines(to_str(v) + "\n");
-    std::string out;
-    for (size_t k = 0; k < lines.size(); ++k) {
-      if (k) out += "\n";
-      if (k && (blank || !lines[k].empty())) out += indentation;
-      out += lines[k];
-    }
-    if (first) out = indentation + out;
-    budget.check_size(out.size(), "indent");
-    return Value::string(std::move(out));
-  }
-  if (name == "wordcount") {
-    // jinja2 counts the matches of \w+: runs of letters, digits and '_'
-    // (every non-ASCII byte counted as a letter here).
-    int64_t words = 0;
-    bool in_word = false;
-    for (char ch : to_str(v)) {
-      const auto c = static_cast<unsigned char>(ch);
-      const bool word_char = std::isalnum(c) || c == '_' || c >= 0x80;
-      if (word_char && !in_word) ++words;
-      in_word = word_char;
-    }
-    return Value::integer(words);
-  }
+  if (name == "abs") return filter_abs(v);
+  if (name == "indent") return filter_indent(v, call, budget);
+  if (name == "wordcount") return filter_wordcount(v);
   if (name == "select") return filter_items(v, call, 0, false, true);
   if (name == "reject") return filter_items(v, call, 0, false, false);
   if (name == "selectattr") return filter_items(v, call, 1, true, true);
   if (name == "rejectattr") return filter_items(v, call, 1, true, false);
-  if (name == "map") {
-    List out;
-    if (const Value* attribute = map_find(call.kwargs, "attribute")) {
-      const Value* fallback = map_find(call.kwargs, "default");
-      for (const Value& item : iterate(v)) {
-        Value got = get_attribute(item, need_string(*attribute, "map: attribute"));
-        out.push_back(got.is_undefined() && fallback ? *fallback : got);
-      }
-      return Value::make_list(std::move(out));
-    }
-    if (call.args.empty()) fail("map: expected a filter name or attribute=");
-    const std::string filter = need_string(call.args[0], "map: the filter name");
-    if (!is_filter(filter) || filter == "map") fail("map: no filter named '" + filter + "'");
-    CallArgs rest;
-    rest.args.assign(call.args.begin() + 1, call.args.end());
-    rest.kwargs = call.kwargs;
-    for (const Value& item : iterate(v)) out.push_back(call_filter(filter, item, rest, budget));
-    return Value::make_list(std::move(out));
-  }
-  if (name == "unique") {
-    List out;
-    for (const Value& item : iterate(v)) {
-      if (std::none_of(out.begin(), out.end(), [&](const Value& seen) { return equals(seen, item); })) {
-        out.push_back(item);
-      }
-    }
-    return Value::make_list(std::move(out));
-  }
-  if (name == "sort" || name == "min" || name == "max") {
-    const bool reverse = name == "sort" && bool_param(call, 0, "reverse", false);
-    const bool case_sensitive = bool_param(call, name == "sort" ? 1 : 0, "case_sensitive", false);
-    const Value* attribute = param(call, name == "sort" ? 2 : 1, "attribute");
-    List items = iterate(v);
-    auto key = [&](const Value& item) {
-      Value k = attribute && attribute->is_string() ? get_attribute(item, attribute->s) : item;
-      if (!case_sensitive && k.is_string()) k.s = text::lower(k.s);
-      return k;
-    };
-    auto cmp = [&](const Value& a, const Value& b) { return less_than(key(a), key(b)); };
-    if (name == "sort") {
-      std::stable_sort(items.begin(), items.end(), cmp);
-      if (reverse) std::reverse(items.begin(), items.end());  // ties keep order reversed; rare in templates
-      return Value::make_list(std::move(items));
-    }
-    if (items.empty()) return Value::undefined(name);
-    return name == "min" ? *std::min_element(items.begin(), items.end(), cmp)
-                         : *std::max_element(items.begin(), items.end(), cmp);
-  }
-  if (name == "sum") {
-    const Value* attribute = param(call, 0, "attribute");
-    const Value* start = param(call, 1, "start");
-    int64_t isum = start && start->kind == Kind::kInt ? start->i : 0;
-    double fsum = start && start->kind == Kind::kFloat ? start->f : 0.0;
-    bool is_float = start && start->kind == Kind::kFloat;
-    for (const Value& item : iterate(v)) {
-      const Value x = attribute && attribute->is_string() ? get_attribute(item, attribute->s) : item;
-      if (x.kind == Kind::kFloat) {
-        is_float = true;
-        fsum += x.f;
-      } else if (x.kind == Kind::kInt || x.kind == Kind::kBool) {
-        if (__builtin_add_overflow(isum, x.kind == Kind::kInt ? x.i : x.b, &isum)) fail("sum: integer overflow");
-      } else {
-        fail("sum: unsupported operand type '" + type_name(x) + "'");
-      }
-    }
-    return is_float ? Value::real(fsum + static_cast<double>(isum)) : Value::integer(isum);
-  }
+  if (name == "map") return filter_map(v, call, budget);
+  if (name == "unique") return filter_unique(v);
+  if (name == "sort" || name == "min" || name == "max") return filter_ordered(name, v, call);
+  if (name == "sum") return filter_sum(v, call);
   fail("no filter named '" + name + "'");
 }
 

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "engine/reply.hpp"
+#include "util/math.hpp"
 
 namespace flashscope {
 
@@ -282,7 +283,7 @@ RequestQueueStats RequestQueue::stats() const {
   for (size_t i = 0; i < q.slots.size(); ++i) {
     s.running += q.slots[i].busy;
     s.kv_tokens += q.slot_tokens[i];
-    s.kv_pages += (q.slot_tokens[i] + kPageTokens - 1) / kPageTokens;
+    s.kv_pages += ceil_div(q.slot_tokens[i], kPageTokens);
   }
   return s;
 }

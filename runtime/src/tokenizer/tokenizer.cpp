@@ -232,9 +232,12 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
   return create(std::move(tokens), std::move(token_types), std::move(merges), specials, TokenizerConfig{});
 }
 
-Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector<int32_t> token_types,
-                                    std::vector<std::string> merges, SpecialTokens specials,
-                                    TokenizerConfig config) {
+namespace {
+
+// create()'s inputs, in the order its errors are reported: the vocabulary,
+// its types, the model and (SentencePiece) its scores.
+Status check_vocabulary(const std::vector<std::string>& tokens, const std::vector<int32_t>& token_types,
+                        const TokenizerConfig& config) {
   if (tokens.empty()) return invalid_argument("tokenizer: the vocabulary is empty");
   if (tokens.size() > static_cast<size_t>(INT32_MAX)) {
     return invalid_argument("tokenizer: more than 2^31-1 tokens");
@@ -264,16 +267,22 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
       }
     }
   }
-  tokenizer::PreTokenizerKind pre_kind;
-  switch (config.pre) {
-    case PreTokenizer::kSmollm: pre_kind = tokenizer::PreTokenizerKind::kSmollm; break;
-    case PreTokenizer::kGpt2: pre_kind = tokenizer::PreTokenizerKind::kGpt2; break;
-    case PreTokenizer::kLlama3: pre_kind = tokenizer::PreTokenizerKind::kLlama3; break;
-    case PreTokenizer::kQwen2: pre_kind = tokenizer::PreTokenizerKind::kQwen2; break;
+  return Status::ok_status();
+}
+
+Result<tokenizer::PreTokenizerKind> pre_tokenizer_kind(PreTokenizer pre) {
+  switch (pre) {
+    case PreTokenizer::kSmollm: return tokenizer::PreTokenizerKind::kSmollm;
+    case PreTokenizer::kGpt2: return tokenizer::PreTokenizerKind::kGpt2;
+    case PreTokenizer::kLlama3: return tokenizer::PreTokenizerKind::kLlama3;
+    case PreTokenizer::kQwen2: return tokenizer::PreTokenizerKind::kQwen2;
     default:
-      return invalid_argument("tokenizer: unknown PreTokenizer " + std::to_string(static_cast<int>(config.pre)));
+      return invalid_argument("tokenizer: unknown PreTokenizer " + std::to_string(static_cast<int>(pre)));
   }
-  const int32_t n = static_cast<int32_t>(tokens.size());
+}
+
+// Every special role names a token of the vocabulary of n, or -1.
+Status check_special_roles(const SpecialTokens& specials, int32_t n) {
   const std::pair<const char*, int32_t> roles[] = {{"bos", specials.bos_id},
                                                    {"eos", specials.eos_id},
                                                    {"unk", specials.unk_id},
@@ -284,31 +293,22 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
                               " is outside the vocabulary of " + std::to_string(n));
     }
   }
+  return Status::ok_status();
+}
 
-  auto data = std::make_shared<TokenizerData>();
-  data->model = config.model;
-  data->pre = pre_kind;
-  data->pre_name = config.pre;
-  data->ignore_merges = !spm && config.pre == PreTokenizer::kLlama3;
-  data->add_space_prefix = spm && config.add_space_prefix;
-  data->scores = std::move(config.scores);
-  data->special_ids = specials;
-  data->pieces = std::move(tokens);
-  data->types.resize(n, TokenType::kNormal);
-  for (int32_t i = 0; i < static_cast<int32_t>(token_types.size()); ++i) {
-    data->types[i] = static_cast<TokenType>(token_types[i]);
-  }
-
-  // What each token decodes to. Control and user-defined tokens are text as
-  // written; a byte token <0xNN> is its byte. Otherwise SentencePiece spells
-  // a space "▁", and byte-level BPE spells bytes with bytes_to_unicode
-  // characters (a character outside that alphabet is kept as its own UTF-8).
-  data->texts.resize(n);
-  data->byte_token.fill(-1);
+// What each token decodes to. Control and user-defined tokens are text as
+// written; a byte token <0xNN> is its byte. Otherwise SentencePiece spells
+// a space "▁", and byte-level BPE spells bytes with bytes_to_unicode
+// characters (a character outside that alphabet is kept as its own UTF-8).
+// SentencePiece's byte tokens are noted in byte_token as they are met.
+void decode_token_texts(TokenizerData& data, bool spm) {
+  const int32_t n = static_cast<int32_t>(data.pieces.size());
+  data.texts.resize(n);
+  data.byte_token.fill(-1);
   for (int32_t id = 0; id < n; ++id) {
-    const std::string& piece = data->pieces[id];
-    const TokenType type = data->types[id];
-    std::string& text = data->texts[id];
+    const std::string& piece = data.pieces[id];
+    const TokenType type = data.types[id];
+    std::string& text = data.texts[id];
     if (type == TokenType::kControl || type == TokenType::kUserDefined) {
       text = piece;
       continue;
@@ -317,7 +317,7 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
       const int byte = tokenizer::parse_byte_piece(piece);
       if (byte >= 0) {
         text.assign(1, static_cast<char>(byte));
-        if (spm && data->byte_token[byte] < 0) data->byte_token[byte] = id;
+        if (spm && data.byte_token[byte] < 0) data.byte_token[byte] = id;
         continue;
       }
     }
@@ -344,63 +344,105 @@ Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector
       i += len;
     }
   }
+}
 
-  data->piece_to_id.reserve(n);
-  for (int32_t id = 0; id < n; ++id) data->piece_to_id.emplace(data->pieces[id], id);
+// piece → id, and (byte-level BPE) the token spelling each byte.
+void index_pieces(TokenizerData& data, bool spm) {
+  const int32_t n = static_cast<int32_t>(data.pieces.size());
+  data.piece_to_id.reserve(n);
+  for (int32_t id = 0; id < n; ++id) data.piece_to_id.emplace(data.pieces[id], id);
 
   if (!spm) {
     for (int b = 0; b < 256; ++b) {
       std::string spelled;
       tokenizer::utf8_append(tokenizer::byte_to_code_point(static_cast<uint8_t>(b)), spelled);
-      auto it = data->piece_to_id.find(spelled);
-      data->byte_token[b] = it == data->piece_to_id.end() ? -1 : it->second;
+      auto it = data.piece_to_id.find(spelled);
+      data.byte_token[b] = it == data.piece_to_id.end() ? -1 : it->second;
     }
   }
-  data->covers_all_bytes =
-      std::find(data->byte_token.begin(), data->byte_token.end(), -1) == data->byte_token.end();
+  data.covers_all_bytes = std::find(data.byte_token.begin(), data.byte_token.end(), -1) == data.byte_token.end();
+}
 
-  if (!spm) {
-    data->merges.reserve(merges.size());
-    std::string joined;
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-      const std::string& m = merges[rank];
-      const size_t space = m.find(' ');
-      if (space == std::string::npos || space == 0 || space + 1 == m.size() ||
-          m.find(' ', space + 1) != std::string::npos) {
-        return Status(StatusCode::kCorruptData, "tokenizer: merge " + std::to_string(rank) + " " +
-                                                    printable(m, 120, '"') +
-                                                    " is not two tokens separated by one space");
-      }
-      const std::string_view left(m.data(), space);
-      const std::string_view right(m.data() + space + 1, m.size() - space - 1);
-      joined.assign(left);
-      joined.append(right);
-      auto l = data->piece_to_id.find(left);
-      auto r = data->piece_to_id.find(right);
-      auto j = data->piece_to_id.find(joined);
-      if (l == data->piece_to_id.end() || r == data->piece_to_id.end() || j == data->piece_to_id.end()) {
-        continue;  // can never apply; see create()'s contract
-      }
-      data->merges.add(l->second, r->second, {static_cast<int32_t>(rank), j->second});
+// The BPE merges by rank; one whose parts or result are not tokens can never
+// apply and is left out (see create()'s contract).
+Status add_merges(TokenizerData& data, const std::vector<std::string>& merges) {
+  data.merges.reserve(merges.size());
+  std::string joined;
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const std::string& m = merges[rank];
+    const size_t space = m.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == m.size() ||
+        m.find(' ', space + 1) != std::string::npos) {
+      return Status(StatusCode::kCorruptData, "tokenizer: merge " + std::to_string(rank) + " " +
+                                                  printable(m, 120, '"') +
+                                                  " is not two tokens separated by one space");
     }
+    const std::string_view left(m.data(), space);
+    const std::string_view right(m.data() + space + 1, m.size() - space - 1);
+    joined.assign(left);
+    joined.append(right);
+    auto l = data.piece_to_id.find(left);
+    auto r = data.piece_to_id.find(right);
+    auto j = data.piece_to_id.find(joined);
+    if (l == data.piece_to_id.end() || r == data.piece_to_id.end() || j == data.piece_to_id.end()) {
+      continue;  // can never apply; see create()'s contract
+    }
+    data.merges.add(l->second, r->second, {static_cast<int32_t>(rank), j->second});
   }
+  return Status::ok_status();
+}
 
+// The special (control, user-defined, unknown) pieces the encoder matches in
+// text, ranked longest first.
+void rank_specials(TokenizerData& data) {
+  const int32_t n = static_cast<int32_t>(data.pieces.size());
   std::vector<int32_t> special_ids;
   for (int32_t id = 0; id < n; ++id) {
-    const TokenType type = data->types[id];
+    const TokenType type = data.types[id];
     if ((type != TokenType::kControl && type != TokenType::kUserDefined && type != TokenType::kUnknown) ||
-        data->pieces[id].empty()) {
+        data.pieces[id].empty()) {
       continue;
     }
-    (type == TokenType::kUserDefined ? data->has_user_defined : data->has_control) = true;
-    data->specials.insert(data->pieces[id], id);
+    (type == TokenType::kUserDefined ? data.has_user_defined : data.has_control) = true;
+    data.specials.insert(data.pieces[id], id);
     special_ids.push_back(id);
   }
   std::stable_sort(special_ids.begin(), special_ids.end(), [&](int32_t a, int32_t b) {
-    return data->pieces[a].size() > data->pieces[b].size();
+    return data.pieces[a].size() > data.pieces[b].size();
   });
-  data->special_rank.assign(n, -1);
-  for (size_t i = 0; i < special_ids.size(); ++i) data->special_rank[special_ids[i]] = static_cast<int32_t>(i);
+  data.special_rank.assign(n, -1);
+  for (size_t i = 0; i < special_ids.size(); ++i) data.special_rank[special_ids[i]] = static_cast<int32_t>(i);
+}
+
+}  // namespace
+
+Result<Tokenizer> Tokenizer::create(std::vector<std::string> tokens, std::vector<int32_t> token_types,
+                                    std::vector<std::string> merges, SpecialTokens specials,
+                                    TokenizerConfig config) {
+  FLASHSCOPE_RETURN_IF_ERROR(check_vocabulary(tokens, token_types, config));
+  const bool spm = config.model == TokenizerModel::kSentencePiece;
+  auto pre_kind = pre_tokenizer_kind(config.pre);
+  if (!pre_kind.ok()) return pre_kind.status();
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  FLASHSCOPE_RETURN_IF_ERROR(check_special_roles(specials, n));
+
+  auto data = std::make_shared<TokenizerData>();
+  data->model = config.model;
+  data->pre = *pre_kind;
+  data->pre_name = config.pre;
+  data->ignore_merges = !spm && config.pre == PreTokenizer::kLlama3;
+  data->add_space_prefix = spm && config.add_space_prefix;
+  data->scores = std::move(config.scores);
+  data->special_ids = specials;
+  data->pieces = std::move(tokens);
+  data->types.resize(n, TokenType::kNormal);
+  for (int32_t i = 0; i < static_cast<int32_t>(token_types.size()); ++i) {
+    data->types[i] = static_cast<TokenType>(token_types[i]);
+  }
+  decode_token_texts(*data, spm);
+  index_pieces(*data, spm);
+  if (!spm) FLASHSCOPE_RETURN_IF_ERROR(add_merges(*data, merges));
+  rank_specials(*data);
   return Tokenizer(std::move(data));
 }
 

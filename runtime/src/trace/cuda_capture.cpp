@@ -689,9 +689,10 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
   return {};
 }
 
-Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOptions& opt,
-                                const CudaCaptureLimits& limits, Trace* out) {
-  if (out == nullptr) return invalid_argument("capture_cuda_paged_trace: out is null");
+namespace {
+
+// What capture_cuda_paged_trace refuses before it touches the device.
+Status check_paged_capture(const PagedAttentionParams& p, const TraceOptions& opt) {
   if (p.device != Device::kCuda)
     return invalid_argument("capture_cuda_paged_trace runs CUDA tensors (device cuda); the CPU has no paged probes");
   FLASHSCOPE_RETURN_IF_ERROR(validate(p));
@@ -702,6 +703,78 @@ Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOption
   if (opt.head < 0 || opt.head >= p.q_heads)
     return invalid_argument("TraceOptions.head = " + std::to_string(opt.head) + " is out of range (q_heads = " +
                             std::to_string(p.q_heads) + ")");
+  return {};
+}
+
+// The paged run's problem and tiling in the trace's meta (the device's
+// part is fill_device_meta's); FLOPs count the visible (query, key) pairs.
+void fill_paged_meta(const PagedAttentionParams& p, const std::vector<int32_t>& kv_lens, const TracedSeq& seq,
+                     const KernelTiling& tiling, bool decode, int splits, TraceMeta* m) {
+  m->kernel = decode ? "paged-decode" : "paged-prefill";
+  m->kind = decode ? TraceKind::kDecode : TraceKind::kPrefill;
+  m->dtype = p.dtype;
+  m->batch = p.batch;
+  m->q_heads = p.q_heads;
+  m->kv_heads = p.kv_heads;
+  m->q_len = p.q_len;
+  m->kv_len = 0;
+  double pairs = 0;  // visible (query, key) pairs: a decode token sees its whole prefix
+  for (int32_t len : kv_lens) {
+    m->kv_len = std::max(m->kv_len, len);
+    for (int tok = 0; tok < p.q_len; ++tok) {
+      const int64_t pos = int64_t(len) - p.q_len + tok;
+      int64_t first = 0, last = int64_t(len) - 1;
+      if (p.causal) last = std::min(last, pos);
+      if (!p.causal && p.window_right >= 0) last = std::min(last, pos + p.window_right);
+      if (p.window_left >= 0) first = std::max<int64_t>(0, pos - p.window_left);
+      pairs += double(std::max<int64_t>(0, last - first + 1));
+    }
+  }
+  m->varlen = std::any_of(kv_lens.begin(), kv_lens.end(), [&](int32_t len) { return len != kv_lens[0]; });
+  m->head_dim = p.head_dim;
+  m->causal = p.causal;
+  m->softmax_scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
+  m->block_q = seq.block_q;
+  m->block_kv = seq.block_kv;
+  m->warps = tiling.warps;
+  m->page_size = p.page_size;
+  m->num_splits = splits;
+  m->flops = 4.0 * pairs * p.q_heads * p.head_dim;
+}
+
+// The second pass's inputs: the traced head's q rows, its KV head's pages
+// and the run's lse.
+MassInputs paged_mass_inputs(const PagedAttentionParams& p, const kernels::PagedKernelParams& k,
+                             const TraceOptions& opt, const TracedSeq& seq, int group, float scale) {
+  MassInputs mass;
+  mass.type = elem_type(p.dtype);
+  kernels::TileMassParams& mp = mass.params;
+  const int b = opt.batch, h = opt.head;
+  mp.q = element(p.q.data, b * p.q.batch_stride + h * p.q.head_stride);
+  mp.q_row_stride = p.q.seq_stride;
+  mp.k = p.k_pages;
+  mp.block_table = p.block_tables + int64_t(b) * p.block_table_stride;
+  mp.page_size_log2 = k.page_size_log2;
+  mp.kv_heads = p.kv_heads;
+  mp.kv_head = h / group;
+  mp.lse = k.lse + (int64_t(b) * p.q_heads + h) * p.q_len;
+  mp.q_len = seq.q_len;
+  mp.kv_len = seq.kv_len;
+  mp.head_dim = p.head_dim;
+  mp.causal = p.causal;
+  mp.window_left = p.window_left;
+  mp.window_right = p.causal ? -1 : p.window_right;
+  mp.softcap = p.softcap;
+  mp.scale = scale;
+  return mass;
+}
+
+}  // namespace
+
+Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOptions& opt,
+                                const CudaCaptureLimits& limits, Trace* out) {
+  if (out == nullptr) return invalid_argument("capture_cuda_paged_trace: out is null");
+  FLASHSCOPE_RETURN_IF_ERROR(check_paged_capture(p, opt));
   auto plan = cuda::plan_paged_attention(p);
   if (!plan.ok()) return plan.status();
   const int splits = plan->num_splits;
@@ -778,37 +851,8 @@ Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOption
   try {
     TraceMeta& m = t.meta;
     fill_device_meta(dev.value(), &m);
-    m.kernel = decode ? "paged-decode" : "paged-prefill";
-    m.kind = decode ? TraceKind::kDecode : TraceKind::kPrefill;
-    m.dtype = p.dtype;
-    m.batch = p.batch;
-    m.q_heads = p.q_heads;
-    m.kv_heads = p.kv_heads;
-    m.q_len = p.q_len;
-    m.kv_len = 0;
-    double pairs = 0;  // visible (query, key) pairs: a decode token sees its whole prefix
-    for (int32_t len : kv_lens) {
-      m.kv_len = std::max(m.kv_len, len);
-      for (int tok = 0; tok < p.q_len; ++tok) {
-        const int64_t pos = int64_t(len) - p.q_len + tok;
-        int64_t first = 0, last = int64_t(len) - 1;
-        if (p.causal) last = std::min(last, pos);
-        if (!p.causal && p.window_right >= 0) last = std::min(last, pos + p.window_right);
-        if (p.window_left >= 0) first = std::max<int64_t>(0, pos - p.window_left);
-        pairs += double(std::max<int64_t>(0, last - first + 1));
-      }
-    }
-    m.varlen = std::any_of(kv_lens.begin(), kv_lens.end(), [&](int32_t len) { return len != kv_lens[0]; });
-    m.head_dim = p.head_dim;
-    m.causal = p.causal;
-    m.softmax_scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
-    m.block_q = seq.block_q;
-    m.block_kv = seq.block_kv;
-    m.warps = tiling.warps;
-    m.page_size = p.page_size;
-    m.num_splits = splits;
+    fill_paged_meta(p, kv_lens, seq, tiling, decode, splits, &m);
     m.elapsed_ms = elapsed.value();
-    m.flops = 4.0 * pairs * p.q_heads * p.head_dim;
     m.traced_batch = opt.batch;
     m.traced_head = opt.head;
 
@@ -824,26 +868,7 @@ Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOption
     return {StatusCode::kOutOfMemory, "capture_cuda_paged_trace: cannot allocate the trace records"};
   }
 
-  MassInputs mass;
-  mass.type = type;
-  kernels::TileMassParams& mp = mass.params;
-  const int b = opt.batch, h = opt.head;
-  mp.q = element(p.q.data, b * p.q.batch_stride + h * p.q.head_stride);
-  mp.q_row_stride = p.q.seq_stride;
-  mp.k = p.k_pages;
-  mp.block_table = p.block_tables + int64_t(b) * p.block_table_stride;
-  mp.page_size_log2 = k.page_size_log2;
-  mp.kv_heads = p.kv_heads;
-  mp.kv_head = h / group;
-  mp.lse = k.lse + (int64_t(b) * p.q_heads + h) * p.q_len;
-  mp.q_len = seq.q_len;
-  mp.kv_len = seq.kv_len;
-  mp.head_dim = p.head_dim;
-  mp.causal = p.causal;
-  mp.window_left = p.window_left;
-  mp.window_right = p.causal ? -1 : p.window_right;
-  mp.softcap = p.softcap;
-  mp.scale = t.meta.softmax_scale;
+  const MassInputs mass = paged_mass_inputs(p, k, opt, seq, group, t.meta.softmax_scale);
   try {
     FLASHSCOPE_RETURN_IF_ERROR(run_mass(mass, seq, opt, stream, &t));
   } catch (const std::bad_alloc&) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "flashscope/model.hpp"
+#include "util/math.hpp"
 
 #if defined(__linux__)
 #include <sched.h>
@@ -99,7 +100,7 @@ int cgroup_quota_cpus() {
   int best = 0;
   auto take = [&best](long long quota, long long period) {
     if (quota <= 0 || period <= 0) return;
-    const int cpus = static_cast<int>(std::min<long long>((quota + period - 1) / period, INT_MAX));
+    const int cpus = static_cast<int>(std::min<long long>(ceil_div(quota, period), INT_MAX));
     best = best == 0 ? cpus : std::min(best, cpus);
   };
   while (std::getline(f, line)) {

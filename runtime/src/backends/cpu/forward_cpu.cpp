@@ -72,6 +72,7 @@
 #include "flashscope/half.hpp"
 #include "flashscope/kv_cache.hpp"
 #include "flashscope/paged_attention.hpp"
+#include "util/math.hpp"
 
 namespace flashscope::model {
 namespace {
@@ -440,7 +441,7 @@ Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int
   st->capacity = capacity;
   KvCacheConfig kc;
   kc.num_layers = c.n_layers;
-  kc.num_pages = static_cast<int>((int64_t{capacity} + kPageSize - 1) / kPageSize);
+  kc.num_pages = static_cast<int>(ceil_div<int64_t>(capacity, kPageSize));
   kc.page_size = kPageSize;
   kc.kv_heads = c.n_kv_heads;
   kc.head_dim = c.head_dim;

@@ -11,6 +11,7 @@
 #endif
 
 #include "backends/cpu/quant_matmul.hpp"  // active_cpu_isa
+#include "util/math.hpp"
 
 namespace flashscope::cpu {
 namespace {
@@ -47,7 +48,7 @@ void geglu_tanh_portable(float* gate, const float* up, int64_t n) {
 // gate is -0 either way.
 FS_AVX2 inline __m256 exp_avx2(__m256 x_in) {
   const __m256 x = _mm256_min_ps(_mm256_max_ps(x_in, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.7f));
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
   r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);

@@ -6,8 +6,9 @@
 //             the CPUs that have them (every x86 server and desktop since
 //             2013-2015).
 //   vnni      AVX-512 VL + VNNI (Ice Lake, Sapphire Rapids, Zen 4 on): the
-//             Q4_0/Q4_1 kernels with one vpdpbusd per 32 products where AVX2
-//             takes maddubs + madd; the rest as avx2.
+//             Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K kernels with one vpdpbusd per 32
+//             products where AVX2 takes maddubs + madd (one body each, in the
+//             quant_matmul_*.inc files, the dot as a trait); the rest as avx2.
 // Two shapes of kernel:
 //   per token  one weight row · one token's blocks (decode, and prefill tails)
 //   tile       one weight row · a 4-token TileQ8 run: the weight block is
@@ -326,16 +327,6 @@ FS_AVX2 inline __m256 tile_scale(float dw, const TileQ8& t) {
   return _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_broadcast_ps(reinterpret_cast<const __m128*>(t.d)));
 }
 
-// The Q4 kernels with maddubs + madd (quant_matmul_q4.inc).
-namespace avx2_q4 {
-#define FS_TARGET FS_AVX2
-struct Dot {
-  FS_TARGET static __m256i u8i8(__m256i u, __m256i s) { return dot_u8i8(u, s); }
-};
-#include "backends/cpu/quant_matmul_q4.inc"
-#undef FS_TARGET
-}  // namespace avx2_q4
-
 FS_AVX2 void tile_q8_0_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -363,50 +354,6 @@ FS_AVX2 inline __m256i unpack_q5(const uint8_t* qh_p, const uint8_t* qs) {
   return _mm256_or_si256(unpack_nibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
 }
 
-// One token, as avx2_q4::q4_block with 5-bit values; the Q5_0 offset is −16·d_w.
-template <bool kHasMin>
-FS_AVX2 inline void q5_block(const uint8_t* blk, const BlockQ8& x, __m256* acc, __m128* offset) {
-  const float dw = fp16_avx(blk);
-  const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
-  const __m256i wq = unpack_q5(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
-  *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(dot_u8i8(wq, load_qs(x.qs))), *acc);
-  *offset = _mm_fmadd_ss(_mm_set_ss(mw * x.d), _mm_set_ss(static_cast<float>(x.sum)), *offset);
-}
-
-template <bool kHasMin>
-FS_AVX2 void dot_q5_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    q5_block<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
-    q5_block<kHasMin>(w + (b + 1) * kBytes, x[b + 1], &acc1, &off1);
-  }
-  if (b < nb) q5_block<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
-  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(off0, off1));
-}
-
-template <bool kHasMin>
-FS_AVX2 void tile_q5_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
-  __m256 acc = _mm256_setzero_ps();
-  __m128 offset = _mm_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + b * kBytes;
-    const TileQ8& t = tiles[b];
-    const float dw = fp16_avx(blk);
-    const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
-    const __m256i wq = unpack_q5(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
-    const __m256 sums = reduce_tile(dot_u8i8(wq, load_qs(t.qs[0])), dot_u8i8(wq, load_qs(t.qs[1])),
-                                    dot_u8i8(wq, load_qs(t.qs[2])), dot_u8i8(wq, load_qs(t.qs[3])));
-    acc = _mm256_fmadd_ps(tile_scale(dw, t), sums, acc);
-    offset = _mm_fmadd_ps(_mm_set1_ps(mw), _mm_loadu_ps(t.s), offset);
-  }
-  const __m128 total = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
-  _mm_storeu_ps(out, total);
-}
-
 // Q4_K / Q5_K chunk c of a super-block as two 32-byte vectors of unsigned
 // values, sub-blocks 2c (low nibbles) and 2c+1 (high nibbles). hbits is qh
 // shifted right by 2c (Q5_K only): its bits 0 and 1 are the fifth bits.
@@ -423,74 +370,38 @@ FS_AVX2 inline void unpack_k45_chunk(const uint8_t* qs, __m256i hbits, __m256i* 
   }
 }
 
-// One token · one Q4_K / Q5_K row: per sub-block one FMA of the scaled
-// integer sum (two accumulators: low and high nibbles) and one scalar FMA of
-// the min term.
-template <bool kFifthBit>
-FS_AVX2 void dot_q45_k_avx2(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
-  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m128 offset = _mm_setzero_ps();
-  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
-    const uint8_t* blk = w + sb * kBytes;
-    const BlockQ8* xb = x + sb * kSubBlocks;
-    const float d = fp16_avx(blk);
-    const float dmin = fp16_avx(blk + 2);
-    uint8_t sc[8], m[8];
-    unpack_k4_scales(blk + 4, sc, m);
-    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
-    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      __m256i lo, hi;
-      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &lo, &hi);
-      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
-      const BlockQ8& x0 = xb[2 * c];
-      const BlockQ8& x1 = xb[2 * c + 1];
-      acc0 = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[2 * c]) * x0.d),
-                             _mm256_cvtepi32_ps(dot_u8i8(lo, load_qs(x0.qs))), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[2 * c + 1]) * x1.d),
-                             _mm256_cvtepi32_ps(dot_u8i8(hi, load_qs(x1.qs))), acc1);
-      const __m128 mins = _mm_set_ps(0.0f, 0.0f, dmin * static_cast<float>(m[2 * c + 1]) * x1.d,
-                                     dmin * static_cast<float>(m[2 * c]) * x0.d);
-      offset = _mm_fmadd_ps(mins, _mm_set_ps(0.0f, 0.0f, static_cast<float>(x1.sum), static_cast<float>(x0.sum)),
-                            offset);
-    }
-  }
-  const __m128 off = _mm_add_ss(offset, _mm_movehdup_ps(offset));
-  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) - _mm_cvtss_f32(off);
+// The per-sub-block factors of a Q4_K / Q5_K super-block against one
+// token's eight activation blocks xb[0..8), lane s for sub-block s:
+//   f    = d·sc_s·d_x          (scales sub-block s's integer sum)
+//   mins = dmin·m_s·d_x·Σx_q   (its min term)
+// as two vectors, where the scalar form spent a dozen scalar operations per
+// sub-block (most of a decode step's Q4_K time once the dots are vpdpbusd).
+FS_AVX2 inline void k45_factors(const BlockQ8* xb, float d, float dmin, const uint8_t* sc_m, __m256* f,
+                                __m256* mins) {
+  // Element inserts, not gathers (a ymm gather was slower than the scalar form here).
+  const __m256 dx = _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
+  const __m256 sx = _mm256_cvtepi32_ps(
+      _mm256_setr_epi32(xb[0].sum, xb[1].sum, xb[2].sum, xb[3].sum, xb[4].sum, xb[5].sum, xb[6].sum, xb[7].sum));
+  const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_m))));
+  const __m256 mf =
+      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_m + 8))));
+  *f = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d), scf), dx);
+  *mins = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mf), dx), sx);
 }
 
-template <bool kFifthBit>
-FS_AVX2 void tile_q45_k_avx2(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
-  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
-  __m256 acc = _mm256_setzero_ps();
-  __m128 offset = _mm_setzero_ps();  // Σ dmin·m_s · s_x per token
-  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
-    const uint8_t* blk = w + sb * kBytes;
-    const TileQ8* tb = tiles + sb * kSubBlocks;
-    const float d = fp16_avx(blk);
-    const float dmin = fp16_avx(blk + 2);
-    uint8_t sc[8], m[8];
-    unpack_k4_scales(blk + 4, sc, m);
-    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
-    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      __m256i wq[2];
-      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &wq[0], &wq[1]);
-      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
-      for (int h = 0; h < 2; ++h) {
-        const int s = 2 * c + h;
-        const TileQ8& t = tb[s];
-        const __m256 sums = reduce_tile(dot_u8i8(wq[h], load_qs(t.qs[0])), dot_u8i8(wq[h], load_qs(t.qs[1])),
-                                        dot_u8i8(wq[h], load_qs(t.qs[2])), dot_u8i8(wq[h], load_qs(t.qs[3])));
-        acc = _mm256_fmadd_ps(tile_scale(d * static_cast<float>(sc[s]), t), sums, acc);
-        offset = _mm_fmadd_ps(_mm_set1_ps(dmin * static_cast<float>(m[s])), _mm_loadu_ps(t.s), offset);
-      }
-    }
-  }
-  const __m128 total = _mm_sub_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
-  _mm_storeu_ps(out, total);
-}
+// The Q4, Q5 and K-quant kernels with maddubs + madd (quant_matmul_q4.inc,
+// quant_matmul_q5.inc, quant_matmul_k45.inc).
+namespace avx2 {
+#define FS_TARGET FS_AVX2
+struct Dot {
+  FS_TARGET static __m256i u8i8(__m256i u, __m256i s) { return dot_u8i8(u, s); }
+  FS_TARGET static __m256i q5(const uint8_t* qh, const uint8_t* qs) { return unpack_q5(qh, qs); }
+};
+#include "backends/cpu/quant_matmul_q4.inc"
+#include "backends/cpu/quant_matmul_q5.inc"
+#include "backends/cpu/quant_matmul_k45.inc"
+#undef FS_TARGET
+}  // namespace avx2
 
 // Q6_K half h of a super-block as four vectors of signed values (−32..31),
 // k = 0..3, each one activation block (see dot_q6_k_portable).
@@ -613,24 +524,12 @@ FS_AVX2 void quantize_row_q8_avx2(const float* x, BlockQ8* y, int64_t n) {
 
 // --- AVX-512 VNNI ------------------------------------------------------------
 //
-// The Q4 kernels (quant_matmul_q4.inc) with dot_u8i8 as one vpdpbusd (256-bit, AVX-512 VL):
-// lane k = Σ products 4k..4k+3, exactly what maddubs + madd give (no
+// The Q4, Q5 and K-quant kernels (the .inc files) with dot_u8i8 as one vpdpbusd (256-bit,
+// AVX-512 VL): lane k = Σ products 4k..4k+3, exactly what maddubs + madd give (no
 // saturation either way, see dot_u8i8), so the results are the AVX2 kernels'
 // bits; in prefill, where the tile kernel is most of the time, it saves 4 of
 // a block's ~25 instructions.
 #define FS_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
-
-namespace vnni_q4 {
-#define FS_TARGET FS_VNNI
-struct Dot {
-  FS_TARGET static __m256i u8i8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
-};
-#include "backends/cpu/quant_matmul_q4.inc"
-#undef FS_TARGET
-}  // namespace vnni_q4
-
-// The Q5 and K-quant VNNI kernels below take the same dot.
-FS_VNNI inline __m256i dot_u8i8_vnni(__m256i u, __m256i s) { return vnni_q4::Dot::u8i8(u, s); }
 
 // Q5_0 / Q5_1 with VNNI: qh is bit j of element j, in the order
 // unpack_nibbles leaves the elements, so it is the byte mask that adds the
@@ -642,139 +541,17 @@ FS_VNNI inline __m256i unpack_q5_vnni(const uint8_t* qh_p, const uint8_t* qs) {
   return _mm256_mask_add_epi8(nib, static_cast<__mmask32>(qh), nib, _mm256_set1_epi8(0x10));
 }
 
-template <bool kHasMin>
-FS_VNNI inline void q5_block_vnni(const uint8_t* blk, const BlockQ8& x, __m256* acc, __m128* offset) {
-  const float dw = fp16_avx(blk);
-  const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
-  const __m256i wq = unpack_q5_vnni(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
-  *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * x.d), _mm256_cvtepi32_ps(dot_u8i8_vnni(wq, load_qs(x.qs))), *acc);
-  *offset = _mm_fmadd_ss(_mm_set_ss(mw * x.d), _mm_set_ss(static_cast<float>(x.sum)), *offset);
-}
-
-template <bool kHasMin>
-FS_VNNI void dot_q5_vnni(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    q5_block_vnni<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
-    q5_block_vnni<kHasMin>(w + (b + 1) * kBytes, x[b + 1], &acc1, &off1);
-  }
-  if (b < nb) q5_block_vnni<kHasMin>(w + b * kBytes, x[b], &acc0, &off0);
-  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm_add_ss(off0, off1));
-}
-
-template <bool kHasMin>
-FS_VNNI void tile_q5_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ5_1Bytes : kQ5_0Bytes;
-  __m256 acc = _mm256_setzero_ps();
-  __m128 offset = _mm_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + b * kBytes;
-    const TileQ8& t = tiles[b];
-    const float dw = fp16_avx(blk);
-    const float mw = kHasMin ? fp16_avx(blk + 2) : -16.0f * dw;
-    const __m256i wq = unpack_q5_vnni(blk + (kHasMin ? 4 : 2), blk + (kHasMin ? 8 : 6));
-    const __m256 sums = reduce_tile(dot_u8i8_vnni(wq, load_qs(t.qs[0])), dot_u8i8_vnni(wq, load_qs(t.qs[1])),
-                                    dot_u8i8_vnni(wq, load_qs(t.qs[2])), dot_u8i8_vnni(wq, load_qs(t.qs[3])));
-    acc = _mm256_fmadd_ps(tile_scale(dw, t), sums, acc);
-    offset = _mm_fmadd_ps(_mm_set1_ps(mw), _mm_loadu_ps(t.s), offset);
-  }
-  const __m128 total = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
-  _mm_storeu_ps(out, total);
-}
-
-// The per-sub-block factors of a Q4_K / Q5_K super-block against one
-// token's eight activation blocks xb[0..8), lane s for sub-block s:
-//   f    = d·sc_s·d_x          (scales sub-block s's integer sum)
-//   mins = dmin·m_s·d_x·Σx_q   (its min term)
-// as two vectors, where the scalar form spent a dozen scalar operations per
-// sub-block (most of a decode step's Q4_K time once the dots are vpdpbusd).
-FS_AVX2 inline void k45_factors(const BlockQ8* xb, float d, float dmin, const uint8_t* sc_m, __m256* f,
-                                __m256* mins) {
-  // Element inserts, not gathers (a ymm gather was slower than the scalar form here).
-  const __m256 dx = _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
-  const __m256 sx = _mm256_cvtepi32_ps(
-      _mm256_setr_epi32(xb[0].sum, xb[1].sum, xb[2].sum, xb[3].sum, xb[4].sum, xb[5].sum, xb[6].sum, xb[7].sum));
-  const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_m))));
-  const __m256 mf =
-      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_m + 8))));
-  *f = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d), scf), dx);
-  *mins = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mf), dx), sx);
-}
-
-// Q4_K / Q5_K with VNNI: tile_q45_k_avx2 with vpdpbusd for each maddubs +
-// madd pair (unsigned weights, signed activations); the one-token kernel
-// also takes its factors as vectors (k45_factors).
-template <bool kFifthBit>
-FS_VNNI void dot_q45_k_vnni(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
-  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  __m256 offset = _mm256_setzero_ps();
-  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
-    const uint8_t* blk = w + sb * kBytes;
-    const BlockQ8* xb = x + sb * kSubBlocks;
-    alignas(16) uint8_t sc_m[16];
-    unpack_k4_scales16(blk + 4, sc_m);
-    __m256 fv, mins;
-    k45_factors(xb, fp16_avx(blk), fp16_avx(blk + 2), sc_m, &fv, &mins);
-    offset = _mm256_add_ps(offset, mins);
-    alignas(32) float f[8];
-    _mm256_store_ps(f, fv);
-    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
-    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      __m256i lo, hi;
-      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &lo, &hi);
-      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
-      acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(&f[2 * c]),
-                             _mm256_cvtepi32_ps(dot_u8i8_vnni(lo, load_qs(xb[2 * c].qs))), acc0);
-      acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(&f[2 * c + 1]),
-                             _mm256_cvtepi32_ps(dot_u8i8_vnni(hi, load_qs(xb[2 * c + 1].qs))), acc1);
-    }
-  }
-  *out = hsum_avx(_mm256_add_ps(acc0, acc1)) - hsum_avx(offset);
-}
-
-template <bool kFifthBit>
-FS_VNNI void tile_q45_k_vnni(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
-  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
-  __m256 acc = _mm256_setzero_ps();
-  __m128 offset = _mm_setzero_ps();  // Σ dmin·m_s · s_x per token
-  for (int64_t sb = 0; sb < nb / kSubBlocks; ++sb) {
-    const uint8_t* blk = w + sb * kBytes;
-    const TileQ8* tb = tiles + sb * kSubBlocks;
-    // d·sc_s and dmin·m_s of the eight sub-blocks, widened and scaled as two vectors.
-    alignas(16) uint8_t sc_m[16];
-    unpack_k4_scales16(blk + 4, sc_m);
-    const __m128i scm = _mm_load_si128(reinterpret_cast<const __m128i*>(sc_m));
-    alignas(32) float dsc[8], dm[8];
-    _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_set1_ps(fp16_avx(blk)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scm))));
-    _mm256_store_ps(dm, _mm256_mul_ps(_mm256_set1_ps(fp16_avx(blk + 2)),
-                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8)))));
-    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
-    __m256i hbits = kFifthBit ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)) : _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      __m256i wq[2];
-      unpack_k45_chunk<kFifthBit>(qs + 32 * c, hbits, &wq[0], &wq[1]);
-      if (kFifthBit) hbits = _mm256_srli_epi16(hbits, 2);
-      for (int h = 0; h < 2; ++h) {
-        const int s = 2 * c + h;
-        const TileQ8& t = tb[s];
-        const __m256 sums =
-            reduce_tile(dot_u8i8_vnni(wq[h], load_qs(t.qs[0])), dot_u8i8_vnni(wq[h], load_qs(t.qs[1])),
-                        dot_u8i8_vnni(wq[h], load_qs(t.qs[2])), dot_u8i8_vnni(wq[h], load_qs(t.qs[3])));
-        const __m256 scale = _mm256_mul_ps(_mm256_broadcast_ss(&dsc[s]),
-                                           _mm256_broadcast_ps(reinterpret_cast<const __m128*>(t.d)));
-        acc = _mm256_fmadd_ps(scale, sums, acc);
-        offset = _mm_fmadd_ps(_mm_broadcast_ss(&dm[s]), _mm_loadu_ps(t.s), offset);
-      }
-    }
-  }
-  const __m128 total = _mm_sub_ps(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)), offset);
-  _mm_storeu_ps(out, total);
-}
+namespace vnni {
+#define FS_TARGET FS_VNNI
+struct Dot {
+  FS_TARGET static __m256i u8i8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+  FS_TARGET static __m256i q5(const uint8_t* qh, const uint8_t* qs) { return unpack_q5_vnni(qh, qs); }
+};
+#include "backends/cpu/quant_matmul_q4.inc"
+#include "backends/cpu/quant_matmul_q5.inc"
+#include "backends/cpu/quant_matmul_k45.inc"
+#undef FS_TARGET
+}  // namespace vnni
 
 #endif  // FLASHSCOPE_X86_KERNELS
 
@@ -786,22 +563,22 @@ CpuIsa& isa_setting() {
 DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
 #ifdef FLASHSCOPE_X86_KERNELS
   if (isa == CpuIsa::kAvx512Vnni) {
-    if (type == GgmlType::kQ4_0) return dot_each<vnni_q4::dot_q4<false>>;
-    if (type == GgmlType::kQ4_1) return dot_each<vnni_q4::dot_q4<true>>;
-    if (type == GgmlType::kQ5_0) return dot_each<dot_q5_vnni<false>>;
-    if (type == GgmlType::kQ5_1) return dot_each<dot_q5_vnni<true>>;
-    if (type == GgmlType::kQ4_K) return dot_each<dot_q45_k_vnni<false>>;
-    if (type == GgmlType::kQ5_K) return dot_each<dot_q45_k_vnni<true>>;
+    if (type == GgmlType::kQ4_0) return dot_each<vnni::dot_q4<false>>;
+    if (type == GgmlType::kQ4_1) return dot_each<vnni::dot_q4<true>>;
+    if (type == GgmlType::kQ5_0) return dot_each<vnni::dot_q5<false>>;
+    if (type == GgmlType::kQ5_1) return dot_each<vnni::dot_q5<true>>;
+    if (type == GgmlType::kQ4_K) return dot_each<vnni::dot_q45_k<false>>;
+    if (type == GgmlType::kQ5_K) return dot_each<vnni::dot_q45_k<true>>;
   }
   if (isa >= CpuIsa::kAvx2) {
     switch (type) {
       case GgmlType::kQ8_0: return dot_each<dot_q8_0_avx2>;
-      case GgmlType::kQ4_0: return dot_each<avx2_q4::dot_q4<false>>;
-      case GgmlType::kQ4_1: return dot_each<avx2_q4::dot_q4<true>>;
-      case GgmlType::kQ5_0: return dot_each<dot_q5_avx2<false>>;
-      case GgmlType::kQ5_1: return dot_each<dot_q5_avx2<true>>;
-      case GgmlType::kQ4_K: return dot_each<dot_q45_k_avx2<false>>;
-      case GgmlType::kQ5_K: return dot_each<dot_q45_k_avx2<true>>;
+      case GgmlType::kQ4_0: return dot_each<avx2::dot_q4<false>>;
+      case GgmlType::kQ4_1: return dot_each<avx2::dot_q4<true>>;
+      case GgmlType::kQ5_0: return dot_each<avx2::dot_q5<false>>;
+      case GgmlType::kQ5_1: return dot_each<avx2::dot_q5<true>>;
+      case GgmlType::kQ4_K: return dot_each<avx2::dot_q45_k<false>>;
+      case GgmlType::kQ5_K: return dot_each<avx2::dot_q45_k<true>>;
       case GgmlType::kQ6_K: return dot_each<dot_q6_k_avx2>;
       default: break;  // the portable kernel below
     }
@@ -827,22 +604,22 @@ DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
 TileKernel pick_tile_kernel(GgmlType type, CpuIsa isa) {
 #ifdef FLASHSCOPE_X86_KERNELS
   if (isa == CpuIsa::kAvx512Vnni) {
-    if (type == GgmlType::kQ4_0) return vnni_q4::tile_q4<false>;
-    if (type == GgmlType::kQ4_1) return vnni_q4::tile_q4<true>;
-    if (type == GgmlType::kQ5_0) return tile_q5_vnni<false>;
-    if (type == GgmlType::kQ5_1) return tile_q5_vnni<true>;
-    if (type == GgmlType::kQ4_K) return tile_q45_k_vnni<false>;
-    if (type == GgmlType::kQ5_K) return tile_q45_k_vnni<true>;
+    if (type == GgmlType::kQ4_0) return vnni::tile_q4<false>;
+    if (type == GgmlType::kQ4_1) return vnni::tile_q4<true>;
+    if (type == GgmlType::kQ5_0) return vnni::tile_q5<false>;
+    if (type == GgmlType::kQ5_1) return vnni::tile_q5<true>;
+    if (type == GgmlType::kQ4_K) return vnni::tile_q45_k<false>;
+    if (type == GgmlType::kQ5_K) return vnni::tile_q45_k<true>;
   }
   if (isa >= CpuIsa::kAvx2) {
     switch (type) {
       case GgmlType::kQ8_0: return tile_q8_0_avx2;
-      case GgmlType::kQ4_0: return avx2_q4::tile_q4<false>;
-      case GgmlType::kQ4_1: return avx2_q4::tile_q4<true>;
-      case GgmlType::kQ5_0: return tile_q5_avx2<false>;
-      case GgmlType::kQ5_1: return tile_q5_avx2<true>;
-      case GgmlType::kQ4_K: return tile_q45_k_avx2<false>;
-      case GgmlType::kQ5_K: return tile_q45_k_avx2<true>;
+      case GgmlType::kQ4_0: return avx2::tile_q4<false>;
+      case GgmlType::kQ4_1: return avx2::tile_q4<true>;
+      case GgmlType::kQ5_0: return avx2::tile_q5<false>;
+      case GgmlType::kQ5_1: return avx2::tile_q5<true>;
+      case GgmlType::kQ4_K: return avx2::tile_q45_k<false>;
+      case GgmlType::kQ5_K: return avx2::tile_q45_k<true>;
       case GgmlType::kQ6_K: return tile_q6_k_avx2;
       default: break;
     }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "backends/cuda/cuda_model.hpp"
+#include "util/math.hpp"
 
 namespace flashscope::model {
 
@@ -58,7 +59,7 @@ Status make_room(KvPool& pool, const ModelConfig& c, int pages) {
 Result<int> pool_take(CudaModel& cm, const ModelConfig& c, int tokens, cudaStream_t stream) {
   KvPool& pool = cm.pool;
   if (tokens < 1) return invalid_argument("internal: a sequence needs at least one page");
-  const int pages = (tokens + kPageSize - 1) / kPageSize;
+  const int pages = ceil_div(tokens, kPageSize);
   FLASHSCOPE_RETURN_IF_ERROR(make_room(pool, c, pages));
   const int seq = pool.cache.create_sequence();
   if (seq < 0) return Status(StatusCode::kOutOfMemory, "cannot add a sequence to the KV cache");

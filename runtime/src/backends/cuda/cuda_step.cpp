@@ -337,84 +337,95 @@ Status ensure_attention_workspace(const ModelConfig& c, const CudaModel& cm, Ste
   return {};
 }
 
-Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v, int row0,
-                    int head_rows, float* logits_out) {
-  const ModelConfig& c = m.config;
-  void* s = sc.stream;
-  const int n = v.tokens();
-  const int H = c.hidden, F = c.ffn;
-  const int qd = c.n_heads * c.head_dim;
-  const int qkv_dim = qd + 2 * c.n_kv_heads * c.head_dim;
-  auto* x = static_cast<float*>(sc.x.data());
-  auto* xn = static_cast<uint16_t*>(sc.xn.data());
-  auto* qkv = static_cast<float*>(sc.qkv.data());
-  auto* gu = static_cast<float*>(sc.gu.data());
-  auto* act = static_cast<uint16_t*>(sc.act.data());
-  auto* y = static_cast<float*>(sc.y.data());
+namespace {
 
-  FLASHSCOPE_RETURN_IF_ERROR(
-      cuda::embedding_rows(cm.token_embd, in_step<const int32_t>(sc, v.at.ids), n, x, s, c.embed_scale));
+// One step's enqueue, in the order of the table at the top of this file:
+// the step's buffers and shapes, the path its size takes (the fused
+// few-token GEMMs or cuBLAS), and on the fused path the residual stream
+// between products (Gemma's post-norms folded into the next product's
+// staging). Lives on the stack for one enqueue; every step below launches
+// what the one function did, in the same order with the same arguments.
+class StepEnqueue {
+ public:
+  StepEnqueue(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v)
+      : c_(m.config),
+        cm_(cm),
+        sc_(sc),
+        v_(v),
+        s_(sc.stream),
+        n_(v.tokens()),
+        H_(c_.hidden),
+        F_(c_.ffn),
+        qd_(c_.n_heads * c_.head_dim),
+        qkv_dim_(qd_ + 2 * c_.n_kv_heads * c_.head_dim),
+        x_(static_cast<float*>(sc.x.data())),
+        xn_(static_cast<uint16_t*>(sc.xn.data())),
+        qkv_(static_cast<float*>(sc.qkv.data())),
+        gu_(static_cast<float*>(sc.gu.data())),
+        act_(static_cast<uint16_t*>(sc.act.data())),
+        y_(static_cast<float*>(sc.y.data())),
+        x_cur_(x_) {}
 
-  auto norm = [&](const float* weight, int first_row, int rows) {
-    cuda::RmsNormOp op;
-    op.x = x + static_cast<int64_t>(first_row) * H;
-    op.x_stride = H;
-    op.weight = weight;
-    op.y = xn;
-    op.y_stride = H;
-    op.rows = rows;
-    op.dim = H;
-    op.eps = c.rms_eps;
-    return cuda::rms_norm(op, s);
-  };
-  // Every product goes through cuda::matmul (bf16: cuBLAS; quantized:
-  // dequantized slices, then cuBLAS).
-  auto gemm = [&](const cuda::DeviceMatrix& w, const uint16_t* in, int64_t ldx, float* out, int64_t ldy, int rows,
-                  bool accumulate) {
-    cuda::MatmulOp op;
-    op.w = &w;
-    op.x = in;
-    op.ldx = ldx;
-    op.y = out;
-    op.ldy = ldy;
-    op.rows = rows;
-    op.accumulate = accumulate;
-    op.scratch = static_cast<uint16_t*>(sc.dequant.data());
-    op.scratch_bytes = sc.dequant.size();
-    return cuda::matmul(cm.cublas.get(), op, s);
-  };
-  auto gemm_runs = [&](const MatrixRuns& runs, float* out, int64_t ldy) {
-    for (int i = 0; i < runs.count; ++i)
-      FLASHSCOPE_RETURN_IF_ERROR(gemm(runs.run[i], xn, H, out + runs.begin[i], ldy, n, false));
-    return Status{};
-  };
-  // Gemma's post-norm of a block's output y, added into x; with next_weight
-  // the next block's pre-norm into xn as well.
-  auto post_norm = [&](const float* post_weight, const float* next_weight) {
-    cuda::AddRmsNormOp op;
-    op.y = y;
-    op.y_stride = H;
-    op.post_weight = post_weight;
-    op.x = x;
-    op.x_stride = H;
-    op.next_weight = next_weight;
-    op.xn = xn;
-    op.xn_stride = H;
-    op.rows = n;
-    op.dim = H;
-    op.eps = c.rms_eps;
-    return cuda::add_rms_norm(op, s);
-  };
+  Status embed() {
+    return cuda::embedding_rows(cm_.token_embd, in_step<const int32_t>(sc_, v_.at.ids), n_, x_, s_, c_.embed_scale);
+  }
+  void choose_path();
+  bool skinny() const { return skinny_; }
+  Status fused_layer(int l);
+  Status blas_layer(int l);
+  Status head(int row0, int head_rows, float* logits_out);
 
+ private:
+  Status norm(const float* weight, int first_row, int rows);
+  Status gemm(const cuda::DeviceMatrix& w, const uint16_t* in, int64_t ldx, float* out, int64_t ldy, int rows,
+              bool accumulate);
+  Status gemm_runs(const MatrixRuns& runs, float* out, int64_t ldy);
+  Status post_norm(const float* post_weight, const float* next_weight);
+  float* x_other() const { return x_cur_ == x_ ? static_cast<float*>(sc_.x_alt.data()) : x_; }
+  cuda::SkinnyGemmOp fused(cuda::SkinnyInput input, cuda::SkinnyOutput output, const cuda::DeviceMatrix& w, int n_out,
+                           int k) const;
+  void norm_input(cuda::SkinnyGemmOp& op, const float* norm_weight, bool store) const;
+  void settle();
+  Status fused_store_runs(const MatrixRuns& runs, const float* norm_weight, float* out, int64_t ldy);
+  Status swiglu_rows();
+  Status keep_q(int l);
+  cuda::RopeAppendOp rope_op(int l) const;
+  Status fused_qkv(const CudaModel::Layer& L, const cuda::RopeAppendOp& ra);
+  Status fused_attention(int l, const CudaModel::Layer& L);
+  Status fused_ffn(const CudaModel::Layer& L);
+
+  const ModelConfig& c_;
+  const CudaModel& cm_;
+  StepScratch& sc_;
+  const StepView& v_;
+  void* s_;
+  const int n_, H_, F_, qd_, qkv_dim_;
+  float* const x_;
+  uint16_t* const xn_;
+  float* const qkv_;
+  float* const gu_;
+  uint16_t* const act_;
+  float* const y_;
+
+  bool skinny_ = false, rope_in_gemm_ = false, fold_norms_ = false, fold_rope_ = false;
+  cuda::SkinnyOutput gate_out_ = cuda::SkinnyOutput::kSwiglu;
+  float* x_cur_;                         // the residual stream's buffer now
+  const float* pending_post_ = nullptr;  // the post-norm weight of y, not yet added into x_cur_
+  // cuBLAS path: whether xn already holds this layer's attention pre-norm
+  // (the previous layer's post-FFN norm computed it).
+  bool xn_ready_ = false;
+};
+
+void StepEnqueue::choose_path() {
   // The fused few-token path (see the top of this file) when every product
   // of the step fits it.
-  const bool skinny = skinny_step(c, cm, n);
-  if (skinny) totals().fused_step_enqueues.fetch_add(1, std::memory_order_relaxed);
+  skinny_ = skinny_step(c_, cm_, n_);
+  if (skinny_) totals().fused_step_enqueues.fetch_add(1, std::memory_order_relaxed);
   // Its QKV epilogue rotates adjacent pairs and knows no bias or q/k norm:
   // the other families store the product and run rope_append.
-  const bool rope_in_gemm = c.rope_style == RopeStyle::kPairs && !c.qkv_bias && !c.qk_norm;
-  const cuda::SkinnyOutput gate_out =
-      c.ffn_activation == FfnActivation::kGeluTanh ? cuda::SkinnyOutput::kGegluTanh : cuda::SkinnyOutput::kSwiglu;
+  rope_in_gemm_ = c_.rope_style == RopeStyle::kPairs && !c_.qkv_bias && !c_.qk_norm;
+  gate_out_ =
+      c_.ffn_activation == FfnActivation::kGeluTanh ? cuda::SkinnyOutput::kGegluTanh : cuda::SkinnyOutput::kSwiglu;
 
   // Gemma's post-norms in the fused path (cm.fuse_norms): a block's output y
   // is left pending, and the next product's staging (kAddRmsNorm) adds
@@ -423,278 +434,378 @@ Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, 
   // reads what another writes). A layer's two post-norms then cost no launch
   // of their own; after the last layer one add_rms_norm brings the residual
   // back into x (with the LM head's norm behind it when cuBLAS runs the head).
-  const bool fold_norms = skinny && cm.fuse_norms && c.post_norms &&
-                          sc.x_alt.size() >= static_cast<size_t>(n) * static_cast<size_t>(H) * sizeof(float);
-  if (fold_norms) totals().norm_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
+  fold_norms_ = skinny_ && cm_.fuse_norms && c_.post_norms &&
+                sc_.x_alt.size() >= static_cast<size_t>(n_) * static_cast<size_t>(H_) * sizeof(float);
+  if (fold_norms_) totals().norm_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
   // The families whose RoPE the QKV epilogue cannot do in registers: the
   // kRopeHeads GEMM runs rope_append on each head once its rows are stored
   // (cm.fuse_rope), where every layer's QKV is one bf16 run.
-  const bool fold_rope = [&] {
-    if (!skinny || rope_in_gemm || !cm.fuse_rope || cm.quantized) return false;
-    if (!cuda::skinny_rope_heads_supported(qkv_dim, c.head_dim)) return false;
-    return sc.rope_counters.size() >= static_cast<size_t>(c.n_heads + 2 * c.n_kv_heads) * sizeof(int32_t);
+  fold_rope_ = [&] {
+    if (!skinny_ || rope_in_gemm_ || !cm_.fuse_rope || cm_.quantized) return false;
+    if (!cuda::skinny_rope_heads_supported(qkv_dim_, c_.head_dim)) return false;
+    return sc_.rope_counters.size() >= static_cast<size_t>(c_.n_heads + 2 * c_.n_kv_heads) * sizeof(int32_t);
   }();
-  if (fold_rope) totals().rope_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
-  float* x_cur = x;                     // the residual stream's buffer now
-  const float* pending_post = nullptr;  // the post-norm weight of y, not yet added into x_cur
-  auto x_other = [&]() { return x_cur == x ? static_cast<float*>(sc.x_alt.data()) : x; };
+  if (fold_rope_) totals().rope_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
+}
 
-  auto fused = [&](cuda::SkinnyInput input, cuda::SkinnyOutput output, const cuda::DeviceMatrix& w, int n_out,
-                   int k) {
-    cuda::SkinnyGemmOp op;
-    op.input = input;
-    op.output = output;
-    op.matrix = &w;
-    op.rows = n;
-    op.n_out = n_out;
-    op.k = k;
-    op.xf = x_cur;
-    op.ldxf = H;
-    op.eps = c.rms_eps;
-    op.y = x_cur;
-    op.ldy = H;
-    op.act = act;
-    op.ld_act = F;
-    return op;
-  };
-  // The pre-norm input of a product that reads the residual, with a pending
-  // post-norm folded in; `store`: this launch writes the new residual (the
-  // first of a stacked product's runs; the others read the same inputs).
-  auto norm_input = [&](cuda::SkinnyGemmOp& op, const float* norm_weight, bool store) {
-    op.input = cuda::SkinnyInput::kRmsNorm;
-    op.xf = x_cur;
-    op.ldxf = H;
-    op.norm_weight = norm_weight;
-    if (pending_post == nullptr) return;
-    op.input = cuda::SkinnyInput::kAddRmsNorm;
-    op.res_y = y;
-    op.ld_res_y = H;
-    op.res_weight = pending_post;
-    op.res_out = store ? x_other() : nullptr;
-    op.ld_res_out = H;
-  };
-  // After such a product's launches: the sum is the residual.
-  auto settle = [&]() {
-    if (pending_post == nullptr) return;
-    x_cur = x_other();
-    pending_post = nullptr;
-  };
+Status StepEnqueue::norm(const float* weight, int first_row, int rows) {
+  cuda::RmsNormOp op;
+  op.x = x_ + static_cast<int64_t>(first_row) * H_;
+  op.x_stride = H_;
+  op.weight = weight;
+  op.y = xn_;
+  op.y_stride = H_;
+  op.rows = rows;
+  op.dim = H_;
+  op.eps = c_.rms_eps;
+  return cuda::rms_norm(op, s_);
+}
 
-  // A stacked product's runs stored into out [n, ldy] fp32, the fused
-  // RMSNorm in front, each run its rows of the whole output (a bf16 product
-  // is one run: cuda_load keeps a stack with a bf16 part all bf16).
-  auto fused_store_runs = [&](const MatrixRuns& runs, const float* norm_weight, float* out, int64_t ldy) {
-    for (int i = 0; i < runs.count; ++i) {
-      cuda::SkinnyGemmOp op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kStore, runs.run[i],
-                                    static_cast<int>(ldy), H);
-      op.row_begin = runs.begin[i];
-      norm_input(op, norm_weight, i == 0);
-      op.y = out;
-      op.ldy = ldy;
-      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(op, s));
+// Every product of the cuBLAS path goes through cuda::matmul (bf16: cuBLAS;
+// quantized: dequantized slices, then cuBLAS).
+Status StepEnqueue::gemm(const cuda::DeviceMatrix& w, const uint16_t* in, int64_t ldx, float* out, int64_t ldy,
+                         int rows, bool accumulate) {
+  cuda::MatmulOp op;
+  op.w = &w;
+  op.x = in;
+  op.ldx = ldx;
+  op.y = out;
+  op.ldy = ldy;
+  op.rows = rows;
+  op.accumulate = accumulate;
+  op.scratch = static_cast<uint16_t*>(sc_.dequant.data());
+  op.scratch_bytes = sc_.dequant.size();
+  return cuda::matmul(cm_.cublas.get(), op, s_);
+}
+
+Status StepEnqueue::gemm_runs(const MatrixRuns& runs, float* out, int64_t ldy) {
+  for (int i = 0; i < runs.count; ++i)
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(runs.run[i], xn_, H_, out + runs.begin[i], ldy, n_, false));
+  return Status{};
+}
+
+// Gemma's post-norm of a block's output y, added into x; with next_weight
+// the next block's pre-norm into xn as well.
+Status StepEnqueue::post_norm(const float* post_weight, const float* next_weight) {
+  cuda::AddRmsNormOp op;
+  op.y = y_;
+  op.y_stride = H_;
+  op.post_weight = post_weight;
+  op.x = x_;
+  op.x_stride = H_;
+  op.next_weight = next_weight;
+  op.xn = xn_;
+  op.xn_stride = H_;
+  op.rows = n_;
+  op.dim = H_;
+  op.eps = c_.rms_eps;
+  return cuda::add_rms_norm(op, s_);
+}
+
+cuda::SkinnyGemmOp StepEnqueue::fused(cuda::SkinnyInput input, cuda::SkinnyOutput output, const cuda::DeviceMatrix& w,
+                                      int n_out, int k) const {
+  cuda::SkinnyGemmOp op;
+  op.input = input;
+  op.output = output;
+  op.matrix = &w;
+  op.rows = n_;
+  op.n_out = n_out;
+  op.k = k;
+  op.xf = x_cur_;
+  op.ldxf = H_;
+  op.eps = c_.rms_eps;
+  op.y = x_cur_;
+  op.ldy = H_;
+  op.act = act_;
+  op.ld_act = F_;
+  return op;
+}
+
+// The pre-norm input of a product that reads the residual, with a pending
+// post-norm folded in; `store`: this launch writes the new residual (the
+// first of a stacked product's runs; the others read the same inputs).
+void StepEnqueue::norm_input(cuda::SkinnyGemmOp& op, const float* norm_weight, bool store) const {
+  op.input = cuda::SkinnyInput::kRmsNorm;
+  op.xf = x_cur_;
+  op.ldxf = H_;
+  op.norm_weight = norm_weight;
+  if (pending_post_ == nullptr) return;
+  op.input = cuda::SkinnyInput::kAddRmsNorm;
+  op.res_y = y_;
+  op.ld_res_y = H_;
+  op.res_weight = pending_post_;
+  op.res_out = store ? x_other() : nullptr;
+  op.ld_res_out = H_;
+}
+
+// After such a product's launches: the sum is the residual.
+void StepEnqueue::settle() {
+  if (pending_post_ == nullptr) return;
+  x_cur_ = x_other();
+  pending_post_ = nullptr;
+}
+
+// A stacked product's runs stored into out [n, ldy] fp32, the fused
+// RMSNorm in front, each run its rows of the whole output (a bf16 product
+// is one run: cuda_load keeps a stack with a bf16 part all bf16).
+Status StepEnqueue::fused_store_runs(const MatrixRuns& runs, const float* norm_weight, float* out, int64_t ldy) {
+  for (int i = 0; i < runs.count; ++i) {
+    cuda::SkinnyGemmOp op =
+        fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kStore, runs.run[i], static_cast<int>(ldy), H_);
+    op.row_begin = runs.begin[i];
+    norm_input(op, norm_weight, i == 0);
+    op.y = out;
+    op.ldy = ldy;
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(op, s_));
+  }
+  settle();
+  return Status{};
+}
+
+Status StepEnqueue::swiglu_rows() {
+  cuda::SwigluOp sw;
+  sw.gu = gu_;
+  sw.gu_stride = 2 * F_;
+  sw.out = act_;
+  sw.out_stride = F_;
+  sw.rows = n_;
+  sw.ffn = F_;
+  sw.activation =
+      c_.ffn_activation == FfnActivation::kGeluTanh ? cuda::GateActivation::kGeluTanh : cuda::GateActivation::kSilu;
+  return cuda::swiglu(sw, s_);
+}
+
+// An armed capture's copy of layer l's q rows (see StepScratch::tap_block).
+Status StepEnqueue::keep_q(int l) {
+  if (sc_.tap_block.empty() || sc_.tap_block[static_cast<size_t>(l)] < 0) return {};
+  const size_t row_bytes = static_cast<size_t>(qd_) * sizeof(uint16_t);
+  char* dst = static_cast<char*>(sc_.tap_stage.data()) +
+              static_cast<size_t>(sc_.tap_block[static_cast<size_t>(l)]) * static_cast<size_t>(sc_.rows) * row_bytes;
+  return cuda_check(cudaMemcpyAsync(dst, sc_.q.data(), static_cast<size_t>(n_) * row_bytes, cudaMemcpyDeviceToDevice,
+                                    sc_.stream),
+                    "cudaMemcpyAsync of the captured query rows");
+}
+
+// Layer l's RoPE and K/V append over the qkv rows (its RoPE table, the pool's pages).
+cuda::RopeAppendOp StepEnqueue::rope_op(int l) const {
+  const CudaModel::Layer& L = cm_.layers[static_cast<size_t>(l)];
+  cuda::RopeAppendOp ra;
+  ra.qkv = qkv_;
+  ra.qkv_stride = qkv_dim_;
+  ra.rope_cos = in_step<const float>(sc_, v_.at.cos + static_cast<size_t>(L.rope) * v_.at.rope_stride);
+  ra.rope_sin = in_step<const float>(sc_, v_.at.sin + static_cast<size_t>(L.rope) * v_.at.rope_stride);
+  ra.slots = in_step<const int64_t>(sc_, v_.at.slots);
+  ra.q_out = static_cast<uint16_t*>(sc_.q.data());
+  ra.q_stride = qd_;
+  ra.k_pages = cm_.pool.k_pages(l);
+  ra.v_pages = cm_.pool.v_pages(l);
+  ra.n = n_;
+  ra.q_heads = c_.n_heads;
+  ra.kv_heads = c_.n_kv_heads;
+  ra.head_dim = c_.head_dim;
+  ra.rope_dim = c_.rope_dim;
+  ra.page_size = kPageSize;
+  ra.num_pages = cm_.pool.num_pages();
+  ra.bias = L.bqkv;
+  ra.q_norm = L.q_norm;
+  ra.k_norm = L.k_norm;
+  ra.norm_eps = c_.rms_eps;
+  ra.neox = c_.rope_style == RopeStyle::kHalves;
+  return ra;
+}
+
+// q and the K/V pages from the normed residual: RoPE in the GEMM's epilogue
+// (adjacent pairs), in its last CTA per head (kRopeHeads), or rope_append
+// after a stored product.
+Status StepEnqueue::fused_qkv(const CudaModel::Layer& L, const cuda::RopeAppendOp& ra) {
+  if (rope_in_gemm_) {
+    for (int i = 0; i < L.qkv.count; ++i) {  // Q, K, V of different types: one launch per run
+      cuda::SkinnyGemmOp qkv_op =
+          fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeAppend, L.qkv.run[i], qkv_dim_, H_);
+      qkv_op.row_begin = L.qkv.begin[i];
+      norm_input(qkv_op, L.attn_norm, i == 0);
+      qkv_op.rope = ra;
+      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s_));
     }
     settle();
-    return Status{};
-  };
-  auto swiglu_rows = [&]() {
-    cuda::SwigluOp sw;
-    sw.gu = gu;
-    sw.gu_stride = 2 * F;
-    sw.out = act;
-    sw.out_stride = F;
-    sw.rows = n;
-    sw.ffn = F;
-    sw.activation = c.ffn_activation == FfnActivation::kGeluTanh ? cuda::GateActivation::kGeluTanh
-                                                                 : cuda::GateActivation::kSilu;
-    return cuda::swiglu(sw, s);
-  };
-
-  // An armed capture's copy of layer l's q rows (see StepScratch::tap_block).
-  auto keep_q = [&](int l) -> Status {
-    if (sc.tap_block.empty() || sc.tap_block[static_cast<size_t>(l)] < 0) return {};
-    const size_t row_bytes = static_cast<size_t>(qd) * sizeof(uint16_t);
-    char* dst = static_cast<char*>(sc.tap_stage.data()) +
-                static_cast<size_t>(sc.tap_block[static_cast<size_t>(l)]) * static_cast<size_t>(sc.rows) * row_bytes;
-    return cuda_check(cudaMemcpyAsync(dst, sc.q.data(), static_cast<size_t>(n) * row_bytes, cudaMemcpyDeviceToDevice,
-                                      sc.stream),
-                      "cudaMemcpyAsync of the captured query rows");
-  };
-
-  // cuBLAS path: whether xn already holds this layer's attention pre-norm
-  // (the previous layer's post-FFN norm computed it).
-  bool xn_ready = false;
-  for (int l = 0; l < c.n_layers; ++l) {
-    const CudaModel::Layer& L = cm.layers[static_cast<size_t>(l)];
-    const CudaModel::Layer* next = l + 1 < c.n_layers ? &cm.layers[static_cast<size_t>(l + 1)] : nullptr;
-    cuda::RopeAppendOp ra;
-    ra.qkv = qkv;
-    ra.qkv_stride = qkv_dim;
-    ra.rope_cos = in_step<const float>(sc, v.at.cos + static_cast<size_t>(L.rope) * v.at.rope_stride);
-    ra.rope_sin = in_step<const float>(sc, v.at.sin + static_cast<size_t>(L.rope) * v.at.rope_stride);
-    ra.slots = in_step<const int64_t>(sc, v.at.slots);
-    ra.q_out = static_cast<uint16_t*>(sc.q.data());
-    ra.q_stride = qd;
-    ra.k_pages = cm.pool.k_pages(l);
-    ra.v_pages = cm.pool.v_pages(l);
-    ra.n = n;
-    ra.q_heads = c.n_heads;
-    ra.kv_heads = c.n_kv_heads;
-    ra.head_dim = c.head_dim;
-    ra.rope_dim = c.rope_dim;
-    ra.page_size = kPageSize;
-    ra.num_pages = cm.pool.num_pages();
-    ra.bias = L.bqkv;
-    ra.q_norm = L.q_norm;
-    ra.k_norm = L.k_norm;
-    ra.norm_eps = c.rms_eps;
-    ra.neox = c.rope_style == RopeStyle::kHalves;
-    const auto* o = static_cast<const uint16_t*>(sc.o.data());
-    // Where the O and down products go: straight into the residual stream,
-    // or into y for the post-norm.
-    const bool post_attn = L.post_attn_norm != nullptr, post_ffn = L.post_ffn_norm != nullptr;
-
-    if (skinny) {
-      if (rope_in_gemm) {
-        for (int i = 0; i < L.qkv.count; ++i) {  // Q, K, V of different types: one launch per run
-          cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeAppend,
-                                            L.qkv.run[i], qkv_dim, H);
-          qkv_op.row_begin = L.qkv.begin[i];
-          norm_input(qkv_op, L.attn_norm, i == 0);
-          qkv_op.rope = ra;
-          FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
-        }
-        settle();
-      } else if (fold_rope) {  // one bf16 run: the GEMM runs rope_append at its end
-        cuda::SkinnyGemmOp qkv_op = fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeHeads,
-                                          L.qkv.run[0], qkv_dim, H);
-        norm_input(qkv_op, L.attn_norm, true);
-        qkv_op.y = qkv;
-        qkv_op.ldy = qkv_dim;
-        qkv_op.rope = ra;
-        qkv_op.rope_counters = static_cast<int*>(sc.rope_counters.data());
-        FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s));
-        settle();
-      } else {
-        FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.qkv, L.attn_norm, qkv, qkv_dim));
-        FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
-      }
-      FLASHSCOPE_RETURN_IF_ERROR(keep_q(l));
-      const PagedAttentionParams ap = attention_params(c, cm, sc, l, v);
-      FLASHSCOPE_RETURN_IF_ERROR(validate(ap));
-      cuda::UnmergedOutput attn;
-      FLASHSCOPE_RETURN_IF_ERROR(cuda::paged_attention_unmerged(ap, &attn));
-      cuda::SkinnyGemmOp wo_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.wo, H, qd);
-      wo_op.x = o;
-      wo_op.ldx = qd;
-      if (attn.num_splits > 1) {  // the split-KV merge happens where o is read
-        wo_op.input = cuda::SkinnyInput::kSplitKv;
-        wo_op.split_kv = {attn.o_partial, attn.lse_partial, attn.num_splits, c.n_heads, c.head_dim, v.q_len,
-                          attn.partial_rows};
-      }
-      if (post_attn) {
-        wo_op.output = cuda::SkinnyOutput::kStore;
-        wo_op.y = y;
-      }
-      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(wo_op, s));
-      if (post_attn && fold_norms) pending_post = L.post_attn_norm;
-      if (post_attn && !fold_norms) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, nullptr));
-      if (L.gate.type == L.up.type) {
-        cuda::SkinnyGemmOp gu_op = fused(cuda::SkinnyInput::kRmsNorm, gate_out, L.gate, F, H);
-        gu_op.matrix_up = &L.up;
-        norm_input(gu_op, L.ffn_norm, true);
-        FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(gu_op, s));
-        settle();
-      } else {  // gate and up of different types: each into gu, then the gate kernel
-        FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.gate_up, L.ffn_norm, gu, 2 * F));
-        FLASHSCOPE_RETURN_IF_ERROR(swiglu_rows());
-      }
-      cuda::SkinnyGemmOp down_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.down, H, F);
-      down_op.x = act;
-      down_op.ldx = F;
-      if (post_ffn) {
-        down_op.output = cuda::SkinnyOutput::kStore;
-        down_op.y = y;
-      }
-      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(down_op, s));
-      if (post_ffn && fold_norms) pending_post = L.post_ffn_norm;
-      if (post_ffn && !fold_norms) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_ffn_norm, nullptr));
-      continue;
-    }
-
-    if (!xn_ready) FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n));
-    FLASHSCOPE_RETURN_IF_ERROR(gemm_runs(L.qkv, qkv, qkv_dim));
-    FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s));
-    FLASHSCOPE_RETURN_IF_ERROR(keep_q(l));
-    FLASHSCOPE_RETURN_IF_ERROR(paged_attention(attention_params(c, cm, sc, l, v)));
-    if (post_attn) {
-      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, y, H, n, false));
-      FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, L.ffn_norm));
-    } else {
-      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd, x, H, n, true));
-      FLASHSCOPE_RETURN_IF_ERROR(norm(L.ffn_norm, 0, n));
-    }
-    FLASHSCOPE_RETURN_IF_ERROR(gemm_runs(L.gate_up, gu, 2 * F));
-    FLASHSCOPE_RETURN_IF_ERROR(swiglu_rows());
-    xn_ready = false;
-    if (post_ffn) {
-      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.down, act, F, y, H, n, false));
-      // The next layer's attention pre-norm rides along (the LM head's
-      // norm covers other rows than the step's, so the last layer stops here).
-      FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_ffn_norm, next != nullptr ? next->attn_norm : nullptr));
-      xn_ready = next != nullptr;
-    } else {
-      FLASHSCOPE_RETURN_IF_ERROR(gemm(L.down, act, F, x, H, n, true));
-    }
+  } else if (fold_rope_) {  // one bf16 run: the GEMM runs rope_append at its end
+    cuda::SkinnyGemmOp qkv_op =
+        fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeHeads, L.qkv.run[0], qkv_dim_, H_);
+    norm_input(qkv_op, L.attn_norm, true);
+    qkv_op.y = qkv_;
+    qkv_op.ldy = qkv_dim_;
+    qkv_op.rope = ra;
+    qkv_op.rope_counters = static_cast<int*>(sc_.rope_counters.data());
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s_));
+    settle();
+  } else {
+    FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.qkv, L.attn_norm, qkv_, qkv_dim_));
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(ra, s_));
   }
+  return Status{};
+}
 
+// The paged attention (split-KV partials left unmerged) and the O product,
+// which merges them where it reads o; into y for a post-norm.
+Status StepEnqueue::fused_attention(int l, const CudaModel::Layer& L) {
+  const auto* o = static_cast<const uint16_t*>(sc_.o.data());
+  const bool post_attn = L.post_attn_norm != nullptr;
+  const PagedAttentionParams ap = attention_params(c_, cm_, sc_, l, v_);
+  FLASHSCOPE_RETURN_IF_ERROR(validate(ap));
+  cuda::UnmergedOutput attn;
+  FLASHSCOPE_RETURN_IF_ERROR(cuda::paged_attention_unmerged(ap, &attn));
+  cuda::SkinnyGemmOp wo_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.wo, H_, qd_);
+  wo_op.x = o;
+  wo_op.ldx = qd_;
+  if (attn.num_splits > 1) {  // the split-KV merge happens where o is read
+    wo_op.input = cuda::SkinnyInput::kSplitKv;
+    wo_op.split_kv = {attn.o_partial, attn.lse_partial, attn.num_splits, c_.n_heads, c_.head_dim, v_.q_len,
+                      attn.partial_rows};
+  }
+  if (post_attn) {
+    wo_op.output = cuda::SkinnyOutput::kStore;
+    wo_op.y = y_;
+  }
+  FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(wo_op, s_));
+  if (post_attn && fold_norms_) pending_post_ = L.post_attn_norm;
+  if (post_attn && !fold_norms_) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, nullptr));
+  return Status{};
+}
+
+// The gated FFN: gate and up in one launch with the gate kernel in its
+// epilogue (or, of different types, stored and gated apart), then down.
+Status StepEnqueue::fused_ffn(const CudaModel::Layer& L) {
+  const bool post_ffn = L.post_ffn_norm != nullptr;
+  if (L.gate.type == L.up.type) {
+    cuda::SkinnyGemmOp gu_op = fused(cuda::SkinnyInput::kRmsNorm, gate_out_, L.gate, F_, H_);
+    gu_op.matrix_up = &L.up;
+    norm_input(gu_op, L.ffn_norm, true);
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(gu_op, s_));
+    settle();
+  } else {  // gate and up of different types: each into gu, then the gate kernel
+    FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.gate_up, L.ffn_norm, gu_, 2 * F_));
+    FLASHSCOPE_RETURN_IF_ERROR(swiglu_rows());
+  }
+  cuda::SkinnyGemmOp down_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.down, H_, F_);
+  down_op.x = act_;
+  down_op.ldx = F_;
+  if (post_ffn) {
+    down_op.output = cuda::SkinnyOutput::kStore;
+    down_op.y = y_;
+  }
+  FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(down_op, s_));
+  if (post_ffn && fold_norms_) pending_post_ = L.post_ffn_norm;
+  if (post_ffn && !fold_norms_) FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_ffn_norm, nullptr));
+  return Status{};
+}
+
+// Layer l as four fused few-token GEMMs around the attention.
+Status StepEnqueue::fused_layer(int l) {
+  const CudaModel::Layer& L = cm_.layers[static_cast<size_t>(l)];
+  FLASHSCOPE_RETURN_IF_ERROR(fused_qkv(L, rope_op(l)));
+  FLASHSCOPE_RETURN_IF_ERROR(keep_q(l));
+  FLASHSCOPE_RETURN_IF_ERROR(fused_attention(l, L));
+  return fused_ffn(L);
+}
+
+// Layer l as cuBLAS products and the norm, RoPE, attention and gate kernels
+// between them; the O and down products go straight into the residual, or
+// into y for a post-norm.
+Status StepEnqueue::blas_layer(int l) {
+  const CudaModel::Layer& L = cm_.layers[static_cast<size_t>(l)];
+  const CudaModel::Layer* next = l + 1 < c_.n_layers ? &cm_.layers[static_cast<size_t>(l + 1)] : nullptr;
+  const auto* o = static_cast<const uint16_t*>(sc_.o.data());
+  const bool post_attn = L.post_attn_norm != nullptr, post_ffn = L.post_ffn_norm != nullptr;
+  if (!xn_ready_) FLASHSCOPE_RETURN_IF_ERROR(norm(L.attn_norm, 0, n_));
+  FLASHSCOPE_RETURN_IF_ERROR(gemm_runs(L.qkv, qkv_, qkv_dim_));
+  FLASHSCOPE_RETURN_IF_ERROR(cuda::rope_append(rope_op(l), s_));
+  FLASHSCOPE_RETURN_IF_ERROR(keep_q(l));
+  FLASHSCOPE_RETURN_IF_ERROR(paged_attention(attention_params(c_, cm_, sc_, l, v_)));
+  if (post_attn) {
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd_, y_, H_, n_, false));
+    FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_attn_norm, L.ffn_norm));
+  } else {
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.wo, o, qd_, x_, H_, n_, true));
+    FLASHSCOPE_RETURN_IF_ERROR(norm(L.ffn_norm, 0, n_));
+  }
+  FLASHSCOPE_RETURN_IF_ERROR(gemm_runs(L.gate_up, gu_, 2 * F_));
+  FLASHSCOPE_RETURN_IF_ERROR(swiglu_rows());
+  xn_ready_ = false;
+  if (post_ffn) {
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.down, act_, F_, y_, H_, n_, false));
+    // The next layer's attention pre-norm rides along (the LM head's
+    // norm covers other rows than the step's, so the last layer stops here).
+    FLASHSCOPE_RETURN_IF_ERROR(post_norm(L.post_ffn_norm, next != nullptr ? next->attn_norm : nullptr));
+    xn_ready_ = next != nullptr;
+  } else {
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(L.down, act_, F_, x_, H_, n_, true));
+  }
+  return Status{};
+}
+
+// The last pending post-norm back into x, then the logits of rows
+// [row0, row0 + head_rows) (none for 0).
+Status StepEnqueue::head(int row0, int head_rows, float* logits_out) {
   // A bf16 LM head stays on cuBLAS: it streams 49152 × 576 faster there than
   // through the skinny kernel, norm included (bench/TUNING.md#engine). A
   // quantized one reads 3-4× fewer bytes through the fused kernel (final
   // norm in front) for a few rows.
-  const bool blas_head = head_rows > 0 && !skinny_head(c, cm, head_rows);
+  const bool blas_head = head_rows > 0 && !skinny_head(c_, cm_, head_rows);
   bool head_normed = false;  // xn rows [row0, row0 + head_rows) hold the head's input
-  if (pending_post != nullptr) {  // the last post-norm, back into x (the head and kAll's later blocks read x)
+  if (pending_post_ != nullptr) {  // the last post-norm, back into x (the head and kAll's later blocks read x)
     cuda::AddRmsNormOp op;
-    op.y = y;
-    op.y_stride = H;
-    op.post_weight = pending_post;
-    op.x = x;
-    op.x_stride = H;
-    op.x_in = x_cur == x ? nullptr : x_cur;
-    op.x_in_stride = H;
-    op.next_weight = blas_head ? cm.output_norm : nullptr;
-    op.xn = xn;
-    op.xn_stride = H;
-    op.rows = n;
-    op.dim = H;
-    op.eps = c.rms_eps;
-    FLASHSCOPE_RETURN_IF_ERROR(cuda::add_rms_norm(op, s));
+    op.y = y_;
+    op.y_stride = H_;
+    op.post_weight = pending_post_;
+    op.x = x_;
+    op.x_stride = H_;
+    op.x_in = x_cur_ == x_ ? nullptr : x_cur_;
+    op.x_in_stride = H_;
+    op.next_weight = blas_head ? cm_.output_norm : nullptr;
+    op.xn = xn_;
+    op.xn_stride = H_;
+    op.rows = n_;
+    op.dim = H_;
+    op.eps = c_.rms_eps;
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::add_rms_norm(op, s_));
     head_normed = blas_head;
-    x_cur = x;
-    pending_post = nullptr;
+    x_cur_ = x_;
+    pending_post_ = nullptr;
   }
   if (head_rows > 0) {
-    if (skinny_head(c, cm, head_rows)) {
+    if (skinny_head(c_, cm_, head_rows)) {
       cuda::SkinnyGemmOp op;
       op.input = cuda::SkinnyInput::kRmsNorm;
       op.output = cuda::SkinnyOutput::kStore;
-      op.matrix = &cm.output;
+      op.matrix = &cm_.output;
       op.rows = head_rows;
-      op.n_out = c.vocab;
-      op.k = H;
-      op.xf = x + static_cast<int64_t>(row0) * H;
-      op.ldxf = H;
-      op.norm_weight = cm.output_norm;
-      op.eps = c.rms_eps;
+      op.n_out = c_.vocab;
+      op.k = H_;
+      op.xf = x_ + static_cast<int64_t>(row0) * H_;
+      op.ldxf = H_;
+      op.norm_weight = cm_.output_norm;
+      op.eps = c_.rms_eps;
       op.y = logits_out;
-      op.ldy = c.vocab;
-      return cuda::skinny_gemm(op, s);
+      op.ldy = c_.vocab;
+      return cuda::skinny_gemm(op, s_);
     }
-    if (!head_normed) FLASHSCOPE_RETURN_IF_ERROR(norm(cm.output_norm, row0, head_rows));
-    const uint16_t* head_in = head_normed ? xn + static_cast<int64_t>(row0) * H : xn;
-    FLASHSCOPE_RETURN_IF_ERROR(gemm(cm.output, head_in, H, logits_out, c.vocab, head_rows, false));
+    if (!head_normed) FLASHSCOPE_RETURN_IF_ERROR(norm(cm_.output_norm, row0, head_rows));
+    const uint16_t* head_in = head_normed ? xn_ + static_cast<int64_t>(row0) * H_ : xn_;
+    FLASHSCOPE_RETURN_IF_ERROR(gemm(cm_.output, head_in, H_, logits_out, c_.vocab, head_rows, false));
   }
   return {};
+}
+
+}  // namespace
+
+Status enqueue_step(const Model::Impl& m, const CudaModel& cm, StepScratch& sc, const StepView& v, int row0,
+                    int head_rows, float* logits_out) {
+  StepEnqueue step(m, cm, sc, v);
+  FLASHSCOPE_RETURN_IF_ERROR(step.embed());
+  step.choose_path();
+  for (int l = 0; l < m.config.n_layers; ++l)
+    FLASHSCOPE_RETURN_IF_ERROR(step.skinny() ? step.fused_layer(l) : step.blas_layer(l));
+  return step.head(row0, head_rows, logits_out);
 }
 
 namespace {

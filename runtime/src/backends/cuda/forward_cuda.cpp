@@ -65,6 +65,7 @@
 #include "backends/cuda/step_tap.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/half.hpp"
+#include "util/math.hpp"
 
 namespace flashscope::model {
 
@@ -203,23 +204,26 @@ Status cuda_check_config(const ModelConfig& c) {
   return Status::ok_status();
 }
 
-Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
+namespace {
+
+// What cuda_load refuses before it allocates anything.
+Status check_loadable(const Model::Impl& m) {
   if (!cuda_available()) {
     return unsupported("Device::kCuda was requested but no CUDA device is present (or no driver); use Device::kCpu");
   }
-  const ModelConfig& c = m.config;
-  FLASHSCOPE_RETURN_IF_ERROR(cuda_check_config(c));
+  FLASHSCOPE_RETURN_IF_ERROR(cuda_check_config(m.config));
   for (const LayerWeights& L : m.weights.layers) {
     if (!L.bo.empty()) {
       return unsupported("a llama model with an attention output bias runs on the CPU only in this build (use Device::kCpu)");
     }
   }
-  const Weights& w = m.weights;
-  std::shared_ptr<CudaModel> cm;
+  return Status::ok_status();
+}
+
+// Each layer's RoPE table (one per distinct base and scale) and window.
+Status make_layers(const ModelConfig& c, CudaModel* cm) {
   try {
-    cm = std::make_shared<CudaModel>();
     cm->layers.resize(static_cast<size_t>(c.n_layers));
-    // Each layer's RoPE table (one per distinct base and scale) and window.
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerConfig lc = c.layer(l);
       CudaModel::Layer& D = cm->layers[static_cast<size_t>(l)];
@@ -232,34 +236,17 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "cannot allocate the CUDA model");
   }
-  FLASHSCOPE_RETURN_IF_ERROR(check_attention(c, cm->layers));
-  FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaGetDevice(&cm->device), "cudaGetDevice"));
+  return Status::ok_status();
+}
 
-  // Where each tensor goes in the one weight allocation: matrices the GPU
-  // reads in place keep their GGUF bytes (WeightFormat::kQuantized), the rest
-  // are dequantized to bf16. Q, K, V rows (gate, up) of one device type are
-  // stacked into one run, so each run is one product.
-  const bool keep_blocks = m.options.weights == WeightFormat::kQuantized;
-  // Matrices expanded to bf16 although their type is read in place: the
-  // parts of a stacked product that also has a bf16 part (the bf16 kernels
-  // read a product whole, not a run of its rows).
-  std::vector<const Matrix*> forced_bf16;
-  auto device_type = [&](const Matrix& mat) {
-    const bool forced = std::find(forced_bf16.begin(), forced_bf16.end(), &mat) != forced_bf16.end();
-    return keep_blocks && !forced && cuda::quant_matrix_type_supported(mat.q.type) ? mat.q.type : GgmlType::kBF16;
-  };
-  auto device_row_bytes = [&](const Matrix& mat) {
-    return device_type(mat) == GgmlType::kBF16 ? mat.q.cols * 2 : static_cast<int64_t>(mat.q.row_bytes);
-  };
-  const size_t H = static_cast<size_t>(c.hidden);
-  const size_t qd = static_cast<size_t>(c.n_heads) * c.head_dim, kvd = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-  const bool tied = c.tied_embeddings || w.output.tensor == w.token_embd.tensor;
-  size_t total = 0;
-  auto reserve = [&](size_t bytes) {
-    const size_t at = align_up(total, kAlign);
-    total = at + bytes;
-    return at;
-  };
+// Where each tensor goes in the one weight allocation: matrices the GPU
+// reads in place keep their GGUF bytes (WeightFormat::kQuantized), the rest
+// are dequantized to bf16. Q, K, V rows (gate, up) of one device type are
+// stacked into one run, so each run is one product. Holds pointers into
+// itself and the CudaModel: planned and uploaded in place.
+struct WeightPlan {
+  static constexpr size_t kNone = ~size_t{0};  // an optional vector the family lacks
+
   // A matrix's place: offset in the allocation, filled in as a DeviceMatrix once it exists.
   struct Piece {
     const Matrix* src = nullptr;
@@ -270,20 +257,50 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
     size_t at = 0;
     cuda::DeviceMatrix* dst = nullptr;
   };
+  struct LayerOffsets {
+    size_t attn_norm, ffn_norm;
+    size_t bqkv, q_norm, k_norm, post_attn_norm, post_ffn_norm;
+    cuda::DeviceMatrix q, k, v;  // placeholders for the views place_runs fills
+  };
+
+  bool keep_blocks = false;
+  bool tied = false;
+  // Matrices expanded to bf16 although their type is read in place: the
+  // parts of a stacked product that also has a bf16 part (the bf16 kernels
+  // read a product whole, not a run of its rows).
+  std::vector<const Matrix*> forced_bf16;
+  size_t total = 0;
   std::vector<Piece> pieces;
   std::vector<Run> runs;
-  auto place = [&](const Matrix& mat, cuda::DeviceMatrix* dst, size_t at) {
+  std::vector<LayerOffsets> lo;
+  std::vector<std::vector<float>> biases;
+  size_t out_norm_at = 0;
+
+  GgmlType device_type(const Matrix& mat) const {
+    const bool forced = std::find(forced_bf16.begin(), forced_bf16.end(), &mat) != forced_bf16.end();
+    return keep_blocks && !forced && cuda::quant_matrix_type_supported(mat.q.type) ? mat.q.type : GgmlType::kBF16;
+  }
+  int64_t device_row_bytes(const Matrix& mat) const {
+    return device_type(mat) == GgmlType::kBF16 ? mat.q.cols * 2 : static_cast<int64_t>(mat.q.row_bytes);
+  }
+  size_t reserve(size_t bytes) {
+    const size_t at = align_up(total, kAlign);
+    total = at + bytes;
+    return at;
+  }
+  size_t reserve_floats(const std::vector<float>& v) { return v.empty() ? kNone : reserve(v.size() * 4); }
+  void place(const Matrix& mat, cuda::DeviceMatrix* dst, size_t at) {
     dst->type = device_type(mat);
     dst->rows = static_cast<int>(mat.q.rows);
     dst->cols = static_cast<int>(mat.q.cols);
     dst->row_bytes = device_row_bytes(mat);
     pieces.push_back({&mat, at, dst});
-  };
-  auto place_alone = [&](const Matrix& mat, cuda::DeviceMatrix* dst) {
+  }
+  void place_alone(const Matrix& mat, cuda::DeviceMatrix* dst) {
     place(mat, dst, reserve(static_cast<size_t>(mat.q.rows * device_row_bytes(mat))));
-  };
+  }
   // parts stacked in order; views[i] (may be null) receives part i alone.
-  auto place_runs = [&](std::vector<const Matrix*> parts, std::vector<cuda::DeviceMatrix*> views, MatrixRuns* mr) {
+  void place_runs(std::vector<const Matrix*> parts, std::vector<cuda::DeviceMatrix*> views, MatrixRuns* mr) {
     bool any_bf16 = false, any_blocks = false;
     for (const Matrix* p : parts) (device_type(*p) == GgmlType::kBF16 ? any_bf16 : any_blocks) = true;
     if (any_bf16 && any_blocks) forced_bf16.insert(forced_bf16.end(), parts.begin(), parts.end());
@@ -309,57 +326,66 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
         row += static_cast<int>(parts[i]->q.rows);
       }
     }
-  };
-  constexpr size_t kNone = ~size_t{0};
-  // The family's optional vectors (kNone: absent).
-  auto reserve_floats = [&](const std::vector<float>& v) { return v.empty() ? kNone : reserve(v.size() * 4); };
-  struct LayerOffsets {
-    size_t attn_norm, ffn_norm;
-    size_t bqkv, q_norm, k_norm, post_attn_norm, post_ffn_norm;
-    cuda::DeviceMatrix q, k, v;  // placeholders for the views place_runs fills
-  };
-  std::vector<LayerOffsets> lo(static_cast<size_t>(c.n_layers));
-  std::vector<std::vector<float>> biases(lo.size());
-  place_alone(w.token_embd, &cm->token_embd);
-  for (size_t l = 0; l < lo.size(); ++l) {
+  }
+};
+
+// Every matrix and vector of m's weights placed in *plan, in upload order;
+// cm's matrices and runs described (their data pointers come with the upload).
+Status plan_weights(const Model::Impl& m, CudaModel* cm, WeightPlan* plan) {
+  const ModelConfig& c = m.config;
+  const Weights& w = m.weights;
+  plan->keep_blocks = m.options.weights == WeightFormat::kQuantized;
+  const size_t H = static_cast<size_t>(c.hidden);
+  const size_t qd = static_cast<size_t>(c.n_heads) * c.head_dim, kvd = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  plan->tied = c.tied_embeddings || w.output.tensor == w.token_embd.tensor;
+  plan->lo.resize(static_cast<size_t>(c.n_layers));
+  plan->biases.resize(plan->lo.size());
+  plan->place_alone(w.token_embd, &cm->token_embd);
+  for (size_t l = 0; l < plan->lo.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     CudaModel::Layer& D = cm->layers[l];
-    LayerOffsets& o = lo[l];
-    place_runs({&L.wq, &L.wk, &L.wv}, {&o.q, &o.k, &o.v}, &D.qkv);
-    place_alone(L.wo, &D.wo);
-    place_runs({&L.gate, &L.up}, {&D.gate, &D.up}, &D.gate_up);
-    place_alone(L.down, &D.down);
-    o.attn_norm = reserve(H * 4);
-    o.ffn_norm = reserve(H * 4);
+    WeightPlan::LayerOffsets& o = plan->lo[l];
+    plan->place_runs({&L.wq, &L.wk, &L.wv}, {&o.q, &o.k, &o.v}, &D.qkv);
+    plan->place_alone(L.wo, &D.wo);
+    plan->place_runs({&L.gate, &L.up}, {&D.gate, &D.up}, &D.gate_up);
+    plan->place_alone(L.down, &D.down);
+    o.attn_norm = plan->reserve(H * 4);
+    o.ffn_norm = plan->reserve(H * 4);
     try {
-      biases[l] = stacked_bias(L, qd, kvd);
+      plan->biases[l] = stacked_bias(L, qd, kvd);
     } catch (const std::bad_alloc&) {
       return Status(StatusCode::kOutOfMemory, "cannot allocate the Q/K/V biases");
     }
-    o.bqkv = reserve_floats(biases[l]);
-    o.q_norm = reserve_floats(L.q_norm);
-    o.k_norm = reserve_floats(L.k_norm);
-    o.post_attn_norm = reserve_floats(L.post_attn_norm);
-    o.post_ffn_norm = reserve_floats(L.post_ffn_norm);
+    o.bqkv = plan->reserve_floats(plan->biases[l]);
+    o.q_norm = plan->reserve_floats(L.q_norm);
+    o.k_norm = plan->reserve_floats(L.k_norm);
+    o.post_attn_norm = plan->reserve_floats(L.post_attn_norm);
+    o.post_ffn_norm = plan->reserve_floats(L.post_ffn_norm);
   }
-  const size_t out_norm_at = reserve(H * 4);
-  if (!tied) place_alone(w.output, &cm->output);
+  plan->out_norm_at = plan->reserve(H * 4);
+  if (!plan->tied) plan->place_alone(w.output, &cm->output);
   // The kernels' word loads of 2-byte-aligned blocks may read past the last row.
-  total += cuda::quant_matrix_tail_bytes();
+  plan->total += cuda::quant_matrix_tail_bytes();
+  return Status::ok_status();
+}
 
-  auto buf = device_alloc(total, keep_blocks ? "the model's weights" : "the model's bf16 weights");
+// The plan's one allocation, every matrix uploaded into it (blocks as they
+// are, the rest as bf16), then the norms and the family's optional vectors.
+Status upload_weights(const Model::Impl& m, CudaModel* cm, const WeightPlan& plan) {
+  const Weights& w = m.weights;
+  auto buf = device_alloc(plan.total, plan.keep_blocks ? "the model's weights" : "the model's bf16 weights");
   if (!buf.ok()) return buf.status();
   cm->weights = std::move(buf).value();
-  cm->weight_bytes = total;
+  cm->weight_bytes = plan.total;
   char* base = static_cast<char*>(cm->weights.data());
   auto f32_at = [&](size_t off) { return reinterpret_cast<float*>(base + off); };
 
-  for (const Run& r : runs) r.dst->data = base + r.at;
+  for (const WeightPlan::Run& r : plan.runs) r.dst->data = base + r.at;
   // quantized: some layer matrix is in blocks (the step rules of kQuantSkinnyRows);
   // layer_bf16: some is bf16 (the bf16 kernel's limits apply too).
   cm->quantized = false;
   cm->layer_bf16 = false;
-  for (const Piece& p : pieces) {
+  for (const WeightPlan::Piece& p : plan.pieces) {
     p.dst->data = base + p.at;
     const bool layer_matrix = p.src != &w.token_embd && p.src != &w.output;
     if (layer_matrix) (p.dst->quantized() ? cm->quantized : cm->layer_bf16) = true;
@@ -371,10 +397,10 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
       FLASHSCOPE_RETURN_IF_ERROR(upload_matrix(*p.src, reinterpret_cast<uint16_t*>(base + p.at)));
     }
   }
-  for (size_t l = 0; l < lo.size(); ++l) {
+  for (size_t l = 0; l < plan.lo.size(); ++l) {
     const LayerWeights& L = w.layers[l];
     CudaModel::Layer& D = cm->layers[l];
-    const LayerOffsets& o = lo[l];
+    const WeightPlan::LayerOffsets& o = plan.lo[l];
     FLASHSCOPE_RETURN_IF_ERROR(upload_floats(L.attn_norm, f32_at(o.attn_norm), "attn_norm"));
     FLASHSCOPE_RETURN_IF_ERROR(upload_floats(L.ffn_norm, f32_at(o.ffn_norm), "ffn_norm"));
     D.attn_norm = f32_at(o.attn_norm);
@@ -384,24 +410,28 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
       size_t at;
       const float** dst;
       const char* what;
-    } optional[] = {{biases[l], o.bqkv, &D.bqkv, "the Q/K/V biases"},
+    } optional[] = {{plan.biases[l], o.bqkv, &D.bqkv, "the Q/K/V biases"},
                     {L.q_norm, o.q_norm, &D.q_norm, "attn_q_norm"},
                     {L.k_norm, o.k_norm, &D.k_norm, "attn_k_norm"},
                     {L.post_attn_norm, o.post_attn_norm, &D.post_attn_norm, "post_attention_norm"},
                     {L.post_ffn_norm, o.post_ffn_norm, &D.post_ffn_norm, "post_ffw_norm"}};
     for (const auto& v : optional) {
-      if (v.at == kNone) continue;
+      if (v.at == WeightPlan::kNone) continue;
       FLASHSCOPE_RETURN_IF_ERROR(upload_floats(v.host, f32_at(v.at), v.what));
       *v.dst = f32_at(v.at);
     }
   }
-  FLASHSCOPE_RETURN_IF_ERROR(upload_floats(w.output_norm, f32_at(out_norm_at), "output_norm"));
-  if (tied) cm->output = cm->token_embd;
-  cm->output_norm = f32_at(out_norm_at);
+  FLASHSCOPE_RETURN_IF_ERROR(upload_floats(w.output_norm, f32_at(plan.out_norm_at), "output_norm"));
+  if (plan.tied) cm->output = cm->token_embd;
+  cm->output_norm = f32_at(plan.out_norm_at);
   // A pageable cudaMemcpy may return before its DMA lands; the sequences'
   // streams do not wait for the legacy stream.
-  FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the weight upload"));
+  return cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the weight upload");
+}
 
+// cuBLAS and its workspace for this device, and the switches the
+// environment sets (FLASHSCOPE_CUDA_*).
+Status start_cublas_and_switches(CudaModel* cm) {
   auto handle = cuda::CublasHandle::create();
   if (!handle.ok()) return handle.status();
   cm->cublas = std::move(handle).value();
@@ -420,6 +450,26 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   // than its own launch (bench/TUNING.md, "Decode-step fusion").
   const char* fuse_rope = std::getenv("FLASHSCOPE_CUDA_FUSE_ROPE");
   cm->fuse_rope = fuse_rope != nullptr && std::strcmp(fuse_rope, "1") == 0;
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
+  FLASHSCOPE_RETURN_IF_ERROR(check_loadable(m));
+  std::shared_ptr<CudaModel> cm;
+  try {
+    cm = std::make_shared<CudaModel>();
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, "cannot allocate the CUDA model");
+  }
+  FLASHSCOPE_RETURN_IF_ERROR(make_layers(m.config, cm.get()));
+  FLASHSCOPE_RETURN_IF_ERROR(check_attention(m.config, cm->layers));
+  FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaGetDevice(&cm->device), "cudaGetDevice"));
+  WeightPlan plan;
+  FLASHSCOPE_RETURN_IF_ERROR(plan_weights(m, cm.get(), &plan));
+  FLASHSCOPE_RETURN_IF_ERROR(upload_weights(m, cm.get(), plan));
+  FLASHSCOPE_RETURN_IF_ERROR(start_cublas_and_switches(cm.get()));
   return cm;
 }
 
@@ -595,7 +645,7 @@ Result<std::unique_ptr<Sequence::State>> cuda_new_state(const Model::Impl& m, in
   st->owner = &m;
   st->capacity = capacity;
   st->n_layers = c.n_layers;
-  st->max_pages = (capacity + kPageSize - 1) / kPageSize;
+  st->max_pages = ceil_div(capacity, kPageSize);
   try {
     st->tokens.reserve(static_cast<size_t>(capacity));
   } catch (const std::bad_alloc&) {
