@@ -161,10 +161,13 @@ class Q8Steps {
 };
 
 // Bounds of the int8 GEMV's decode steps against the bf16 path: its inputs
-// are rounded to int8 per block of 32 (|error| <= amax/254 an element, about
-// 0.5% RMS of a Gaussian block), once per product, 4 products a layer; over
-// 8 layers, independent, under 3% RMS of the logits: 4% RMS and 20% max
-// (the products' errors do not cancel at the worst position).
+// are rounded to int8 per block of 32 (uniform within amax/254 an element:
+// about 0.5% RMS of a Gaussian block's values) where the bf16 path rounds
+// them to bf16 (within 2^-9 relative: about 0.11% RMS), so the logits move
+// up to ~5x what bf16 rounding moves them; the bf16 path's own bounds
+// (kCudaBounds: 7% max, 1.5% RMS, twice what bf16 rounding gives) scaled by
+// 5: 35% max, 7.5% RMS. A wrong block, scale or row moves them by tens of
+// percent RMS; the real model's top-1 agreement (98%) is the sharper check.
 TEST_CASE("cuda quant: the int8 GEMV's decode steps stay near the bf16 path's logits") {
   if (skip_without_gpu()) return;
   Q8Steps q8;
@@ -182,8 +185,8 @@ TEST_CASE("cuda quant: the int8 GEMV's decode steps stay near the bf16 path's lo
     const size_t positions = q.size() / static_cast<size_t>(v.s.vocab);
     MESSAGE(variant << ": int8 GEMV vs bf16 over " << positions << " positions: max " << 100 * e.rel() << "%, RMS "
                     << 100 * e.rms_rel() << "% of logit RMS; top-1 differs at " << e.argmax_mismatches);
-    CHECK(e.rel() <= 0.20);
-    CHECK(e.rms_rel() <= 0.04);
+    CHECK(e.rel() <= 0.35);
+    CHECK(e.rms_rel() <= 0.075);
   }
 }
 
@@ -290,5 +293,5 @@ TEST_CASE("cuda quant: SmolLM2-135M on quantized weights agrees with bf16 and an
 TEST_CASE("cuda quant: SmolLM2-135M with the int8 GEMV's decode steps agrees with bf16 and answers Paris") {
   if (skip_without_gpu()) return;
   Q8Steps q8;
-  smollm2_agrees(0.04);  // the int8 GEMV's bound above
+  smollm2_agrees(0.075);  // the int8 GEMV's bound above
 }

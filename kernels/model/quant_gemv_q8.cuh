@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_gemv_q8_kernel(const __grid
   const int groups = p.k / quant::kGroup;
   constexpr int kPartGroups = quant::part_groups(kType);
   const int parts = groups / kPartGroups;  // parts of a row
-  const int wsteps = (parts + 31) / 32;    // warp steps of a row
+  const int wsteps = ceil_div(parts, 32);  // warp steps of a row
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int units = swiglu ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
   const int warps = gridDim.x * kWarps;
@@ -351,7 +351,7 @@ cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream,
   } else {
     (void)cudaGetLastError();  // the launch below reports a real problem
   }
-  return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min((units + kWarps - 1) / kWarps, ctas))),
+  return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min(ceil_div(units, kWarps), ctas))),
                                    dim3(kThreads), smem, stream, programmatic, p);
 }
 
