@@ -56,9 +56,12 @@ if [[ $what == e2e || $what == all ]]; then
     for w in bf16 quantized; do
       $cli bench e2e -m "$m" --weights "$w" --batch 1,8 --runs 5 2>&1 | tee -a "$OUT/quant_e2e.txt"
     done
-    # The int8 GEMV (kernels/model/quant_gemv_q8.cuh) for steps of 1-8 rows, beside the default above.
-    echo "## FLASHSCOPE_QUANT_GEMV=q8" | tee -a "$OUT/quant_e2e.txt"
-    FLASHSCOPE_QUANT_GEMV=q8 $cli bench e2e -m "$m" --weights quantized --batch 1,8 --runs 5 2>&1 |
-      tee -a "$OUT/quant_e2e.txt"
+    # The int8 GEMV (kernels/model/quant_gemv_q8.cuh) for steps of 1-8 rows, and for 1-row steps only
+    # (the tiles above: the sweep's split), beside the default above.
+    for q8 in q8 q8:1; do
+      echo "## FLASHSCOPE_QUANT_GEMV=$q8" | tee -a "$OUT/quant_e2e.txt"
+      FLASHSCOPE_QUANT_GEMV=$q8 $cli bench e2e -m "$m" --weights quantized --batch 1,8 --runs 5 2>&1 |
+        tee -a "$OUT/quant_e2e.txt"
+    done
   done
 fi
