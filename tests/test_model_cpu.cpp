@@ -562,6 +562,47 @@ TEST_CASE("forward: prefill longer than one chunk (128) matches the reference") 
   CHECK(e.rms_rel() <= kQ8Bounds.rms_rel);
 }
 
+// K-quant matrices with rows of whole 256-element super-blocks: a prompt's
+// full 8-token tiles take the per-256 activation kernels
+// (quant_matmul_kquant.hpp), its last tokens and every decode step the
+// per-32 ones; both against the float reference.
+TEST_CASE("forward: a K-quant model (the Q4_K_M mix, 256-wide rows) matches the reference in prefill and decode") {
+  SyntheticLlama s;
+  s.hidden = 256;
+  s.ffn = 512;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 64;
+  s.matrix_type = GgmlType::kQ4_K;
+  s.more_bits_type = GgmlType::kQ6_K;  // attn_v / ffn_down of both layers
+  s.embd_type = GgmlType::kQ6_K;      // the tied LM head
+  const auto bytes = s.build();
+  const RefModel ref = load_reference(bytes);
+  const Model model = load_synthetic(s);
+  const std::vector<int32_t> ids = random_ids(45, 100, 17);
+  const std::vector<std::vector<double>> want = reference_forward(ref, ids);
+  for (const std::string path : {"prefill (5 tiles + 5 tokens)", "decode"}) {
+    CAPTURE(path);
+    std::vector<float> got;
+    if (path[0] == 'p') {
+      got = run_all(model, ids);
+    } else {
+      auto seq = model.new_sequence();
+      REQUIRE(seq.ok());
+      std::vector<float> logits;
+      for (int32_t id : ids) {
+        REQUIRE(model.forward(*seq, {id}, {}, LogitsMode::kLast, &logits).ok());
+        got.insert(got.end(), logits.begin(), logits.end());
+      }
+    }
+    const LogitError e = compare(got, want);
+    MESSAGE("Q4_K_M mix, " << path << ": max |err| " << 100 * e.rel() << "%, RMS err " << 100 * e.rms_rel()
+                           << "% of logit RMS, argmax mismatches " << e.argmax_mismatches << "/" << ids.size());
+    CHECK(e.rel() <= kQ8Bounds.max_rel);
+    CHECK(e.rms_rel() <= kQ8Bounds.rms_rel);
+  }
+}
+
 // --- the KV cache ----------------------------------------------------------------------
 
 // A sequence's cache is a PagedKvCache of pages of 256 tokens: a prompt
