@@ -29,8 +29,12 @@ constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
 
 // As in quant_matmul.cpp: under ~10 µs of work the fork/join is not worth it.
 constexpr int64_t kParallelMinMacs = 256 * 1024;
-// Weight bytes of the rows that meet one tile run before the next rows
-// come: with the tile (8 tokens × cols bytes) they stay in L1.
+// The columns run in segments of this many super-blocks (1024 columns: a
+// tile's segment is 8.8 KB), and the rows in blocks of at most
+// kRowBlockBytes of their segments: the block's segments meet every tile's
+// segment before the next, both staying in L1 (wide matrices, ffn_down's
+// 3072 columns, would otherwise stream each tile from L2 for every row).
+constexpr int64_t kSegmentSuperBlocks = 4;
 constexpr uint64_t kRowBlockBytes = 12 * 1024;
 
 inline float load_fp16(const uint8_t* p) {
@@ -79,7 +83,7 @@ void tile8_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, f
         for (int l = 0; l < 32; ++l) {
           int v = (q[l] >> (4 * (s & 1))) & 0xF;
           if (kFifthBit) v |= ((qh[l] >> s) & 1) << 4;
-          sub += v * tile.qs[t][32 * s + l];
+          sub += v * q8k_value(tile, t, 32 * s + l);
         }
         isum += sc_m[s] * sub;
         imin += sc_m[8 + s] * bsum32(tile, s, t);
@@ -108,7 +112,7 @@ void tile8_q6_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, fl
           int32_t group[2] = {0, 0};
           for (int l = 0; l < 32; ++l) {
             const int v = (((ql[l] >> (4 * (k / 2))) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
-            group[l / 16] += v * tile.qs[t][32 * (4 * h + k) + l];
+            group[l / 16] += v * q8k_value(tile, t, 32 * (4 * h + k) + l);
           }
           isum += sc[8 * h + 2 * k] * group[0] + sc[8 * h + 2 * k + 1] * group[1];
         }
@@ -125,15 +129,13 @@ void quantize_q8k_portable(const float* x, TileQ8K* tile, int t) {
   for (int j = 0; j < kQ8KBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127.0f;
   const float inv_d = d > 0.0f ? 1.0f / d : 0.0f;
+  int32_t sums[16] = {};
   for (int j = 0; j < kQ8KBlock; ++j) {
-    const int q = static_cast<int>(std::nearbyint(x[j] * inv_d));
-    tile->qs[t][j] = static_cast<int8_t>(std::clamp(q, -127, 127));
+    const int q = std::clamp(static_cast<int>(std::nearbyint(x[j] * inv_d)), -127, 127);
+    tile->qs[j / 4][t][j % 4] = static_cast<int8_t>(q);
+    sums[j / 16] += q;
   }
-  for (int g = 0; g < 16; ++g) {
-    int32_t s = 0;
-    for (int j = 0; j < 16; ++j) s += tile->qs[t][16 * g + j];
-    tile->bsums[g / 2][t][g % 2] = static_cast<int16_t>(s);
-  }
+  for (int g = 0; g < 16; ++g) tile->bsums[g / 2][t][g % 2] = static_cast<int16_t>(sums[g]);
   tile->d[t] = d;
 }
 
@@ -174,7 +176,9 @@ FS_KQ_AVX2 void quantize_q8k_avx2(const float* x, TileQ8K* tile, int t) {
     const __m256i bytes = _mm256_permutevar8x32_epi32(
         _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
         _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile->qs[t] + b), bytes);
+    alignas(32) int8_t q8[32];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q8), bytes);
+    for (int k = 0; k < 8; ++k) std::memcpy(tile->qs[b / 4 + k][t], q8 + 4 * k, 4);
     // Sums of 4 bytes per lane, then lanes 0-3 (elements 0-15) and 4-7 (16-31).
     __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, bytes), ones16);
     s = _mm256_hadd_epi32(s, s);
@@ -188,9 +192,10 @@ FS_KQ_AVX2 void quantize_q8k_avx2(const float* x, TileQ8K* tile, int t) {
 namespace avx2_kq {
 #define FS_TARGET FS_KQ_AVX2
 struct Dot {
-  FS_TARGET static __m256i scaled(__m256i acc, __m256i u, __m256i x, __m256i s) {
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), s));
+  FS_TARGET static __m256i step(__m256i acc, __m256i w, __m256i x, __m256i s16) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), s16));
   }
+  FS_TARGET static __m256i finish(__m256i isum, __m256i acc, __m256i) { return _mm256_add_epi32(isum, acc); }
 };
 #include "backends/cpu/quant_matmul_kquant.inc"
 #undef FS_TARGET
@@ -199,8 +204,9 @@ struct Dot {
 namespace vnni_kq {
 #define FS_TARGET FS_KQ_VNNI
 struct Dot {
-  FS_TARGET static __m256i scaled(__m256i acc, __m256i u, __m256i x, __m256i s) {
-    return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, x), s);
+  FS_TARGET static __m256i step(__m256i acc, __m256i w, __m256i x, __m256i) { return _mm256_dpbusd_epi32(acc, w, x); }
+  FS_TARGET static __m256i finish(__m256i isum, __m256i acc, __m256i s32) {
+    return _mm256_add_epi32(isum, _mm256_mullo_epi32(acc, s32));
   }
 };
 #include "backends/cpu/quant_matmul_kquant.inc"
@@ -275,7 +281,9 @@ Status matmul_q8k_tiles(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_ti
   const TileKernel kernel = pick(w.type, active_cpu_isa());
   const int64_t nsb = w.cols / kQ8KBlock;
   const int64_t rows = w.rows;
-  const int64_t block_rows = std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / std::max<uint64_t>(w.row_bytes, 1)), 1, 64);
+  const uint64_t sb_bytes = w.row_bytes / static_cast<uint64_t>(nsb);
+  const int64_t block_rows =
+      std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / (sb_bytes * kSegmentSuperBlocks)), 1, 64);
   const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
   const bool parallel = rows * w.cols * n_tiles * kKTileTokens >= kParallelMinMacs;
 #ifdef _OPENMP
@@ -284,10 +292,19 @@ Status matmul_q8k_tiles(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_ti
   for (int64_t rb = 0; rb < row_blocks; ++rb) {
     const int64_t r0 = rb * block_rows, r1 = std::min(rows, r0 + block_rows);
     float out[kKTileTokens];
-    for (int64_t i = 0; i < n_tiles; ++i) {
-      for (int64_t r = r0; r < r1; ++r) {
-        kernel(w.data + static_cast<uint64_t>(r) * w.row_bytes, tiles + i * nsb, nsb, out);
-        for (int t = 0; t < kKTileTokens; ++t) y[(i * kKTileTokens + t) * ldy + r] = out[t];
+    for (int64_t seg = 0; seg < nsb; seg += kSegmentSuperBlocks) {
+      const int64_t seg_sb = std::min<int64_t>(kSegmentSuperBlocks, nsb - seg);
+      for (int64_t i = 0; i < n_tiles; ++i) {
+        for (int64_t r = r0; r < r1; ++r) {
+          kernel(w.data + static_cast<uint64_t>(r) * w.row_bytes + static_cast<uint64_t>(seg) * sb_bytes,
+                 tiles + i * nsb + seg, seg_sb, out);
+          float* yr = y + i * kKTileTokens * ldy + r;
+          if (seg == 0) {
+            for (int t = 0; t < kKTileTokens; ++t) yr[t * ldy] = out[t];
+          } else {
+            for (int t = 0; t < kKTileTokens; ++t) yr[t * ldy] += out[t];
+          }
+        }
       }
     }
   }

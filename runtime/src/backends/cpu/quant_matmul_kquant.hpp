@@ -13,16 +13,17 @@
 //   Q4_K / Q5_K:  Σ_s sc_s·Σ(q·x_q)  ·d·d_x  −  Σ_s m_s·Σx_q  ·dmin·d_x
 //   Q6_K:         Σ_g sc_g·Σ(q·x_q) − 32·Σ_g sc_g·Σx_q        ·d·d_x   (q = the unsigned 6 bits)
 //
-// The products q·x_q pair up by maddubs, and the pairs are weighted by the
-// sub-block's scale in the same madd (or vpdpwssd) that widens them to
-// int32, so one super-block of one token costs two instructions per 32
-// weights and a single float multiply-add at its end. The Σx_q per 16
-// activations (bsums) give the min and offset terms.
-//
-// Tokens run eight at a time (TileQ8K): one weight row's unpacked sub-block
-// meets eight tokens, whose eight int32 vectors reduce to one vector of
-// eight sums (one lane per token) at the end of each super-block. Rows run
-// in blocks that stay in L1 while the tiles stream past.
+// Tokens run eight at a time (TileQ8K), one int32 lane per token: 4 weights
+// of a sub-block, broadcast to every lane, meet the same 4 columns of the
+// eight tokens (the tile interleaves them so), and the sub-block's sum needs
+// no horizontal reduction. AVX-512 VNNI takes the 4 products of a lane in one
+// vpdpbusd and scales each sub-block's int32 sums once (vpmulld, 8 + 1
+// multiplies per 256 products where maddubs + madd take 16); AVX2 pairs the
+// products by maddubs and weights the pairs by the sub-block scale in the
+// madd that widens them. A super-block then costs one float multiply-add for
+// all eight tokens. The Σx_q per 16 activations (bsums) give the min and
+// offset terms. Rows run in blocks that stay in L1 while the tiles stream
+// past.
 //
 // The per-256 scale rounds each activation to 1/254 of its super-block's
 // max magnitude, coarser than matmul's per-32 blocks; that is the trade
@@ -42,11 +43,14 @@ constexpr int kKTileTokens = 8;    // tokens per TileQ8K
 struct TileQ8K {
   float d[kKTileTokens];                    // token t's scale: x ≈ d[t] · qs[t][i]
   int16_t bsums[8][kKTileTokens][2];        // [p][t][j] = Σ qs[t][32p + 16j .. +16)
-  int8_t qs[kKTileTokens][kQ8KBlock];
+  // Token-interleaved by 4 columns: qs[i / 4][t][i % 4] is token t's
+  // column i, so 32 bytes hold the same 4 columns of all eight tokens and a
+  // weight's 4 bytes, broadcast, meet them in one u8·s8 dot (lanes = tokens).
+  int8_t qs[kQ8KBlock / 4][kKTileTokens][4];
 };
 
 // Token t's quantized value at column i (< 256) of the super-block.
-inline int8_t q8k_value(const TileQ8K& tile, int t, int i) { return tile.qs[t][i]; }
+inline int8_t q8k_value(const TileQ8K& tile, int t, int i) { return tile.qs[i / 4][t][i % 4]; }
 
 // True for the weight types matmul_q8k_tiles multiplies.
 bool q8k_tiles_apply(GgmlType type);
