@@ -563,7 +563,7 @@ TEST_CASE("forward: prefill longer than one chunk (128) matches the reference") 
 }
 
 // K-quant matrices with rows of whole 256-element super-blocks: a prompt's
-// full 8-token tiles take the per-256 activation kernels
+// full 16-token tiles take the per-256 activation kernels
 // (quant_matmul_kquant.hpp), its last tokens and every decode step the
 // per-32 ones; both against the float reference.
 TEST_CASE("forward: a K-quant model (the Q4_K_M mix, 256-wide rows) matches the reference in prefill and decode") {
@@ -581,7 +581,7 @@ TEST_CASE("forward: a K-quant model (the Q4_K_M mix, 256-wide rows) matches the 
   const Model model = load_synthetic(s);
   const std::vector<int32_t> ids = random_ids(45, 100, 17);
   const std::vector<std::vector<double>> want = reference_forward(ref, ids);
-  for (const std::string path : {"prefill (5 tiles + 5 tokens)", "decode"}) {
+  for (const std::string path : {"prefill (2 tiles + 13 tokens)", "decode"}) {
     CAPTURE(path);
     std::vector<float> got;
     if (path[0] == 'p') {

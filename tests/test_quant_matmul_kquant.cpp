@@ -19,6 +19,7 @@ using flashscope::GgmlType;
 using flashscope::cpu::CpuIsa;
 using flashscope::cpu::TileQ8K;
 using flashscope::testing::SyntheticLlama;
+constexpr int kT = flashscope::cpu::kKTileTokens;
 
 namespace {
 
@@ -46,9 +47,9 @@ TEST_CASE("kquant tiles: Q4_K, Q5_K, Q6_K against dequantize-then-dot of the til
     flashscope::cpu::QuantMatrix w{type, rows, cols, bytes.size() / static_cast<uint64_t>(rows), bytes.data()};
     std::vector<float> wf(static_cast<size_t>(rows * cols));
     REQUIRE(flashscope::dequantize_row(type, bytes.data(), wf.data(), rows * cols).ok());
-    for (int n : {8, 19}) {  // one tile; two tiles with 3 tokens the tiles leave out
+    for (int n : {kT, 2 * kT + 3}) {  // one tile; two tiles with 3 tokens the tiles leave out
       CAPTURE(n);
-      const int n_tiles = n / 8;
+      const int n_tiles = n / kT;
       const int64_t nsb = cols / 256;
       // Activations with a wide range between super-blocks, and a ldx wider than cols.
       const int64_t ldx = cols + 5;
@@ -58,15 +59,15 @@ TEST_CASE("kquant tiles: Q4_K, Q5_K, Q6_K against dequantize-then-dot of the til
       flashscope::cpu::pack_q8k_tiles(x.data(), ldx, n, cols, tiles.data());
       // The exact sums of what the kernels multiply: the dequantized weights
       // and the tiles' d · q.
-      std::vector<double> want(static_cast<size_t>(n_tiles * 8 * rows));
+      std::vector<double> want(static_cast<size_t>(n_tiles * kT * rows));
       double scale = 0;
-      for (int t = 0; t < n_tiles * 8; ++t) {
+      for (int t = 0; t < n_tiles * kT; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
           double acc = 0;
           for (int64_t c = 0; c < cols; ++c) {
-            const TileQ8K& tile = tiles[static_cast<size_t>(t / 8 * nsb + c / 256)];
-            const double xv = static_cast<double>(tile.d[t % 8]) *
-                              flashscope::cpu::q8k_value(tile, t % 8, static_cast<int>(c % 256));
+            const TileQ8K& tile = tiles[static_cast<size_t>(t / kT * nsb + c / 256)];
+            const double xv = static_cast<double>(tile.d[t % kT]) *
+                              flashscope::cpu::q8k_value(tile, t % kT, static_cast<int>(c % 256));
             acc += static_cast<double>(wf[static_cast<size_t>(r * cols + c)]) * xv;
           }
           want[static_cast<size_t>(t * rows + r)] = acc;
@@ -82,7 +83,7 @@ TEST_CASE("kquant tiles: Q4_K, Q5_K, Q6_K against dequantize-then-dot of the til
         std::vector<float> y(static_cast<size_t>(n * ldy), -7.0f);
         REQUIRE(flashscope::cpu::matmul_q8k_tiles(w, tiles.data(), n_tiles, y.data(), ldy).ok());
         double max_err = 0;
-        for (int t = 0; t < n_tiles * 8; ++t)
+        for (int t = 0; t < n_tiles * kT; ++t)
           for (int64_t r = 0; r < rows; ++r)
             max_err = std::max(max_err, std::fabs(y[static_cast<size_t>(t * ldy + r)] -
                                                   want[static_cast<size_t>(t * rows + r)]));
@@ -90,7 +91,7 @@ TEST_CASE("kquant tiles: Q4_K, Q5_K, Q6_K against dequantize-then-dot of the til
         CHECK(max_err <= 1e-5 * scale);
         bool padding_kept = true;
         for (int t = 0; t < n; ++t)
-          for (int64_t r = (t < n_tiles * 8 ? rows : 0); r < ldy; ++r)
+          for (int64_t r = (t < n_tiles * kT ? rows : 0); r < ldy; ++r)
             padding_kept = padding_kept && y[static_cast<size_t>(t * ldy + r)] == -7.0f;
         CHECK(padding_kept);
       }
@@ -102,12 +103,12 @@ TEST_CASE("kquant tiles: the activations are rounded to nearest within half a st
   std::mt19937_64 rng(9);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t cols = 512;
-  std::vector<float> x(static_cast<size_t>(8 * cols));
+  std::vector<float> x(static_cast<size_t>(kT * cols));
   for (float& v : x) v = normal(rng);
   std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // token 0's second super-block: all zero
   std::vector<TileQ8K> tiles(2);
-  flashscope::cpu::pack_q8k_tiles(x.data(), cols, 8, cols, tiles.data());
-  for (int t = 0; t < 8; ++t) {
+  flashscope::cpu::pack_q8k_tiles(x.data(), cols, kT, cols, tiles.data());
+  for (int t = 0; t < kT; ++t) {
     for (int b = 0; b < 2; ++b) {
       const TileQ8K& tile = tiles[static_cast<size_t>(b)];
       float amax = 0;
@@ -130,7 +131,7 @@ TEST_CASE("kquant tiles: each build of the activation quantizer gives the portab
   std::mt19937_64 rng(13);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t cols = 768;
-  std::vector<float> x(static_cast<size_t>(16 * cols));
+  std::vector<float> x(static_cast<size_t>(2 * kT * cols));
   for (size_t i = 0; i < x.size(); ++i) {
     x[i] = normal(rng) * std::pow(10.0f, static_cast<float>(i / 256 % 13) * 5.0f - 30.0f);
   }
@@ -143,7 +144,7 @@ TEST_CASE("kquant tiles: each build of the activation quantizer gives the portab
     flashscope::cpu::set_cpu_isa(isa);
     if (flashscope::cpu::active_cpu_isa() != isa) continue;
     out.emplace_back(6);
-    flashscope::cpu::pack_q8k_tiles(x.data(), cols, 16, cols, out.back().data());
+    flashscope::cpu::pack_q8k_tiles(x.data(), cols, 2 * kT, cols, out.back().data());
   }
   flashscope::cpu::set_cpu_isa(flashscope::cpu::detected_cpu_isa());
   REQUIRE(!out.empty());
@@ -158,7 +159,7 @@ TEST_CASE("kquant tiles: each build of the activation quantizer gives the portab
 TEST_CASE("kquant tiles: other types, null pointers and ragged columns are refused") {
   std::vector<uint8_t> bytes(144 * 2);
   std::vector<TileQ8K> tiles(1);
-  std::vector<float> y(8 * 2);
+  std::vector<float> y(kT * 2);
   flashscope::cpu::QuantMatrix w{GgmlType::kQ4_K, 2, 256, 144, bytes.data()};
   CHECK(flashscope::cpu::matmul_q8k_tiles(w, nullptr, 1, y.data(), 2).code() == flashscope::StatusCode::kInvalidArgument);
   CHECK(flashscope::cpu::matmul_q8k_tiles(w, tiles.data(), 1, nullptr, 2).code() ==

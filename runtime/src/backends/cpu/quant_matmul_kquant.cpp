@@ -30,7 +30,7 @@ constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
 // As in quant_matmul.cpp: under ~10 µs of work the fork/join is not worth it.
 constexpr int64_t kParallelMinMacs = 256 * 1024;
 // The columns run in segments of this many super-blocks (1024 columns: a
-// tile's segment is 8.8 KB), and the rows in blocks of at most
+// tile's segment is 17 KB), and the rows in blocks of at most
 // kRowBlockBytes of their segments: the block's segments meet every tile's
 // segment before the next, both staying in L1 (wide matrices, ffn_down's
 // 3072 columns, would otherwise stream each tile from L2 for every row).
@@ -55,7 +55,7 @@ inline void unpack_k4_scales16(const uint8_t* q, uint8_t* out) {
   std::memcpy(out, words, sizeof words);
 }
 
-// out[t] = one weight row · token t of a tile run (tiles [nsb]), t < 8.
+// out[t] = one weight row · token t of a tile run (tiles [nsb]), t < 16.
 using TileKernel = void (*)(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out);
 
 // --- portable ------------------------------------------------------------------
