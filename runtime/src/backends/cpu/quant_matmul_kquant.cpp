@@ -36,6 +36,7 @@ constexpr int64_t kParallelMinMacs = 256 * 1024;
 // 3072 columns, would otherwise stream each tile from L2 for every row).
 constexpr int64_t kSegmentSuperBlocks = 4;
 constexpr uint64_t kRowBlockBytes = 12 * 1024;
+constexpr int64_t kMaxBlockRows = 64;
 
 inline float load_fp16(const uint8_t* p) {
   uint16_t h;
@@ -283,7 +284,7 @@ Status matmul_q8k_tiles(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_ti
   const int64_t rows = w.rows;
   const uint64_t sb_bytes = w.row_bytes / static_cast<uint64_t>(nsb);
   const int64_t block_rows =
-      std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / (sb_bytes * kSegmentSuperBlocks)), 1, 64);
+      std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / (sb_bytes * kSegmentSuperBlocks)), 1, kMaxBlockRows);
   const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
   const bool parallel = rows * w.cols * n_tiles * kKTileTokens >= kParallelMinMacs;
 #ifdef _OPENMP
@@ -291,18 +292,22 @@ Status matmul_q8k_tiles(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_ti
 #endif
   for (int64_t rb = 0; rb < row_blocks; ++rb) {
     const int64_t r0 = rb * block_rows, r1 = std::min(rows, r0 + block_rows);
-    float out[kKTileTokens];
+    // The block's outputs of one tile, row-major, then stored by token:
+    // runs of contiguous y instead of 16 strided stores per row.
+    float out[kMaxBlockRows][kKTileTokens];
     for (int64_t seg = 0; seg < nsb; seg += kSegmentSuperBlocks) {
-      const int64_t seg_sb = std::min<int64_t>(kSegmentSuperBlocks, nsb - seg);
+      const int64_t seg_n = std::min<int64_t>(kSegmentSuperBlocks, nsb - seg);
       for (int64_t i = 0; i < n_tiles; ++i) {
         for (int64_t r = r0; r < r1; ++r) {
           kernel(w.data + static_cast<uint64_t>(r) * w.row_bytes + static_cast<uint64_t>(seg) * sb_bytes,
-                 tiles + i * nsb + seg, seg_sb, out);
-          float* yr = y + i * kKTileTokens * ldy + r;
+                 tiles + i * nsb + seg, seg_n, out[r - r0]);
+        }
+        for (int t = 0; t < kKTileTokens; ++t) {
+          float* yt = y + (i * kKTileTokens + t) * ldy;
           if (seg == 0) {
-            for (int t = 0; t < kKTileTokens; ++t) yr[t * ldy] = out[t];
+            for (int64_t r = r0; r < r1; ++r) yt[r] = out[r - r0][t];
           } else {
-            for (int t = 0; t < kKTileTokens; ++t) yr[t * ldy] += out[t];
+            for (int64_t r = r0; r < r1; ++r) yt[r] += out[r - r0][t];
           }
         }
       }
