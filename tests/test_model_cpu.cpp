@@ -307,7 +307,8 @@ TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable
     flashscope::cpu::QuantMatrix w{type, rows, cols, bytes.size() / static_cast<uint64_t>(rows), bytes.data()};
     std::vector<float> wf(static_cast<size_t>(rows * cols));
     REQUIRE(flashscope::dequantize_row(type, bytes.data(), wf.data(), rows * cols).ok());
-    for (int n : {1, 3, 4, 9}) {  // decode, a tail, one full token tile, tiles + tail
+    // decode, a tail, one full token tile, tiles + tail; two 16-token tiles (VNNI: quant_matmul_t16.hpp) + a 4-tile + 1
+    for (int n : {1, 3, 4, 9, 37}) {
       CAPTURE(n);
       std::vector<float> x(static_cast<size_t>(n * cols));
       for (float& v : x) v = normal(rng);
@@ -566,6 +567,47 @@ TEST_CASE("forward: prefill longer than one chunk (128) matches the reference") 
   CHECK(e.rms_rel() <= kQ8Bounds.rms_rel);
 }
 
+// K-quant matrices with rows of whole 256-element super-blocks: a prompt's
+// full 16-token tiles take the per-256 activation kernels
+// (quant_matmul_kquant.hpp), its last tokens and every decode step the
+// per-32 ones; both against the float reference.
+TEST_CASE("forward: a K-quant model (the Q4_K_M mix, 256-wide rows) matches the reference in prefill and decode") {
+  SyntheticLlama s;
+  s.hidden = 256;
+  s.ffn = 512;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 64;
+  s.matrix_type = GgmlType::kQ4_K;
+  s.more_bits_type = GgmlType::kQ6_K;  // attn_v / ffn_down of both layers
+  s.embd_type = GgmlType::kQ6_K;      // the tied LM head
+  const auto bytes = s.build();
+  const RefModel ref = load_reference(bytes);
+  const Model model = load_synthetic(s);
+  const std::vector<int32_t> ids = random_ids(45, 100, 17);
+  const std::vector<std::vector<double>> want = reference_forward(ref, ids);
+  for (const std::string path : {"prefill (2 tiles + 13 tokens)", "decode"}) {
+    CAPTURE(path);
+    std::vector<float> got;
+    if (path[0] == 'p') {
+      got = run_all(model, ids);
+    } else {
+      auto seq = model.new_sequence();
+      REQUIRE(seq.ok());
+      std::vector<float> logits;
+      for (int32_t id : ids) {
+        REQUIRE(model.forward(*seq, {id}, {}, LogitsMode::kLast, &logits).ok());
+        got.insert(got.end(), logits.begin(), logits.end());
+      }
+    }
+    const LogitError e = compare(got, want);
+    MESSAGE("Q4_K_M mix, " << path << ": max |err| " << 100 * e.rel() << "%, RMS err " << 100 * e.rms_rel()
+                           << "% of logit RMS, argmax mismatches " << e.argmax_mismatches << "/" << ids.size());
+    CHECK(e.rel() <= kQ8Bounds.max_rel);
+    CHECK(e.rms_rel() <= kQ8Bounds.rms_rel);
+  }
+}
+
 // --- the KV cache ----------------------------------------------------------------------
 
 // A sequence's cache is a PagedKvCache of pages of 256 tokens: a prompt
@@ -727,11 +769,18 @@ TEST_CASE("forward: a prompt longer than the context, or a full cache, is refuse
   CHECK(contains(full.message(), "4 fit"));
   CHECK(seq->n_tokens() == 12);
 
-  // Still usable, and as if the failed call never happened.
+  // Still usable, and as if the failed call never happened: the logits of a
+  // fresh sequence given the same two calls (one call of all 16 tokens
+  // would group them into other matmul tiles, another summation order).
   REQUIRE(model.forward(*seq, std::vector<int32_t>(ids.begin() + 12, ids.end()), {}, LogitsMode::kLast, &logits).ok());
-  const std::vector<float> full_logits = run_all(model, ids);
+  auto fresh = model.new_sequence(16);
+  REQUIRE(fresh.ok());
+  std::vector<float> fresh_logits;
+  REQUIRE(model.forward(*fresh, std::vector<int32_t>(ids.begin(), ids.begin() + 12), {}, LogitsMode::kNone, nullptr).ok());
+  REQUIRE(model.forward(*fresh, std::vector<int32_t>(ids.begin() + 12, ids.end()), {}, LogitsMode::kLast, &fresh_logits)
+              .ok());
   double max_diff = 0;
-  for (size_t i = 0; i < 100; ++i) max_diff = std::max(max_diff, static_cast<double>(std::fabs(logits[i] - full_logits[15 * 100 + i])));
+  for (size_t i = 0; i < 100; ++i) max_diff = std::max(max_diff, static_cast<double>(std::fabs(logits[i] - fresh_logits[i])));
   CHECK(max_diff <= 1e-4);
   CHECK(model.forward(*seq, {1}, {}, LogitsMode::kLast, &logits).code() == StatusCode::kInvalidArgument);
 }

@@ -68,6 +68,7 @@
 #include "backends/cpu/model_ops.hpp"
 #include "backends/cpu/openmp.hpp"
 #include "backends/cpu/quant_matmul.hpp"
+#include "backends/cpu/quant_matmul_kquant.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/kv_cache.hpp"
@@ -139,6 +140,7 @@ struct Scratch {
   std::vector<Slot> slots;               // their cache slots
   std::vector<cpu::BlockQ8> xq;          // quantized input of the current matmuls
   std::vector<cpu::TileQ8> tiles;        // the same regrouped by 4-token tiles (prefill)
+  std::vector<cpu::TileQ8K> ktiles;      // per-256 8-token tiles for K-quant weights (prefill)
 };
 
 struct CpuState final : Sequence::State {
@@ -186,6 +188,7 @@ Status ensure_scratch(const ModelConfig& c, int rows, Scratch* s) {
     s->slots.resize(n);
     s->xq.resize(n * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
     s->tiles.resize(n / cpu::kTileTokens * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
+    s->ktiles.resize(n / cpu::kKTileTokens * (max_cols / cpu::kQ8KBlock));
   } catch (const std::bad_alloc&) {
     return {StatusCode::kOutOfMemory, "forward: cannot allocate activation scratch for " + std::to_string(rows) +
                                           " tokens"};
@@ -206,13 +209,28 @@ class MatInput {
   // y [n, w.rows] (row stride ldy) = x · Wᵀ
   Status mul(const Matrix& w, float* y, int64_t ldy) {
     const int64_t blocks = cols_ / cpu::kQ8Block;
+    // K-quant weights take whole 8-token tiles per 256 columns
+    // (quant_matmul_kquant.hpp); the tokens left over run below.
+    int64_t done = 0;
+    if (tiled_ && cpu::q8k_tiles_apply(w.q.type) && cols_ % cpu::kQ8KBlock == 0 && n_ >= cpu::kKTileTokens) {
+      if (!kquantized_) {
+        cpu::pack_q8k_tiles(x_, cols_, n_, cols_, s_.ktiles.data());
+        kquantized_ = true;
+      }
+      const int64_t n_tiles = n_ / cpu::kKTileTokens;
+      FLASHSCOPE_RETURN_IF_ERROR(cpu::matmul_q8k_tiles(w.q, s_.ktiles.data(), n_tiles, y, ldy));
+      done = n_tiles * cpu::kKTileTokens;
+      if (done == n_) return Status::ok_status();
+    }
     if (cpu::matmul_uses_q8(w.q.type) && !quantized_) {
       for (int64_t t = 0; t < n_; ++t) cpu::quantize_row_q8(x_ + t * cols_, s_.xq.data() + t * blocks, cols_);
       if (tiled_) cpu::pack_q8_tiles(s_.xq.data(), n_, blocks, s_.tiles.data());
       quantized_ = true;
     }
-    const cpu::TileQ8* tiles = tiled_ ? s_.tiles.data() : nullptr;
-    return cpu::matmul(w.q, x_, cols_, s_.xq.data(), tiles, n_, y, ldy);
+    // done is a multiple of the 4-token tile, so the rest starts at a tile.
+    const cpu::TileQ8* tiles = tiled_ ? s_.tiles.data() + done / cpu::kTileTokens * blocks : nullptr;
+    return cpu::matmul(w.q, x_ + done * cols_, cols_, s_.xq.data() + done * blocks, tiles, n_ - done,
+                       y + done * ldy, ldy);
   }
 
  private:
@@ -221,6 +239,7 @@ class MatInput {
   Scratch& s_;
   bool tiled_;
   bool quantized_ = false;
+  bool kquantized_ = false;
 };
 
 // Where a chunk's rows live: n consecutive tokens of one sequence (at

@@ -19,6 +19,7 @@
 //              block; only the float accumulation order differs.
 #include "backends/cpu/openmp.hpp"
 #include "backends/cpu/quant_matmul.hpp"
+#include "backends/cpu/quant_matmul_t16.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -725,6 +726,16 @@ Status matmul(const QuantMatrix& w, const float* x, int64_t ldx, const BlockQ8* 
     return invalid_argument("matmul: null weight, input or output");
   }
   const int64_t rows = w.rows;
+  if (q8 && tiles != nullptr && matmul_t16_applies(w.type)) {  // whole 16-token tiles (quant_matmul_t16.hpp)
+    int64_t done = 0;
+    FLASHSCOPE_RETURN_IF_ERROR(matmul_t16(w, xq, n, y, ldy, &done));
+    if (done == n) return Status::ok_status();
+    const int64_t nb = w.cols / kQ8Block;  // the rest from token `done`, a whole 4-token tile
+    xq += done * nb;
+    tiles += done / kTileTokens * nb;
+    y += done * ldy;
+    n -= done;
+  }
   const bool parallel = rows * w.cols * n >= kParallelMinMacs;
 
   if (q8) {

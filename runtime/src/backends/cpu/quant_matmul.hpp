@@ -83,7 +83,9 @@ bool matmul_supports(GgmlType type);
 //   x     [n, w.cols] float, row stride ldx; read for the float fallback only
 //   xq    [n, w.cols / 32] blocks, rows contiguous; read for the Q8 types only
 //   tiles pack_q8_tiles(xq) or null; where given, full 4-token tiles run the
-//         tile kernels (AVX2: every Q8 type), the same sums regrouped
+//         tile kernels (AVX2: every Q8 type), the same sums regrouped; with
+//         AVX-512 VNNI, whole 16-token runs of the 32-element block types go
+//         to matmul_t16 first (quant_matmul_t16.hpp), the same sums again
 // kUnsupported for a type matmul_supports rejects, kInvalidArgument for a
 // null pointer (nothing is written then); kOutOfMemory when the fallback's
 // scratch cannot be had. Products under ~256K multiply-adds run on the

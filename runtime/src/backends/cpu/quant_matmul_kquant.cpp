@@ -1,0 +1,319 @@
+// The K-quant prefill GEMM against per-256 activations (see
+// quant_matmul_kquant.hpp for the arithmetic). Builds of the same math, as
+// in quant_matmul.cpp: portable integer loops (the reference), AVX2
+// (maddubs + madd) and AVX-512 VNNI (maddubs + vpdpwssd), picked at run time
+// by active_cpu_isa(). The integer sums are exact in every build; only the
+// float accumulation over super-blocks may round differently.
+#include "backends/cpu/quant_matmul_kquant.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FLASHSCOPE_X86_KERNELS 1
+#include <immintrin.h>
+#endif
+
+#include "backends/cpu/openmp.hpp"
+#include "flashscope/half.hpp"
+
+namespace flashscope::cpu {
+namespace {
+
+constexpr int kSubBlocks = 8;
+constexpr int kQ4_KBytes = 144;  // d, dmin, scales[12], qs[128]
+constexpr int kQ5_KBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
+constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
+
+// As in quant_matmul.cpp: under ~10 µs of work the fork/join is not worth it.
+constexpr int64_t kParallelMinMacs = 256 * 1024;
+// The columns run in segments of this many super-blocks (1024 columns: a
+// tile's segment is 17 KB), and the rows in blocks of at most
+// kRowBlockBytes of their segments: the block's segments meet every tile's
+// segment before the next, both staying in L1 (wide matrices, ffn_down's
+// 3072 columns, would otherwise stream each tile from L2 for every row).
+constexpr int64_t kSegmentSuperBlocks = 4;
+constexpr uint64_t kRowBlockBytes = 12 * 1024;
+constexpr int64_t kMaxBlockRows = 64;
+
+inline float load_fp16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return fp16_to_float(h);
+}
+
+// The 8 (scale, min) pairs of a Q4_K / Q5_K super-block as 16 bytes,
+// sc[0..8) then m[0..8), from its 12 packed bytes (6 bits each; the layout
+// is spelled out in gguf/dequantize.cpp), by 32-bit word operations.
+inline void unpack_k4_scales16(const uint8_t* q, uint8_t* out) {
+  uint32_t u[3];
+  std::memcpy(u, q, sizeof u);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint32_t words[4] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4), u[1] & kLow6,
+                             ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
+  std::memcpy(out, words, sizeof words);
+}
+
+// out[t] = one weight row · token t of a tile run (tiles [nsb]), t < 16.
+using TileKernel = void (*)(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out);
+
+// --- portable ------------------------------------------------------------------
+
+inline int32_t bsum32(const TileQ8K& tile, int s, int t) { return tile.bsums[s][t][0] + tile.bsums[s][t][1]; }
+
+// Q4_K / Q5_K: element l of sub-block s is nibble s&1 of qs[32·(s/2) + l],
+// plus bit s of qh[l] as the fifth bit (Q5_K).
+template <bool kFifthBit>
+void tile8_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
+  constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
+  for (int t = 0; t < kKTileTokens; ++t) {
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + sb * kBytes;
+      const TileQ8K& tile = tiles[sb];
+      uint8_t sc_m[16];
+      unpack_k4_scales16(blk + 4, sc_m);
+      const uint8_t* qh = blk + 16;
+      const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
+      int32_t isum = 0, imin = 0;
+      for (int s = 0; s < kSubBlocks; ++s) {
+        const uint8_t* q = qs + 32 * (s / 2);
+        int32_t sub = 0;
+        for (int l = 0; l < 32; ++l) {
+          int v = (q[l] >> (4 * (s & 1))) & 0xF;
+          if (kFifthBit) v |= ((qh[l] >> s) & 1) << 4;
+          sub += v * q8k_value(tile, t, 32 * s + l);
+        }
+        isum += sc_m[s] * sub;
+        imin += sc_m[8 + s] * bsum32(tile, s, t);
+      }
+      acc += static_cast<float>(isum) * (load_fp16(blk) * tile.d[t]);
+      acc_min += static_cast<float>(imin) * (load_fp16(blk + 2) * tile.d[t]);
+    }
+    out[t] = acc - acc_min;
+  }
+}
+
+// Q6_K: element l + 32k of half h is (nibble k/2 of ql[64h + 32(k&1) + l]) |
+// (bits 2k, 2k+1 of qh[32h + l]) << 4, minus 32, scaled by sc[8h + 2k + l/16].
+void tile8_q6_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
+  for (int t = 0; t < kKTileTokens; ++t) {
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* blk = w + sb * kQ6_KBytes;
+      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+      const TileQ8K& tile = tiles[sb];
+      int32_t isum = 0;
+      for (int h = 0; h < 2; ++h) {
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t* ql = blk + 64 * h + 32 * (k & 1);
+          const uint8_t* qh = blk + 128 + 32 * h;
+          int32_t group[2] = {0, 0};
+          for (int l = 0; l < 32; ++l) {
+            const int v = (((ql[l] >> (4 * (k / 2))) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+            group[l / 16] += v * q8k_value(tile, t, 32 * (4 * h + k) + l);
+          }
+          isum += sc[8 * h + 2 * k] * group[0] + sc[8 * h + 2 * k + 1] * group[1];
+        }
+      }
+      acc += static_cast<float>(isum) * (load_fp16(blk + 208) * tile.d[t]);
+    }
+    out[t] = acc;
+  }
+}
+
+// One token's 256 values → tile slot t: scale, int8 values and 16-sums.
+void quantize_q8k_portable(const float* x, TileQ8K* tile, int t) {
+  float amax = 0.0f;
+  for (int j = 0; j < kQ8KBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float inv_d = d > 0.0f ? 1.0f / d : 0.0f;
+  int32_t sums[16] = {};
+  for (int j = 0; j < kQ8KBlock; ++j) {
+    const int q = std::clamp(static_cast<int>(std::nearbyint(x[j] * inv_d)), -127, 127);
+    tile->qs[j / 4][t][j % 4] = static_cast<int8_t>(q);
+    sums[j / 16] += q;
+  }
+  for (int g = 0; g < 16; ++g) tile->bsums[g / 2][t][g % 2] = static_cast<int16_t>(sums[g]);
+  tile->d[t] = d;
+}
+
+// --- x86 builds ------------------------------------------------------------------
+
+#ifdef FLASHSCOPE_X86_KERNELS
+#define FS_KQ_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define FS_KQ_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+
+FS_KQ_AVX2 inline float fp16_avx(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
+}
+
+// quantize_q8k_portable's bits: the same float product, rounded by the
+// same mode (cvtps rounds to nearest even, as nearbyint does by default).
+FS_KQ_AVX2 void quantize_q8k_avx2(const float* x, TileQ8K* tile, int t) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  __m256 amax = _mm256_setzero_ps();
+  for (int j = 0; j < kQ8KBlock; j += 8) amax = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), amax);
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float d = _mm_cvtss_f32(m) / 127.0f;
+  const __m256 inv_d = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  for (int b = 0; b < kQ8KBlock; b += 32) {
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + b + 8 * k), inv_d),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    }
+    // packs work within 128-bit lanes; a dword permutation restores element order.
+    const __m256i bytes = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    alignas(32) int8_t q8[32];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q8), bytes);
+    for (int k = 0; k < 8; ++k) std::memcpy(tile->qs[b / 4 + k][t], q8 + 4 * k, 4);
+    // Sums of 4 bytes per lane, then lanes 0-3 (elements 0-15) and 4-7 (16-31).
+    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, bytes), ones16);
+    s = _mm256_hadd_epi32(s, s);
+    s = _mm256_hadd_epi32(s, s);
+    tile->bsums[b / 32][t][0] = static_cast<int16_t>(_mm256_cvtsi256_si32(s));
+    tile->bsums[b / 32][t][1] = static_cast<int16_t>(_mm256_extract_epi32(s, 4));
+  }
+  tile->d[t] = d;
+}
+
+namespace avx2_kq {
+#define FS_TARGET FS_KQ_AVX2
+struct Dot {
+  FS_TARGET static __m256i step(__m256i acc, __m256i w, __m256i x, __m256i s16) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), s16));
+  }
+  FS_TARGET static __m256i finish(__m256i isum, __m256i acc, __m256i) { return _mm256_add_epi32(isum, acc); }
+};
+#include "backends/cpu/quant_matmul_kquant.inc"
+#undef FS_TARGET
+}  // namespace avx2_kq
+
+namespace vnni_kq {
+#define FS_TARGET FS_KQ_VNNI
+struct Dot {
+  FS_TARGET static __m256i step(__m256i acc, __m256i w, __m256i x, __m256i) { return _mm256_dpbusd_epi32(acc, w, x); }
+  FS_TARGET static __m256i finish(__m256i isum, __m256i acc, __m256i s32) {
+    return _mm256_add_epi32(isum, _mm256_mullo_epi32(acc, s32));
+  }
+};
+#include "backends/cpu/quant_matmul_kquant.inc"
+#undef FS_TARGET
+}  // namespace vnni_kq
+#endif  // FLASHSCOPE_X86_KERNELS
+
+TileKernel pick(GgmlType type, CpuIsa isa) {
+#ifdef FLASHSCOPE_X86_KERNELS
+  if (isa == CpuIsa::kAvx512Vnni) {
+    if (type == GgmlType::kQ4_K) return vnni_kq::tile8_q45_k<false>;
+    if (type == GgmlType::kQ5_K) return vnni_kq::tile8_q45_k<true>;
+    if (type == GgmlType::kQ6_K) return vnni_kq::tile8_q6_k;
+  }
+  if (isa >= CpuIsa::kAvx2) {
+    if (type == GgmlType::kQ4_K) return avx2_kq::tile8_q45_k<false>;
+    if (type == GgmlType::kQ5_K) return avx2_kq::tile8_q45_k<true>;
+    if (type == GgmlType::kQ6_K) return avx2_kq::tile8_q6_k;
+  }
+#else
+  (void)isa;
+#endif
+  if (type == GgmlType::kQ4_K) return tile8_q45_k_portable<false>;
+  if (type == GgmlType::kQ5_K) return tile8_q45_k_portable<true>;
+  if (type == GgmlType::kQ6_K) return tile8_q6_k_portable;
+  return nullptr;
+}
+
+}  // namespace
+
+bool q8k_tiles_apply(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+}
+
+void pack_q8k_tiles(const float* x, int64_t ldx, int64_t n, int64_t cols, TileQ8K* tiles) {
+  const int64_t nsb = cols / kQ8KBlock;
+  const int64_t count = n / kKTileTokens * nsb;
+  bool vector = false;
+#ifdef FLASHSCOPE_X86_KERNELS
+  vector = active_cpu_isa() >= CpuIsa::kAvx2;
+#endif
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n * cols >= 64 * 1024)
+#endif
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t i = k / nsb, b = k % nsb;
+    for (int t = 0; t < kKTileTokens; ++t) {
+      const float* src = x + (i * kKTileTokens + t) * ldx + b * kQ8KBlock;
+#ifdef FLASHSCOPE_X86_KERNELS
+      if (vector) {
+        quantize_q8k_avx2(src, &tiles[k], t);
+        continue;
+      }
+#endif
+      quantize_q8k_portable(src, &tiles[k], t);
+    }
+  }
+  (void)vector;
+}
+
+Status matmul_q8k_tiles(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_tiles, float* y, int64_t ldy) {
+  if (!q8k_tiles_apply(w.type)) {
+    const char* name = ggml_type_name(w.type);
+    return unsupported(std::string("matmul_q8k_tiles with ") + (name ? name : "an unknown ggml type") +
+                       " weights is not supported");
+  }
+  if (n_tiles <= 0 || w.rows <= 0) return Status::ok_status();
+  if (w.data == nullptr || tiles == nullptr || y == nullptr) {
+    return invalid_argument("matmul_q8k_tiles: null weight, input or output");
+  }
+  if (w.cols % kQ8KBlock != 0) return invalid_argument("matmul_q8k_tiles: cols must be a multiple of 256");
+  const TileKernel kernel = pick(w.type, active_cpu_isa());
+  const int64_t nsb = w.cols / kQ8KBlock;
+  const int64_t rows = w.rows;
+  const uint64_t sb_bytes = w.row_bytes / static_cast<uint64_t>(nsb);
+  const int64_t block_rows =
+      std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / (sb_bytes * kSegmentSuperBlocks)), 1, kMaxBlockRows);
+  const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
+  const bool parallel = rows * w.cols * n_tiles * kKTileTokens >= kParallelMinMacs;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (parallel)
+#endif
+  for (int64_t rb = 0; rb < row_blocks; ++rb) {
+    const int64_t r0 = rb * block_rows, r1 = std::min(rows, r0 + block_rows);
+    // The block's outputs of one tile, row-major, then stored by token:
+    // runs of contiguous y instead of 16 strided stores per row.
+    float out[kMaxBlockRows][kKTileTokens];
+    for (int64_t seg = 0; seg < nsb; seg += kSegmentSuperBlocks) {
+      const int64_t seg_n = std::min<int64_t>(kSegmentSuperBlocks, nsb - seg);
+      for (int64_t i = 0; i < n_tiles; ++i) {
+        for (int64_t r = r0; r < r1; ++r) {
+          kernel(w.data + static_cast<uint64_t>(r) * w.row_bytes + static_cast<uint64_t>(seg) * sb_bytes,
+                 tiles + i * nsb + seg, seg_n, out[r - r0]);
+        }
+        for (int t = 0; t < kKTileTokens; ++t) {
+          float* yt = y + (i * kKTileTokens + t) * ldy;
+          if (seg == 0) {
+            for (int64_t r = r0; r < r1; ++r) yt[r] = out[r - r0][t];
+          } else {
+            for (int64_t r = r0; r < r1; ++r) yt[r] += out[r - r0][t];
+          }
+        }
+      }
+    }
+  }
+  return Status::ok_status();
+}
+
+}  // namespace flashscope::cpu
