@@ -569,8 +569,9 @@ TEST_CASE("forward: prefill longer than one chunk (128) matches the reference") 
 
 // K-quant matrices with rows of whole 256-element super-blocks: a prompt's
 // full 16-token tiles take the per-256 activation kernels
-// (quant_matmul_kquant.hpp), its last tokens and every decode step the
-// per-32 ones; both against the float reference.
+// (quant_matmul_kquant.hpp), its last tokens the per-32 ones, and every
+// decode step the one-token per-256 ones (quant_matmul_kdot.hpp); all
+// against the float reference.
 TEST_CASE("forward: a K-quant model (the Q4_K_M mix, 256-wide rows) matches the reference in prefill and decode") {
   SyntheticLlama s;
   s.hidden = 256;

@@ -68,6 +68,7 @@
 #include "backends/cpu/model_ops.hpp"
 #include "backends/cpu/openmp.hpp"
 #include "backends/cpu/quant_matmul.hpp"
+#include "backends/cpu/quant_matmul_kdot.hpp"
 #include "backends/cpu/quant_matmul_kquant.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/half.hpp"
@@ -141,6 +142,7 @@ struct Scratch {
   std::vector<cpu::BlockQ8> xq;          // quantized input of the current matmuls
   std::vector<cpu::TileQ8> tiles;        // the same regrouped by 4-token tiles (prefill)
   std::vector<cpu::TileQ8K> ktiles;      // per-256 8-token tiles for K-quant weights (prefill)
+  std::vector<cpu::BlockQ8K> kx;         // per-256 blocks of each token for K-quant weights (decode)
 };
 
 struct CpuState final : Sequence::State {
@@ -189,6 +191,7 @@ Status ensure_scratch(const ModelConfig& c, int rows, Scratch* s) {
     s->xq.resize(n * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
     s->tiles.resize(n / cpu::kTileTokens * ((max_cols + cpu::kQ8Block - 1) / cpu::kQ8Block));
     s->ktiles.resize(n / cpu::kKTileTokens * (max_cols / cpu::kQ8KBlock));
+    s->kx.resize(n * (max_cols / cpu::kQ8KBlock));
   } catch (const std::bad_alloc&) {
     return {StatusCode::kOutOfMemory, "forward: cannot allocate activation scratch for " + std::to_string(rows) +
                                           " tokens"};
@@ -222,6 +225,16 @@ class MatInput {
       done = n_tiles * cpu::kKTileTokens;
       if (done == n_) return Status::ok_status();
     }
+    // Untiled (decode, a batch's rows, prompts under 4 tokens): K-quant
+    // weights take each token against its per-256 blocks (quant_matmul_kdot.hpp).
+    if (!tiled_ && cpu::q8k_rows_apply(w.q.type) && cols_ % cpu::kQ8KBlock == 0) {
+      const int64_t nsb = cols_ / cpu::kQ8KBlock;
+      if (!kx_quantized_) {
+        for (int64_t t = 0; t < n_; ++t) cpu::quantize_row_q8k(x_ + t * cols_, s_.kx.data() + t * nsb, cols_);
+        kx_quantized_ = true;
+      }
+      return cpu::matmul_q8k_rows(w.q, s_.kx.data(), n_, y, ldy);
+    }
     if (cpu::matmul_uses_q8(w.q.type) && !quantized_) {
       for (int64_t t = 0; t < n_; ++t) cpu::quantize_row_q8(x_ + t * cols_, s_.xq.data() + t * blocks, cols_);
       if (tiled_) cpu::pack_q8_tiles(s_.xq.data(), n_, blocks, s_.tiles.data());
@@ -240,6 +253,7 @@ class MatInput {
   bool tiled_;
   bool quantized_ = false;
   bool kquantized_ = false;
+  bool kx_quantized_ = false;
 };
 
 // Where a chunk's rows live: n consecutive tokens of one sequence (at
