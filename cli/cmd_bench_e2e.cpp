@@ -40,7 +40,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli bench e2e [-m PATH] [--device cpu|cuda] [--batch 1,8,64] [--prompt-len N] [--gen-len N]\n"
-    "                                [--runs N] [-t N] [--weights auto|quantized|bf16] [--json]\n"
+    "                                [--runs N] [-t N] [--weights auto|quantized|bf16]\n"
+    "                                [--kv-type bf16|q8_0] [--json]\n"
     "  -m, --model PATH   GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --device cpu|cuda  where to run (default: cuda when a device is present)\n"
     "  --batch LIST       batch sizes, comma-separated (default 1,8,64)\n"
@@ -139,9 +140,9 @@ int cmd_bench_e2e(int argc, char** argv) {
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
-            {"model", "device", "batch", "prompt-len", "gen-len", "runs", "threads", "weights"}, {"json", "help"});
+            {"model", "device", "batch", "prompt-len", "gen-len", "runs", "threads", "weights", "kv-type"}, {"json", "help"});
   if (args.has("help")) {
-    std::printf("%s", kUsage);
+    std::printf("%s%s", kUsage, kKvTypeUsage);
     return 0;
   }
   const int prompt_len = static_cast<int>(args.get_int("prompt-len", 512));
@@ -150,6 +151,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   const int threads = parse_threads(args, "bench e2e");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   const WeightFormat weights = parse_weights(args);
+  const KvType kv_type = parse_kv_type_flag(args);
   std::vector<int> batches;
   if (!args.ok() || !args.positional().empty() || !parse_batches(args.get("batch", "1,8,64"), &batches) ||
       prompt_len < 1 || gen_len < 1 || runs < 1 || threads < 0 || (device != "cpu" && device != "cuda")) {
@@ -161,6 +163,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   mo.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   mo.threads = threads;
   mo.weights = weights;
+  mo.kv_type = kv_type;
   std::string path;
   auto model = load_model_or_print(args, mo, "bench e2e", &path);
   if (!model) return 1;
@@ -185,9 +188,9 @@ int cmd_bench_e2e(int argc, char** argv) {
   const bool json = args.has("json");
   if (!json) {
     std::printf("e2e  %s (%d layers, %.1f MB of weights; %s) on %s; prompt %d tokens, %d generated per session,\n"
-                "     greedy; median of %d runs after a warm-up\n",
+                "     greedy; median of %d runs after a warm-up; KV cache %s\n",
                 name.c_str(), c.n_layers, model->weight_bytes() / 1e6, weights_name.c_str(), device_name.c_str(),
-                prompt_len, gen_len, runs);
+                prompt_len, gen_len, runs, kv_type_name(kv_type));
     std::printf("  %6s %11s %12s %10s %13s %14s %13s\n", "batch", "prefill ms", "prompt tok/s", "ttft ms",
                 "ttft last ms", "decode tok/s", "per seq tok/s");
   }
@@ -216,6 +219,7 @@ int cmd_bench_e2e(int argc, char** argv) {
                        {"weights",
                         mo.device == Device::kCuda ? weight_format_name(model->weight_format()) : "file blocks"},
                        {"device_weight_bytes", static_cast<long long>(model->device_weight_bytes())},
+                       {"kv_type", kv_type_name(kv_type)},
                        {"batch", batch},
                        {"prompt_len", prompt_len},
                        {"gen_len", gen_len},
