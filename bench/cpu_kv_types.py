@@ -2,13 +2,13 @@
 """The CPU engine's decode with a bf16 and a q8_0 KV cache, same run, interleaved.
 
 For each round, each context depth and each KV type (the order of the types
-alternates between rounds), `flashscope-cli bench e2e --device cpu` runs
-twice: --gen-len G+1 and --gen-len 1 at the same prompt length. The first
-gives the decode tok/s (wall time, its timed run); the difference of the two
-processes' CPU time (user + system, from wait4) is 2·G decode steps (warm-up
-and timed run), so CPU time per token holds on a machine others share, where
-wall time does not. Others' share of the CPU during each round comes from
-/proc/stat as in cpu_vs_llamacpp.py.
+alternates between rounds), `flashscope-cli bench e2e --device cpu --runs 1`
+runs once: its decode tok/s (wall time) and the process CPU time per decode
+token it measures around the same steps (every thread's; run with
+OMP_WAIT_POLICY=passive so threads waiting at a barrier sleep rather than
+spin, and the figure is the work), which holds on a machine others share
+where wall time does not. Others' share of the CPU during each round comes
+from /proc/stat as in cpu_vs_llamacpp.py.
 
     python3 bench/cpu_kv_types.py -t 2 --rounds 3 [--depths 8,512,4096] [--gen 32]
 """
@@ -25,16 +25,14 @@ import cpu_vs_llamacpp as cvl  # noqa: E402  (its /proc/stat meters and paths)
 
 
 def run(cli, model, threads, kv, plen, glen):
-    """(decode tok/s, prompt tok/s, CPU seconds of the process) of one bench e2e."""
+    """(decode tok/s, prompt tok/s, decode CPU ms per token) of one bench e2e."""
     cmd = [str(cli), "bench", "e2e", "--device", "cpu", "-m", str(model), "--batch", "1", "--prompt-len", str(plen),
            "--gen-len", str(glen), "--runs", "1", "-t", str(threads), "--kv-type", kv, "--json"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(p.pid, 0)
-    out, err = p.stdout.read(), p.stderr.read()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-2000:]}")
-    j = json.loads(out.strip().splitlines()[-1])
-    return j["decode_tokens_per_s"], j["prompt_tokens_per_s"], usage.ru_utime + usage.ru_stime
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    j = json.loads(r.stdout.strip().splitlines()[-1])
+    return j["decode_tokens_per_s"], j["prompt_tokens_per_s"], j["decode_cpu_ms_per_token"]
 
 
 def main():
@@ -58,9 +56,7 @@ def main():
         order = kinds if r % 2 == 0 else kinds[::-1]
         for d in depths:
             for kv in order:
-                tps, _, cpu_long = run(a.cli, a.model, a.threads, kv, d, a.gen + 1)
-                _, ptps, cpu_short = run(a.cli, a.model, a.threads, kv, d, 1)
-                cpu_ms = 1000.0 * (cpu_long - cpu_short) / (2 * a.gen)
+                tps, ptps, cpu_ms = run(a.cli, a.model, a.threads, kv, d, a.gen)
                 rows.append({"round": r, "depth": d, "kv": kv, "decode_tps": tps, "prompt_tps": ptps,
                              "cpu_ms_per_token": round(cpu_ms, 2)})
                 cvl.log(json.dumps(rows[-1]))
@@ -83,7 +79,8 @@ def main():
         tl, cl = med[(depths[-1], kv)]
         lines.append(f"\n{kv}: decode @{depths[-1]} / @{depths[0]} = {tl / t8:.2f} (wall), {c8 / cl:.2f} (CPU time)")
     shares = [x["others"] for x in rows if "others" in x]
-    lines.append(f"\nOthers' share of the CPUs per round: {', '.join(f'{s:.0%}' for s in shares)}")
+    lines.append(f"\nOthers' share of the CPUs per round: {', '.join(f'{s:.0%}' for s in shares)}; "
+                 f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset: spinning)')}")
     text = "\n".join(lines)
     print(text)
     if a.out:

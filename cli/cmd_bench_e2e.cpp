@@ -19,6 +19,7 @@
 // --prompt-len 512 is the prefill target (<= 5 ms on an H200).
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -79,6 +80,7 @@ struct RunResult {
   double ttft_max_ms = 0;     // the last session's
   double decode_tokens_per_s = 0;
   double decode_steps_per_s = 0;
+  double decode_cpu_ms_per_token = 0;  // process CPU time (every thread) of the decode steps, per token
   double total_ms = 0;
 };
 
@@ -105,6 +107,7 @@ Result<RunResult> run_once(std::vector<Session>& sessions, int batch, int prompt
   }
   FLASHSCOPE_RETURN_IF_ERROR(gen.step());  // every prefill, every first token, the first decode step
   const Clock::time_point t1 = Clock::now();
+  const std::clock_t cpu1 = std::clock();
   const long long tokens_at_t1 = tokens;
   int steps = 0;
   while (!gen.done()) {
@@ -112,6 +115,7 @@ Result<RunResult> run_once(std::vector<Session>& sessions, int batch, int prompt
     ++steps;
   }
   const Clock::time_point t2 = Clock::now();
+  const std::clock_t cpu2 = std::clock();
 
   RunResult r;
   std::vector<double> prefill, ttft;
@@ -128,6 +132,9 @@ Result<RunResult> run_once(std::vector<Session>& sessions, int batch, int prompt
   if (steps > 0 && decode_ms > 0) {
     r.decode_tokens_per_s = 1000.0 * static_cast<double>(tokens - tokens_at_t1) / decode_ms;
     r.decode_steps_per_s = 1000.0 * steps / decode_ms;
+    if (tokens > tokens_at_t1 && cpu1 != static_cast<std::clock_t>(-1))
+      r.decode_cpu_ms_per_token = 1000.0 * static_cast<double>(cpu2 - cpu1) / CLOCKS_PER_SEC /
+                                  static_cast<double>(tokens - tokens_at_t1);
   }
   r.total_ms = ms_between(t0, t2);
   return r;
@@ -195,7 +202,7 @@ int cmd_bench_e2e(int argc, char** argv) {
                 "ttft last ms", "decode tok/s", "per seq tok/s");
   }
   for (int batch : batches) {
-    std::vector<double> prefill, ttft, ttft_max, decode, steps, total;
+    std::vector<double> prefill, ttft, ttft_max, decode, steps, total, cpu;
     for (int r = 0; r <= runs; ++r) {
       auto res = run_once(sessions, batch, prompt_len, gen_len, c.vocab);
       if (!res.ok()) {
@@ -208,6 +215,7 @@ int cmd_bench_e2e(int argc, char** argv) {
       ttft_max.push_back(res->ttft_max_ms);
       decode.push_back(res->decode_tokens_per_s);
       steps.push_back(res->decode_steps_per_s);
+      cpu.push_back(res->decode_cpu_ms_per_token);
       total.push_back(res->total_ms);
     }
     const double prefill_ms = median(prefill);
@@ -230,6 +238,7 @@ int cmd_bench_e2e(int argc, char** argv) {
                        {"ttft_last_ms", rounded(median(ttft_max), 3)},
                        {"decode_tokens_per_s", rounded(median(decode), 1)},
                        {"decode_tokens_per_s_per_seq", rounded(median(steps), 1)},
+                       {"decode_cpu_ms_per_token", rounded(median(cpu), 3)},
                        {"run_ms", rounded(median(total), 1)}});
     } else {
       std::printf("  %6d %11.2f %12.0f %10.2f %13.2f %14.1f %13.1f\n", batch, prefill_ms, prompt_tps, median(ttft),
