@@ -4,20 +4,24 @@
 // K/V, so a "token" reads what a decode step's attention reads (94 MB at
 // 4096). Prints the best and mean wall time per token, the process CPU time
 // per token (steadier than wall time on a shared machine) and K/V GB/s.
-// ISA: -1 the dispatched one, else a DecodeIsa value (3 avx512, 5 avx512-bf16).
+// ISA: -1 the dispatched one, else a DecodeIsa value (3 avx512, 5 avx512-bf16,
+// 2 avx2, 6 avx512-vnni). KV=q8 runs the q8_0 cache (kv_q8.hpp) in the
+// engine's 256-token pages instead: 1.06 bytes an element against 2.
 //
 //   W=$PWD; g++ -std=c++20 -O3 -fopenmp -I$W/runtime/src -I$W/runtime/include -I$W \
 //     -o /tmp/dabench bench/cpu_decode_attention.cpp runtime/src/cpu/decode_attention*.cpp \
-//     runtime/src/cpu/cpu_features.cpp
+//     runtime/src/cpu/cpu_features.cpp runtime/src/cpu/kv_q8.cpp
 //   OMP_NUM_THREADS=1 /tmp/dabench 4096 10 [ISA]     # LAYERS=1 keeps it in L2: the arithmetic alone
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 #include <time.h>
 #include "cpu/decode_attention.hpp"
+#include "cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 using namespace flashscope;
 int main(int argc, char** argv) {
@@ -33,6 +37,24 @@ int main(int argc, char** argv) {
   for (auto& x : K) x = float_to_bf16(nd(rng));
   for (auto& x : V) x = float_to_bf16(nd(rng));
   for (auto& x : Q) x = float_to_bf16(nd(rng));
+  const bool q8 = getenv("KV") && std::string(getenv("KV")) == "q8";
+  const int P = 256, pages = (L + P - 1) / P;
+  const int64_t hb = cpu::kv_q8_head_bytes(P, D), page_bytes = hb * kvh, pool = page_bytes * pages;
+  std::vector<uint8_t> K8(q8 ? pool * layers : 0), V8(q8 ? pool * layers : 0);
+  std::vector<int32_t> table(pages);
+  for (int i = 0; i < pages; ++i) table[i] = i;
+  if (q8) {
+    std::vector<float> kr(kvh * D), vr(kvh * D);
+    for (int l = 0; l < layers; ++l)
+      for (int t = 0; t < L; ++t) {
+        for (int i = 0; i < kvh * D; ++i) {
+          kr[i] = bf16_to_float(K[l * per + (size_t)t * kvh * D + i]);
+          vr[i] = bf16_to_float(V[l * per + (size_t)t * kvh * D + i]);
+        }
+        cpu::kv_q8_store(kr.data(), vr.data(), kvh, D, P, K8.data() + l * pool + (t / P) * page_bytes,
+                         V8.data() + l * pool + (t / P) * page_bytes, t % P);
+      }
+  }
   auto run = [&](int l) {
     cpu::DecodeParams p;
     p.dtype = DType::kBF16; p.q_heads = qh; p.kv_heads = kvh; p.q_len = 1; p.head_dim = D;
@@ -41,6 +63,10 @@ int main(int argc, char** argv) {
     p.kv.k = K.data() + l * per; p.kv.v = V.data() + l * per; p.kv.page_size = 0; p.kv.head_stride = D;
     p.kv.row_stride = kvh * D; p.kv.page_stride = per;
     p.kv_lens = &L;
+    if (q8) {
+      p.kv_q8 = true; p.kv.k = K8.data() + l * pool; p.kv.v = V8.data() + l * pool; p.kv.page_size = P;
+      p.kv.page_stride = page_bytes; p.kv.head_stride = hb; p.kv.block_tables = table.data(); p.kv.block_table_stride = pages;
+    }
     Status s = isa_i < 0 ? cpu::decode_attention(p) : cpu::decode_attention(p, (cpu::DecodeIsa)isa_i);
     if (!s.ok()) { printf("err %s\n", s.message().c_str()); exit(1); }
   };
@@ -55,8 +81,8 @@ int main(int argc, char** argv) {
   }
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
   double cpu_ms = ((c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) * 1e-6) / iters;
-  double bytes = 2.0 * per * 2 * layers;
+  double bytes = q8 ? 2.0 * pool * layers * L / (pages * P) : 2.0 * per * 2 * layers;
   printf("L=%d isa=%s: best %.2f ms mean %.2f ms cpu %.2f ms/token  %.1f GB/s at best  (O[0]=%g)\n", L,
-         cpu::decode_isa_name(isa_i < 0 ? cpu::decode_isa_for(D) : (cpu::DecodeIsa)isa_i), best, sum / iters, cpu_ms,
+         cpu::decode_isa_name(isa_i < 0 ? cpu::decode_isa_for(D, q8) : (cpu::DecodeIsa)isa_i), best, sum / iters, cpu_ms,
          bytes / best / 1e6, bf16_to_float(O[0]));
 }

@@ -182,13 +182,13 @@ def run_llama(build, model, threads, fa, prompt, gen, depths):
     return out
 
 
-def run_ours(cli, model, threads, prompt, gen, depths):
-    """{test: tok/s} from bench e2e at batch 1 (one run after its warm-up)."""
+def run_ours(cli, model, threads, prompt, gen, depths, kv_type="bf16"):
+    """{test: tok/s} from bench e2e at batch 1 (one run after its warm-up), its KV cache kv_type."""
     out = {}
     jobs = [(f"prompt {prompt}", prompt, 1)] + [(f"decode @ {d}", d, gen) for d in depths]
     for name, plen, glen in jobs:
         cmd = [str(cli), "bench", "e2e", "--device", "cpu", "-m", str(model), "--batch", "1", "--prompt-len",
-               str(plen), "--gen-len", str(glen), "--runs", "1", "-t", str(threads), "--json"]
+               str(plen), "--gen-len", str(glen), "--runs", "1", "-t", str(threads), "--kv-type", kv_type, "--json"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
@@ -205,6 +205,8 @@ def main():
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--gen", type=int, default=32, help="decode tokens per measurement")
     ap.add_argument("--depths", default="8,512,4096")
+    ap.add_argument("--kv-type", default="bf16", choices=["bf16", "q8_0"],
+                    help="FlashScope's KV cache (llama-bench keeps its default f16 cache)")
     ap.add_argument("--cli", default=str(ROOT / "build/cli/flashscope-cli"))
     ap.add_argument("--llama-build", default=os.environ.get("FLASHSCOPE_LLAMA_BUILD", ""),
                     help="existing llama.cpp build dir with bin/llama-bench (env FLASHSCOPE_LLAMA_BUILD)")
@@ -244,7 +246,7 @@ def main():
         meter = OthersMeter()
         row["fa0"] = run_llama(build, model, threads, 0, a.prompt, a.gen, depths)
         row["fa1"] = run_llama(build, model, threads, 1, a.prompt, a.gen, depths)
-        row["ours"] = run_ours(cli, model, threads, a.prompt, a.gen, depths)
+        row["ours"] = run_ours(cli, model, threads, a.prompt, a.gen, depths, a.kv_type)
         row["others_during"] = meter.stop()
         row["load_after"] = loadavg()
         rounds.append(row)
@@ -304,9 +306,9 @@ def write_report(a, rounds, build, cli, model, threads, depths, final):
         f"    llama-bench -m MODEL -t {threads} -fa 0|1 -r 1 -p {a.prompt} -n 0",
         f"    llama-bench -m MODEL -t {threads} -fa 0|1 -r 1 -p 0 -n {a.gen} -d {a.depths}",
         f"    flashscope-cli bench e2e --device cpu -m MODEL --batch 1 --runs 1 -t {threads} "
-        f"--prompt-len {a.prompt} --gen-len 1    # prompt",
+        f"--kv-type {a.kv_type} --prompt-len {a.prompt} --gen-len 1    # prompt",
         f"    flashscope-cli bench e2e --device cpu -m MODEL --batch 1 --runs 1 -t {threads} "
-        f"--prompt-len N --gen-len {a.gen}   # decode @ N",
+        f"--kv-type {a.kv_type} --prompt-len N --gen-len {a.gen}   # decode @ N",
         "",
         "| test (tok/s) | FlashScope | llama.cpp fa off | llama.cpp fa on | ours / better | target | met |",
         "|---|---|---|---|---|---|---|",

@@ -19,6 +19,7 @@
 // --prompt-len 512 is the prefill target (<= 5 ms on an H200).
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -40,7 +41,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli bench e2e [-m PATH] [--device cpu|cuda] [--batch 1,8,64] [--prompt-len N] [--gen-len N]\n"
-    "                                [--runs N] [-t N] [--weights auto|quantized|bf16] [--json]\n"
+    "                                [--runs N] [-t N] [--weights auto|quantized|bf16]\n"
+    "                                [--kv-type bf16|q8_0] [--json]\n"
     "  -m, --model PATH   GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --device cpu|cuda  where to run (default: cuda when a device is present)\n"
     "  --batch LIST       batch sizes, comma-separated (default 1,8,64)\n"
@@ -78,6 +80,7 @@ struct RunResult {
   double ttft_max_ms = 0;     // the last session's
   double decode_tokens_per_s = 0;
   double decode_steps_per_s = 0;
+  double decode_cpu_ms_per_token = 0;  // process CPU time (every thread) of the decode steps, per token
   double total_ms = 0;
 };
 
@@ -104,6 +107,7 @@ Result<RunResult> run_once(std::vector<Session>& sessions, int batch, int prompt
   }
   FLASHSCOPE_RETURN_IF_ERROR(gen.step());  // every prefill, every first token, the first decode step
   const Clock::time_point t1 = Clock::now();
+  const std::clock_t cpu1 = std::clock();
   const long long tokens_at_t1 = tokens;
   int steps = 0;
   while (!gen.done()) {
@@ -111,6 +115,7 @@ Result<RunResult> run_once(std::vector<Session>& sessions, int batch, int prompt
     ++steps;
   }
   const Clock::time_point t2 = Clock::now();
+  const std::clock_t cpu2 = std::clock();
 
   RunResult r;
   std::vector<double> prefill, ttft;
@@ -127,6 +132,9 @@ Result<RunResult> run_once(std::vector<Session>& sessions, int batch, int prompt
   if (steps > 0 && decode_ms > 0) {
     r.decode_tokens_per_s = 1000.0 * static_cast<double>(tokens - tokens_at_t1) / decode_ms;
     r.decode_steps_per_s = 1000.0 * steps / decode_ms;
+    if (tokens > tokens_at_t1 && cpu1 != static_cast<std::clock_t>(-1))
+      r.decode_cpu_ms_per_token = 1000.0 * static_cast<double>(cpu2 - cpu1) / CLOCKS_PER_SEC /
+                                  static_cast<double>(tokens - tokens_at_t1);
   }
   r.total_ms = ms_between(t0, t2);
   return r;
@@ -139,9 +147,9 @@ int cmd_bench_e2e(int argc, char** argv) {
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
-            {"model", "device", "batch", "prompt-len", "gen-len", "runs", "threads", "weights"}, {"json", "help"});
+            {"model", "device", "batch", "prompt-len", "gen-len", "runs", "threads", "weights", "kv-type"}, {"json", "help"});
   if (args.has("help")) {
-    std::printf("%s", kUsage);
+    std::printf("%s%s", kUsage, kKvTypeUsage);
     return 0;
   }
   const int prompt_len = static_cast<int>(args.get_int("prompt-len", 512));
@@ -150,6 +158,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   const int threads = parse_threads(args, "bench e2e");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   const WeightFormat weights = parse_weights(args);
+  const KvType kv_type = parse_kv_type_flag(args);
   std::vector<int> batches;
   if (!args.ok() || !args.positional().empty() || !parse_batches(args.get("batch", "1,8,64"), &batches) ||
       prompt_len < 1 || gen_len < 1 || runs < 1 || threads < 0 || (device != "cpu" && device != "cuda")) {
@@ -161,6 +170,7 @@ int cmd_bench_e2e(int argc, char** argv) {
   mo.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   mo.threads = threads;
   mo.weights = weights;
+  mo.kv_type = kv_type;
   std::string path;
   auto model = load_model_or_print(args, mo, "bench e2e", &path);
   if (!model) return 1;
@@ -185,14 +195,14 @@ int cmd_bench_e2e(int argc, char** argv) {
   const bool json = args.has("json");
   if (!json) {
     std::printf("e2e  %s (%d layers, %.1f MB of weights; %s) on %s; prompt %d tokens, %d generated per session,\n"
-                "     greedy; median of %d runs after a warm-up\n",
+                "     greedy; median of %d runs after a warm-up; KV cache %s\n",
                 name.c_str(), c.n_layers, model->weight_bytes() / 1e6, weights_name.c_str(), device_name.c_str(),
-                prompt_len, gen_len, runs);
+                prompt_len, gen_len, runs, kv_type_name(kv_type));
     std::printf("  %6s %11s %12s %10s %13s %14s %13s\n", "batch", "prefill ms", "prompt tok/s", "ttft ms",
                 "ttft last ms", "decode tok/s", "per seq tok/s");
   }
   for (int batch : batches) {
-    std::vector<double> prefill, ttft, ttft_max, decode, steps, total;
+    std::vector<double> prefill, ttft, ttft_max, decode, steps, total, cpu;
     for (int r = 0; r <= runs; ++r) {
       auto res = run_once(sessions, batch, prompt_len, gen_len, c.vocab);
       if (!res.ok()) {
@@ -205,6 +215,7 @@ int cmd_bench_e2e(int argc, char** argv) {
       ttft_max.push_back(res->ttft_max_ms);
       decode.push_back(res->decode_tokens_per_s);
       steps.push_back(res->decode_steps_per_s);
+      cpu.push_back(res->decode_cpu_ms_per_token);
       total.push_back(res->total_ms);
     }
     const double prefill_ms = median(prefill);
@@ -216,6 +227,7 @@ int cmd_bench_e2e(int argc, char** argv) {
                        {"weights",
                         mo.device == Device::kCuda ? weight_format_name(model->weight_format()) : "file blocks"},
                        {"device_weight_bytes", static_cast<long long>(model->device_weight_bytes())},
+                       {"kv_type", kv_type_name(kv_type)},
                        {"batch", batch},
                        {"prompt_len", prompt_len},
                        {"gen_len", gen_len},
@@ -226,6 +238,7 @@ int cmd_bench_e2e(int argc, char** argv) {
                        {"ttft_last_ms", rounded(median(ttft_max), 3)},
                        {"decode_tokens_per_s", rounded(median(decode), 1)},
                        {"decode_tokens_per_s_per_seq", rounded(median(steps), 1)},
+                       {"decode_cpu_ms_per_token", rounded(median(cpu), 3)},
                        {"run_ms", rounded(median(total), 1)}});
     } else {
       std::printf("  %6d %11.2f %12.0f %10.2f %13.2f %14.1f %13.1f\n", batch, prefill_ms, prompt_tps, median(ttft),

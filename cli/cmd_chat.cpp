@@ -41,7 +41,7 @@ constexpr const char* kUsage =
     "                           [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
     "                           [--presence-penalty P] [--frequency-penalty F] [--dry-multiplier D]\n"
     "                           [--device cpu|cuda]\n"
-    "                           [--weights auto|quantized|bf16]\n"
+    "                           [--weights auto|quantized|bf16] [--kv-type bf16|q8_0]\n"
     "  -n N                 tokens per reply at most (default 512)\n"
     "  --system TEXT        system prompt (default: the one in the model's chat template)\n"
     "  --chat-template FILE a Jinja chat template to use instead of the model's\n"
@@ -138,7 +138,8 @@ int cmd_chat(int argc, char** argv) {
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
             {"model", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty",
-             "presence-penalty", "frequency-penalty", "dry-multiplier", "seed", "ctx", "threads", "device", "weights"},
+             "presence-penalty", "frequency-penalty", "dry-multiplier", "seed", "ctx", "threads", "device", "weights",
+             "kv-type"},
             {"help"});
   if (!args.ok() || args.has("help") || !args.positional().empty()) {
     const bool bad = !args.ok() || !args.positional().empty();
@@ -153,6 +154,7 @@ int cmd_chat(int argc, char** argv) {
   ModelOptions mo;
   mo.threads = parse_threads(args, "chat");
   mo.weights = parse_weights(args);
+  mo.kv_type = parse_kv_type_flag(args);
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);

@@ -23,7 +23,7 @@ constexpr const char* kUsage =
     "                               [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
     "                               [--presence-penalty P] [--frequency-penalty F] [--dry-multiplier D] [--seed S]\n"
     "                               [--ctx N] [-t N]\n"
-    "                               [--device cpu|cuda] [--weights auto|quantized|bf16]\n"
+    "                               [--device cpu|cuda] [--weights auto|quantized|bf16] [--kv-type bf16|q8_0]\n"
     "  -m, --model PATH      GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  -p, --prompt TEXT     the prompt; with --chat, the user's message\n"
     "  --chat                render the prompt with the model's chat template and answer it\n"
@@ -45,7 +45,9 @@ constexpr const char* kUsage =
     "                        fewer while other programs keep them busy; info shows them)\n"
     "  --device cpu|cuda     where to run (default: cuda when a device is present; cuda: CUDA graphs)\n"
     "  --weights auto|quantized|bf16  cuda: weights kept in their GGUF blocks or expanded to bf16; auto\n"
-    "                            (default): bf16 for a small model, the blocks for a larger one\n";
+    "                            (default): bf16 for a small model, the blocks for a larger one\n"
+    "  --kv-type bf16|q8_0   cpu: KV cache elements in bf16 (default) or q8_0 (int8 blocks of 32 with a\n"
+    "                        scale: about half the bytes a long context's decode step reads)\n";
 
 }  // namespace
 
@@ -55,7 +57,8 @@ int cmd_generate(int argc, char** argv) {
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
             {"model", "prompt", "system", "chat-template", "n-predict", "temp", "top-k", "top-p", "min-p", "repeat-penalty",
-             "presence-penalty", "frequency-penalty", "dry-multiplier", "seed", "ctx", "device", "threads", "weights"},
+             "presence-penalty", "frequency-penalty", "dry-multiplier", "seed", "ctx", "device", "threads", "weights",
+             "kv-type"},
             {"chat", "help"});
   if (!args.ok() || args.has("help")) {
     const bool usage_error = !args.ok();
@@ -79,6 +82,7 @@ int cmd_generate(int argc, char** argv) {
   const int threads = parse_threads(args, "generate");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   const WeightFormat weights = parse_weights(args);
+  const KvType kv_type = parse_kv_type_flag(args);
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);
     return 2;
@@ -86,6 +90,7 @@ int cmd_generate(int argc, char** argv) {
   ModelOptions mo;
   mo.threads = threads;
   mo.weights = weights;
+  mo.kv_type = kv_type;
   if (device == "cpu") {
     mo.device = Device::kCpu;
   } else if (device == "cuda") {

@@ -23,7 +23,7 @@ namespace flashscope::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: flashscope-cli info [--device N] [-m MODEL [--weights auto|quantized|bf16]] [--json]\n"
+    "usage: flashscope-cli info [--device N] [-m MODEL [--weights auto|quantized|bf16] [--kv-type bf16|q8_0]] [--json]\n"
     "  -m, --model PATH  also load MODEL (on the GPU when there is one) and show its memory:\n"
     "                    weights on the device and the KV cache\n"
     "Also the CPU: its cores as this process sees them and the engine's default thread count.\n";
@@ -116,9 +116,11 @@ void print_model_sampling(const Model& model, const std::string& path, bool json
 }
 
 // The model's memory, then its sampling; 0 when printed, 1 when it does not load.
-int print_model(const std::string& path, WeightFormat weights, bool json) {
+int print_model(const std::string& path, WeightFormat weights, KvType kv_type, bool json) {
   ModelOptions mo;
-  mo.device = cuda_available() ? Device::kCuda : Device::kCpu;
+  // q8_0 is the CPU engine's cache: show it where it runs.
+  mo.device = cuda_available() && kv_type == KvType::kBF16 ? Device::kCuda : Device::kCpu;
+  mo.kv_type = kv_type;
   mo.weights = weights;
   auto model = Model::load(path, mo);
   if (!model.ok()) {
@@ -126,9 +128,8 @@ int print_model(const std::string& path, WeightFormat weights, bool json) {
     return 1;
   }
   const ModelConfig& c = model->config();
-  // K and V, bf16, every layer (the CUDA pool's pages and the CPU cache alike).
-  const uint64_t kv_per_token = 2ull * static_cast<uint64_t>(c.n_layers) * static_cast<uint64_t>(c.n_kv_heads) *
-                                static_cast<uint64_t>(c.head_dim) * 2ull;
+  // K and V, every layer (the CUDA pool's pages and the CPU cache alike).
+  const uint64_t kv_per_token = kv_bytes_per_token(c, kv_type);
   const uint64_t kv_full = kv_per_token * static_cast<uint64_t>(c.context_length);
   const bool on_gpu = mo.device == Device::kCuda;
   const uint64_t device_weights = model->device_weight_bytes();
@@ -138,6 +139,7 @@ int print_model(const std::string& path, WeightFormat weights, bool json) {
                      {"device", on_gpu ? "cuda" : "cpu"},
                      {"weights", on_gpu ? weight_format_name(model->weight_format()) : "file blocks"},
                      {"device_weight_bytes", static_cast<long long>(device_weights)},
+                     {"kv_type", kv_type_name(kv_type)},
                      {"kv_bytes_per_token", static_cast<long long>(kv_per_token)},
                      {"context_length", c.context_length},
                      {"kv_bytes_full_context", static_cast<long long>(kv_full)}});
@@ -155,9 +157,9 @@ int print_model(const std::string& path, WeightFormat weights, bool json) {
   } else {
     std::printf("  weights (device)  none: the CPU reads them mapped from the file\n");
   }
-  std::printf("  KV cache          %.1f KiB a token (bf16 K and V, %d layers × %d heads × %d); %.1f MiB at the\n"
+  std::printf("  KV cache          %.1f KiB a token (%s K and V, %d layers × %d heads × %d); %.1f MiB at the\n"
               "                    full context of %d tokens, %s\n",
-              static_cast<double>(kv_per_token) / 1024.0, c.n_layers, c.n_kv_heads, c.head_dim, mib(kv_full),
+              static_cast<double>(kv_per_token) / 1024.0, kv_type_name(kv_type), c.n_layers, c.n_kv_heads, c.head_dim, mib(kv_full),
               c.context_length, on_gpu ? "in the device's page pool as sequences take it" : "in host memory");
   print_model_sampling(*model, path, json);
   return 0;
@@ -169,8 +171,9 @@ int cmd_info(int argc, char** argv) {
   std::vector<std::string> storage = expand_short_flags(argc, argv);
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
-  Args args(static_cast<int>(av.size()), av.data(), {"device", "model", "weights"}, {"json", "help"});
+  Args args(static_cast<int>(av.size()), av.data(), {"device", "model", "weights", "kv-type"}, {"json", "help"});
   const WeightFormat weights = parse_weights(args);
+  const KvType kv_type = parse_kv_type_flag(args);
   if (!args.ok() || args.has("help")) {
     std::fprintf(args.ok() ? stdout : stderr, "%s%s%s", args.error().c_str(), args.ok() ? "" : "\n", kUsage);
     return args.ok() ? 0 : 2;
@@ -182,7 +185,7 @@ int cmd_info(int argc, char** argv) {
     if (args.has("json")) print_json_line({{"devices", 0}, {"backend", "cpu"}});
     else std::printf("no CUDA device (or no CUDA in this build): the CPU backend runs everything\n");
     print_cpu(json);
-    return model_path.empty() ? 0 : print_model(model_path, weights, json);
+    return model_path.empty() ? 0 : print_model(model_path, weights, kv_type, json);
   }
   const int ordinal = static_cast<int>(args.get_int("device", 0));
   auto info = query_device(ordinal);
@@ -206,7 +209,7 @@ int cmd_info(int argc, char** argv) {
                      {"sol_tflops", rounded(d.sol_tflops, 1)},
                      {"sol_dram_gbps", std::llround(d.sol_dram_gbps)}});
     print_cpu(json);
-    return model_path.empty() ? 0 : print_model(model_path, weights, json);
+    return model_path.empty() ? 0 : print_model(model_path, weights, kv_type, json);
   }
   std::printf("device %d of %d: %s\n", d.ordinal, n, d.name.c_str());
   std::printf("  architecture      sm_%d%d (compute capability %d.%d)\n", d.cc_major, d.cc_minor, d.cc_major,
@@ -221,7 +224,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("  SOL DRAM          %.0f GB/s\n", d.sol_dram_gbps);
   std::printf("  how               %s\n", d.sol_formula.c_str());
   print_cpu(json);
-  return model_path.empty() ? 0 : print_model(model_path, weights, json);
+  return model_path.empty() ? 0 : print_model(model_path, weights, kv_type, json);
 }
 
 }  // namespace flashscope::cli

@@ -23,7 +23,7 @@ namespace {
 const char* const kUsage =
     "usage: flashscope-cli serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--parallel N] [--queue N]\n"
     "                            [--ctx N] [--device cpu|cuda] [-t N] [--api-key KEY] [--chat-template FILE]\n"
-    "                            [--max-body BYTES] [--model-id NAME]\n\n"
+    "                            [--max-body BYTES] [--model-id NAME] [--kv-type bf16|q8_0]\n\n"
     "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health,\n"
     "/metrics (Prometheus). Point any OpenAI client at http://HOST:PORT/v1.\n\n"
     "  -m, --model PATH       GGUF model (default: the SmolLM2-135M-Instruct in assets/models)\n"
@@ -37,7 +37,8 @@ const char* const kUsage =
     "  --api-key KEY          require \"Authorization: Bearer KEY\" on /v1/* (401 without it)\n"
     "  --chat-template FILE   a Jinja chat template instead of the model's\n"
     "  --max-body BYTES       largest request body (default 1048576; larger: 413)\n"
-    "  --model-id NAME        the model's name in /v1/models and replies (default: the file's name)\n";
+    "  --model-id NAME        the model's name in /v1/models and replies (default: the file's name)\n"
+    "  --kv-type bf16|q8_0    cpu: KV cache elements in bf16 (default) or q8_0 (int8 blocks of 32 with a scale)\n";
 
 std::string read_file(const std::string& path, bool* ok) {
   std::ifstream f(path, std::ios::binary);
@@ -65,7 +66,7 @@ int cmd_serve(int argc, char** argv) {
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
             {"model", "host", "port", "parallel", "queue", "ctx", "device", "threads", "api-key", "chat-template",
-             "max-body", "model-id"},
+             "max-body", "model-id", "kv-type"},
             {"help"});
   if (!args.ok() || args.has("help")) {
     const bool usage_error = !args.ok();
@@ -87,6 +88,7 @@ int cmd_serve(int argc, char** argv) {
   so.max_body_bytes = static_cast<size_t>(args.get_int_in("max-body", 1 << 20, 1, 1ll << 30));
   const int threads = parse_threads(args, "serve");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
+  const KvType kv_type = parse_kv_type_flag(args);
   if (args.has("api-key") && so.api_key.empty()) args.fail("--api-key must not be empty");
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);
@@ -94,6 +96,7 @@ int cmd_serve(int argc, char** argv) {
   }
   ModelOptions mo;
   mo.threads = threads;
+  mo.kv_type = kv_type;
   if (device == "cpu") {
     mo.device = Device::kCpu;
   } else if (device == "cuda") {

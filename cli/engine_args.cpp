@@ -132,6 +132,13 @@ WeightFormat parse_weights(Args& args) {
   return w;
 }
 
+KvType parse_kv_type_flag(Args& args) {
+  KvType t = KvType::kBF16;
+  const std::string text = args.get("kv-type", "bf16");
+  if (!parse_kv_type(text, &t)) args.fail("--kv-type must be bf16 or q8_0, not '" + text + "'");
+  return t;
+}
+
 bool check_ctx_fits(int ctx, const Model& model, const char* command) {
   const int limit = model.config().context_length;
   if (ctx > 0 && limit > 0 && ctx > limit) {

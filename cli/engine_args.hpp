@@ -55,6 +55,13 @@ inline constexpr const char* kWeightsUsage =
     "  --weights auto|quantized|bf16  cuda: weights kept in their GGUF blocks or expanded to bf16\n"
     "                        (default auto: bf16 for small models, the blocks for large ones)\n";
 
+// --kv-type bf16|q8_0 (default bf16): the KV cache's element type
+// (ModelOptions::kv_type); another value is an error of args.
+KvType parse_kv_type_flag(Args& args);
+inline constexpr const char* kKvTypeUsage =
+    "  --kv-type bf16|q8_0   cpu: KV cache elements in bf16 (default) or q8_0 (int8 blocks of 32 with a\n"
+    "                        scale: about half the bytes a long context's decode step reads)\n";
+
 // False, with "--ctx must be at most the model's context length" printed,
 // when ctx exceeds what the model was trained on.
 bool check_ctx_fits(int ctx, const Model& model, const char* command);

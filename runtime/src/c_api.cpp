@@ -477,6 +477,11 @@ flashscope_status flashscope_model_load(const char* path, const flashscope_model
 
 flashscope_status flashscope_model_load_weights(const char* path, const flashscope_model_params* params,
                                                 int32_t weights, flashscope_model** out_model) {
+  return flashscope_model_load_kv(path, params, weights, FLASHSCOPE_KV_BF16, out_model);
+}
+
+flashscope_status flashscope_model_load_kv(const char* path, const flashscope_model_params* params, int32_t weights,
+                                           int32_t kv_type, flashscope_model** out_model) {
   constexpr const char* fn = "model_load";
   if (out_model) *out_model = nullptr;
   return guarded(fn, [&]() -> flashscope_status {
@@ -506,6 +511,13 @@ flashscope_status flashscope_model_load_weights(const char* path, const flashsco
         return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
                     "unknown weight format " + std::to_string(weights) +
                         " (FLASHSCOPE_WEIGHTS_QUANTIZED, _BF16 or _AUTO)");
+    }
+    switch (kv_type) {
+      case FLASHSCOPE_KV_BF16: options.kv_type = flashscope::KvType::kBF16; break;
+      case FLASHSCOPE_KV_Q8_0: options.kv_type = flashscope::KvType::kQ8_0; break;
+      default:
+        return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
+                    "unknown KV cache type " + std::to_string(kv_type) + " (FLASHSCOPE_KV_BF16 or _Q8_0)");
     }
     auto model = flashscope::Model::load(path, options);
     if (!model.ok()) return fail(fn, model.status());

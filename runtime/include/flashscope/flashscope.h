@@ -180,6 +180,24 @@ typedef enum flashscope_weight_format {
 FLASHSCOPE_API flashscope_status flashscope_model_load_weights(const char* path, const flashscope_model_params* params,
                                                                int32_t weights, flashscope_model** out_model);
 
+/* What every sequence's KV cache keeps of each K and V element. */
+typedef enum flashscope_kv_type {
+  /* 2 bytes an element (flashscope_model_load's choice). */
+  FLASHSCOPE_KV_BF16 = 0,
+  /* Blocks of 32 along head_dim, 32 int8 and one fp16 scale each (1.0625
+   * bytes an element, llama.cpp's q8_0 cache): about half the bytes a long
+   * context's decode step reads. FLASHSCOPE_DEVICE_CPU only. */
+  FLASHSCOPE_KV_Q8_0 = 1
+} flashscope_kv_type;
+
+/* flashscope_model_load_weights with the KV cache's element type (a
+ * flashscope_kv_type). INVALID_ARGUMENT for an unknown type; UNSUPPORTED
+ * for FLASHSCOPE_KV_Q8_0 on FLASHSCOPE_DEVICE_CUDA or for a model whose
+ * head_dim is not a multiple of 32; else as flashscope_model_load_weights. */
+FLASHSCOPE_API flashscope_status flashscope_model_load_kv(const char* path, const flashscope_model_params* params,
+                                                          int32_t weights, int32_t kv_type,
+                                                          flashscope_model** out_model);
+
 /* Releases the handle. Sessions created from it stay valid (they share the
  * weights, which go when the last of them is freed). NULL is a no-op. */
 FLASHSCOPE_API void flashscope_model_free(flashscope_model* model);

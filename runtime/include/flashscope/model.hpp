@@ -184,6 +184,20 @@ inline constexpr uint64_t kAutoBf16MaxWeights = 500'000'000;
 const char* weight_format_name(WeightFormat f);
 bool parse_weight_format(const std::string& text, WeightFormat* out);
 
+// What the KV cache keeps of each K and V element (ModelOptions::kv_type).
+enum class KvType : uint8_t {
+  kBF16,  // 2 bytes an element
+  // Blocks of 32 along head_dim, 32 int8 and one fp16 scale each (1.0625
+  // bytes an element, llama.cpp's q8_0 cache): about half the bytes a long
+  // context's decode step reads. CPU only, head_dim a multiple of 32.
+  kQ8_0,
+};
+// "bf16" / "q8_0", and back (false for other text).
+const char* kv_type_name(KvType t);
+bool parse_kv_type(const std::string& text, KvType* out);
+// Bytes of one token's K and V in every layer, for a config and cache type.
+uint64_t kv_bytes_per_token(const ModelConfig& c, KvType t);
+
 struct ModelOptions {
   Device device = Device::kCpu;  // kCuda: weights on the GPU (kUnsupported in a CPU-only build)
   // kCuda: how the weights are kept on the device (the CPU backend reads
@@ -196,6 +210,9 @@ struct ModelOptions {
   // and on a busy machine a preempted thread costs the others a whole time
   // slice at each one (bench/TUNING.md#cpu). At most kMaxThreads.
   int threads = 0;
+  // Element type of every sequence's KV cache. kQ8_0 on kCuda, or for a
+  // head_dim not a multiple of 32, is kUnsupported at load.
+  KvType kv_type = KvType::kBF16;
   // The NaN/inf check of the weights at load (check_tensor_finite, gguf.hpp):
   // a fraction of the load's own time (bench/TUNING.md#load); a failure is
   // kCorruptData naming the tensor.

@@ -61,11 +61,21 @@ int vector_width(DecodeIsa isa) {
     case DecodeIsa::kAvx512: return 16;
     case DecodeIsa::kNeon: return 4;
     case DecodeIsa::kAvx512Bf16: return 32;
+    case DecodeIsa::kAvx512Vnni: return 32;
   }
   return 1;
 }
 
-ItemFn item_fn(DecodeIsa isa) {
+ItemFn item_fn(DecodeIsa isa, bool kv_q8) {
+  if (kv_q8) {
+    switch (isa) {
+      case DecodeIsa::kScalar:
+      case DecodeIsa::kPortable: return decode::kItemQ8Portable;
+      case DecodeIsa::kAvx2: return cpu_has_avx2() ? decode::kItemQ8Avx2 : nullptr;
+      case DecodeIsa::kAvx512Vnni: return cpu_has_avx512_vnni() ? decode::kItemQ8Avx512Vnni : nullptr;
+      default: return nullptr;
+    }
+  }
   switch (isa) {
     case DecodeIsa::kScalar: return decode::kItemScalar;
     case DecodeIsa::kPortable: return decode::kItemPortable;
@@ -73,6 +83,7 @@ ItemFn item_fn(DecodeIsa isa) {
     case DecodeIsa::kAvx512: return cpu_has_avx512() ? decode::kItemAvx512 : nullptr;
     case DecodeIsa::kNeon: return decode::kItemNeon;
     case DecodeIsa::kAvx512Bf16: return cpu_has_avx512_bf16() ? decode::kItemAvx512Bf16 : nullptr;
+    case DecodeIsa::kAvx512Vnni: return nullptr;
   }
   return nullptr;
 }
@@ -150,21 +161,24 @@ const char* decode_isa_name(DecodeIsa isa) {
     case DecodeIsa::kAvx512: return "avx512";
     case DecodeIsa::kNeon: return "neon";
     case DecodeIsa::kAvx512Bf16: return "avx512-bf16";
+    case DecodeIsa::kAvx512Vnni: return "avx512-vnni";
   }
   return "?";
 }
 
-bool decode_isa_runnable(DecodeIsa isa, int head_dim) {
-  return item_fn(isa) != nullptr && head_dim > 0 && head_dim % vector_width(isa) == 0;
+bool decode_isa_runnable(DecodeIsa isa, int head_dim, bool kv_q8) {
+  if (kv_q8) return item_fn(isa, true) != nullptr && head_dim > 0 && head_dim % 32 == 0 && head_dim <= 256;
+  return item_fn(isa, false) != nullptr && head_dim > 0 && head_dim % vector_width(isa) == 0;
 }
 
-DecodeIsa decode_isa_for(int head_dim) {
-  for (DecodeIsa isa : {DecodeIsa::kAvx512Bf16, DecodeIsa::kAvx512, DecodeIsa::kAvx2, DecodeIsa::kNeon, DecodeIsa::kPortable})
-    if (decode_isa_runnable(isa, head_dim)) return isa;
+DecodeIsa decode_isa_for(int head_dim, bool kv_q8) {
+  for (DecodeIsa isa : {DecodeIsa::kAvx512Vnni, DecodeIsa::kAvx512Bf16, DecodeIsa::kAvx512, DecodeIsa::kAvx2,
+                        DecodeIsa::kNeon, DecodeIsa::kPortable})
+    if (decode_isa_runnable(isa, head_dim, kv_q8)) return isa;
   return DecodeIsa::kScalar;
 }
 
-Status decode_attention(const DecodeParams& p) { return decode_attention(p, decode_isa_for(p.head_dim)); }
+Status decode_attention(const DecodeParams& p) { return decode_attention(p, decode_isa_for(p.head_dim, p.kv_q8)); }
 
 Status decode_attention(const DecodeParams& p, DecodeIsa isa) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
@@ -175,10 +189,12 @@ Status decode_attention(const DecodeParams& p, DecodeIsa isa) {
   if (p.q.data == nullptr || p.o.data == nullptr || p.kv.k == nullptr || p.kv.v == nullptr || p.kv_lens == nullptr ||
       (p.kv.page_size > 0 && p.kv.block_tables == nullptr))
     return invalid_argument("CPU decode attention: a pointer is null");
-  if (!decode_isa_runnable(isa, p.head_dim))
-    return unsupported(std::string("CPU decode attention: the ") + decode_isa_name(isa) +
-                       " kernel cannot run here for head_dim " + std::to_string(p.head_dim));
-  const ItemFn run = item_fn(isa);
+  if (p.kv_q8 && (p.kv.page_size <= 0 || p.kv.page_size % 16 != 0))
+    return invalid_argument("CPU decode attention: a q8_0 cache is paged, page_size a multiple of 16");
+  if (!decode_isa_runnable(isa, p.head_dim, p.kv_q8))
+    return unsupported(std::string("CPU decode attention: the ") + decode_isa_name(isa) + " kernel cannot run " +
+                       (p.kv_q8 ? "a q8_0 cache" : "here") + " for head_dim " + std::to_string(p.head_dim));
+  const ItemFn run = item_fn(isa, p.kv_q8);
 
   Problem pr;
   pr.p = &p;

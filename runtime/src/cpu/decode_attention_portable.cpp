@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "cpu/decode_attention_impl.hpp"
+#include "cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu::decode {
@@ -105,8 +106,30 @@ struct Simd {
     for (int i = 0; i < W; ++i) r.x[i] = exp2_poly(a.x[i]);
     return r;
   }
+  // q8_0 (decode_attention_q8.inc), in int32 as the vector kernels.
+  static void qk16_q8(const uint8_t* k, int64_t gstride, const int8_t* q, const float* qd, const int32_t* qbias,
+                      const uint16_t* ks, int64_t sstride, int nb, float* out) {
+    for (int i = 0; i < 16; ++i) {
+      float s = 0.0f;
+      for (int c = 0; c < nb; ++c) {
+        int32_t acc = qbias[c];
+        for (int d = c * 32; d < c * 32 + 32; ++d) acc += int32_t{k[(d / 4) * gstride + i * 4 + d % 4]} * q[d];
+        s += static_cast<float>(acc) * (fp16_to_float(ks[c * sstride + i]) * qd[c]);
+      }
+      out[i] = s;
+    }
+  }
+  static V load_q8(const int8_t* p) {
+    V r;
+    for (int i = 0; i < W; ++i) r.x[i] = static_cast<float>(p[i]);
+    return r;
+  }
+  static void widen_fp16x16(const uint16_t* src, float* dst) {
+    for (int i = 0; i < 16; ++i) dst[i] = fp16_to_float(src[i]);
+  }
 };
 #include "cpu/decode_attention_kernel.inc"
+#include "cpu/decode_attention_q8.inc"
 #undef FS_TARGET
 }  // namespace portable
 
@@ -144,5 +167,6 @@ struct Simd {
 
 const ItemFn kItemPortable = portable::run_item;
 const ItemFn kItemScalar = scalar::run_item;
+const ItemFn kItemQ8Portable = portable::run_item_q8;
 
 }  // namespace flashscope::cpu::decode

@@ -1,13 +1,16 @@
 // The decode attention kernel for x86-64: AVX2 + FMA + F16C (8 floats),
-// AVX-512 F (16 floats) and AVX-512 F + BF16 (bf16 q·k by vdpbf16ps), each compiled with its target attribute and picked
+// AVX-512 F (16 floats), AVX-512 F + BF16 (bf16 q·k by vdpbf16ps) and, for
+// the q8_0 cache, AVX2 and AVX-512 VNNI, each compiled with its target attribute and picked
 // at run time (cpu_features.hpp), so the library itself stays built for the
 // baseline x86-64.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "cpu/decode_attention_impl.hpp"
+#include "cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && __has_include(<immintrin.h>)
@@ -72,8 +75,44 @@ struct Simd {
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(xi), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
   }
+  // q8_0 (decode_attention_q8.inc). 8 keys per ymm: K's bytes back to signed
+  // (xor 0x80, so qbias is not needed), then maddubs(|q|, k · sign(q)):
+  // |q|, |k| <= 127 keep its int16 pair sums from saturating.
+  FS_TARGET static void qk16_q8(const uint8_t* k, int64_t gstride, const int8_t* q, const float* qd,
+                                const int32_t* /*qbias*/, const uint16_t* ks, int64_t sstride, int nb, float* out) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int half = 0; half < 2; ++half) {
+      __m256 s = _mm256_setzero_ps();
+      for (int c = 0; c < nb; ++c) {
+        __m256i acc = _mm256_setzero_si256();
+        for (int g = 0; g < 8; ++g) {
+          int32_t word;
+          std::memcpy(&word, q + c * 32 + g * 4, sizeof word);
+          const __m256i qb = _mm256_set1_epi32(word);
+          const __m256i kv = _mm256_xor_si256(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + (int64_t{c} * 8 + g) * gstride + half * 32)), flip);
+          const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(qb), _mm256_sign_epi8(kv, qb));
+          acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, ones));
+        }
+        const __m256 sc = _mm256_mul_ps(
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ks + c * sstride + half * 8))),
+            _mm256_set1_ps(qd[c]));
+        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), sc, s);
+      }
+      _mm256_storeu_ps(out + half * 8, s);
+    }
+  }
+  FS_TARGET static V load_q8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  FS_TARGET static void widen_fp16x16(const uint16_t* src, float* dst) {
+    _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
+    _mm256_storeu_ps(dst + 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 8))));
+  }
 };
 #include "cpu/decode_attention_kernel.inc"
+#include "cpu/decode_attention_q8.inc"
 #undef FS_TARGET
 }  // namespace avx2
 
@@ -163,14 +202,57 @@ struct Simd : avx512::Simd {
 #undef FS_TARGET
 }  // namespace avx512bf16
 
+// AVX-512 VNNI for the q8_0 cache: vpdpbusd of 16 keys' u8 bytes (one 64-byte
+// line per 4 dims, kv_q8.hpp) against 4 broadcast q bytes; the rest as
+// AVX-512 F. (Its bf16 item is never selected: the AVX-512 F one serves.)
+namespace avx512vnni {
+#define FS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+struct Simd : avx512::Simd {
+  FS_TARGET static void qk16_q8(const uint8_t* k, int64_t gstride, const int8_t* q, const float* qd,
+                                const int32_t* qbias, const uint16_t* ks, int64_t sstride, int nb, float* out) {
+    V s = _mm512_setzero_ps();
+    for (int c = 0; c < nb; ++c) {
+      // Two chains of 4 dependent vpdpbusd each, the bias in the first.
+      __m512i a0 = _mm512_set1_epi32(qbias[c]), a1 = _mm512_setzero_si512();
+      const uint8_t* kc = k + int64_t{c} * 8 * gstride;
+      const int8_t* qc = q + c * 32;
+      for (int g = 0; g < 8; g += 2) {
+        int32_t w0, w1;
+        std::memcpy(&w0, qc + g * 4, sizeof w0);
+        std::memcpy(&w1, qc + g * 4 + 4, sizeof w1);
+        a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512(kc + g * gstride), _mm512_set1_epi32(w0));
+        a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512(kc + (g + 1) * gstride), _mm512_set1_epi32(w1));
+      }
+      const V sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ks + c * sstride))),
+                                 _mm512_set1_ps(qd[c]));
+      s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), sc, s);
+    }
+    _mm512_storeu_ps(out, s);
+  }
+  FS_TARGET static V load_q8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  FS_TARGET static void widen_fp16x16(const uint16_t* src, float* dst) {
+    _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))));
+  }
+};
+#include "cpu/decode_attention_kernel.inc"
+#include "cpu/decode_attention_q8.inc"
+#undef FS_TARGET
+}  // namespace avx512vnni
+
 const ItemFn kItemAvx2 = avx2::run_item;
 const ItemFn kItemAvx512 = avx512::run_item;
 const ItemFn kItemAvx512Bf16 = avx512bf16::run_item;
+const ItemFn kItemQ8Avx2 = avx2::run_item_q8;
+const ItemFn kItemQ8Avx512Vnni = avx512vnni::run_item_q8;
 
 #else
 const ItemFn kItemAvx2 = nullptr;
 const ItemFn kItemAvx512 = nullptr;
 const ItemFn kItemAvx512Bf16 = nullptr;
+const ItemFn kItemQ8Avx2 = nullptr;
+const ItemFn kItemQ8Avx512Vnni = nullptr;
 #endif  // FLASHSCOPE_DECODE_X86
 
 }  // namespace flashscope::cpu::decode

@@ -53,9 +53,18 @@
 // unwritten at creation, so the operating system commits a page of memory
 // only when a token is written into it: a full 8k context is reserved, not
 // paid for.
+//
+// A q8_0 cache (ModelOptions::kv_type) keeps its pools itself, in the
+// layout of cpu/kv_q8.hpp (its pages the block table's identity), K/V
+// quantized from the float rows as they are appended; attention then runs
+// the decode kernel over it for every chunk, prompts included
+// (cpu/decode_attention.hpp, kv_q8): it reads the int8 rows where they lie,
+// so a prompt needs no bf16 copy of the cache.
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <new>
+#include <utility>
 #include <vector>
 
 #ifdef _OPENMP
@@ -70,6 +79,8 @@
 #include "backends/cpu/quant_matmul.hpp"
 #include "backends/cpu/quant_matmul_kdot.hpp"
 #include "backends/cpu/quant_matmul_kquant.hpp"
+#include "cpu/decode_attention.hpp"
+#include "cpu/kv_q8.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/kv_cache.hpp"
@@ -145,18 +156,35 @@ struct Scratch {
   std::vector<cpu::BlockQ8K> kx;         // per-256 blocks of each token for K-quant weights (decode)
 };
 
+// One layer's q8_0 pool (K or V): [pages, kv_heads, kv_q8_head_bytes],
+// left unwritten at creation as the bf16 pools are.
+struct Q8Pool {
+  uint8_t* data = nullptr;
+  Q8Pool() = default;
+  Q8Pool(const Q8Pool&) = delete;
+  Q8Pool& operator=(const Q8Pool&) = delete;
+  Q8Pool(Q8Pool&& o) noexcept : data(std::exchange(o.data, nullptr)) {}
+  Q8Pool& operator=(Q8Pool&&) = delete;
+  ~Q8Pool() { std::free(data); }
+};
+
 struct CpuState final : Sequence::State {
   // K and V of every layer (see the top of this file): pools
-  // [pages, kv_heads, kPageSize, head_dim] bf16, one sequence (kv_seq).
+  // [pages, kv_heads, kPageSize, head_dim] bf16, one sequence (kv_seq);
+  // with a q8_0 cache, k8/v8 instead (kv unused).
   PagedKvCache kv;
   int kv_seq = -1;
   std::vector<int32_t> pages;  // kv's block table of kv_seq: every page of capacity, fixed for its life
+  bool q8 = false;
+  std::vector<Q8Pool> k8, v8;  // [layers]
+  int64_t q8_page_bytes = 0;   // kv_heads · kv_q8_head_bytes
   Scratch scratch;
   cpu::ThreadAdvisor thread_advisor;  // team size under the machine's load (options.threads == 0)
 
   // The cache slot of the sequence's token t.
   Slot slot(int64_t t) const { return Slot{pages[static_cast<size_t>(t / kPageSize)]} * kPageSize + t % kPageSize; }
   uint64_t cache_bytes() const override {
+    if (q8) return 2ull * k8.size() * pages.size() * static_cast<uint64_t>(q8_page_bytes);
     const KvCacheConfig& c = kv.config();
     return 2ull * static_cast<uint64_t>(c.num_layers) * pages.size() * kPageSize * static_cast<uint64_t>(c.kv_heads) *
            static_cast<uint64_t>(c.head_dim) * sizeof(uint16_t);
@@ -277,6 +305,30 @@ struct ChunkRows {
 Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv_len) {
   const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
   const int window = c.layer(l).window;
+  if (seq.q8) {
+    cpu::DecodeParams d;
+    d.dtype = DType::kBF16;
+    d.kv_q8 = true;
+    d.q_heads = c.n_heads;
+    d.kv_heads = c.n_kv_heads;
+    d.q_len = q_len;
+    d.head_dim = c.head_dim;
+    d.q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
+    d.o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
+    d.kv.k = seq.k8[static_cast<size_t>(l)].data;
+    d.kv.v = seq.v8[static_cast<size_t>(l)].data;
+    d.kv.page_stride = seq.q8_page_bytes;
+    d.kv.head_stride = cpu::kv_q8_head_bytes(kPageSize, c.head_dim);
+    d.kv.page_size = kPageSize;
+    d.kv.block_tables = seq.pages.data();
+    d.kv.block_table_stride = static_cast<int>(seq.pages.size());
+    d.kv_lens = &kv_len;
+    d.max_kv_len = kv_len;
+    d.causal = true;
+    d.softmax_scale = c.attn_scale;
+    if (window > 0) d.window_left = window - 1;
+    return cpu::decode_attention(d);
+  }
   PagedAttentionParams p;
   p.q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
   p.o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
@@ -305,6 +357,17 @@ Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int 
 // seq's cache of layer l at its positions [pos0, pos0 + n).
 Status append_rows(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int row0, int n, int64_t pos0) {
   const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+  if (seq.q8) {  // from the float rows: one rounding, not bf16's and then q8_0's
+    for (int i = 0; i < n; ++i) {
+      const int64_t t = pos0 + i;
+      const int64_t page = seq.pages[static_cast<size_t>(t / kPageSize)];
+      cpu::kv_q8_store(s.k.data() + (row0 + i) * kv_dim, s.v.data() + (row0 + i) * kv_dim, c.n_kv_heads, c.head_dim,
+                       kPageSize, seq.k8[static_cast<size_t>(l)].data + page * seq.q8_page_bytes,
+                       seq.v8[static_cast<size_t>(l)].data + page * seq.q8_page_bytes,
+                       static_cast<int>(t % kPageSize));
+    }
+    return Status::ok_status();
+  }
   for (int i = 0; i < n; ++i) s.slots[static_cast<size_t>(row0 + i)] = seq.slot(pos0 + i);
   AppendKvParams a;
   a.k_new = bshd(s.k_bf16.data() + row0 * kv_dim, n, c.n_kv_heads, c.head_dim);
@@ -462,6 +525,15 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
 
 CpuLayerCache cpu_layer_cache(const Sequence::State& state, int layer) {
   const auto& st = static_cast<const CpuState&>(state);
+  if (st.q8) {
+    CpuLayerCache q;
+    q.k_q8 = st.k8[static_cast<size_t>(layer)].data;
+    q.v_q8 = st.v8[static_cast<size_t>(layer)].data;
+    q.block_table = st.pages.data();
+    q.page_size = kPageSize;
+    q.capacity = st.capacity;
+    return q;
+  }
   return {static_cast<const uint16_t*>(st.kv.k_pages(layer)), static_cast<const uint16_t*>(st.kv.v_pages(layer)),
           st.pages.data(), kPageSize, st.capacity};
 }
@@ -472,6 +544,30 @@ Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int
   if (!st) return Status(StatusCode::kOutOfMemory, "cannot allocate a sequence");
   st->owner = &m;
   st->capacity = capacity;
+  if (m.options.kv_type == KvType::kQ8_0) {
+    const int num_pages = static_cast<int>((int64_t{capacity} + kPageSize - 1) / kPageSize);
+    st->q8 = true;
+    st->q8_page_bytes = c.n_kv_heads * cpu::kv_q8_head_bytes(kPageSize, c.head_dim);
+    const size_t pool = static_cast<size_t>(st->q8_page_bytes) * static_cast<size_t>(num_pages);
+    try {
+      st->k8.resize(static_cast<size_t>(c.n_layers));
+      st->v8.resize(static_cast<size_t>(c.n_layers));
+      st->pages.resize(static_cast<size_t>(num_pages));
+      for (int i = 0; i < num_pages; ++i) st->pages[static_cast<size_t>(i)] = i;
+      st->tokens.reserve(static_cast<size_t>(capacity));
+    } catch (const std::bad_alloc&) {
+      return Status(StatusCode::kOutOfMemory, "cannot allocate a sequence's q8_0 cache bookkeeping");
+    }
+    for (int l = 0; l < c.n_layers; ++l) {
+      st->k8[static_cast<size_t>(l)].data = static_cast<uint8_t*>(std::malloc(pool));
+      st->v8[static_cast<size_t>(l)].data = static_cast<uint8_t*>(std::malloc(pool));
+      if (st->k8[static_cast<size_t>(l)].data == nullptr || st->v8[static_cast<size_t>(l)].data == nullptr)
+        return Status(StatusCode::kOutOfMemory, "cannot reserve a q8_0 KV cache of " + std::to_string(capacity) +
+                                                    " tokens (" + std::to_string((2 * pool * c.n_layers) >> 20) +
+                                                    " MiB)");
+    }
+    return std::unique_ptr<Sequence::State>(std::move(st));
+  }
   KvCacheConfig kc;
   kc.num_layers = c.n_layers;
   kc.num_pages = static_cast<int>(ceil_div<int64_t>(capacity, kPageSize));
