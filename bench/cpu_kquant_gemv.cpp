@@ -7,8 +7,10 @@
 // wall time per token (best and median) and the weights' GB/s:
 //   q8    matmul() against per-32 activations (quantize_row_q8, BlockQ8)
 //   q8k   matmul_q8k_rows() against per-256 ones (quantize_row_q8k, BlockQ8K)
-// HEAD=0 leaves the LM head out; LAYERS=1 keeps one layer in L2 (the
-// arithmetic alone); ISA=1 forces AVX2 (set_cpu_isa).
+// HEAD=0 leaves the LM head out; LAYERS=1 keeps one layer (9.9 MB) in L3;
+// SMALL=q4_k or q6_k runs one 1024×1024 matrix of that type 64 times a
+// "token" instead (576-840 KB: L2, the arithmetic alone); ISA=1 forces AVX2
+// (set_cpu_isa).
 //
 //   W=$PWD; g++ -std=c++20 -O2 -I$W/runtime/src -I$W/runtime/include -o /tmp/kgemv \
 //     bench/cpu_kquant_gemv.cpp -L$W/build/runtime -lflashscope -Wl,-rpath,$W/build/runtime
@@ -65,7 +67,8 @@ int main(int argc, char** argv) {
                           {3072, 1024, false}, {3072, 1024, false}, {1024, 3072, true}};
   std::vector<Mat> mats;
   uint64_t total = 0;
-  for (int l = 0; l < layers; ++l) {
+  const char* small = getenv("SMALL");
+  for (int l = 0; l < layers && small == nullptr; ++l) {
     for (const Shape& s : shapes) {
       const GgmlType type = s.q6_in_third && l % 3 == 0 ? GgmlType::kQ6_K : GgmlType::kQ4_K;
       Mat m;
@@ -75,19 +78,29 @@ int main(int argc, char** argv) {
       mats.push_back(std::move(m));
     }
   }
-  if (head) {
+  if (head && small == nullptr) {
     Mat m;
     m.bytes = model::synthetic_random_blocks(GgmlType::kQ6_K, int64_t{151936} * 1024, 0.05f, rng);
     m.q = {GgmlType::kQ6_K, 151936, 1024, row_bytes(GgmlType::kQ6_K, 1024), nullptr};
     total += m.bytes.size();
     mats.push_back(std::move(m));
   }
-  for (Mat& m : mats) m.q.data = m.bytes.data();
+  if (small != nullptr) {
+    const GgmlType type = std::string(small) == "q6_k" ? GgmlType::kQ6_K : GgmlType::kQ4_K;
+    Mat m;
+    m.bytes = model::synthetic_random_blocks(type, 1024 * 1024, 0.05f, rng);
+    m.q = {type, 1024, 1024, row_bytes(type, 1024), nullptr};
+    total += 64 * m.bytes.size();
+    mats.push_back(std::move(m));
+    for (int i = 1; i < 64; ++i) mats.push_back(Mat{mats[0].q, {}});  // the same bytes
+  }
+  for (Mat& m : mats) m.q.data = m.bytes.empty() ? mats[0].bytes.data() : m.bytes.data();
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(3072), y(151936);
   for (float& v : x) v = normal(rng);
   std::vector<cpu::BlockQ8> xq(3072 / 32);
   std::vector<cpu::BlockQ8K> xk(3072 / 256);
+  if (small != nullptr) std::printf("SMALL=%s: ", small);
   std::printf("%d layers%s: %.1f MB of weights a token, isa %s\n", layers, head ? " + LM head" : "", total / 1e6,
               cpu::cpu_isa_name(cpu::active_cpu_isa()));
   for (int round = 0; round < rounds; ++round) {
