@@ -100,9 +100,13 @@ int main(int argc, char** argv) {
   for (float& v : x) v = normal(rng);
   std::vector<cpu::BlockQ8> xq(3072 / 32);
   std::vector<cpu::BlockQ8K> xk(3072 / 256);
-  if (small != nullptr) std::printf("SMALL=%s: ", small);
-  std::printf("%d layers%s: %.1f MB of weights a token, isa %s\n", layers, head ? " + LM head" : "", total / 1e6,
-              cpu::cpu_isa_name(cpu::active_cpu_isa()));
+  if (small != nullptr) {
+    std::printf("SMALL=%s: one 1024x1024 matrix 64 times, %.1f MB a token, isa %s\n", small, total / 1e6,
+                cpu::cpu_isa_name(cpu::active_cpu_isa()));
+  } else {
+    std::printf("%d layers%s: %.1f MB of weights a token, isa %s\n", layers, head ? " + LM head" : "", total / 1e6,
+                cpu::cpu_isa_name(cpu::active_cpu_isa()));
+  }
   for (int round = 0; round < rounds; ++round) {
     for (const std::string path : {"q8", "q8k"}) {
       std::vector<double> wall, cpu;
