@@ -14,7 +14,10 @@
 //       sum scaled by d·sc_s·d_x (Q6_K: two 16-groups weighted by their int8
 //       scales in integers first), minus dmin·m_s·d_x·Σx_q for Q4_K / Q5_K.
 //       Per-32 activation scales are finer than llama.cpp's per-256 q8_K,
-//       at one float FMA per 32 weights.
+//       at one float FMA per 32 weights. The engine sends whole 16-token
+//       tiles (quant_matmul_kquant.hpp) and untiled tokens, decode steps
+//       (quant_matmul_kdot.hpp), to per-256 kernels instead; these run the
+//       rest of a prompt.
 //       AVX2 kernels (chosen at run time; the build stays generic x86-64)
 //       for all of these; portable integer loops as the reference.
 //   F32 F16 BF16 Q2_K Q3_K  fallback: each weight row is dequantized to float
