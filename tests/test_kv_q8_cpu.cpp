@@ -42,6 +42,7 @@
 #include "support/paged_problem.hpp"
 #include "support/skip.hpp"
 #include "support/synthetic_llama.hpp"
+#include "util/math.hpp"
 
 using namespace flashscope;
 using flashscope::testing::PagedProblem;
@@ -107,7 +108,7 @@ void quantized_reference(const PagedProblem& prob, const Q8Cache& c, std::vector
   const PagedShape& s = prob.shape();
   const int P = s.page_size, D = s.head_dim, group = s.q_heads / s.kv_heads;
   const float scale = s.softmax_scale != 0.0f ? s.softmax_scale : 1.0f / std::sqrt(static_cast<float>(D));
-  const float scale_log2 = scale * 1.44269504088896340736f;
+  const float scale_log2 = scale * kLog2e;  // the kernel's constant: its q rounds the same
   o->assign(size_t(s.batch()) * s.q_len * s.q_heads * D, 0.0);
   lse->assign(size_t(s.batch()) * s.q_heads * s.q_len, 0.0);
   std::vector<double> q(static_cast<size_t>(D)), sc, acc(static_cast<size_t>(D));
@@ -267,6 +268,8 @@ TEST_CASE("cpu decode attention q8_0: every kernel matches the FP64 reference ov
       {8, 1, 1, 64, 16},    // GQA 8
       {9, 3, 5, 64, 256},   // q_len > 1 (a short prompt over the cache)
       {4, 1, 2, 256, 16},   // head_dim 256: eight blocks of 32
+      {2, 1, 1, 32, 16},    // head_dim 32: one block (the narrowest row P·V and q·k take)
+      {6, 2, 3, 96, 64},    // head_dim 96: an odd block count, not a multiple of 64 (AVX-512's 16-wide P·V)
   };
   uint64_t seed = 700;
   for (const Case& c : cases) {
@@ -297,6 +300,14 @@ TEST_CASE("cpu decode attention q8_0: bad params get a status") {
   CHECK(cpu::decode_attention(bad).code() == StatusCode::kInvalidArgument);
   // A kernel that has no q8_0 build is unsupported, not run on the wrong layout.
   CHECK(cpu::decode_attention(p, cpu::DecodeIsa::kAvx512Bf16).code() == StatusCode::kUnsupported);
+  // head_dim not whole blocks of 32, or past the 256 the kernel's scratch holds: unsupported on every kernel.
+  for (int dim : {48, 288}) {
+    CAPTURE(dim);
+    bad = p;
+    bad.head_dim = dim;
+    CHECK_FALSE(cpu::decode_isa_runnable(cpu::decode_isa_for(dim, true), dim, true));
+    CHECK(cpu::decode_attention(bad).code() == StatusCode::kUnsupported);
+  }
   CHECK(cpu::decode_attention(p).ok());
 }
 
