@@ -1,9 +1,10 @@
 // The K-quant prefill GEMM against per-256 activations (see
 // quant_matmul_kquant.hpp for the arithmetic). Builds of the same math, as
 // in quant_matmul.cpp: portable integer loops (the reference), AVX2
-// (maddubs + madd) and AVX-512 VNNI (maddubs + vpdpwssd), picked at run time
-// by active_cpu_isa(). The integer sums are exact in every build; only the
-// float accumulation over super-blocks may round differently.
+// (maddubs + madd) and AVX-512 VNNI (vpdpbusd, then vpmulld by the
+// sub-block scale), picked at run time by active_cpu_isa(). The integer
+// sums are exact in every build; only the float accumulation over
+// super-blocks may round differently.
 #include "backends/cpu/quant_matmul_kquant.hpp"
 
 #include <algorithm>
@@ -66,7 +67,7 @@ inline int32_t bsum32(const TileQ8K& tile, int s, int t) { return tile.bsums[s][
 // Q4_K / Q5_K: element l of sub-block s is nibble s&1 of qs[32·(s/2) + l],
 // plus bit s of qh[l] as the fifth bit (Q5_K).
 template <bool kFifthBit>
-void tile8_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
+void tile16_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
   constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
   for (int t = 0; t < kKTileTokens; ++t) {
     float acc = 0.0f, acc_min = 0.0f;
@@ -98,7 +99,7 @@ void tile8_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, f
 
 // Q6_K: element l + 32k of half h is (nibble k/2 of ql[64h + 32(k&1) + l]) |
 // (bits 2k, 2k+1 of qh[32h + l]) << 4, minus 32, scaled by sc[8h + 2k + l/16].
-void tile8_q6_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
+void tile16_q6_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
   for (int t = 0; t < kKTileTokens; ++t) {
     float acc = 0.0f;
     for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -218,21 +219,21 @@ struct Dot {
 TileKernel pick(GgmlType type, CpuIsa isa) {
 #ifdef FLASHSCOPE_X86_KERNELS
   if (isa == CpuIsa::kAvx512Vnni) {
-    if (type == GgmlType::kQ4_K) return vnni_kq::tile8_q45_k<false>;
-    if (type == GgmlType::kQ5_K) return vnni_kq::tile8_q45_k<true>;
-    if (type == GgmlType::kQ6_K) return vnni_kq::tile8_q6_k;
+    if (type == GgmlType::kQ4_K) return vnni_kq::tile16_q45_k<false>;
+    if (type == GgmlType::kQ5_K) return vnni_kq::tile16_q45_k<true>;
+    if (type == GgmlType::kQ6_K) return vnni_kq::tile16_q6_k;
   }
   if (isa >= CpuIsa::kAvx2) {
-    if (type == GgmlType::kQ4_K) return avx2_kq::tile8_q45_k<false>;
-    if (type == GgmlType::kQ5_K) return avx2_kq::tile8_q45_k<true>;
-    if (type == GgmlType::kQ6_K) return avx2_kq::tile8_q6_k;
+    if (type == GgmlType::kQ4_K) return avx2_kq::tile16_q45_k<false>;
+    if (type == GgmlType::kQ5_K) return avx2_kq::tile16_q45_k<true>;
+    if (type == GgmlType::kQ6_K) return avx2_kq::tile16_q6_k;
   }
 #else
   (void)isa;
 #endif
-  if (type == GgmlType::kQ4_K) return tile8_q45_k_portable<false>;
-  if (type == GgmlType::kQ5_K) return tile8_q45_k_portable<true>;
-  if (type == GgmlType::kQ6_K) return tile8_q6_k_portable;
+  if (type == GgmlType::kQ4_K) return tile16_q45_k_portable<false>;
+  if (type == GgmlType::kQ5_K) return tile16_q45_k_portable<true>;
+  if (type == GgmlType::kQ6_K) return tile16_q6_k_portable;
   return nullptr;
 }
 
