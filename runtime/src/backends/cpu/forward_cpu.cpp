@@ -454,8 +454,10 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
                                                s.q_bf16.data() + i * q_dim, 1));
       }
     }
-    to_bf16(s.k.data(), s.k_bf16.data(), static_cast<size_t>(n * kv_dim));
-    to_bf16(s.v.data(), s.v_bf16.data(), static_cast<size_t>(n * kv_dim));
+    if (m.options.kv_type != KvType::kQ8_0) {  // a q8_0 cache quantizes the float rows (append_rows)
+      to_bf16(s.k.data(), s.k_bf16.data(), static_cast<size_t>(n * kv_dim));
+      to_bf16(s.v.data(), s.v_bf16.data(), static_cast<size_t>(n * kv_dim));
+    }
     if (!batch) {
       const CpuState& st = *rows.single;
       FLASHSCOPE_RETURN_IF_ERROR(append_rows(c, s, st, l, 0, n, rows.slot0));
