@@ -295,8 +295,9 @@ TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable
   std::mt19937_64 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t rows = 37;  // odd, not a tile multiple
-  // 256: one K-quant super-block; 768: three, so block offsets past the first are used
-  for (const int64_t cols : {int64_t{256}, int64_t{768}})
+  // 256: one K-quant super-block; 768: three, so block offsets past the first are used;
+  // 1280: 40 blocks, past the 16-token GEMM's column segment (32 blocks, quant_matmul_t16.cpp)
+  for (const int64_t cols : {int64_t{256}, int64_t{768}, int64_t{1280}})
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
                         GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_K, GgmlType::kQ6_K,
                         GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ5_K}) {

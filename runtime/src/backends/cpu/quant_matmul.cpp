@@ -19,6 +19,7 @@
 //              block; only the float accumulation order differs.
 #include "backends/cpu/openmp.hpp"
 #include "backends/cpu/quant_matmul.hpp"
+#include "backends/cpu/quant_matmul_rows.hpp"
 #include "backends/cpu/quant_matmul_t16.hpp"
 
 #include <algorithm>
@@ -42,12 +43,6 @@
 
 namespace flashscope::cpu {
 namespace {
-
-// Products smaller than this many multiply-adds (about 10 µs on one core)
-// run on the calling thread: a fork/join costs a few µs on an idle machine
-// and a whole scheduler time slice when another process holds the second
-// core, so tiny decode matmuls (K and V: 576 × 192) gain nothing from it.
-constexpr int64_t kParallelMinMacs = 256 * 1024;
 
 // Bytes per 32-element weight block.
 constexpr int kQ4_0Bytes = 18;  // d, qs[16]
