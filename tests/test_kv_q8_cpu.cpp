@@ -260,6 +260,21 @@ TEST_CASE("kv q8_0: a row comes back within half a step of its block's scale") {
   CHECK(row[5] == 0.0f);  // zero stays zero
 }
 
+TEST_CASE("kv q8_0: a NaN in a block is kept as a NaN scale over zeros, the other blocks as they are") {
+  const int D = 64, P = 16, H = 1;
+  std::vector<float> k(static_cast<size_t>(D)), v(static_cast<size_t>(D));
+  for (int i = 0; i < D; ++i) k[size_t(i)] = v[size_t(i)] = 0.25f * float(i - 20);
+  k[3] = std::numeric_limits<float>::quiet_NaN();  // block 0 of K only
+  std::vector<uint8_t> kp(size_t(cpu::kv_q8_head_bytes(P, D) * H), 0xFF), vp(kp.size(), 0xFF);
+  cpu::kv_q8_store(k.data(), v.data(), H, D, P, kp.data(), vp.data(), 2);
+  std::vector<float> row(static_cast<size_t>(D));
+  cpu::kv_q8_load_k(kp.data(), D, P, 2, row.data());
+  for (int i = 0; i < 32; ++i) CHECK(std::isnan(row[size_t(i)]));
+  for (int i = 32; i < D; ++i) CHECK(std::fabs(row[size_t(i)] - k[size_t(i)]) <= 11.0f / 127.0f);
+  cpu::kv_q8_load_v(vp.data(), D, P, 2, row.data());
+  for (int i = 0; i < D; ++i) CHECK(std::fabs(row[size_t(i)] - v[size_t(i)]) <= 11.0f / 127.0f);
+}
+
 TEST_CASE("cpu decode attention q8_0: every kernel matches the FP64 reference over context lengths 1..8192") {
   struct Case {
     int hq, hkv, q_len, dim, page;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -383,6 +384,16 @@ TEST_CASE("quant matmul: Q8 activations round to nearest within half a step") {
   flashscope::cpu::quantize_row_q8(zeros.data(), q.data(), 32);
   CHECK(q[0].d == 0.0f);
   CHECK(q[0].sum == 0);
+  // A NaN activation: the portable quantizer keeps it as a NaN scale (no int8 holds a NaN), so the
+  // block's products are NaN rather than a made-up number.
+  const flashscope::cpu::CpuIsa isa = flashscope::cpu::active_cpu_isa();
+  flashscope::cpu::set_cpu_isa(flashscope::cpu::CpuIsa::kPortable);
+  x[40] = std::numeric_limits<float>::quiet_NaN();
+  flashscope::cpu::quantize_row_q8(x.data(), q.data(), 64);
+  flashscope::cpu::set_cpu_isa(isa);
+  CHECK(!std::isnan(q[0].d));
+  CHECK(std::isnan(q[1].d));
+  CHECK(q[1].sum == 0);
 }
 
 TEST_CASE("quant matmul: each build of the Q8 activation quantizer gives the portable one's bits") {
