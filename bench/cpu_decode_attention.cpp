@@ -23,6 +23,7 @@
 #include "cpu/decode_attention.hpp"
 #include "cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
+#include "util/math.hpp"
 using namespace flashscope;
 int main(int argc, char** argv) {
   int L = argc > 1 ? atoi(argv[1]) : 4096;
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   for (auto& x : V) x = float_to_bf16(nd(rng));
   for (auto& x : Q) x = float_to_bf16(nd(rng));
   const bool q8 = getenv("KV") && std::string(getenv("KV")) == "q8";
-  const int P = 256, pages = (L + P - 1) / P;
+  const int P = 256, pages = ceil_div(L, P);
   const int64_t hb = cpu::kv_q8_head_bytes(P, D), page_bytes = hb * kvh, pool = page_bytes * pages;
   std::vector<uint8_t> K8(q8 ? pool * layers : 0), V8(q8 ? pool * layers : 0);
   std::vector<int32_t> table(pages);

@@ -35,13 +35,17 @@
 #include "cpu/decode_attention.hpp"
 #include "cpu/kv_q8.hpp"
 #include "cpu/paged_attention_cpu.hpp"
+#include "flashscope/attention_capture.hpp"
+#include "flashscope/chat.hpp"
 #include "flashscope/flashscope.h"
 #include "flashscope/gguf.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/model.hpp"
+#include "support/capture_checks.hpp"
 #include "support/paged_problem.hpp"
 #include "support/skip.hpp"
 #include "support/synthetic_llama.hpp"
+#include "util/math.hpp"
 
 using namespace flashscope;
 using flashscope::testing::PagedProblem;
@@ -107,7 +111,7 @@ void quantized_reference(const PagedProblem& prob, const Q8Cache& c, std::vector
   const PagedShape& s = prob.shape();
   const int P = s.page_size, D = s.head_dim, group = s.q_heads / s.kv_heads;
   const float scale = s.softmax_scale != 0.0f ? s.softmax_scale : 1.0f / std::sqrt(static_cast<float>(D));
-  const float scale_log2 = scale * 1.44269504088896340736f;
+  const float scale_log2 = scale * kLog2e;  // the kernel's constant: its q rounds the same
   o->assign(size_t(s.batch()) * s.q_len * s.q_heads * D, 0.0);
   lse->assign(size_t(s.batch()) * s.q_heads * s.q_len, 0.0);
   std::vector<double> q(static_cast<size_t>(D)), sc, acc(static_cast<size_t>(D));
@@ -256,6 +260,21 @@ TEST_CASE("kv q8_0: a row comes back within half a step of its block's scale") {
   CHECK(row[5] == 0.0f);  // zero stays zero
 }
 
+TEST_CASE("kv q8_0: a NaN in a block is kept as a NaN scale over zeros, the other blocks as they are") {
+  const int D = 64, P = 16, H = 1;
+  std::vector<float> k(static_cast<size_t>(D)), v(static_cast<size_t>(D));
+  for (int i = 0; i < D; ++i) k[size_t(i)] = v[size_t(i)] = 0.25f * float(i - 20);
+  k[3] = std::numeric_limits<float>::quiet_NaN();  // block 0 of K only
+  std::vector<uint8_t> kp(size_t(cpu::kv_q8_head_bytes(P, D) * H), 0xFF), vp(kp.size(), 0xFF);
+  cpu::kv_q8_store(k.data(), v.data(), H, D, P, kp.data(), vp.data(), 2);
+  std::vector<float> row(static_cast<size_t>(D));
+  cpu::kv_q8_load_k(kp.data(), D, P, 2, row.data());
+  for (int i = 0; i < 32; ++i) CHECK(std::isnan(row[size_t(i)]));
+  for (int i = 32; i < D; ++i) CHECK(std::fabs(row[size_t(i)] - k[size_t(i)]) <= 11.0f / 127.0f);
+  cpu::kv_q8_load_v(vp.data(), D, P, 2, row.data());
+  for (int i = 0; i < D; ++i) CHECK(std::fabs(row[size_t(i)] - v[size_t(i)]) <= 11.0f / 127.0f);
+}
+
 TEST_CASE("cpu decode attention q8_0: every kernel matches the FP64 reference over context lengths 1..8192") {
   struct Case {
     int hq, hkv, q_len, dim, page;
@@ -267,6 +286,8 @@ TEST_CASE("cpu decode attention q8_0: every kernel matches the FP64 reference ov
       {8, 1, 1, 64, 16},    // GQA 8
       {9, 3, 5, 64, 256},   // q_len > 1 (a short prompt over the cache)
       {4, 1, 2, 256, 16},   // head_dim 256: eight blocks of 32
+      {2, 1, 1, 32, 16},    // head_dim 32: one block (the narrowest row P·V and q·k take)
+      {6, 2, 3, 96, 64},    // head_dim 96: an odd block count, not a multiple of 64 (AVX-512's 16-wide P·V)
   };
   uint64_t seed = 700;
   for (const Case& c : cases) {
@@ -297,6 +318,14 @@ TEST_CASE("cpu decode attention q8_0: bad params get a status") {
   CHECK(cpu::decode_attention(bad).code() == StatusCode::kInvalidArgument);
   // A kernel that has no q8_0 build is unsupported, not run on the wrong layout.
   CHECK(cpu::decode_attention(p, cpu::DecodeIsa::kAvx512Bf16).code() == StatusCode::kUnsupported);
+  // head_dim not whole blocks of 32, or past the 256 the kernel's scratch holds: unsupported on every kernel.
+  for (int dim : {48, 288}) {
+    CAPTURE(dim);
+    bad = p;
+    bad.head_dim = dim;
+    CHECK_FALSE(cpu::decode_isa_runnable(cpu::decode_isa_for(dim, true), dim, true));
+    CHECK(cpu::decode_attention(bad).code() == StatusCode::kUnsupported);
+  }
   CHECK(cpu::decode_attention(p).ok());
 }
 
@@ -461,4 +490,61 @@ TEST_CASE("kv type: names, and q8_0 where it cannot run is a status") {
   REQUIRE(flashscope_model_load_kv(path.c_str(), &mp, FLASHSCOPE_WEIGHTS_AUTO, FLASHSCOPE_KV_Q8_0, &m) ==
           FLASHSCOPE_OK);
   flashscope_model_free(m);
+}
+
+// The attention capture over a q8_0 cache reads its rows back (capture_cpu's
+// gather): layer 0's keys are a function of the prompt's tokens alone, so a
+// bf16 cache and a q8_0 one hold the same K rows before rounding, and the
+// captured keys differ by the q8_0 rounding (|x - q·d| <= d/2, d =
+// fp16(max|x| / 127) of the 32-block) plus the bf16 rounding of both
+// captures (2^-8 of each value). A key from the wrong block, scale or row
+// would be off by the size of the values.
+TEST_CASE("attention capture (CPU): over a q8_0 cache, the keys are the cache's, within its rounding of bf16's") {
+  flashscope::testing::SyntheticLlama spec;
+  ModelOptions o;
+  const Model bf = flashscope::testing::synthetic(spec, o);
+  o.kv_type = KvType::kQ8_0;
+  const Model q8 = flashscope::testing::synthetic(spec, o);
+  const int dim = spec.head_dim;
+  AttentionCapture caps[2];
+  for (int i = 0; i < 2; ++i) {
+    const Model& m = i == 0 ? bf : q8;
+    auto session = Session::create(m);
+    REQUIRE(session.ok());
+    REQUIRE(arm_attention_capture(*session, 0).ok());
+    REQUIRE(session->generate(flashscope::testing::prompt_ids(m, 70), flashscope::testing::greedy(1), {}).ok());
+    AttentionCaptureRequest req;
+    req.layer = 0;
+    req.heads = {0, spec.n_heads - 1};  // the first and last kv-heads' keys
+    auto cap = capture_attention(*session, req);
+    REQUIRE_MESSAGE(cap.ok(), cap.status().to_string());
+    if (i == 1) flashscope::testing::check_capture(*cap, *session, dim, 0);
+    caps[i] = std::move(cap).value();
+  }
+  REQUIRE(caps[0].keys == 70);
+  REQUIRE(caps[1].keys == caps[0].keys);
+  for (size_t h = 0; h < caps[0].heads.size(); ++h) {
+    CAPTURE(h);
+    const std::vector<float>& kb = caps[0].heads[h].k;
+    const std::vector<float>& kq = caps[1].heads[h].k;
+    REQUIRE(kb.size() == size_t(caps[0].keys) * size_t(dim));
+    REQUIRE(kq.size() == kb.size());
+    CHECK(caps[1].heads[h].q == caps[0].heads[h].q);  // layer 0's queries do not read the cache
+    int bad = 0;
+    double worst = 0;
+    for (int j = 0; j < caps[0].keys; ++j)
+      for (int c = 0; c < dim / 32; ++c) {
+        double amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(double(kb[size_t(j * dim + c * 32 + i)])));
+        for (int i = 0; i < 32; ++i) {
+          const double x = kb[size_t(j * dim + c * 32 + i)], y = kq[size_t(j * dim + c * 32 + i)];
+          const double bound =
+              (amax / 254 * (1 + std::ldexp(1.0, -7)) + (std::fabs(x) + std::fabs(y)) * std::ldexp(1.0, -8)) * 1.02;
+          worst = std::max(worst, std::fabs(x - y) / std::max(amax, 1e-30));
+          bad += std::fabs(x - y) <= bound ? 0 : 1;
+        }
+      }
+    MESSAGE("head " << caps[0].heads[h].head << ": worst |q8_0 - bf16| key error " << worst << " of its block's max");
+    CHECK(bad == 0);
+  }
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -295,8 +296,9 @@ TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable
   std::mt19937_64 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t rows = 37;  // odd, not a tile multiple
-  // 256: one K-quant super-block; 768: three, so block offsets past the first are used
-  for (const int64_t cols : {int64_t{256}, int64_t{768}})
+  // 256: one K-quant super-block; 768: three, so block offsets past the first are used;
+  // 1280: 40 blocks, past the 16-token GEMM's column segment (32 blocks, quant_matmul_t16.cpp)
+  for (const int64_t cols : {int64_t{256}, int64_t{768}, int64_t{1280}})
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
                         GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_K, GgmlType::kQ6_K,
                         GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ5_K}) {
@@ -382,6 +384,16 @@ TEST_CASE("quant matmul: Q8 activations round to nearest within half a step") {
   flashscope::cpu::quantize_row_q8(zeros.data(), q.data(), 32);
   CHECK(q[0].d == 0.0f);
   CHECK(q[0].sum == 0);
+  // A NaN activation: the portable quantizer keeps it as a NaN scale (no int8 holds a NaN), so the
+  // block's products are NaN rather than a made-up number.
+  const flashscope::cpu::CpuIsa isa = flashscope::cpu::active_cpu_isa();
+  flashscope::cpu::set_cpu_isa(flashscope::cpu::CpuIsa::kPortable);
+  x[40] = std::numeric_limits<float>::quiet_NaN();
+  flashscope::cpu::quantize_row_q8(x.data(), q.data(), 64);
+  flashscope::cpu::set_cpu_isa(isa);
+  CHECK(!std::isnan(q[0].d));
+  CHECK(std::isnan(q[1].d));
+  CHECK(q[1].sum == 0);
 }
 
 TEST_CASE("quant matmul: each build of the Q8 activation quantizer gives the portable one's bits") {

@@ -176,6 +176,25 @@ TEST_CASE("kquant rows: each build quantizes as pack_q8k_tiles does, bit for bit
   }
 }
 
+TEST_CASE("kquant rows: a NaN activation gives NaN outputs in the portable build (zeros under a NaN scale)") {
+  const IsaReset reset;
+  flashscope::cpu::set_cpu_isa(CpuIsa::kPortable);
+  std::mt19937_64 rng(4);
+  const int64_t rows = 3, cols = 512;
+  const auto bytes = SyntheticLlama::random_blocks(GgmlType::kQ4_K, rows * cols, 1.0f, rng);
+  const flashscope::cpu::QuantMatrix w{GgmlType::kQ4_K, rows, cols, bytes.size() / rows, bytes.data()};
+  std::vector<float> x(static_cast<size_t>(cols), 0.5f);
+  x[300] = std::nanf("");
+  std::vector<BlockQ8K> xq(2);
+  flashscope::cpu::quantize_row_q8k(x.data(), xq.data(), cols);
+  CHECK(xq[0].d == 0.5f / 127.0f);  // the other super-block as usual
+  CHECK(std::isnan(xq[1].d));
+  CHECK(std::all_of(std::begin(xq[1].qs), std::end(xq[1].qs), [](int8_t q) { return q == 0; }));
+  std::vector<float> y(static_cast<size_t>(rows));
+  REQUIRE(flashscope::cpu::matmul_q8k_rows(w, xq.data(), 1, y.data(), rows).ok());
+  CHECK(std::all_of(y.begin(), y.end(), [](float v) { return std::isnan(v); }));
+}
+
 TEST_CASE("kquant rows: other types, null pointers and ragged columns are refused") {
   std::vector<uint8_t> bytes(144 * 2);
   std::vector<BlockQ8K> x(2);

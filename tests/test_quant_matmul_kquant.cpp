@@ -37,7 +37,9 @@ TEST_CASE("kquant tiles: Q4_K, Q5_K, Q6_K against dequantize-then-dot of the til
   std::mt19937_64 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int64_t rows = 37;  // odd, not a multiple of any row block
-  for (const int64_t cols : {int64_t{256}, int64_t{768}})
+  // 1280: five super-blocks, past one column segment (4): a second, partial
+  // segment adds onto the first's outputs.
+  for (const int64_t cols : {int64_t{256}, int64_t{768}, int64_t{1280}})
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     const std::string type_name = flashscope::ggml_type_name(type);
     CAPTURE(type_name);

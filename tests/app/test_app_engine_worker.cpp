@@ -163,9 +163,13 @@ TEST_CASE("engine worker: stop ends the running answer, and a stopped request ne
   const std::vector<ChatMessage> messages = {{"user", "tell me a long story"}};
   worker.submit(generate_request(1, messages, greedy(400)));
   worker.submit(generate_request(2, messages, greedy(400)));
-  worker.stop();  // covers both: 1 stops at its first token at the latest, 2 is answered "stopped" unrun
+  worker.stop();  // covers both: 1 stops at its next token, 2 is answered "stopped" unrun
   const EngineSnapshot s1 = wait_for(worker, [](const EngineSnapshot& s) { return s.answer_id >= 1 && s.answer_done; });
-  CHECK(s1.answer_tokens <= 1);
+  // How many tokens 1 sampled before stop() depends on when this thread ran
+  // (on a loaded machine the worker can sample a dozen first); that it was
+  // stopped, long before its 400, does not.
+  CHECK(s1.stats.stop_reason == StopReason::kCallback);
+  CHECK(s1.answer_tokens < 400);
   const EngineSnapshot s2 = wait_answer(worker, 2);
   CHECK(s2.answer_error.empty());
   CHECK(s2.stats.stop_reason == StopReason::kCallback);

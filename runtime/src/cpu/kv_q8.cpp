@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "flashscope/half.hpp"
 
@@ -14,7 +15,15 @@ constexpr float kFp16Max = 65504.0f;
 // Block c of a row: its scale, and the 32 values quantized against it.
 float quantize_block(const float* x, int8_t* q) {
   float amax = 0.0f;
-  for (int i = 0; i < kKvQ8Block; ++i) amax = std::max(amax, std::fabs(x[i]));
+  bool nan = false;
+  for (int i = 0; i < kKvQ8Block; ++i) {
+    amax = std::max(amax, std::fabs(x[i]));
+    nan = nan || std::isnan(x[i]);
+  }
+  if (nan) {  // no int8 holds a NaN: zeros under a NaN scale carry it to the output, as a bf16 cache would
+    std::fill(q, q + kKvQ8Block, int8_t{0});
+    return std::numeric_limits<float>::quiet_NaN();
+  }
   const float d = fp16_to_float(float_to_fp16(std::min(amax / 127.0f, kFp16Max)));
   const float inv = d > 0.0f ? 1.0f / d : 0.0f;
   for (int i = 0; i < kKvQ8Block; ++i)

@@ -152,7 +152,7 @@ struct Scratch {
   std::vector<Slot> slots;               // their cache slots
   std::vector<cpu::BlockQ8> xq;          // quantized input of the current matmuls
   std::vector<cpu::TileQ8> tiles;        // the same regrouped by 4-token tiles (prefill)
-  std::vector<cpu::TileQ8K> ktiles;      // per-256 8-token tiles for K-quant weights (prefill)
+  std::vector<cpu::TileQ8K> ktiles;      // per-256 16-token tiles for K-quant weights (prefill)
   std::vector<cpu::BlockQ8K> kx;         // per-256 blocks of each token for K-quant weights (decode)
 };
 
@@ -240,7 +240,7 @@ class MatInput {
   // y [n, w.rows] (row stride ldy) = x · Wᵀ
   Status mul(const Matrix& w, float* y, int64_t ldy) {
     const int64_t blocks = cols_ / cpu::kQ8Block;
-    // K-quant weights take whole 8-token tiles per 256 columns
+    // K-quant weights take whole 16-token tiles per 256 columns
     // (quant_matmul_kquant.hpp); the tokens left over run below.
     int64_t done = 0;
     if (tiled_ && cpu::q8k_tiles_apply(w.q.type) && cols_ % cpu::kQ8KBlock == 0 && n_ >= cpu::kKTileTokens) {
@@ -468,8 +468,10 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
                                                s.q_bf16.data() + i * q_dim, 1));
       }
     }
-    to_bf16(s.k.data(), s.k_bf16.data(), static_cast<size_t>(n * kv_dim));
-    to_bf16(s.v.data(), s.v_bf16.data(), static_cast<size_t>(n * kv_dim));
+    if (m.options.kv_type != KvType::kQ8_0) {  // a q8_0 cache quantizes the float rows (append_rows)
+      to_bf16(s.k.data(), s.k_bf16.data(), static_cast<size_t>(n * kv_dim));
+      to_bf16(s.v.data(), s.v_bf16.data(), static_cast<size_t>(n * kv_dim));
+    }
     if (!batch) {
       const CpuState& st = *rows.single;
       FLASHSCOPE_RETURN_IF_ERROR(append_rows(c, s, st, l, 0, n, rows.slot0));
@@ -545,7 +547,7 @@ Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int
   st->owner = &m;
   st->capacity = capacity;
   if (m.options.kv_type == KvType::kQ8_0) {
-    const int num_pages = static_cast<int>((int64_t{capacity} + kPageSize - 1) / kPageSize);
+    const int num_pages = static_cast<int>(ceil_div<int64_t>(capacity, kPageSize));
     st->q8 = true;
     st->q8_page_bytes = c.n_kv_heads * cpu::kv_q8_head_bytes(kPageSize, c.head_dim);
     const size_t pool = static_cast<size_t>(st->q8_page_bytes) * static_cast<size_t>(num_pages);

@@ -19,11 +19,13 @@
 //              block; only the float accumulation order differs.
 #include "backends/cpu/openmp.hpp"
 #include "backends/cpu/quant_matmul.hpp"
+#include "backends/cpu/quant_matmul_rows.hpp"
 #include "backends/cpu/quant_matmul_t16.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 #include <vector>
@@ -42,12 +44,6 @@
 
 namespace flashscope::cpu {
 namespace {
-
-// Products smaller than this many multiply-adds (about 10 µs on one core)
-// run on the calling thread: a fork/join costs a few µs on an idle machine
-// and a whole scheduler time slice when another process holds the second
-// core, so tiny decode matmuls (K and V: 576 × 192) gain nothing from it.
-constexpr int64_t kParallelMinMacs = 256 * 1024;
 
 // Bytes per 32-element weight block.
 constexpr int kQ4_0Bytes = 18;  // d, qs[16]
@@ -655,12 +651,17 @@ void quantize_row_q8(const float* x, BlockQ8* y, int64_t n) {
   for (int64_t b = 0; b < n / kQ8Block; ++b) {
     const float* xb = x + b * kQ8Block;
     float amax = 0.0f;
-    for (int j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
+    bool nan = false;
+    for (int j = 0; j < kQ8Block; ++j) {
+      amax = std::max(amax, std::fabs(xb[j]));
+      nan = nan || std::isnan(xb[j]);
+    }
+    // A NaN activation: zeros under a NaN scale, so the products come out NaN (no int8 holds one).
+    const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
     const float inv_d = d > 0.0f ? 1.0f / d : 0.0f;
     int32_t sum = 0;
     for (int j = 0; j < kQ8Block; ++j) {
-      const int q = static_cast<int>(std::nearbyint(xb[j] * inv_d));
+      const int q = nan ? 0 : static_cast<int>(std::nearbyint(std::clamp(xb[j] * inv_d, -127.0f, 127.0f)));
       y[b].qs[j] = static_cast<int8_t>(std::clamp(q, -127, 127));
       sum += y[b].qs[j];
     }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -17,6 +18,7 @@
 #endif
 
 #include "backends/cpu/openmp.hpp"
+#include "backends/cpu/quant_matmul_rows.hpp"  // kParallelMinMacs
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu {
@@ -29,9 +31,6 @@ constexpr int kSubBlocks = 8;
 constexpr int kQ4_KBytes = 144;  // d, dmin, scales[12], qs[128]
 constexpr int kQ5_KBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
 constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
-
-// As in quant_matmul.cpp: under ~10 µs of work the fork/join is not worth it.
-constexpr int64_t kParallelMinMacs = 256 * 1024;
 
 inline float load_fp16(const uint8_t* p) {
   uint16_t h;
@@ -115,12 +114,18 @@ void kdot_q6_k_portable(const uint8_t* w, const BlockQ8K* x, int64_t nsb, float*
 
 void quantize_q8k_portable(const float* x, BlockQ8K* y) {
   float amax = 0.0f;
-  for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127.0f;
+  bool nan = false;
+  for (int j = 0; j < kQK; ++j) {
+    amax = std::max(amax, std::fabs(x[j]));
+    nan = nan || std::isnan(x[j]);
+  }
+  // A NaN activation: zeros under a NaN scale (as quantize_row_q8), so the
+  // products come out NaN; no float-to-int conversion of a NaN or an infinity.
+  const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
   const float inv_d = d > 0.0f ? 1.0f / d : 0.0f;
   int32_t sums[16] = {};
   for (int j = 0; j < kQK; ++j) {
-    const int q = std::clamp(static_cast<int>(std::nearbyint(x[j] * inv_d)), -127, 127);
+    const int q = nan ? 0 : static_cast<int>(std::nearbyint(std::clamp(x[j] * inv_d, -127.0f, 127.0f)));
     y->qs[j] = static_cast<int8_t>(q);
     sums[j / 16] += q;
   }

@@ -44,7 +44,8 @@ bool q8k_rows_apply(GgmlType type);
 
 // x [cols] floats → y [cols / 256] super-blocks (cols a multiple of 256).
 // Round to nearest (half to even); every build gives the same bits, and the
-// values pack_q8k_tiles gives the same token.
+// values pack_q8k_tiles gives the same token (a super-block holding a NaN
+// aside: the portable build writes zeros under a NaN scale).
 void quantize_row_q8k(const float* x, BlockQ8K* y, int64_t cols);
 
 // y [n, w.rows] (row stride ldy) = x · Wᵀ, x [n, w.cols / 256] super-blocks

@@ -1,9 +1,10 @@
 // The K-quant prefill GEMM against per-256 activations (see
 // quant_matmul_kquant.hpp for the arithmetic). Builds of the same math, as
 // in quant_matmul.cpp: portable integer loops (the reference), AVX2
-// (maddubs + madd) and AVX-512 VNNI (maddubs + vpdpwssd), picked at run time
-// by active_cpu_isa(). The integer sums are exact in every build; only the
-// float accumulation over super-blocks may round differently.
+// (maddubs + madd) and AVX-512 VNNI (vpdpbusd, then vpmulld by the
+// sub-block scale), picked at run time by active_cpu_isa(). The integer
+// sums are exact in every build; only the float accumulation over
+// super-blocks may round differently.
 #include "backends/cpu/quant_matmul_kquant.hpp"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #endif
 
 #include "backends/cpu/openmp.hpp"
+#include "backends/cpu/quant_matmul_rows.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu {
@@ -27,16 +29,12 @@ constexpr int kQ4_KBytes = 144;  // d, dmin, scales[12], qs[128]
 constexpr int kQ5_KBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
 constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
 
-// As in quant_matmul.cpp: under ~10 µs of work the fork/join is not worth it.
-constexpr int64_t kParallelMinMacs = 256 * 1024;
 // The columns run in segments of this many super-blocks (1024 columns: a
 // tile's segment is 17 KB), and the rows in blocks of at most
-// kRowBlockBytes of their segments: the block's segments meet every tile's
-// segment before the next, both staying in L1 (wide matrices, ffn_down's
-// 3072 columns, would otherwise stream each tile from L2 for every row).
+// kRowBlockBytes of their segments (tile16_rows): wide matrices, ffn_down's
+// 3072 columns, would otherwise stream each tile from L2 for every row.
 constexpr int64_t kSegmentSuperBlocks = 4;
 constexpr uint64_t kRowBlockBytes = 12 * 1024;
-constexpr int64_t kMaxBlockRows = 64;
 
 inline float load_fp16(const uint8_t* p) {
   uint16_t h;
@@ -66,7 +64,7 @@ inline int32_t bsum32(const TileQ8K& tile, int s, int t) { return tile.bsums[s][
 // Q4_K / Q5_K: element l of sub-block s is nibble s&1 of qs[32·(s/2) + l],
 // plus bit s of qh[l] as the fifth bit (Q5_K).
 template <bool kFifthBit>
-void tile8_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
+void tile16_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
   constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
   for (int t = 0; t < kKTileTokens; ++t) {
     float acc = 0.0f, acc_min = 0.0f;
@@ -98,7 +96,7 @@ void tile8_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, f
 
 // Q6_K: element l + 32k of half h is (nibble k/2 of ql[64h + 32(k&1) + l]) |
 // (bits 2k, 2k+1 of qh[32h + l]) << 4, minus 32, scaled by sc[8h + 2k + l/16].
-void tile8_q6_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
+void tile16_q6_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
   for (int t = 0; t < kKTileTokens; ++t) {
     float acc = 0.0f;
     for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -218,21 +216,21 @@ struct Dot {
 TileKernel pick(GgmlType type, CpuIsa isa) {
 #ifdef FLASHSCOPE_X86_KERNELS
   if (isa == CpuIsa::kAvx512Vnni) {
-    if (type == GgmlType::kQ4_K) return vnni_kq::tile8_q45_k<false>;
-    if (type == GgmlType::kQ5_K) return vnni_kq::tile8_q45_k<true>;
-    if (type == GgmlType::kQ6_K) return vnni_kq::tile8_q6_k;
+    if (type == GgmlType::kQ4_K) return vnni_kq::tile16_q45_k<false>;
+    if (type == GgmlType::kQ5_K) return vnni_kq::tile16_q45_k<true>;
+    if (type == GgmlType::kQ6_K) return vnni_kq::tile16_q6_k;
   }
   if (isa >= CpuIsa::kAvx2) {
-    if (type == GgmlType::kQ4_K) return avx2_kq::tile8_q45_k<false>;
-    if (type == GgmlType::kQ5_K) return avx2_kq::tile8_q45_k<true>;
-    if (type == GgmlType::kQ6_K) return avx2_kq::tile8_q6_k;
+    if (type == GgmlType::kQ4_K) return avx2_kq::tile16_q45_k<false>;
+    if (type == GgmlType::kQ5_K) return avx2_kq::tile16_q45_k<true>;
+    if (type == GgmlType::kQ6_K) return avx2_kq::tile16_q6_k;
   }
 #else
   (void)isa;
 #endif
-  if (type == GgmlType::kQ4_K) return tile8_q45_k_portable<false>;
-  if (type == GgmlType::kQ5_K) return tile8_q45_k_portable<true>;
-  if (type == GgmlType::kQ6_K) return tile8_q6_k_portable;
+  if (type == GgmlType::kQ4_K) return tile16_q45_k_portable<false>;
+  if (type == GgmlType::kQ5_K) return tile16_q45_k_portable<true>;
+  if (type == GgmlType::kQ6_K) return tile16_q6_k_portable;
   return nullptr;
 }
 
@@ -281,38 +279,8 @@ Status matmul_q8k_tiles(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_ti
   if (w.cols % kQ8KBlock != 0) return invalid_argument("matmul_q8k_tiles: cols must be a multiple of 256");
   const TileKernel kernel = pick(w.type, active_cpu_isa());
   const int64_t nsb = w.cols / kQ8KBlock;
-  const int64_t rows = w.rows;
-  const uint64_t sb_bytes = w.row_bytes / static_cast<uint64_t>(nsb);
-  const int64_t block_rows =
-      std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / (sb_bytes * kSegmentSuperBlocks)), 1, kMaxBlockRows);
-  const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
-  const bool parallel = rows * w.cols * n_tiles * kKTileTokens >= kParallelMinMacs;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-  for (int64_t rb = 0; rb < row_blocks; ++rb) {
-    const int64_t r0 = rb * block_rows, r1 = std::min(rows, r0 + block_rows);
-    // The block's outputs of one tile, row-major, then stored by token:
-    // runs of contiguous y instead of 16 strided stores per row.
-    float out[kMaxBlockRows][kKTileTokens];
-    for (int64_t seg = 0; seg < nsb; seg += kSegmentSuperBlocks) {
-      const int64_t seg_n = std::min<int64_t>(kSegmentSuperBlocks, nsb - seg);
-      for (int64_t i = 0; i < n_tiles; ++i) {
-        for (int64_t r = r0; r < r1; ++r) {
-          kernel(w.data + static_cast<uint64_t>(r) * w.row_bytes + static_cast<uint64_t>(seg) * sb_bytes,
-                 tiles + i * nsb + seg, seg_n, out[r - r0]);
-        }
-        for (int t = 0; t < kKTileTokens; ++t) {
-          float* yt = y + (i * kKTileTokens + t) * ldy;
-          if (seg == 0) {
-            for (int64_t r = r0; r < r1; ++r) yt[r] = out[r - r0][t];
-          } else {
-            for (int64_t r = r0; r < r1; ++r) yt[r] += out[r - r0][t];
-          }
-        }
-      }
-    }
-  }
+  tile16_rows<kKTileTokens>(kernel, w, tiles, n_tiles, nsb, w.row_bytes / static_cast<uint64_t>(nsb),
+                            kSegmentSuperBlocks, kRowBlockBytes, y, ldy);
   return Status::ok_status();
 }
 

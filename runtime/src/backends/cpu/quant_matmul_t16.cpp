@@ -14,6 +14,8 @@
 #include <immintrin.h>
 #endif
 
+#include "backends/cpu/quant_matmul_rows.hpp"
+
 namespace flashscope::cpu {
 namespace {
 
@@ -25,14 +27,10 @@ struct TileQ8T {
   int8_t qs[kQ8Block / 4][kT16Tokens][4];
 };
 
-// As in quant_matmul.cpp: under ~10 µs of work the fork/join is not worth it.
-constexpr int64_t kParallelMinMacs = 256 * 1024;
 // Columns in segments of 32 blocks (a tile's segment: 20 KB) and rows in
-// blocks of at most kRowBlockBytes of their segments, both kept in L1 while
-// every tile's segment meets the block (quant_matmul_kquant.cpp does the same).
+// blocks of at most kRowBlockBytes of their segments (tile16_rows).
 constexpr int64_t kSegmentBlocks = 32;
 constexpr uint64_t kRowBlockBytes = 8 * 1024;
-constexpr int64_t kMaxBlockRows = 64;
 
 enum class Kind { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0 };
 
@@ -194,37 +192,8 @@ Status matmul_t16(const QuantMatrix& w, const BlockQ8* xq, int64_t n, float* y, 
   }
   TileQ8T* tp = tiles.data();
   regroup(xq, n_tiles, nb, tp);
-  const uint64_t bb = static_cast<uint64_t>(block_bytes(kind));
-  const int64_t rows = w.rows;
-  const int64_t block_rows = std::clamp<int64_t>(static_cast<int64_t>(kRowBlockBytes / (bb * kSegmentBlocks)), 1, kMaxBlockRows);
-  const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
-  const bool parallel = rows * w.cols * n_tiles * kT16Tokens >= kParallelMinMacs;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (parallel)
-#endif
-  for (int64_t rb = 0; rb < row_blocks; ++rb) {
-    const int64_t r0 = rb * block_rows, r1 = std::min(rows, r0 + block_rows);
-    // The block's outputs of one tile, row-major, then stored by token:
-    // runs of contiguous y instead of 16 strided stores per row.
-    float out[kMaxBlockRows][kT16Tokens];
-    for (int64_t seg = 0; seg < nb; seg += kSegmentBlocks) {
-      const int64_t seg_n = std::min<int64_t>(kSegmentBlocks, nb - seg);
-      for (int64_t i = 0; i < n_tiles; ++i) {
-        for (int64_t r = r0; r < r1; ++r) {
-          kernel(w.data + static_cast<uint64_t>(r) * w.row_bytes + static_cast<uint64_t>(seg) * bb, tp + i * nb + seg,
-                 seg_n, out[r - r0]);
-        }
-        for (int t = 0; t < kT16Tokens; ++t) {
-          float* yt = y + (i * kT16Tokens + t) * ldy;
-          if (seg == 0) {
-            for (int64_t r = r0; r < r1; ++r) yt[r] = out[r - r0][t];
-          } else {
-            for (int64_t r = r0; r < r1; ++r) yt[r] += out[r - r0][t];
-          }
-        }
-      }
-    }
-  }
+  tile16_rows<kT16Tokens>(kernel, w, tp, n_tiles, nb, static_cast<uint64_t>(block_bytes(kind)), kSegmentBlocks,
+                          kRowBlockBytes, y, ldy);
   *done = n_tiles * kT16Tokens;
   return Status::ok_status();
 }
