@@ -54,7 +54,7 @@ void kv_q8_store(const float* k, const float* v, int kv_heads, int head_dim, int
       scales(kb, head_dim, page_size)[int64_t{c} * page_size + row] = float_to_fp16(dk);
       for (int i = 0; i < kKvQ8Block; ++i) {
         const int d = c * kKvQ8Block + i;
-        kb[(int64_t{d / 4} * page_size + row) * 4 + d % 4] = static_cast<uint8_t>(q[i] + 128);
+        kb[kv_q8_k_offset(row, d, head_dim)] = static_cast<uint8_t>(q[i] + 128);
       }
       const float dv = quantize_block(vr + c * kKvQ8Block, q);
       scales(vb, head_dim, page_size)[int64_t{c} * page_size + row] = float_to_fp16(dv);
@@ -66,7 +66,7 @@ void kv_q8_store(const float* k, const float* v, int kv_heads, int head_dim, int
 void kv_q8_load_k(const uint8_t* head_block, int head_dim, int page_size, int row, float* out) {
   const uint16_t* s = scales(head_block, head_dim, page_size);
   for (int d = 0; d < head_dim; ++d) {
-    const int q = int{head_block[(int64_t{d / 4} * page_size + row) * 4 + d % 4]} - 128;
+    const int q = int{head_block[kv_q8_k_offset(row, d, head_dim)]} - 128;
     out[d] = static_cast<float>(q) * fp16_to_float(s[int64_t{d / kKvQ8Block} * page_size + row]);
   }
 }

@@ -6,14 +6,18 @@
 // (page, kv-head) block of P tokens × D dims is laid out for the decode
 // kernel (decode_attention.hpp, DecodeParams::kv_q8), values apart from
 // their scales:
-//   K  uint8 [D/4][P][4]  k + 128: dims 4g..4g+3 of token i at (g·P + i)·4
+//   K  uint8 [P/16][D/4][16][4]  k + 128: dims 4g..4g+3 of token i at
+//                               ((i/16)·D/4 + g)·64 + (i%16)·4
 //      fp16  [D/32][P]    at byte P·D: block c of token i at (c·P + i)·2
 //   V  int8  [P][D]       token i's row at i·D
 //      fp16  [D/32][P]    as for K
 // Why: 16 consecutive tokens' bytes of 4 dims are one 64-byte line, so a
 // vpdpbusd against 4 broadcast q bytes gives 16 keys' partial dots in its 16
 // lanes with no horizontal sum, and the 16 tokens' scales of a block are
-// one 32-byte load. K biased to unsigned is vpdpbusd's u8 operand (q is the
+// one 32-byte load. A 16-token group's K lines are D·16 consecutive bytes,
+// as its V rows are, so reading a page is a few sequential streams the
+// hardware prefetchers follow (dim groups a page apart were 16 streams a
+// head, which they did not). K biased to unsigned is vpdpbusd's u8 operand (q is the
 // signed one; the bias comes back as −128·Σq, once per row and block). V is
 // read a row at a time for P·V (widened and scaled in registers), its scales
 // apart for the same one-load-per-16-tokens reason. P is a multiple of 16
@@ -32,6 +36,11 @@ constexpr int kKvQ8Block = 32;  // elements per scale
 // Bytes of one (page, kv-head) block of page_size tokens (K or V alike).
 constexpr int64_t kv_q8_head_bytes(int page_size, int head_dim) {
   return int64_t{page_size} * head_dim + int64_t{page_size} * (head_dim / kKvQ8Block) * 2;
+}
+
+// Byte of K's dim d of token `row` in a head block (the layout above).
+constexpr int64_t kv_q8_k_offset(int row, int d, int head_dim) {
+  return (int64_t{row / 16} * (head_dim / 4) + d / 4) * 64 + (row % 16) * 4 + d % 4;
 }
 
 // Whether a q8_0 cache can hold rows of head_dim (whole blocks of 32).
