@@ -24,6 +24,7 @@
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/trace.hpp"
 #include "support/synthetic_llama.hpp"
+#include "support/temp_path.hpp"
 
 #if FLASHSCOPE_TEST_CLI
 #include "args.hpp"
@@ -32,10 +33,7 @@
 
 namespace {
 
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir && *dir ? dir : "/tmp") + "/flashscope_cli_chat_" + std::to_string(::getpid()) + "_" + name;
-}
+std::string temp_path(const std::string& name) { return flashscope::testing::temp_path("cli_chat", name); }
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

@@ -18,16 +18,14 @@
 
 #if FLASHSCOPE_TEST_CLI
 #include "commands.hpp"
+#include "support/temp_path.hpp"
 #endif
 
 using namespace flashscope;
 
 namespace {
 
-std::string temp_path(const char* name) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir && *dir ? dir : "/tmp") + "/flashscope_test_" + name + ".gguf";
-}
+std::string temp_path(const char* name) { return flashscope::testing::temp_path("test", std::string(name) + ".gguf"); }
 
 // Loads the file, checks its shape against spec, and generates n tokens greedily.
 void check_loads_and_generates(const std::string& path, const SyntheticModelSpec& spec, int n = 6) {

@@ -40,6 +40,7 @@
 #include "flashscope/trace.hpp"
 #include "support/attention_problem.hpp"
 #include "support/attention_reference.hpp"
+#include "support/temp_path.hpp"
 #include "util/math.hpp"
 
 namespace fs = flashscope;
@@ -208,9 +209,7 @@ bool file_exists(const std::string& path) {
   return f != nullptr;
 }
 
-std::string temp_path(const char* name) {
-  return std::string("/tmp/flashscope_test_") + name + "_" + std::to_string(::getpid()) + ".fstrace";
-}
+std::string temp_path(const char* name) { return flashscope::testing::temp_path("test", std::string(name) + ".fstrace"); }
 
 }  // namespace
 

@@ -27,6 +27,7 @@
 #include "npy.hpp"
 #include "support/gguf_builder.hpp"
 #include "support/synthetic_llama.hpp"
+#include "support/temp_path.hpp"
 
 #if FLASHSCOPE_TEST_CLI
 #include "commands.hpp"
@@ -38,10 +39,7 @@ using flashscope::testing::SyntheticLlama;
 
 namespace {
 
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir && *dir ? dir : "/tmp") + "/flashscope_untrusted_" + std::to_string(::getpid()) + "_" + name;
-}
+std::string temp_path(const std::string& name) { return flashscope::testing::temp_path("untrusted", name); }
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
