@@ -52,12 +52,6 @@ constexpr int kQ5_0Bytes = 22;  // d, qh[4], qs[16]
 constexpr int kQ5_1Bytes = 24;  // d, m, qh[4], qs[16]
 constexpr int kQ8_0Bytes = 34;  // d, int8 qs[32]
 
-inline float load_fp16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return fp16_to_float(h);
-}
-
 // out[t] = Σ_blocks (weight row) · x[t·x_stride + block], t < nt.
 //   w   one weight row, nb blocks of its type
 //   x   quantized activations, token t's blocks start at x + t·x_stride
@@ -161,18 +155,6 @@ inline void unpack_k4_scales(const uint8_t* q, uint8_t* sc, uint8_t* m) {
     sc[j] = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
     m[j] = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
   }
-}
-
-// The same pairs as 16 bytes, sc[0..8) then m[0..8), by 32-bit word
-// operations on the 12 packed bytes (for the vector kernels, which widen
-// them eight at a time).
-inline void unpack_k4_scales16(const uint8_t* q, uint8_t* out) {
-  uint32_t u[3];
-  std::memcpy(u, q, sizeof u);
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  const uint32_t words[4] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4), u[1] & kLow6,
-                             ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
-  std::memcpy(out, words, sizeof words);
 }
 
 // Q4_K / Q5_K: 64-element chunk c uses 32 bytes of qs, the low nibbles for

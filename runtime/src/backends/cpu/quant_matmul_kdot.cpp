@@ -32,24 +32,6 @@ constexpr int kQ4_KBytes = 144;  // d, dmin, scales[12], qs[128]
 constexpr int kQ5_KBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
 constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
 
-inline float load_fp16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return fp16_to_float(h);
-}
-
-// The 8 (scale, min) pairs of a Q4_K / Q5_K super-block as 16 bytes,
-// sc[0..8) then m[0..8), from its 12 packed bytes (6 bits each; the layout
-// is spelled out in gguf/dequantize.cpp), by 32-bit word operations.
-inline void unpack_k4_scales16(const uint8_t* q, uint8_t* out) {
-  uint32_t u[3];
-  std::memcpy(u, q, sizeof u);
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  const uint32_t words[4] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4), u[1] & kLow6,
-                             ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
-  std::memcpy(out, words, sizeof words);
-}
-
 // *out = one weight row (nsb super-blocks) · one token's x [nsb].
 using Kernel = void (*)(const uint8_t* w, const BlockQ8K* x, int64_t nsb, float* out);
 

@@ -18,6 +18,7 @@
 #endif
 
 #include "backends/cpu/openmp.hpp"
+#include "backends/cpu/quant_matmul_kdot.hpp"
 #include "backends/cpu/quant_matmul_rows.hpp"
 #include "flashscope/half.hpp"
 
@@ -35,24 +36,6 @@ constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
 // 3072 columns, would otherwise stream each tile from L2 for every row.
 constexpr int64_t kSegmentSuperBlocks = 4;
 constexpr uint64_t kRowBlockBytes = 12 * 1024;
-
-inline float load_fp16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return fp16_to_float(h);
-}
-
-// The 8 (scale, min) pairs of a Q4_K / Q5_K super-block as 16 bytes,
-// sc[0..8) then m[0..8), from its 12 packed bytes (6 bits each; the layout
-// is spelled out in gguf/dequantize.cpp), by 32-bit word operations.
-inline void unpack_k4_scales16(const uint8_t* q, uint8_t* out) {
-  uint32_t u[3];
-  std::memcpy(u, q, sizeof u);
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
-  const uint32_t words[4] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4), u[1] & kLow6,
-                             ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
-  std::memcpy(out, words, sizeof words);
-}
 
 // out[t] = one weight row · token t of a tile run (tiles [nsb]), t < 16.
 using TileKernel = void (*)(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out);
@@ -122,20 +105,12 @@ void tile16_q6_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, f
   }
 }
 
-// One token's 256 values → tile slot t: scale, int8 values and 16-sums.
-void quantize_q8k_portable(const float* x, TileQ8K* tile, int t) {
-  float amax = 0.0f;
-  for (int j = 0; j < kQ8KBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127.0f;
-  const float inv_d = d > 0.0f ? 1.0f / d : 0.0f;
-  int32_t sums[16] = {};
-  for (int j = 0; j < kQ8KBlock; ++j) {
-    const int q = std::clamp(static_cast<int>(std::nearbyint(x[j] * inv_d)), -127, 127);
-    tile->qs[j / 4][t][j % 4] = static_cast<int8_t>(q);
-    sums[j / 16] += q;
-  }
-  for (int g = 0; g < 16; ++g) tile->bsums[g / 2][t][g % 2] = static_cast<int16_t>(sums[g]);
-  tile->d[t] = d;
+// Token t's super-block, quantized once by quantize_row_q8k (the one-token
+// kernels' quantizer: the same values either way), into tile slot t.
+void place_in_tile(const BlockQ8K& q, TileQ8K* tile, int t) {
+  for (int j = 0; j < kQ8KBlock; ++j) tile->qs[j / 4][t][j % 4] = q.qs[j];
+  for (int g = 0; g < 16; ++g) tile->bsums[g / 2][t][g % 2] = q.bsums[g];
+  tile->d[t] = q.d;
 }
 
 // --- x86 builds ------------------------------------------------------------------
@@ -148,44 +123,6 @@ FS_KQ_AVX2 inline float fp16_avx(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, sizeof h);
   return _cvtsh_ss(h);
-}
-
-// quantize_q8k_portable's bits: the same float product, rounded by the
-// same mode (cvtps rounds to nearest even, as nearbyint does by default).
-FS_KQ_AVX2 void quantize_q8k_avx2(const float* x, TileQ8K* tile, int t) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-  __m256 amax = _mm256_setzero_ps();
-  for (int j = 0; j < kQ8KBlock; j += 8) amax = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), amax);
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  const float d = _mm_cvtss_f32(m) / 127.0f;
-  const __m256 inv_d = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
-  const __m256i ones8 = _mm256_set1_epi8(1);
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  for (int b = 0; b < kQ8KBlock; b += 32) {
-    __m256i q[4];
-    for (int k = 0; k < 4; ++k) {
-      const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + b + 8 * k), inv_d),
-                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
-    }
-    // packs work within 128-bit lanes; a dword permutation restores element order.
-    const __m256i bytes = _mm256_permutevar8x32_epi32(
-        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
-        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    alignas(32) int8_t q8[32];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(q8), bytes);
-    for (int k = 0; k < 8; ++k) std::memcpy(tile->qs[b / 4 + k][t], q8 + 4 * k, 4);
-    // Sums of 4 bytes per lane, then lanes 0-3 (elements 0-15) and 4-7 (16-31).
-    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, bytes), ones16);
-    s = _mm256_hadd_epi32(s, s);
-    s = _mm256_hadd_epi32(s, s);
-    tile->bsums[b / 32][t][0] = static_cast<int16_t>(_mm256_cvtsi256_si32(s));
-    tile->bsums[b / 32][t][1] = static_cast<int16_t>(_mm256_extract_epi32(s, 4));
-  }
-  tile->d[t] = d;
 }
 
 namespace avx2_kq {
@@ -243,27 +180,17 @@ bool q8k_tiles_apply(GgmlType type) {
 void pack_q8k_tiles(const float* x, int64_t ldx, int64_t n, int64_t cols, TileQ8K* tiles) {
   const int64_t nsb = cols / kQ8KBlock;
   const int64_t count = n / kKTileTokens * nsb;
-  bool vector = false;
-#ifdef FLASHSCOPE_X86_KERNELS
-  vector = active_cpu_isa() >= CpuIsa::kAvx2;
-#endif
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n * cols >= 64 * 1024)
 #endif
   for (int64_t k = 0; k < count; ++k) {
     const int64_t i = k / nsb, b = k % nsb;
     for (int t = 0; t < kKTileTokens; ++t) {
-      const float* src = x + (i * kKTileTokens + t) * ldx + b * kQ8KBlock;
-#ifdef FLASHSCOPE_X86_KERNELS
-      if (vector) {
-        quantize_q8k_avx2(src, &tiles[k], t);
-        continue;
-      }
-#endif
-      quantize_q8k_portable(src, &tiles[k], t);
+      BlockQ8K q;
+      quantize_row_q8k(x + (i * kKTileTokens + t) * ldx + b * kQ8KBlock, &q, kQ8KBlock);
+      place_in_tile(q, &tiles[k], t);
     }
   }
-  (void)vector;
 }
 
 Status matmul_q8k_tiles(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_tiles, float* y, int64_t ldy) {

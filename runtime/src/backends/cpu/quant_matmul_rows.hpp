@@ -1,15 +1,36 @@
-// What the quantized matmuls share beyond quant_matmul.hpp: the fork/join
-// threshold, and the row-block driver of the 16-token prefill GEMMs
+// What the quantized matmuls share beyond quant_matmul.hpp: the block
+// field readers, the fork/join threshold, and the row-block driver of the 16-token prefill GEMMs
 // (quant_matmul_t16.cpp, quant_matmul_kquant.cpp; quant_matmul_kdot.cpp
 // takes the threshold). Private to those files.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/quant_matmul.hpp"
+#include "flashscope/half.hpp"
 
 namespace flashscope::cpu {
+
+// An fp16 field of a block, at any alignment.
+inline float load_fp16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return fp16_to_float(h);
+}
+
+// A Q4_K/Q5_K super-block's eight 6-bit scale/min pairs (12 packed bytes)
+// as 16 bytes, sc[0..8) then m[0..8), by 32-bit word operations (for the
+// vector kernels, which widen them eight at a time).
+inline void unpack_k4_scales16(const uint8_t* q, uint8_t* out) {
+  uint32_t u[3];
+  std::memcpy(u, q, sizeof u);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint32_t words[4] = {u[0] & kLow6, (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4), u[1] & kLow6,
+                             ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4)};
+  std::memcpy(out, words, sizeof words);
+}
 
 // Products smaller than this many multiply-adds (about 10 µs on one core)
 // run on the calling thread: a fork/join costs a few µs on an idle machine
