@@ -20,6 +20,7 @@
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/paged_attention.hpp"
+#include "flashscope_lab/lab.hpp"
 #include "json_line.hpp"
 #include "random_inputs.hpp"
 #include "viz/throughput.hpp"
@@ -390,7 +391,7 @@ int parse_prefill_options(int argc, char** argv, PrefillOptions* o) {
   p.device = device_s == "cuda" ? Device::kCuda : Device::kCpu;
 
   if (kernel_s == "all") {
-    o->kernels = all_prefill_kernels();
+    o->kernels = lab::ladder_kernels();
     if (prefill_kernel_runnable(PrefillKernel::kHopper)) o->kernels.push_back(PrefillKernel::kHopper);
     o->kernels.push_back(PrefillKernel::kAuto);
   } else {

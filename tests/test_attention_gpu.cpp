@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "flashscope/attention.hpp"
+#include "flashscope_lab/lab.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "support/attention_problem.hpp"
@@ -137,7 +138,7 @@ std::vector<AttentionShape> varlen_grid() {
 
 // v1..v6, and the Hopper kernel where this device and build run it.
 std::vector<PrefillKernel> gpu_kernels() {
-  std::vector<PrefillKernel> kernels = all_prefill_kernels();
+  std::vector<PrefillKernel> kernels = lab::ladder_kernels();
   if (prefill_kernel_runnable(PrefillKernel::kHopper)) kernels.push_back(PrefillKernel::kHopper);
   return kernels;
 }

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "flashscope/attention.hpp"
+#include "flashscope_lab/lab.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/paged_attention.hpp"
@@ -433,7 +434,7 @@ ExpectedTiles prefill_tiles(fs::PrefillKernel k, int dim, bool varlen, bool caus
     return {three ? 192 : 128, keys, three ? 16 : 12};
   }
   // prefill_versions.cuh: 128-row CTAs; v3/v4 32-key tiles; v5 at D64 four warps.
-  const bool small_kv = k == fs::PrefillKernel::kV3 || k == fs::PrefillKernel::kV4;
+  const bool small_kv = k == fs::lab::kV3 || k == fs::lab::kV4;
   const bool four_warps = k == fs::PrefillKernel::kV5 && dim == 64;
   return {128, small_kv ? 32 : 64, four_warps ? 4 : 8};
 }
@@ -530,7 +531,7 @@ void check_prefill_capture(AttentionProblem& prob, DeviceAttention& dev, fs::Pre
 
 // v1..v6, and the hopper kernel where the device runs it.
 std::vector<fs::PrefillKernel> probed_kernels() {
-  std::vector<fs::PrefillKernel> k = fs::all_prefill_kernels();
+  std::vector<fs::PrefillKernel> k = fs::lab::ladder_kernels();
   if (fs::prefill_kernel_runnable(fs::PrefillKernel::kHopper)) k.push_back(fs::PrefillKernel::kHopper);
   return k;
 }
@@ -818,7 +819,7 @@ TEST_CASE("gpu trace: bad options and kernels without probes are refused before 
   CHECK(fs::capture_cuda_prefill_trace(p, opt, &t).message().find("record_spans needs record_ctas") !=
         std::string::npos);
   opt = {};
-  p.kernel = fs::PrefillKernel::kV1;
+  p.kernel = fs::lab::kV1;
   p.dtype = fs::DType::kFP16;
   CHECK(fs::capture_cuda_prefill_trace(p, opt, &t).code() == fs::StatusCode::kUnsupported);
   p.dtype = fs::DType::kBF16;

@@ -7,6 +7,7 @@
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
+#include "flashscope_lab/lab.hpp"
 #include "traces/capture.hpp"
 
 #ifdef _OPENMP
@@ -119,7 +120,7 @@ LabConfig default_lab_config(bool gpu) {
 }
 
 std::vector<PrefillKernel> lab_kernels() {
-  std::vector<PrefillKernel> out = all_prefill_kernels();
+  std::vector<PrefillKernel> out = lab::ladder_kernels();
   // Kernels outside the portable family, offered when this runtime knows them.
   for (const char* extra : {"hopper"}) {
     PrefillKernel k;

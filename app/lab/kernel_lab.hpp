@@ -42,7 +42,7 @@ struct LabConfig {
 // GPU, 1×8×512×512 D 64 causal on the CPU.
 LabConfig default_lab_config(bool gpu);
 
-// The kernels a picker offers: all_prefill_kernels() (v1..v6) and any
+// The kernels a picker offers: lab::ladder_kernels() (v1..v6) and any
 // further kernel the runtime knows by name (the Hopper kernel where built).
 std::vector<PrefillKernel> lab_kernels();
 

@@ -13,31 +13,26 @@ namespace flashscope {
 const char* prefill_kernel_name(PrefillKernel k) {
   switch (k) {
     case PrefillKernel::kAuto: return "auto";
-    case PrefillKernel::kV1: return "v1";
-    case PrefillKernel::kV2: return "v2";
-    case PrefillKernel::kV3: return "v3";
-    case PrefillKernel::kV4: return "v4";
     case PrefillKernel::kV5: return "v5";
     case PrefillKernel::kV6: return "v6";
     case PrefillKernel::kHopper: return "hopper";
   }
-  return "?";
+  // The lab's ladder steps (attention.hpp): named here too, so traces and
+  // tools print them wherever they run.
+  static const char* const kLadder[] = {"v1", "v2", "v3", "v4"};
+  const int version = static_cast<int>(k);
+  return version >= 1 && version <= 4 ? kLadder[version - 1] : "?";
 }
 
 bool parse_prefill_kernel(const std::string& name, PrefillKernel* out) {
-  for (PrefillKernel k : {PrefillKernel::kAuto, PrefillKernel::kV1, PrefillKernel::kV2, PrefillKernel::kV3,
-                          PrefillKernel::kV4, PrefillKernel::kV5, PrefillKernel::kV6, PrefillKernel::kHopper}) {
+  for (int value = 0; value <= static_cast<int>(PrefillKernel::kHopper); ++value) {
+    const auto k = static_cast<PrefillKernel>(value);
     if (name == prefill_kernel_name(k)) {
       *out = k;
       return true;
     }
   }
   return false;
-}
-
-std::vector<PrefillKernel> all_prefill_kernels() {
-  return {PrefillKernel::kV1, PrefillKernel::kV2, PrefillKernel::kV3,
-          PrefillKernel::kV4, PrefillKernel::kV5, PrefillKernel::kV6};
 }
 
 namespace {

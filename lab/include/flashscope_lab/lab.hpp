@@ -10,7 +10,23 @@
 // the executable (its objects, not through another static library).
 #pragma once
 
+#include <vector>
+
+#include "flashscope/attention.hpp"
+
 namespace flashscope::lab {
+
+// The ladder's first steps, by the values the library reserves for them
+// (flashscope/attention.hpp); prefill_versions.cuh says what each adds.
+inline constexpr PrefillKernel kV1{1};  // mma.m16n8k16 + ldmatrix + cp.async, no overlap of loads and math
+inline constexpr PrefillKernel kV2{2};  // + XOR-swizzled shared memory (no bank conflicts on ldmatrix)
+inline constexpr PrefillKernel kV3{3};  // + 2-stage pipeline of K and V tiles
+inline constexpr PrefillKernel kV4{4};  // + ldmatrix.x4 for K and V (half the ldmatrix instructions)
+
+// The whole ladder in order, v1..v6 (v5 and v6 are the library's sm80 kernels).
+inline std::vector<PrefillKernel> ladder_kernels() {
+  return {kV1, kV2, kV3, kV4, PrefillKernel::kV5, PrefillKernel::kV6};
+}
 
 // Whether the ladder's kernels are in this process: a CUDA build of the lab,
 // linked in.

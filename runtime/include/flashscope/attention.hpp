@@ -39,27 +39,25 @@
 
 namespace flashscope {
 
-// The kernels. kAuto, kV5, kV6 and kHopper are the production ones, in this
-// library; v1..v4 are the teaching ladder's first steps, whose kernels live
-// in the kernel lab (lab/, target flashscope_lab): they run in programs that
-// link it (the app, the CLI, the tests), and answer kUnsupported elsewhere.
+// The production kernels of this library. The values 1..4 are the teaching
+// ladder's first steps (v1..v4 of the sm80 family): the kernel lab names
+// them (flashscope_lab/lab.hpp, target flashscope_lab) and holds their
+// code; they run in programs that link it (the app, the CLI, the tests) and
+// answer kUnsupported elsewhere.
 enum class PrefillKernel : uint8_t {
-  kAuto,  // dispatch picks by architecture, head_dim and problem size
-  kV1,    // basic: mma.m16n8k16 + ldmatrix + cp.async, no overlap of loads and math
-  kV2,    // + XOR-swizzled shared memory (no bank conflicts on ldmatrix)
-  kV3,    // + 2-stage pipeline of K and V tiles (next tile loads while this one computes)
-  kV4,    // + ldmatrix.x4 for K and V (half the ldmatrix instructions)
-  kV5,    // + K double buffer and a single V buffer, larger KV tile
-  kV6,    // beyond the seed: K and V double-buffered, each warp computes Q·K(t+1)ᵀ
-          // while it runs the softmax of tile t
-  kHopper,  // sm_90a: wgmma from shared memory, a producer warp feeding an
-            // mbarrier ring, two consumer warpgroups (H100/H200 only)
+  kAuto = 0,  // dispatch picks by architecture, head_dim and problem size
+  kV5 = 5,    // the sm80 family: mma.m16n8k16 + ldmatrix + cp.async, a swizzled K
+              // double buffer and a single V buffer (the defaults at D64/256)
+  kV6 = 6,    // v5 with K and V double-buffered, each warp computing Q·K(t+1)ᵀ
+              // while it runs the softmax of tile t (the defaults at D80/96/128)
+  kHopper = 7,  // sm_90a: wgmma from shared memory, a producer warp feeding an
+                // mbarrier ring, two consumer warpgroups (H100/H200 only)
 };
 
 const char* prefill_kernel_name(PrefillKernel k);
-// Parses "auto", "v1".."v6", "hopper"; returns false for anything else.
+// Parses "auto", "v1".."v6", "hopper" (v1..v4: the lab's values); returns
+// false for anything else.
 bool parse_prefill_kernel(const std::string& name, PrefillKernel* out);
-std::vector<PrefillKernel> all_prefill_kernels();  // v1..v6, in order (the ladder)
 // Whether `k` can run on the current CUDA device in this build: v5, v6 and
 // auto wherever CUDA works, v1..v4 where the kernel lab is linked too;
 // kHopper on an sm_90 device when the library carries its sm_90a code. For

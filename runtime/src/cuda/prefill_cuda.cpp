@@ -31,17 +31,11 @@ static_assert(std::is_trivially_copyable_v<kernels::PrefillLaunchPlan> &&
                   alignof(kernels::PrefillLaunchPlan) <= alignof(PrefillPlan),
               "PrefillPlan::launch holds the kernel-level plan");
 
-// The sm80 family's version of a kernel (v1..v6), 0 for the others.
+// The sm80 family's version of a kernel: v5, v6, or the lab's v1..v4
+// (attention.hpp reserves their values), 0 for the others.
 int sm80_version(PrefillKernel k) {
-  switch (k) {
-    case PrefillKernel::kV1: return 1;
-    case PrefillKernel::kV2: return 2;
-    case PrefillKernel::kV3: return 3;
-    case PrefillKernel::kV4: return 4;
-    case PrefillKernel::kV5: return 5;
-    case PrefillKernel::kV6: return 6;
-    default: return 0;
-  }
+  const int value = static_cast<int>(k);
+  return value >= 1 && value <= 6 ? value : 0;
 }
 
 kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16; }
