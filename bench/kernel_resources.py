@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Registers, stack and spills of every kernel the library carries, two builds side by side.
+
+    python3 bench/kernel_resources.py BEFORE_BUILD AFTER_BUILD [--arch sm_90a] [--out FILE.md]
+
+Reads the CUDA objects of the embeddable library's kernel targets under each
+CMake build folder (kernels/CMakeFiles/flashscope_kernels*.dir: the production
+kernels, probed builds included; the kernel lab is not the library) with
+`cuobjdump -res-usage`, demangles the names (c++filt) and prints a markdown
+table: one row per kernel found in both builds, then the kernels only one
+build has. STACK is the frame ptxas gives a thread (its spills and local
+arrays live there). A register count or frame that moved is what a refactor must not
+do unnoticed; the A/B timings (bench/ab_builds.py) say whether it mattered.
+"""
+import argparse
+import collections
+import pathlib
+import re
+import subprocess
+import sys
+
+Usage = collections.namedtuple("Usage", "regs stack local")
+
+
+def objects(build):
+    root = pathlib.Path(build) / "kernels" / "CMakeFiles"
+    return sorted(p for d in root.glob("flashscope_kernels*.dir") for p in d.rglob("*.o"))
+
+
+def resources(build, arch):
+    """{mangled name: Usage} of every function compiled for `arch` in the build's kernel objects."""
+    out = {}
+    for obj in objects(build):
+        text = subprocess.run(["cuobjdump", "-res-usage", str(obj)], capture_output=True, text=True).stdout
+        in_arch, name = False, None
+        for line in text.splitlines():
+            m = re.match(r"\s*arch = (\S+)", line)
+            if m:
+                in_arch = m.group(1) == arch
+                continue
+            m = re.match(r"\s*Function (\S+):", line)
+            if m:
+                name = m.group(1)
+                continue
+            m = re.match(r"\s*REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", line)
+            if m and in_arch and name:
+                out[name] = Usage(*(int(g) for g in m.groups()))
+                name = None
+    return out
+
+
+def demangle(names):
+    if not names:
+        return {}
+    text = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout
+    return dict(zip(names, text.splitlines()))
+
+
+def short(name):
+    """The demangled name without its parameter list and namespaces (the template arguments say which)."""
+    name = name.replace("flashscope::kernels::", "").replace("(anonymous namespace)::", "")
+    depth = 0
+    for i, ch in enumerate(name):  # cut at the parameter list: the first '(' outside template brackets
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0:
+            return name[:i]
+    return name
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("before")
+    ap.add_argument("after")
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    before, after = resources(args.before, args.arch), resources(args.after, args.arch)
+    names = demangle(sorted(set(before) | set(after)))
+    by_name = collections.defaultdict(dict)  # demangled, shortened -> {"before": Usage, "after": Usage}
+    for side, table in (("before", before), ("after", after)):
+        for mangled, usage in table.items():
+            by_name[short(names.get(mangled, mangled))][side] = usage
+    both = {k: v for k, v in by_name.items() if len(v) == 2}
+    lines = [f"# Kernel resources, {args.arch}: {args.before} -> {args.after}", ""]
+    moved = [k for k, v in both.items() if v["before"] != v["after"]]
+    spills = [k for k, v in by_name.items() if any(u.local or u.stack for u in v.values())]
+    lines.append(f"{len(both)} kernels in both builds, {len(moved)} with other registers, stack or spills; "
+                 f"{sum('after' not in v for v in by_name.values())} only before, "
+                 f"{sum('before' not in v for v in by_name.values())} only after; "
+                 f"{len(spills)} with a stack frame (spills or local arrays) in either build.")
+    lines += ["", "| kernel | registers | stack frame bytes (spills, local arrays) | local bytes |", "|---|---|---|---|"]
+
+    def cell(v, field):
+        b, a = (getattr(v[s], field) if s in v else None for s in ("before", "after"))
+        fmt = lambda x: "-" if x is None else str(x)
+        return fmt(b) if b == a else f"{fmt(b)} -> **{fmt(a)}**"
+
+    for key in sorted(by_name, key=lambda k: (len(by_name[k]) != 2, k)):
+        v = by_name[key]
+        lines.append(f"| `{key}` | {cell(v, 'regs')} | {cell(v, 'stack')} | {cell(v, 'local')} |")
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        pathlib.Path(args.out).write_text(text)
+    sys.stdout.write("\n".join(lines[:3]) + "\n")
+    for k in moved:
+        v = by_name[k]
+        sys.stdout.write(f"moved: {k}: {v['before']} -> {v['after']}\n")
+
+
+if __name__ == "__main__":
+    main()
