@@ -87,7 +87,17 @@ PagedAttentionPlan plan_for(const PagedAttentionParams& p, int sms) {
     int keys = p.max_kv_len;
     if (p.window_left >= 0) keys = int(std::min<int64_t>(keys, int64_t(p.window_left) + p.q_len + kMinKeysPerSplit));
     const int by_length = std::max(1, keys / kMinKeysPerSplit);
-    plan.num_splits = std::clamp(std::min(by_occupancy, by_length), 1, kMaxSplits);
+    int splits = std::min(by_occupancy, by_length);
+    // Unless 64-key splits leave SMs without a CTA (one sequence and one
+    // kv-head, as Gemma 3's decode at a few hundred keys): then splits as
+    // short as one key tile, up to a CTA per SM. An idle SM costs more there
+    // than the combine's longer merge (bench/TUNING.md#paged-decode).
+    if (ctas * splits < sms) {
+      const int tile = kernels::paged_tiling(p.head_dim, kernels::paged_uses_decode_tile(rows)).block_kv;
+      const int one_per_sm = int(sms / std::max<int64_t>(ctas, 1));
+      splits = std::max(splits, std::min(one_per_sm, keys / std::max(tile, 1)));
+    }
+    plan.num_splits = std::clamp(splits, 1, kMaxSplits);
   }
   if (plan.num_splits > 1) {
     const size_t rows_total = size_t(p.batch) * p.q_heads * p.q_len;
