@@ -269,6 +269,7 @@ int main() {
       base.ldy = sh.n_out;
       base.act = act;
       base.ld_act = sh.n_out;
+      base.sm_count = prop.multiProcessorCount;  // device 0 is the current one: no cudaSetDevice here
       const double bf_bytes = double(n_w) * sh.k * 2;
       const int bf_launches = std::max(kMinLaunches, bf.copies);
       if (skinny_gemm_smem_bytes(rows, sh.k) <= 48 * 1024) {

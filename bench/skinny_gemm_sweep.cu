@@ -95,6 +95,8 @@ int main() {
   CHECK_CUDA(cudaMemset(norm, 0, 4096 * 4));
   CHECK_CUDA(cudaMalloc(&y, size_t(8) * 49152 * 4 * 2));
 
+  int sm_count = 0;  // what the runtime takes from its device facts (model_ops.h says who reads it)
+  CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
   bool waits = false;
   CHECK_CUDA(skinny_gemm_waits_on_producer(&waits));
   std::printf("empty kernel in a graph: %.2f us per node\n",
@@ -120,6 +122,7 @@ int main() {
       p.ldy = pr.n_out;
       p.act = act;
       p.ld_act = pr.n_out;
+      p.sm_count = sm_count;
       const float plain = per_launch_us(s, [&] { CHECK_CUDA(launch_skinny_gemm(p, s, false)); });
       const float pdl = per_launch_us(s, [&] { CHECK_CUDA(launch_skinny_gemm(p, s, waits)); });
       const int n_w = pr.output == SkinnyOutput::kSwiglu ? 2 * pr.n_out : pr.n_out;

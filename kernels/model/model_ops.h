@@ -12,6 +12,15 @@
 // The residual adds of the layer (x += o·Woᵀ, x += act·Wdownᵀ) have no kernel
 // of their own: the O and down GEMMs accumulate into the fp32 residual
 // stream with beta = 1, which is the residual add for free.
+//
+// sm_count (the skinny GEMM's params, the sampler's calls): the launchers
+// that size their grid by the device take its SM count from the caller, who
+// reads it once per device (the runtime: cuda::device_facts(); a tool
+// without the runtime: the driver, as read_device_launch_facts() in
+// kernels/attention/prefill_plan.h does), so a decode step's launches query
+// no device attribute. 0 or less means unknown: the launch still runs,
+// sized without it (the quantized GEMMs up to a fixed number of CTAs, the
+// sampler one CTA a row).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -221,6 +230,7 @@ struct SkinnyGemmKernelParams {
   SkinnyResidualInput residual;  // kAddRmsNorm
   int* rope_counters;             // kRopeHeads
   int units_per_warp;  // set by the launcher
+  int sm_count;        // the device's (see the top of this file); read by the quantized kernels' launches
   SkinnyQuantWeights wq;
 };
 // Whether kRopeHeads runs a QKV product of n_out rows of heads of head_dim:
@@ -314,14 +324,17 @@ struct SampleKernelParams {
 // greedy). It must be zeroed once when allocated: every launch leaves it
 // zeroed (its counters), so launches on it may be captured in a CUDA graph.
 // One launch at a time on a workspace (stream order).
-size_t sample_workspace_bytes(int vocab, int rows, int max_keep);
-// workspace: sample_workspace_bytes(p.vocab, 1, keep or 0) bytes, or fewer
-// (null): one CTA.
-cudaError_t launch_sample(const SampleKernelParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+// sm_count: the device's (see the top of this file); the launches on the
+// workspace must be given the same.
+size_t sample_workspace_bytes(int vocab, int rows, int max_keep, int sm_count);
+// workspace: sample_workspace_bytes(p.vocab, 1, keep or 0, sm_count) bytes,
+// or fewer (null): one CTA.
+cudaError_t launch_sample(const SampleKernelParams& p, int sm_count, void* workspace, size_t workspace_bytes,
+                          cudaStream_t stream);
 // Many rows in one launch: rows [n] in device memory, each with its own
 // logits row of `vocab` entries, parameters, draw and token_out
-// (n <= 2^31 - 1); workspace as above for (vocab, n, max_keep).
-cudaError_t launch_sample_rows(const SampleKernelParams* rows, int n, int vocab, int max_keep, void* workspace,
-                               size_t workspace_bytes, cudaStream_t stream);
+// (n <= 2^31 - 1); workspace as above for (vocab, n, max_keep, sm_count).
+cudaError_t launch_sample_rows(const SampleKernelParams* rows, int n, int vocab, int max_keep, int sm_count,
+                               void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace flashscope::kernels

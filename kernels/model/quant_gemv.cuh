@@ -238,16 +238,7 @@ cudaError_t launch_gemv(const SkinnyGemmKernelParams& p, cudaStream_t stream, bo
     const cudaError_t e = opt_in_dynamic_smem<quant_gemv_kernel<kType>>(int(skinny_gemm_quant_smem_limit()));
     if (e != cudaSuccess) return e;
   }
-  // As many CTAs as the device holds at once (a CTA takes tiles in turn, staging its input once).
-  int dev = 0, sms = 0, per_sm = 0;
-  int ctas = kMaxCtas;
-  if (cudaGetDevice(&dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) == cudaSuccess && per_sm > 0) {
-    ctas = per_sm * sms;
-  } else {
-    (void)cudaGetLastError();  // the launch below reports a real problem
-  }
+  const int ctas = resident_ctas(kernel, smem, p.sm_count);
   return launch_maybe_programmatic(kernel, dim3(std::min(tiles, ctas)), dim3(kThreads), smem, stream, programmatic,
                                    p);
 }

@@ -342,15 +342,7 @@ cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream,
   }
   // Up to kQ8CtasPerSm CTAs an SM (fewer where the shared memory or
   // registers allow fewer), none without a unit to compute.
-  int dev = 0, sms = 0, per_sm = 0;
-  int ctas = kMaxCtas;
-  if (cudaGetDevice(&dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) == cudaSuccess && per_sm > 0) {
-    ctas = std::min(per_sm, kQ8CtasPerSm) * sms;
-  } else {
-    (void)cudaGetLastError();  // the launch below reports a real problem
-  }
+  const int ctas = resident_ctas(kernel, smem, p.sm_count, kQ8CtasPerSm);
   return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min(ceil_div(units, kWarps), ctas))),
                                    dim3(kThreads), smem, stream, programmatic, p);
 }

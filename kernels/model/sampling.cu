@@ -517,19 +517,14 @@ struct Grid {
 };
 
 // About one CTA per SM over the launch, slices of at least
-// kMinSliceEntries and kSliceKeepRatio · max_keep entries.
-Grid sample_grid(int vocab, int rows, int max_keep) {
+// kMinSliceEntries and kSliceKeepRatio · max_keep entries. The workspace's
+// size and the launches on it both come from here, with the same sm_count.
+Grid sample_grid(int vocab, int rows, int max_keep, int sm_count) {
   Grid g;
   g.chunk = vocab;
-  if (vocab < 1 || rows < 1 || rows > kCounterSlots) return g;
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return g;
-  }
+  if (vocab < 1 || rows < 1 || rows > kCounterSlots || sm_count <= 0) return g;
   const int min_chunk = std::max(kMinSliceEntries, kSliceKeepRatio * std::max(max_keep, 0));
-  const int want = ceil_div(sms, rows);
+  const int want = ceil_div(sm_count, rows);
   const int most = std::max(1, vocab / min_chunk);
   const int slices = std::min(want, most);
   if (slices <= 1) return g;
@@ -541,21 +536,22 @@ Grid sample_grid(int vocab, int rows, int max_keep) {
 
 }  // namespace
 
-size_t sample_workspace_bytes(int vocab, int rows, int max_keep) {
-  return sample_grid(vocab, rows, max_keep).workspace_bytes;
+size_t sample_workspace_bytes(int vocab, int rows, int max_keep, int sm_count) {
+  return sample_grid(vocab, rows, max_keep, sm_count).workspace_bytes;
 }
 
-cudaError_t launch_sample(const SampleKernelParams& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  Grid g = sample_grid(p.vocab, 1, p.temperature > 0.0f ? p.keep : 0);
+cudaError_t launch_sample(const SampleKernelParams& p, int sm_count, void* workspace, size_t workspace_bytes,
+                          cudaStream_t stream) {
+  Grid g = sample_grid(p.vocab, 1, p.temperature > 0.0f ? p.keep : 0, sm_count);
   if (workspace == nullptr || workspace_bytes < g.workspace_bytes) g = Grid{1, p.vocab, 0};
   sample_kernel<<<dim3(1, g.slices), kThreads, 0, stream>>>(p, g.chunk, static_cast<char*>(workspace));
   return cudaGetLastError();
 }
 
-cudaError_t launch_sample_rows(const SampleKernelParams* rows, int n, int vocab, int max_keep, void* workspace,
-                               size_t workspace_bytes, cudaStream_t stream) {
+cudaError_t launch_sample_rows(const SampleKernelParams* rows, int n, int vocab, int max_keep, int sm_count,
+                               void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  Grid g = sample_grid(vocab, n, max_keep);
+  Grid g = sample_grid(vocab, n, max_keep, sm_count);
   if (workspace == nullptr || workspace_bytes < g.workspace_bytes) g = Grid{1, vocab, 0};
   sample_rows_kernel<<<dim3(n, g.slices), kThreads, 0, stream>>>(rows, g.chunk, static_cast<char*>(workspace));
   return cudaGetLastError();

@@ -47,6 +47,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/math.h"
@@ -931,6 +932,23 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
                                    dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
 }
 
+// The CTAs of a quantized kernel that takes its tiles in turn: as many as
+// the device holds at once (its occupancy, at most per_sm_cap an SM, times
+// the SMs), as each CTA stages the input once; more would leave a tail wave
+// of CTAs that each stage it again. kMaxCtas where the SM count is unknown
+// (model_ops.h) or the occupancy cannot be read (the launch reports a real
+// problem).
+template <typename Kernel>
+int resident_ctas(Kernel kernel, size_t smem, int sm_count, int per_sm_cap = std::numeric_limits<int>::max()) {
+  if (sm_count <= 0) return kMaxCtas;
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess || per_sm <= 0) {
+    (void)cudaGetLastError();
+    return kMaxCtas;
+  }
+  return std::min(per_sm, per_sm_cap) * sm_count;
+}
+
 template <int kTok, int kType>
 cudaError_t launch_quant(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
@@ -943,17 +961,7 @@ cudaError_t launch_quant(const SkinnyGemmKernelParams& p, cudaStream_t stream, b
     const cudaError_t e = opt_in_dynamic_smem<skinny_gemm_quant_kernel<kTok, kType>>(int(skinny_gemm_quant_smem_limit()));
     if (e != cudaSuccess) return e;
   }
-  // As many CTAs as the device holds at once (a CTA takes tiles in turn):
-  // more would leave a tail wave of CTAs that each stage the input again.
-  int dev = 0, sms = 0, per_sm = 0;
-  int ctas = kMaxCtas;
-  if (cudaGetDevice(&dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) == cudaSuccess && per_sm > 0) {
-    ctas = per_sm * sms;
-  } else {
-    (void)cudaGetLastError();  // the launch below reports a real problem
-  }
+  const int ctas = resident_ctas(kernel, smem, p.sm_count);
   return launch_maybe_programmatic(kernel, dim3(std::min(tiles, ctas)), dim3(kThreads), smem, stream, programmatic,
                                    p);
 }

@@ -60,6 +60,13 @@ Result<bool> programmatic() {
   return facts->programmatic;
 }
 
+// The sampler's grid and workspace size (model_ops.h): 0, unknown, where the
+// device cannot be read (one CTA a row; its launch then reports the device).
+int device_sm_count() {
+  auto facts = device_facts();
+  return facts.ok() ? facts->sm_count : 0;
+}
+
 }  // namespace
 
 Status embedding(const EmbeddingOp& op, void* stream) {
@@ -386,9 +393,11 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
     k.rope_counters = op.rope_counters;
   }
   k.wq = wq;
-  auto pdl = programmatic();
-  if (!pdl.ok()) return pdl.status();
-  return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), *pdl), "skinny_gemm");
+  auto facts = device_facts();
+  if (!facts.ok()) return facts.status();
+  k.sm_count = facts->sm_count;
+  return launched(kernels::launch_skinny_gemm(k, static_cast<cudaStream_t>(stream), facts->programmatic),
+                  "skinny_gemm");
 }
 
 Status swiglu(const SwigluOp& op, void* stream) {
@@ -604,11 +613,13 @@ Status sample(const SampleOp& op, void* stream) {
   auto k = sample_params(op);
   if (!k.ok()) return k.status();
   return launched(
-      kernels::launch_sample(k.value(), op.workspace, op.workspace_bytes, static_cast<cudaStream_t>(stream)), "sample");
+      kernels::launch_sample(k.value(), device_sm_count(), op.workspace, op.workspace_bytes,
+                             static_cast<cudaStream_t>(stream)),
+      "sample");
 }
 
 size_t sample_workspace_bytes(int vocab, int rows, int max_keep) {
-  return kernels::sample_workspace_bytes(vocab, rows, max_keep);
+  return kernels::sample_workspace_bytes(vocab, rows, max_keep, device_sm_count());
 }
 
 namespace {
@@ -734,7 +745,8 @@ Status enqueue_sample_rows(float* logits, int64_t row_stride, int vocab, const s
         grow_sample_workspace(scratch.workspace, vocab, static_cast<int>(nd), max_keep, s, &ws, &ws_bytes));
     const auto* rows_dev = reinterpret_cast<const kernels::SampleKernelParams*>(dev);
     FLASHSCOPE_RETURN_IF_ERROR(launched(
-        kernels::launch_sample_rows(rows_dev, static_cast<int>(nd), vocab, max_keep, ws, ws_bytes, s), "sample_rows"));
+        kernels::launch_sample_rows(rows_dev, static_cast<int>(nd), vocab, max_keep, device_sm_count(), ws, ws_bytes, s),
+        "sample_rows"));
     // Stream order: the upload above has read this staging memory before the tokens land on it.
     FLASHSCOPE_RETURN_IF_ERROR(checked(cudaMemcpyAsync(host + tokens_at, dev + tokens_at, nd * sizeof(int32_t),
                                                        cudaMemcpyDeviceToHost, s),

@@ -314,7 +314,8 @@ struct SampleOp {
   size_t workspace_bytes = 0;
 };
 // The workspace sample() needs to split `rows` rows of `vocab` logits over
-// CTAs; max_keep: the most candidates a sampled row keeps (0: all greedy).
+// CTAs on the current device (both take its SM count from device_facts());
+// max_keep: the most candidates a sampled row keeps (0: all greedy).
 // 0 when the rows run one CTA each anyway.
 size_t sample_workspace_bytes(int vocab, int rows, int max_keep);
 // kUnsupported when sample_candidates() > max_sample_candidates() (top_k 0
