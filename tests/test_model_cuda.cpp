@@ -72,6 +72,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "support/gpu.hpp"
 #include "support/llama_reference.hpp"
+#include "support/q8_steps.hpp"
 #include "support/random.hpp"
 #include "support/json_fixture.hpp"
 #include "support/synthetic_llama.hpp"
@@ -94,6 +95,18 @@ struct Bounds {
 };
 constexpr Bounds kCudaBounds = {0.07, 0.015};
 constexpr Bounds kDeepBounds = {0.14, 0.025};
+
+// The mechanics tests compare two paths of the engine (prefill against
+// decode, kLast against kAll, batch rows against single steps) to bf16
+// rounding, which holds where both paths compute the same products: they
+// keep one-row steps over quantized weights on the tensor-core tiles. The
+// default int8 GEMV on one-row steps rounds its inputs to int8 instead
+// (a few % of the logits' RMS on these random models); its accuracy is
+// tests/test_model_cuda_quant.cpp's, with bounds derived from that rounding.
+class TileSteps : public flashscope::testing::ScopedQ8Rows {
+ public:
+  TileSteps() : ScopedQ8Rows(0) {}
+};
 
 constexpr uint16_t kNaN16 = 0xFFFF;  // NaN in bf16 (what poisoned buffers hold)
 
@@ -629,6 +642,7 @@ TEST_CASE("cuda model: synthetic models match the float64 reference within bf16 
 
 TEST_CASE("cuda model: a prompt longer than one chunk (512) matches the reference, kAll and kLast") {
   if (skip_without_gpu()) return;
+  const TileSteps tiles;
   SyntheticLlama s;
   s.context = 1024;
   const auto bytes = s.build();
@@ -652,6 +666,7 @@ TEST_CASE("cuda model: a prompt longer than one chunk (512) matches the referenc
 
 TEST_CASE("cuda model: prefill then decode gives the logits of a full recompute (decode from CUDA graphs)") {
   if (skip_without_gpu()) return;
+  const TileSteps tiles;
   const auto vs = variants();
   for (const Variant* v : {&vs[0], &vs[1]}) {
     const std::string variant = v->name;
@@ -867,6 +882,7 @@ TEST_CASE("cuda model: sequences interleaved, and on two threads, get what each 
 
 TEST_CASE("cuda model: explicit positions, truncate, clear, and refused calls that change nothing") {
   if (skip_without_gpu()) return;
+  const TileSteps tiles;
   const Model model = load(SyntheticLlama{}.build(), Device::kCuda);
   const std::vector<int32_t> ids = random_ids(16, 100, 2);
   const std::vector<float> full = run_all(model, ids);
@@ -1190,6 +1206,7 @@ std::vector<Sequence*> pointers(std::vector<Sequence>& seqs) {
 
 TEST_CASE("cuda model: forward_batch rows match each sequence's own decode step, batch graphs replay") {
   if (skip_without_gpu()) return;
+  const TileSteps tiles;
   const auto vs = variants();
   for (const Variant* v : {&vs[0], &vs[1], &vs[2], &vs[4]}) {
     const std::string variant = v->name;
@@ -1238,6 +1255,7 @@ TEST_CASE("cuda model: forward_batch rows match each sequence's own decode step,
 
 TEST_CASE("cuda model: a batch of 600 sequences (two chunks) matches the sequences' own steps") {
   if (skip_without_gpu()) return;
+  const TileSteps tiles;
   const Model model = load(variants()[4].s.build(), Device::kCuda);  // 9 q-heads over 3, vocab 300
   const int V = 300, batch = 600;
   std::vector<Sequence> together = prefilled_sequences(model, batch, V, 64, 7);
@@ -1258,6 +1276,7 @@ TEST_CASE("cuda model: a batch of 600 sequences (two chunks) matches the sequenc
 
 TEST_CASE("cuda model: the KV pool grows and shrinks under live sequences, and refused batches change nothing") {
   if (skip_without_gpu()) return;
+  const TileSteps tiles;
   const auto bytes = variants()[0].s.build();
   const Model model = load(bytes, Device::kCuda);
   const Model reference = load(bytes, Device::kCuda);  // the same calls without the pool moving

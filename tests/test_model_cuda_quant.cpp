@@ -40,6 +40,7 @@
 #include "support/gpu.hpp"
 #include "support/json_fixture.hpp"
 #include "support/llama_reference.hpp"
+#include "support/q8_steps.hpp"
 #include "support/random.hpp"
 #include "support/synthetic_llama.hpp"
 
@@ -124,6 +125,9 @@ std::vector<flashscope::testing::SyntheticVariant> quant_variants() {
 
 TEST_CASE("cuda quant: quantized weights give the bf16 path's logits, in at most 1.1x the file's bytes") {
   if (skip_without_gpu()) return;
+  // The tiles' bf16 inputs, to the bf16 path's bounds; the int8 GEMV (the
+  // default on one-row steps) has its own bounds below.
+  testing::ScopedQ8Rows tiles(0);
   for (const auto& v : quant_variants()) {
     const std::string variant = v.name;
     CAPTURE(variant);
@@ -149,15 +153,11 @@ TEST_CASE("cuda quant: quantized weights give the bf16 path's logits, in at most
   }
 }
 
-// The int8 GEMV (kernels/model/quant_gemv_q8.cuh) takes the decode steps
-// of models loaded in this scope; the previous choice back after.
-class Q8Steps {
+// The int8 GEMV (kernels/model/quant_gemv_q8.cuh) takes every few-row step
+// (1..8 rows) in this scope.
+class Q8Steps : public testing::ScopedQ8Rows {
  public:
-  Q8Steps() : saved_(cuda::quant_gemv_q8_max_rows()) { cuda::set_quant_gemv_q8_max_rows(8); }
-  ~Q8Steps() { cuda::set_quant_gemv_q8_max_rows(saved_); }
-
- private:
-  int saved_;
+  Q8Steps() : ScopedQ8Rows(8) {}
 };
 
 // Bounds of the int8 GEMV's decode steps against the bf16 path: its inputs

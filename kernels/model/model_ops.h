@@ -261,7 +261,7 @@ void set_quant_gemv_max_rows(int rows);
 // the int8 GEMV (kernels/model/quant_gemv_q8.cuh: inputs quantized to int8
 // blocks of 32, dp4a) before either kernel above: FLASHSCOPE_QUANT_GEMV=q8
 // (rows 1..8) or q8:N (rows up to N), read once; a number there (the GEMV
-// above): 0; unset: the default (0, off). set_quant_gemv_q8_max_rows clamps
+// above): 0; unset: the default (1, one-row steps). set_quant_gemv_q8_max_rows clamps
 // to 0..kSkinnyMaxRows. Where its shared memory does not fit (2.25·k bytes
 // a row) the step takes the others.
 int quant_gemv_q8_max_rows();
