@@ -44,6 +44,7 @@
 #include "flashscope/model.hpp"
 #include "flashscope/synthetic_model.hpp"
 #include "support/gpu.hpp"
+#include "support/q8_steps.hpp"
 #include "support/random.hpp"
 
 using namespace flashscope;
@@ -160,6 +161,7 @@ void diff(const std::vector<float>& a, const float* b, double* max_abs, double* 
 
 TEST_CASE("cuda families: the fused few-token decode step gives the cuBLAS step's logits") {
   if (skip_without_gpu()) return;
+  const testing::ScopedQ8Rows tiles(0);  // two paths to bf16 rounding (test_model_cuda.cpp's TileSteps)
   int ran = 0;
   for (const Source& src : sources()) {
     const std::string family = src.name;
@@ -208,6 +210,7 @@ TEST_CASE("cuda families: the fused few-token decode step gives the cuBLAS step'
 
 TEST_CASE("cuda families: forward_batch rows give each sequence's own decode step") {
   if (skip_without_gpu()) return;
+  const testing::ScopedQ8Rows tiles(0);  // two paths to bf16 rounding (test_model_cuda.cpp's TileSteps)
   int ran = 0;
   for (const Source& src : sources()) {
     const std::string family = src.name;
@@ -257,6 +260,7 @@ TEST_CASE("cuda families: forward_batch rows give each sequence's own decode ste
 
 TEST_CASE("cuda families: Q8_0 weights kept in their blocks give the bf16 path's logits") {
   if (skip_without_gpu()) return;
+  const testing::ScopedQ8Rows tiles(0);  // two paths to bf16 rounding (test_model_cuda.cpp's TileSteps)
   int ran = 0;
   for (const char* family : kFamilies) {
     CAPTURE(family);

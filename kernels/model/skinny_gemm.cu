@@ -466,15 +466,17 @@ __device__ void stage_add_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_sme
   }
 }
 
-// The input rows into x_smem [kTok][kc] bf16, from whichever input p names.
-template <int kTok>
+// The input rows into x_smem [kTok][kc] bf16, from whichever input p names
+// (kAddRmsNorm only where kAddNorm: the kernel that leaves it out keeps its
+// registers, see skinny_gemm_kernel).
+template <int kTok, bool kAddNorm = true>
 __device__ __forceinline__ void stage_input(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
   if (p.input == SkinnyInput::kBf16) {
     stage_bf16<kTok>(p, x_smem, kc);
   } else if (p.input == SkinnyInput::kRmsNorm) {
     stage_rms_norm<kTok>(p, x_smem, kc);
   } else if (p.input == SkinnyInput::kAddRmsNorm) {
-    stage_add_rms_norm<kTok>(p, x_smem, kc);
+    if constexpr (kAddNorm) stage_add_rms_norm<kTok>(p, x_smem, kc);
   } else {
     stage_split_kv<kTok>(p, x_smem, kc);
   }
@@ -600,7 +602,12 @@ __device__ void rope_heads_epilogue(const SkinnyGemmKernelParams& p) {
   }
 }
 
-template <int kTok>
+// kFolds: the code of the two kernels a decode step folds into its GEMMs
+// (kAddRmsNorm's staging, kRopeHeads' epilogue) is compiled in. Without it
+// the kernel keeps the registers of its plain paths (168 a thread at kTok 1
+// on sm_90a, against 186 with them: 3 CTAs an SM instead of 2); the launch
+// takes the folding kernel only for the calls that fold.
+template <int kTok, bool kFolds>
 __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
   extern __shared__ uint4 x_smem[];  // [kTok][k / 8] bf16 chunks of the (normalized) input rows
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -643,7 +650,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
     const UnitRows r0 = rows_of(0);
     if (lane < kTok && lane < p.rows && r0.has0 && !swiglu) epi = load_epilogue_inputs(p, lane, r0.row0, r0.has1);
   }
-  stage_input<kTok>(p, x_smem, kc);
+  stage_input<kTok, kFolds>(p, x_smem, kc);
   __syncthreads();  // every input row is in shared memory before any warp reads one
 
   // A warp takes units_per_warp units in turn (the LM head's 24576 units in
@@ -689,7 +696,9 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
       store_unit(p, t, r, a, b, epi);
     }
   }
-  if (p.output == SkinnyOutput::kRopeHeads) rope_heads_epilogue(p);  // uniform over the grid: no warp returned above
+  if constexpr (kFolds) {
+    if (p.output == SkinnyOutput::kRopeHeads) rope_heads_epilogue(p);  // uniform over the grid: no warp returned above
+  }
 }
 
 
@@ -926,10 +935,14 @@ cudaError_t launch_tokens(SkinnyGemmKernelParams p, cudaStream_t stream, bool pr
     return cudaErrorInvalidValue;
   // The staging's static shared memory comes on top of the rows (up to 48
   // KiB, model_ops_cuda.cpp): past the default limit without this opt-in.
-  if (const cudaError_t e = opt_in_dynamic_smem<skinny_gemm_kernel<kTok>>(48 * 1024); e != cudaSuccess) return e;
-  return launch_maybe_programmatic(skinny_gemm_kernel<kTok>,
-                                   dim3(ceil_div(units, kWarps * p.units_per_warp)),
-                                   dim3(kThreads), size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
+  const bool folds = p.input == SkinnyInput::kAddRmsNorm || p.output == SkinnyOutput::kRopeHeads;
+  auto kernel = folds ? skinny_gemm_kernel<kTok, true> : skinny_gemm_kernel<kTok, false>;
+  if (const cudaError_t e = folds ? opt_in_dynamic_smem<skinny_gemm_kernel<kTok, true>>(48 * 1024)
+                                  : opt_in_dynamic_smem<skinny_gemm_kernel<kTok, false>>(48 * 1024);
+      e != cudaSuccess)
+    return e;
+  return launch_maybe_programmatic(kernel, dim3(ceil_div(units, kWarps * p.units_per_warp)), dim3(kThreads),
+                                   size_t(kTok) * p.k * sizeof(uint16_t), stream, programmatic, p);
 }
 
 // The CTAs of a quantized kernel that takes its tiles in turn: as many as
@@ -1028,7 +1041,7 @@ size_t skinny_gemm_quant_smem_limit() {
 
 cudaError_t skinny_gemm_waits_on_producer(bool* waits) {
   cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, skinny_gemm_kernel<1>);
+  const cudaError_t err = cudaFuncGetAttributes(&attr, skinny_gemm_kernel<1, false>);
   *waits = err == cudaSuccess && attr.ptxVersion >= 90;
   return err;
 }
