@@ -23,6 +23,7 @@
 #include <iterator>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -97,6 +98,36 @@ struct Histogram {
   }
 };
 
+// A generation request read, checked against the context and given its
+// defaults: what the queue takes and what the answer reports.
+struct PreparedGeneration {
+  GenRequest g;
+  std::vector<int32_t> prompt;
+  int n_prompt = 0;
+  bool chat = true;
+  bool opened = false;          // the template left a <think> block open: the reply starts in it
+  const char* what = "prompt";  // the field a prompt error names: "messages" or "prompt"
+};
+
+// OpenAI's error, word for word, for a prompt that leaves no room for its
+// reply: the reply needs a token at least; with max_tokens, all of them.
+std::optional<ApiError> context_error(const PreparedGeneration& p, int ctx) {
+  const char* what = p.what;
+  if (p.n_prompt == 0) return api_error(400, "the prompt is empty", "invalid_request_error", what);
+  const int64_t reply_tokens = p.g.max_tokens_given ? p.g.params.max_tokens : 1;
+  if (p.n_prompt + reply_tokens <= ctx) return std::nullopt;
+  ApiError e = api_error(400,
+                         "This model's maximum context length is " + std::to_string(ctx) +
+                             " tokens. However, you requested " + std::to_string(p.n_prompt + reply_tokens) +
+                             " tokens (" + std::to_string(p.n_prompt) + " in the " + what + ", " +
+                             std::to_string(reply_tokens) +
+                             (p.g.max_tokens_given ? " for the completion" : " at least for the completion") +
+                             "). Please reduce the length of the " + what + " or completion.",
+                         "invalid_request_error", what);
+  e.code = "context_length_exceeded";
+  return e;
+}
+
 uint64_t resident_bytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
   if (!f) return 0;
@@ -136,7 +167,11 @@ struct Server::Impl {
   }
 
   void routes();
+  // POST /v1/chat/completions (chat) and /v1/completions, in the steps below.
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  std::optional<ApiError> prepare_generation(const std::string& body, bool chat, PreparedGeneration* p);
+  // An error answer; the 400s count as bad requests.
+  void fail(httplib::Response& res, const ApiError& e);
   std::string metrics();
 
   // Prompt tokens of a request, or the error to answer.
@@ -294,54 +329,52 @@ void Server::Impl::routes() {
             [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, false); });
 }
 
-void Server::Impl::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
-  auto fail = [&](const ApiError& e) {
-    if (e.status == 400) ++bad_requests;
-    send_error(res, e);
-  };
+// A request body read and checked: the prompt's tokens, and the defaults
+// that depend on the room its prompt leaves (max_tokens, a seed).
+std::optional<ApiError> Server::Impl::prepare_generation(const std::string& body_text, bool chat,
+                                                         PreparedGeneration* p) {
   json body;
   try {
-    body = json::parse(req.body);
+    body = json::parse(body_text);
   } catch (const json::parse_error& e) {
-    return fail(api_error(400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error"));
+    return api_error(400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error");
   }
-  GenRequest g;
+  GenRequest& g = p->g;
   g.params.sampling = default_sampling(model.sampling_defaults());  // the CLI's defaults
-  if (auto e = chat ? parse_chat_request(body, &g) : parse_completion_request(body, &g)) return fail(*e);
+  if (auto e = chat ? parse_chat_request(body, &g) : parse_completion_request(body, &g)) return e;
   if (chat) {
     for (std::string& s : format.stop_strings()) g.params.stop_strings.push_back(std::move(s));  // a base model's transcript
   }
-
-  std::vector<int32_t> prompt;
-  if (auto e = prompt_tokens(g, &prompt)) return fail(*e);
-  bool opened = false;  // the template left a <think> block open: the reply starts in it
+  if (auto e = prompt_tokens(g, &p->prompt)) return e;
   if (chat) {
     auto text = format.render(g.messages, true);
-    opened = text.ok() && prompt_opens_reasoning(text.value());
+    p->opened = text.ok() && prompt_opens_reasoning(text.value());
   }
+  p->chat = chat;
+  p->n_prompt = static_cast<int>(p->prompt.size());
+  p->what = chat ? "messages" : "prompt";
   const int ctx = queue->session_tokens();
-  const int n_prompt = static_cast<int>(prompt.size());
-  const char* what = chat ? "messages" : "prompt";
-  if (n_prompt == 0) return fail(api_error(400, "the prompt is empty", "invalid_request_error", what));
-  // The reply needs a token at least; with max_tokens, all of them.
-  const int64_t reply_tokens = g.max_tokens_given ? g.params.max_tokens : 1;
-  if (n_prompt + reply_tokens > ctx) {
-    ApiError e = api_error(400,
-                           "This model's maximum context length is " + std::to_string(ctx) +
-                               " tokens. However, you requested " + std::to_string(n_prompt + reply_tokens) +
-                               " tokens (" + std::to_string(n_prompt) + " in the " + what + ", " +
-                               std::to_string(reply_tokens) +
-                               (g.max_tokens_given ? " for the completion" : " at least for the completion") +
-                               "). Please reduce the length of the " + what + " or completion.",
-                           "invalid_request_error", what);
-    e.code = "context_length_exceeded";
-    return fail(e);
-  }
-  if (!g.max_tokens_given) g.params.max_tokens = ctx - n_prompt;
+  if (auto e = context_error(*p, ctx)) return e;
+  if (!g.max_tokens_given) g.params.max_tokens = ctx - p->n_prompt;
   if (!g.seed_given && g.params.sampling.temperature > 0) {
     std::lock_guard<std::mutex> lock(stats_mu);
     g.params.sampling.seed = seeds();
   }
+  return std::nullopt;
+}
+
+void Server::Impl::fail(httplib::Response& res, const ApiError& e) {
+  if (e.status == 400) ++bad_requests;
+  send_error(res, e);
+}
+
+void Server::Impl::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  PreparedGeneration p;
+  if (auto e = prepare_generation(req.body, chat, &p)) return fail(res, *e);
+  GenRequest& g = p.g;
+  const int n_prompt = p.n_prompt;
+  const bool opened = p.opened;
+  const char* what = p.what;
 
   auto reply = std::make_shared<Reply>();
   reply->submitted = Clock::now();
@@ -370,14 +403,14 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
     if (r.ok()) recent_tokens.emplace_back(Clock::now(), r.value().generated_tokens);
     prune_recent(Clock::now());
   };
-  auto submitted = queue->submit(std::move(prompt), g.params, on_token, on_done);
+  auto submitted = queue->submit(std::move(p.prompt), g.params, on_token, on_done);
   if (!submitted.ok()) {
     if (submitted.status().code() == StatusCode::kOutOfMemory) {
       res.set_header("Retry-After", "1");
       return send_error(res, api_error(503, "the server is busy: " + submitted.status().message(),
                                        "server_error"));
     }
-    return fail(api_error(400, submitted.status().message(), "invalid_request_error", what));
+    return fail(res, api_error(400, submitted.status().message(), "invalid_request_error", what));
   }
   const uint64_t id = submitted.value();
   {
