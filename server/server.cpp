@@ -170,6 +170,11 @@ struct Server::Impl {
   // POST /v1/chat/completions (chat) and /v1/completions, in the steps below.
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
   std::optional<ApiError> prepare_generation(const std::string& body, bool chat, PreparedGeneration* p);
+  TokenCallback reply_tokens(std::shared_ptr<Reply> reply);
+  DoneCallback reply_done(std::shared_ptr<Reply> reply);
+  std::optional<uint64_t> submit_generation(PreparedGeneration& p, const std::shared_ptr<Reply>& reply,
+                                            httplib::Response& res);
+  void forget_request(uint64_t id);
   // An error answer; the 400s count as bad requests.
   void fail(httplib::Response& res, const ApiError& e);
   std::string metrics();
@@ -368,17 +373,10 @@ void Server::Impl::fail(httplib::Response& res, const ApiError& e) {
   send_error(res, e);
 }
 
-void Server::Impl::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
-  PreparedGeneration p;
-  if (auto e = prepare_generation(req.body, chat, &p)) return fail(res, *e);
-  GenRequest& g = p.g;
-  const int n_prompt = p.n_prompt;
-  const bool opened = p.opened;
-  const char* what = p.what;
-
-  auto reply = std::make_shared<Reply>();
-  reply->submitted = Clock::now();
-  auto on_token = [reply](const TokenEvent& e) {
+// The queue's thread fills the reply as tokens come; the handler's thread
+// takes them from it.
+TokenCallback Server::Impl::reply_tokens(std::shared_ptr<Reply> reply) {
+  return [reply](const TokenEvent& e) {
     std::lock_guard<std::mutex> lock(reply->mu);
     if (e.token >= 0 && !reply->has_first_token) {
       reply->first_token = Clock::now();
@@ -389,7 +387,12 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
     reply->cv.notify_all();
     return true;
   };
-  auto on_done = [this, reply](const Result<GenerateStats>& r) {
+}
+
+// Ends the reply for its handler, then counts it in /metrics (time to first
+// token, the tokens-per-second window).
+DoneCallback Server::Impl::reply_done(std::shared_ptr<Reply> reply) {
+  return [this, reply](const Result<GenerateStats>& r) {
     {
       std::lock_guard<std::mutex> lock(reply->mu);
       reply->done = true;
@@ -403,24 +406,47 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
     if (r.ok()) recent_tokens.emplace_back(Clock::now(), r.value().generated_tokens);
     prune_recent(Clock::now());
   };
-  auto submitted = queue->submit(std::move(p.prompt), g.params, on_token, on_done);
+}
+
+// The request's id in the queue, which stop() cancels until forget_request;
+// none when the queue refused it and res holds the answer (503 with
+// Retry-After when it is full).
+std::optional<uint64_t> Server::Impl::submit_generation(PreparedGeneration& p, const std::shared_ptr<Reply>& reply,
+                                                        httplib::Response& res) {
+  reply->submitted = Clock::now();
+  auto submitted = queue->submit(std::move(p.prompt), p.g.params, reply_tokens(reply), reply_done(reply));
   if (!submitted.ok()) {
     if (submitted.status().code() == StatusCode::kOutOfMemory) {
       res.set_header("Retry-After", "1");
-      return send_error(res, api_error(503, "the server is busy: " + submitted.status().message(),
-                                       "server_error"));
+      send_error(res, api_error(503, "the server is busy: " + submitted.status().message(), "server_error"));
+      return std::nullopt;
     }
-    return fail(res, api_error(400, submitted.status().message(), "invalid_request_error", what));
+    fail(res, api_error(400, submitted.status().message(), "invalid_request_error", p.what));
+    return std::nullopt;
   }
   const uint64_t id = submitted.value();
-  {
-    std::lock_guard<std::mutex> lock(active_mu);
-    active.insert(id);
-  }
-  auto forget = [this, id] {
-    std::lock_guard<std::mutex> lock(active_mu);
-    active.erase(id);
-  };
+  std::lock_guard<std::mutex> lock(active_mu);
+  active.insert(id);
+  return id;
+}
+
+void Server::Impl::forget_request(uint64_t id) {
+  std::lock_guard<std::mutex> lock(active_mu);
+  active.erase(id);
+}
+
+void Server::Impl::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  PreparedGeneration p;
+  if (auto e = prepare_generation(req.body, chat, &p)) return fail(res, *e);
+  GenRequest& g = p.g;
+  const int n_prompt = p.n_prompt;
+  const bool opened = p.opened;
+
+  auto reply = std::make_shared<Reply>();
+  const std::optional<uint64_t> submitted = submit_generation(p, reply, res);
+  if (!submitted) return;
+  const uint64_t id = *submitted;
+  auto forget = [this, id] { forget_request(id); };
   const std::string cid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_completion++);
   const int64_t created_at = static_cast<int64_t>(std::time(nullptr));
   const std::string object = chat ? "chat.completion" : "text_completion";
