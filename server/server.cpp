@@ -21,8 +21,10 @@
 #include <cstdio>
 #include <ctime>
 #include <iterator>
+#include <memory>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -97,6 +99,185 @@ struct Histogram {
   }
 };
 
+// A generation request read, checked against the context and given its
+// defaults: what the queue takes and what the answer reports.
+struct PreparedGeneration {
+  GenRequest g;
+  std::vector<int32_t> prompt;
+  int n_prompt = 0;
+  bool chat = true;
+  bool opened = false;          // the template left a <think> block open: the reply starts in it
+  const char* what = "prompt";  // the field a prompt error names: "messages" or "prompt"
+};
+
+// An empty prompt, or one that leaves no room for its reply (OpenAI's error,
+// word for word): the reply needs a token at least; with max_tokens, all of them.
+std::optional<ApiError> prompt_size_error(const PreparedGeneration& p, int ctx) {
+  const char* what = p.what;
+  if (p.n_prompt == 0) return api_error(400, "the prompt is empty", "invalid_request_error", what);
+  const int64_t reply_tokens = p.g.max_tokens_given ? p.g.params.max_tokens : 1;
+  if (p.n_prompt + reply_tokens <= ctx) return std::nullopt;
+  ApiError e = api_error(400,
+                         "This model's maximum context length is " + std::to_string(ctx) +
+                             " tokens. However, you requested " + std::to_string(p.n_prompt + reply_tokens) +
+                             " tokens (" + std::to_string(p.n_prompt) + " in the " + what + ", " +
+                             std::to_string(reply_tokens) +
+                             (p.g.max_tokens_given ? " for the completion" : " at least for the completion") +
+                             "). Please reduce the length of the " + what + " or completion.",
+                         "invalid_request_error", what);
+  e.code = "context_length_exceeded";
+  return e;
+}
+
+// What every answer to one request names: its id, when it was made, the
+// model, and the prompt's size for usage.
+struct Completion {
+  std::string id;  // "chatcmpl-N" or "cmpl-N"
+  int64_t created = 0;
+  std::string model;
+  bool chat = true;
+  int n_prompt = 0;
+  bool include_usage = false;  // stream_options.include_usage
+
+  json usage(const GenerateStats& st) const {
+    return json{{"prompt_tokens", n_prompt},
+                {"completion_tokens", st.generated_tokens},
+                {"total_tokens", n_prompt + st.generated_tokens}};
+  }
+  // A whole reply's body.
+  json whole(const json& choice, const GenerateStats& st) const {
+    return json{{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created},
+                {"model", model}, {"choices", json::array({choice})}, {"usage", usage(st)}};
+  }
+  // One server-sent event of a stream; with include_usage every chunk says
+  // "usage": null until the last one, which carries it alone.
+  std::string chunk(json choice) const {
+    choice["index"] = 0;
+    if (!choice.contains("finish_reason")) choice["finish_reason"] = nullptr;
+    json c = header();
+    c["choices"] = json::array({choice});
+    if (include_usage) c["usage"] = nullptr;
+    return "data: " + dump(c) + "\n\n";
+  }
+  std::string usage_chunk(const GenerateStats& st) const {
+    json u = header();
+    u["choices"] = json::array();
+    u["usage"] = usage(st);
+    return "data: " + dump(u) + "\n\n";
+  }
+
+ private:
+  json header() const {
+    return json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+                {"model", model}};
+  }
+};
+
+// A whole reply's choice; a chat's text split into reasoning and content.
+json whole_choice(const std::string& text, bool chat, bool opened, const GenerateStats& st) {
+  json choice = {{"index", 0}, {"finish_reason", finish_reason(st.stop_reason)}, {"logprobs", nullptr}};
+  if (!chat) {
+    choice["text"] = text;
+    return choice;
+  }
+  const ReasoningSplit split = split_reply(text, opened);
+  json msg = {{"role", "assistant"}, {"content", split.content}};
+  if (split.has_reasoning) msg["reasoning_content"] = split.reasoning;
+  choice["message"] = msg;
+  return choice;
+}
+
+bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
+
+// The queue's thread fills the reply as tokens come; the handler's thread
+// takes them from it.
+TokenCallback reply_tokens(std::shared_ptr<Reply> reply) {
+  return [reply](const TokenEvent& e) {
+    std::lock_guard<std::mutex> lock(reply->mu);
+    if (e.token >= 0 && !reply->has_first_token) {
+      reply->first_token = Clock::now();
+      reply->has_first_token = true;
+    }
+    if (e.token >= 0) ++reply->tokens;
+    reply->pending.append(e.text.data(), e.text.size());
+    reply->cv.notify_all();
+    return true;
+  };
+}
+
+// The reply's new text; true (and its result) once it has ended. The wait
+// is short: the connection is checked between tokens too.
+bool take_reply(Reply& reply, std::string* text, Result<GenerateStats>* result) {
+  std::unique_lock<std::mutex> lock(reply.mu);
+  reply.cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return reply.done || !reply.pending.empty(); });
+  text->swap(reply.pending);
+  if (reply.done) *result = reply.result;
+  return reply.done;
+}
+
+// A reply as server-sent events, each chunk written as the reply grows.
+// Only the request's own thread touches it (httplib's provider and done
+// handler), so it needs no lock beyond the Reply's.
+struct StreamedReply {
+  Completion c;
+  std::shared_ptr<Reply> reply;
+  ReasoningStream reasoning;
+  bool started = false;
+  bool finished = false;  // [DONE] written: the connection's end is no disconnect
+
+  StreamedReply(Completion c_, std::shared_ptr<Reply> reply_, bool opened)
+      : c(std::move(c_)), reply(std::move(reply_)), reasoning(opened) {}
+
+  // httplib's content provider: false ends the connection.
+  bool provide(httplib::DataSink& sink) {
+    if (!started) {
+      started = true;
+      if (c.chat && !write(sink, c.chunk({{"delta", {{"role", "assistant"}, {"content", ""}}}}))) return false;
+    }
+    std::string text;
+    Result<GenerateStats> result = Status();
+    const bool done = take_reply(*reply, &text, &result);
+    if (!sink.is_writable()) return false;
+    if ((!text.empty() || done) && !write_delta(sink, text, done)) return false;
+    if (!done) return true;
+    if (!write_end(sink, result)) return false;
+    write(sink, "data: [DONE]\n\n");
+    finished = true;
+    sink.done();
+    return true;
+  }
+
+  // The text that became final since the last chunk, if any.
+  bool write_delta(httplib::DataSink& sink, const std::string& text, bool done) {
+    std::string reasoning_text, content;
+    if (c.chat) {
+      reasoning.push(text);
+      reasoning.take(done, &reasoning_text, &content);
+    } else {
+      content = text;
+    }
+    json delta;
+    if (!reasoning_text.empty()) delta["reasoning_content"] = reasoning_text;
+    if (!content.empty()) delta["content"] = content;
+    if (delta.empty()) return true;
+    return write(sink, c.chat ? c.chunk({{"delta", delta}}) : c.chunk({{"text", content}, {"logprobs", nullptr}}));
+  }
+
+  // The finish_reason chunk and usage, or a failed reply's error event
+  // (then [DONE] follows whether or not it was written).
+  bool write_end(httplib::DataSink& sink, const Result<GenerateStats>& result) {
+    if (!result.ok()) {
+      write(sink, "data: " + dump(error_json(api_error(500, result.status().to_string(), "server_error"))) + "\n\n");
+      return true;
+    }
+    const GenerateStats& st = result.value();
+    json last = c.chat ? json{{"delta", json::object()}} : json{{"text", ""}, {"logprobs", nullptr}};
+    last["finish_reason"] = finish_reason(st.stop_reason);
+    if (!write(sink, c.chunk(last))) return false;
+    return !c.include_usage || write(sink, c.usage_chunk(st));
+  }
+};
+
 uint64_t resident_bytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
   if (!f) return 0;
@@ -136,7 +317,20 @@ struct Server::Impl {
   }
 
   void routes();
+  // POST /v1/chat/completions (chat) and /v1/completions, in the steps below.
   void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  std::optional<ApiError> prepare_generation(const std::string& body, bool chat, PreparedGeneration* p);
+  DoneCallback reply_done(std::shared_ptr<Reply> reply);
+  std::optional<uint64_t> submit_generation(PreparedGeneration& p, const std::shared_ptr<Reply>& reply,
+                                            httplib::Response& res);
+  void forget_request(uint64_t id);
+  Completion new_completion(const PreparedGeneration& p);
+  void answer_whole(const Completion& c, const std::shared_ptr<Reply>& reply, uint64_t id, bool opened,
+                    httplib::Response& res);
+  void answer_stream(Completion c, std::shared_ptr<Reply> reply, uint64_t id, bool opened, httplib::Response& res);
+  void end_stream(uint64_t id, const StreamedReply& stream, bool success);
+  // An error answer; the 400s count as bad requests.
+  void fail(httplib::Response& res, const ApiError& e);
   std::string metrics();
 
   // Prompt tokens of a request, or the error to answer.
@@ -294,69 +488,49 @@ void Server::Impl::routes() {
             [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, false); });
 }
 
-void Server::Impl::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
-  auto fail = [&](const ApiError& e) {
-    if (e.status == 400) ++bad_requests;
-    send_error(res, e);
-  };
+// A request body read and checked: the prompt's tokens, and the defaults
+// that depend on the room its prompt leaves (max_tokens, a seed).
+std::optional<ApiError> Server::Impl::prepare_generation(const std::string& body_text, bool chat,
+                                                         PreparedGeneration* p) {
   json body;
   try {
-    body = json::parse(req.body);
+    body = json::parse(body_text);
   } catch (const json::parse_error& e) {
-    return fail(api_error(400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error"));
+    return api_error(400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error");
   }
-  GenRequest g;
+  GenRequest& g = p->g;
   g.params.sampling = default_sampling(model.sampling_defaults());  // the CLI's defaults
-  if (auto e = chat ? parse_chat_request(body, &g) : parse_completion_request(body, &g)) return fail(*e);
+  if (auto e = chat ? parse_chat_request(body, &g) : parse_completion_request(body, &g)) return e;
   if (chat) {
     for (std::string& s : format.stop_strings()) g.params.stop_strings.push_back(std::move(s));  // a base model's transcript
   }
-
-  std::vector<int32_t> prompt;
-  if (auto e = prompt_tokens(g, &prompt)) return fail(*e);
-  bool opened = false;  // the template left a <think> block open: the reply starts in it
+  if (auto e = prompt_tokens(g, &p->prompt)) return e;
   if (chat) {
     auto text = format.render(g.messages, true);
-    opened = text.ok() && prompt_opens_reasoning(text.value());
+    p->opened = text.ok() && prompt_opens_reasoning(text.value());
   }
+  p->chat = chat;
+  p->n_prompt = static_cast<int>(p->prompt.size());
+  p->what = chat ? "messages" : "prompt";
   const int ctx = queue->session_tokens();
-  const int n_prompt = static_cast<int>(prompt.size());
-  const char* what = chat ? "messages" : "prompt";
-  if (n_prompt == 0) return fail(api_error(400, "the prompt is empty", "invalid_request_error", what));
-  // The reply needs a token at least; with max_tokens, all of them.
-  const int64_t reply_tokens = g.max_tokens_given ? g.params.max_tokens : 1;
-  if (n_prompt + reply_tokens > ctx) {
-    ApiError e = api_error(400,
-                           "This model's maximum context length is " + std::to_string(ctx) +
-                               " tokens. However, you requested " + std::to_string(n_prompt + reply_tokens) +
-                               " tokens (" + std::to_string(n_prompt) + " in the " + what + ", " +
-                               std::to_string(reply_tokens) +
-                               (g.max_tokens_given ? " for the completion" : " at least for the completion") +
-                               "). Please reduce the length of the " + what + " or completion.",
-                           "invalid_request_error", what);
-    e.code = "context_length_exceeded";
-    return fail(e);
-  }
-  if (!g.max_tokens_given) g.params.max_tokens = ctx - n_prompt;
+  if (auto e = prompt_size_error(*p, ctx)) return e;
+  if (!g.max_tokens_given) g.params.max_tokens = ctx - p->n_prompt;
   if (!g.seed_given && g.params.sampling.temperature > 0) {
     std::lock_guard<std::mutex> lock(stats_mu);
     g.params.sampling.seed = seeds();
   }
+  return std::nullopt;
+}
 
-  auto reply = std::make_shared<Reply>();
-  reply->submitted = Clock::now();
-  auto on_token = [reply](const TokenEvent& e) {
-    std::lock_guard<std::mutex> lock(reply->mu);
-    if (e.token >= 0 && !reply->has_first_token) {
-      reply->first_token = Clock::now();
-      reply->has_first_token = true;
-    }
-    if (e.token >= 0) ++reply->tokens;
-    reply->pending.append(e.text.data(), e.text.size());
-    reply->cv.notify_all();
-    return true;
-  };
-  auto on_done = [this, reply](const Result<GenerateStats>& r) {
+void Server::Impl::fail(httplib::Response& res, const ApiError& e) {
+  if (e.status == 400) ++bad_requests;
+  send_error(res, e);
+}
+
+// Ends the reply for its handler, then counts it in /metrics (time to first
+// token, the tokens-per-second window).
+DoneCallback Server::Impl::reply_done(std::shared_ptr<Reply> reply) {
+  return [this, reply](const Result<GenerateStats>& r) {
     {
       std::lock_guard<std::mutex> lock(reply->mu);
       reply->done = true;
@@ -370,142 +544,96 @@ void Server::Impl::handle_generate(const httplib::Request& req, httplib::Respons
     if (r.ok()) recent_tokens.emplace_back(Clock::now(), r.value().generated_tokens);
     prune_recent(Clock::now());
   };
-  auto submitted = queue->submit(std::move(prompt), g.params, on_token, on_done);
+}
+
+// The request's id in the queue, which stop() cancels until forget_request;
+// none when the queue refused it and res holds the answer (503 with
+// Retry-After when it is full).
+std::optional<uint64_t> Server::Impl::submit_generation(PreparedGeneration& p, const std::shared_ptr<Reply>& reply,
+                                                        httplib::Response& res) {
+  reply->submitted = Clock::now();
+  auto submitted = queue->submit(std::move(p.prompt), p.g.params, reply_tokens(reply), reply_done(reply));
   if (!submitted.ok()) {
     if (submitted.status().code() == StatusCode::kOutOfMemory) {
       res.set_header("Retry-After", "1");
-      return send_error(res, api_error(503, "the server is busy: " + submitted.status().message(),
-                                       "server_error"));
+      send_error(res, api_error(503, "the server is busy: " + submitted.status().message(), "server_error"));
+      return std::nullopt;
     }
-    return fail(api_error(400, submitted.status().message(), "invalid_request_error", what));
+    fail(res, api_error(400, submitted.status().message(), "invalid_request_error", p.what));
+    return std::nullopt;
   }
   const uint64_t id = submitted.value();
-  {
-    std::lock_guard<std::mutex> lock(active_mu);
-    active.insert(id);
-  }
-  auto forget = [this, id] {
-    std::lock_guard<std::mutex> lock(active_mu);
-    active.erase(id);
-  };
-  const std::string cid = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_completion++);
-  const int64_t created_at = static_cast<int64_t>(std::time(nullptr));
-  const std::string object = chat ? "chat.completion" : "text_completion";
-  auto usage_json = [n_prompt](const GenerateStats& st) {
-    return json{{"prompt_tokens", n_prompt},
-                {"completion_tokens", st.generated_tokens},
-                {"total_tokens", n_prompt + st.generated_tokens}};
-  };
+  std::lock_guard<std::mutex> lock(active_mu);
+  active.insert(id);
+  return id;
+}
 
-  if (!g.stream) {
-    std::unique_lock<std::mutex> lock(reply->mu);
-    reply->cv.wait(lock, [&] { return reply->done; });
-    forget();
-    if (!reply->result.ok()) {
-      lock.unlock();
-      return send_error(res, api_error(500, reply->result.status().to_string(), "server_error"));
-    }
-    const GenerateStats st = reply->result.value();
-    json choice = {{"index", 0}, {"finish_reason", finish_reason(st.stop_reason)}, {"logprobs", nullptr}};
-    if (chat) {
-      const ReasoningSplit split = split_reply(reply->pending, opened);
-      json msg = {{"role", "assistant"}, {"content", split.content}};
-      if (split.has_reasoning) msg["reasoning_content"] = split.reasoning;
-      choice["message"] = msg;
-    } else {
-      choice["text"] = reply->pending;
-    }
-    json out = {{"id", cid}, {"object", object}, {"created", created_at}, {"model", options.model_id},
-                {"choices", json::array({choice})}, {"usage", usage_json(st)}};
+void Server::Impl::forget_request(uint64_t id) {
+  std::lock_guard<std::mutex> lock(active_mu);
+  active.erase(id);
+}
+
+// A whole reply: the queue's tokens gathered, then one JSON body.
+void Server::Impl::answer_whole(const Completion& c, const std::shared_ptr<Reply>& reply, uint64_t id, bool opened,
+                                httplib::Response& res) {
+  std::unique_lock<std::mutex> lock(reply->mu);
+  reply->cv.wait(lock, [&] { return reply->done; });
+  forget_request(id);
+  if (!reply->result.ok()) {
     lock.unlock();
-    res.set_content(dump(out), "application/json");
-    return;
+    return send_error(res, api_error(500, reply->result.status().to_string(), "server_error"));
   }
+  const GenerateStats st = reply->result.value();
+  const json out = c.whole(whole_choice(reply->pending, c.chat, opened, st), st);
+  lock.unlock();
+  res.set_content(dump(out), "application/json");
+}
 
-  const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
-  const bool include_usage = g.include_usage;
-  const std::string model_id = options.model_id;
-  auto chunk = [cid, chunk_object, created_at, model_id, include_usage](json choice) {
-    choice["index"] = 0;
-    if (!choice.contains("finish_reason")) choice["finish_reason"] = nullptr;
-    json c = {{"id", cid}, {"object", chunk_object}, {"created", created_at}, {"model", model_id},
-              {"choices", json::array({choice})}};
-    if (include_usage) c["usage"] = nullptr;
-    return "data: " + dump(c) + "\n\n";
-  };
-  auto stream = std::make_shared<ReasoningStream>(opened);
-  auto started = std::make_shared<bool>(false);
-  auto finished = std::make_shared<bool>(false);
+// A streamed reply: httplib calls the provider from this request's thread
+// until it ends the stream, then the done handler, whichever way the
+// connection ended.
+void Server::Impl::answer_stream(Completion c, std::shared_ptr<Reply> reply, uint64_t id, bool opened,
+                                 httplib::Response& res) {
+  auto stream = std::make_shared<StreamedReply>(std::move(c), std::move(reply), opened);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [reply, stream, started, finished, chat, chunk, include_usage, cid, chunk_object, created_at, model_id,
-       usage_json](size_t, httplib::DataSink& sink) {
-        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-        if (!*started) {
-          *started = true;
-          if (chat && !write(chunk({{"delta", {{"role", "assistant"}, {"content", ""}}}}))) return false;
-        }
-        std::string text;
-        bool done = false;
-        Result<GenerateStats> result = Status();
-        {
-          std::unique_lock<std::mutex> lock(reply->mu);
-          // A short wait: the connection is checked between tokens too.
-          reply->cv.wait_for(lock, std::chrono::milliseconds(200),
-                             [&] { return reply->done || !reply->pending.empty(); });
-          text.swap(reply->pending);
-          done = reply->done;
-          if (done) result = reply->result;
-        }
-        if (!sink.is_writable()) return false;
-        if (!text.empty() || done) {
-          std::string reasoning, content;
-          if (chat) {
-            stream->push(text);
-            stream->take(done, &reasoning, &content);
-          } else {
-            content = text;
-          }
-          json delta;
-          if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
-          if (!content.empty()) delta["content"] = content;
-          if (!delta.empty()) {
-            const std::string c = chat ? chunk({{"delta", delta}}) : chunk({{"text", content}, {"logprobs", nullptr}});
-            if (!write(c)) return false;
-          }
-        }
-        if (!done) return true;
-        if (!result.ok()) {
-          write("data: " + dump(error_json(api_error(500, result.status().to_string(), "server_error"))) + "\n\n");
-        } else {
-          const GenerateStats& st = result.value();
-          json last = chat ? json{{"delta", json::object()}} : json{{"text", ""}, {"logprobs", nullptr}};
-          last["finish_reason"] = finish_reason(st.stop_reason);
-          if (!write(chunk(last))) return false;
-          if (include_usage) {
-            json u = {{"id", cid}, {"object", chunk_object}, {"created", created_at}, {"model", model_id},
-                      {"choices", json::array()}, {"usage", usage_json(st)}};
-            if (!write("data: " + dump(u) + "\n\n")) return false;
-          }
-        }
-        write("data: [DONE]\n\n");
-        *finished = true;
-        sink.done();
-        return true;
-      },
-      [this, id, reply, finished, forget](bool success) {
-        // The connection ended before the reply did: stop it, free its session.
-        bool done;
-        {
-          std::lock_guard<std::mutex> lock(reply->mu);
-          done = reply->done;
-        }
-        if (!success || !*finished) {
-          if (!done && queue->cancel(id)) ++disconnects;
-        }
-        forget();
-      });
+      "text/event-stream", [stream](size_t, httplib::DataSink& sink) { return stream->provide(sink); },
+      [this, id, stream](bool success) { end_stream(id, *stream, success); });
+}
+
+void Server::Impl::end_stream(uint64_t id, const StreamedReply& stream, bool success) {
+  // The connection ended before the reply did: stop it, free its session.
+  bool done;
+  {
+    std::lock_guard<std::mutex> lock(stream.reply->mu);
+    done = stream.reply->done;
+  }
+  if (!success || !stream.finished) {
+    if (!done && queue->cancel(id)) ++disconnects;
+  }
+  forget_request(id);
+}
+
+Completion Server::Impl::new_completion(const PreparedGeneration& p) {
+  Completion c;
+  c.id = (p.chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_completion++);
+  c.created = static_cast<int64_t>(std::time(nullptr));
+  c.model = options.model_id;
+  c.chat = p.chat;
+  c.n_prompt = p.n_prompt;
+  c.include_usage = p.g.include_usage;
+  return c;
+}
+
+void Server::Impl::handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  PreparedGeneration p;
+  if (auto e = prepare_generation(req.body, chat, &p)) return fail(res, *e);
+  auto reply = std::make_shared<Reply>();
+  const std::optional<uint64_t> id = submit_generation(p, reply, res);
+  if (!id) return;
+  Completion c = new_completion(p);
+  if (p.g.stream) return answer_stream(std::move(c), std::move(reply), *id, p.opened, res);
+  answer_whole(c, reply, *id, p.opened, res);
 }
 
 std::string Server::Impl::metrics() {
