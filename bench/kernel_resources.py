@@ -70,6 +70,14 @@ def short(name):
     return name
 
 
+def same_kernel(name):
+    """A name without the template arguments later builds added with their
+    old behaviour as the value (a PagedView without a window, an attention
+    kernel without mods), so a kernel keeps its row across those builds."""
+    name = re.sub(r"(PagedView<[^<>]*?), false>", r"\1>", name)
+    return re.sub(r"^(void attention_kernel<.*), 0>$", r"\1>", name)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before")
@@ -82,7 +90,7 @@ def main():
     by_name = collections.defaultdict(dict)  # demangled, shortened -> {"before": Usage, "after": Usage}
     for side, table in (("before", before), ("after", after)):
         for mangled, usage in table.items():
-            by_name[short(names.get(mangled, mangled))][side] = usage
+            by_name[same_kernel(short(names.get(mangled, mangled)))][side] = usage
     both = {k: v for k, v in by_name.items() if len(v) == 2}
     lines = [f"# Kernel resources, {args.arch}: {args.before} -> {args.after}", ""]
     moved = [k for k, v in both.items() if v["before"] != v["after"]]

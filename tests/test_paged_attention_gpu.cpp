@@ -292,8 +292,8 @@ TEST_CASE("gpu paged attention: the plan's split counts at the decode shapes") {
   };
   // The plan aims at 8 one-warp CTAs per SM and gives a split at least 64
   // keys (128 splits of one 32-key tile were measured slower at B1 D128),
-  // unless that leaves SMs without a CTA: then splits of down to one key
-  // tile (16 keys at D256, 32 at D128, 64 at D64), up to a CTA per SM.
+  // unless that leaves SMs without a CTA: then splits of one key tile (16
+  // keys at D256, 32 at D128, 64 at D64).
   const Case cases[] = {
       // The benchmark's B1 decode: 8 CTAs per split; 64 splits of 64 keys
       // on an H100 or H200 (132 SMs).
@@ -304,8 +304,8 @@ TEST_CASE("gpu paged attention: the plan's split counts at the decode shapes") {
       // of 64 keys would be 10 CTAs; 40 splits of one 16-key tile.
       {"B1 4/1 640 D256", 1, 4, 1, 1, 640, 256, 64, sms > 10 ? std::min(40, sms) : 10},
       // A short chat at D128: 10 splits of 64 keys are 80 CTAs; on 132 SMs
-      // 16 splits (a CTA per SM) of 40 keys.
-      {"B1 32/8 640 D128", 1, 32, 8, 1, 640, 128, 16, 80 < sms ? std::min(sms / 8, 20) : 10},
+      // 20 splits of one 32-key tile.
+      {"B1 32/8 640 D128", 1, 32, 8, 1, 640, 128, 16, 80 < sms ? std::min(sms, 20) : 10},
       // A full batch: 512 CTAs already, 2 splits on 132 SMs.
       {"B64 32/8 4096 D128", 64, 32, 8, 1, 4096, 128, 16, std::clamp(8 * sms / 512, 1, 128)},
       // Chunked prefill (400 rows per kv-head: 4 tiles of 128): 64 keys per split.

@@ -89,13 +89,13 @@ PagedAttentionPlan plan_for(const PagedAttentionParams& p, int sms) {
     const int by_length = std::max(1, keys / kMinKeysPerSplit);
     int splits = std::min(by_occupancy, by_length);
     // Unless 64-key splits leave SMs without a CTA (one sequence and one
-    // kv-head, as Gemma 3's decode at a few hundred keys): then splits as
-    // short as one key tile, up to a CTA per SM. An idle SM costs more there
-    // than the combine's longer merge (bench/TUNING.md#paged-decode).
+    // kv-head, as Gemma 3's decode at a few hundred keys): then one key tile
+    // a split. An idle SM costs more there than the combine's longer merge,
+    // and a split of two tiles where others have one is as slow as all two
+    // (bench/TUNING.md#paged-decode).
     if (ctas * splits < sms) {
       const int tile = kernels::paged_tiling(p.head_dim, kernels::paged_uses_decode_tile(rows)).block_kv;
-      const int one_per_sm = int(sms / std::max<int64_t>(ctas, 1));
-      splits = std::max(splits, std::min(one_per_sm, keys / std::max(tile, 1)));
+      splits = std::max(splits, std::min(by_occupancy, keys / std::max(tile, 1)));
     }
     plan.num_splits = std::clamp(splits, 1, kMaxSplits);
   }
