@@ -16,11 +16,6 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FLASHSCOPE_X86_KERNELS 1
 #include <immintrin.h>
-// GCC 12 flags the _mm512_undefined_* pass-through operands inside its own
-// AVX-512 intrinsics as maybe-uninitialized (a false positive; GCC bug 105593).
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #endif
 
 #include "backends/cpu/openmp.hpp"
@@ -158,16 +153,24 @@ struct Dot {
 // terms take one vpdpwssd per 32 columns against the bsums. The integer
 // sums, and the float operations on them per super-block, are the 256-bit
 // kernel's: the same bits.
+// GCC 12 flags the _mm512_undefined_* pass-through operands inside its own
+// AVX-512 intrinsics as (maybe-)uninitialized (a false positive; GCC bug 105593).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace vnni512_kq {
 
 constexpr int kRowGroup = 4;
 // Rows a block unpacks (Unpacked: 16 × 4 × 360 B = 23 KB beside the tile's
 // 18.7 KB segment).
 constexpr int64_t kBlockRows = 16;
+static_assert(kBlockRows == kKTileTokens, "store_transposed stores square blocks");
 
 // One super-block of one row, unpacked. Q4_K/Q5_K: sc[s] scales the 32
-// columns of sub-block s (sc[8..16) unused); Q6_K: sc[g] the 16 columns of
-// group g. m[p] is the pair (lo, hi) that the tile's bsums[p] are weighted
+// columns of sub-block s (sc[8..16): the mins, unused); Q6_K: sc[g] the 16
+// columns of group g. m[p] is the pair (lo, hi) that the tile's bsums[p] are weighted
 // by, two int16 in an int32: (m_p, m_p) for Q4_K/Q5_K, (32·sc[2p],
 // 32·sc[2p+1]) for Q6_K.
 struct Unpacked {
@@ -187,10 +190,10 @@ template <bool kFifthBit>
 FS_KQ_VNNI void unpack_q45_k(const uint8_t* blk, Unpacked* u) {
   alignas(16) uint8_t sc_m[16];
   unpack_k4_scales16(blk + 4, sc_m);
-  for (int s = 0; s < kSubBlocks; ++s) {
-    u->sc[s] = sc_m[s];
-    u->m[s] = static_cast<int32_t>(sc_m[8 + s] * 0x10001u);
-  }
+  const __m512i sc_m32 = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc_m)));
+  _mm512_storeu_si512(u->sc, sc_m32);
+  const __m256i m = _mm512_extracti64x4_epi64(sc_m32, 1);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(u->m), _mm256_or_si256(m, _mm256_slli_epi32(m, 16)));
   u->d = fp16_avx(blk);
   u->dmin = fp16_avx(blk + 2);
   const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
@@ -212,12 +215,10 @@ FS_KQ_VNNI void unpack_q45_k(const uint8_t* blk, Unpacked* u) {
 // Q6_K: column 128h + 32k + l is (nibble k/2 of ql[64h + 32(k&1) + l]) |
 // (bits 2k, 2k+1 of qh[32h + l]) << 4, in group (column / 16) = 8h + 2k + l/16.
 FS_KQ_VNNI void unpack_q6_k(const uint8_t* blk, Unpacked* u) {
-  const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
-  for (int g = 0; g < 16; ++g) u->sc[g] = sc[g];
-  for (int p = 0; p < 8; ++p) {
-    u->m[p] = static_cast<int32_t>(static_cast<uint16_t>(32 * sc[2 * p]) |
-                                   (static_cast<uint32_t>(static_cast<uint16_t>(32 * sc[2 * p + 1])) << 16));
-  }
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+  _mm512_storeu_si512(u->sc, _mm512_cvtepi8_epi32(sc));
+  // int16 pairs in int32, low first: (32·sc[2p], 32·sc[2p+1]) at m[p].
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(u->m), _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), 5));
   u->d = fp16_avx(blk + 208);
   u->dmin = 0.0f;
   const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30);
@@ -287,6 +288,47 @@ FS_KQ_VNNI void rows16(const Unpacked* u, int64_t u_stride, const TileQ8K* tiles
   for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(out[r], kMinTerm ? _mm512_sub_ps(acc[r], acc_min[r]) : acc[r]);
 }
 
+// A row block's outputs of one tile, out[r][t] (r < n_rows ≤ 16), into
+// y_tile [16, ldy] at its columns 0..n_rows (added onto them when add),
+// transposed in registers so that a token's outputs go out in one masked
+// store: 16 stores a tile where one per element took 256. y mostly misses
+// the caches (a 3072-row matrix's is 1.5 MB a chunk), and fewer stores in
+// flight let more of the misses overlap.
+FS_KQ_VNNI void store_transposed(const float (*out)[kKTileTokens], int64_t n_rows, bool add, float* y_tile,
+                                 int64_t ldy) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = i < n_rows ? _mm512_loadu_ps(out[i]) : _mm512_setzero_ps();
+  // Pairs of elements, then pairs of pairs, within each 128-bit lane; then
+  // the 128-bit lanes across four rows, twice: r[j] ends as column j.
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xDD);
+  }
+  const auto mask = static_cast<__mmask16>((1u << n_rows) - 1);
+  for (int j = 0; j < kKTileTokens; ++j) {
+    float* yt = y_tile + j * ldy;
+    _mm512_mask_storeu_ps(yt, mask, add ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, yt), r[j]) : r[j]);
+  }
+}
+
 using Unpack = void (*)(const uint8_t* blk, Unpacked* u);
 
 // y [16 · n_tiles, w.rows] as matmul_q8k_tiles: rows in blocks of
@@ -301,7 +343,7 @@ void matmul(Unpack unpack, uint64_t sb_bytes, const QuantMatrix& w, const TileQ8
 #pragma omp parallel for schedule(static) if (parallel)
 #endif
   for (int64_t rb = 0; rb < row_blocks; ++rb) {
-    const int64_t r0 = rb * kBlockRows, r1 = std::min(w.rows, r0 + kBlockRows), n_rows = r1 - r0;
+    const int64_t r0 = rb * kBlockRows, n_rows = std::min(w.rows - r0, kBlockRows);
     Unpacked u[kBlockRows * kSegmentSuperBlocks];  // [row][super-block of the segment]
     float out[kBlockRows][kKTileTokens];
     for (int64_t seg = 0; seg < nsb; seg += kSegmentSuperBlocks) {
@@ -310,12 +352,25 @@ void matmul(Unpack unpack, uint64_t sb_bytes, const QuantMatrix& w, const TileQ8
         const uint8_t* row = w.data + static_cast<uint64_t>(r0 + r) * w.row_bytes + static_cast<uint64_t>(seg) * sb_bytes;
         for (int64_t b = 0; b < seg_n; ++b) unpack(row + static_cast<uint64_t>(b) * sb_bytes, &u[r * seg_n + b]);
       }
+      // The weights unpacked next (this block's next segment, or the next
+      // block's first) come from DRAM: their lines are prefetched a share a
+      // tile while the tiles run, instead of missing all at once in unpack.
+      const bool last_seg = seg + kSegmentSuperBlocks >= nsb;
+      const int64_t next_r0 = last_seg ? r0 + kBlockRows : r0;
+      const int64_t next_seg = last_seg ? 0 : seg + kSegmentSuperBlocks;
+      const int64_t next_rows = std::max<int64_t>(0, std::min(w.rows - next_r0, kBlockRows));
+      const uint64_t next_bytes = static_cast<uint64_t>(std::min(kSegmentSuperBlocks, nsb - next_seg)) * sb_bytes;
       for (int64_t i = 0; i < n_tiles; ++i) {
+        for (int64_t r = next_rows * i / n_tiles; r < next_rows * (i + 1) / n_tiles; ++r) {
+          const uint8_t* row = w.data + static_cast<uint64_t>(next_r0 + r) * w.row_bytes +
+                               static_cast<uint64_t>(next_seg) * sb_bytes;
+          for (uint64_t b = 0; b < next_bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T1);
+        }
         const TileQ8K* t = tiles + i * nsb + seg;
         int64_t r = 0;
         for (; r + kRowGroup <= n_rows; r += kRowGroup) rows16<kRowGroup, kGroup>(u + r * seg_n, seg_n, t, seg_n, out + r);
         for (; r < n_rows; ++r) rows16<1, kGroup>(u + r * seg_n, seg_n, t, seg_n, out + r);
-        store_tile_block<kKTileTokens>(out, r0, r1, seg > 0, y + i * kKTileTokens * ldy, ldy);
+        store_transposed(out, n_rows, seg > 0, y + i * kKTileTokens * ldy + r0, ldy);
       }
     }
   }
@@ -332,6 +387,9 @@ bool try_matmul(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_tiles, int
 }
 
 }  // namespace vnni512_kq
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif  // FLASHSCOPE_X86_KERNELS
 
 TileKernel pick(GgmlType type, CpuIsa isa) {

@@ -42,23 +42,6 @@ constexpr int64_t kParallelMinMacs = 256 * 1024;
 // tile, 64 × 16 floats, sit on the stack until they are stored).
 constexpr int64_t kTile16MaxBlockRows = 64;
 
-// A row block's outputs of one tile, out[r - r0][t], into y_tile [kTokens,
-// ldy] at columns r0..r1 (added onto them when add: a segment past the
-// first), stored by token: runs of contiguous y instead of kTokens strided
-// stores per row.
-template <int kTokens>
-inline void store_tile_block(const float (*out)[kTokens], int64_t r0, int64_t r1, bool add, float* y_tile,
-                             int64_t ldy) {
-  for (int t = 0; t < kTokens; ++t) {
-    float* yt = y_tile + t * ldy;
-    if (!add) {
-      for (int64_t r = r0; r < r1; ++r) yt[r] = out[r - r0][t];
-    } else {
-      for (int64_t r = r0; r < r1; ++r) yt[r] += out[r - r0][t];
-    }
-  }
-}
-
 // y [kTokens · n_tiles, w.rows] (row stride ldy) = every tile run · Wᵀ, by
 //   kernel(w_row + block · block_bytes, tiles + block, count, out[kTokens])
 // over the row's `blocks` weight blocks (tile i's are tiles[i · blocks ..]).
@@ -80,7 +63,8 @@ void tile16_rows(Kernel kernel, const QuantMatrix& w, const Tile* tiles, int64_t
 #endif
   for (int64_t rb = 0; rb < row_blocks; ++rb) {
     const int64_t r0 = rb * block_rows, r1 = std::min(rows, r0 + block_rows);
-    // The block's outputs of one tile (store_tile_block).
+    // The block's outputs of one tile, row-major, then stored by token:
+    // runs of contiguous y instead of kTokens strided stores per row.
     float out[kTile16MaxBlockRows][kTokens];
     for (int64_t seg = 0; seg < blocks; seg += seg_blocks) {
       const int64_t seg_n = std::min<int64_t>(seg_blocks, blocks - seg);
@@ -89,7 +73,14 @@ void tile16_rows(Kernel kernel, const QuantMatrix& w, const Tile* tiles, int64_t
           kernel(w.data + static_cast<uint64_t>(r) * w.row_bytes + static_cast<uint64_t>(seg) * block_bytes,
                  tiles + i * blocks + seg, seg_n, out[r - r0]);
         }
-        store_tile_block<kTokens>(out, r0, r1, seg > 0, y + i * kTokens * ldy, ldy);
+        for (int t = 0; t < kTokens; ++t) {
+          float* yt = y + (i * kTokens + t) * ldy;
+          if (seg == 0) {
+            for (int64_t r = r0; r < r1; ++r) yt[r] = out[r - r0][t];
+          } else {
+            for (int64_t r = r0; r < r1; ++r) yt[r] += out[r - r0][t];
+          }
+        }
       }
     }
   }
