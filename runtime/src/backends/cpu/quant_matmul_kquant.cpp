@@ -141,18 +141,19 @@ struct Dot {
 
 // --- AVX-512 VNNI, 512-bit: weights unpacked once per row block ---------------
 //
-// The kernels above unpack a row's bits and shuffle each weight dword to the
-// token lanes again for every tile, so a 512-token prompt redoes that work
-// 32 times a row, about as many instructions as the vpdpbusds themselves.
-// Here a row block's column segment is unpacked once into bytes (Unpacked,
-// L1-resident beside the tile's segment), and each weight dword goes from
-// memory to all sixteen token lanes of a zmm (vpbroadcastd m32: a load, no
-// shuffle) to meet the same 4 columns of the sixteen tokens, 64 bytes of the
-// tile, in one vpdpbusd. kRowGroup rows run together so one load of those
+// The 256-bit kernels above unpack a row's bits and shuffle each weight
+// dword to the token lanes again for every tile, so a 128-token chunk redoes
+// that work 8 times a row: with vpdpbusd, about as many instructions as the
+// dot products themselves. Here a row block's column segment is unpacked
+// once into bytes (Unpacked, L1-resident beside the tile's segment), and
+// each weight dword goes from memory to all sixteen token lanes of a zmm
+// (vpbroadcastd m32: a load, no shuffle) to meet the same 4 columns of the
+// sixteen tokens, 64 bytes of the tile, in one vpdpbusd. kRowGroup rows run together so one load of those
 // 64 bytes serves kRowGroup of them. The min (Q4_K/Q5_K) and −32 (Q6_K)
 // terms take one vpdpwssd per 32 columns against the bsums. The integer
-// sums, and the float operations on them per super-block, are the 256-bit
-// kernel's: the same bits.
+// sums, and the float operations on them per super-block, are the AVX2
+// kernels': the same bits.
+//
 // GCC 12 flags the _mm512_undefined_* pass-through operands inside its own
 // AVX-512 intrinsics as (maybe-)uninitialized (a false positive; GCC bug 105593).
 #if !defined(__clang__)
