@@ -15,15 +15,15 @@
 //
 // Tokens run sixteen at a time (TileQ8K), one int32 lane per token: 4
 // weights of a sub-block, broadcast to every lane, meet the same 4 columns
-// of eight tokens (the tile interleaves them so; one broadcast serves both
-// groups of eight), and the sub-block's sum needs no horizontal reduction. AVX-512 VNNI takes the 4 products of a lane in one
-// vpdpbusd and scales each sub-block's int32 sums once (vpmulld, 8 + 1
-// multiplies per 256 products where maddubs + madd take 16); AVX2 pairs the
-// products by maddubs and weights the pairs by the sub-block scale in the
-// madd that widens them. A super-block then costs one float multiply-add per
-// eight tokens. The Σx_q per 16 activations (bsums) give the min and
-// offset terms. Rows run in blocks that stay in L1 while the tiles stream
-// past.
+// of the tokens (the tile interleaves them so), and the sub-block's sum
+// needs no horizontal reduction. AVX-512 VNNI unpacks a row block's weights
+// to bytes once, takes the 4 products of all sixteen lanes in one 512-bit
+// vpdpbusd, and scales each sub-block's int32 sums once (vpmulld); AVX2
+// pairs the products by maddubs (eight tokens a register) and weights the
+// pairs by the sub-block scale in the madd that widens them. A super-block
+// then costs one float multiply-add per row and register of tokens. The
+// Σx_q per 16 activations (bsums) give the min and offset terms. Rows run in
+// blocks that stay in L1 while the tiles stream past.
 //
 // The per-256 scale rounds each activation to 1/254 of its super-block's
 // max magnitude, coarser than matmul's per-32 blocks; that is the trade
