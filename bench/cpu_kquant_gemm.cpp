@@ -18,17 +18,12 @@
 
 #include "backends/cpu/quant_matmul.hpp"
 #include "backends/cpu/quant_matmul_kquant.hpp"
+#include "cpu_seconds.hpp"
 #include "model/synthetic_model.hpp"
 
 using namespace flashscope;
 
 namespace {
-
-double cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 }  // namespace
 

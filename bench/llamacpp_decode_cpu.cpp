@@ -19,13 +19,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cpu_seconds.hpp"
 #include "llama.h"
-
-static double cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
 
 static void quiet(ggml_log_level, const char*, void*) {}
 

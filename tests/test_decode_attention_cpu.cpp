@@ -20,6 +20,7 @@
 #include "support/paged_problem.hpp"
 
 using namespace flashscope;
+using flashscope::testing::context_sweep;
 using flashscope::testing::PagedProblem;
 using flashscope::testing::PagedShape;
 
@@ -27,17 +28,6 @@ namespace {
 
 const cpu::DecodeIsa kIsas[] = {cpu::DecodeIsa::kScalar, cpu::DecodeIsa::kPortable, cpu::DecodeIsa::kAvx2,
                                 cpu::DecodeIsa::kAvx512, cpu::DecodeIsa::kAvx512Bf16, cpu::DecodeIsa::kNeon};
-
-// Context lengths 1..8192: small and odd ones, and every page size's
-// boundaries ± 1 (16, 64, 256 and the 64-key blocks divide these).
-std::vector<int> sweep(int q_len) {
-  std::vector<int> v = {1, 2, 3, 7, 15, 16, 17, 31, 63, 64, 65, 127, 129, 255, 256, 257,
-                        511, 513, 1000, 1023, 1025, 2047, 2049, 3001, 4095, 4096, 4097, 8191, 8192};
-  std::vector<int> out;
-  for (int n : v)
-    if (n >= q_len) out.push_back(n);
-  return out;
-}
 
 PagedShape shape(std::vector<int> lens, int hq, int hkv, int q_len, int dim, int page, uint64_t seed) {
   return flashscope::testing::paged_shape(std::move(lens), hq, hkv, q_len, dim, page, seed);
@@ -98,7 +88,7 @@ TEST_CASE("cpu decode attention: every kernel matches the FP64 reference over co
   };
   uint64_t seed = 100;
   for (const Case& c : cases) {
-    PagedShape s = shape(sweep(c.q_len), c.hq, c.hkv, c.q_len, c.dim, c.page, ++seed);
+    PagedShape s = shape(context_sweep(c.q_len), c.hq, c.hkv, c.q_len, c.dim, c.page, ++seed);
     s.dtype = c.dtype;
     PagedProblem prob(s);
     check_all(prob);
@@ -107,27 +97,27 @@ TEST_CASE("cpu decode attention: every kernel matches the FP64 reference over co
 
 TEST_CASE("cpu decode attention: sliding windows, soft-cap, scale and non-causal rows") {
   std::vector<PagedShape> grid;
-  PagedShape a = shape(sweep(1), 9, 3, 1, 64, 16, 200);  // a window inside a page, past many pages
+  PagedShape a = shape(context_sweep(1), 9, 3, 1, 64, 16, 200);  // a window inside a page, past many pages
   a.window_left = 100;
   grid.push_back(a);
-  PagedShape b = shape(sweep(4), 8, 2, 4, 128, 256, 201);  // window of a page boundary, drafted tokens
+  PagedShape b = shape(context_sweep(4), 8, 2, 4, 128, 256, 201);  // window of a page boundary, drafted tokens
   b.window_left = 255;
   b.dtype = DType::kFP16;
   grid.push_back(b);
-  PagedShape c = shape(sweep(1), 8, 1, 1, 64, 16, 202);  // gemma2-style soft-cap
+  PagedShape c = shape(context_sweep(1), 8, 1, 1, 64, 16, 202);  // gemma2-style soft-cap
   c.softcap = 50.0f;
   c.softmax_scale = 0.25f;  // large logits, so the cap bites
   grid.push_back(c);
-  PagedShape d = shape(sweep(2), 4, 4, 2, 64, 64, 203);  // soft-cap and a window together
+  PagedShape d = shape(context_sweep(2), 4, 4, 2, 64, 64, 203);  // soft-cap and a window together
   d.softcap = 30.0f;
   d.window_left = 1000;
   grid.push_back(d);
-  PagedShape e = shape(sweep(3), 6, 2, 3, 64, 16, 204);  // non-causal, right window
+  PagedShape e = shape(context_sweep(3), 6, 2, 3, 64, 16, 204);  // non-causal, right window
   e.causal = false;
   e.window_left = 40;
   e.window_right = 5;
   grid.push_back(e);
-  PagedShape f = shape(sweep(1), 3, 1, 1, 64, 16, 205);  // window 0: each row sees its own key
+  PagedShape f = shape(context_sweep(1), 3, 1, 1, 64, 16, 205);  // window 0: each row sees its own key
   f.window_left = 0;
   grid.push_back(f);
   for (PagedShape& s : grid) {

@@ -48,21 +48,13 @@
 #include "util/math.hpp"
 
 using namespace flashscope;
+using flashscope::testing::context_sweep;
 using flashscope::testing::PagedProblem;
 using flashscope::testing::PagedShape;
 
 namespace {
 
 const cpu::DecodeIsa kIsas[] = {cpu::DecodeIsa::kPortable, cpu::DecodeIsa::kAvx2, cpu::DecodeIsa::kAvx512Vnni};
-
-std::vector<int> sweep(int q_len) {
-  std::vector<int> v = {1, 2, 3, 7, 15, 16, 17, 31, 63, 64, 65, 127, 129, 255, 256, 257,
-                        511, 513, 1000, 1023, 1025, 2047, 2049, 3001, 4095, 4096, 4097, 8191, 8192};
-  std::vector<int> out;
-  for (int n : v)
-    if (n >= q_len) out.push_back(n);
-  return out;
-}
 
 // The problem's K/V in q8_0 pools with its own page ids and block tables.
 struct Q8Cache {
@@ -291,13 +283,13 @@ TEST_CASE("cpu decode attention q8_0: every kernel matches the FP64 reference ov
   };
   uint64_t seed = 700;
   for (const Case& c : cases) {
-    PagedProblem prob(shape(sweep(c.q_len), c.hq, c.hkv, c.q_len, c.dim, c.page, ++seed));
+    PagedProblem prob(shape(context_sweep(c.q_len), c.hq, c.hkv, c.q_len, c.dim, c.page, ++seed));
     check_q8(prob);
   }
 }
 
 TEST_CASE("cpu decode attention q8_0: a sliding window and a prompt-sized q_len") {
-  PagedShape a = shape(sweep(1), 9, 3, 1, 64, 256, 800);
+  PagedShape a = shape(context_sweep(1), 9, 3, 1, 64, 256, 800);
   a.window_left = 100;
   PagedProblem pa(a);
   check_q8(pa);

@@ -86,7 +86,7 @@ TEST_CASE("kquant rows: Q4_K, Q5_K, Q6_K against dequantize-then-dot of the quan
     const std::string type_name = flashscope::ggml_type_name(type);
     CAPTURE(type_name);
     CAPTURE(cols);
-    REQUIRE(flashscope::cpu::q8k_rows_apply(type));
+    REQUIRE(flashscope::cpu::is_k_quant(type));
     const auto bytes = SyntheticLlama::random_blocks(type, rows * cols, 1.0f, rng);
     const flashscope::cpu::QuantMatrix w{type, rows, cols, bytes.size() / static_cast<uint64_t>(rows), bytes.data()};
     for (int n : {1, 3}) {
@@ -206,7 +206,7 @@ TEST_CASE("kquant rows: other types, null pointers and ragged columns are refuse
   CHECK(flashscope::cpu::matmul_q8k_rows(ragged, x.data(), 1, y.data(), 1).code() ==
         flashscope::StatusCode::kInvalidArgument);
   const flashscope::cpu::QuantMatrix q8{GgmlType::kQ8_0, 2, 256, 272, bytes.data()};
-  CHECK_FALSE(flashscope::cpu::q8k_rows_apply(GgmlType::kQ8_0));
+  CHECK_FALSE(flashscope::cpu::is_k_quant(GgmlType::kQ8_0));
   CHECK(flashscope::cpu::matmul_q8k_rows(q8, x.data(), 1, y.data(), 2).code() == flashscope::StatusCode::kUnsupported);
   CHECK(y == std::vector<float>(4, 0.0f));  // nothing written
 }

@@ -44,7 +44,7 @@ TEST_CASE("kquant tiles: Q4_K, Q5_K, Q6_K against dequantize-then-dot of the til
     const std::string type_name = flashscope::ggml_type_name(type);
     CAPTURE(type_name);
     CAPTURE(cols);
-    REQUIRE(flashscope::cpu::q8k_tiles_apply(type));
+    REQUIRE(flashscope::cpu::is_k_quant(type));
     const auto bytes = SyntheticLlama::random_blocks(type, rows * cols, 1.0f, rng);
     flashscope::cpu::QuantMatrix w{type, rows, cols, bytes.size() / static_cast<uint64_t>(rows), bytes.data()};
     std::vector<float> wf(static_cast<size_t>(rows * cols));
@@ -170,7 +170,7 @@ TEST_CASE("kquant tiles: other types, null pointers and ragged columns are refus
   CHECK(flashscope::cpu::matmul_q8k_tiles(ragged, tiles.data(), 1, y.data(), 1).code() ==
         flashscope::StatusCode::kInvalidArgument);
   flashscope::cpu::QuantMatrix q8{GgmlType::kQ8_0, 2, 256, 272, bytes.data()};
-  CHECK_FALSE(flashscope::cpu::q8k_tiles_apply(GgmlType::kQ8_0));
+  CHECK_FALSE(flashscope::cpu::is_k_quant(GgmlType::kQ8_0));
   CHECK(flashscope::cpu::matmul_q8k_tiles(q8, tiles.data(), 1, y.data(), 2).code() ==
         flashscope::StatusCode::kUnsupported);
 }

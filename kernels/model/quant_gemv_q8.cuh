@@ -374,9 +374,8 @@ cudaError_t launch_quant_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t s
 // FLASHSCOPE_QUANT_GEMV's q8 rows read once (-1: not yet), or what set_quant_gemv_q8_max_rows set.
 std::atomic<int> g_quant_gemv_q8_rows{-1};
 // One-row steps (a session's decode): there the int8 GEMV beats the tiles
-// end to end (1.3x on a Llama-3.2-1B-shaped Q4_K_M model); from two rows on
-// its cost grows with the rows while the tiles' stays flat
-// (bench/TUNING.md#engine).
+// end to end; from two rows on its cost grows with the rows while the
+// tiles' stays flat (bench/TUNING.md#engine).
 constexpr int kQuantGemvQ8DefaultRows = 1;
 
 // Whether a step of `rows` rows of k takes this kernel: the rows the switch

@@ -604,9 +604,9 @@ __device__ void rope_heads_epilogue(const SkinnyGemmKernelParams& p) {
 
 // kFolds: the code of the two kernels a decode step folds into its GEMMs
 // (kAddRmsNorm's staging, kRopeHeads' epilogue) is compiled in. Without it
-// the kernel keeps the registers of its plain paths (168 a thread at kTok 1
-// on sm_90a, against 186 with them: 3 CTAs an SM instead of 2); the launch
-// takes the folding kernel only for the calls that fold.
+// the kernel keeps the registers of its plain paths, and one more CTA an SM
+// (bench/TUNING.md#engine); the launch takes the folding kernel only for the
+// calls that fold.
 template <int kTok, bool kFolds>
 __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
   extern __shared__ uint4 x_smem[];  // [kTok][k / 8] bf16 chunks of the (normalized) input rows

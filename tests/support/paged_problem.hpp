@@ -474,6 +474,18 @@ inline std::vector<int> paged_lengths(int n, int lo, int hi, uint64_t seed) {
   return v;
 }
 
+// Context lengths 1..8192 of at least q_len keys: small and odd ones, and
+// every page size's boundaries ± 1 (16, 64, 256 and the 64-key blocks of the
+// CPU decode kernels divide these).
+inline std::vector<int> context_sweep(int q_len) {
+  std::vector<int> v = {1, 2, 3, 7, 15, 16, 17, 31, 63, 64, 65, 127, 129, 255, 256, 257,
+                        511, 513, 1000, 1023, 1025, 2047, 2049, 3001, 4095, 4096, 4097, 8191, 8192};
+  std::vector<int> out;
+  for (int n : v)
+    if (n >= q_len) out.push_back(n);
+  return out;
+}
+
 inline PagedShape paged_shape(std::vector<int> kv_lens, int q_heads, int kv_heads, int q_len, int dim, int page,
                               uint64_t seed) {
   PagedShape s;

@@ -243,7 +243,7 @@ class MatInput {
     // K-quant weights take whole 16-token tiles per 256 columns
     // (quant_matmul_kquant.hpp); the tokens left over run below.
     int64_t done = 0;
-    if (tiled_ && cpu::q8k_tiles_apply(w.q.type) && cols_ % cpu::kQ8KBlock == 0 && n_ >= cpu::kKTileTokens) {
+    if (tiled_ && cpu::is_k_quant(w.q.type) && cols_ % cpu::kQ8KBlock == 0 && n_ >= cpu::kKTileTokens) {
       if (!kquantized_) {
         cpu::pack_q8k_tiles(x_, cols_, n_, cols_, s_.ktiles.data());
         kquantized_ = true;
@@ -255,7 +255,7 @@ class MatInput {
     }
     // Untiled (decode, a batch's rows, prompts under 4 tokens): K-quant
     // weights take each token against its per-256 blocks (quant_matmul_kdot.hpp).
-    if (!tiled_ && cpu::q8k_rows_apply(w.q.type) && cols_ % cpu::kQ8KBlock == 0) {
+    if (!tiled_ && cpu::is_k_quant(w.q.type) && cols_ % cpu::kQ8KBlock == 0) {
       const int64_t nsb = cols_ / cpu::kQ8KBlock;
       if (!kx_quantized_) {
         for (int64_t t = 0; t < n_; ++t) cpu::quantize_row_q8k(x_ + t * cols_, s_.kx.data() + t * nsb, cols_);

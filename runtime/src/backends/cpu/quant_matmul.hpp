@@ -81,6 +81,12 @@ struct QuantMatrix {
 bool matmul_uses_q8(GgmlType type);
 // True for every type matmul accepts.
 bool matmul_supports(GgmlType type);
+// The K-quants (super-blocks of 256): what the kernels over per-256
+// activations multiply (quant_matmul_kdot.hpp one token at a time,
+// quant_matmul_kquant.hpp in 16-token tiles).
+inline bool is_k_quant(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+}
 
 // y [n, w.rows] (row stride ldy) = x · Wᵀ.
 //   x     [n, w.cols] float, row stride ldx; read for the float fallback only

@@ -217,10 +217,6 @@ Kernel pick(GgmlType type, CpuIsa isa) {
 
 }  // namespace
 
-bool q8k_rows_apply(GgmlType type) {
-  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
-}
-
 void quantize_row_q8k(const float* x, BlockQ8K* y, int64_t cols) {
 #ifdef FLASHSCOPE_X86_KERNELS
   if (active_cpu_isa() >= CpuIsa::kAvx2) {
@@ -232,7 +228,7 @@ void quantize_row_q8k(const float* x, BlockQ8K* y, int64_t cols) {
 }
 
 Status matmul_q8k_rows(const QuantMatrix& w, const BlockQ8K* x, int64_t n, float* y, int64_t ldy) {
-  if (!q8k_rows_apply(w.type)) {
+  if (!is_k_quant(w.type)) {
     const char* name = ggml_type_name(w.type);
     return unsupported(std::string("matmul_q8k_rows with ") + (name ? name : "an unknown ggml type") +
                        " weights is not supported");

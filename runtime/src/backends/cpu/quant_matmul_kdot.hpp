@@ -39,8 +39,6 @@ struct alignas(32) BlockQ8K {
   float d;
 };
 
-// True for the weight types matmul_q8k_rows multiplies.
-bool q8k_rows_apply(GgmlType type);
 
 // x [cols] floats → y [cols / 256] super-blocks (cols a multiple of 256).
 // Round to nearest (half to even); every build gives the same bits, and the
@@ -52,7 +50,7 @@ void quantize_row_q8k(const float* x, BlockQ8K* y, int64_t cols);
 // (token t's at x + t · w.cols/256, from quantize_row_q8k). Each token's row
 // is the one-token product whatever n is, so a batched row equals a solo
 // step's bit for bit. Rows run over the OpenMP team when large.
-// kUnsupported for a type q8k_rows_apply rejects, kInvalidArgument for null
+// kUnsupported for a type that is not is_k_quant, kInvalidArgument for null
 // pointers or cols not a multiple of 256 (nothing written then).
 Status matmul_q8k_rows(const QuantMatrix& w, const BlockQ8K* x, int64_t n, float* y, int64_t ldy);
 

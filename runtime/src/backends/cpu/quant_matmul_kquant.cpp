@@ -411,10 +411,6 @@ TileKernel pick(GgmlType type, CpuIsa isa) {
 
 }  // namespace
 
-bool q8k_tiles_apply(GgmlType type) {
-  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
-}
-
 void pack_q8k_tiles(const float* x, int64_t ldx, int64_t n, int64_t cols, TileQ8K* tiles) {
   const int64_t nsb = cols / kQ8KBlock;
   const int64_t count = n / kKTileTokens * nsb;
@@ -432,7 +428,7 @@ void pack_q8k_tiles(const float* x, int64_t ldx, int64_t n, int64_t cols, TileQ8
 }
 
 Status matmul_q8k_tiles(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_tiles, float* y, int64_t ldy) {
-  if (!q8k_tiles_apply(w.type)) {
+  if (!is_k_quant(w.type)) {
     const char* name = ggml_type_name(w.type);
     return unsupported(std::string("matmul_q8k_tiles with ") + (name ? name : "an unknown ggml type") +
                        " weights is not supported");

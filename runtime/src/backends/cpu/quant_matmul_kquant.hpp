@@ -52,8 +52,6 @@ struct TileQ8K {
 // Token t's quantized value at column i (< 256) of the super-block.
 inline int8_t q8k_value(const TileQ8K& tile, int t, int i) { return tile.qs[i / 4][t][i % 4]; }
 
-// True for the weight types matmul_q8k_tiles multiplies.
-bool q8k_tiles_apply(GgmlType type);
 
 // x [n, cols] floats (row stride ldx) → tiles [n / 16, cols / 256] (tile i's
 // super-block b at tiles[i · cols/256 + b]); full tiles only, cols a multiple
@@ -62,7 +60,7 @@ bool q8k_tiles_apply(GgmlType type);
 void pack_q8k_tiles(const float* x, int64_t ldx, int64_t n, int64_t cols, TileQ8K* tiles);
 
 // y [16 · n_tiles, w.rows] (row stride ldy) = the tiles' activations · Wᵀ.
-// kUnsupported for a type q8k_tiles_apply rejects, kInvalidArgument for
+// kUnsupported for a type that is not is_k_quant, kInvalidArgument for
 // null pointers or cols not a multiple of 256 (nothing written then).
 Status matmul_q8k_tiles(const QuantMatrix& w, const TileQ8K* tiles, int64_t n_tiles, float* y, int64_t ldy);
 
