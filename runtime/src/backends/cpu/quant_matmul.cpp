@@ -139,10 +139,7 @@ void dot_q5_portable(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int
 // scales first, still in integers). The min term of Q4_K / Q5_K is
 // dmin·m_s·d_x·Σx_q, from the block's precomputed sum.
 constexpr int kQK_K = 256;          // elements per super-block
-constexpr int kSubBlocks = kQK_K / kQ8Block;
-constexpr int kQ4_KBytes = 144;     // d, dmin, scales[12], qs[128]
-constexpr int kQ5_KBytes = 176;     // d, dmin, scales[12], qh[32], qs[128]
-constexpr int kQ6_KBytes = 210;     // ql[128], qh[64], int8 scales[16], d
+static_assert(kSubBlocks == kQK_K / kQ8Block, "a K-quant sub-block is one Q8 block");
 
 // The 8 (scale, min) pairs of a Q4_K / Q5_K super-block, 6 bits each, from
 // its 12 packed bytes (the layout is spelled out in gguf/dequantize.cpp).

@@ -27,18 +27,14 @@ namespace {
 static_assert(sizeof(BlockQ8K) == 320, "BlockQ8K: 256 + 32 + 4 bytes, padded to 32");
 
 constexpr int kQK = 256;
-constexpr int kSubBlocks = 8;
-constexpr int kQ4_KBytes = 144;  // d, dmin, scales[12], qs[128]
-constexpr int kQ5_KBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
-constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
 
 // *out = one weight row (nsb super-blocks) · one token's x [nsb].
 using Kernel = void (*)(const uint8_t* w, const BlockQ8K* x, int64_t nsb, float* out);
 
 // --- portable ------------------------------------------------------------------
 
-// Q4_K / Q5_K: element l of sub-block s is nibble s&1 of qs[32·(s/2) + l],
-// plus bit s of qh[l] as the fifth bit (Q5_K).
+// The portable kernels: quant_matmul_rows.hpp's super-block sums, then the
+// block's float scales.
 template <bool kFifthBit>
 void kdot_q45_k_portable(const uint8_t* w, const BlockQ8K* x, int64_t nsb, float* out) {
   constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
@@ -46,49 +42,22 @@ void kdot_q45_k_portable(const uint8_t* w, const BlockQ8K* x, int64_t nsb, float
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * kBytes;
     const BlockQ8K& xb = x[sb];
-    uint8_t sc_m[16];
-    unpack_k4_scales16(blk + 4, sc_m);
-    const uint8_t* qh = blk + 16;
-    const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
     int32_t isum = 0, imin = 0;
-    for (int s = 0; s < kSubBlocks; ++s) {
-      const uint8_t* q = qs + 32 * (s / 2);
-      int32_t sub = 0;
-      for (int l = 0; l < 32; ++l) {
-        int v = (q[l] >> (4 * (s & 1))) & 0xF;
-        if (kFifthBit) v |= ((qh[l] >> s) & 1) << 4;
-        sub += v * xb.qs[32 * s + l];
-      }
-      isum += sc_m[s] * sub;
-      imin += sc_m[8 + s] * (xb.bsums[2 * s] + xb.bsums[2 * s + 1]);
-    }
+    q45_k_superblock_sums<kFifthBit>(
+        blk, [&](int i) { return int32_t(xb.qs[i]); },
+        [&](int s) { return int32_t(xb.bsums[2 * s]) + xb.bsums[2 * s + 1]; }, &isum, &imin);
     acc += static_cast<float>(isum) * (load_fp16(blk) * xb.d);
     acc_min += static_cast<float>(imin) * (load_fp16(blk + 2) * xb.d);
   }
   *out = acc - acc_min;
 }
 
-// Q6_K: element l + 32k of half h is (nibble k/2 of ql[64h + 32(k&1) + l]) |
-// (bits 2k, 2k+1 of qh[32h + l]) << 4, minus 32, scaled by sc[8h + 2k + l/16].
 void kdot_q6_k_portable(const uint8_t* w, const BlockQ8K* x, int64_t nsb, float* out) {
   float acc = 0.0f;
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * kQ6_KBytes;
-    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
     const BlockQ8K& xb = x[sb];
-    int32_t isum = 0;
-    for (int h = 0; h < 2; ++h) {
-      for (int k = 0; k < 4; ++k) {
-        const uint8_t* ql = blk + 64 * h + 32 * (k & 1);
-        const uint8_t* qh = blk + 128 + 32 * h;
-        int32_t group[2] = {0, 0};
-        for (int l = 0; l < 32; ++l) {
-          const int v = (((ql[l] >> (4 * (k / 2))) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
-          group[l / 16] += v * xb.qs[32 * (4 * h + k) + l];
-        }
-        isum += sc[8 * h + 2 * k] * group[0] + sc[8 * h + 2 * k + 1] * group[1];
-      }
-    }
+    const int32_t isum = q6_k_superblock_sum(blk, [&](int i) { return int32_t(xb.qs[i]); });
     acc += static_cast<float>(isum) * (load_fp16(blk + 208) * xb.d);
   }
   *out = acc;

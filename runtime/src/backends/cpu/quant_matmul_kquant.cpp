@@ -26,10 +26,6 @@
 namespace flashscope::cpu {
 namespace {
 
-constexpr int kSubBlocks = 8;
-constexpr int kQ4_KBytes = 144;  // d, dmin, scales[12], qs[128]
-constexpr int kQ5_KBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
-constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
 
 // The columns run in segments of this many super-blocks (1024 columns: a
 // tile's segment is 17 KB), and the rows in blocks of at most
@@ -45,8 +41,8 @@ using TileKernel = void (*)(const uint8_t* w, const TileQ8K* tiles, int64_t nsb,
 
 inline int32_t bsum32(const TileQ8K& tile, int s, int t) { return tile.bsums[s][t][0] + tile.bsums[s][t][1]; }
 
-// Q4_K / Q5_K: element l of sub-block s is nibble s&1 of qs[32·(s/2) + l],
-// plus bit s of qh[l] as the fifth bit (Q5_K).
+// The portable kernels: quant_matmul_rows.hpp's super-block sums for each
+// token of the tile, then the block's float scales.
 template <bool kFifthBit>
 void tile16_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
   constexpr int kBytes = kFifthBit ? kQ5_KBytes : kQ4_KBytes;
@@ -55,22 +51,10 @@ void tile16_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, 
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + sb * kBytes;
       const TileQ8K& tile = tiles[sb];
-      uint8_t sc_m[16];
-      unpack_k4_scales16(blk + 4, sc_m);
-      const uint8_t* qh = blk + 16;
-      const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
       int32_t isum = 0, imin = 0;
-      for (int s = 0; s < kSubBlocks; ++s) {
-        const uint8_t* q = qs + 32 * (s / 2);
-        int32_t sub = 0;
-        for (int l = 0; l < 32; ++l) {
-          int v = (q[l] >> (4 * (s & 1))) & 0xF;
-          if (kFifthBit) v |= ((qh[l] >> s) & 1) << 4;
-          sub += v * q8k_value(tile, t, 32 * s + l);
-        }
-        isum += sc_m[s] * sub;
-        imin += sc_m[8 + s] * bsum32(tile, s, t);
-      }
+      q45_k_superblock_sums<kFifthBit>(
+          blk, [&](int i) { return int32_t(q8k_value(tile, t, i)); }, [&](int s) { return bsum32(tile, s, t); },
+          &isum, &imin);
       acc += static_cast<float>(isum) * (load_fp16(blk) * tile.d[t]);
       acc_min += static_cast<float>(imin) * (load_fp16(blk + 2) * tile.d[t]);
     }
@@ -78,28 +62,13 @@ void tile16_q45_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, 
   }
 }
 
-// Q6_K: element l + 32k of half h is (nibble k/2 of ql[64h + 32(k&1) + l]) |
-// (bits 2k, 2k+1 of qh[32h + l]) << 4, minus 32, scaled by sc[8h + 2k + l/16].
 void tile16_q6_k_portable(const uint8_t* w, const TileQ8K* tiles, int64_t nsb, float* out) {
   for (int t = 0; t < kKTileTokens; ++t) {
     float acc = 0.0f;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* blk = w + sb * kQ6_KBytes;
-      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
       const TileQ8K& tile = tiles[sb];
-      int32_t isum = 0;
-      for (int h = 0; h < 2; ++h) {
-        for (int k = 0; k < 4; ++k) {
-          const uint8_t* ql = blk + 64 * h + 32 * (k & 1);
-          const uint8_t* qh = blk + 128 + 32 * h;
-          int32_t group[2] = {0, 0};
-          for (int l = 0; l < 32; ++l) {
-            const int v = (((ql[l] >> (4 * (k / 2))) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
-            group[l / 16] += v * q8k_value(tile, t, 32 * (4 * h + k) + l);
-          }
-          isum += sc[8 * h + 2 * k] * group[0] + sc[8 * h + 2 * k + 1] * group[1];
-        }
-      }
+      const int32_t isum = q6_k_superblock_sum(blk, [&](int i) { return int32_t(q8k_value(tile, t, i)); });
       acc += static_cast<float>(isum) * (load_fp16(blk + 208) * tile.d[t]);
     }
     out[t] = acc;

@@ -32,6 +32,62 @@ inline void unpack_k4_scales16(const uint8_t* q, uint8_t* out) {
   std::memcpy(out, words, sizeof words);
 }
 
+// The K-quant super-blocks (GGUF): 256 elements in 8 sub-blocks of 32.
+constexpr int kSubBlocks = 8;
+constexpr int kQ4_KBytes = 144;  // d, dmin, scales[12], qs[128]
+constexpr int kQ5_KBytes = 176;  // d, dmin, scales[12], qh[32], qs[128]
+constexpr int kQ6_KBytes = 210;  // ql[128], qh[64], int8 scales[16], d
+
+// The integer sums of one Q4_K / Q5_K super-block against 256 int8
+// activations, as the portable kernels define them for every ISA's to
+// match: *isum = Σ_s sc_s · Σ code·x over sub-block s, *imin = Σ_s m_s ·
+// sum32(s). Element l of sub-block s is nibble s&1 of qs[32·(s/2) + l], plus
+// bit s of qh[l] as the fifth bit (Q5_K). act(i): activation i; sum32(s):
+// the activations' sum over sub-block s.
+template <bool kFifthBit, typename Act, typename Sum32>
+inline void q45_k_superblock_sums(const uint8_t* blk, Act act, Sum32 sum32, int32_t* isum, int32_t* imin) {
+  uint8_t sc_m[16];
+  unpack_k4_scales16(blk + 4, sc_m);
+  const uint8_t* qh = blk + 16;
+  const uint8_t* qs = blk + (kFifthBit ? 48 : 16);
+  int32_t total = 0, mins = 0;
+  for (int s = 0; s < kSubBlocks; ++s) {
+    const uint8_t* q = qs + 32 * (s / 2);
+    int32_t part = 0;
+    for (int l = 0; l < 32; ++l) {
+      int v = (q[l] >> (4 * (s & 1))) & 0xF;
+      if (kFifthBit) v |= ((qh[l] >> s) & 1) << 4;
+      part += v * act(32 * s + l);
+    }
+    total += sc_m[s] * part;
+    mins += sc_m[8 + s] * sum32(s);
+  }
+  *isum = total;
+  *imin = mins;
+}
+
+// The same for Q6_K: Σ sc · Σ (code − 32)·x over its 16 groups of 16.
+// Element l + 32k of half h is (nibble k/2 of ql[64h + 32(k&1) + l]) |
+// (bits 2k, 2k+1 of qh[32h + l]) << 4, minus 32, scaled by sc[8h + 2k + l/16].
+template <typename Act>
+inline int32_t q6_k_superblock_sum(const uint8_t* blk, Act act) {
+  const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+  int32_t isum = 0;
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* ql = blk + 64 * h + 32 * (k & 1);
+      const uint8_t* qh = blk + 128 + 32 * h;
+      int32_t group[2] = {0, 0};
+      for (int l = 0; l < 32; ++l) {
+        const int v = (((ql[l] >> (4 * (k / 2))) & 0xF) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+        group[l / 16] += v * act(32 * (4 * h + k) + l);
+      }
+      isum += sc[8 * h + 2 * k] * group[0] + sc[8 * h + 2 * k + 1] * group[1];
+    }
+  }
+  return isum;
+}
+
 // Products smaller than this many multiply-adds (about 10 µs on one core)
 // run on the calling thread: a fork/join costs a few µs on an idle machine
 // and a whole scheduler time slice when another process holds the second
