@@ -434,6 +434,49 @@ TEST_CASE("gpu window paged: head_dim 96 and 256 without a window, decode and ch
     }
 }
 
+TEST_CASE("gpu paged decode: the few-row kernel's shapes (1..8 rows a kv-head) over the reference") {
+  if (skip_without_gpu()) return;
+  // Decode steps of up to kPagedDecodeFewRows (token, q-head) rows a kv-head
+  // at head_dim 32/64/128/256 take paged_decode_kernel.cuh: every row count
+  // up to 8 (the 4- and 8-row builds), several tokens with their own causal
+  // edge, GQA 1/2/3/4/8, both dtypes, windows one- and two-sided, soft-cap
+  // with and without a window, page sizes 16..256, lengths past and inside
+  // one chunk of keys, splits beyond the keys (empty splits).
+  using flashscope::testing::paged_shape;
+  struct Case {
+    int q_heads, kv_heads, q_len, dim, page;
+    int left, right;
+    float cap;
+    bool causal;
+  };
+  const std::vector<Case> cases = {
+      {9, 3, 1, 64, 64, -1, -1, 0.0f, true},     // SmolLM2
+      {4, 1, 1, 256, 16, 512, -1, 0.0f, true},   // Gemma 3 local
+      {4, 1, 1, 256, 64, -1, -1, 30.0f, true},   // soft-cap alone
+      {32, 8, 1, 128, 16, -1, -1, 0.0f, true},   // Llama 3.2 1B
+      {16, 8, 2, 128, 256, -1, -1, 0.0f, true},  // Qwen3, two drafted tokens
+      {8, 8, 1, 32, 16, 17, 3, 0.0f, false},     // two-sided, MHA
+      {8, 1, 1, 64, 32, 1, -1, 20.0f, true},     // the 8-row build, window 1 with a cap
+      {2, 1, 3, 128, 16, -1, -1, 0.0f, true},    // 6 rows over 3 tokens
+      {1, 1, 8, 32, 64, -1, -1, 0.0f, false},    // 8 tokens of one head, non-causal
+      {5, 1, 1, 256, 256, 4096, -1, 0.0f, true}, // 5 rows, a window past most contexts
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    PagedShape s = paged_shape({c.q_len, c.q_len + 1, 17, 40, 127, 1000, 4133}, c.q_heads, c.kv_heads, c.q_len, c.dim,
+                               c.page, uint64_t(7700 + i));
+    s.window_left = c.left;
+    s.window_right = c.right;
+    s.softcap = c.cap;
+    s.causal = c.causal;
+    s.dtype = i % 3 == 1 ? DType::kFP16 : DType::kBF16;
+    ++i;
+    PagedProblem prob(s);
+    if (c.left >= 0 || c.right >= 0) prob.poison_pages_outside_windows();
+    for (int splits : {1, 0, 3, 128}) check_paged_on_gpu(prob, splits);
+  }
+}
+
 TEST_CASE("gpu window paged: the split plan covers the window, not the context") {
   if (skip_without_gpu()) return;
   // One 32k sequence, window 512: without the window the plan splits the
