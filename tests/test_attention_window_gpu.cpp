@@ -434,14 +434,13 @@ TEST_CASE("gpu window paged: head_dim 96 and 256 without a window, decode and ch
     }
 }
 
-TEST_CASE("gpu paged decode: the few-row kernel's shapes (1..8 rows a kv-head) over the reference") {
+TEST_CASE("gpu paged decode: 1..8 rows a kv-head over the reference, every decode head_dim and mod") {
   if (skip_without_gpu()) return;
-  // Decode steps of up to kPagedDecodeFewRows (token, q-head) rows a kv-head
-  // at head_dim 32/64/128/256 take paged_decode_kernel.cuh: every row count
-  // up to 8 (the 4- and 8-row builds), several tokens with their own causal
-  // edge, GQA 1/2/3/4/8, both dtypes, windows one- and two-sided, soft-cap
-  // with and without a window, page sizes 16..256, lengths past and inside
-  // one chunk of keys, splits beyond the keys (empty splits).
+  // The rows of a decode step (the q-heads of a kv-head times 1..8 new
+  // tokens, each token with its own causal edge) at head_dim 32/64/128/256:
+  // GQA 1/2/3/4/5/8, both dtypes, windows one- and two-sided, soft-cap with
+  // and without a window, page sizes 16..256, lengths inside one key tile
+  // and past many, splits beyond the keys (empty splits).
   using flashscope::testing::paged_shape;
   struct Case {
     int q_heads, kv_heads, q_len, dim, page;
@@ -456,7 +455,7 @@ TEST_CASE("gpu paged decode: the few-row kernel's shapes (1..8 rows a kv-head) o
       {32, 8, 1, 128, 16, -1, -1, 0.0f, true},   // Llama 3.2 1B
       {16, 8, 2, 128, 256, -1, -1, 0.0f, true},  // Qwen3, two drafted tokens
       {8, 8, 1, 32, 16, 17, 3, 0.0f, false},     // two-sided, MHA
-      {8, 1, 1, 64, 32, 1, -1, 20.0f, true},     // the 8-row build, window 1 with a cap
+      {8, 1, 1, 64, 32, 1, -1, 20.0f, true},     // 8 rows, window 1 with a cap
       {2, 1, 3, 128, 16, -1, -1, 0.0f, true},    // 6 rows over 3 tokens
       {1, 1, 8, 32, 64, -1, -1, 0.0f, false},    // 8 tokens of one head, non-causal
       {5, 1, 1, 256, 256, 4096, -1, 0.0f, true}, // 5 rows, a window past most contexts

@@ -1,11 +1,7 @@
 // Attention over the paged KV cache: the tile choice and the one launch
 // path, production and probed (the probed instantiation lives in
 // paged_launch_probed.cu).
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/attention/paged_configs.cuh"
-#include "kernels/attention/paged_decode_kernel.cuh"
 #include "kernels/attention/paged_launch.h"
 #include "kernels/attention/probe_launch.h"
 
@@ -15,11 +11,6 @@ bool paged_uses_decode_tile(int rows_per_kv_head) { return rows_per_kv_head <= k
 int paged_block_q(int rows) {
   return paged_uses_decode_tile(rows) ? PagedDecodeConfig<64>::kBlockQ : PagedPrefillConfig<64>::kBlockQ;
 }
-
-// The few-row kernel splits keys in the tile kernel's units: one plan for both.
-template <int D>
-constexpr bool same_split_tiles = paged_decode::Shape<D>::kSplitTileKeys == PagedDecodeConfig<D>::kBlockKV;
-static_assert(same_split_tiles<32> && same_split_tiles<64> && same_split_tiles<128> && same_split_tiles<256>);
 
 namespace {
 template <typename Cfg>
@@ -36,15 +27,6 @@ KernelTiling config_tiling(int head_dim) {
     case 256: return tiling_of<Cfg<256>>();
     default: return tiling_of<Cfg<128>>();
   }
-}
-// FLASHSCOPE_PAGED_DECODE=tile: decode steps on the 16-row tile as before
-// the few-row kernel (read once).
-bool few_row_kernel_enabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("FLASHSCOPE_PAGED_DECODE");
-    return env == nullptr || std::strcmp(env, "tile") != 0;
-  }();
-  return enabled;
 }
 }  // namespace
 
@@ -68,8 +50,6 @@ cudaError_t launch_paged_attention(ElemType type, int head_dim, bool causal, con
   // The mods come from the call's parameters (the runtime fills the window
   // only for windowed or soft-capped calls).
   const int mods = attn_mods(p);
-  if (few_row_kernel_enabled() && paged_decode_takes(head_dim, p.q_len * p.group))
-    return launch_paged_decode(type, head_dim, causal, mods, p, stream, programmatic);
   switch (head_dim) {
     case 32: return launch_paged_d32(type, causal, mods, decode, p, stream, programmatic);
     case 64: return launch_paged_d64(type, causal, mods, decode, p, stream, programmatic);

@@ -33,17 +33,6 @@ cudaError_t launch_paged_attention(ElemType type, int head_dim, bool causal, con
                                    cudaStream_t stream, bool programmatic = false,
                                    const ProbeBuffers* probe = nullptr);
 
-// The few-row decode kernel (paged_decode_kernel.cuh): a decode step's rows
-// of one kv-head (q_len · group <= kPagedDecodeFewRows) at head_dim 32, 64,
-// 128 or 256. launch_paged_attention takes it for those calls unless a probe
-// is asked for (the probes are the tile kernel's) or FLASHSCOPE_PAGED_DECODE
-// is `tile` (the 16-row tile for them too: for comparisons). Same
-// parameters, grid (num_splits, kv_heads, batch), same outputs and partials.
-inline constexpr int kPagedDecodeFewRows = 8;
-bool paged_decode_takes(int head_dim, int rows_per_kv_head);
-cudaError_t launch_paged_decode(ElemType type, int head_dim, bool causal, int mods, const PagedKernelParams& p,
-                                cudaStream_t stream, bool programmatic = false);
-
 // The tile of the paged kernel (decode_tile: paged_uses_decode_tile).
 KernelTiling paged_tiling(int head_dim, bool decode_tile);
 
