@@ -16,7 +16,7 @@
 //                                  median and the last session's (it waits for every prefill)
 //   decode tokens/s                tokens of steps 2.. over their time, all sessions together;
 //                                  per sequence it is that / N (steps/s)
-// --prompt-len 512 is the prefill target (<= 5 ms on an H200).
+// --prompt-len 512: a long first prompt, the prefill case people wait on.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -46,7 +46,7 @@ constexpr const char* kUsage =
     "  -m, --model PATH   GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --device cpu|cuda  where to run (default: cuda when a device is present)\n"
     "  --batch LIST       batch sizes, comma-separated (default 1,8,64)\n"
-    "  --prompt-len N     prompt tokens per session (default 512: the issue's prefill target)\n"
+    "  --prompt-len N     prompt tokens per session (default 512)\n"
     "  --gen-len N        tokens generated per session (default 128)\n"
     "  --runs N           timed runs per batch size, after one warm-up (default 3; medians reported)\n"
     "  -t, --threads N    CPU threads (default: the physical cores not busy elsewhere; info shows them)\n"

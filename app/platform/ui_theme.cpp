@@ -85,8 +85,8 @@ void apply_style(float scale) {
   c[ImGuiCol_WindowBg] = ImVec4(0.08f, 0.09f, 0.10f, 1.00f);
   // Panels are told apart by their borders, not filled: every full-panel
   // fill is a blended pass over a million pixels, which software GL (Mesa
-  // llvmpipe under Xvfb, VMs, remote desktops) pays per frame — filled
-  // children took a 1600×1000 frame from ~8 to ~22 ms there.
+  // llvmpipe under Xvfb, VMs, remote desktops) pays per frame
+  // (bench/TUNING.md#figures-moved-out-of-product-comments).
   c[ImGuiCol_ChildBg] = ImVec4(0.0f, 0.0f, 0.0f, 0.0f);
   c[ImGuiCol_PopupBg] = ImVec4(0.11f, 0.12f, 0.14f, 0.98f);
   c[ImGuiCol_Border] = ImVec4(0.22f, 0.24f, 0.27f, 1.00f);

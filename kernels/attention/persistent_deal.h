@@ -12,7 +12,8 @@
 // others'; consecutive groups start from opposite ends of the grid, so a
 // group's short last round does not leave out the same CTAs each time.
 // Dealt as one list, a round straddling two groups held the short end of one
-// before the long end of the next, and 8k x 8k causal ran a third slower.
+// before the long end of the next, and the CTAs' totals drifted apart
+// (bench/TUNING.md#figures-moved-out-of-product-comments).
 #pragma once
 
 #include "kernels/common/fast_divmod.h"

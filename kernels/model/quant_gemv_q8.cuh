@@ -15,7 +15,8 @@
 //
 // Why: the tiles decode every weight to bf16 and feed the tensor cores
 // (about 4 instructions a weight); at 1 row 15 of the mma's 16 columns are
-// waste and the tiles streamed 45-800 GB/s. Here a weight costs a quarter
+// waste, and the tiles are bound by issue, far below DRAM speed
+// (bench/TUNING.md#figures-moved-out-of-product-comments). Here a weight costs a quarter
 // of a dp4a per input row plus its share of the unpacking (a mask and a
 // shift per 4 weights), and a group of 32 costs one or two scale FMAs.
 //

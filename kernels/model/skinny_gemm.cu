@@ -25,9 +25,8 @@
 //
 // Why: with 1..8 tokens a decode step is a chain of GEMVs that each read a
 // weight matrix once; cuBLAS takes a few µs per call plus the separate
-// norm / rope / swiglu launches around it (SmolLM2 on an H200: 274 kernels a
-// step, ~4.4 µs each). Here a layer is four launches, each one pass over its
-// weights at close to DRAM speed.
+// norm / rope / swiglu launches around it. Here a layer is four launches,
+// each one pass over its weights at close to DRAM speed (bench/TUNING.md#figures-moved-out-of-product-comments).
 //
 // Grid: one warp per output unit (several in turn for the LM head) — two adjacent weight rows (kStore,
 // kAccumulate, kRopeAppend: outputs 2u and 2u+1, which is also a RoPE pair,
@@ -715,7 +714,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const __grid_cons
 // lane (g, c)'s 4 k-slots of an mma are 4 consecutive elements of its own
 // part's group, and its B fragment is token g's input at the same elements.
 //
-// Why not FP32 multiply-adds (the previous form) or dp4a: at 8 rows the
+// Why not FP32 multiply-adds or dp4a: at 8 rows the
 // multiply-adds were 8 per weight on top of the decode, beyond what an SM
 // issues per weight byte at HBM speed; the mma leaves only the decode (about
 // 4 instructions a weight). dp4a would multiply by int8-rounded inputs,

@@ -3,9 +3,9 @@
 // threads sleep at barriers instead of spinning. The app calls it (its UI
 // threads compete with the engine's); the library itself never does (it
 // changes the environment and replaces the process image, which is the host
-// program's decision), and flashscope-cli does not: on a quiet 2-core VM,
-// sleeping threads made decode 2-3x slower (each barrier waits for a wake-up),
-// so it pays only on a machine that stays loaded.
+// program's decision), and flashscope-cli does not: on a quiet small machine
+// sleeping threads make decode slower (each barrier waits for a wake-up), so
+// it pays only on a machine that stays loaded.
 //
 //   int main(int argc, char** argv) {
 //     flashscope::restart_with_sleeping_openmp_threads(argv);  // returns when it did not
@@ -14,10 +14,8 @@
 // Why: a decode step is ~180 fork/joins. libgomp lets a waiting thread spin
 // ~300k polls (a few ms) before it sleeps, which on an idle machine makes
 // each barrier a few µs cheaper, and on a loaded small one makes the team's
-// members spin on the cores the preempted member needs: on 2 cores beside
-// one busy process, 2-thread decode ran at a few tokens/s spinning against
-// 29-84 sleeping, but on the quiet machine 49-74 sleeping against 150-170
-// spinning (bench/TUNING.md#cpu). Why a restart: libgomp reads the
+// members spin on the cores the preempted member needs; on a quiet machine
+// spinning wins instead (bench/TUNING.md#figures-moved-out-of-product-comments). Why a restart: libgomp reads the
 // variable once, when it loads, before main() and before any code of ours
 // (a setenv in main or in a constructor, even a .preinit_array one, comes
 // too late or is lost).

@@ -2,8 +2,8 @@
 // loop over token-major rows. These are the reference the CUDA model ops are
 // checked against, so they favour the obvious formula over speed (they are a
 // few percent of a token's time; the matrix products are the rest). SwiGLU
-// and GeGLU are the exception: serial scalar exp was ~4% of a prompt's time,
-// and tanh ~13% of Gemma's.
+// and GeGLU are the exception: a serial scalar exp or tanh was a visible
+// share of a prompt's time (bench/TUNING.md#figures-moved-out-of-product-comments).
 #pragma once
 
 #include <cstdint>

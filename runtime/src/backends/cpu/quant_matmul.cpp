@@ -14,9 +14,10 @@
 //   tile       one weight row · a 4-token TileQ8 run: the weight block is
 //              unpacked once, the four int32 block sums are reduced to one
 //              vector by two rounds of hadd, and the four tokens' scales load
-//              as one vector, so a block costs ~7 instructions per token
-//              instead of ~12 (prefill ~1.5x). Same sums, same rounding per
-//              block; only the float accumulation order differs.
+//              as one vector, so a block costs fewer instructions per token
+//              than four per-token passes (bench/TUNING.md#figures-moved-out-of-product-comments).
+//              Same sums, same rounding per block; only the float
+//              accumulation order differs.
 #include "backends/cpu/openmp.hpp"
 #include "backends/cpu/quant_matmul.hpp"
 #include "backends/cpu/quant_matmul_rows.hpp"
