@@ -49,8 +49,8 @@
 #if FLASHSCOPE_WITH_CUDA && FLASHSCOPE_WITH_KERNEL_PROBES
 #include <cuda_runtime.h>
 
-#include "cuda/paged_attention_cuda.hpp"
-#include "cuda/prefill_cuda.hpp"
+#include "attention/cuda/paged_attention_cuda.hpp"
+#include "attention/cuda/prefill_cuda.hpp"
 #include "kernels/attention/paged_launch.h"
 #include "kernels/attention/prefill_launch.h"
 #include "kernels/attention/probe_launch.h"

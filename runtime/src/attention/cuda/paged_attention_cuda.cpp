@@ -6,21 +6,21 @@
 // what the device says about itself (SM count, whether the kernels may be
 // launched programmatically) comes from device_facts.hpp's table, and a call
 // costs one cudaGetDevice, an atomic load and the two launches.
-#include "cuda/paged_attention_cuda.hpp"
+#include "attention/cuda/paged_attention_cuda.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 
-#include "cuda/device_facts.hpp"
+#include "device_facts.hpp"
 #include "util/math.hpp"
 
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
 
 #include "kernels/attention/paged_launch.h"
-#include "cuda/prefill_cuda.hpp"
+#include "attention/cuda/prefill_cuda.hpp"
 #if FLASHSCOPE_WITH_HOPPER
 #include "kernels/hopper/hopper_launch.h"
 #endif

@@ -1,7 +1,7 @@
 // CUDA backend of prefill(): picks and checks the kernel, plans its launch,
 // maps PrefillParams onto the kernels' plain parameters, launches, and turns
 // CUDA errors into Status.
-#include "cuda/prefill_cuda.hpp"
+#include "attention/cuda/prefill_cuda.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -13,7 +13,7 @@
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
 
-#include "cuda/device_facts.hpp"
+#include "device_facts.hpp"
 #include "kernels/attention/prefill_launch.h"
 #if FLASHSCOPE_WITH_HOPPER
 #include "kernels/hopper/hopper_launch.h"
