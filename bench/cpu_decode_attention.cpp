@@ -9,8 +9,8 @@
 // engine's 256-token pages instead: 1.06 bytes an element against 2.
 //
 //   W=$PWD; g++ -std=c++20 -O3 -fopenmp -I$W/runtime/src -I$W/runtime/include -I$W \
-//     -o /tmp/dabench bench/cpu_decode_attention.cpp runtime/src/cpu/decode_attention*.cpp \
-//     runtime/src/cpu/cpu_features.cpp runtime/src/cpu/kv_q8.cpp
+//     -o /tmp/dabench bench/cpu_decode_attention.cpp runtime/src/attention/cpu/decode_attention*.cpp \
+//     runtime/src/cpu_features.cpp runtime/src/attention/cpu/kv_q8.cpp
 //   OMP_NUM_THREADS=1 /tmp/dabench 4096 10 [ISA]     # LAYERS=1 keeps it in L2: the arithmetic alone
 #include <chrono>
 #include <cstdio>
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 #include <time.h>
-#include "cpu/decode_attention.hpp"
-#include "cpu/kv_q8.hpp"
+#include "attention/cpu/decode_attention.hpp"
+#include "attention/cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 #include "util/math.hpp"
 using namespace flashscope;

@@ -1,4 +1,4 @@
-// The CPU decode attention path (cpu/decode_attention.hpp), each kernel it
+// The CPU decode attention path (attention/cpu/decode_attention.hpp), each kernel it
 // is built with called by name, against the FP64 paged reference: context
 // lengths 1..8192 (odd ones, page boundaries ± 1), GQA 1/3/4/8, page sizes
 // 16 (the engine's) and 64/256, q_len 1 and more, windows, soft-cap, and
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "cpu/decode_attention.hpp"
-#include "cpu/paged_attention_cpu.hpp"
+#include "attention/cpu/decode_attention.hpp"
+#include "attention/cpu/paged_attention_cpu.hpp"
 #include "flashscope/half.hpp"
 #include "support/paged_problem.hpp"
 

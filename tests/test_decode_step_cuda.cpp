@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.hpp"
-#include "cuda/device_facts.hpp"
+#include "device_facts.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"

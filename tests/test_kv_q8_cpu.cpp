@@ -1,4 +1,4 @@
-// The q8_0 KV cache of the CPU engine (cpu/kv_q8.hpp) and the decode
+// The q8_0 KV cache of the CPU engine (attention/cpu/kv_q8.hpp) and the decode
 // attention over it (DecodeParams::kv_q8), every kernel this machine has:
 //
 // 1. Against an FP64 reference of the quantized problem: K and V as the
@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
-#include "cpu/decode_attention.hpp"
-#include "cpu/kv_q8.hpp"
-#include "cpu/paged_attention_cpu.hpp"
+#include "attention/cpu/decode_attention.hpp"
+#include "attention/cpu/kv_q8.hpp"
+#include "attention/cpu/paged_attention_cpu.hpp"
 #include "flashscope/attention_capture.hpp"
 #include "flashscope/chat.hpp"
 #include "flashscope/flashscope.h"

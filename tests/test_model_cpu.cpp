@@ -24,7 +24,7 @@
 
 #include "backends/cpu/cpu_load.hpp"
 #include "backends/cpu/quant_matmul.hpp"
-#include "cpu/decode_attention.hpp"
+#include "attention/cpu/decode_attention.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "cpu/attention_cpu.hpp"
-#include "cpu/paged_attention_cpu.hpp"
+#include "attention/cpu/attention_cpu.hpp"
+#include "attention/cpu/paged_attention_cpu.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/kv_cache.hpp"

@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/paged_attention_cpu.hpp"
+#include "attention/cpu/paged_attention_cpu.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/half.hpp"

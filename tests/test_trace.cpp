@@ -36,7 +36,7 @@
 #include <omp.h>
 #endif
 
-#include "cpu/attention_cpu.hpp"
+#include "attention/cpu/attention_cpu.hpp"
 #include "flashscope/trace.hpp"
 #include "support/attention_problem.hpp"
 #include "support/attention_reference.hpp"

@@ -25,7 +25,7 @@ struct KernelTiling {
 };
 
 // What the launch paths need to know about the device (the runtime reads
-// them once per device: runtime/src/cuda/device_facts.cpp).
+// them once per device: runtime/src/device_facts.cpp).
 struct DeviceLaunchFacts {
   int sm_count = 0;
   int l2_bytes = 0;

@@ -24,6 +24,7 @@
 
 #include <type_traits>
 
+#include "kernels/attention/prefill_head_dims.h"
 #include "kernels/attention/prefill_kernel.cuh"
 #include "kernels/attention/prefill_plan.h"
 
@@ -68,8 +69,8 @@ using PrefillV6 = PrefillConfig<D, 128, 64, 8, true, Pipeline::kLookahead, true,
 // v5 and v6 at 64 and 128 (both measured: bench/TUNING.md#sm80-prefill),
 // only auto's choice at 32 (v5), 80 (v6), 96 (v6) and 256 (v5); the
 // sliding-window and soft-capped kernels (kMods) only for auto's choice at
-// every head_dim. Every instantiation is compile time on CI's two cores.
-constexpr int sm80_default_version(int head_dim) { return head_dim <= 64 || head_dim == 256 ? 5 : 6; }
+// every head_dim (auto's choice: sm80_default_version, prefill_head_dims.h).
+// Every instantiation is compile time on CI's two cores.
 constexpr bool sm80_instantiated(int version, int head_dim, int mods) {
   if (version != 5 && version != 6) return false;
   if (head_dim != 32 && head_dim != 64 && head_dim != 80 && head_dim != 96 && head_dim != 128 && head_dim != 256)

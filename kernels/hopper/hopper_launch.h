@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/attention/prefill_head_dims.h"
 #include "kernels/attention/prefill_params.h"
 #include "kernels/attention/prefill_plan.h"
 #include "kernels/common/probe_records.h"
@@ -14,12 +15,6 @@ namespace flashscope::kernels {
 
 // True when this process carries sm_90a code and the current device runs it.
 bool hopper_kernels_runnable();
-
-// The head_dims the Hopper prefill kernel is built for. 256 runs on dense
-// tensors through TMA only (no varlen, no paged cache: the cp.async
-// producer's deeper ring does not fit beside its tiles).
-inline bool hopper_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
-inline bool hopper_head_dim_needs_tma(int head_dim) { return head_dim == 256; }
 
 // The plan for dense or varlen prefill of p (PrefillKernelParams as for
 // launch_prefill): the production configuration for the shape

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/attention_cpu.hpp"
+#include "attention/cpu/attention_cpu.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/half.hpp"
 #include "support/random.hpp"

@@ -49,7 +49,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/paged_attention_cpu.hpp"
+#include "attention/cpu/paged_attention_cpu.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/kv_cache.hpp"
 #include "flashscope/paged_attention.hpp"

@@ -52,7 +52,7 @@ struct CpuLayerCache {
   int page_size = 0;
   int capacity = 0;
   // A q8_0 cache instead (k_pages, v_pages null): pools in the layout of
-  // cpu/kv_q8.hpp, [pages, n_kv_heads, kv_q8_head_bytes].
+  // attention/cpu/kv_q8.hpp, [pages, n_kv_heads, kv_q8_head_bytes].
   const uint8_t* k_q8 = nullptr;
   const uint8_t* v_q8 = nullptr;
 };

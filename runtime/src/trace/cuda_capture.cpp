@@ -49,8 +49,9 @@
 #if FLASHSCOPE_WITH_CUDA && FLASHSCOPE_WITH_KERNEL_PROBES
 #include <cuda_runtime.h>
 
-#include "cuda/paged_attention_cuda.hpp"
-#include "cuda/prefill_cuda.hpp"
+#include "attention/attention_validate.hpp"
+#include "attention/cuda/paged_attention_cuda.hpp"
+#include "attention/cuda/prefill_cuda.hpp"
 #include "kernels/attention/paged_launch.h"
 #include "kernels/attention/prefill_launch.h"
 #include "kernels/attention/probe_launch.h"
@@ -517,15 +518,7 @@ void fill_device_meta(const DeviceFacts& d, TraceMeta* m) {
   m->sol_dram_gbps = d.info.sol_dram_gbps;
 }
 
-kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16; }
-
 const uint16_t* element(const void* base, int64_t offset) { return static_cast<const uint16_t*>(base) + offset; }
-
-// Whether p runs the window or soft-cap kernels (a causal call's
-// window_right is causal itself), as prefill_cuda.cpp decides it.
-bool needs_mods(const PrefillParams& p) {
-  return p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f;
-}
 
 // The plan a capture of p runs with probes: prefill()'s own (the same
 // kernel, tiles and refusals), after the checks every GPU capture makes.
@@ -541,8 +534,7 @@ Result<PrefillPlan> traced_plan(const PrefillParams& p) {
   FLASHSCOPE_RETURN_IF_ERROR(validate(p));
   if (!cuda_available()) return unsupported("GPU trace capture: no CUDA device is present (or no driver)");
   if (!needs_mods(p)) return plan_prefill(p);
-  const PrefillKernel sm80 =
-      kernels::prefill_default_version(p.head_dim) == 6 ? PrefillKernel::kV6 : PrefillKernel::kV5;
+  const PrefillKernel sm80 = cuda::sm80_default_kernel(p.head_dim);
   if (p.kernel == PrefillKernel::kHopper)
     return unsupported(std::string("GPU trace capture: the hopper kernel has no probed kernels for a sliding window "
                                    "or logit soft-capping; capture with kernel auto or ") +
@@ -660,7 +652,7 @@ Status capture_cuda_prefill_trace(const PrefillParams& p, const TraceOptions& op
 
   // Second pass: the traced head's final probabilities from Q, K and the run's lse.
   MassInputs mass;
-  mass.type = elem_type(p.dtype);
+  mass.type = cuda::elem_type(p.dtype);
   kernels::TileMassParams& mp = mass.params;
   const int b = opt.batch, h = opt.head, kv_head = h / (p.q_heads / p.kv_heads);
   const int64_t q_row0 = varlen && p.q_len > 0 ? int64_t(cu_q[size_t(b)]) : 0;
@@ -747,7 +739,7 @@ void fill_paged_meta(const PagedAttentionParams& p, const std::vector<int32_t>& 
 MassInputs paged_mass_inputs(const PagedAttentionParams& p, const kernels::PagedKernelParams& k,
                              const TraceOptions& opt, const TracedSeq& seq, int group, float scale) {
   MassInputs mass;
-  mass.type = elem_type(p.dtype);
+  mass.type = cuda::elem_type(p.dtype);
   kernels::TileMassParams& mp = mass.params;
   const int b = opt.batch, h = opt.head;
   mp.q = element(p.q.data, b * p.q.batch_stride + h * p.q.head_stride);
@@ -830,7 +822,7 @@ Status capture_cuda_paged_trace(const PagedAttentionParams& p, const TraceOption
   const int tiles_per_split = ceil_div(seq.kv_tiles(), splits);
   FLASHSCOPE_RETURN_IF_ERROR(prepare_probe(&run, opt, seq, tiles_per_split, limits, stream));
 
-  const auto type = elem_type(p.dtype);
+  const auto type = cuda::elem_type(p.dtype);
   EventTimer timer;
   FLASHSCOPE_RETURN_IF_ERROR(timer.start(p.stream));
   if (run.grid_x > 0) {

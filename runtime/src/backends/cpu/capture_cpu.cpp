@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backends/capture_backend.hpp"
-#include "cpu/kv_q8.hpp"
+#include "attention/cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/trace_capture.hpp"
 #include "util/math.hpp"

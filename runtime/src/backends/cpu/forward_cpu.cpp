@@ -55,10 +55,10 @@
 // paid for.
 //
 // A q8_0 cache (ModelOptions::kv_type) keeps its pools itself, in the
-// layout of cpu/kv_q8.hpp (its pages the block table's identity), K/V
+// layout of attention/cpu/kv_q8.hpp (its pages the block table's identity), K/V
 // quantized from the float rows as they are appended; attention then runs
 // the decode kernel over it for every chunk, prompts included
-// (cpu/decode_attention.hpp, kv_q8): it reads the int8 rows where they lie,
+// (attention/cpu/decode_attention.hpp, kv_q8): it reads the int8 rows where they lie,
 // so a prompt needs no bf16 copy of the cache.
 #include <algorithm>
 #include <cstdlib>
@@ -79,8 +79,8 @@
 #include "backends/cpu/quant_matmul.hpp"
 #include "backends/cpu/quant_matmul_kdot.hpp"
 #include "backends/cpu/quant_matmul_kquant.hpp"
-#include "cpu/decode_attention.hpp"
-#include "cpu/kv_q8.hpp"
+#include "attention/cpu/decode_attention.hpp"
+#include "attention/cpu/kv_q8.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/kv_cache.hpp"

@@ -40,7 +40,7 @@
 #include <omp.h>
 #endif
 
-#include "cpu/cpu_features.hpp"
+#include "cpu_features.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu {

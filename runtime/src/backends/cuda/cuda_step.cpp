@@ -73,7 +73,7 @@
 
 #include "backends/cpu/model_ops.hpp"
 #include "backends/cuda/cuda_model.hpp"
-#include "cuda/paged_attention_cuda.hpp"
+#include "attention/cuda/paged_attention_cuda.hpp"
 
 namespace flashscope::model {
 

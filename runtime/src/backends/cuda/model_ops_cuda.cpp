@@ -2,7 +2,7 @@
 // checks, then the kernels' plain parameters, then the launch.
 #include "backends/cuda/model_ops_cuda.hpp"
 
-#include "cuda/device_facts.hpp"
+#include "device_facts.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <limits>
 
-#include "cpu/decode_attention_impl.hpp"
-#include "cpu/kv_q8.hpp"
+#include "attention/cpu/decode_attention_impl.hpp"
+#include "attention/cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu::decode {
@@ -128,8 +128,8 @@ struct Simd {
     for (int i = 0; i < 16; ++i) dst[i] = fp16_to_float(src[i]);
   }
 };
-#include "cpu/decode_attention_kernel.inc"
-#include "cpu/decode_attention_q8.inc"
+#include "attention/cpu/decode_attention_kernel.inc"
+#include "attention/cpu/decode_attention_q8.inc"
 #undef FS_TARGET
 }  // namespace portable
 
@@ -161,7 +161,7 @@ struct Simd {
   }
   static V exp2(V a) { return exp2_poly(a); }
 };
-#include "cpu/decode_attention_kernel.inc"
+#include "attention/cpu/decode_attention_kernel.inc"
 #undef FS_TARGET
 }  // namespace scalar
 

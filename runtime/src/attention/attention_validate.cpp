@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "attention_validate.hpp"
+#include "attention/attention_validate.hpp"
 #include "flashscope/attention.hpp"
 
 namespace flashscope {

@@ -14,6 +14,10 @@ PrefillKernel choose_prefill_kernel(const PrefillParams& p);
 // Whether kernel can run on the current device in this build.
 bool prefill_kernel_runnable(PrefillKernel kernel);
 
+// The sm80 family's kernel auto runs at head_dim where the Hopper kernel
+// does not (v5 or v6, kernels::sm80_default_version).
+PrefillKernel sm80_default_kernel(int head_dim);
+
 // The plan of p (shapes only: p's pointers are not read) on the current
 // device: every refusal a CUDA prefill makes (no CUDA, a kernel the device
 // cannot run, a dtype the kernel is not built for, grid limits) is made
@@ -35,6 +39,11 @@ Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_devic
 #include "kernels/hopper/hopper_extras.h"
 
 namespace flashscope::cuda {
+
+// The kernels' element type of a public dtype (validate() admits bf16 and fp16).
+inline kernels::ElemType elem_type(DType t) {
+  return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16;
+}
 
 // The kernels' plain parameters for p (validated): pointers, strides, the
 // scale in log2 units. prefill() launches on them; so does the GPU trace

@@ -1,19 +1,21 @@
 // CUDA backend of prefill(): picks and checks the kernel, plans its launch,
 // maps PrefillParams onto the kernels' plain parameters, launches, and turns
 // CUDA errors into Status.
-#include "cuda/prefill_cuda.hpp"
+#include "attention/cuda/prefill_cuda.hpp"
 
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <type_traits>
 
+#include "kernels/attention/prefill_head_dims.h"
 #include "util/math.hpp"
 
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
 
-#include "cuda/device_facts.hpp"
+#include "attention/attention_validate.hpp"
+#include "device_facts.hpp"
 #include "kernels/attention/prefill_launch.h"
 #if FLASHSCOPE_WITH_HOPPER
 #include "kernels/hopper/hopper_launch.h"
@@ -21,6 +23,10 @@
 #endif
 
 namespace flashscope::cuda {
+
+PrefillKernel sm80_default_kernel(int head_dim) {
+  return kernels::sm80_default_version(head_dim) == 6 ? PrefillKernel::kV6 : PrefillKernel::kV5;
+}
 
 #if FLASHSCOPE_WITH_CUDA
 
@@ -38,21 +44,13 @@ int sm80_version(PrefillKernel k) {
   return value >= 1 && value <= 6 ? value : 0;
 }
 
-kernels::ElemType elem_type(DType t) { return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16; }
-
-// Whether p needs the kernels with a sliding window or a soft-cap (a causal
-// call's window_right of 0 is causal itself).
-bool needs_mods(const PrefillParams& p) {
-  return p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f;
-}
-
-// What the Hopper kernel runs: head_dim 64 and 128 through either producer
-// (TMA for dense tensors, cp.async for varlen), and head_dim 256, windows
-// and the soft-cap through TMA only (dense tensors).
+// What the Hopper kernel runs: its head_dims through either producer (TMA
+// for dense tensors, cp.async for varlen), but the head_dim that needs TMA
+// (256), windows and the soft-cap through TMA only (dense tensors).
 bool hopper_runs(const PrefillParams& p) {
+  if (!kernels::hopper_head_dim(p.head_dim)) return false;
   const bool dense = p.cu_seqlens_q == nullptr;
-  if (p.head_dim == 64 || p.head_dim == 128) return dense || !needs_mods(p);
-  return p.head_dim == 256 && dense;
+  return dense || (!kernels::hopper_head_dim_needs_tma(p.head_dim) && !needs_mods(p));
 }
 
 // What a kernel does not implement: refused by name, never ignored. The
@@ -63,10 +61,11 @@ Status check_features(const PrefillParams& p, PrefillKernel kernel) {
   const char* what = p.softcap > 0.0f ? "logit soft-capping (softcap)" : "sliding window (window_left/window_right)";
   if (kernel == PrefillKernel::kHopper) {
     if (hopper_runs(p)) return {};
-    if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
+    if (!kernels::hopper_head_dim(p.head_dim))
       return unsupported("head_dim " + std::to_string(p.head_dim) +
                          " is not supported by the CUDA prefill kernel hopper (64, 128, 256); auto runs it");
-    return unsupported(std::string(p.head_dim == 256 ? "head_dim 256" : what) +
+    return unsupported((kernels::hopper_head_dim_needs_tma(p.head_dim) ? "head_dim " + std::to_string(p.head_dim)
+                                                                       : std::string(what)) +
                        " on the hopper kernel needs dense tensors (TMA), not varlen; auto runs it");
   }
   const int version = sm80_version(kernel);
@@ -109,7 +108,7 @@ PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
     auto facts = device_facts();
     if (facts.ok() && facts->hopper) return PrefillKernel::kHopper;
   }
-  return kernels::prefill_default_version(p.head_dim) == 6 ? PrefillKernel::kV6 : PrefillKernel::kV5;
+  return sm80_default_kernel(p.head_dim);
 }
 
 kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
@@ -246,9 +245,7 @@ Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_devic
 
 bool prefill_kernel_runnable(PrefillKernel) { return false; }
 
-PrefillKernel choose_prefill_kernel(const PrefillParams& p) {
-  return p.head_dim == 80 || p.head_dim == 96 || p.head_dim == 128 ? PrefillKernel::kV6 : PrefillKernel::kV5;
-}
+PrefillKernel choose_prefill_kernel(const PrefillParams& p) { return sm80_default_kernel(p.head_dim); }
 
 Result<PrefillPlan> plan_prefill(const PrefillParams&) {
   return unsupported("this build of flashscope has no CUDA backend (configure with FLASHSCOPE_CUDA=ON); use Device::kCpu");

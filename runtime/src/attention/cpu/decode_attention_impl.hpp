@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cpu/decode_attention.hpp"
+#include "attention/cpu/decode_attention.hpp"
 
 namespace flashscope::cpu::decode {
 

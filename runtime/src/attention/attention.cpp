@@ -5,8 +5,8 @@
 #include <cmath>
 #include <string>
 
-#include "cpu/attention_cpu.hpp"
-#include "cuda/prefill_cuda.hpp"
+#include "attention/cpu/attention_cpu.hpp"
+#include "attention/cuda/prefill_cuda.hpp"
 
 namespace flashscope {
 

@@ -37,7 +37,7 @@
 #endif
 
 #include "backends/cpu/openmp.hpp"
-#include "cpu/attention_cpu.hpp"
+#include "attention/cpu/attention_cpu.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "cpu/decode_attention_impl.hpp"
+#include "attention/cpu/decode_attention_impl.hpp"
 #include "flashscope/half.hpp"
 
 #if defined(__aarch64__)
@@ -64,7 +64,7 @@ struct Simd {
     return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(r), keep));
   }
 };
-#include "cpu/decode_attention_kernel.inc"
+#include "attention/cpu/decode_attention_kernel.inc"
 #undef FS_TARGET
 }  // namespace neon
 

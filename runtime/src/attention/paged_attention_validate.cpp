@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "attention_validate.hpp"
+#include "attention/attention_validate.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/paged_attention.hpp"
 #include "util/math.hpp"

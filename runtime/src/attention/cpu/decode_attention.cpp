@@ -25,7 +25,7 @@
 // Scratch (allocated before the region, so failure is a Status):
 //   per thread: item_scratch_floats (q rows and one block of scores)
 //   per item:   m [R], l [R], acc [R, D]  (R = kv_heads · group · q_len)
-#include "cpu/decode_attention.hpp"
+#include "attention/cpu/decode_attention.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "backends/cpu/openmp.hpp"
-#include "cpu/cpu_features.hpp"
-#include "cpu/decode_attention_impl.hpp"
+#include "cpu_features.hpp"
+#include "attention/cpu/decode_attention_impl.hpp"
 #include "flashscope/half.hpp"
 #include "util/math.hpp"
 

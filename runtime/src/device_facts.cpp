@@ -1,5 +1,5 @@
 // device_facts(): a lock-free table per device ordinal (see the header).
-#include "cuda/device_facts.hpp"
+#include "device_facts.hpp"
 
 #include <atomic>
 #include <cstdint>

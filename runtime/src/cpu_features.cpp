@@ -1,5 +1,5 @@
 // CPU feature detection (see cpu_features.hpp).
-#include "cpu/cpu_features.hpp"
+#include "cpu_features.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FLASHSCOPE_X86_CPUID 1

@@ -1,5 +1,5 @@
 // q8_0 KV rows in and out (layout: kv_q8.hpp).
-#include "cpu/kv_q8.hpp"
+#include "attention/cpu/kv_q8.hpp"
 
 #include <algorithm>
 #include <cmath>

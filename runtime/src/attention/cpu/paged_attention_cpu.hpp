@@ -10,7 +10,7 @@
 // does not hide in the other.
 #pragma once
 
-#include "cpu/decode_attention.hpp"
+#include "attention/cpu/decode_attention.hpp"
 #include "flashscope/paged_attention.hpp"
 #include "flashscope/status.hpp"
 

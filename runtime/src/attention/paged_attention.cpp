@@ -2,8 +2,8 @@
 // to the backend the tensors live on.
 #include "flashscope/paged_attention.hpp"
 
-#include "cpu/paged_attention_cpu.hpp"
-#include "cuda/paged_attention_cuda.hpp"
+#include "attention/cpu/paged_attention_cpu.hpp"
+#include "attention/cuda/paged_attention_cuda.hpp"
 
 namespace flashscope {
 

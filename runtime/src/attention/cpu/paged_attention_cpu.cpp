@@ -34,7 +34,7 @@
 // token through the block table into [kv_len, kv_heads, head_dim], then
 // cpu::attention_reference (FP64). Deliberately plain and separate from the
 // backend's gather.
-#include "cpu/paged_attention_cpu.hpp"
+#include "attention/cpu/paged_attention_cpu.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -44,7 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/attention_cpu.hpp"
+#include "attention/cpu/attention_cpu.hpp"
 #include "flashscope/attention.hpp"
 
 namespace flashscope::cpu {

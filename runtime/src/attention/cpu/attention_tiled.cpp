@@ -50,7 +50,7 @@
 #include <omp.h>
 #endif
 
-#include "cpu/attention_cpu.hpp"
+#include "attention/cpu/attention_cpu.hpp"
 #include "flashscope/half.hpp"
 #include "util/math.hpp"
 

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <limits>
 
-#include "cpu/decode_attention_impl.hpp"
-#include "cpu/kv_q8.hpp"
+#include "attention/cpu/decode_attention_impl.hpp"
+#include "attention/cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && __has_include(<immintrin.h>)
@@ -111,8 +111,8 @@ struct Simd {
     _mm256_storeu_ps(dst + 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 8))));
   }
 };
-#include "cpu/decode_attention_kernel.inc"
-#include "cpu/decode_attention_q8.inc"
+#include "attention/cpu/decode_attention_kernel.inc"
+#include "attention/cpu/decode_attention_q8.inc"
 #undef FS_TARGET
 }  // namespace avx2
 
@@ -166,7 +166,7 @@ struct Simd {
     return _mm512_maskz_mul_ps(keep, p, _mm512_castsi512_ps(e));
   }
 };
-#include "cpu/decode_attention_kernel.inc"
+#include "attention/cpu/decode_attention_kernel.inc"
 #undef FS_TARGET
 }  // namespace avx512
 
@@ -198,7 +198,7 @@ struct Simd : avx512::Simd {
                          _mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
   }
 };
-#include "cpu/decode_attention_kernel.inc"
+#include "attention/cpu/decode_attention_kernel.inc"
 #undef FS_TARGET
 }  // namespace avx512bf16
 
@@ -236,8 +236,8 @@ struct Simd : avx512::Simd {
     _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))));
   }
 };
-#include "cpu/decode_attention_kernel.inc"
-#include "cpu/decode_attention_q8.inc"
+#include "attention/cpu/decode_attention_kernel.inc"
+#include "attention/cpu/decode_attention_q8.inc"
 #undef FS_TARGET
 }  // namespace avx512vnni
 

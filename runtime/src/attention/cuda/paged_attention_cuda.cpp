@@ -6,21 +6,23 @@
 // what the device says about itself (SM count, whether the kernels may be
 // launched programmatically) comes from device_facts.hpp's table, and a call
 // costs one cudaGetDevice, an atomic load and the two launches.
-#include "cuda/paged_attention_cuda.hpp"
+#include "attention/cuda/paged_attention_cuda.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 
-#include "cuda/device_facts.hpp"
+#include "device_facts.hpp"
 #include "util/math.hpp"
 
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "attention/attention_validate.hpp"
+#include "attention/cuda/prefill_cuda.hpp"
 #include "kernels/attention/paged_launch.h"
-#include "cuda/prefill_cuda.hpp"
+#include "kernels/attention/prefill_head_dims.h"
 #if FLASHSCOPE_WITH_HOPPER
 #include "kernels/hopper/hopper_launch.h"
 #endif
@@ -39,19 +41,14 @@ constexpr int kMaxSplits = kernels::kMaxPagedSplits;
 constexpr int kDecodeCtasPerSm = 8;
 constexpr int kMinKeysPerSplit = 64;  // see plan_for
 
-// Whether p needs the kernels with a sliding window or a soft-cap (a causal
-// call's window_right of 0 is causal itself).
-bool needs_mods(const PagedAttentionParams& p) {
-  return p.window_left >= 0 || (!p.causal && p.window_right >= 0) || p.softcap > 0.0f;
-}
-
 // What the Hopper paged tile does not implement: refused by name.
 Status check_hopper(const PagedAttentionParams& p) {
   if (needs_mods(p))
     return unsupported(std::string(p.softcap > 0.0f ? "logit soft-capping (softcap)"
                                                      : "sliding window (window_left/window_right)") +
                        " is not supported by the hopper paged attention kernel yet; auto runs it");
-  if (p.head_dim != 64 && p.head_dim != 128)
+  // A paged cache goes through the cp.async producer: not at the head_dim that needs TMA.
+  if (!kernels::hopper_head_dim(p.head_dim) || kernels::hopper_head_dim_needs_tma(p.head_dim))
     return unsupported("head_dim " + std::to_string(p.head_dim) +
                        " is not supported by the hopper paged attention kernel (64, 128); auto runs it");
   return {};
@@ -183,7 +180,7 @@ Status launch(const PagedAttentionParams& p, bool merge, UnmergedOutput* out) {
     return unsupported("the hopper kernel needs an sm_90 GPU (H100/H200) and a library built with its sm_90a code");
   if (hopper) FLASHSCOPE_RETURN_IF_ERROR(check_hopper(p));
 
-  const auto type = p.dtype == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16;
+  const auto type = elem_type(p.dtype);
   const auto stream = static_cast<cudaStream_t>(p.stream);
   cudaError_t err = cudaErrorInvalidValue;
 #if FLASHSCOPE_WITH_HOPPER

@@ -1,0 +1,25 @@
+// The checks validate(PrefillParams) and validate(PagedAttentionParams)
+// share: the sliding window and the soft-cap mean the same in both.
+#pragma once
+
+#include "flashscope/status.hpp"
+
+namespace flashscope {
+
+// window_left / window_right >= -1 (-1: unbounded), window_right <= 0 when
+// causal, softcap finite and >= 0 (0: off). kInvalidArgument naming the field.
+Status check_window_softcap(int window_left, int window_right, float softcap, bool causal);
+
+// Whether a call runs the kernels built for a sliding window or a soft-cap
+// (a causal call's window_right of 0 is causal itself): the CUDA prefill,
+// paged attention and the GPU trace capture all decide it here.
+inline bool needs_mods(int window_left, int window_right, float softcap, bool causal) {
+  return window_left >= 0 || (!causal && window_right >= 0) || softcap > 0.0f;
+}
+// The same for PrefillParams or PagedAttentionParams.
+template <typename Params>
+bool needs_mods(const Params& p) {
+  return needs_mods(p.window_left, p.window_right, p.softcap, p.causal);
+}
+
+}  // namespace flashscope
