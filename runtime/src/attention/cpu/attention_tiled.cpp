@@ -28,7 +28,7 @@
 // Layouts: q, k, v, o through the PrefillParams strides (head_dim
 // contiguous); lse dense [batch, q_heads, q_len] (varlen [q_heads, total_q]).
 //
-// Speed (about 10 GFLOP/s per core with SSE2 only, no -march): K and V tiles
+// Speed (SSE2 only, no -march): K and V tiles
 // are converted once per tile into float scratch owned by the thread, K
 // transposed ([head_dim, 64]) so both products stream contiguous float rows
 // (keys for S, head_dim for P·V). Two small register-blocked micro-kernels
@@ -36,7 +36,7 @@
 // each K or V load feeds four query rows; plain loops that GCC and Clang
 // vectorise without -ffast-math or intrinsics. P is stored transposed
 // ([64 keys, 4 rows]): row-major P let GCC 12 vectorise pv_rows across keys
-// with scalar gathers, three times slower. Scratch is allocated once per
+// with scalar gathers (bench/TUNING.md#figures-moved-out-of-product-comments). Scratch is allocated once per
 // call, before the parallel region, so allocation failure is a Status and no
 // exception crosses OpenMP.
 #include <algorithm>
