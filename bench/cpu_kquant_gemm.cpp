@@ -5,7 +5,7 @@
 // Q4_K 3072×1024 (gate/up), Q4_K 1024×3072 (down's width), Q6_K 1024×1024.
 // ISA=1 forces AVX2, ISA=0 the portable loops (set_cpu_isa).
 //
-//   W=$PWD; g++ -std=c++20 -O2 -I$W/runtime/src -I$W/runtime/include -o /tmp/kgemm \
+//   W=$PWD; g++ -std=c++20 -O2 -I$W/runtime/src -I$W/runtime/include -I$W -o /tmp/kgemm \
 //     bench/cpu_kquant_gemm.cpp -L$W/build/runtime -lflashscope -Wl,-rpath,$W/build/runtime
 //   OMP_NUM_THREADS=1 /tmp/kgemm [rounds=7] [tokens=128]
 #include <time.h>

@@ -12,7 +12,7 @@
 // "token" instead (576-840 KB: L2, the arithmetic alone); ISA=1 forces AVX2
 // (set_cpu_isa).
 //
-//   W=$PWD; g++ -std=c++20 -O2 -I$W/runtime/src -I$W/runtime/include -o /tmp/kgemv \
+//   W=$PWD; g++ -std=c++20 -O2 -I$W/runtime/src -I$W/runtime/include -I$W -o /tmp/kgemv \
 //     bench/cpu_kquant_gemv.cpp -L$W/build/runtime -lflashscope -Wl,-rpath,$W/build/runtime
 //   OMP_NUM_THREADS=1 /tmp/kgemv [tokens=20] [rounds=3]
 #include <time.h>

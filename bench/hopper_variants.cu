@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/cuda_check.cuh"
+#include "kernels/common/math.h"
 #include "kernels/attention/prefill_launch.h"
 #include "flashscope_lab/hopper_variants.h"
 #include "kernels/hopper/hopper_launch.h"
@@ -30,6 +31,21 @@ struct Shape {
   int b, h, lq, lk, d;
   bool causal;
 };
+
+// The device's SM count and L2 size from the driver (the runtime's cached
+// facts, runtime/src/cuda/device_facts.cpp, are not linked here); an H100's
+// where the driver cannot say.
+DeviceLaunchFacts device_launch_facts() {
+  DeviceLaunchFacts f;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&f.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&f.l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
+    cudaGetLastError();
+  if (f.sm_count <= 0) f.sm_count = 132;
+  if (f.l2_bytes <= 0) f.l2_bytes = 50 << 20;
+  return f;
+}
 
 template <typename F>
 float median_ms(F&& launch, int iters) {
@@ -118,10 +134,10 @@ int main(int argc, char** argv) {
     p.q_batch_stride = p.o_batch_stride = int64_t(s.lq) * s.h * s.d;
     p.k_batch_stride = p.v_batch_stride = int64_t(s.lk) * s.h * s.d;
     p.batch = s.b, p.q_heads = s.h, p.kv_heads = s.h, p.group = 1, p.q_len = s.lq, p.kv_len = s.lk;
-    p.scale_log2 = 1.4426950408889634f / std::sqrt(float(s.d));
+    p.scale_log2 = kLog2e / std::sqrt(float(s.d));
     const double flops = 4.0 * s.b * s.h * double(s.lq) * s.lk * s.d * (s.causal ? 0.5 : 1.0);
 
-    const DeviceLaunchFacts dev = read_device_launch_facts();
+    const DeviceLaunchFacts dev = device_launch_facts();
     const PrefillLaunchPlan v6 = plan_prefill_sm80(6, ElemType::kBF16, s.d, s.causal, p, dev);
     const float t_v6 = median_ms([&] { return launch_prefill(v6, p, nullptr, nullptr); }, iters);
     std::vector<bf16> ref(nq), got(nq);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/cuda_check.cuh"
+#include "kernels/common/math.h"
 #include "kernels/attention/prefill_versions.cuh"
 
 using namespace flashscope::kernels;
@@ -99,7 +100,7 @@ void sweep(const Shape& s) {
   p.v_batch_stride = ks * s.lk; p.v_seq_stride = ks; p.v_head_stride = D;
   p.o_batch_stride = qs * s.lq; p.o_seq_stride = qs; p.o_head_stride = D;
   p.batch = s.b; p.q_heads = s.h; p.kv_heads = s.h; p.group = 1; p.q_len = s.lq; p.kv_len = s.lk;
-  p.scale_log2 = 1.4426950408889634f / std::sqrt(float(D));
+  p.scale_log2 = kLog2e / std::sqrt(float(D));
   const double flops = 4.0 * s.b * s.h * double(s.lq) * s.lk * D * (s.causal ? 0.5 : 1.0);
   std::printf("B=%d H=%d Lq=%d Lk=%d D=%d %s\n", s.b, s.h, s.lq, s.lk, D, s.causal ? "causal" : "full");
   float t_ref = run<CandA, D>(p, s.causal, 20);

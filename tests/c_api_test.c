@@ -297,7 +297,7 @@ int main(void) {
   CHECK_STATUS(flashscope_queue_set_penalties(NULL, 0.0f, 0.0f), FLASHSCOPE_INVALID_ARGUMENT);
   CHECK(stats.stop_reason == FLASHSCOPE_STOP_NONE && stats.generated_tokens == 0);
 
-  /* The model. */
+  /* The model, where the C++ tests look (tests/support/model_path.hpp). */
   const char* dir = getenv("FLASHSCOPE_MODEL_DIR");
   char path[1024];
   snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf",

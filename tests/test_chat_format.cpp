@@ -5,7 +5,6 @@
 // and splitting a reply's reasoning from its content.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -15,6 +14,7 @@
 #include "flashscope/engine.hpp"
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
+#include "support/model_path.hpp"
 #include "support/skip.hpp"
 #include "support/synthetic_llama.hpp"
 
@@ -34,11 +34,6 @@ Model synthetic_model(flashscope::testing::SyntheticLlama s = {}) {
   auto model = Model::from_gguf(std::move(file).value());
   REQUIRE_MESSAGE(model.ok(), model.status().to_string());
   return std::move(model).value();
-}
-
-std::string default_model_path() {
-  const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
-  return std::string(dir && *dir ? dir : FLASHSCOPE_SOURCE_DIR "/assets/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 // ChatML with a generation prompt, written as Jinja (SmolLM2's shape without
@@ -68,7 +63,7 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 }  // namespace
 
 TEST_CASE("chat format: SmolLM2's own template gives the ChatML path's tokens, and a two-turn session the same cache") {
-  const std::string path = default_model_path();
+  const std::string path = flashscope::testing::default_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
     flashscope::testing::mark_skipped();

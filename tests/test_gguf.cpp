@@ -20,6 +20,7 @@
 
 #include "flashscope/gguf.hpp"
 #include "support/gguf_builder.hpp"
+#include "support/model_path.hpp"
 #include "support/skip.hpp"
 
 namespace fs = std::filesystem;
@@ -543,7 +544,7 @@ TEST_CASE("gguf: open() maps a file and reports I/O problems by path") {
 }
 
 TEST_CASE("gguf: the default model (SmolLM2-135M-Instruct Q4_1)") {
-  const std::string path = std::string(FLASHSCOPE_SOURCE_DIR) + "/assets/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = flashscope::testing::default_model_path();
   if (!fs::exists(path)) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
     flashscope::testing::mark_skipped();

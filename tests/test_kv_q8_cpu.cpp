@@ -42,6 +42,7 @@
 #include "flashscope/half.hpp"
 #include "flashscope/model.hpp"
 #include "support/capture_checks.hpp"
+#include "support/model_path.hpp"
 #include "support/paged_problem.hpp"
 #include "support/skip.hpp"
 #include "support/synthetic_llama.hpp"
@@ -323,17 +324,12 @@ TEST_CASE("cpu decode attention q8_0: bad params get a status") {
 
 namespace {
 
-std::string default_model_path() {
-  const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
-  return std::string(dir && *dir ? dir : FLASHSCOPE_SOURCE_DIR "/assets/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 int argmax(const float* x, int n) { return int(std::max_element(x, x + n) - x); }
 
 }  // namespace
 
 TEST_CASE("engine q8_0 KV cache: SmolLM2 still names Paris, and picks bf16's top-1 token almost everywhere") {
-  const std::string path = default_model_path();
+  const std::string path = testing::default_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
     flashscope::testing::mark_skipped();
@@ -468,7 +464,7 @@ TEST_CASE("kv type: names, and q8_0 where it cannot run is a status") {
   CHECK(flashscope_model_load_kv("/nonexistent.gguf", nullptr, FLASHSCOPE_WEIGHTS_AUTO, 9, &m) ==
         FLASHSCOPE_INVALID_ARGUMENT);
   CHECK(m == nullptr);
-  const std::string path = default_model_path();
+  const std::string path = testing::default_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped the C ABI load: " << path << " is absent (run scripts/fetch_model.sh)");
     return;

@@ -30,6 +30,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/model.hpp"
 #include "support/llama_reference.hpp"
+#include "support/model_path.hpp"
 #include "support/random.hpp"
 #include "support/json_fixture.hpp"
 #include "support/skip.hpp"
@@ -143,9 +144,7 @@ TEST_CASE("model config: optional keys take llama.cpp's defaults") {
 }
 
 TEST_CASE("model config: the default model's values come from its GGUF") {
-  const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
-  const std::string path = std::string(dir && *dir ? dir : FLASHSCOPE_SOURCE_DIR "/assets/models") +
-                           "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = flashscope::testing::default_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
     flashscope::testing::mark_skipped();
@@ -851,9 +850,7 @@ TEST_CASE("forward: SmolLM2-135M logits match HF transformers on the same GGUF")
   constexpr Bound kRawBound = {2.0, 0.4};
   constexpr Bound kCenteredBound = {1.2, 0.2};
   constexpr double kTieGap = 0.25;
-  const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
-  const std::string path = std::string(dir && *dir ? dir : FLASHSCOPE_SOURCE_DIR "/assets/models") +
-                           "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = flashscope::testing::default_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
     flashscope::testing::mark_skipped();

@@ -72,6 +72,7 @@
 #include "backends/cuda/cuda_backend.hpp"
 #include "support/gpu.hpp"
 #include "support/llama_reference.hpp"
+#include "support/model_path.hpp"
 #include "support/q8_steps.hpp"
 #include "support/random.hpp"
 #include "support/json_fixture.hpp"
@@ -158,11 +159,6 @@ bool within_bf16_step(float got, float want) {
 void check_bounds(const LogitError& e, Bounds b) {
   CHECK(e.rel() <= b.max_rel);
   CHECK(e.rms_rel() <= b.rms_rel);
-}
-
-std::string model_path() {
-  const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
-  return std::string(dir && *dir ? dir : FLASHSCOPE_SOURCE_DIR "/assets/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 // The shared synthetic variants (tests/support/synthetic_llama.hpp).
@@ -1051,7 +1047,7 @@ TEST_CASE("cuda model: a SmolLM2-shaped synthetic model (30 layers, vocab 49152)
 // reference at ~96%).
 TEST_CASE("cuda model: SmolLM2-135M matches HF transformers and the CPU backend") {
   if (skip_without_gpu()) return;
-  const std::string path = model_path();
+  const std::string path = testing::default_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh, or set FLASHSCOPE_MODEL_DIR)");
     flashscope::testing::mark_skipped();
@@ -1492,7 +1488,7 @@ TEST_CASE("cuda model: generate_batch greedy replies equal Session::generate's (
     CHECK(got[static_cast<size_t>(i)] == std::vector<int32_t>(want.begin(), want.begin() + 3 + i));
   }
 
-  const std::string path = model_path();
+  const std::string path = testing::default_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("SmolLM2 half skipped: " << path << " is absent");
     return;

@@ -40,6 +40,7 @@
 #include "support/gpu.hpp"
 #include "support/json_fixture.hpp"
 #include "support/llama_reference.hpp"
+#include "support/model_path.hpp"
 #include "support/q8_steps.hpp"
 #include "support/random.hpp"
 #include "support/synthetic_llama.hpp"
@@ -195,9 +196,7 @@ namespace {
 // SmolLM2-135M on quantized weights against bf16 (top-1 over the fixture's
 // positions, prompt and decode) and its greedy answer; RMS bound rms_bound.
 void smollm2_agrees(double rms_bound) {
-  const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
-  const std::string path =
-      std::string(dir && *dir ? dir : FLASHSCOPE_SOURCE_DIR "/assets/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = testing::default_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh, or set FLASHSCOPE_MODEL_DIR)");
     flashscope::testing::mark_skipped();

@@ -15,34 +15,14 @@
 #include "flashscope_lab/lab.hpp"
 #include "kernels/attention/prefill_plan.h"
 #include "kernels/hopper/hopper_plan.h"
+#include "support/attention_problem.hpp"
 
 using namespace flashscope;
 namespace k = flashscope::kernels;
 
 namespace {
 
-// A small problem over host buffers.
-struct Problem {
-  std::vector<uint16_t> q, kv, o;
-  PrefillParams p;
-  explicit Problem(int q_len = 33, int kv_len = 40, bool causal = false) {
-    const int d = 64;
-    q.assign(size_t(2) * 4 * q_len * d, float_to_bf16(0.5f));
-    kv.assign(size_t(2) * 2 * kv_len * d, float_to_bf16(0.25f));
-    o.assign(q.size(), 0);
-    p.batch = 2;
-    p.q_heads = 4;
-    p.kv_heads = 2;
-    p.q_len = q_len;
-    p.kv_len = kv_len;
-    p.head_dim = d;
-    p.causal = causal;
-    p.q = bshd(q.data(), q_len, 4, d);
-    p.k = bshd(kv.data(), kv_len, 2, d);
-    p.v = bshd(kv.data(), kv_len, 2, d);
-    p.o = bshd(o.data(), q_len, 4, d);
-  }
-};
+using Problem = flashscope::testing::SmallPrefill;
 
 // Kernel parameters of a dense problem (shapes only: what the plan reads).
 k::PrefillKernelParams shape(int batch, int heads, int q_len, int kv_len, int kv_heads = 0) {
@@ -143,12 +123,13 @@ TEST_CASE("prefill plan: on the CPU a plan serves every call of its shape and re
   CHECK(b.o == c.o);
 
   // Another shape: refused, nothing written.
-  Problem d(34, 40);
+  Problem d(Device::kCpu, 64, /*q_len=*/34);
   const Status s = prefill(d.p, plan.value());
   CHECK(s.code() == StatusCode::kInvalidArgument);
   CHECK_MESSAGE(s.message().find("plan") != std::string::npos, "message: ", s.message());
-  for (uint16_t x : d.o) REQUIRE(x == 0);
-  Problem e(33, 40, /*causal=*/true);
+  CHECK(d.output_untouched());
+  Problem e;
+  e.p.causal = true;
   CHECK(prefill(e.p, plan.value()).code() == StatusCode::kInvalidArgument);
 }
 

@@ -25,6 +25,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/tokenizer.hpp"
 #include "support/json_fixture.hpp"
+#include "support/model_path.hpp"
 #include "support/skip.hpp"
 #include "tokenizer/byte_map.hpp"
 #include "tokenizer/pretokenize.hpp"
@@ -132,12 +133,6 @@ std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bo
   const std::string tail = sd.flush();
   *all_valid = *all_valid && is_valid_utf8(tail);
   return out + tail;
-}
-
-std::string model_path() {
-  const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
-  const std::string base = dir && *dir ? dir : std::string(FLASHSCOPE_SOURCE_DIR) + "/assets/models";
-  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
@@ -434,7 +429,7 @@ TEST_CASE("tokenizer: copies share the vocabulary and encode concurrently") {
 // --- the default model ------------------------------------------------------------
 
 TEST_CASE("tokenizer: SmolLM2 GGUF vocabulary matches the reference fixture") {
-  const std::string path = model_path();
+  const std::string path = flashscope::testing::default_model_path();
   if (!file_exists(path)) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
     flashscope::testing::mark_skipped();
@@ -495,7 +490,7 @@ TEST_CASE("tokenizer: SmolLM2 GGUF vocabulary matches the reference fixture") {
 }
 
 TEST_CASE("tokenizer: SmolLM2 streams emoji and CJK split across tokens") {
-  const std::string path = model_path();
+  const std::string path = flashscope::testing::default_model_path();
   if (!file_exists(path)) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
     flashscope::testing::mark_skipped();

@@ -20,6 +20,7 @@
 #include "flashscope/gguf.hpp"
 #include "flashscope/tokenizer.hpp"
 #include "support/json_fixture.hpp"
+#include "support/model_path.hpp"
 #include "support/skip.hpp"
 #include "tokenizer/byte_map.hpp"
 #include "tokenizer/gguf_tokenizer.hpp"
@@ -95,14 +96,6 @@ Tokenizer make_spm(SpmSpec v, bool add_space_prefix, int32_t unk = 0) {
 }
 
 std::string data_path(const std::string& name) { return std::string(FLASHSCOPE_SOURCE_DIR) + "/tests/data/" + name; }
-
-// A model file in assets/models (FLASHSCOPE_MODEL_DIR overrides the folder,
-// as it does for scripts/fetch_model.sh).
-std::string model_file(const std::string& name) {
-  const char* dir = std::getenv("FLASHSCOPE_MODEL_DIR");
-  const std::string base = dir && *dir ? dir : std::string(FLASHSCOPE_SOURCE_DIR) + "/assets/models";
-  return base + "/" + name;
-}
 
 flashscope::Result<Tokenizer> load(const std::string& path) {
   auto file = flashscope::GgufFile::open(path);
@@ -356,7 +349,7 @@ TEST_CASE("tokenizer: a trained gpt-2 vocabulary matches the reference ids") {
 }
 
 TEST_CASE("tokenizer: SmolLM2's vocabulary matches llama.cpp's ids") {
-  const std::string path = model_file("SmolLM2-135M-Instruct.Q4_1.gguf");
+  const std::string path = flashscope::testing::default_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
     flashscope::testing::mark_skipped();
@@ -369,7 +362,7 @@ TEST_CASE("tokenizer: SmolLM2's vocabulary matches llama.cpp's ids") {
 }
 
 TEST_CASE("tokenizer: Gemma-3-270M's SentencePiece vocabulary matches the reference ids") {
-  const std::string path = model_file("gemma-3-270m-q4_k_m.gguf");
+  const std::string path = flashscope::testing::gemma_model_path();
   if (!std::ifstream(path).good()) {
     MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh gemma3-270m)");
     flashscope::testing::mark_skipped();

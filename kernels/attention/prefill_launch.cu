@@ -11,19 +11,6 @@
 
 namespace flashscope::kernels {
 
-DeviceLaunchFacts read_device_launch_facts() {
-  DeviceLaunchFacts f;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&f.sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&f.l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
-    cudaGetLastError();
-  // Where the runtime cannot say: an H100's.
-  if (f.sm_count <= 0) f.sm_count = 132;
-  if (f.l2_bytes <= 0) f.l2_bytes = 50 << 20;
-  return f;
-}
-
 namespace {
 // Written once, when the lab's objects start (before main), read by launches.
 std::atomic<Sm80LadderLauncher> g_ladder{nullptr};

@@ -30,8 +30,6 @@ struct DeviceLaunchFacts {
   int sm_count = 0;
   int l2_bytes = 0;
 };
-// Reads them from the driver (no cache: for tools that run without the runtime).
-DeviceLaunchFacts read_device_launch_facts();
 
 enum class PrefillFamily : uint8_t { kSm80, kHopper };
 

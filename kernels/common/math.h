@@ -1,5 +1,6 @@
 // Small arithmetic the kernels and their launchers need, host and device
-// alike: one home for the tile-count division and the log-base constants
+// alike: one home for the tile-count division, rounding up to an alignment,
+// and the log-base constants
 // that turn exp/log into the hardware's exp2/lg2. Plain C++ outside nvcc, so
 // the runtime and the CPU references can include it instead of spelling
 // their own.
@@ -22,6 +23,12 @@ constexpr float kLog2e = 1.44269504088896340736f;
 template <typename I>
 constexpr FLASHSCOPE_MATH_HD I ceil_div(I a, I b) {
   return (a + b - 1) / b;
+}
+
+// a rounded up to a multiple of b, for a >= 0, b > 0: an aligned offset or size.
+template <typename I>
+constexpr FLASHSCOPE_MATH_HD I align_up(I a, I b) {
+  return ceil_div(a, b) * b;
 }
 
 }  // namespace flashscope::kernels

@@ -16,11 +16,10 @@
 // sm_count (the skinny GEMM's params, the sampler's calls): the launchers
 // that size their grid by the device take its SM count from the caller, who
 // reads it once per device (the runtime: cuda::device_facts(); a tool
-// without the runtime: the driver, as read_device_launch_facts() in
-// kernels/attention/prefill_plan.h does), so a decode step's launches query
-// no device attribute. 0 or less means unknown: the launch still runs,
-// sized without it (the quantized GEMMs up to a fixed number of CTAs, the
-// sampler one CTA a row).
+// without the runtime: the driver, as bench/hopper_variants.cu does), so a
+// decode step's launches query no device attribute. 0 or less means
+// unknown: the launch still runs, sized without it (the quantized GEMMs up
+// to a fixed number of CTAs, the sampler one CTA a row).
 #pragma once
 
 #include <cuda_runtime.h>

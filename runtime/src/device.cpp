@@ -1,10 +1,12 @@
 // Device properties and speed of light (see flashscope/device.hpp).
 #include "flashscope/device.hpp"
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "flashscope/numeric.hpp"
 
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
@@ -120,8 +122,7 @@ Result<double> measure_copy_gbps(size_t bytes, int iters) {
   cudaFree(buf);
   if (!status.ok()) return status;
   if (gbps.empty()) return device_error("measure_copy_gbps: no copy was timed");
-  std::sort(gbps.begin(), gbps.end());
-  return gbps[gbps.size() / 2];
+  return median(std::move(gbps));
 }
 
 #else

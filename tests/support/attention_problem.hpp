@@ -1,5 +1,6 @@
 // AttentionProblem: one prefill problem with host buffers, its reference
-// answer, and the checks every attention test makes (CPU and GPU alike).
+// answer, and the checks every attention test makes (CPU and GPU alike);
+// SmallPrefill: the constant one the validation and plan tests build.
 //
 // What it owns, all on the host:
 //   q, k, v  : uint16_t in the shape's dtype and layout, seeded values with
@@ -128,6 +129,38 @@ inline AttentionShape varlen_shape(std::vector<int> q_lens, std::vector<int> kv_
   s.kv_lens = std::move(kv_lens);
   return s;
 }
+
+// A small constant-valued prefill over host buffers, for the tests of what is
+// decided before any arithmetic (validation, planning, a plan's reuse), where
+// AttentionProblem's seeded data and reference would be wasted: batch 2, 4
+// q-heads over 2 kv-heads, BSHD bf16 with q = 0.5 and k = v = 0.25. o starts
+// as kOutFill, so a test sees whether a refused call wrote anything.
+struct SmallPrefill {
+  static constexpr uint16_t kOutFill = 0x7777;
+  std::vector<uint16_t> q, k, v, o;
+  PrefillParams p;
+  explicit SmallPrefill(Device device = Device::kCpu, int head_dim = 64, int q_len = 33, int kv_len = 40) {
+    constexpr int kBatch = 2, kQHeads = 4, kKvHeads = 2;
+    q.assign(size_t{kBatch} * kQHeads * size_t(q_len) * size_t(head_dim), float_to_bf16(0.5f));
+    k.assign(size_t{kBatch} * kKvHeads * size_t(kv_len) * size_t(head_dim), float_to_bf16(0.25f));
+    v = k;
+    o.assign(q.size(), kOutFill);
+    p.device = device;
+    p.batch = kBatch;
+    p.q_heads = kQHeads;
+    p.kv_heads = kKvHeads;
+    p.q_len = q_len;
+    p.kv_len = kv_len;
+    p.head_dim = head_dim;
+    p.q = bshd(q.data(), q_len, kQHeads, head_dim);
+    p.k = bshd(k.data(), kv_len, kKvHeads, head_dim);
+    p.v = bshd(v.data(), kv_len, kKvHeads, head_dim);
+    p.o = bshd(o.data(), q_len, kQHeads, head_dim);
+  }
+  bool output_untouched() const {
+    return std::all_of(o.begin(), o.end(), [](uint16_t x) { return x == kOutFill; });
+  }
+};
 
 // Bounds a correct implementation stays within; see AttentionProblem::tolerance().
 struct Tolerance {

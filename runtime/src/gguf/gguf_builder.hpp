@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "flashscope/gguf.hpp"
+#include "kernels/common/math.h"
 
 namespace flashscope::model {
 
@@ -220,7 +221,7 @@ class GgufBuilder {
     append(b, v);
     return add_raw(k, static_cast<uint32_t>(type), std::move(b));
   }
-  static uint64_t align_up(uint64_t v, uint64_t a) { return a ? (v + a - 1) / a * a : v; }
+  static uint64_t align_up(uint64_t v, uint64_t a) { return a ? kernels::align_up(v, a) : v; }
 
   uint32_t version_ = 3;
   uint64_t alignment_ = 32;

@@ -1,5 +1,6 @@
-// Small arithmetic the runtime's host code shares: tile counts and the
-// constants of the exp2 form of softmax, from the kernels' one home
+// Small arithmetic the runtime's host code shares: the checked tile count
+// (flashscope/numeric.hpp, public so viz and the front-ends share it too) and
+// the constants of the exp2 form of softmax, from the kernels' one home
 // (kernels/common/math.h: plain C++, on the runtime's include path in every
 // build, CUDA or not).
 //
@@ -8,19 +9,12 @@
 //   lse = m₂ · ln(2) + ln(l).
 #pragma once
 
+#include "flashscope/numeric.hpp"
 #include "kernels/common/math.h"
 
 namespace flashscope {
 
 using kernels::kLn2;    // ln(2): a log2-unit maximum back to natural log
 using kernels::kLog2e;  // log2(e): scale · kLog2e folds exp into exp2
-
-// Tiles of `block` that cover `n` (the last one partial); 0 for an empty or
-// invalid block, so a shape read from outside (a trace file) gives no tiles
-// rather than a division fault.
-template <typename T>
-constexpr T ceil_div(T n, T block) {
-  return block > 0 ? kernels::ceil_div(n, block) : T{0};
-}
 
 }  // namespace flashscope

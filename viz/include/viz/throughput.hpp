@@ -7,25 +7,18 @@
 //            the CPU has none, and the app says so instead of inventing one)
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "flashscope/numeric.hpp"
 #include "flashscope/trace_records.hpp"
 
 namespace flashscope::viz {
 
-// The median of `values` (the mean of the middle two when their count is
-// even; 0 when there are none): the steady figure of a set of timed runs,
-// which one slow run — a page fault, another process — does not move.
-template <typename T>
-T median(std::vector<T> values) {
-  if (values.empty()) return T{0};
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
+// The median of timed runs (mean of the middle two when even; 0 for none):
+// the library's (flashscope/numeric.hpp).
+using flashscope::median;
 
 struct Rate {
   double value = 0;       // TFLOPS or GB/s

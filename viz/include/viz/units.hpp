@@ -6,15 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "flashscope/numeric.hpp"
 #include "flashscope/trace_records.hpp"
 
 namespace flashscope::viz {
 
 // Blocks of `block` that cover `n` (tiles of a trace, cells of a view); 0 for
-// an empty or invalid block, so a shape read from a trace file gives no tiles
-// rather than a division fault. The front-ends' own: the runtime's
-// (runtime/src/util/math.hpp) is private to the library.
-constexpr int ceil_div(int n, int block) { return block > 0 ? (n + block - 1) / block : 0; }
+// an empty or invalid block: the library's (flashscope/numeric.hpp).
+using flashscope::ceil_div;
 
 // Trace ticks → microseconds (meta.timer_ticks_per_us; 1000 for ns).
 double ticks_to_us(const TraceMeta& m, double ticks);

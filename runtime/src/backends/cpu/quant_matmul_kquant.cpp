@@ -22,6 +22,7 @@
 #include "backends/cpu/quant_matmul_kdot.hpp"
 #include "backends/cpu/quant_matmul_rows.hpp"
 #include "flashscope/half.hpp"
+#include "util/math.hpp"
 
 namespace flashscope::cpu {
 namespace {
@@ -307,7 +308,7 @@ using Unpack = void (*)(const uint8_t* blk, Unpacked* u);
 template <int kGroup>
 void matmul(Unpack unpack, uint64_t sb_bytes, const QuantMatrix& w, const TileQ8K* tiles, int64_t n_tiles,
             int64_t nsb, float* y, int64_t ldy) {
-  const int64_t row_blocks = (w.rows + kBlockRows - 1) / kBlockRows;
+  const int64_t row_blocks = ceil_div(w.rows, kBlockRows);
   [[maybe_unused]] const bool parallel = w.rows * w.cols * n_tiles * kKTileTokens >= kParallelMinMacs;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (parallel)

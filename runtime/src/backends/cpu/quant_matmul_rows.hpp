@@ -10,6 +10,7 @@
 
 #include "backends/cpu/quant_matmul.hpp"
 #include "flashscope/half.hpp"
+#include "util/math.hpp"
 
 namespace flashscope::cpu {
 
@@ -112,7 +113,7 @@ void tile16_rows(Kernel kernel, const QuantMatrix& w, const Tile* tiles, int64_t
   const int64_t rows = w.rows;
   const int64_t block_rows = std::clamp<int64_t>(static_cast<int64_t>(row_block_bytes / (block_bytes * seg_blocks)),
                                                  1, kTile16MaxBlockRows);
-  const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
+  const int64_t row_blocks = ceil_div(rows, block_rows);
   [[maybe_unused]] const bool parallel = rows * w.cols * n_tiles * kTokens >= kParallelMinMacs;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (parallel)

@@ -75,6 +75,7 @@ void count_sample(const SamplingParams& params, int vocab);
 #include "flashscope/device_buffer.hpp"
 #include "flashscope/kv_cache.hpp"
 #include "flashscope/paged_attention.hpp"
+#include "kernels/common/math.h"
 
 namespace flashscope::model {
 
@@ -93,7 +94,7 @@ constexpr size_t kDequantScratchBytes = size_t{16} << 20;
 constexpr size_t kAlign = 256;     // sub-allocations of the weight buffer
 constexpr size_t kStepAlign = 16;  // sub-arrays of the per-step block
 
-inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+using kernels::align_up;  // offsets rounded up to kAlign / kStepAlign
 int next_pow2(int x);
 // The decode max_kv_len: fixed between powers of two, so a captured graph's
 // split plan stays valid while the sequences grow into the bucket.
