@@ -94,7 +94,7 @@ inline int causal_longest_first_group(const PrefillKernelParams& p, int head_dim
   if (pairs <= 1 || fit >= double(pairs)) return int(pairs < 1 ? 1 : pairs > (1 << 30) ? (1 << 30) : pairs);
   // Groups of equal size: a smaller last group would run its longest
   // q-tiles alone at the end, the tail this ordering is there to avoid
-  // (7 pairs per group of 16 measured like no grouping at all). The largest
+  // (bench/TUNING.md#figures-moved-out-of-product-comments). The largest
   // divisor not above `fit`.
   long long best = 1;
   visit_divisors_ascending(pairs, [&](long long d) {

@@ -88,7 +88,7 @@ struct Block {
   int q0;
 };
 
-constexpr size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+using kernels::align_up;
 
 // Float scratch of one thread. Dp is head_dim rounded up to kLanes; the
 // padding columns are zero from allocation on and never written, so the
@@ -105,25 +105,25 @@ struct Scratch {
   float *q, *kt, *v, *o, *s, *pt, *m, *l;
 };
 
-size_t padded_dim(int dim) { return round_up(static_cast<size_t>(dim), kLanes); }
+size_t padded_dim(int dim) { return align_up<size_t>(static_cast<size_t>(dim), kLanes); }
 
 // Every buffer starts on a 64-byte boundary of the slab.
 size_t scratch_floats(int dim) {
-  const size_t tile = round_up(kBlockQ * padded_dim(dim), 16);
-  return 4 * tile + 2 * round_up(kRows * kBlockKV, 16) + 2 * round_up(kBlockQ, 16);
+  const size_t tile = align_up<size_t>(kBlockQ * padded_dim(dim), 16);
+  return 4 * tile + 2 * align_up<size_t>(kRows * kBlockKV, 16) + 2 * align_up<size_t>(kBlockQ, 16);
 }
 
 Scratch carve(float* base, int dim) {
-  const size_t tile = round_up(kBlockQ * padded_dim(dim), 16);
+  const size_t tile = align_up<size_t>(kBlockQ * padded_dim(dim), 16);
   Scratch w;
   w.q = base;
   w.kt = w.q + tile;
   w.v = w.kt + tile;
   w.o = w.v + tile;
   w.s = w.o + tile;
-  w.pt = w.s + round_up(kRows * kBlockKV, 16);
-  w.m = w.pt + round_up(kRows * kBlockKV, 16);
-  w.l = w.m + round_up(kBlockQ, 16);
+  w.pt = w.s + align_up<size_t>(kRows * kBlockKV, 16);
+  w.m = w.pt + align_up<size_t>(kRows * kBlockKV, 16);
+  w.l = w.m + align_up<size_t>(kBlockQ, 16);
   return w;
 }
 
@@ -212,7 +212,7 @@ void attend_block(const Problem& pr, const Sequence& seq, int q0, int h, const S
   const int dp = static_cast<int>(padded_dim(dim));
   const int kv_head = h / pr.group;
   const int rows = std::min(kBlockQ, seq.q_len - q0);
-  const int rows_padded = static_cast<int>(round_up(static_cast<size_t>(rows), kRows));
+  const int rows_padded = static_cast<int>(align_up<size_t>(static_cast<size_t>(rows), kRows));
   const int causal_shift = seq.kv_len - seq.q_len;  // bottom-right alignment
 
   for (int r = 0; r < rows; ++r) {
