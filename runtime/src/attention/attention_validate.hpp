@@ -2,6 +2,8 @@
 // share: the sliding window and the soft-cap mean the same in both.
 #pragma once
 
+#include <cmath>
+
 #include "flashscope/status.hpp"
 
 namespace flashscope {
@@ -20,6 +22,13 @@ inline bool needs_mods(int window_left, int window_right, float softcap, bool ca
 template <typename Params>
 bool needs_mods(const Params& p) {
   return needs_mods(p.window_left, p.window_right, p.softcap, p.causal);
+}
+
+// The softmax scale a call runs with: its own, or 1/sqrt(head_dim) when it
+// leaves softmax_scale at 0 (PrefillParams, PagedAttentionParams).
+template <typename Params>
+float effective_softmax_scale(const Params& p) {
+  return p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
 }
 
 }  // namespace flashscope

@@ -725,7 +725,7 @@ void fill_paged_meta(const PagedAttentionParams& p, const std::vector<int32_t>& 
   m->varlen = std::any_of(kv_lens.begin(), kv_lens.end(), [&](int32_t len) { return len != kv_lens[0]; });
   m->head_dim = p.head_dim;
   m->causal = p.causal;
-  m->softmax_scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
+  m->softmax_scale = effective_softmax_scale(p);
   m->block_q = seq.block_q;
   m->block_kv = seq.block_kv;
   m->warps = tiling.warps;

@@ -3,8 +3,7 @@
 // each fills in its producer, device, kernel and tiling after.
 #pragma once
 
-#include <cmath>
-
+#include "attention/attention_validate.hpp"
 #include "flashscope/attention.hpp"
 #include "flashscope/trace.hpp"
 
@@ -21,7 +20,7 @@ inline void fill_prefill_problem(const PrefillParams& p, bool varlen, TraceMeta*
   m->head_dim = p.head_dim;
   m->causal = p.causal;
   m->varlen = varlen;
-  m->softmax_scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
+  m->softmax_scale = effective_softmax_scale(p);
 }
 
 }  // namespace flashscope::trace_detail

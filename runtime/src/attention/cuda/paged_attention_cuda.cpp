@@ -137,15 +137,7 @@ kernels::PagedKernelParams paged_kernel_params(const PagedAttentionParams& p, in
   k.group = p.q_heads / p.kv_heads;
   k.q_len = p.q_len;
   k.page_size_log2 = log2_exact(p.page_size);
-  const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
-  k.scale_log2 = scale * kLog2e;
-  // The window and the cap reach only the kernels built for them, which
-  // take causal as window_right = 0 (kernels/attention/prefill_config.cuh).
-  if (needs_mods(p)) {
-    k.window_left = p.window_left;
-    k.window_right = p.causal ? 0 : p.window_right;
-    if (p.softcap > 0.0f) k.softcap = {2.0f * kLog2e * scale / p.softcap, p.softcap / scale};
-  }
+  set_scale_and_mods(p, k);
   k.num_splits = num_splits;
   if (k.num_splits > 1) {
     const size_t rows_total = size_t(p.batch) * p.q_heads * p.q_len;

@@ -138,17 +138,9 @@ kernels::PrefillKernelParams prefill_kernel_params(const PrefillParams& p) {
   k.kv_len = p.kv_len;
   k.cu_seqlens_q = p.cu_seqlens_q;
   k.cu_seqlens_k = p.cu_seqlens_k;
-  const float scale = p.softmax_scale > 0.0f ? p.softmax_scale : 1.0f / std::sqrt(float(p.head_dim));
-  k.scale_log2 = scale * kLog2e;
   k.workspace = p.workspace;
   k.workspace_bytes = p.workspace_bytes;
-  // The window and the cap reach only the kernels built for them, which
-  // take causal as window_right = 0 (kernels/attention/prefill_config.cuh).
-  if (needs_mods(p)) {
-    k.window_left = p.window_left;
-    k.window_right = p.causal ? 0 : p.window_right;
-    if (p.softcap > 0.0f) k.softcap = {2.0f * kLog2e * scale / p.softcap, p.softcap / scale};
-  }
+  set_scale_and_mods(p, k);
   return k;
 }
 

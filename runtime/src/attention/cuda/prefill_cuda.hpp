@@ -33,8 +33,10 @@ Status prefill(const PrefillParams& p, const PrefillPlan& plan, bool check_devic
 #if FLASHSCOPE_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "attention/attention_validate.hpp"
 #include "kernels/attention/prefill_params.h"
 #include "kernels/attention/prefill_plan.h"
+#include "kernels/common/math.h"
 #include "kernels/common/probe_records.h"
 #include "kernels/hopper/hopper_extras.h"
 
@@ -43,6 +45,20 @@ namespace flashscope::cuda {
 // The kernels' element type of a public dtype (validate() admits bf16 and fp16).
 inline kernels::ElemType elem_type(DType t) {
   return t == DType::kFP16 ? kernels::ElemType::kFP16 : kernels::ElemType::kBF16;
+}
+
+// The scale in log2 units, and the window and the cap for the kernels built
+// for them (which take causal as window_right = 0: prefill_config.cuh), set
+// on a prefill's or a paged call's kernel parameters alike.
+template <typename Params, typename KernelParams>
+void set_scale_and_mods(const Params& p, KernelParams& k) {
+  const float scale = effective_softmax_scale(p);
+  k.scale_log2 = scale * kernels::kLog2e;
+  if (needs_mods(p)) {
+    k.window_left = p.window_left;
+    k.window_right = p.causal ? 0 : p.window_right;
+    if (p.softcap > 0.0f) k.softcap = {2.0f * kernels::kLog2e * scale / p.softcap, p.softcap / scale};
+  }
 }
 
 // The kernels' plain parameters for p (validated): pointers, strides, the
