@@ -8,33 +8,30 @@
 #include "flashscope/attention.hpp"
 
 namespace flashscope {
-namespace {
-
-Status check_tensor(const char* name, const AttnTensor& t, const PrefillParams& p, bool varlen) {
+Status check_attn_tensor(const char* name, const AttnTensor& t, int head_dim, Device device, bool batch_stride_read,
+                         bool batch_stride_aligned) {
   const std::string n = name;
   if (t.data == nullptr) return invalid_argument(n + ".data is null");
-  if (t.seq_stride <= 0 || t.head_stride <= 0 || (!varlen && p.batch > 1 && t.batch_stride <= 0))
+  if (t.seq_stride <= 0 || t.head_stride <= 0 || (batch_stride_read && t.batch_stride <= 0))
     return invalid_argument(n + " strides must be positive (seq_stride=" + std::to_string(t.seq_stride) +
                             ", head_stride=" + std::to_string(t.head_stride) +
                             ", batch_stride=" + std::to_string(t.batch_stride) + ")");
   // head_dim is contiguous (stride 1), so a smaller head or token stride
   // would make two vectors share elements.
-  if (t.head_stride < p.head_dim || t.seq_stride < p.head_dim)
+  if (t.head_stride < head_dim || t.seq_stride < head_dim)
     return invalid_argument(n + ": head_dim must be contiguous and vectors must not overlap (head_stride=" +
                             std::to_string(t.head_stride) + ", seq_stride=" + std::to_string(t.seq_stride) +
-                            ", head_dim=" + std::to_string(p.head_dim) + ")");
-  if (p.device == Device::kCuda) {
+                            ", head_dim=" + std::to_string(head_dim) + ")");
+  if (device == Device::kCuda) {
     // cp.async moves 16 bytes: 8 bf16/fp16 elements must start on a 16-byte boundary.
     constexpr int64_t kVec = 8;
     if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
       return invalid_argument(n + ".data is not 16-byte aligned");
-    if (t.seq_stride % kVec || t.head_stride % kVec || (!varlen && t.batch_stride % kVec))
+    if (t.seq_stride % kVec || t.head_stride % kVec || (batch_stride_aligned && t.batch_stride % kVec))
       return invalid_argument(n + " strides must be multiples of 8 elements (16 bytes) on CUDA");
   }
   return {};
 }
-
-}  // namespace
 
 Status check_window_softcap(int window_left, int window_right, float softcap, bool causal) {
   if (window_left < -1 || window_right < -1)
@@ -71,11 +68,11 @@ Status validate(const PrefillParams& p) {
     return invalid_argument("workspace must be 16-byte aligned on CUDA");
   const bool varlen = p.cu_seqlens_q != nullptr;
   if (p.q_len == 0) return {};  // nothing to compute, nothing will be touched
-  FLASHSCOPE_RETURN_IF_ERROR(check_tensor("q", p.q, p, varlen));
-  FLASHSCOPE_RETURN_IF_ERROR(check_tensor("o", p.o, p, varlen));
+  FLASHSCOPE_RETURN_IF_ERROR(check_attn_tensor("q", p.q, p.head_dim, p.device, !varlen && p.batch > 1, !varlen));
+  FLASHSCOPE_RETURN_IF_ERROR(check_attn_tensor("o", p.o, p.head_dim, p.device, !varlen && p.batch > 1, !varlen));
   if (p.kv_len > 0) {
-    FLASHSCOPE_RETURN_IF_ERROR(check_tensor("k", p.k, p, varlen));
-    FLASHSCOPE_RETURN_IF_ERROR(check_tensor("v", p.v, p, varlen));
+    FLASHSCOPE_RETURN_IF_ERROR(check_attn_tensor("k", p.k, p.head_dim, p.device, !varlen && p.batch > 1, !varlen));
+    FLASHSCOPE_RETURN_IF_ERROR(check_attn_tensor("v", p.v, p.head_dim, p.device, !varlen && p.batch > 1, !varlen));
   }
   if (p.device == Device::kCpu && varlen) {
     // On the CPU the prefix sums are readable: check they describe the batch.

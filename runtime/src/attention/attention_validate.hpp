@@ -4,9 +4,19 @@
 
 #include <cmath>
 
+#include "flashscope/attention.hpp"
 #include "flashscope/status.hpp"
 
 namespace flashscope {
+
+// q, k, v or o ([batch, seq, heads, head_dim] through its strides): data
+// set, strides positive (the batch stride where batch_stride_read), head_dim
+// contiguous and no two vectors overlapping, and on CUDA the 16-byte
+// alignment cp.async needs (the batch stride's where batch_stride_aligned).
+// kInvalidArgument naming the tensor: validate(PrefillParams) and
+// validate(PagedAttentionParams) both check their tensors here.
+Status check_attn_tensor(const char* name, const AttnTensor& t, int head_dim, Device device, bool batch_stride_read,
+                         bool batch_stride_aligned);
 
 // window_left / window_right >= -1 (-1: unbounded), window_right <= 0 when
 // causal, softcap finite and >= 0 (0: off). kInvalidArgument naming the field.

@@ -22,26 +22,6 @@ namespace {
 
 bool is_power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
-// q and o: [batch, q_len, q_heads, head_dim] through their strides.
-Status check_tensor(const char* name, const AttnTensor& t, const PagedAttentionParams& p) {
-  const std::string n = name;
-  if (t.data == nullptr) return invalid_argument(n + ".data is null");
-  if (t.seq_stride <= 0 || t.head_stride <= 0 || (p.batch > 1 && t.batch_stride <= 0))
-    return invalid_argument(n + " strides must be positive (seq_stride=" + std::to_string(t.seq_stride) +
-                            ", head_stride=" + std::to_string(t.head_stride) +
-                            ", batch_stride=" + std::to_string(t.batch_stride) + ")");
-  if (t.head_stride < p.head_dim || t.seq_stride < p.head_dim)
-    return invalid_argument(n + ": head_dim must be contiguous and vectors must not overlap (head_stride=" +
-                            std::to_string(t.head_stride) + ", seq_stride=" + std::to_string(t.seq_stride) +
-                            ", head_dim=" + std::to_string(p.head_dim) + ")");
-  if (p.device == Device::kCuda) {
-    constexpr int64_t kVec = 8;  // 16 bytes of bf16/fp16
-    if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return invalid_argument(n + ".data is not 16-byte aligned");
-    if (t.seq_stride % kVec || t.head_stride % kVec || (p.batch > 1 && t.batch_stride % kVec))
-      return invalid_argument(n + " strides must be multiples of 8 elements (16 bytes) on CUDA");
-  }
-  return {};
-}
 
 // Host-readable kv_lens and block tables (Device::kCpu only).
 Status check_sequences(const PagedAttentionParams& p) {
@@ -93,8 +73,8 @@ Status validate(const PagedAttentionParams& p) {
     return invalid_argument("softmax_scale must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
   FLASHSCOPE_RETURN_IF_ERROR(check_window_softcap(p.window_left, p.window_right, p.softcap, p.causal));
 
-  FLASHSCOPE_RETURN_IF_ERROR(check_tensor("q", p.q, p));
-  FLASHSCOPE_RETURN_IF_ERROR(check_tensor("o", p.o, p));
+  FLASHSCOPE_RETURN_IF_ERROR(check_attn_tensor("q", p.q, p.head_dim, p.device, p.batch > 1, p.batch > 1));
+  FLASHSCOPE_RETURN_IF_ERROR(check_attn_tensor("o", p.o, p.head_dim, p.device, p.batch > 1, p.batch > 1));
   if (p.k_pages == nullptr || p.v_pages == nullptr) return invalid_argument("k_pages or v_pages is null");
   if (p.block_tables == nullptr) return invalid_argument("block_tables is null");
   if (p.kv_lens == nullptr) return invalid_argument("kv_lens is null");
