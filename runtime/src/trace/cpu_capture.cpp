@@ -42,7 +42,7 @@
 #include <omp.h>
 #endif
 
-#include "flashscope/half.hpp"
+#include "attention/cpu/prefill_sequences.hpp"
 #include "flashscope/trace.hpp"
 #include "trace/prefill_meta.hpp"
 #include "util/math.hpp"
@@ -50,34 +50,17 @@
 namespace flashscope {
 namespace {
 
+using cpu::Bf16;
+using cpu::Block;
+using cpu::Fp16;
+using cpu::Sequence;
+
 // The CPU backend's tiles (attention_tiled.cpp): the trace's q_tile / kv_tile.
 constexpr int kBlockQ = 64;
 constexpr int kBlockKV = 64;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr size_t kNoSpans = static_cast<size_t>(-1);
 constexpr int kSpansPerTile = 5;  // load K, load V, QK, softmax, PV
-
-struct Bf16 {
-  static float load(uint16_t x) { return bf16_to_float(x); }
-  static uint16_t store(float f) { return float_to_bf16(f); }
-  static float round(float f) { return bf16_to_float(float_to_bf16(f)); }
-};
-struct Fp16 {
-  static float load(uint16_t x) { return fp16_to_float(x); }
-  static uint16_t store(float f) { return float_to_fp16(f); }
-  static float round(float f) { return fp16_to_float(float_to_fp16(f)); }
-};
-
-struct Sequence {
-  int64_t q_offset = 0, k_offset = 0, v_offset = 0, o_offset = 0;
-  int64_t lse_offset = 0;  // index of (head 0, query 0); heads are lse_head_stride apart
-  int q_len = 0, kv_len = 0;
-};
-
-struct Block {
-  int seq;
-  int q0;
-};
 
 // Which keys a query sees: causal and the window (attention.hpp), bottom-right aligned.
 struct Mask {
@@ -466,7 +449,7 @@ Status capture_cpu_prefill_trace(const PrefillParams& p, const TraceOptions& opt
   FLASHSCOPE_RETURN_IF_ERROR(validate(p));
 
   const bool varlen = p.cu_seqlens_q != nullptr;
-  const float scale = p.softmax_scale != 0.0f ? p.softmax_scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  const float scale = effective_softmax_scale(p);
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();
@@ -497,31 +480,7 @@ Status capture_cpu_prefill_trace(const PrefillParams& p, const TraceOptions& opt
   int64_t items = 0;
   const size_t per_thread = scratch_floats(p.head_dim);
   try {
-    seqs.resize(static_cast<size_t>(p.batch));
-    for (int b = 0; b < p.batch; ++b) {
-      Sequence& s = seqs[static_cast<size_t>(b)];
-      if (p.q_len == 0) {
-        // prefill() does nothing for q_len = 0; nor is any pointer, cu_seqlens included, read here.
-      } else if (varlen) {
-        const int64_t q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
-        s.q_len = static_cast<int>(p.cu_seqlens_q[b + 1] - q0);  // validate() checked they do not decrease
-        s.kv_len = static_cast<int>(p.cu_seqlens_k[b + 1] - k0);
-        s.q_offset = q0 * p.q.seq_stride;
-        s.k_offset = k0 * p.k.seq_stride;
-        s.v_offset = k0 * p.v.seq_stride;
-        s.o_offset = q0 * p.o.seq_stride;
-        s.lse_offset = q0;
-      } else {
-        s.q_len = p.q_len;
-        s.kv_len = p.kv_len;
-        s.q_offset = b * p.q.batch_stride;
-        s.k_offset = b * p.k.batch_stride;
-        s.v_offset = b * p.v.batch_stride;
-        s.o_offset = b * p.o.batch_stride;
-        s.lse_offset = static_cast<int64_t>(b) * p.q_heads * p.q_len;
-      }
-      for (int q0 = 0; q0 < s.q_len; q0 += kBlockQ) blocks.push_back({b, q0});
-    }
+    cpu::prefill_sequences(p, kBlockQ, &seqs, &blocks);
     FLASHSCOPE_RETURN_IF_ERROR(check_options(opt, p, seqs[static_cast<size_t>(opt.batch)]));
     const Sequence& traced = seqs[static_cast<size_t>(opt.batch)];
     c.traced_kv_tiles = ceil_div(traced.kv_len, kBlockKV);

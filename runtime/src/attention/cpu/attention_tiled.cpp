@@ -50,8 +50,9 @@
 #include <omp.h>
 #endif
 
+#include "attention/attention_validate.hpp"
 #include "attention/cpu/attention_cpu.hpp"
-#include "flashscope/half.hpp"
+#include "attention/cpu/prefill_sequences.hpp"
 #include "util/math.hpp"
 
 namespace flashscope::cpu {
@@ -61,32 +62,6 @@ constexpr int kBlockQ = 64;   // queries per work item (the GPU CTA's q tile)
 constexpr int kBlockKV = 64;  // keys per tile (the GPU's KV tile)
 constexpr int kRows = 4;      // query rows that share every K and V load of the micro-kernels
 constexpr int kLanes = 8;     // columns per accumulator row: 4×8 floats stay in SSE registers
-
-// The storage type of q/k/v/o: how to widen an element and how to round to it.
-struct Bf16 {
-  static float load(uint16_t x) { return bf16_to_float(x); }
-  static uint16_t store(float f) { return float_to_bf16(f); }
-  static float round(float f) { return bf16_to_float(float_to_bf16(f)); }
-};
-struct Fp16 {
-  static float load(uint16_t x) { return fp16_to_float(x); }
-  static uint16_t store(float f) { return float_to_fp16(f); }
-  static float round(float f) { return fp16_to_float(float_to_fp16(f)); }
-};
-
-// One sequence: element offsets of its token 0 in q/k/v/o, where its lse
-// rows start, and its lengths.
-struct Sequence {
-  int64_t q_offset = 0, k_offset = 0, v_offset = 0, o_offset = 0;
-  int64_t lse_offset = 0;  // index of (head 0, query 0); heads are lse_head_stride apart
-  int q_len = 0, kv_len = 0;
-};
-
-// A block of up to kBlockQ queries of one sequence (all q-heads).
-struct Block {
-  int seq;
-  int q0;
-};
 
 using kernels::align_up;
 
@@ -331,9 +306,7 @@ Status attention_tiled(const PrefillParams& p) {
   pr.o = static_cast<uint16_t*>(p.o.data);
   pr.dim = p.head_dim;
   pr.group = p.q_heads / p.kv_heads;
-  const float scale = p.softmax_scale != 0.0f ? p.softmax_scale
-                                              : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
-  pr.scale_log2 = scale * kLog2e;
+  pr.scale_log2 = effective_softmax_scale(p) * kLog2e;
   pr.cap_log2 = p.softcap > 0.0f ? p.softcap * kLog2e : 0.0f;
   pr.lse_head_stride = varlen ? p.cu_seqlens_q[p.batch] : p.q_len;
 
@@ -347,30 +320,7 @@ Status attention_tiled(const PrefillParams& p) {
   std::vector<Block> blocks;
   std::vector<float> scratch;
   try {
-    seqs.resize(static_cast<size_t>(p.batch));
-    for (int b = 0; b < p.batch; ++b) {
-      Sequence& s = seqs[static_cast<size_t>(b)];
-      if (varlen) {
-        const int64_t q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
-        // A decreasing cu_seqlens is malformed; treating it as empty keeps us in bounds.
-        s.q_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_q[b + 1] - q0));
-        s.kv_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_k[b + 1] - k0));
-        s.q_offset = q0 * p.q.seq_stride;
-        s.k_offset = k0 * p.k.seq_stride;
-        s.v_offset = k0 * p.v.seq_stride;
-        s.o_offset = q0 * p.o.seq_stride;
-        s.lse_offset = q0;
-      } else {
-        s.q_len = p.q_len;
-        s.kv_len = p.kv_len;
-        s.q_offset = b * p.q.batch_stride;
-        s.k_offset = b * p.k.batch_stride;
-        s.v_offset = b * p.v.batch_stride;
-        s.o_offset = b * p.o.batch_stride;
-        s.lse_offset = static_cast<int64_t>(b) * p.q_heads * p.q_len;
-      }
-      for (int q0 = 0; q0 < s.q_len; q0 += kBlockQ) blocks.push_back({b, q0});
-    }
+    prefill_sequences(p, kBlockQ, &seqs, &blocks);
     scratch.resize(per_thread * static_cast<size_t>(threads));
   } catch (const std::bad_alloc&) {
     return {StatusCode::kOutOfMemory, "CPU attention: cannot allocate scratch"};

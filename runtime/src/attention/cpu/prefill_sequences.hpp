@@ -1,0 +1,77 @@
+// The CPU prefill paths' view of a call, shared by the tiled attention
+// (attention_tiled.cpp) and the CPU trace capture (trace/cpu_capture.cpp):
+// how an element of q/k/v/o widens and rounds, where each sequence starts
+// and how long it is (padded batch or varlen), and the blocks of queries
+// they hand to threads.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "flashscope/attention.hpp"
+#include "flashscope/half.hpp"
+
+namespace flashscope::cpu {
+
+// The storage type of q/k/v/o: how to widen an element and how to round to it.
+struct Bf16 {
+  static float load(uint16_t x) { return bf16_to_float(x); }
+  static uint16_t store(float f) { return float_to_bf16(f); }
+  static float round(float f) { return bf16_to_float(float_to_bf16(f)); }
+};
+struct Fp16 {
+  static float load(uint16_t x) { return fp16_to_float(x); }
+  static uint16_t store(float f) { return float_to_fp16(f); }
+  static float round(float f) { return fp16_to_float(float_to_fp16(f)); }
+};
+
+// One sequence: element offsets of its token 0 in q/k/v/o, where its lse
+// rows start, and its lengths.
+struct Sequence {
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0, o_offset = 0;
+  int64_t lse_offset = 0;  // index of (head 0, query 0); heads are lse_head_stride apart
+  int q_len = 0, kv_len = 0;
+};
+
+// A block of up to block_q queries of one sequence (all q-heads).
+struct Block {
+  int seq;
+  int q0;
+};
+
+// p's sequences, and their blocks of block_q queries in order. With q_len 0
+// (a call that computes nothing) no pointer, cu_seqlens included, is read; a
+// decreasing cu_seqlens (malformed: validate() refuses it) gives an empty
+// sequence, which keeps every later index in bounds. Throws std::bad_alloc.
+inline void prefill_sequences(const PrefillParams& p, int block_q, std::vector<Sequence>* seqs,
+                              std::vector<Block>* blocks) {
+  const bool varlen = p.cu_seqlens_q != nullptr;
+  seqs->assign(static_cast<size_t>(std::max(p.batch, 0)), Sequence{});
+  blocks->clear();
+  for (int b = 0; b < p.batch; ++b) {
+    Sequence& s = (*seqs)[static_cast<size_t>(b)];
+    if (p.q_len == 0) continue;
+    if (varlen) {
+      const int64_t q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+      s.q_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_q[b + 1] - q0));
+      s.kv_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_k[b + 1] - k0));
+      s.q_offset = q0 * p.q.seq_stride;
+      s.k_offset = k0 * p.k.seq_stride;
+      s.v_offset = k0 * p.v.seq_stride;
+      s.o_offset = q0 * p.o.seq_stride;
+      s.lse_offset = q0;
+    } else {
+      s.q_len = p.q_len;
+      s.kv_len = p.kv_len;
+      s.q_offset = b * p.q.batch_stride;
+      s.k_offset = b * p.k.batch_stride;
+      s.v_offset = b * p.v.batch_stride;
+      s.o_offset = b * p.o.batch_stride;
+      s.lse_offset = static_cast<int64_t>(b) * p.q_heads * p.q_len;
+    }
+    for (int q0 = 0; q0 < s.q_len; q0 += block_q) blocks->push_back({b, q0});
+  }
+}
+
+}  // namespace flashscope::cpu
