@@ -33,6 +33,28 @@ Status check_attn_tensor(const char* name, const AttnTensor& t, int head_dim, De
   return {};
 }
 
+Status check_attention_shape(const char* api, DType dtype, Device device, int head_dim, int batch, int q_heads,
+                             int kv_heads) {
+  if (dtype != DType::kBF16 && dtype != DType::kFP16)
+    return unsupported(std::string("dtype ") + dtype_name(dtype) + " is not supported for " + api + " (bf16, fp16)");
+  if (device != Device::kCpu && device != Device::kCuda) return invalid_argument("unknown device");
+  if (!head_dim_supported(device, head_dim))
+    return unsupported("head_dim " + std::to_string(head_dim) + " is not supported on " +
+                       (device == Device::kCuda ? "CUDA" : "the CPU") + " (" + supported_head_dims_text(device) + ")");
+  if (batch < 1) return invalid_argument("batch must be >= 1");
+  if (q_heads < 1 || kv_heads < 1) return invalid_argument("q_heads and kv_heads must be >= 1");
+  if (q_heads % kv_heads != 0)
+    return invalid_argument("q_heads (" + std::to_string(q_heads) + ") must be a multiple of kv_heads (" +
+                            std::to_string(kv_heads) + ")");
+  return {};
+}
+
+Status check_softmax_scale(float softmax_scale) {
+  if (!(softmax_scale >= 0.0f) || softmax_scale > 1e30f)
+    return invalid_argument("softmax_scale must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
+  return {};
+}
+
 Status check_window_softcap(int window_left, int window_right, float softcap, bool causal) {
   if (window_left < -1 || window_right < -1)
     return invalid_argument("window_left and window_right must be >= 0, or -1 for unbounded (got " +
@@ -46,21 +68,12 @@ Status check_window_softcap(int window_left, int window_right, float softcap, bo
 }
 
 Status validate(const PrefillParams& p) {
-  if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
-    return unsupported(std::string("dtype ") + dtype_name(p.dtype) + " is not supported for attention (bf16, fp16)");
-  if (!head_dim_supported(p.device, p.head_dim))
-    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported on " +
-                       (p.device == Device::kCuda ? "CUDA" : "the CPU") + " (" + supported_head_dims_text(p.device) + ")");
-  if (p.batch < 1) return invalid_argument("batch must be >= 1");
-  if (p.q_heads < 1 || p.kv_heads < 1) return invalid_argument("q_heads and kv_heads must be >= 1");
-  if (p.q_heads % p.kv_heads != 0)
-    return invalid_argument("q_heads (" + std::to_string(p.q_heads) + ") must be a multiple of kv_heads (" +
-                            std::to_string(p.kv_heads) + ")");
+  FLASHSCOPE_RETURN_IF_ERROR(
+      check_attention_shape("attention", p.dtype, p.device, p.head_dim, p.batch, p.q_heads, p.kv_heads));
   if (p.q_len < 0 || p.kv_len < 0) return invalid_argument("q_len and kv_len must be >= 0");
   if ((p.cu_seqlens_q == nullptr) != (p.cu_seqlens_k == nullptr))
     return invalid_argument("cu_seqlens_q and cu_seqlens_k must both be set (varlen) or both be null");
-  if (!(p.softmax_scale >= 0.0f) || p.softmax_scale > 1e30f)
-    return invalid_argument("softmax_scale must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
+  FLASHSCOPE_RETURN_IF_ERROR(check_softmax_scale(p.softmax_scale));
   FLASHSCOPE_RETURN_IF_ERROR(check_window_softcap(p.window_left, p.window_right, p.softcap, p.causal));
   if (p.workspace_bytes > 0 && p.workspace == nullptr)
     return invalid_argument("workspace is null but workspace_bytes is " + std::to_string(p.workspace_bytes));

@@ -18,6 +18,17 @@ namespace flashscope {
 Status check_attn_tensor(const char* name, const AttnTensor& t, int head_dim, Device device, bool batch_stride_read,
                          bool batch_stride_aligned);
 
+// What every attention call is checked for first, for validate(PrefillParams)
+// and validate(PagedAttentionParams) alike: the dtype (bf16 or fp16; `api`
+// names the call in the message), a known device, head_dim supported on it,
+// batch >= 1, q_heads a multiple of kv_heads. kUnsupported or
+// kInvalidArgument naming the field.
+Status check_attention_shape(const char* api, DType dtype, Device device, int head_dim, int batch, int q_heads,
+                             int kv_heads);
+
+// softmax_scale finite and >= 0 (0 selects 1/sqrt(head_dim)).
+Status check_softmax_scale(float softmax_scale);
+
 // window_left / window_right >= -1 (-1: unbounded), window_right <= 0 when
 // causal, softcap finite and >= 0 (0: off). kInvalidArgument naming the field.
 Status check_window_softcap(int window_left, int window_right, float softcap, bool causal);

@@ -46,17 +46,8 @@ Status check_sequences(const PagedAttentionParams& p) {
 }  // namespace
 
 Status validate(const PagedAttentionParams& p) {
-  if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
-    return unsupported(std::string("dtype ") + dtype_name(p.dtype) + " is not supported for paged attention (bf16, fp16)");
-  if (p.device != Device::kCpu && p.device != Device::kCuda) return invalid_argument("unknown device");
-  if (!head_dim_supported(p.device, p.head_dim))
-    return unsupported("head_dim " + std::to_string(p.head_dim) + " is not supported on " +
-                       (p.device == Device::kCuda ? "CUDA" : "the CPU") + " (" + supported_head_dims_text(p.device) + ")");
-  if (p.batch < 1) return invalid_argument("batch must be >= 1");
-  if (p.q_heads < 1 || p.kv_heads < 1) return invalid_argument("q_heads and kv_heads must be >= 1");
-  if (p.q_heads % p.kv_heads != 0)
-    return invalid_argument("q_heads (" + std::to_string(p.q_heads) + ") must be a multiple of kv_heads (" +
-                            std::to_string(p.kv_heads) + ")");
+  FLASHSCOPE_RETURN_IF_ERROR(
+      check_attention_shape("paged attention", p.dtype, p.device, p.head_dim, p.batch, p.q_heads, p.kv_heads));
   if (!is_power_of_two(p.page_size) || p.page_size < 16 || p.page_size > 256)
     return invalid_argument("page_size must be a power of two in 16..256 (got " + std::to_string(p.page_size) + ")");
   if (p.q_len < 1) return invalid_argument("q_len must be >= 1 (got " + std::to_string(p.q_len) + ")");
@@ -69,8 +60,7 @@ Status validate(const PagedAttentionParams& p) {
                             ")");
   if (p.num_pages < 0) return invalid_argument("num_pages must be >= 0 (0 = unchecked)");
   if (p.num_splits < 0) return invalid_argument("num_splits must be >= 0 (0 = the plan decides)");
-  if (!(p.softmax_scale >= 0.0f) || p.softmax_scale > 1e30f)
-    return invalid_argument("softmax_scale must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
+  FLASHSCOPE_RETURN_IF_ERROR(check_softmax_scale(p.softmax_scale));
   FLASHSCOPE_RETURN_IF_ERROR(check_window_softcap(p.window_left, p.window_right, p.softcap, p.causal));
 
   FLASHSCOPE_RETURN_IF_ERROR(check_attn_tensor("q", p.q, p.head_dim, p.device, p.batch > 1, p.batch > 1));

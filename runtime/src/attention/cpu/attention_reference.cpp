@@ -38,40 +38,11 @@
 
 #include "backends/cpu/openmp.hpp"
 #include "attention/cpu/attention_cpu.hpp"
+#include "attention/cpu/prefill_sequences.hpp"
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu {
 namespace {
-
-// One sequence of the batch: where its token 0 lives in q/k/v (elements),
-// its first row in the dense output, and its lengths.
-struct RefSequence {
-  int64_t q_offset = 0, k_offset = 0, v_offset = 0;
-  int64_t out_row = 0;  // row of query 0 in o_out's [rows, q_heads, head_dim]
-  int q_len = 0, kv_len = 0;
-};
-
-RefSequence ref_sequence(const PrefillParams& p, int b) {
-  RefSequence s;
-  if (p.cu_seqlens_q != nullptr) {
-    const int64_t q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
-    // A decreasing cu_seqlens is malformed; treating it as empty keeps us in bounds.
-    s.q_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_q[b + 1] - q0));
-    s.kv_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_k[b + 1] - k0));
-    s.q_offset = q0 * p.q.seq_stride;
-    s.k_offset = k0 * p.k.seq_stride;
-    s.v_offset = k0 * p.v.seq_stride;
-    s.out_row = q0;
-  } else {
-    s.q_len = p.q_len;
-    s.kv_len = p.kv_len;
-    s.q_offset = b * p.q.batch_stride;
-    s.k_offset = b * p.k.batch_stride;
-    s.v_offset = b * p.v.batch_stride;
-    s.out_row = static_cast<int64_t>(b) * p.q_len;
-  }
-  return s;
-}
 
 double load(const uint16_t* data, int64_t index, bool bf16) {
   return bf16 ? bf16_to_float(data[index]) : fp16_to_float(data[index]);
@@ -102,7 +73,7 @@ Status attention_reference(const PrefillParams& p, float* o_out, float* lse_out)
   const auto* v = static_cast<const uint16_t*>(p.v.data);
 
   int max_kv = 0;
-  for (int b = 0; b < p.batch; ++b) max_kv = std::max(max_kv, ref_sequence(p, b).kv_len);
+  for (int b = 0; b < p.batch; ++b) max_kv = std::max(max_kv, prefill_sequence(p, b).kv_len);
 
   // K and V of one (sequence, kv-head) in double: [kv_len, head_dim] each.
   // Per thread: scores [max_kv] and a query row [head_dim].
@@ -118,8 +89,9 @@ Status attention_reference(const PrefillParams& p, float* o_out, float* lse_out)
   }
 
   for (int b = 0; b < p.batch; ++b) {
-    const RefSequence seq = ref_sequence(p, b);
+    const Sequence seq = prefill_sequence(p, b);
     if (seq.q_len == 0) continue;
+    const int64_t out_row = varlen ? seq.lse_offset : int64_t(b) * p.q_len;  // row of query 0 in o_out
     const int causal_shift = seq.kv_len - seq.q_len;  // bottom-right alignment
     for (int g = 0; g < p.kv_heads; ++g) {
       for (int j = 0; j < seq.kv_len; ++j) {
@@ -153,8 +125,8 @@ Status attention_reference(const PrefillParams& p, float* o_out, float* lse_out)
         if (p.window_left >= 0) first = std::max(first, pos - p.window_left);
         const int keys = last >= first ? static_cast<int>(last - first + 1) : 0;
 
-        float* o_row = o_out + ((seq.out_row + i) * q_heads + h) * dim;
-        const int64_t lse_at = varlen ? h * total_q + seq.out_row + i
+        float* o_row = o_out + ((out_row + i) * q_heads + h) * dim;
+        const int64_t lse_at = varlen ? h * total_q + out_row + i
                                       : (static_cast<int64_t>(b) * q_heads + h) * p.q_len + i;
         if (keys == 0) {
           std::fill(o_row, o_row + dim, 0.0f);

@@ -1,5 +1,6 @@
 // The CPU prefill paths' view of a call, shared by the tiled attention
-// (attention_tiled.cpp) and the CPU trace capture (trace/cpu_capture.cpp):
+// (attention_tiled.cpp), the CPU trace capture (trace/cpu_capture.cpp) and,
+// for its sequences, the FP64 reference (attention_reference.cpp):
 // how an element of q/k/v/o widens and rounds, where each sequence starts
 // and how long it is (padded batch or varlen), and the blocks of queries
 // they hand to threads.
@@ -40,36 +41,42 @@ struct Block {
   int q0;
 };
 
+// Sequence b of p (padded batch or varlen). A decreasing cu_seqlens
+// (malformed: validate() refuses it) gives an empty sequence, which keeps
+// every later index in bounds.
+inline Sequence prefill_sequence(const PrefillParams& p, int b) {
+  Sequence s;
+  if (p.cu_seqlens_q != nullptr) {
+    const int64_t q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+    s.q_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_q[b + 1] - q0));
+    s.kv_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_k[b + 1] - k0));
+    s.q_offset = q0 * p.q.seq_stride;
+    s.k_offset = k0 * p.k.seq_stride;
+    s.v_offset = k0 * p.v.seq_stride;
+    s.o_offset = q0 * p.o.seq_stride;
+    s.lse_offset = q0;
+  } else {
+    s.q_len = p.q_len;
+    s.kv_len = p.kv_len;
+    s.q_offset = b * p.q.batch_stride;
+    s.k_offset = b * p.k.batch_stride;
+    s.v_offset = b * p.v.batch_stride;
+    s.o_offset = b * p.o.batch_stride;
+    s.lse_offset = static_cast<int64_t>(b) * p.q_heads * p.q_len;
+  }
+  return s;
+}
+
 // p's sequences, and their blocks of block_q queries in order. With q_len 0
-// (a call that computes nothing) no pointer, cu_seqlens included, is read; a
-// decreasing cu_seqlens (malformed: validate() refuses it) gives an empty
-// sequence, which keeps every later index in bounds. Throws std::bad_alloc.
+// (a call that computes nothing) no pointer, cu_seqlens included, is read.
+// Throws std::bad_alloc.
 inline void prefill_sequences(const PrefillParams& p, int block_q, std::vector<Sequence>* seqs,
                               std::vector<Block>* blocks) {
-  const bool varlen = p.cu_seqlens_q != nullptr;
   seqs->assign(static_cast<size_t>(std::max(p.batch, 0)), Sequence{});
   blocks->clear();
+  if (p.q_len == 0) return;
   for (int b = 0; b < p.batch; ++b) {
-    Sequence& s = (*seqs)[static_cast<size_t>(b)];
-    if (p.q_len == 0) continue;
-    if (varlen) {
-      const int64_t q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
-      s.q_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_q[b + 1] - q0));
-      s.kv_len = static_cast<int>(std::max<int64_t>(0, p.cu_seqlens_k[b + 1] - k0));
-      s.q_offset = q0 * p.q.seq_stride;
-      s.k_offset = k0 * p.k.seq_stride;
-      s.v_offset = k0 * p.v.seq_stride;
-      s.o_offset = q0 * p.o.seq_stride;
-      s.lse_offset = q0;
-    } else {
-      s.q_len = p.q_len;
-      s.kv_len = p.kv_len;
-      s.q_offset = b * p.q.batch_stride;
-      s.k_offset = b * p.k.batch_stride;
-      s.v_offset = b * p.v.batch_stride;
-      s.o_offset = b * p.o.batch_stride;
-      s.lse_offset = static_cast<int64_t>(b) * p.q_heads * p.q_len;
-    }
+    const Sequence& s = (*seqs)[static_cast<size_t>(b)] = prefill_sequence(p, b);
     for (int q0 = 0; q0 < s.q_len; q0 += block_q) blocks->push_back({b, q0});
   }
 }
