@@ -8,7 +8,8 @@ No PyTorch needed: it compares our own builds (bench/compare_torch.py compares
 us with PyTorch).
 
   python3 bench/ab_builds.py --before OLD/flashscope-cli --after NEW/flashscope-cli \
-      [--rounds 5] [--only prefill,decode,e2e] [--kernels auto,hopper,v6] [--model M.gguf] [--out FILE.json]
+      [--rounds 5] [--only prefill,decode,e2e] [--kernels auto,hopper,v6] [--model M.gguf]
+      [--e2e-batches 1,8,64] [--out FILE.json]
 
 Prefill shapes are compare_torch.py's anchor shapes plus SmolLM2's GQA 9/3
 shape; decode shapes are its decode shapes; e2e runs a model of SmolLM2's
@@ -51,9 +52,9 @@ def decode_cases():
         yield f"decode B{b} {hq}/{hk} ctx{ctx} D{d}", ["bench", "decode", *map(str, args), "--json"], {"us": "us"}
 
 
-def e2e_cases(model):
+def e2e_cases(model, batches):
     # Lower is better for every metric compared here: times, not rates.
-    yield "e2e smollm2-shape", ["bench", "e2e", "-m", model, "--batch", "1,8,64", "--json"], None
+    yield "e2e smollm2-shape", ["bench", "e2e", "-m", model, "--batch", batches, "--json"], None
 
 
 def save(path, samples):
@@ -69,6 +70,7 @@ def main():
     ap.add_argument("--only", default="prefill,decode,e2e")
     ap.add_argument("--kernels", default="auto,hopper")
     ap.add_argument("--model", help="GGUF for e2e (default: a SmolLM2-shaped random model)")
+    ap.add_argument("--e2e-batches", default="1,8,64", help="the batch sizes e2e runs")
     ap.add_argument("--out", help="write every sample as JSON here")
     args = ap.parse_args()
     parts = set(args.only.split(","))
@@ -84,7 +86,7 @@ def main():
             model = os.path.join(tempfile.mkdtemp(), "smollm2-shape.gguf")
             subprocess.run([args.after, "make-model", "--out", model, "--preset", "smollm2-135m"], check=True,
                            capture_output=True)
-        cases += list(e2e_cases(model))
+        cases += list(e2e_cases(model, args.e2e_batches))
 
     builds = {"before": args.before, "after": args.after}
     samples = {}  # (case, metric, build) -> [values]
