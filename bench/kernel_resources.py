@@ -3,6 +3,9 @@
 
     python3 bench/kernel_resources.py BEFORE_BUILD AFTER_BUILD [--arch sm_90a] [--out FILE.md]
 
+BEFORE_BUILD / AFTER_BUILD may also be folders of `cuobjdump -res-usage OBJ >
+NAME.txt` dumps, one per object (taken where the builds were, read anywhere).
+
 Reads the CUDA objects of the embeddable library's kernel targets under each
 CMake build folder (kernels/CMakeFiles/flashscope_kernels*.dir: the production
 kernels, probed builds included; the kernel lab is not the library) with
@@ -27,11 +30,20 @@ def objects(build):
     return sorted(p for d in root.glob("flashscope_kernels*.dir") for p in d.rglob("*.o"))
 
 
+def dumps(build):
+    """The `cuobjdump -res-usage` texts of the build's kernel objects, or, for a
+    folder of *.txt files, those texts (dumped on another machine)."""
+    saved = sorted(pathlib.Path(build).glob("*.txt"))
+    if saved:
+        return [p.read_text() for p in saved]
+    return [subprocess.run(["cuobjdump", "-res-usage", str(obj)], capture_output=True, text=True).stdout
+            for obj in objects(build)]
+
+
 def resources(build, arch):
     """{mangled name: Usage} of every function compiled for `arch` in the build's kernel objects."""
     out = {}
-    for obj in objects(build):
-        text = subprocess.run(["cuobjdump", "-res-usage", str(obj)], capture_output=True, text=True).stdout
+    for text in dumps(build):
         in_arch, name = False, None
         for line in text.splitlines():
             m = re.match(r"\s*arch = (\S+)", line)
@@ -70,12 +82,48 @@ def short(name):
     return name
 
 
+def split_args(text):
+    """The top-level comma-separated arguments of a template argument list."""
+    args, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append(text[start:i].strip())
+            start = i + 1
+    args.append(text[start:].strip())
+    return args
+
+
+# Template arguments later builds added, with the value that keeps the old
+# behaviour: (template name, the argument count with it, its old-behaviour value).
+ADDED_ARGS = [
+    ("attention_kernel", 6, "0"),           # kMods: no window, no soft-cap
+    ("hopper_attention_kernel", 8, "false"),  # kExtras: no window, no soft-cap
+    ("PagedView", 6, "0"),                  # the window's masking
+    ("PagedView", 6, "false"),
+    ("skinny_gemm_kernel", 2, "false"),     # kFolds: the plain kernel
+]
+
+
 def same_kernel(name):
     """A name without the template arguments later builds added with their
-    old behaviour as the value (a PagedView without a window, an attention
-    kernel without mods), so a kernel keeps its row across those builds."""
-    name = re.sub(r"(PagedView<[^<>]*?), false>", r"\1>", name)
-    return re.sub(r"^(void attention_kernel<.*), 0>$", r"\1>", name)
+    old behaviour as the value (a view without a window, an attention kernel
+    without mods, the plain few-token GEMM), so a kernel keeps its row across
+    those builds."""
+    m = re.match(r"^(void )?([A-Za-z_0-9]+)<(.*)>$", name)
+    if not m:
+        return name
+    prefix, template, inner = m.group(1) or "", m.group(2), m.group(3)
+    args = [same_kernel(a) for a in split_args(inner)]
+    if template == "DenseView" and len(args) == 5 and args[3] == "false":
+        args = args[:3]  # no window: the block-KV argument only sizes the window's masking
+    for t, count, value in ADDED_ARGS:
+        if template == t and len(args) == count and args[-1] == value:
+            args = args[:-1]
+    return f"{prefix}{template}<{', '.join(args)}>"
 
 
 def main():
