@@ -23,6 +23,7 @@ struct Simd {
   static constexpr int W = 4;
   static constexpr int kQkRows = 4;
   static constexpr int kPvRows = 8;
+  static constexpr int kPvAccumulators = 16;  // of the 32 q registers
   static constexpr bool kDotBf16 = false;  // q·k widened to float
   static V zero() { return vdupq_n_f32(0.0f); }
   static V set1(float f) { return vdupq_n_f32(f); }

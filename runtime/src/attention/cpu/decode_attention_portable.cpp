@@ -51,6 +51,7 @@ struct Simd {
   };
   static constexpr int kQkRows = 2;
   static constexpr int kPvRows = 4;
+  static constexpr int kPvAccumulators = 8;
   static constexpr bool kDotBf16 = false;  // q·k widened to float
   static V zero() { return V{}; }
   static V set1(float f) {
@@ -140,6 +141,7 @@ struct Simd {
   using V = float;
   static constexpr int kQkRows = 4;
   static constexpr int kPvRows = 4;
+  static constexpr int kPvAccumulators = 8;
   static constexpr bool kDotBf16 = false;  // q·k widened to float
   static V zero() { return 0.0f; }
   static V set1(float f) { return f; }

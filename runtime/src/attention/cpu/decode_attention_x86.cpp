@@ -34,6 +34,7 @@ struct Simd {
   static constexpr int W = 8;
   static constexpr int kQkRows = 3;  // 3 rows × 4 keys of accumulators + 4 K vectors + q: 17 ymm, one spilled
   static constexpr int kPvRows = 4;
+  static constexpr int kPvAccumulators = 8;  // of the 16 ymm
   static constexpr bool kDotBf16 = false;  // q·k widened to float
   FS_TARGET static V zero() { return _mm256_setzero_ps(); }
   FS_TARGET static V set1(float f) { return _mm256_set1_ps(f); }
@@ -116,6 +117,14 @@ struct Simd {
 #undef FS_TARGET
 }  // namespace avx2
 
+// GCC 12's AVX-512 headers build some intrinsics from an "undefined"
+// vector that is its own initializer (__Y = __Y); where fold() is inlined
+// into some instantiations -Wuninitialized reports it. Nothing here reads
+// an uninitialized value.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace avx512 {
 #define FS_TARGET __attribute__((target("avx512f,avx2,fma,f16c")))
 struct Simd {
@@ -123,6 +132,7 @@ struct Simd {
   static constexpr int W = 16;
   static constexpr int kQkRows = 4;  // 16 accumulators + 4 K vectors of the 32 zmm
   static constexpr int kPvRows = 8;
+  static constexpr int kPvAccumulators = 16;  // of the 32 zmm
   static constexpr bool kDotBf16 = false;  // q·k widened to float
   FS_TARGET static V zero() { return _mm512_setzero_ps(); }
   FS_TARGET static V set1(float f) { return _mm512_set1_ps(f); }
@@ -240,6 +250,9 @@ struct Simd : avx512::Simd {
 #include "attention/cpu/decode_attention_q8.inc"
 #undef FS_TARGET
 }  // namespace avx512vnni
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 const ItemFn kItemAvx2 = avx2::run_item;
 const ItemFn kItemAvx512 = avx512::run_item;
