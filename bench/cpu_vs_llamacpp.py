@@ -11,7 +11,7 @@ with it on, then `flashscope-cli bench e2e --device cpu`, each measuring
 
 Medians over the rounds go into a markdown table with the ratio ours / the
 better of llama.cpp's two figures and the issue's targets, written to
-bench/results/cpu-<host>-<date>-vs-llamacpp.md with every round's raw
+bench/results/cpu-<host>-<date>-vs-llamacpp.md (-2, -3 ... after an earlier run that day) with every round's raw
 numbers and how busy the machine was (on a shared machine that decides more
 than the code: read those columns first).
 
@@ -255,6 +255,22 @@ def main():
         write_report(a, rounds, build, cli, model, threads, depths, final=r + 1 == a.rounds)
 
 
+
+_report = None
+
+
+def report_path(out_dir, stem):
+    """The run's report file, chosen at its first write: STEM.md, or STEM-2.md, -3 ... when an
+    earlier run of the same day left one (rewritten after every round of this run, never
+    another run's)."""
+    global _report
+    if _report is None:
+        _report, n = out_dir / f"{stem}.md", 2
+        while _report.exists():
+            _report, n = out_dir / f"{stem}-{n}.md", n + 1
+    return _report
+
+
 def write_report(a, rounds, build, cli, model, threads, depths, final):
     tests = [f"prompt {a.prompt}"] + [f"decode @ {d}" for d in depths]
     med = {k: {t: statistics.median(r[k][t] for r in rounds) for t in tests} for k in ("ours", "fa0", "fa1")}
@@ -332,7 +348,7 @@ def write_report(a, rounds, build, cli, model, threads, depths, final):
         lines.append(f"| {i + 1} | {r['others_before']:.0%}, {r['others_during']:.0%} (waited {r['waited_s']} s) | "
                      f"{r['load_before']:.1f}, {r['load_after']:.1f} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
-    out = Path(a.out_dir) / f"cpu-{host}-{date}-vs-llamacpp.md"
+    out = report_path(Path(a.out_dir), f"cpu-{host}-{date}-vs-llamacpp")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     if final:
