@@ -25,8 +25,11 @@
 
 #include "flashscope/attention.hpp"
 #include "flashscope/half.hpp"
+#include "attention/cpu/attention_cpu.hpp"
+#include "cpu_features.hpp"
 #include "support/attention_problem.hpp"
 #include "support/attention_reference.hpp"
+#include "support/skip.hpp"
 
 namespace fs = flashscope;
 using fs::DType;
@@ -263,6 +266,40 @@ TEST_CASE("tiled CPU backend rounds P to the dtype before P·V, as the GPU's ten
   CHECK(std::fabs(prob.reference().o[0] - want_exact) <= 1e-5);
 }
 
+
+TEST_CASE("tiled CPU backend: the AVX2 micro-kernels give the portable ones' bits") {
+  if (!fs::cpu::cpu_has_avx2()) {
+    MESSAGE("skipped: this CPU has no AVX2, so only the portable micro-kernels run");
+    fs::testing::mark_skipped();
+    return;
+  }
+  struct Case {
+    int q_heads, kv_heads, q_len, kv_len, dim;
+    bool causal;
+    DType dtype;
+  };
+  const Case cases[] = {{9, 3, 130, 130, 64, true, DType::kBF16},   {4, 1, 77, 300, 256, true, DType::kBF16},
+                        {8, 8, 65, 129, 128, false, DType::kFP16},  {6, 2, 200, 200, 80, true, DType::kFP16},
+                        {2, 2, 17, 1000, 96, false, DType::kBF16}};
+  for (const Case& c : cases) {
+    AttentionShape shape = dense_shape(2, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.dim, c.causal);
+    shape.dtype = c.dtype;
+    INFO(shape.describe());
+    AttentionProblem prob(shape);
+    fs::cpu::use_portable_tiled_kernels(true);
+    const fs::Status portable_status = run_tiled(prob);
+    fs::cpu::use_portable_tiled_kernels(false);
+    REQUIRE(portable_status.ok());
+    const std::vector<float> portable_out = prob.output_as_float();
+    const std::vector<float> portable_lse = prob.lse_values();
+    REQUIRE(run_tiled(prob).ok());
+    const std::vector<float> out = prob.output_as_float();
+    const std::vector<float> lse = prob.lse_values();
+    REQUIRE(out.size() == portable_out.size());
+    CHECK(std::memcmp(out.data(), portable_out.data(), out.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(lse.data(), portable_lse.data(), lse.size() * sizeof(float)) == 0);
+  }
+}
 
 TEST_CASE("tiled CPU backend matches the reference over lengths, head_dim, GQA, layouts and dtypes") {
   // Every (q_len, kv_len) pair, causal and not; the other axes rotate with

@@ -39,4 +39,8 @@ Status attention_reference(const PrefillParams& p, float* o_out, float* lse_out)
 //   above) when non-null.
 Status attention_tiled(const PrefillParams& p);
 
+// Tests: true runs attention_tiled's portable micro-kernels even where the
+// CPU has AVX2 (both give the same bits); false restores the choice by CPU.
+void use_portable_tiled_kernels(bool on);
+
 }  // namespace flashscope::cpu

@@ -28,7 +28,9 @@
 // Layouts: q, k, v, o through the PrefillParams strides (head_dim
 // contiguous); lse dense [batch, q_heads, q_len] (varlen [q_heads, total_q]).
 //
-// Speed (SSE2 only, no -march): K and V tiles
+// Speed (the portable build is SSE2 only, no -march; with AVX2 the two
+// micro-kernels below run in 8-lane registers, chosen at run time, same
+// bits): K and V tiles
 // are converted once per tile into float scratch owned by the thread, K
 // transposed ([head_dim, 64]) so both products stream contiguous float rows
 // (keys for S, head_dim for P·V). Two small register-blocked micro-kernels
@@ -40,6 +42,7 @@
 // call, before the parallel region, so allocation failure is a Status and no
 // exception crosses OpenMP.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -53,7 +56,13 @@
 #include "attention/attention_validate.hpp"
 #include "attention/cpu/attention_cpu.hpp"
 #include "attention/cpu/prefill_sequences.hpp"
+#include "cpu_features.hpp"
 #include "util/math.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FS_TILED_AVX2 1
+#endif
 
 namespace flashscope::cpu {
 namespace {
@@ -117,7 +126,7 @@ struct Problem {
 //   q [kRows, dp], kt [dp, kBlockKV], s [kRows, kBlockKV]
 // A kRows × kLanes accumulator lives in registers across the whole d loop;
 // each K load feeds kRows rows.
-void qk_rows(const float* q, const float* kt, int n, int dp, float scale_log2, float* s) {
+void qk_rows_portable(const float* q, const float* kt, int n, int dp, float scale_log2, float* s) {
   for (int j0 = 0; j0 < n; j0 += kLanes) {
     float acc[kRows][kLanes] = {};
     for (int d = 0; d < dp; ++d) {
@@ -162,7 +171,7 @@ float softmax_row(float* s, int begin, int end, int n, float cap_log2, float* m,
 // o[r][:] = alpha[r] · o[r][:] + Σ_{begin <= j < end} p[r][j] · v[j][:] for kRows rows.
 //   pt [kBlockKV, kRows], v [kBlockKV, dp], o [kRows, dp]
 // Same register blocking as qk_rows: each V load feeds kRows rows.
-void pv_rows(const float* pt, const float* alpha, int begin, int end, const float* v, int dp, float* o) {
+void pv_rows_portable(const float* pt, const float* alpha, int begin, int end, const float* v, int dp, float* o) {
   for (int d0 = 0; d0 < dp; d0 += kLanes) {
     float acc[kRows][kLanes] = {};
     for (int j = begin; j < end; ++j) {
@@ -179,6 +188,64 @@ void pv_rows(const float* pt, const float* alpha, int begin, int end, const floa
   }
 }
 
+#if FS_TILED_AVX2
+// The two micro-kernels with AVX2 registers: one 8-lane register per row
+// where the portable build holds two SSE halves. A multiply, then an add,
+// never a fused multiply-add (no "fma" target): each output rounds as the
+// portable loops round it, so both give the same bits.
+__attribute__((target("avx2"))) void qk_rows_avx2(const float* q, const float* kt, int n, int dp, float scale_log2,
+                                                  float* s) {
+  static_assert(kRows == 4 && kLanes == 8, "one ymm a row");
+  const __m256 scale = _mm256_set1_ps(scale_log2);
+  for (int j0 = 0; j0 < n; j0 += kLanes) {
+    __m256 acc[kRows] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int d = 0; d < dp; ++d) {
+      const __m256 k = _mm256_loadu_ps(kt + static_cast<size_t>(d) * kBlockKV + j0);
+      for (int r = 0; r < kRows; ++r)
+        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(q[static_cast<size_t>(r) * dp + d]), k));
+    }
+    for (int r = 0; r < kRows; ++r) _mm256_storeu_ps(s + r * kBlockKV + j0, _mm256_mul_ps(acc[r], scale));
+  }
+}
+
+__attribute__((target("avx2"))) void pv_rows_avx2(const float* pt, const float* alpha, int begin, int end,
+                                                  const float* v, int dp, float* o) {
+  for (int d0 = 0; d0 < dp; d0 += kLanes) {
+    __m256 acc[kRows] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int j = begin; j < end; ++j) {
+      const __m256 v_j = _mm256_loadu_ps(v + static_cast<size_t>(j) * dp + d0);
+      for (int r = 0; r < kRows; ++r) acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_set1_ps(pt[j * kRows + r]), v_j));
+    }
+    for (int r = 0; r < kRows; ++r) {
+      float* o_r = o + static_cast<size_t>(r) * dp + d0;
+      _mm256_storeu_ps(o_r, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(o_r), _mm256_set1_ps(alpha[r])), acc[r]));
+    }
+  }
+}
+#endif
+
+using QkRows = void (*)(const float*, const float*, int, int, float, float*);
+using PvRows = void (*)(const float*, const float*, int, int, const float*, int, float*);
+
+// The micro-kernels for this CPU, chosen once (unless a test asks for the
+// portable ones: use_portable_tiled_kernels).
+struct MicroKernels {
+  QkRows qk = qk_rows_portable;
+  PvRows pv = pv_rows_portable;
+};
+std::atomic<bool> g_portable_only{false};
+const MicroKernels& micro_kernels() {
+  static const MicroKernels portable;
+  static const MicroKernels best = [] {
+    MicroKernels m;
+#if FS_TILED_AVX2
+    if (cpu_has_avx2()) m = {qk_rows_avx2, pv_rows_avx2};
+#endif
+    return m;
+  }();
+  return g_portable_only.load(std::memory_order_relaxed) ? portable : best;
+}
+
 // One work item: queries [q0, q0 + rows) of sequence `seq`, q-head h.
 template <typename T>
 void attend_block(const Problem& pr, const Sequence& seq, int q0, int h, const Scratch& w) {
@@ -189,6 +256,7 @@ void attend_block(const Problem& pr, const Sequence& seq, int q0, int h, const S
   const int rows = std::min(kBlockQ, seq.q_len - q0);
   const int rows_padded = static_cast<int>(align_up<size_t>(static_cast<size_t>(rows), kRows));
   const int causal_shift = seq.kv_len - seq.q_len;  // bottom-right alignment
+  const MicroKernels& mk = micro_kernels();
 
   for (int r = 0; r < rows; ++r) {
     const uint16_t* src = pr.q + seq.q_offset + (q0 + r) * p.q.seq_stride + h * p.q.head_stride;
@@ -226,7 +294,7 @@ void attend_block(const Problem& pr, const Sequence& seq, int q0, int h, const S
     }
 
     for (int r0 = 0; r0 < rows; r0 += kRows) {
-      qk_rows(w.q + static_cast<size_t>(r0) * dp, w.kt, n, dp, pr.scale_log2, w.s);
+      mk.qk(w.q + static_cast<size_t>(r0) * dp, w.kt, n, dp, pr.scale_log2, w.s);
       float alpha[kRows];
       int pv_begin = n, pv_end = 0;  // the keys of this tile any of these rows sees
       for (int g = 0; g < kRows; ++g) {
@@ -245,7 +313,7 @@ void attend_block(const Problem& pr, const Sequence& seq, int q0, int h, const S
         pv_begin = std::min(pv_begin, begin);
         pv_end = std::max(pv_end, end);
       }
-      pv_rows(w.pt, alpha, pv_begin, pv_end, w.v, dp, w.o + static_cast<size_t>(r0) * dp);
+      mk.pv(w.pt, alpha, pv_begin, pv_end, w.v, dp, w.o + static_cast<size_t>(r0) * dp);
     }
   }
 
@@ -288,6 +356,8 @@ void run_blocks(const Problem& pr, const std::vector<Sequence>& seqs, const std:
 }
 
 }  // namespace
+
+void use_portable_tiled_kernels(bool on) { g_portable_only.store(on, std::memory_order_relaxed); }
 
 Status attention_tiled(const PrefillParams& p) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16) {
