@@ -11,8 +11,14 @@
 //   W=$PWD; g++ -std=c++20 -O3 -fopenmp -I$W/runtime/src -I$W/runtime/include -I$W \
 //     -o /tmp/dabench bench/cpu_decode_attention.cpp runtime/src/attention/cpu/decode_attention*.cpp \
 //     runtime/src/cpu_features.cpp runtime/src/attention/cpu/kv_q8.cpp
-//   OMP_NUM_THREADS=1 /tmp/dabench 4096 10 [ISA]     # LAYERS=1 keeps it in L2: the arithmetic alone
+//   OMP_NUM_THREADS=1 /tmp/dabench 4096 10 [ISA]     # LAYERS=1 keeps it in L3: the arithmetic alone
+// PAGED=1: the engine's bf16 cache layout instead (256-token pages, each
+// [kv_heads, 256, D], head-major). QLEN=N: N new tokens a call (causal), as
+// a short turn or a prompt chunk runs. CHECKSUM=1: run each layer once and
+// print Σ|O| and a few outputs instead of timing (two builds give the same
+// line when their kernels give the same bits).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,8 +39,10 @@ int main(int argc, char** argv) {
   const int qh = 9, kvh = 3, D = 64;
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
-  size_t per = (size_t)L * kvh * D;
-  std::vector<uint16_t> K(per * layers), V(per * layers), Q(qh * D * layers), O(qh * D);
+  const bool paged = getenv("PAGED") != nullptr;
+  const int QL = getenv("QLEN") ? atoi(getenv("QLEN")) : 1;
+  size_t per = (size_t)(paged ? ceil_div(L, 256) * 256 : L) * kvh * D;
+  std::vector<uint16_t> K(per * layers), V(per * layers), Q((size_t)qh * D * layers * QL), O((size_t)qh * D * QL);
   for (auto& x : K) x = float_to_bf16(nd(rng));
   for (auto& x : V) x = float_to_bf16(nd(rng));
   for (auto& x : Q) x = float_to_bf16(nd(rng));
@@ -58,11 +66,15 @@ int main(int argc, char** argv) {
   }
   auto run = [&](int l) {
     cpu::DecodeParams p;
-    p.dtype = DType::kBF16; p.q_heads = qh; p.kv_heads = kvh; p.q_len = 1; p.head_dim = D;
-    p.q.data = Q.data() + l * qh * D; p.q.batch_stride = qh * D; p.q.seq_stride = qh * D; p.q.head_stride = D;
-    p.o.data = O.data(); p.o.batch_stride = qh * D; p.o.seq_stride = qh * D; p.o.head_stride = D;
+    p.dtype = DType::kBF16; p.q_heads = qh; p.kv_heads = kvh; p.q_len = QL; p.head_dim = D; p.causal = true;
+    p.q.data = Q.data() + (size_t)l * qh * D * QL; p.q.batch_stride = qh * D * QL; p.q.seq_stride = qh * D; p.q.head_stride = D;
+    p.o.data = O.data(); p.o.batch_stride = qh * D * QL; p.o.seq_stride = qh * D; p.o.head_stride = D;
     p.kv.k = K.data() + l * per; p.kv.v = V.data() + l * per; p.kv.page_size = 0; p.kv.head_stride = D;
     p.kv.row_stride = kvh * D; p.kv.page_stride = per;
+    if (paged) {
+      p.kv.page_size = 256; p.kv.head_stride = 256 * D; p.kv.row_stride = D; p.kv.page_stride = (int64_t)kvh * 256 * D;
+      p.kv.block_tables = table.data(); p.kv.block_table_stride = pages;
+    }
     p.kv_lens = &L;
     if (q8) {
       p.kv_q8 = true; p.kv.k = K8.data() + l * pool; p.kv.v = V8.data() + l * pool; p.kv.page_size = P;
@@ -72,6 +84,12 @@ int main(int argc, char** argv) {
     if (!s.ok()) { printf("err %s\n", s.message().c_str()); exit(1); }
   };
   for (int l = 0; l < layers; ++l) run(l);
+  if (getenv("CHECKSUM")) {
+    double sum = 0;
+    for (auto o : O) sum += std::abs(bf16_to_float(o));
+    printf("L=%d q_len=%d checksum %.9g O[1] %g O[100] %g\n", L, QL, sum, bf16_to_float(O[1]), bf16_to_float(O[100]));
+    return 0;
+  }
   double best = 1e9, sum = 0; timespec c0, c1;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
   for (int it = 0; it < iters; ++it) {

@@ -102,8 +102,7 @@ def split_args(text):
 ADDED_ARGS = [
     ("attention_kernel", 6, "0"),           # kMods: no window, no soft-cap
     ("hopper_attention_kernel", 8, "false"),  # kExtras: no window, no soft-cap
-    ("PagedView", 6, "0"),                  # the window's masking
-    ("PagedView", 6, "false"),
+    ("PagedView", 6, "false"),              # kWindow: no window masking
     ("skinny_gemm_kernel", 2, "false"),     # kFolds: the plain kernel
 ]
 

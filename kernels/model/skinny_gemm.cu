@@ -605,9 +605,9 @@ __device__ void rope_heads_epilogue(const SkinnyGemmKernelParams& p) {
 // (kAddRmsNorm's staging, kRopeHeads' epilogue) is compiled in. Without it
 // the kernel keeps the registers of its plain paths, and one more CTA an SM
 // (bench/TUNING.md#engine); the launch takes the folding kernel only for the
-// calls that fold. The plain four-row kernel is held to three CTAs an SM
-// (left free, the compiler gives it 182 registers: two CTAs); 0 leaves the
-// others free, which is not the same code as asking for one CTA.
+// calls that fold. The plain four-row kernel is held to three CTAs an SM,
+// which ptxas otherwise leaves it short of registers for (bench/TUNING.md#engine);
+// 0 leaves the others free, which is not the same code as asking for one CTA.
 constexpr int skinny_min_ctas(int tok, bool folds) { return tok == 4 && !folds ? 3 : 0; }
 
 template <int kTok, bool kFolds>

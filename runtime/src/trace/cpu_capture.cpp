@@ -309,21 +309,9 @@ void run_item(const Capture& c, int64_t item, int tid, const Scratch& w) {
 
 template <typename T>
 void run_all(const Capture& c, int64_t items, float* scratch, size_t per_thread) {
-#ifdef _OPENMP
-#pragma omp parallel
-#endif
-  {
-    int tid = 0;
-#ifdef _OPENMP
-    tid = omp_get_thread_num();
-#endif
-    const Scratch w = carve(scratch + static_cast<size_t>(tid) * per_thread, c.dim);
-    // Dynamic, as the backend: causal blocks near a sequence's end see more keys.
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-    for (int64_t item = 0; item < items; ++item) run_item<T>(c, item, tid, w);
-  }
+  cpu::parallel_items(
+      items, [&](int tid) { return carve(scratch + static_cast<size_t>(tid) * per_thread, c.dim); },
+      [&](int64_t item, int tid, const Scratch& w) { run_item<T>(c, item, tid, w); });
 }
 
 Status check_options(const TraceOptions& opt, const PrefillParams& p, const Sequence& seq) {

@@ -193,9 +193,10 @@ void pv_rows_portable(const float* pt, const float* alpha, int begin, int end, c
 // where the portable build holds two SSE halves. A multiply, then an add,
 // never a fused multiply-add (no "fma" target): each output rounds as the
 // portable loops round it, so both give the same bits.
+static_assert(kRows == 4 && kLanes == 8, "the AVX2 micro-kernels hold a row in one ymm, four rows");
+
 __attribute__((target("avx2"))) void qk_rows_avx2(const float* q, const float* kt, int n, int dp, float scale_log2,
                                                   float* s) {
-  static_assert(kRows == 4 && kLanes == 8, "one ymm a row");
   const __m256 scale = _mm256_set1_ps(scale_log2);
   for (int j0 = 0; j0 < n; j0 += kLanes) {
     __m256 acc[kRows] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -334,25 +335,13 @@ template <typename T>
 void run_blocks(const Problem& pr, const std::vector<Sequence>& seqs, const std::vector<Block>& blocks,
                 float* scratch, size_t per_thread) {
   const int64_t items = static_cast<int64_t>(blocks.size()) * pr.p->q_heads;
-#ifdef _OPENMP
-#pragma omp parallel
-#endif
-  {
-    int tid = 0;
-#ifdef _OPENMP
-    tid = omp_get_thread_num();
-#endif
-    const Scratch w = carve(scratch + static_cast<size_t>(tid) * per_thread, pr.dim);
-    // Dynamic: causal blocks near the end of a sequence see many more keys.
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-    for (int64_t item = 0; item < items; ++item) {
-      const Block& blk = blocks[static_cast<size_t>(item / pr.p->q_heads)];
-      const int h = static_cast<int>(item % pr.p->q_heads);
-      attend_block<T>(pr, seqs[static_cast<size_t>(blk.seq)], blk.q0, h, w);
-    }
-  }
+  parallel_items(
+      items, [&](int tid) { return carve(scratch + static_cast<size_t>(tid) * per_thread, pr.dim); },
+      [&](int64_t item, int, const Scratch& w) {
+        const Block& blk = blocks[static_cast<size_t>(item / pr.p->q_heads)];
+        const int h = static_cast<int>(item % pr.p->q_heads);
+        attend_block<T>(pr, seqs[static_cast<size_t>(blk.seq)], blk.q0, h, w);
+      });
 }
 
 }  // namespace

@@ -10,6 +10,10 @@
 #include <cstdint>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "flashscope/attention.hpp"
 #include "flashscope/half.hpp"
 
@@ -78,6 +82,28 @@ inline void prefill_sequences(const PrefillParams& p, int block_q, std::vector<S
   for (int b = 0; b < p.batch; ++b) {
     const Sequence& s = (*seqs)[static_cast<size_t>(b)] = prefill_sequence(p, b);
     for (int q0 = 0; q0 < s.q_len; q0 += block_q) blocks->push_back({b, q0});
+  }
+}
+
+// Items [0, items) over the OpenMP team, handed out one at a time (causal
+// blocks near a sequence's end see many more keys than its first ones):
+// each thread builds its state once, scratch(tid), then runs
+// run(item, tid, state) for each item it takes.
+template <typename MakeScratch, typename RunItem>
+void parallel_items(int64_t items, MakeScratch&& scratch, RunItem&& run) {
+#ifdef _OPENMP
+#pragma omp parallel
+#endif
+  {
+    int tid = 0;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+#endif
+    const auto w = scratch(tid);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+    for (int64_t item = 0; item < items; ++item) run(item, tid, w);
   }
 }
 
