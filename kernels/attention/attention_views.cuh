@@ -154,8 +154,8 @@ struct PagedView {
   }
   __device__ bool active() const { return q0 < rows; }
   __device__ bool partial() const { return p.num_splits > 1; }
-  __device__ int token(int r) const { return r / p.group; }
-  __device__ int q_head(int r) const { return kv_head * p.group + r % p.group; }
+  __device__ int token(int r) const { return int(p.group_div.quotient(uint32_t(r))); }
+  __device__ int q_head(int r) const { return kv_head * p.group + (r - token(r) * p.group); }
   __device__ const T* q_ptr(int r) const {
     return static_cast<const T*>(p.q) + seq * p.q_batch_stride + token(r) * p.q_seq_stride +
            q_head(r) * p.q_head_stride;
@@ -166,24 +166,32 @@ struct PagedView {
   // Key j lives in page table[j / page_size] at offset j % page_size; a page
   // holds [kv_heads, page_size, DIM]. A tile of BLOCK_KV keys spans at most
   // BLOCK_KV / 16 pages (or lies inside one): lane i reads the tile's i-th
-  // page id once, and every row's address takes it by shuffle.
+  // page id once and turns it into the cache row where this kv-head's part
+  // of that page starts; every key's address takes that row by shuffle (per
+  // key a shift, a mask, a shuffle, an add and one wide multiply-add: the
+  // copies are most of a decode tile's instructions). Rows fit 32 bits: the
+  // pool holds rows · DIM · sizeof(T) bytes of device memory, and 2^32 rows
+  // of the smallest head (32 bf16) would be 256 GiB.
   struct Keys {
     int k0;
-    int32_t lane_page;
+    uint32_t lane_row;
   };
   __device__ Keys key_rows(int k0, int lane) const {
     const int last_page = (max(kv_len, 1) - 1) >> p.page_size_log2;  // clamped: reads stay inside the table
     const int page_index = min((k0 >> p.page_size_log2) + lane, last_page);
-    return {k0, table[page_index]};
+    return {k0, (uint32_t(table[page_index]) * uint32_t(p.kv_heads) + uint32_t(kv_head)) << p.page_size_log2};
   }
-  __device__ int64_t key_offset(Keys keys, int r) const {
+  __device__ uint32_t key_row(Keys keys, int r) const {
     const int page_mask = (1 << p.page_size_log2) - 1;
     const int local_page = ((keys.k0 & page_mask) + r) >> p.page_size_log2;
-    const int64_t page = __shfl_sync(0xffffffffu, keys.lane_page, local_page);
-    return (((page * p.kv_heads + kv_head) << p.page_size_log2) + ((keys.k0 + r) & page_mask)) * DIM;
+    return __shfl_sync(0xffffffffu, keys.lane_row, local_page) + uint32_t((keys.k0 + r) & page_mask);
   }
-  __device__ const T* k_ptr(Keys keys, int r) const { return static_cast<const T*>(p.k_pages) + key_offset(keys, r); }
-  __device__ const T* v_ptr(Keys keys, int r) const { return static_cast<const T*>(p.v_pages) + key_offset(keys, r); }
+  __device__ const T* k_ptr(Keys keys, int r) const {
+    return static_cast<const T*>(p.k_pages) + uint64_t(key_row(keys, r)) * DIM;
+  }
+  __device__ const T* v_ptr(Keys keys, int r) const {
+    return static_cast<const T*>(p.v_pages) + uint64_t(key_row(keys, r)) * DIM;
+  }
   // The new token t sits at position kv_len - q_len + t.
   __device__ int position(int r) const { return kv_len - p.q_len + token(r); }
   __device__ int last_key(int r) const {

@@ -37,6 +37,10 @@ KernelTiling paged_tiling(int head_dim, bool decode_tile) {
 cudaError_t launch_paged_attention(ElemType type, int head_dim, bool causal, const PagedKernelParams& p,
                                    cudaStream_t stream, bool programmatic, const ProbeBuffers* probe) {
   const bool decode = paged_uses_decode_tile(p.q_len * p.group);
+  // One new token a sequence sits at kv_len - 1 and sees every key in the
+  // cache: the causal mask would mask nothing the range check does not, so
+  // the plain tile runs (the same bits, without a per-logit test).
+  causal = causal && p.q_len > 1;
   if (probe != nullptr) {
 #if FLASHSCOPE_KERNEL_PROBES
     GlobalTimerProbe::Params<PagedKernelParams> k;

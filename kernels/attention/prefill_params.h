@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/fast_divmod.h"
+
 namespace flashscope::kernels {
 
 // Logit soft-capping, s <- cap · tanh(s / cap) on the scaled score s, in the
@@ -85,6 +87,10 @@ struct PagedKernelParams {
   const int32_t* kv_lens;  // [batch], including the q_len new tokens
 
   int batch, q_heads, kv_heads, group, q_len;
+  // group as a multiply and a shift: each CTA splits its rows into (token,
+  // q-head) several times, and a division by a run-time int is ~20
+  // instructions of a decode tile's one dependent chain.
+  FastDivmod group_div;
   int page_size_log2;
   float scale_log2;
 

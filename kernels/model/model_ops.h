@@ -265,6 +265,12 @@ void set_quant_gemv_max_rows(int rows);
 // a row) the step takes the others.
 int quant_gemv_q8_max_rows();
 void set_quant_gemv_q8_max_rows(int rows);
+// Warps a CTA of the int8 GEMV: 16 (one CTA an SM: each CTA stages and
+// quantizes the whole input, so wider CTAs give each thread less of it) or
+// 4: FLASHSCOPE_QUANT_GEMV_Q8_WARPS=4|16 read once, or the last
+// set_quant_gemv_q8_warps (anything but 4 is 16).
+int quant_gemv_q8_warps();
+void set_quant_gemv_q8_warps(int warps);
 // The most the quantized kernel's input rows take: 8 rows of k = 10240
 // (Llama-3.2-1B's ffn_down, k = 8192, at 8 rows: 128 KiB), where the device
 // allows it.

@@ -94,27 +94,35 @@ __device__ __forceinline__ int q8_slot(int gi, int wg) {
 }
 
 // The staged bf16 rows x_smem [kTok][k] → int8 blocks in place (layout above).
-template <int kTok, int kType>
+// A round reads its windows' bf16 into registers, syncs, then writes their
+// int8: window w's int8 lands on the bf16 of window w / 2, read in this round
+// or an earlier one. 256 chunks a window: two a thread at 128 threads; wider
+// CTAs take kCtaThreads / 256 windows a round, one chunk a thread.
+template <int kTok, int kType, int kCtaThreads>
 __device__ void quantize_staged(uint4* x_smem, int k) {
   uint8_t* bytes = reinterpret_cast<uint8_t*>(x_smem);
   Q8Meta* meta = reinterpret_cast<Q8Meta*>(bytes + size_t(kTok) * k * sizeof(uint16_t));
   const int groups = k / quant::kGroup;
-  constexpr int kRoundChunks = kQ8Window / kChunkElems;  // 256: two a thread
-  static_assert(kRoundChunks == 2 * kThreads, "a round is two chunks a thread");
+  constexpr int kWindowChunks = kQ8Window / kChunkElems;  // 256
+  constexpr int kIters = kCtaThreads >= kWindowChunks ? 1 : kWindowChunks / kCtaThreads;
+  constexpr int kRoundWindows = kCtaThreads >= kWindowChunks ? kCtaThreads / kWindowChunks : 1;
+  static_assert(kIters * kCtaThreads == kRoundWindows * kWindowChunks, "a round is whole windows");
   for (int t = 0; t < kTok; ++t) {
-    for (int w0 = 0; w0 < k; w0 += kQ8Window) {
-      const int wg = min(kQ8WindowGroups, (k - w0) / quant::kGroup);
-      const int e0 = t * k + w0;  // the window's first element in the flattened rows
-      uint4 v[2];
+    for (int r0 = 0; r0 < k; r0 += kRoundWindows * kQ8Window) {
+      uint4 v[kIters];
+      int w0[kIters], wg[kIters], c[kIters];
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int c = j * kThreads + threadIdx.x;
-        v[j] = c < 4 * wg ? x_smem[e0 / kChunkElems + c] : make_uint4(0u, 0u, 0u, 0u);
+      for (int j = 0; j < kIters; ++j) {
+        const int rc = j * kCtaThreads + threadIdx.x;  // the round's chunk
+        w0[j] = r0 + rc / kWindowChunks * kQ8Window;
+        c[j] = rc % kWindowChunks;
+        wg[j] = w0[j] < k ? min(kQ8WindowGroups, (k - w0[j]) / quant::kGroup) : 0;
+        v[j] = c[j] < 4 * wg[j] ? x_smem[(t * k + w0[j]) / kChunkElems + c[j]] : make_uint4(0u, 0u, 0u, 0u);
       }
-      __syncthreads();  // the window's bf16 is read before its int8 overwrites the first half of it
+      __syncthreads();  // the round's bf16 is read before its int8 overwrites it
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int c = j * kThreads + threadIdx.x;  // chunk c: quarter c % 4 of group c / 4 (4 lanes a group)
+      for (int j = 0; j < kIters; ++j) {
+        // chunk c: quarter c % 4 of group c / 4 of its window (4 lanes a group)
         const uint32_t w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
         float f[8];
 #pragma unroll
@@ -136,18 +144,19 @@ __device__ void quantize_staged(uint4* x_smem, int k) {
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);            // quarters 0+1 (elements 0..15), 2+3 (16..31)
         const int sum_hi = __shfl_xor_sync(0xffffffffu, sum, 2);  // at quarter 0: the other half's
-        if (c >= 4 * wg) continue;
-        const int gi = c / 4, quarter = c % 4;
-        const int slot = q8_slot<kType>(gi, wg);
+        if (c[j] >= 4 * wg[j]) continue;
+        const int e0 = t * k + w0[j];  // the window's first element in the flattened rows
+        const int gi = c[j] / 4, quarter = c[j] % 4;
+        const int slot = q8_slot<kType>(gi, wg[j]);
         const uint32_t lo = uint32_t(q[0] & 0xFF) | uint32_t(q[1] & 0xFF) << 8 | uint32_t(q[2] & 0xFF) << 16 |
                             uint32_t(q[3] & 0xFF) << 24;
         const uint32_t hi = uint32_t(q[4] & 0xFF) | uint32_t(q[5] & 0xFF) << 8 | uint32_t(q[6] & 0xFF) << 16 |
                             uint32_t(q[7] & 0xFF) << 24;
-        uint8_t* dst = bytes + e0 + 16 * ((quarter / 2) * wg + slot) + 8 * (quarter % 2);
+        uint8_t* dst = bytes + e0 + 16 * ((quarter / 2) * wg[j] + slot) + 8 * (quarter % 2);
         *reinterpret_cast<uint2*>(dst) = make_uint2(lo, hi);
         if (quarter == 0)
-          meta[t * groups + w0 / quant::kGroup + slot] = {amax / 127.0f,
-                                                          int((uint32_t(sum) & 0xFFFFu) | (uint32_t(sum_hi) << 16))};
+          meta[t * groups + w0[j] / quant::kGroup + slot] = {amax / 127.0f,
+                                                             int((uint32_t(sum) & 0xFFFFu) | (uint32_t(sum_hi) << 16))};
       }
     }
   }
@@ -226,8 +235,17 @@ __device__ __forceinline__ void prefetch_row_l2(const uint8_t* row, int64_t byte
     asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
 }
 
-template <int kTok, int kType>
-__global__ void __launch_bounds__(kThreads, 4) quant_gemv_q8_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
+// kWarpsQ8 warps a CTA: 4, or 16 (one CTA an SM), where each CTA's staging
+// and quantization of the input, which every CTA repeats, is a quarter as
+// many instructions a thread.
+template <int kWarpsQ8>
+constexpr int q8_min_ctas() {
+  return kWarpsQ8 >= 16 ? 1 : kQ8CtasPerSm;
+}
+
+template <int kTok, int kType, int kWarpsQ8>
+__global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
+    quant_gemv_q8_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
   extern __shared__ uint4 x_smem[];  // bf16 [kTok][k] staged, then int8 [kTok][k] over its first half; Q8Meta after
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int kc = p.k / kChunkElems;
@@ -237,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_gemv_q8_kernel(const __grid
   const int wsteps = ceil_div(parts, 32);  // warp steps of a row
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int units = swiglu ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
-  const int warps = gridDim.x * kWarps;
+  const int warps = gridDim.x * kWarpsQ8;
 
   struct Item {
     int unit, ws;  // the unit and the warp step of its rows
@@ -262,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_gemv_q8_kernel(const __grid
   // The weights do not depend on the kernel before this one: the warp's
   // first kQ8PrefetchUnits units are requested into L2 (no registers held
   // across the staging below), then that kernel's outputs waited for.
-  Item it = {int(blockIdx.x) * kWarps + warp, 0};
+  Item it = {int(blockIdx.x) * kWarpsQ8 + warp, 0};
   for (int i = 0; i < kQ8PrefetchUnits; ++i) {
     const int unit = it.unit + i * warps;
     if (unit >= units) break;
@@ -280,9 +298,9 @@ __global__ void __launch_bounds__(kThreads, 4) quant_gemv_q8_kernel(const __grid
     epi = load_epilogue_inputs(p, lane, r.row0, r.has1);
   };
   load_epi(it.unit);
-  stage_input<kTok>(p, x_smem, kc);
+  stage_input<kTok, true, kWarpsQ8 * 32>(p, x_smem, kc);
   __syncthreads();  // every row is staged before it is quantized
-  quantize_staged<kTok, kType>(x_smem, p.k);
+  quantize_staged<kTok, kType, kWarpsQ8 * 32>(x_smem, p.k);
   __syncthreads();  // every block is quantized before any warp reads one
   const uint8_t* xq = reinterpret_cast<const uint8_t*>(x_smem);
   const Q8Meta* meta = reinterpret_cast<const Q8Meta*>(xq + size_t(kTok) * p.k * sizeof(uint16_t));
@@ -331,45 +349,55 @@ __global__ void __launch_bounds__(kThreads, 4) quant_gemv_q8_kernel(const __grid
   }
 }
 
-template <int kTok, int kType>
+template <int kTok, int kType, int kWarpsQ8>
 cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int units = gated_units ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
   const size_t smem = q8_smem_bytes(kTok, p.k);
-  auto kernel = quant_gemv_q8_kernel<kTok, kType>;
+  auto kernel = quant_gemv_q8_kernel<kTok, kType, kWarpsQ8>;
   if (smem + kQuantStaticSmem > 48 * 1024) {
-    const cudaError_t e = opt_in_dynamic_smem<quant_gemv_q8_kernel<kTok, kType>>(int(skinny_gemm_quant_smem_limit()));
+    const cudaError_t e =
+        opt_in_dynamic_smem<quant_gemv_q8_kernel<kTok, kType, kWarpsQ8>>(int(skinny_gemm_quant_smem_limit()));
     if (e != cudaSuccess) return e;
   }
-  // Up to kQ8CtasPerSm CTAs an SM (fewer where the shared memory or
+  // Up to q8_min_ctas CTAs an SM (fewer where the shared memory or
   // registers allow fewer), none without a unit to compute.
-  const int ctas = resident_ctas(kernel, smem, p.sm_count, kQ8CtasPerSm);
-  return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min(ceil_div(units, kWarps), ctas))),
-                                   dim3(kThreads), smem, stream, programmatic, p);
+  const int ctas = resident_ctas(kernel, smem, p.sm_count, q8_min_ctas<kWarpsQ8>());
+  return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min(ceil_div(units, kWarpsQ8), ctas))),
+                                   dim3(kWarpsQ8 * 32), smem, stream, programmatic, p);
 }
 
-template <int kTok>
+template <int kTok, int kWarpsQ8>
 cudaError_t launch_gemv_q8_tokens(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   switch (p.wq.type) {
-    case quant::kQ4_0: return launch_gemv_q8<kTok, quant::kQ4_0>(p, stream, programmatic);
-    case quant::kQ4_1: return launch_gemv_q8<kTok, quant::kQ4_1>(p, stream, programmatic);
-    case quant::kQ5_0: return launch_gemv_q8<kTok, quant::kQ5_0>(p, stream, programmatic);
-    case quant::kQ5_1: return launch_gemv_q8<kTok, quant::kQ5_1>(p, stream, programmatic);
-    case quant::kQ8_0: return launch_gemv_q8<kTok, quant::kQ8_0>(p, stream, programmatic);
-    case quant::kQ4_K: return launch_gemv_q8<kTok, quant::kQ4_K>(p, stream, programmatic);
-    case quant::kQ5_K: return launch_gemv_q8<kTok, quant::kQ5_K>(p, stream, programmatic);
-    case quant::kQ6_K: return launch_gemv_q8<kTok, quant::kQ6_K>(p, stream, programmatic);
+    case quant::kQ4_0: return launch_gemv_q8<kTok, quant::kQ4_0, kWarpsQ8>(p, stream, programmatic);
+    case quant::kQ4_1: return launch_gemv_q8<kTok, quant::kQ4_1, kWarpsQ8>(p, stream, programmatic);
+    case quant::kQ5_0: return launch_gemv_q8<kTok, quant::kQ5_0, kWarpsQ8>(p, stream, programmatic);
+    case quant::kQ5_1: return launch_gemv_q8<kTok, quant::kQ5_1, kWarpsQ8>(p, stream, programmatic);
+    case quant::kQ8_0: return launch_gemv_q8<kTok, quant::kQ8_0, kWarpsQ8>(p, stream, programmatic);
+    case quant::kQ4_K: return launch_gemv_q8<kTok, quant::kQ4_K, kWarpsQ8>(p, stream, programmatic);
+    case quant::kQ5_K: return launch_gemv_q8<kTok, quant::kQ5_K, kWarpsQ8>(p, stream, programmatic);
+    case quant::kQ6_K: return launch_gemv_q8<kTok, quant::kQ6_K, kWarpsQ8>(p, stream, programmatic);
     default: return cudaErrorInvalidValue;
   }
 }
 
-cudaError_t launch_quant_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
+// FLASHSCOPE_QUANT_GEMV_Q8_WARPS read once (-1: not yet), or what set_quant_gemv_q8_warps set.
+std::atomic<int> g_quant_gemv_q8_warps{-1};
+
+template <int kWarpsQ8>
+cudaError_t launch_gemv_q8_warps(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   switch (skinny_gemm_tokens(p.rows)) {
-    case 1: return launch_gemv_q8_tokens<1>(p, stream, programmatic);
-    case 2: return launch_gemv_q8_tokens<2>(p, stream, programmatic);
-    case 4: return launch_gemv_q8_tokens<4>(p, stream, programmatic);
-    default: return launch_gemv_q8_tokens<8>(p, stream, programmatic);
+    case 1: return launch_gemv_q8_tokens<1, kWarpsQ8>(p, stream, programmatic);
+    case 2: return launch_gemv_q8_tokens<2, kWarpsQ8>(p, stream, programmatic);
+    case 4: return launch_gemv_q8_tokens<4, kWarpsQ8>(p, stream, programmatic);
+    default: return launch_gemv_q8_tokens<8, kWarpsQ8>(p, stream, programmatic);
   }
+}
+
+cudaError_t launch_quant_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
+  return quant_gemv_q8_warps() == 4 ? launch_gemv_q8_warps<4>(p, stream, programmatic)
+                                    : launch_gemv_q8_warps<16>(p, stream, programmatic);
 }
 
 // FLASHSCOPE_QUANT_GEMV's q8 rows read once (-1: not yet), or what set_quant_gemv_q8_max_rows set.
@@ -412,4 +440,18 @@ int quant_gemv_q8_max_rows() {
 
 void set_quant_gemv_q8_max_rows(int rows) {
   g_quant_gemv_q8_rows.store(std::clamp(rows, 0, kSkinnyMaxRows), std::memory_order_relaxed);
+}
+
+int quant_gemv_q8_warps() {
+  int warps = g_quant_gemv_q8_warps.load(std::memory_order_relaxed);
+  if (warps > 0) return warps;
+  const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV_Q8_WARPS");
+  warps = env != nullptr && std::strcmp(env, "4") == 0 ? 4 : 16;
+  int unset = -1;
+  g_quant_gemv_q8_warps.compare_exchange_strong(unset, warps, std::memory_order_relaxed);
+  return g_quant_gemv_q8_warps.load(std::memory_order_relaxed);
+}
+
+void set_quant_gemv_q8_warps(int warps) {
+  g_quant_gemv_q8_warps.store(warps == 4 ? 4 : 16, std::memory_order_relaxed);
 }

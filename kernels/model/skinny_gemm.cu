@@ -46,6 +46,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "kernels/common/ptx.cuh"
@@ -99,25 +100,43 @@ __device__ __forceinline__ uint4 load_streaming(const uint16_t* p) {
 // round, all loads issued before any is used (a loop that loads and stores
 // chunk by chunk pays one memory latency per chunk: 12 in a row for 8 rows
 // of k = 1536, measured as the slowest part of the kernel).
-constexpr int kStageChunks = 4;
-constexpr int kStageRound = kThreads * kStageChunks;
+// Four at 128 threads; wider CTAs keep the 512 chunks of a round (a 4096-wide
+// row), fewer a thread.
+template <int kCtaThreads>
+constexpr int kStageChunks = kCtaThreads >= 512 ? 1 : 512 / kCtaThreads;
+template <int kCtaThreads>
+constexpr int kStageRound = kCtaThreads * kStageChunks<kCtaThreads>;
+
+// Element idx = t·kc + c of the staged rows, as (token t, chunk c): one row
+// needs no division (a run-time division is ~20 instructions a chunk).
+template <int kTok>
+__device__ __forceinline__ int token_of(int idx, int kc) {
+  if constexpr (kTok == 1) return 0;
+  return idx / kc;
+}
+template <int kTok>
+__device__ __forceinline__ int chunk_of(int idx, int kc) {
+  if constexpr (kTok == 1) return idx;
+  return idx % kc;
+}
 
 // x [rows, k] bf16 → x_smem [kTok][kc]; rows past p.rows are zero.
-template <int kTok>
+template <int kTok, int kCtaThreads = kThreads>
 __device__ void stage_bf16(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
+  constexpr int kChunksT = kStageChunks<kCtaThreads>;  // chunks a thread has in flight
   const int total = kTok * kc;
-  for (int base = 0; base < total; base += kStageRound) {
-    uint4 v_rmem[kStageChunks];
+  for (int base = 0; base < total; base += kStageRound<kCtaThreads>) {
+    uint4 v_rmem[kChunksT];
 #pragma unroll
-    for (int j = 0; j < kStageChunks; ++j) {
-      const int idx = base + j * kThreads + threadIdx.x;
-      const int t = idx / kc, c = idx % kc;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int idx = base + j * kCtaThreads + threadIdx.x;
+      const int t = token_of<kTok>(idx, kc), c = chunk_of<kTok>(idx, kc);
       v_rmem[j] = idx < total && t < p.rows ? *reinterpret_cast<const uint4*>(p.x + t * p.ldx + c * kChunkElems)
                                             : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int j = 0; j < kStageChunks; ++j) {
-      const int idx = base + j * kThreads + threadIdx.x;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int idx = base + j * kCtaThreads + threadIdx.x;
       if (idx < total) x_smem[idx] = v_rmem[j];
     }
   }
@@ -128,9 +147,10 @@ __device__ void stage_bf16(const SkinnyGemmKernelParams& p, uint4* x_smem, int k
 // Two passes over the rows: the sums of squares (every thread a slice of
 // every row, per-token partials reduced by warps then across warps in
 // shared memory), then the scaled values (the second read of x hits L1).
-template <int kTok>
+template <int kTok, int kCtaThreads = kThreads>
 __device__ void stage_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
-  __shared__ float ss_smem[kTok][kWarps];
+  constexpr int kChunksT = kStageChunks<kCtaThreads>;  // chunks a thread has in flight
+  __shared__ float ss_smem[kTok][kCtaThreads / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int total = kTok * kc;
   float part[kTok];
@@ -140,12 +160,12 @@ __device__ void stage_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, i
   // Rows that fit one round (a decode step: 1 row of k <= 4096): x and the
   // norm weight are requested together and x stays in registers, so the
   // staging costs one memory round trip instead of two.
-  if (total <= kStageRound) {
-    float4 a_rmem[kStageChunks], b_rmem[kStageChunks], wa_rmem[kStageChunks], wb_rmem[kStageChunks];
+  if (total <= kStageRound<kCtaThreads>) {
+    float4 a_rmem[kChunksT], b_rmem[kChunksT], wa_rmem[kChunksT], wb_rmem[kChunksT];
 #pragma unroll
-    for (int j = 0; j < kStageChunks; ++j) {
-      const int idx = j * kThreads + threadIdx.x;
-      const int t = idx / kc, c = idx % kc;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int idx = j * kCtaThreads + threadIdx.x;
+      const int t = token_of<kTok>(idx, kc), c = chunk_of<kTok>(idx, kc);
       const bool live = idx < total && t < p.rows;
       const float* xc = p.xf + t * p.ldxf + c * kChunkElems;
       const float* wc = p.norm_weight + c * kChunkElems;
@@ -155,8 +175,8 @@ __device__ void stage_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, i
       wb_rmem[j] = live ? make_float4(wc[4], wc[5], wc[6], wc[7]) : make_float4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int j = 0; j < kStageChunks; ++j) {
-      const int t = (j * kThreads + threadIdx.x) / kc;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int t = token_of<kTok>(j * kCtaThreads + threadIdx.x, kc);
       const float4 a = a_rmem[j], b = b_rmem[j];
       const float ss = a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
 #pragma unroll
@@ -170,13 +190,13 @@ __device__ void stage_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, i
     }
     __syncthreads();  // every warp's partial sums are in shared memory before the scales are formed
 #pragma unroll
-    for (int j = 0; j < kStageChunks; ++j) {
-      const int idx = j * kThreads + threadIdx.x;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int idx = j * kCtaThreads + threadIdx.x;
       if (idx >= total) continue;
-      const int t = idx / kc;
+      const int t = token_of<kTok>(idx, kc);
       float total_ss = 0.0f;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) total_ss += ss_smem[t][w];
+      for (int w = 0; w < kCtaThreads / 32; ++w) total_ss += ss_smem[t][w];
       const float sc = 1.0f / sqrtf(total_ss / float(p.k) + p.eps);
       const float4 a = a_rmem[j], b = b_rmem[j], wa = wa_rmem[j], wb = wb_rmem[j];
       x_smem[idx] = make_uint4(pack_bf16x2(a.x * sc * wa.x, a.y * sc * wa.y), pack_bf16x2(a.z * sc * wa.z, a.w * sc * wa.w),
@@ -184,20 +204,20 @@ __device__ void stage_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, i
     }
     return;
   }
-  for (int base = 0; base < total; base += kStageRound) {
-    float4 a_rmem[kStageChunks], b_rmem[kStageChunks];
+  for (int base = 0; base < total; base += kStageRound<kCtaThreads>) {
+    float4 a_rmem[kChunksT], b_rmem[kChunksT];
 #pragma unroll
-    for (int j = 0; j < kStageChunks; ++j) {
-      const int idx = base + j * kThreads + threadIdx.x;
-      const int t = idx / kc, c = idx % kc;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int idx = base + j * kCtaThreads + threadIdx.x;
+      const int t = token_of<kTok>(idx, kc), c = chunk_of<kTok>(idx, kc);
       const bool live = idx < total && t < p.rows;
       const float* xc = p.xf + t * p.ldxf + c * kChunkElems;
       a_rmem[j] = live ? *reinterpret_cast<const float4*>(xc) : make_float4(0, 0, 0, 0);
       b_rmem[j] = live ? *reinterpret_cast<const float4*>(xc + 4) : make_float4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int j = 0; j < kStageChunks; ++j) {
-      const int t = (base + j * kThreads + threadIdx.x) / kc;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int t = token_of<kTok>(base + j * kCtaThreads + threadIdx.x, kc);
       const float4 a = a_rmem[j], b = b_rmem[j];
       const float ss = a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
 #pragma unroll
@@ -216,15 +236,15 @@ __device__ void stage_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, i
   for (int t = 0; t < kTok; ++t) {
     float total_ss = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) total_ss += ss_smem[t][w];
+    for (int w = 0; w < kCtaThreads / 32; ++w) total_ss += ss_smem[t][w];
     scale[t] = 1.0f / sqrtf(total_ss / float(p.k) + p.eps);
   }
-  for (int base = 0; base < total; base += kStageRound) {
-    float4 a_rmem[kStageChunks], b_rmem[kStageChunks], wa_rmem[kStageChunks], wb_rmem[kStageChunks];
+  for (int base = 0; base < total; base += kStageRound<kCtaThreads>) {
+    float4 a_rmem[kChunksT], b_rmem[kChunksT], wa_rmem[kChunksT], wb_rmem[kChunksT];
 #pragma unroll
-    for (int j = 0; j < kStageChunks; ++j) {
-      const int idx = base + j * kThreads + threadIdx.x;
-      const int t = idx / kc, c = idx % kc;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int idx = base + j * kCtaThreads + threadIdx.x;
+      const int t = token_of<kTok>(idx, kc), c = chunk_of<kTok>(idx, kc);
       const bool live = idx < total && t < p.rows;
       const float* xc = p.xf + t * p.ldxf + c * kChunkElems;
       const float* wc = p.norm_weight + c * kChunkElems;
@@ -234,10 +254,10 @@ __device__ void stage_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, i
       wb_rmem[j] = live ? make_float4(wc[4], wc[5], wc[6], wc[7]) : make_float4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int j = 0; j < kStageChunks; ++j) {
-      const int idx = base + j * kThreads + threadIdx.x;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int idx = base + j * kCtaThreads + threadIdx.x;
       if (idx >= total) continue;
-      const int t = idx / kc;
+      const int t = token_of<kTok>(idx, kc);
       float sc = 0.0f;
 #pragma unroll
       for (int tt = 0; tt < kTok; ++tt) sc = t == tt ? scale[tt] : sc;
@@ -254,12 +274,12 @@ __device__ void stage_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, i
 // own in a decode step). A chunk of 8 columns lies inside one head; its
 // thread reads every split's lse and 8 columns of its partial.
 constexpr int kMergeBatch = 8;  // splits whose loads are in flight together
-template <int kTok>
+template <int kTok, int kCtaThreads = kThreads>
 __device__ void stage_split_kv(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
   const SkinnySplitKvInput& s = p.split_kv;
   const int total = kTok * kc;
-  for (int idx = threadIdx.x; idx < total; idx += kThreads) {
-    const int t = idx / kc, c = idx % kc;
+  for (int idx = threadIdx.x; idx < total; idx += kCtaThreads) {
+    const int t = token_of<kTok>(idx, kc), c = chunk_of<kTok>(idx, kc);
     if (t >= p.rows) {
       x_smem[idx] = make_uint4(0, 0, 0, 0);
       continue;
@@ -317,13 +337,15 @@ __device__ void stage_split_kv(const SkinnyGemmKernelParams& p, uint4* x_smem, i
 // thread: Σ res_y², then Σ r², then r again into bf16 (recomputed from the
 // same loads by the same instructions, so every CTA and the stored copy hold
 // one r). A decode step's rows are a few KiB: the later passes hit L1.
-constexpr int kFuseChunks = 2;
-constexpr int kFuseRound = kThreads * kFuseChunks;
+template <int kCtaThreads>
+constexpr int kFuseChunks = kCtaThreads >= 256 ? 1 : 256 / kCtaThreads;
+template <int kCtaThreads>
+constexpr int kFuseRound = kCtaThreads * kFuseChunks<kCtaThreads>;
 
 // Per-token sums of every thread's part[t] over the CTA, into every thread's
 // part[t]; sums_smem is free again when this returns.
-template <int kTok>
-__device__ __forceinline__ void cta_token_sums(float (&part)[kTok], float (*sums_smem)[kWarps]) {
+template <int kTok, int kCtaThreads = kThreads>
+__device__ __forceinline__ void cta_token_sums(float (&part)[kTok], float (*sums_smem)[kCtaThreads / 32]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int t = 0; t < kTok; ++t) {
@@ -336,7 +358,7 @@ __device__ __forceinline__ void cta_token_sums(float (&part)[kTok], float (*sums
   for (int t = 0; t < kTok; ++t) {
     float total = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) total += sums_smem[t][w];
+    for (int w = 0; w < kCtaThreads / 32; ++w) total += sums_smem[t][w];
     part[t] = total;
   }
   __syncthreads();  // every thread has read them before a next call overwrites them
@@ -369,9 +391,10 @@ struct FuseChunk {
   int t, c;
   bool live;  // idx < total and t < p.rows
 };
+template <int kTok>
 __device__ __forceinline__ FuseChunk fuse_chunk(const SkinnyGemmKernelParams& p, int idx, int kc, int total) {
-  const int t = idx / kc;
-  return {t, idx % kc, idx < total && t < p.rows};
+  const int t = token_of<kTok>(idx, kc);
+  return {t, chunk_of<kTok>(idx, kc), idx < total && t < p.rows};
 }
 // The value of `from` (per token) that belongs to token t (registers only: t is not a constant).
 template <int kTok>
@@ -382,9 +405,10 @@ __device__ __forceinline__ float token_value(const float (&from)[kTok], int t) {
   return v;
 }
 
-template <int kTok>
+template <int kTok, int kCtaThreads = kThreads>
 __device__ void stage_add_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
-  __shared__ float sums_smem[kTok][kWarps];
+  constexpr int kChunksT = kFuseChunks<kCtaThreads>;  // chunks a thread has in flight
+  __shared__ float sums_smem[kTok][kCtaThreads / 32];
   const SkinnyResidualInput& q = p.residual;
   const int total = kTok * kc;
   const bool store = blockIdx.x == 0 && q.res_out != nullptr;
@@ -392,37 +416,37 @@ __device__ void stage_add_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_sme
 #pragma unroll
   for (int t = 0; t < kTok; ++t) y_scale[t] = x_scale[t] = 0.0f;
 
-  for (int base = 0; base < total; base += kFuseRound) {  // Σ res_y² per token
-    Chunk8 y_rmem[kFuseChunks];
+  for (int base = 0; base < total; base += kFuseRound<kCtaThreads>) {  // Σ res_y² per token
+    Chunk8 y_rmem[kChunksT];
 #pragma unroll
-    for (int j = 0; j < kFuseChunks; ++j) {
-      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+    for (int j = 0; j < kChunksT; ++j) {
+      const FuseChunk e = fuse_chunk<kTok>(p, base + j * kCtaThreads + threadIdx.x, kc, total);
       y_rmem[j] = load_chunk8(q.res_y + e.t * q.ld_res_y + e.c * kChunkElems, e.live);
     }
 #pragma unroll
-    for (int j = 0; j < kFuseChunks; ++j) {
-      const int t = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total).t;
+    for (int j = 0; j < kChunksT; ++j) {
+      const int t = fuse_chunk<kTok>(p, base + j * kCtaThreads + threadIdx.x, kc, total).t;
       const float ss = sum_squares(y_rmem[j]);
 #pragma unroll
       for (int tt = 0; tt < kTok; ++tt) y_scale[tt] += t == tt ? ss : 0.0f;
     }
   }
-  cta_token_sums<kTok>(y_scale, sums_smem);
+  cta_token_sums<kTok, kCtaThreads>(y_scale, sums_smem);
 #pragma unroll
   for (int t = 0; t < kTok; ++t) y_scale[t] = 1.0f / sqrtf(y_scale[t] / float(p.k) + p.eps);
 
-  for (int base = 0; base < total; base += kFuseRound) {  // r, stored by CTA 0; Σ r² per token
-    Chunk8 x_rmem[kFuseChunks], y_rmem[kFuseChunks], w_rmem[kFuseChunks];
+  for (int base = 0; base < total; base += kFuseRound<kCtaThreads>) {  // r, stored by CTA 0; Σ r² per token
+    Chunk8 x_rmem[kChunksT], y_rmem[kChunksT], w_rmem[kChunksT];
 #pragma unroll
-    for (int j = 0; j < kFuseChunks; ++j) {
-      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+    for (int j = 0; j < kChunksT; ++j) {
+      const FuseChunk e = fuse_chunk<kTok>(p, base + j * kCtaThreads + threadIdx.x, kc, total);
       x_rmem[j] = load_chunk8(p.xf + e.t * p.ldxf + e.c * kChunkElems, e.live);
       y_rmem[j] = load_chunk8(q.res_y + e.t * q.ld_res_y + e.c * kChunkElems, e.live);
       w_rmem[j] = load_chunk8(q.res_weight + e.c * kChunkElems, e.live);
     }
 #pragma unroll
-    for (int j = 0; j < kFuseChunks; ++j) {
-      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+    for (int j = 0; j < kChunksT; ++j) {
+      const FuseChunk e = fuse_chunk<kTok>(p, base + j * kCtaThreads + threadIdx.x, kc, total);
       const Chunk8 r = residual8(x_rmem[j], y_rmem[j], token_value<kTok>(y_scale, e.t), w_rmem[j]);
       if (store && e.live) {
         float* out = q.res_out + e.t * q.ld_res_out + e.c * kChunkElems;
@@ -434,24 +458,24 @@ __device__ void stage_add_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_sme
       for (int tt = 0; tt < kTok; ++tt) x_scale[tt] += e.t == tt ? ss : 0.0f;
     }
   }
-  cta_token_sums<kTok>(x_scale, sums_smem);
+  cta_token_sums<kTok, kCtaThreads>(x_scale, sums_smem);
 #pragma unroll
   for (int t = 0; t < kTok; ++t) x_scale[t] = 1.0f / sqrtf(x_scale[t] / float(p.k) + p.eps);
 
-  for (int base = 0; base < total; base += kFuseRound) {  // bf16(r · x_scale · norm_weight)
-    Chunk8 x_rmem[kFuseChunks], y_rmem[kFuseChunks], w_rmem[kFuseChunks], n_rmem[kFuseChunks];
+  for (int base = 0; base < total; base += kFuseRound<kCtaThreads>) {  // bf16(r · x_scale · norm_weight)
+    Chunk8 x_rmem[kChunksT], y_rmem[kChunksT], w_rmem[kChunksT], n_rmem[kChunksT];
 #pragma unroll
-    for (int j = 0; j < kFuseChunks; ++j) {
-      const FuseChunk e = fuse_chunk(p, base + j * kThreads + threadIdx.x, kc, total);
+    for (int j = 0; j < kChunksT; ++j) {
+      const FuseChunk e = fuse_chunk<kTok>(p, base + j * kCtaThreads + threadIdx.x, kc, total);
       x_rmem[j] = load_chunk8(p.xf + e.t * p.ldxf + e.c * kChunkElems, e.live);
       y_rmem[j] = load_chunk8(q.res_y + e.t * q.ld_res_y + e.c * kChunkElems, e.live);
       w_rmem[j] = load_chunk8(q.res_weight + e.c * kChunkElems, e.live);
       n_rmem[j] = load_chunk8(p.norm_weight + e.c * kChunkElems, e.live);
     }
 #pragma unroll
-    for (int j = 0; j < kFuseChunks; ++j) {
-      const int idx = base + j * kThreads + threadIdx.x;
-      const FuseChunk e = fuse_chunk(p, idx, kc, total);
+    for (int j = 0; j < kChunksT; ++j) {
+      const int idx = base + j * kCtaThreads + threadIdx.x;
+      const FuseChunk e = fuse_chunk<kTok>(p, idx, kc, total);
       if (idx >= total) continue;
       const Chunk8 r = residual8(x_rmem[j], y_rmem[j], token_value<kTok>(y_scale, e.t), w_rmem[j]);
       const float sc = token_value<kTok>(x_scale, e.t);
@@ -468,16 +492,16 @@ __device__ void stage_add_rms_norm(const SkinnyGemmKernelParams& p, uint4* x_sme
 // The input rows into x_smem [kTok][kc] bf16, from whichever input p names
 // (kAddRmsNorm only where kAddNorm: the kernel that leaves it out keeps its
 // registers, see skinny_gemm_kernel).
-template <int kTok, bool kAddNorm = true>
+template <int kTok, bool kAddNorm = true, int kCtaThreads = kThreads>
 __device__ __forceinline__ void stage_input(const SkinnyGemmKernelParams& p, uint4* x_smem, int kc) {
   if (p.input == SkinnyInput::kBf16) {
-    stage_bf16<kTok>(p, x_smem, kc);
+    stage_bf16<kTok, kCtaThreads>(p, x_smem, kc);
   } else if (p.input == SkinnyInput::kRmsNorm) {
-    stage_rms_norm<kTok>(p, x_smem, kc);
+    stage_rms_norm<kTok, kCtaThreads>(p, x_smem, kc);
   } else if (p.input == SkinnyInput::kAddRmsNorm) {
-    if constexpr (kAddNorm) stage_add_rms_norm<kTok>(p, x_smem, kc);
+    if constexpr (kAddNorm) stage_add_rms_norm<kTok, kCtaThreads>(p, x_smem, kc);
   } else {
-    stage_split_kv<kTok>(p, x_smem, kc);
+    stage_split_kv<kTok, kCtaThreads>(p, x_smem, kc);
   }
 }
 

@@ -135,6 +135,7 @@ kernels::PagedKernelParams paged_kernel_params(const PagedAttentionParams& p, in
   k.q_heads = p.q_heads;
   k.kv_heads = p.kv_heads;
   k.group = p.q_heads / p.kv_heads;
+  k.group_div = kernels::FastDivmod(uint32_t(k.group));
   k.q_len = p.q_len;
   k.page_size_log2 = log2_exact(p.page_size);
   set_scale_and_mods(p, k);

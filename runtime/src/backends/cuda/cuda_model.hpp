@@ -273,6 +273,12 @@ struct CudaModel {
   // of that GEMM (kRopeHeads) instead of a rope_append launch, with bf16
   // weights, when FLASHSCOPE_CUDA_FUSE_ROPE=1 (opt-in: measured slower).
   bool fuse_rope = false;
+  // The O product merges the split-KV partials as it stages its input for
+  // calls of up to this many splits; above it the combine kernel merges them
+  // once and the product reads bf16 (every CTA of the product stages the
+  // whole input, so its merge reads splits x the input's bytes from L2).
+  // FLASHSCOPE_CUDA_GEMM_MERGE_SPLITS=N sets it.
+  int gemm_merge_max_splits = 16;
   std::mutex mutex;    // see the top of this file
   KvPool pool;         // guarded by mutex
 

@@ -450,6 +450,8 @@ Status start_cublas_and_switches(CudaModel* cm) {
   // than its own launch (bench/TUNING.md, "Decode-step fusion").
   const char* fuse_rope = std::getenv("FLASHSCOPE_CUDA_FUSE_ROPE");
   cm->fuse_rope = fuse_rope != nullptr && std::strcmp(fuse_rope, "1") == 0;
+  if (const char* merge = std::getenv("FLASHSCOPE_CUDA_GEMM_MERGE_SPLITS"); merge != nullptr && *merge != '\0')
+    cm->gemm_merge_max_splits = std::atoi(merge);
   return Status::ok_status();
 }
 

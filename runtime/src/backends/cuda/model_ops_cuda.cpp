@@ -218,6 +218,8 @@ int quant_gemv_max_rows() { return kernels::quant_gemv_max_rows(); }
 void set_quant_gemv_max_rows(int rows) { kernels::set_quant_gemv_max_rows(rows); }
 int quant_gemv_q8_max_rows() { return kernels::quant_gemv_q8_max_rows(); }
 void set_quant_gemv_q8_max_rows(int rows) { kernels::set_quant_gemv_q8_max_rows(rows); }
+int quant_gemv_q8_warps() { return kernels::quant_gemv_q8_warps(); }
+void set_quant_gemv_q8_warps(int warps) { kernels::set_quant_gemv_q8_warps(warps); }
 
 // The quantized weights of a skinny_gemm call (op.matrix quantized), as the kernel takes them.
 static Result<kernels::SkinnyQuantWeights> quant_weights(const SkinnyGemmOp& op) {
@@ -889,6 +891,8 @@ int quant_gemv_max_rows() { return 0; }
 void set_quant_gemv_max_rows(int) {}
 int quant_gemv_q8_max_rows() { return 0; }
 void set_quant_gemv_q8_max_rows(int) {}
+int quant_gemv_q8_warps() { return 0; }
+void set_quant_gemv_q8_warps(int) {}
 bool quant_matrix_type_supported(GgmlType) { return false; }
 size_t quant_matrix_tail_bytes() { return 16; }
 Status dequantize_bf16(const DeviceMatrix&, int, int, uint16_t*, int64_t, void*) { return no_cuda(); }

@@ -267,6 +267,9 @@ void set_quant_gemv_max_rows(int rows);
 // (default 0), or the last set. 0 without CUDA.
 int quant_gemv_q8_max_rows();
 void set_quant_gemv_q8_max_rows(int rows);
+// Its warps a CTA (4 or 16; kernels/model/model_ops.h); tests run both.
+int quant_gemv_q8_warps();
+void set_quant_gemv_q8_warps(int warps);
 Status skinny_gemm(const SkinnyGemmOp& op, void* stream);
 
 // y [rows, w.rows] fp32 (row stride ldy) = x [rows, w.cols] bf16 (row stride
