@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -188,37 +189,41 @@ TEST_CASE("quant gemv q8 gpu: every block type, rows 1..8, odd k and n, equal th
   Paths paths;
   paths.use_q8(true);
   std::mt19937_64 rng(2108);
-  // Both CTA widths: their staging and their rounds of quantization differ
-  // (a 16-warp CTA quantizes two 2048-element windows a round).
-  for (int warps : {16, 4}) {
-    cuda::set_quant_gemv_q8_warps(warps);
-    for (GgmlType type : kTypes) {
-      const int block = static_cast<int>(ggml_block_size(type));
-      // below one warp step; across a partial second 2048-element window; many steps;
-      // rounds of two windows and a part
-      const std::vector<int> ks =
-          block == 32 ? std::vector<int>{96, 800, 2080, 4096, 8448} : std::vector<int>{256, 2304, 4096, 8448};
-      for (int k : ks) {
-        // 9001: more units than the grid's warps (each warp takes several in turn); 37: rows 4 bytes past
-        // 16-byte alignment (Q4_K / Q5_K take 4-byte loads there)
-        for (int n : {1, 37, 1030, 9001}) {
-          if ((n == 1030 && k < 2000) || (n == 9001 && k > 800)) continue;  // the host's sums are the test's cost
-          if (k > 4096 && n > 37) continue;
-          QuantMatrix w(type, n, k, rng, n == 37 ? 4 : 0);
-          for (int rows = 1; rows <= 8; ++rows) {
-            if (n >= 1030 && rows != 1 && rows != 3 && rows != 8) continue;
-            const bool accumulate = rows % 2 == 1;
-            INFO(warps, " warps ", std::string(ggml_type_name(type)), " n ", n, " k ", k, " rows ", rows,
-                 std::string(accumulate ? " accumulate" : " store"));
-            const std::vector<uint16_t> x = random_bf16(size_t(rows) * k, rng);
-            const std::vector<float> xf = as_floats(x);
-            const std::vector<double> xq = q8_rounded(xf, rows, k);
-            DeviceBuffer d_x = upload(x);
-            const int ldy = n + 3;
-            std::vector<float> y0(size_t(rows) * ldy, std::nanf(""));
-            for (int t = 0; t < rows; ++t)
-              for (int r = 0; r < n; ++r)
-                y0[size_t(t) * ldy + r] = accumulate ? 0.25f * float(r - 3 * t) : std::nanf("");
+  // k = 8448 (rounds of two 2048-element windows and a part, for the 16-warp
+  // CTA) draws from its own generator, so the other cases keep their data.
+  std::mt19937_64 rng_wide(8448);
+  for (GgmlType type : kTypes) {
+    const int block = static_cast<int>(ggml_block_size(type));
+    // below one warp step; across a partial second 2048-element window; many steps; many rounds
+    const std::vector<int> ks =
+        block == 32 ? std::vector<int>{96, 800, 2080, 4096, 8448} : std::vector<int>{256, 2304, 4096, 8448};
+    for (int k : ks) {
+      std::mt19937_64& gen = k > 4096 ? rng_wide : rng;
+      // 9001: more units than the grid's warps (each warp takes several in turn); 37: rows 4 bytes past
+      // 16-byte alignment (Q4_K / Q5_K take 4-byte loads there)
+      for (int n : {1, 37, 1030, 9001}) {
+        if ((n == 1030 && k < 2000) || (n == 9001 && k > 800)) continue;  // the host's sums are the test's cost
+        if (k > 4096 && n > 37) continue;
+        QuantMatrix w(type, n, k, gen, n == 37 ? 4 : 0);
+        for (int rows = 1; rows <= 8; ++rows) {
+          if (n >= 1030 && rows != 1 && rows != 3 && rows != 8) continue;
+          const bool accumulate = rows % 2 == 1;
+          INFO(std::string(ggml_type_name(type)), " n ", n, " k ", k, " rows ", rows,
+               std::string(accumulate ? " accumulate" : " store"));
+          const std::vector<uint16_t> x = random_bf16(size_t(rows) * k, gen);
+          const std::vector<float> xf = as_floats(x);
+          const std::vector<double> xq = q8_rounded(xf, rows, k);
+          DeviceBuffer d_x = upload(x);
+          const int ldy = n + 3;
+          std::vector<float> y0(size_t(rows) * ldy, std::nanf(""));
+          for (int t = 0; t < rows; ++t)
+            for (int r = 0; r < n; ++r)
+              y0[size_t(t) * ldy + r] = accumulate ? 0.25f * float(r - 3 * t) : std::nanf("");
+          // Both CTA widths (their staging and rounds of quantization differ) on the same data:
+          // their products are the same bits (a unit's lanes, parts and reduction do not depend on it).
+          std::vector<float> by_width[2];
+          for (int i = 0; i < 2; ++i) {
+            cuda::set_quant_gemv_q8_warps(i == 0 ? 16 : 4);
             DeviceBuffer d_y = upload(y0);
             cuda::SkinnyGemmOp op;
             op.output = accumulate ? cuda::SkinnyOutput::kAccumulate : cuda::SkinnyOutput::kStore;
@@ -232,40 +237,38 @@ TEST_CASE("quant gemv q8 gpu: every block type, rows 1..8, odd k and n, equal th
             op.ldy = ldy;
             const Status s = cuda::skinny_gemm(op, nullptr);
             REQUIRE_MESSAGE(s.ok(), s.to_string());
-            const std::vector<float> y = download<float>(d_y, y0.size());
-            int bad_emulated = 0, bad_exact = 0, nan_kept = 0;
-            // err2: the stored products against the exact ones; stored2: the part of that the
-            // float rounding of an accumulated y contributes (half an ulp of y, up to 1.2e-4
-            // on the far rows' bases of ~2000), which is no error of the kernel's.
-            double err2 = 0, val2 = 0, stored2 = 0;
-            for (int t = 0; t < rows; ++t) {
-              for (int r = 0; r < n; ++r) {
-                double emulated = 0, emulated_mag = 0, exact = 0;
-                for (int i = 0; i < k; ++i) {
-                  const size_t wi = size_t(r) * k + i, xi = size_t(t) * k + i;
-                  emulated += double(w.w[wi]) * xq[xi];
-                  emulated_mag += double(w.mag[wi]) * std::fabs(xq[xi]);
-                  exact += double(w.w[wi]) * xf[xi];
-                }
-                const double base = accumulate ? double(y0[size_t(t) * ldy + r]) : 0.0;
-                const double got = double(y[size_t(t) * ldy + r]) - base;
-                // Accumulating onto y rounds base + product to float once: up to half an ulp of y, which
-                // for the large bases of the far rows (0.25·r) outweighs a short product's own error.
-                const double stored = std::ldexp(std::fabs(double(y[size_t(t) * ldy + r])), -24);
-                bad_emulated += std::fabs(got - emulated) <= 3e-5 * emulated_mag + stored + 1e-6 ? 0 : 1;
-                bad_exact +=
-                    std::fabs(got - exact) <= rounding_bound(w, r, xf, t) + 3e-5 * emulated_mag + stored + 1e-6 ? 0 : 1;
-                err2 += (got - exact) * (got - exact);
-                stored2 += accumulate ? stored * stored : 0.0;
-                val2 += exact * exact;
-              }
-              for (int r = n; r < ldy; ++r) nan_kept += std::isnan(y[size_t(t) * ldy + r]) ? 1 : 0;
-            }
-            CHECK(bad_emulated == 0);
-            CHECK(bad_exact == 0);
-            if (n * rows >= 37) CHECK(std::sqrt(err2) <= 0.02 * std::sqrt(val2) + std::sqrt(stored2));
-            CHECK(nan_kept == rows * 3);
+            by_width[i] = download<float>(d_y, y0.size());
           }
+          CHECK(std::memcmp(by_width[0].data(), by_width[1].data(), by_width[0].size() * sizeof(float)) == 0);
+          const std::vector<float>& y = by_width[0];
+          int bad_emulated = 0, bad_exact = 0, nan_kept = 0;
+          double err2 = 0, val2 = 0;
+          for (int t = 0; t < rows; ++t) {
+            for (int r = 0; r < n; ++r) {
+              double emulated = 0, emulated_mag = 0, exact = 0;
+              for (int i = 0; i < k; ++i) {
+                const size_t wi = size_t(r) * k + i, xi = size_t(t) * k + i;
+                emulated += double(w.w[wi]) * xq[xi];
+                emulated_mag += double(w.mag[wi]) * std::fabs(xq[xi]);
+                exact += double(w.w[wi]) * xf[xi];
+              }
+              const double base = accumulate ? double(y0[size_t(t) * ldy + r]) : 0.0;
+              const double got = double(y[size_t(t) * ldy + r]) - base;
+              // Accumulating onto y rounds base + product to float once: up to half an ulp of y, which
+              // for the large bases of the far rows (0.25·r) outweighs a short product's own error.
+              const double stored = std::ldexp(std::fabs(double(y[size_t(t) * ldy + r])), -24);
+              bad_emulated += std::fabs(got - emulated) <= 3e-5 * emulated_mag + stored + 1e-6 ? 0 : 1;
+              bad_exact +=
+                  std::fabs(got - exact) <= rounding_bound(w, r, xf, t) + 3e-5 * emulated_mag + stored + 1e-6 ? 0 : 1;
+              err2 += (got - exact) * (got - exact);
+              val2 += exact * exact;
+            }
+            for (int r = n; r < ldy; ++r) nan_kept += std::isnan(y[size_t(t) * ldy + r]) ? 1 : 0;
+          }
+          CHECK(bad_emulated == 0);
+          CHECK(bad_exact == 0);
+          if (n * rows >= 37) CHECK(std::sqrt(err2) <= 0.02 * std::sqrt(val2));
+          CHECK(nan_kept == rows * 3);
         }
       }
     }
