@@ -54,7 +54,8 @@ def decode_cases():
 
 def e2e_cases(model, batches):
     # Lower is better for every metric compared here: times, not rates.
-    yield "e2e smollm2-shape", ["bench", "e2e", "-m", model, "--batch", batches, "--json"], None
+    name = os.path.splitext(os.path.basename(model))[0]  # the model's file name: --model's, or smollm2-shape
+    yield f"e2e {name}", ["bench", "e2e", "-m", model, "--batch", batches, "--json"], None
 
 
 def save(path, samples):
