@@ -49,8 +49,10 @@
 // bytes are requested before pdl_wait (the weights do not depend on the
 // kernel before). At a unit's last step the lanes' sums are reduced by
 // shuffles (a fixed order: results do not depend on the grid) and lane t
-// stores input row t. CTAs: up to kQ8CtasPerSm per SM (each stages its
-// input once), fewer when there are fewer units.
+// stores input row t. CTAs of 16 warps, one an SM (quant_gemv_q8_warps:
+// each CTA stages and quantizes the whole input, so the wide CTA gives each
+// thread the least of it), or of 4, kQ8CtasPerSm an SM; fewer CTAs when
+// there are fewer units.
 //
 // Taken by launch_skinny_gemm for rows <= quant_gemv_q8_max_rows(), before
 // the other GEMV and the tiles: the environment's FLASHSCOPE_QUANT_GEMV=q8
