@@ -571,4 +571,14 @@ TEST_CASE("quant gemv q8: the switch takes 0..8 rows") {
   cuda::set_quant_gemv_q8_max_rows(-1);
   CHECK(cuda::quant_gemv_q8_max_rows() == 0);
 }
+
+TEST_CASE("quant gemv q8: the CTA width is 4 or 16 warps") {
+  Paths paths;
+  cuda::set_quant_gemv_q8_warps(4);
+  CHECK(cuda::quant_gemv_q8_warps() == 4);
+  cuda::set_quant_gemv_q8_warps(8);
+  CHECK(cuda::quant_gemv_q8_warps() == 16);
+  cuda::set_quant_gemv_q8_warps(16);
+  CHECK(cuda::quant_gemv_q8_warps() == 16);
+}
 #endif

@@ -263,26 +263,22 @@ bool quant_gemv_takes(int rows, int k) {
   return rows <= quant_gemv_max_rows() && gemv_smem_bytes(k) <= skinny_gemm_quant_smem_limit();
 }
 
-// FLASHSCOPE_QUANT_GEMV read once (-1: not yet), or what set_quant_gemv_max_rows set.
-std::atomic<int> g_quant_gemv_rows{-1};
+// FLASHSCOPE_QUANT_GEMV's rows, or what set_quant_gemv_max_rows set.
+EnvSwitch g_quant_gemv_rows;
 constexpr int kQuantGemvDefaultRows = 0;
 
 }  // namespace
 
 int quant_gemv_max_rows() {
-  int rows = g_quant_gemv_rows.load(std::memory_order_relaxed);
-  if (rows >= 0) return rows;
-  rows = kQuantGemvDefaultRows;
-  if (const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0') rows = int(std::clamp<long>(v, 0, kGemvTokens));
-  }
-  int unset = -1;
-  g_quant_gemv_rows.compare_exchange_strong(unset, rows, std::memory_order_relaxed);
-  return g_quant_gemv_rows.load(std::memory_order_relaxed);
+  return g_quant_gemv_rows.get([] {
+    int rows = kQuantGemvDefaultRows;
+    if (const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV"); env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      const long v = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0') rows = int(std::clamp<long>(v, 0, kGemvTokens));
+    }
+    return rows;
+  });
 }
 
-void set_quant_gemv_max_rows(int rows) {
-  g_quant_gemv_rows.store(std::clamp(rows, 0, kGemvTokens), std::memory_order_relaxed);
-}
+void set_quant_gemv_max_rows(int rows) { g_quant_gemv_rows.set(std::clamp(rows, 0, kGemvTokens)); }

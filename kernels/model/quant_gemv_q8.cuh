@@ -384,8 +384,8 @@ cudaError_t launch_gemv_q8_tokens(const SkinnyGemmKernelParams& p, cudaStream_t 
   }
 }
 
-// FLASHSCOPE_QUANT_GEMV_Q8_WARPS read once (-1: not yet), or what set_quant_gemv_q8_warps set.
-std::atomic<int> g_quant_gemv_q8_warps{-1};
+// FLASHSCOPE_QUANT_GEMV_Q8_WARPS, or what set_quant_gemv_q8_warps set.
+EnvSwitch g_quant_gemv_q8_warps;
 
 template <int kWarpsQ8>
 cudaError_t launch_gemv_q8_warps(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
@@ -402,8 +402,8 @@ cudaError_t launch_quant_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t s
                                     : launch_gemv_q8_warps<16>(p, stream, programmatic);
 }
 
-// FLASHSCOPE_QUANT_GEMV's q8 rows read once (-1: not yet), or what set_quant_gemv_q8_max_rows set.
-std::atomic<int> g_quant_gemv_q8_rows{-1};
+// FLASHSCOPE_QUANT_GEMV's q8 rows, or what set_quant_gemv_q8_max_rows set.
+EnvSwitch g_quant_gemv_q8_rows;
 // One-row steps (a session's decode): there the int8 GEMV beats the tiles
 // end to end; from two rows on its cost grows with the rows while the
 // tiles' stays flat (bench/TUNING.md#engine).
@@ -419,41 +419,29 @@ bool quant_gemv_q8_takes(int rows, int k) {
 }  // namespace
 
 int quant_gemv_q8_max_rows() {
-  int rows = g_quant_gemv_q8_rows.load(std::memory_order_relaxed);
-  if (rows >= 0) return rows;
-  rows = kQuantGemvQ8DefaultRows;
-  // Set at all, the variable decides: q8 (every few-row step), q8:N, or a
-  // number (the other GEMV's rows, quant_gemv.cuh: this one off, so =0 is the
-  // tiles whatever the default).
-  if (const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV"); env != nullptr && *env != '\0') {
-    rows = 0;
-    if (env[0] == 'q' && env[1] == '8' && env[2] == '\0') {
-      rows = kSkinnyMaxRows;
-    } else if (env[0] == 'q' && env[1] == '8' && env[2] == ':') {
+  return g_quant_gemv_q8_rows.get([] {
+    // Set at all, the variable decides: q8 (every few-row step), q8:N, or a
+    // number (the other GEMV's rows, quant_gemv.cuh: this one off, so =0 is
+    // the tiles whatever the default).
+    const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV");
+    if (env == nullptr || *env == '\0') return kQuantGemvQ8DefaultRows;
+    if (env[0] == 'q' && env[1] == '8' && env[2] == '\0') return kSkinnyMaxRows;
+    if (env[0] == 'q' && env[1] == '8' && env[2] == ':') {
       char* end = nullptr;
       const long v = std::strtol(env + 3, &end, 10);
-      if (end != env + 3 && *end == '\0') rows = int(std::clamp<long>(v, 0, kSkinnyMaxRows));
+      if (end != env + 3 && *end == '\0') return int(std::clamp<long>(v, 0, kSkinnyMaxRows));
     }
-  }
-  int unset = -1;
-  g_quant_gemv_q8_rows.compare_exchange_strong(unset, rows, std::memory_order_relaxed);
-  return g_quant_gemv_q8_rows.load(std::memory_order_relaxed);
+    return 0;
+  });
 }
 
-void set_quant_gemv_q8_max_rows(int rows) {
-  g_quant_gemv_q8_rows.store(std::clamp(rows, 0, kSkinnyMaxRows), std::memory_order_relaxed);
-}
+void set_quant_gemv_q8_max_rows(int rows) { g_quant_gemv_q8_rows.set(std::clamp(rows, 0, kSkinnyMaxRows)); }
 
 int quant_gemv_q8_warps() {
-  int warps = g_quant_gemv_q8_warps.load(std::memory_order_relaxed);
-  if (warps > 0) return warps;
-  const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV_Q8_WARPS");
-  warps = env != nullptr && std::strcmp(env, "4") == 0 ? 4 : 16;
-  int unset = -1;
-  g_quant_gemv_q8_warps.compare_exchange_strong(unset, warps, std::memory_order_relaxed);
-  return g_quant_gemv_q8_warps.load(std::memory_order_relaxed);
+  return g_quant_gemv_q8_warps.get([] {
+    const char* env = std::getenv("FLASHSCOPE_QUANT_GEMV_Q8_WARPS");
+    return env != nullptr && std::strcmp(env, "4") == 0 ? 4 : 16;
+  });
 }
 
-void set_quant_gemv_q8_warps(int warps) {
-  g_quant_gemv_q8_warps.store(warps == 4 ? 4 : 16, std::memory_order_relaxed);
-}
+void set_quant_gemv_q8_warps(int warps) { g_quant_gemv_q8_warps.set(warps == 4 ? 4 : 16); }

@@ -61,6 +61,24 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
+
+// A launch switch of this file's kernels (FLASHSCOPE_QUANT_GEMV...): what the
+// environment says, read on first use, unless a setter (tests, benchmarks)
+// set it before. -1 until either happens.
+class EnvSwitch {
+ public:
+  template <typename ReadEnv>
+  int get(ReadEnv read_env) {
+    if (const int v = value_.load(std::memory_order_relaxed); v >= 0) return v;
+    int unset = -1;
+    value_.compare_exchange_strong(unset, read_env(), std::memory_order_relaxed);
+    return value_.load(std::memory_order_relaxed);
+  }
+  void set(int v) { value_.store(v, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int> value_{-1};
+};
 constexpr int kChunkElems = 8;      // bf16 per 16-byte chunk
 constexpr int kChunksPerLane = 8;   // per pass: 32 lanes × 8 chunks × 8 = 2048 elements of a row
 constexpr int kPassElems = 32 * kChunksPerLane * kChunkElems;

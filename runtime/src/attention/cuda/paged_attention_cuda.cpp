@@ -150,9 +150,10 @@ kernels::PagedKernelParams paged_kernel_params(const PagedAttentionParams& p, in
 
 namespace {
 
-// The launches of paged_attention(); merge = false leaves a split call's
-// partials in the workspace for the caller (paged_attention_unmerged).
-Status launch(const PagedAttentionParams& p, bool merge, UnmergedOutput* out) {
+// The launches of paged_attention(): a call of up to max_unmerged splits
+// leaves its partials in the workspace for the caller
+// (paged_attention_unmerged); more splits, the combine kernel merges them.
+Status launch(const PagedAttentionParams& p, int max_unmerged, UnmergedOutput* out) {
   auto facts = device_facts();
   if (!facts.ok()) return facts.status();
   const PagedAttentionPlan plan = plan_for(p, facts->sm_count);
@@ -185,7 +186,8 @@ Status launch(const PagedAttentionParams& p, bool merge, UnmergedOutput* out) {
   // graph, the same launch becomes a programmatic edge). The Hopper tile
   // never signals early; the combine then starts at its completion, as a
   // plain launch would.
-  if (err == cudaSuccess && k.num_splits > 1 && merge)
+  const bool merge = k.num_splits > std::max(1, max_unmerged);
+  if (err == cudaSuccess && merge)
     err = kernels::launch_paged_combine(type, p.head_dim, k, stream, facts->programmatic);
   if (err != cudaSuccess) return device_error(std::string("paged attention launch failed: ") + cudaGetErrorString(err));
   if (out != nullptr) {
@@ -199,9 +201,11 @@ Status launch(const PagedAttentionParams& p, bool merge, UnmergedOutput* out) {
 
 }  // namespace
 
-Status paged_attention(const PagedAttentionParams& p) { return launch(p, true, nullptr); }
+Status paged_attention(const PagedAttentionParams& p) { return launch(p, 0, nullptr); }
 
-Status paged_attention_unmerged(const PagedAttentionParams& p, UnmergedOutput* out) { return launch(p, false, out); }
+Status paged_attention_unmerged(const PagedAttentionParams& p, int max_unmerged_splits, UnmergedOutput* out) {
+  return launch(p, max_unmerged_splits, out);
+}
 
 #else  // built without CUDA
 
@@ -211,7 +215,7 @@ Result<PagedAttentionPlan> plan_paged_attention(const PagedAttentionParams&) {
 Status paged_attention(const PagedAttentionParams&) {
   return unsupported("this build of flashscope has no CUDA backend; use Device::kCpu");
 }
-Status paged_attention_unmerged(const PagedAttentionParams&, UnmergedOutput*) {
+Status paged_attention_unmerged(const PagedAttentionParams&, int, UnmergedOutput*) {
   return unsupported("this build of flashscope has no CUDA backend; use Device::kCpu");
 }
 

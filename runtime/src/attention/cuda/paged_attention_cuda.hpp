@@ -20,11 +20,13 @@ struct UnmergedOutput {
   const float* lse_partial = nullptr;
   int64_t partial_rows = 0;
 };
-// paged_attention(p) without the split-KV combine kernel: the caller merges
-// the partials where it reads the output (the engine's decode step does it in
-// its O projection, cuda::skinny_gemm with kSplitKv: one launch less per
-// layer). p has passed validate(); out must not be null.
-Status paged_attention_unmerged(const PagedAttentionParams& p, UnmergedOutput* out);
+// paged_attention(p) without the split-KV combine kernel for calls of up to
+// max_unmerged_splits splits: the caller merges the partials where it reads
+// the output (the engine's decode step does it in its O projection,
+// cuda::skinny_gemm with kSplitKv: one launch less per layer). With more
+// splits the combine kernel merges them and out->num_splits is 1. p has
+// passed validate(); out must not be null.
+Status paged_attention_unmerged(const PagedAttentionParams& p, int max_unmerged_splits, UnmergedOutput* out);
 
 }  // namespace flashscope::cuda
 

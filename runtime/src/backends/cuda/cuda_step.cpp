@@ -652,14 +652,8 @@ Status StepEnqueue::fused_attention(int l, const CudaModel::Layer& L) {
   const bool post_attn = L.post_attn_norm != nullptr;
   const PagedAttentionParams ap = attention_params(c_, cm_, sc_, l, v_);
   FLASHSCOPE_RETURN_IF_ERROR(validate(ap));
-  auto plan = plan_paged_attention(ap);
-  if (!plan.ok()) return plan.status();
   cuda::UnmergedOutput attn;
-  if (plan->num_splits > cm_.gemm_merge_max_splits) {
-    FLASHSCOPE_RETURN_IF_ERROR(cuda::paged_attention(ap));
-  } else {
-    FLASHSCOPE_RETURN_IF_ERROR(cuda::paged_attention_unmerged(ap, &attn));
-  }
+  FLASHSCOPE_RETURN_IF_ERROR(cuda::paged_attention_unmerged(ap, cm_.gemm_merge_max_splits, &attn));
   cuda::SkinnyGemmOp wo_op = fused(cuda::SkinnyInput::kBf16, cuda::SkinnyOutput::kAccumulate, L.wo, H_, qd_);
   wo_op.x = o;
   wo_op.ldx = qd_;
