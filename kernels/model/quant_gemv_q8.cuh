@@ -40,16 +40,18 @@
 // warp (no bank conflicts), see q8_slot.
 //
 // Grid: a warp computes a unit (two weight rows: RoPE's pair, or gate and
-// up) for every input row. Its lanes split k: in one warp step lane j
-// decodes part 32·S + j of each row (quant_blocks.h: a 32-element block, or
+// up) for every input row, or two units where a row has at most 16 parts
+// (q8_unit_lanes: a 1024-wide K-quant row would leave half the lanes idle),
+// 16 lanes each. A unit's lanes split k: in one warp step lane j of L
+// decodes part L·S + j of each row (quant_blocks.h: a 32-element block, or
 // the two K-quant groups that share their bytes: one super-block per 4
 // lanes, contiguous bytes across the warp). A warp takes units
 // w, w + warps, ... and, across units, has the next item's (unit, step)
 // bytes in flight while it computes the current one; the first item's
 // bytes are requested before pdl_wait (the weights do not depend on the
-// kernel before). At a unit's last step the lanes' sums are reduced by
+// kernel before). At a unit's last step its lanes' sums are reduced by
 // shuffles (a fixed order: results do not depend on the grid) and lane t
-// stores input row t. CTAs of 16 warps, one an SM (quant_gemv_q8_warps:
+// of the unit stores input row t. CTAs of 16 warps, one an SM (quant_gemv_q8_warps:
 // each CTA stages and quantizes the whole input, so the wide CTA gives each
 // thread the least of it), or of 4, kQ8CtasPerSm an SM; fewer CTAs when
 // there are fewer units.
@@ -164,15 +166,36 @@ __device__ void quantize_staged(uint4* x_smem, int k) {
   }
 }
 
-// A group's codes for dp4a, element 4·quad + i in byte i: quad_codes (0..63,
-// q = code − offset), or Q8_0's int8 q as they lie.
+// Q4_K's sub 1 (the high nibbles) is dotted in place, 16 times its codes,
+// its scale a sixteenth: a shift fewer a quad, and the same float (the
+// integer sum stays below 2^24, and a/16 · 16n rounds as a · n).
 template <int T>
-__device__ __forceinline__ int q8_codes(const quant::PartBytes& b, int part, int sub, int quad) {
+__device__ __forceinline__ constexpr bool q8_high_in_place(int sub) {
+  return T == quant::kQ4_K && sub == 1;
+}
+
+// A group's codes for dp4a, element 4·quad + i in byte i: quad_codes (0..63,
+// q = code − offset; Q4_K's sub 1: 16·code), or Q8_0's int8 q as they lie.
+template <int T>
+__device__ __forceinline__ uint32_t q8_codes(const quant::PartBytes& b, int part, int sub, int quad) {
   if constexpr (T == quant::kQ8_0) {
-    return int(b.qs[quad]);
+    return b.qs[quad];
   } else {
-    return int(quant::quad_codes<T>(b, part, sub, quad));
+    if (q8_high_in_place<T>(sub)) return b.qs[quad] & 0xF0F0F0F0u;
+    return quant::quad_codes<T>(b, part, sub, quad);
   }
+}
+
+// Σ a_i · b_i + c over the four bytes, a signed (Q8_0) or not (the codes).
+template <int T>
+__device__ __forceinline__ int q8_dp4a(uint32_t a, uint32_t b, int c) {
+  int d;
+  if constexpr (T == quant::kQ8_0) {
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  } else {
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  }
+  return d;
 }
 template <int T>
 __device__ __forceinline__ constexpr int q8_offset() {
@@ -186,11 +209,12 @@ template <int kTok, int T>
 __device__ __forceinline__ void q8_group(const quant::PartBytes (&b)[2], int part, int sub, const uint8_t* xq,
                                          int half, const Q8Meta* meta, int k, int groups, int rows,
                                          float (&acc)[2][kTok]) {
-  int c[2][8];
+  uint32_t c[2][8];
   quant::GroupScales s[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     s[r] = quant::part_scales<T>(b[r], part, sub);
+    if (q8_high_in_place<T>(sub)) s[r].a0 *= 0.0625f;
 #pragma unroll
     for (int quad = 0; quad < 8; ++quad) c[r][quad] = q8_codes<T>(b[r], part, sub, quad);
   }
@@ -203,14 +227,14 @@ __device__ __forceinline__ void q8_group(const quant::PartBytes (&b)[2], int par
     const int s_lo = int(uint32_t(m.sums) << 16) >> 16, s_hi = m.sums >> 16;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      int lo = __dp4a(c[r][0], int(x0.x), 0);
-      lo = __dp4a(c[r][1], int(x0.y), lo);
-      lo = __dp4a(c[r][2], int(x0.z), lo);
-      lo = __dp4a(c[r][3], int(x0.w), lo);
-      int hi = __dp4a(c[r][4], int(x1.x), 0);
-      hi = __dp4a(c[r][5], int(x1.y), hi);
-      hi = __dp4a(c[r][6], int(x1.z), hi);
-      hi = __dp4a(c[r][7], int(x1.w), hi);
+      int lo = q8_dp4a<T>(c[r][0], x0.x, 0);
+      lo = q8_dp4a<T>(c[r][1], x0.y, lo);
+      lo = q8_dp4a<T>(c[r][2], x0.z, lo);
+      lo = q8_dp4a<T>(c[r][3], x0.w, lo);
+      int hi = q8_dp4a<T>(c[r][4], x1.x, 0);
+      hi = q8_dp4a<T>(c[r][5], x1.y, hi);
+      hi = q8_dp4a<T>(c[r][6], x1.z, hi);
+      hi = q8_dp4a<T>(c[r][7], x1.w, hi);
       constexpr int kOff = q8_offset<T>();
       float v;
       if constexpr (T == quant::kQ6_K) {
@@ -237,6 +261,12 @@ __device__ __forceinline__ void prefetch_row_l2(const uint8_t* row, int64_t byte
     asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
 }
 
+// Lanes of a warp a unit's parts are spread over, from the shape alone (the
+// sums and their order do not depend on the device or the CTA width): 32,
+// or 16 where a row has at most 16 parts (a 1024-wide K-quant row: two units
+// a warp, none of its lanes idle).
+__host__ __device__ constexpr int q8_unit_lanes(int parts) { return parts <= 16 ? 16 : 32; }
+
 // kWarpsQ8 warps a CTA: 4, or 16 (one CTA an SM), where each CTA's staging
 // and quantization of the input, which every CTA repeats, is a quarter as
 // many instructions a thread.
@@ -254,37 +284,40 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   const int groups = p.k / quant::kGroup;
   constexpr int kPartGroups = quant::part_groups(kType);
   const int parts = groups / kPartGroups;  // parts of a row
-  const int wsteps = ceil_div(parts, 32);  // warp steps of a row
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int units = swiglu ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
-  const int warps = gridDim.x * kWarpsQ8;
+  const int ul = q8_unit_lanes(parts);
+  const int wsteps = ceil_div(parts, ul);  // warp steps of a row
+  const int lane_unit = lane / ul, lane_part = lane % ul;  // the lane's unit of the warp's, and its part in a step
+  const int units_per_warp = 32 / ul;
+  const int unit_stride = int(gridDim.x) * kWarpsQ8 * units_per_warp;
 
   struct Item {
-    int unit, ws;  // the unit and the warp step of its rows
+    int unit, ws;  // the warp's first unit, and the warp step of its rows
   };
   auto advance = [&](Item it) {
     if (++it.ws == wsteps) {
       it.ws = 0;
-      it.unit += warps;
+      it.unit += unit_stride;
     }
     return it;
   };
   auto unit_of = [&](int unit) { return quant_unit(p, swiglu, unit / kTileUnits, unit % kTileUnits); };
-  // Lane's part 32·ws + lane of the unit's rows (zeros for a row or part that does not exist).
+  // Lane's part ul·ws + lane_part of its unit's rows (zeros for a unit, row or part that does not exist).
   auto load = [&](const Item& it, quant::PartBytes (&b)[2]) {
     b[0] = quant::PartBytes{};
     b[1] = quant::PartBytes{};
-    const int j = 32 * it.ws + lane;
-    if (it.unit >= units || j >= parts) return;
-    load_unit_part<kType>(unit_of(it.unit), j / 4, j % 4, true, b);
+    const int j = ul * it.ws + lane_part, unit = it.unit + lane_unit;
+    if (unit >= units || j >= parts) return;
+    load_unit_part<kType>(unit_of(unit), j / 4, j % 4, true, b);
   };
 
   // The weights do not depend on the kernel before this one: the warp's
   // first kQ8PrefetchUnits units are requested into L2 (no registers held
   // across the staging below), then that kernel's outputs waited for.
-  Item it = {int(blockIdx.x) * kWarpsQ8 + warp, 0};
-  for (int i = 0; i < kQ8PrefetchUnits; ++i) {
-    const int unit = it.unit + i * warps;
+  Item it = {(int(blockIdx.x) * kWarpsQ8 + warp) * units_per_warp, 0};
+  for (int i = 0; i < kQ8PrefetchUnits * units_per_warp; ++i) {
+    const int unit = it.unit + (i / units_per_warp) * unit_stride + i % units_per_warp;
     if (unit >= units) break;
     const QuantUnit u = unit_of(unit);
     prefetch_row_l2(u.w0, p.wq.row_bytes, u.rows.has0);
@@ -292,12 +325,13 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   }
   pdl_wait();
   pdl_launch_dependents();
-  // Lane t's epilogue inputs for input row t of a unit: requested before they are needed.
+  // Lane t of a unit's lanes: the epilogue inputs for input row t, requested before they are needed.
   EpilogueInputs epi;
-  auto load_epi = [&](int unit) {
-    if (swiglu || unit >= units || lane >= kTok || lane >= p.rows) return;
+  auto load_epi = [&](int warp_unit) {
+    const int unit = warp_unit + lane_unit;
+    if (swiglu || unit >= units || lane_part >= kTok || lane_part >= p.rows) return;
     const UnitRows r = unit_of(unit).rows;
-    epi = load_epilogue_inputs(p, lane, r.row0, r.has1);
+    epi = load_epilogue_inputs(p, lane_part, r.row0, r.has1);
   };
   load_epi(it.unit);
   stage_input<kTok, true, kWarpsQ8 * 32>(p, x_smem, kc);
@@ -315,7 +349,7 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   while (it.unit < units) {
     const Item next = advance(it);
     load(next, nxt);
-    const int j = 32 * it.ws + lane;
+    const int j = ul * it.ws + lane_part;
     if (j < parts) {
 #pragma unroll
       for (int sub = 0; sub < kPartGroups; ++sub) {
@@ -327,20 +361,22 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
                               meta + w * kQ8WindowGroups + slot, p.k, groups, p.rows, acc);
       }
     }
-    if (it.ws == wsteps - 1) {  // the unit's last step: reduce, lane t stores row t
+    if (it.ws == wsteps - 1) {  // the units' last step: reduce, lane t of a unit stores row t
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
         if (t >= p.rows) break;
 #pragma unroll
         for (int offset = 16; offset > 0; offset /= 2) {
+          if (offset >= ul) continue;
           acc[0][t] += __shfl_xor_sync(0xffffffffu, acc[0][t], offset);
           acc[1][t] += __shfl_xor_sync(0xffffffffu, acc[1][t], offset);
         }
       }
-      const UnitRows rows = unit_of(it.unit).rows;
+      const int unit = it.unit + lane_unit;
+      const UnitRows rows = unit_of(unit).rows;
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
-        if (lane == t && t < p.rows) store_unit(p, t, rows, acc[0][t], acc[1][t], epi);
+        if (lane_part == t && t < p.rows && unit < units) store_unit(p, t, rows, acc[0][t], acc[1][t], epi);
         acc[0][t] = acc[1][t] = 0.0f;
       }
       load_epi(next.unit);
@@ -365,7 +401,8 @@ cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream,
   // Up to q8_min_ctas CTAs an SM (fewer where the shared memory or
   // registers allow fewer), none without a unit to compute.
   const int ctas = resident_ctas(kernel, smem, p.sm_count, q8_min_ctas<kWarpsQ8>());
-  return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min(ceil_div(units, kWarpsQ8), ctas))),
+  const int warps = ceil_div(units, 32 / q8_unit_lanes(p.k / quant::kGroup / quant::part_groups(kType)));
+  return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min(ceil_div(warps, kWarpsQ8), ctas))),
                                    dim3(kWarpsQ8 * 32), smem, stream, programmatic, p);
 }
 

@@ -227,19 +227,21 @@ FS_QUANT_HD float group_value(const GroupScales& s, int i, float q) {
 #endif
 }
 
-// The 6-bit (scale, min) pair j of a K-quant's 12 scale bytes (three words):
-// bytes j and j + 4 for j < 4; for j >= 4 the low nibbles of byte j + 4 with
-// the top two bits of bytes j − 4 and j above them. Both forms are computed
-// and one selected: j is a lane's own (run time) in the GEMV, and a branch
-// on it would run both sides one after the other.
-FS_QUANT_HD void scale_min_k4(int j, const uint32_t (&s)[3], uint32_t* sc, uint32_t* m) {
-  const int shift = 8 * (j % 4);
-  const uint32_t a = (s[0] >> shift) & 0xFFu;  // byte j % 4
-  const uint32_t b = (s[1] >> shift) & 0xFFu;  // byte j % 4 + 4
-  const uint32_t c = (s[2] >> shift) & 0xFFu;  // byte j % 4 + 8
-  const bool low = j < 4;
-  *sc = low ? a & 63u : (c & 0xFu) | ((a >> 6) << 4);
-  *m = low ? b & 63u : (c >> 4) | ((b >> 6) << 4);
+// The 6-bit (scale, min) pairs of sub-blocks 2·part and 2·part + 1 of a
+// K-quant's 12 scale bytes (three words), in bytes 0 and 1 of *sc and *m:
+// for part < 2, bytes 2·part and 2·part + 1 (scales) and those + 4 (mins);
+// for part >= 2, the low (scales) or high (mins) nibbles of bytes 2·part + 4
+// and + 5 with the top two bits of bytes 2·part − 4 and 2·part − 3 (scales)
+// or 2·part and 2·part + 1 (mins) above them. The two sub-blocks sit side
+// by side, so both are computed two bytes at a time; both forms are computed
+// and one selected, since part is a lane's own (run time) in the GEMV and a
+// branch on it would run both sides one after the other.
+FS_QUANT_HD void scale_min_k4_pair(int part, const uint32_t (&s)[3], uint32_t* sc, uint32_t* m) {
+  const int shift = 16 * (part % 2);
+  const uint32_t a = s[0] >> shift, b = s[1] >> shift, c = s[2] >> shift;  // bytes 2·(part%2) + {0, 1}, + 4, + 8
+  const bool low = part < 2;
+  *sc = low ? a & 0x3F3Fu : (c & 0x0F0Fu) | ((a >> 2) & 0x3030u);
+  *m = low ? b & 0x3F3Fu : ((c >> 4) & 0x0F0Fu) | ((b >> 2) & 0x3030u);
 }
 
 // Parts. The few-row GEMM gives each lane one part of a row per step: the
@@ -405,9 +407,9 @@ FS_QUANT_HD GroupScales part_scales(const PartBytes& b, int part, int sub) {
   } else if constexpr (T == kQ4_K || T == kQ5_K) {
     const uint32_t sw[3] = {b.head[1], b.head[2], b.head[3]};
     uint32_t sc, m;
-    scale_min_k4(2 * part + sub, sw, &sc, &m);
-    s.a0 = s.a1 = fp16_bits_to_float(b.head[0] & 0xFFFFu) * float(sc);
-    s.b = -(fp16_bits_to_float(b.head[0] >> 16) * float(m));
+    scale_min_k4_pair(part, sw, &sc, &m);  // the same for both subs: a kernel decoding both computes it once
+    s.a0 = s.a1 = fp16_bits_to_float(b.head[0] & 0xFFFFu) * float((sc >> (8 * sub)) & 0xFFu);
+    s.b = -(fp16_bits_to_float(b.head[0] >> 16) * float((m >> (8 * sub)) & 0xFFu));
   } else if constexpr (T == kQ6_K) {
     const uint32_t scales = b.head[1] >> (16 * sub);
     const float d = fp16_bits_to_float(b.head[0] & 0xFFFFu);
