@@ -30,6 +30,28 @@ GgmlType synthetic_mix_row_type(GgmlType type, int64_t cols, bool mix) {
   }
 }
 
+// llama.cpp's general.file_type (llama_ftype) for the spec's matrix type
+// and mix, as its quantizer writes it: what llama-bench names the file by
+// (without it llama.cpp guesses from the tensors, and a mix with fallback
+// types reads as another). 0 (all F32) for a type llama_ftype has no name for.
+uint32_t synthetic_file_type(GgmlType matrix_type, bool mix) {
+  switch (matrix_type) {
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ4_0: return 2;
+    case GgmlType::kQ4_1: return 3;
+    case GgmlType::kQ8_0: return 7;
+    case GgmlType::kQ5_0: return 8;
+    case GgmlType::kQ5_1: return 9;
+    case GgmlType::kQ2_K: return 10;
+    case GgmlType::kQ3_K: return mix ? 12 : 11;
+    case GgmlType::kQ4_K: return mix ? 15 : 14;
+    case GgmlType::kQ5_K: return mix ? 17 : 16;
+    case GgmlType::kQ6_K: return 18;
+    case GgmlType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
 GgufBuilder::Bytes synthetic_random_blocks(GgmlType type, int64_t n, float scale, std::mt19937_64& rng) {
   GgufBuilder::Bytes out;
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
@@ -137,6 +159,7 @@ GgufBuilder::Bytes build_synthetic_llama(const SyntheticModelSpec& spec, const S
   };
   str("general.architecture", arch);
   str("general.name", "synthetic");
+  u32("general.file_type", synthetic_file_type(matrix_type, spec.more_bits_type != GgmlType::kF32));
   u32(a + "block_count", static_cast<uint32_t>(n_layers));
   u32(a + "context_length", static_cast<uint32_t>(context));
   u32(a + "embedding_length", static_cast<uint32_t>(hidden));
