@@ -144,13 +144,30 @@ int32_t sample(const std::vector<float>& logits_in, const SamplingParams& params
   if (vocab == 0) return 0;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+  const PenaltyPlan plan = plan_penalties(params, recent_tokens, generated, vocab);
+  if (params.temperature <= 0.0f && plan.ids.empty()) {
+    // Greedy without penalties (the engine's default): the argmax where the
+    // logits lie, as the candidates below would give it (the lowest id on
+    // ties, non-finite logits as −inf), without building a vocabulary-long
+    // list each token.
+    int32_t best = 0;
+    float best_logit = kNegInf;
+    for (int32_t i = 0; i < vocab; ++i) {
+      const float l = logits_in[static_cast<size_t>(i)];
+      if (std::isfinite(l) && l > best_logit) {
+        best_logit = l;
+        best = i;
+      }
+    }
+    return best;
+  }
+
   std::vector<Candidate> cand(static_cast<size_t>(vocab));
   for (int32_t i = 0; i < vocab; ++i) {
     const float l = logits_in[static_cast<size_t>(i)];
     cand[static_cast<size_t>(i)] = {i, std::isfinite(l) ? l : kNegInf, 0.0};
   }
 
-  const PenaltyPlan plan = plan_penalties(params, recent_tokens, generated, vocab);
   for (size_t j = 0; j < plan.ids.size(); ++j) {
     float& l = cand[static_cast<size_t>(plan.ids[j])].logit;
     if (j < static_cast<size_t>(plan.num_repeat))
