@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The GPU machine's side of a lease (bench/device/README.md): steps run from
+# the repository root there, with .device-carry/ carried (prepare.sh made it).
+# Builds and models live in /tmp/w, outside the tree, so they survive the
+# next call's copy of the tree while the machine stays warm.
+#   usage: bash .device-carry/session.sh STEP...
+#   start     nvidia-smi; background builds (sm_90a, Ninja) of "after" (this tree: cli + tests) and
+#             "before" (before.tar.gz: cli; NO_BEFORE=1 skips it), and llama.cpp's CUDA llama-bench (LLAMA=1);
+#             jobs JA / JB / JL (default 8 / 5 / 3 on 16 cores)
+#   part      moves the carried model parts into /tmp/w/parts
+#   wait      until the background builds end (WAIT_JOBS, default "before after llama"; WAIT_MAX seconds)
+#   join      the parts into /tmp/w/real/*.gguf, linked into assets/models of both trees; sha256 printed
+#   models    make-model files in /tmp/w/gen (MODELS="preset:type ...", default: #18's and #21's shapes)
+#   tests     the after build's whole suite (TESTS_FILTER: a doctest -tc filter) -> $OUT/tests.log
+#   variant   NAME MACRO VALUE...: after's cli rebuilt with `#define MACRO VALUE` in FILE (VARIANT_FILE),
+#             kept as /tmp/w/cli-NAME; the tree is put back after (runs in the background: wait on "variant")
+#   matrix    decode tok/s of CLIS ("before", "after", or variant names) on MX_MODELS, MX_ROUNDS interleaved
+#             rounds, batches E2E_BATCH (default 1) -> $OUT/matrix.txt
+#   llama     llama-bench -fa 1 -p 512 -n 128 on LL_MODELS (default: MX_MODELS) -> $OUT/llama.txt
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+here=$(cd "$(dirname "$0")/.." && pwd)
+C=$here/.device-carry
+W=/tmp/w
+mkdir -p $W/parts $W/gen $W/real
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+cli_of() { case $1 in before) echo $W/before/build/cli/flashscope-cli ;; after) echo $W/after/build/cli/flashscope-cli ;;
+  *) echo $W/cli-$1 ;; esac; }
+configure() {  # source dir, build dir
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_PREFIX_PATH="$C/prefix" -DFLASHSCOPE_BUILD_APP=OFF
+}
+detach() {  # name, command: runs on after this call returns (a new session); rc in $W/NAME.rc
+  rm -f $W/$1.rc
+  setsid nohup bash -c "$2; echo \$? > $W/$1.rc" > $W/$1.log 2>&1 < /dev/null &
+}
+models_default="llama3.2-1b:q4_k_m qwen3-0.6b:q4_k_m qwen3-1.7b:q4_k_m gemma3-270m:q4_k_m smollm2-135m:q8_0"
+
+while (($#)); do
+  step=$1
+  shift
+  case $step in
+    start)
+      nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,driver_version --format=csv | tee $W/gpu.txt
+      if [[ ${NO_BEFORE:-0} != 1 ]]; then
+        rm -rf $W/before && mkdir -p $W/before/src && tar xzf $C/before.tar.gz -C $W/before/src
+        detach before "$(declare -f configure); C=$C; configure $W/before/src $W/before/build &&
+          ninja -C $W/before/build -j${JB:-5} flashscope-cli"
+      fi
+      rm -rf $W/after && mkdir -p $W/after/src
+      (cd $here && tar cf - --exclude=./.device-carry --exclude='./build*' --exclude=./assets/models --exclude=./.git .) |
+        tar xf - -C $W/after/src
+      detach after "$(declare -f configure); C=$C; configure $W/after/src $W/after/build &&
+        ninja -C $W/after/build -j${JA:-8} flashscope-cli flashscope-tests"
+      if [[ ${LLAMA:-0} == 1 ]]; then
+        rm -rf $W/llama && mkdir -p $W/llama && tar xzf $C/llama.tar.gz -C $W/llama
+        detach llama "cd $W/llama/llama.cpp && cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+          -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+          -DLLAMA_BUILD_APP=OFF -DCMAKE_BUILD_TYPE=Release && cmake --build build -j${JL:-3} --target llama-bench"
+      fi
+      ;;
+    part)
+      mv $C/model-parts/* $W/parts/ 2>/dev/null
+      ls $W/parts | tr '\n' ' '
+      echo
+      ;;
+    wait)
+      for j in ${WAIT_JOBS:-before after llama}; do
+        [[ -f $W/$j.log ]] || continue
+        for _ in $(seq 1 ${WAIT_MAX:-540}); do [[ -f $W/$j.rc ]] && break; sleep 1; done
+        echo "$j: rc $(cat $W/$j.rc 2>/dev/null || echo '(still running)')"
+        tail -n 2 $W/$j.log | cut -c1-200
+      done
+      ;;
+    join)
+      size=$(cat $W/parts/smollm2.size)
+      cat $W/parts/p[0-9] > $W/all.bin
+      head -c "$size" $W/all.bin > $W/real/SmolLM2-135M-Instruct.Q4_1.gguf
+      tail -c +"$((size + 1))" $W/all.bin > $W/real/gemma-3-270m-q4_k_m.gguf
+      rm -f $W/all.bin
+      sha256sum $W/real/*.gguf
+      for d in $W/after/src $W/before/src $here; do
+        [[ -d $d ]] && mkdir -p $d/assets/models && ln -sf $W/real/*.gguf $d/assets/models/
+      done
+      ;;
+    models)
+      for m in ${MODELS:-$models_default}; do
+        f=$W/gen/${m%%:*}-${m##*:}.gguf
+        [[ -f $f ]] || $(cli_of after) make-model --out $f --preset ${m%%:*} --type ${m##*:} | tail -n 1
+      done
+      ;;
+    tests)
+      (cd $W/after/src && timeout ${TESTS_TIMEOUT:-560} $W/after/build/tests/flashscope-tests --duration=true \
+        ${TESTS_FILTER:+-tc="$TESTS_FILTER"}) > $OUT/tests.log 2>&1
+      echo "tests exit $?"
+      grep -E "^\[doctest\] (test cases|assertions)|ERROR|FAILED" $OUT/tests.log | head -40
+      ;;
+    variant)
+      name=$1 macro=$2 value=$3
+      shift 3
+      f=$W/after/src/${VARIANT_FILE:-kernels/model/quant_gemv_q8.cuh}
+      detach variant "cp $f $f.orig && sed -i 's/^#define $macro .*/#define $macro $value/' $f &&
+        ninja -C $W/after/build -j16 flashscope-cli && cp $(cli_of after) $W/cli-$name;
+        mv $f.orig $f && ninja -C $W/after/build -j16 flashscope-cli"
+      ;;
+    matrix)
+      for r in $(seq 1 ${MX_ROUNDS:-2}); do
+        for m in ${MX_MODELS:-$W/gen/*.gguf}; do
+          for c in ${CLIS:-before after}; do
+            got=$($(cli_of $c) bench e2e -m $m --batch ${E2E_BATCH:-1} --runs ${E2E_RUNS:-3} --json 2>&1 |
+              grep -o '"batch":[0-9]*\|"decode_tokens_per_s":[0-9.]*' | paste -sd' ')
+            echo "round $r | $c | $(basename $m) | $got"
+          done
+        done
+      done | tee -a $OUT/matrix.txt
+      ;;
+    llama)
+      for m in ${LL_MODELS:-${MX_MODELS:-$W/gen/*.gguf}}; do
+        echo "### $(basename $m)"
+        $W/llama/llama.cpp/build/bin/llama-bench -m $m -ngl 99 -fa 1 -p 512 -n 128 -r ${LL_REPS:-3} | grep -E "pp512|tg128"
+      done | tee -a $OUT/llama.txt
+      ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
