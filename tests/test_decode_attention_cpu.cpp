@@ -85,6 +85,9 @@ TEST_CASE("cpu decode attention: every kernel matches the FP64 reference over co
       {9, 3, 3, 64, 16, DType::kBF16},    // q_len > 1 (drafted tokens): the causal offset
       {8, 1, 8, 128, 256, DType::kBF16},  // 64 rows per kv-head, the path's widest
       {4, 1, 2, 256, 16, DType::kFP16},   // head_dim 256 (gemma3)
+      {4, 1, 2, 256, 16, DType::kBF16},   // and in bf16 (the avx512-bf16 kernel's dot products)
+      {6, 2, 1, 96, 16, DType::kBF16},    // head_dim 96 (phi3), 32
+      {4, 4, 1, 32, 16, DType::kBF16},
   };
   uint64_t seed = 100;
   for (const Case& c : cases) {
