@@ -378,19 +378,20 @@ TEST_CASE("make-model: --type q4_k_m writes llama.cpp's mix, and the model runs"
   }
   CHECK(type_of("blk.2.attn_v.weight") == GgmlType::kQ4_K);  // 8 layers: 0, 7 and (i - 1) % 3 == 2
   CHECK(type_of("blk.3.attn_v.weight") == GgmlType::kQ6_K);
-  // The file type llama.cpp's quantizer writes for the mix (LLAMA_FTYPE_MOSTLY_Q4_K_M), which llama-bench
-  // names the file by: without it llama.cpp guesses, and Gemma-3's fallback rows read as "all F32".
-  auto file_type = file->get_int("general.file_type");
-  REQUIRE(file_type.ok());
-  CHECK(*file_type == 15);
+  // The file type llama.cpp's quantizer writes for the mix, which llama-bench names the file by: without
+  // it llama.cpp guesses, and Gemma-3's fallback rows read as "all F32".
+  auto file_type = [&] {
+    auto f = GgufFile::open(path);
+    REQUIRE(f.ok());
+    auto t = f->get_int("general.file_type");
+    REQUIRE(t.ok());
+    return *t;
+  };
+  CHECK(file_type() == 15);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
   // Q5_K matrices (q5_k_m) are written, load and run on the CPU too.
   REQUIRE(run({"--out", path, "--layers", "2", "--dim", "256", "--heads", "4", "--kv-heads", "2", "--ffn", "512",
                "--vocab", "300", "--type", "q5_k_m"}) == 0);
-  file = GgufFile::open(path);
-  REQUIRE(file.ok());
-  file_type = file->get_int("general.file_type");
-  REQUIRE(file_type.ok());
-  CHECK(*file_type == 17);  // LLAMA_FTYPE_MOSTLY_Q5_K_M
+  CHECK(file_type() == 17);  // LLAMA_FTYPE_MOSTLY_Q5_K_M
   SyntheticModelSpec spec;
   spec.n_layers = 2;
   spec.hidden = 256;

@@ -562,23 +562,25 @@ TEST_CASE("quant gemv q8 gpu: RoPE + K/V, SwiGLU, GeGLU, accumulate and row rang
 }
 
 #if FLASHSCOPE_WITH_CUDA
-TEST_CASE("quant gemv q8: the switch takes 0..8 rows") {
+TEST_CASE("quant gemv q8: the switches clamp what they are set to (rows 0..8, a CTA of 4 or 16 warps)") {
   Paths paths;
-  cuda::set_quant_gemv_q8_max_rows(12);
-  CHECK(cuda::quant_gemv_q8_max_rows() == 8);
-  cuda::set_quant_gemv_q8_max_rows(3);
-  CHECK(cuda::quant_gemv_q8_max_rows() == 3);
-  cuda::set_quant_gemv_q8_max_rows(-1);
-  CHECK(cuda::quant_gemv_q8_max_rows() == 0);
-}
-
-TEST_CASE("quant gemv q8: the CTA width is 4 or 16 warps") {
-  Paths paths;
-  cuda::set_quant_gemv_q8_warps(4);
-  CHECK(cuda::quant_gemv_q8_warps() == 4);
-  cuda::set_quant_gemv_q8_warps(8);
-  CHECK(cuda::quant_gemv_q8_warps() == 16);
-  cuda::set_quant_gemv_q8_warps(16);
-  CHECK(cuda::quant_gemv_q8_warps() == 16);
+  struct Case {
+    void (*set)(int);
+    int (*get)();
+    int value, expect;
+  };
+  const Case cases[] = {
+      {cuda::set_quant_gemv_q8_max_rows, cuda::quant_gemv_q8_max_rows, 12, 8},
+      {cuda::set_quant_gemv_q8_max_rows, cuda::quant_gemv_q8_max_rows, 3, 3},
+      {cuda::set_quant_gemv_q8_max_rows, cuda::quant_gemv_q8_max_rows, -1, 0},
+      {cuda::set_quant_gemv_q8_warps, cuda::quant_gemv_q8_warps, 4, 4},
+      {cuda::set_quant_gemv_q8_warps, cuda::quant_gemv_q8_warps, 8, 16},
+      {cuda::set_quant_gemv_q8_warps, cuda::quant_gemv_q8_warps, 16, 16},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.value);
+    c.set(c.value);
+    CHECK(c.get() == c.expect);
+  }
 }
 #endif

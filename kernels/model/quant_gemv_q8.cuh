@@ -266,6 +266,11 @@ __device__ __forceinline__ void prefetch_row_l2(const uint8_t* row, int64_t byte
 // or 16 where a row has at most 16 parts (a 1024-wide K-quant row: two units
 // a warp, none of its lanes idle).
 __host__ __device__ constexpr int q8_unit_lanes(int parts) { return parts <= 16 ? 16 : 32; }
+// Parts of a k-wide row of type T (quant_blocks.h: a lane's bytes of a step).
+template <int T>
+__host__ __device__ constexpr int q8_row_parts(int k) {
+  return k / quant::kGroup / quant::part_groups(T);
+}
 
 // kWarpsQ8 warps a CTA: 4, or 16 (one CTA an SM), where each CTA's staging
 // and quantization of the input, which every CTA repeats, is a quarter as
@@ -283,7 +288,7 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   const int kc = p.k / kChunkElems;
   const int groups = p.k / quant::kGroup;
   constexpr int kPartGroups = quant::part_groups(kType);
-  const int parts = groups / kPartGroups;  // parts of a row
+  const int parts = q8_row_parts<kType>(p.k);
   const bool swiglu = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int units = swiglu ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
   const int ul = q8_unit_lanes(parts);
@@ -401,7 +406,7 @@ cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream,
   // Up to q8_min_ctas CTAs an SM (fewer where the shared memory or
   // registers allow fewer), none without a unit to compute.
   const int ctas = resident_ctas(kernel, smem, p.sm_count, q8_min_ctas<kWarpsQ8>());
-  const int warps = ceil_div(units, 32 / q8_unit_lanes(p.k / quant::kGroup / quant::part_groups(kType)));
+  const int warps = ceil_div(units, 32 / q8_unit_lanes(q8_row_parts<kType>(p.k)));
   return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min(ceil_div(warps, kWarpsQ8), ctas))),
                                    dim3(kWarpsQ8 * 32), smem, stream, programmatic, p);
 }
