@@ -7,7 +7,9 @@
 //   kStore and kAccumulate, against the CPU dequantizer;
 //   the fused inputs (kRmsNorm, kAddRmsNorm, kSplitKv) against the tiles;
 //   the epilogues (kRopeAppend, kSwiglu, kGegluTanh, a row range) against
-//   the same kernel's stored products with the epilogue applied on the host.
+//   the same kernel's stored products with the epilogue applied on the host;
+//   kRopeHeads (q/k norms, biases, NeoX pairs, a run per type) against the
+//   same kernel's kStore then rope_append, bit for bit.
 //
 // Bounds. The kernel multiplies the exact dequantized weights by inputs
 // rounded to int8 per block of 32: x̃ = d·q, d = amax/127, q = round(x/d).
@@ -559,6 +561,203 @@ TEST_CASE("quant gemv q8 gpu: RoPE + K/V, SwiGLU, GeGLU, accumulate and row rang
       }
     }
   }
+}
+
+TEST_CASE("quant gemv q8 gpu: kRopeHeads, a launch per run of whole heads, equals kStore then rope_append bit for bit") {
+  // Each run's kernel stores its rows of qkv with the sums kStore gives
+  // (they do not depend on the epilogue), and the unit that completes a head
+  // runs rope_append's own arithmetic (rope_head.cuh) on it: every output
+  // equal, the counters back at zero, a second launch on them equal again.
+  if (skip_without_gpu()) return;
+  Paths paths;
+  paths.use_q8(true);
+  struct Shape {
+    const char* name;
+    int rows, q_heads, kv_heads, head_dim, hidden;
+    GgmlType qk, v;  // the Q and K rows' type, the V rows' (a second run where they differ)
+    bool norms, bias, neox;
+  };
+  const Shape shapes[] = {
+      {"Qwen3-0.6B decode, Q4_K_M's Q6_K V", 1, 16, 8, 128, 1024, GgmlType::kQ4_K, GgmlType::kQ6_K, true, false, true},
+      {"Gemma-3-270M decode", 1, 4, 1, 256, 640, GgmlType::kQ5_0, GgmlType::kQ8_0, true, false, true},
+      {"Qwen2.5-0.5B decode: biases", 1, 14, 2, 64, 896, GgmlType::kQ8_0, GgmlType::kQ8_0, false, true, true},
+      {"adjacent pairs, norms and biases", 1, 8, 2, 128, 1024, GgmlType::kQ5_K, GgmlType::kQ5_K, true, true, false},
+  };
+  constexpr int kPageSize = 16, kPages = 4;
+  std::mt19937_64 rng(7331);
+  for (int warps : {16, 4}) {
+    cuda::set_quant_gemv_q8_warps(warps);
+    for (const Shape& s : shapes) {
+      INFO(s.name, ", CTAs of ", warps, " warps");
+      const int heads = s.q_heads + 2 * s.kv_heads;
+      const int n_out = heads * s.head_dim, qk_rows = (s.q_heads + s.kv_heads) * s.head_dim;
+      const int k = s.hidden;
+      // The runs: Q and K rows, then V rows (one run when they share a type).
+      std::vector<QuantMatrix> runs;
+      runs.reserve(2);
+      std::vector<int> begins;
+      if (s.qk == s.v) {
+        runs.emplace_back(s.qk, n_out, k, rng);
+        begins.push_back(0);
+      } else {
+        runs.emplace_back(s.qk, qk_rows, k, rng);
+        runs.emplace_back(s.v, n_out - qk_rows, k, rng);
+        begins = {0, qk_rows};
+      }
+      const std::vector<float> xf = random_f32(size_t(s.rows) * k, rng, 3.0f);
+      const std::vector<float> norm_weight = random_f32(size_t(k), rng, 0.5f);
+      std::vector<int64_t> slots(size_t(s.rows));
+      for (int t = 0; t < s.rows; ++t) slots[size_t(t)] = (5 * t + 3) % (kPages * kPageSize);
+      const int pairs = s.head_dim / 2;
+      std::vector<float> cos_t(size_t(s.rows) * pairs), sin_t(cos_t.size());
+      std::uniform_real_distribution<float> angle(-3.0f, 3.0f);
+      for (size_t i = 0; i < cos_t.size(); ++i) {
+        const float a = angle(rng);
+        cos_t[i] = std::cos(a);
+        sin_t[i] = std::sin(a);
+      }
+      const std::vector<float> q_norm = random_f32(size_t(s.head_dim), rng, 0.5f);
+      const std::vector<float> k_norm = random_f32(size_t(s.head_dim), rng, 0.5f);
+      const std::vector<float> bias = random_f32(size_t(n_out), rng, 0.3f);
+      DeviceBuffer d_xf = upload(xf), d_norm = upload(norm_weight), d_slots = upload(slots);
+      DeviceBuffer d_cos = upload(cos_t), d_sin = upload(sin_t), d_qn = upload(q_norm), d_kn = upload(k_norm),
+                   d_bias = upload(bias);
+      const std::vector<int32_t> zeros(size_t(heads), 0);
+      DeviceBuffer d_counters = upload(zeros);
+      const size_t q_elems = size_t(s.rows) * s.q_heads * s.head_dim;
+      const size_t page_elems = size_t(kPages) * s.kv_heads * kPageSize * s.head_dim;
+      struct Outputs {
+        DeviceBuffer qkv, q, k, v;
+      };
+      auto outputs = [&] {
+        return Outputs{poisoned(size_t(s.rows) * n_out * 4), poisoned(q_elems * 2), poisoned(page_elems * 2),
+                       poisoned(page_elems * 2)};
+      };
+      auto rope_op = [&](Outputs& o) {
+        cuda::RopeAppendOp r;
+        r.rope_cos = static_cast<const float*>(d_cos.data());
+        r.rope_sin = static_cast<const float*>(d_sin.data());
+        r.slots = static_cast<const int64_t*>(d_slots.data());
+        r.q_out = static_cast<uint16_t*>(o.q.data());
+        r.q_stride = int64_t(s.q_heads) * s.head_dim;
+        r.k_pages = o.k.data();
+        r.v_pages = o.v.data();
+        r.n = s.rows;
+        r.q_heads = s.q_heads;
+        r.kv_heads = s.kv_heads;
+        r.head_dim = s.head_dim;
+        r.rope_dim = s.head_dim;
+        r.page_size = kPageSize;
+        r.num_pages = kPages;
+        r.bias = s.bias ? static_cast<const float*>(d_bias.data()) : nullptr;
+        r.q_norm = s.norms ? static_cast<const float*>(d_qn.data()) : nullptr;
+        r.k_norm = s.norms ? static_cast<const float*>(d_kn.data()) : nullptr;
+        r.norm_eps = 1e-6f;
+        r.neox = s.neox;
+        return r;
+      };
+      auto run_op = [&](cuda::SkinnyOutput output, size_t i, Outputs& o) {
+        cuda::SkinnyGemmOp op;
+        op.input = cuda::SkinnyInput::kRmsNorm;
+        op.output = output;
+        op.matrix = &runs[i].m;
+        op.row_begin = begins[i];
+        op.rows = s.rows;
+        op.n_out = n_out;
+        op.k = k;
+        op.xf = static_cast<const float*>(d_xf.data());
+        op.ldxf = k;
+        op.norm_weight = static_cast<const float*>(d_norm.data());
+        op.eps = 1e-5f;
+        op.y = static_cast<float*>(o.qkv.data());
+        op.ldy = n_out;
+        op.rope = rope_op(o);
+        op.rope_counters = static_cast<int*>(d_counters.data());
+        return op;
+      };
+      Outputs ref = outputs();
+      for (size_t i = 0; i < runs.size(); ++i) {
+        const Status st = cuda::skinny_gemm(run_op(cuda::SkinnyOutput::kStore, i, ref), nullptr);
+        REQUIRE_MESSAGE(st.ok(), st.to_string());
+      }
+      cuda::RopeAppendOp r = rope_op(ref);
+      r.qkv = static_cast<const float*>(ref.qkv.data());
+      r.qkv_stride = n_out;
+      Status st = cuda::rope_append(r, nullptr);
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
+      for (int launch = 0; launch < 2; ++launch) {
+        INFO("launch ", launch);
+        Outputs fused = outputs();
+        for (size_t i = 0; i < runs.size(); ++i) {
+          REQUIRE(cuda::skinny_quant_rope_heads_supported(s.rows, k, n_out, s.head_dim, begins[i], runs[i].n));
+          st = cuda::skinny_gemm(run_op(cuda::SkinnyOutput::kRopeHeads, i, fused), nullptr);
+          REQUIRE_MESSAGE(st.ok(), st.to_string());
+        }
+        auto same = [](const DeviceBuffer& a, const DeviceBuffer& b, size_t bytes) {
+          return download<uint8_t>(a, bytes) == download<uint8_t>(b, bytes);
+        };
+        CHECK_MESSAGE(same(fused.qkv, ref.qkv, size_t(s.rows) * n_out * 4), "qkv differs");
+        CHECK_MESSAGE(same(fused.q, ref.q, q_elems * 2), "q differs");
+        CHECK_MESSAGE(same(fused.k, ref.k, page_elems * 2), "K pages differ");
+        CHECK_MESSAGE(same(fused.v, ref.v, page_elems * 2), "V pages differ");
+        CHECK(download<int32_t>(d_counters, size_t(heads)) == zeros);
+      }
+    }
+  }
+}
+
+TEST_CASE("quant gemv q8 gpu: kRopeHeads over quantized weights refuses runs that split a head and steps it does not take") {
+  if (skip_without_gpu()) return;
+  Paths paths;
+  paths.use_q8(true);
+  const int q_heads = 4, kv_heads = 1, dim = 64, k = 256, n_out = (q_heads + 2 * kv_heads) * dim;
+  CHECK(cuda::skinny_quant_rope_heads_supported(1, k, n_out, dim, 0, n_out));
+  CHECK(cuda::skinny_quant_rope_heads_supported(1, k, n_out, dim, 5 * dim, dim));   // the V run
+  CHECK(!cuda::skinny_quant_rope_heads_supported(1, k, n_out, dim, 0, 5 * dim - 32));  // ends inside a head
+  CHECK(!cuda::skinny_quant_rope_heads_supported(1, k, n_out, dim, 32, n_out - 32));   // starts inside one
+  CHECK(!cuda::skinny_quant_rope_heads_supported(2, k, n_out, dim, 0, n_out));  // two rows: one-row steps only
+  std::mt19937_64 rng(17);
+  QuantMatrix w(GgmlType::kQ8_0, n_out - 32, k, rng);
+  const std::vector<float> xf = random_f32(size_t(2) * k, rng, 1.0f), norm_weight(size_t(k), 1.0f);
+  DeviceBuffer d_xf = upload(xf), d_norm = upload(norm_weight), qkv = poisoned(size_t(2) * n_out * 4);
+  DeviceBuffer q = poisoned(size_t(2) * q_heads * dim * 2), pages = poisoned(size_t(2) * 16 * dim * 2);
+  DeviceBuffer slots = upload(std::vector<int64_t>{0, 1}), angles = upload(std::vector<float>(64, 0.5f));
+  DeviceBuffer counters = upload(std::vector<int32_t>(6, 0));
+  cuda::SkinnyGemmOp op;
+  op.input = cuda::SkinnyInput::kRmsNorm;
+  op.output = cuda::SkinnyOutput::kRopeHeads;
+  op.matrix = &w.m;
+  op.rows = 1;
+  op.n_out = n_out;
+  op.k = k;
+  op.xf = static_cast<const float*>(d_xf.data());
+  op.ldxf = k;
+  op.norm_weight = static_cast<const float*>(d_norm.data());
+  op.y = static_cast<float*>(qkv.data());
+  op.ldy = n_out;
+  op.rope.rope_cos = op.rope.rope_sin = static_cast<const float*>(angles.data());
+  op.rope.slots = static_cast<const int64_t*>(slots.data());
+  op.rope.q_out = static_cast<uint16_t*>(q.data());
+  op.rope.q_stride = q_heads * dim;
+  op.rope.k_pages = op.rope.v_pages = pages.data();
+  op.rope.q_heads = q_heads;
+  op.rope.kv_heads = kv_heads;
+  op.rope.head_dim = dim;
+  op.rope.rope_dim = dim;
+  op.rope.page_size = 16;
+  op.rope.num_pages = 2;
+  op.rope_counters = static_cast<int*>(counters.data());
+  Status st = cuda::skinny_gemm(op, nullptr);  // 352 rows: the last head cut short
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK(st.message().find("whole heads") != std::string::npos);
+  QuantMatrix whole(GgmlType::kQ8_0, n_out, k, rng);
+  op.matrix = &whole.m;
+  op.rows = 2;  // the epilogue is the one-row kernel's
+  st = cuda::skinny_gemm(op, nullptr);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  op.rows = 1;
+  st = cuda::skinny_gemm(op, nullptr);
+  CHECK_MESSAGE(st.ok(), st.to_string());
 }
 
 #if FLASHSCOPE_WITH_CUDA

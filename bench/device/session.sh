@@ -9,13 +9,15 @@
 #             jobs JA / JB / JL (default 8 / 5 / 3 on 16 cores)
 #   part      moves the carried model parts into /tmp/w/parts
 #   wait      until the background builds end (WAIT_JOBS, default "before after llama"; WAIT_MAX seconds)
-#   join      the parts into /tmp/w/real/*.gguf, linked into assets/models of both trees; sha256 printed
+#   join      the parts into /tmp/w/real/*.gguf (Gemma only when p6 came), linked into assets/models of
+#             both trees; sha256 printed
 #   models    make-model files in /tmp/w/gen (MODELS="preset:type ...", default: #18's and #21's shapes)
 #   tests     the after build's whole suite (TESTS_FILTER: a doctest -tc filter) -> $OUT/tests.log
 #   variant   NAME MACRO VALUE...: after's cli rebuilt with `#define MACRO VALUE` in FILE (VARIANT_FILE),
 #             kept as /tmp/w/cli-NAME; the tree is put back after (runs in the background: wait on "variant")
-#   matrix    decode tok/s of CLIS ("before", "after", or variant names) on MX_MODELS, MX_ROUNDS interleaved
-#             rounds, batches E2E_BATCH (default 1) -> $OUT/matrix.txt
+#   matrix    decode tok/s of CLIS ("before", "after", or variant names; NAME@VAR=VALUE runs NAME's cli
+#             with VAR=VALUE in its environment) on MX_MODELS, MX_ROUNDS interleaved rounds, batches
+#             E2E_BATCH (default 1), more `bench e2e` flags in E2E_ARGS -> $OUT/matrix.txt
 #   llama     llama-bench -fa 1 -p 512 -n 128 on LL_MODELS (default: MX_MODELS) -> $OUT/llama.txt
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -25,7 +27,7 @@ C=$here/.device-carry
 W=/tmp/w
 mkdir -p $W/parts $W/gen $W/real
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-cli_of() { case $1 in before) echo $W/before/build/cli/flashscope-cli ;; after) echo $W/after/build/cli/flashscope-cli ;;
+cli_of() { case ${1%%@*} in before) echo $W/before/build/cli/flashscope-cli ;; after) echo $W/after/build/cli/flashscope-cli ;;
   *) echo $W/cli-$1 ;; esac; }
 configure() {  # source dir, build dir
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
@@ -77,7 +79,8 @@ while (($#)); do
       size=$(cat $W/parts/smollm2.size)
       cat $W/parts/p[0-9] > $W/all.bin
       head -c "$size" $W/all.bin > $W/real/SmolLM2-135M-Instruct.Q4_1.gguf
-      tail -c +"$((size + 1))" $W/all.bin > $W/real/gemma-3-270m-q4_k_m.gguf
+      # Gemma only when every part came (SmolLM2 alone is p0 and p1).
+      [[ -f $W/parts/p6 ]] && tail -c +"$((size + 1))" $W/all.bin > $W/real/gemma-3-270m-q4_k_m.gguf
       rm -f $W/all.bin
       sha256sum $W/real/*.gguf
       for d in $W/after/src $W/before/src $here; do
@@ -108,7 +111,10 @@ while (($#)); do
       for r in $(seq 1 ${MX_ROUNDS:-2}); do
         for m in ${MX_MODELS:-$W/gen/*.gguf}; do
           for c in ${CLIS:-before after}; do
-            got=$($(cli_of $c) bench e2e -m $m --batch ${E2E_BATCH:-1} --runs ${E2E_RUNS:-3} --json 2>&1 |
+            env_of=()
+            [[ $c == *@* ]] && env_of=("${c#*@}")
+            got=$(env "${env_of[@]}" $(cli_of $c) bench e2e -m $m --batch ${E2E_BATCH:-1} --runs ${E2E_RUNS:-3} \
+              ${E2E_ARGS:-} --json 2>&1 |
               grep -o '"batch":[0-9]*\|"decode_tokens_per_s":[0-9.]*' | paste -sd' ')
             echo "round $r | $c | $(basename $m) | $got"
           done
