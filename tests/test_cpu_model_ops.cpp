@@ -1,15 +1,19 @@
 // The CPU engine's element-wise ops that have vector builds (issue #25):
 // each build against the portable one and against a double-precision
-// formula, on this CPU's builds (the AVX2 one is skipped where it is absent).
+// formula, on this CPU's builds (the AVX2 one is skipped where it is absent);
+// and the RoPE row cache the CUDA step packs its angles from.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/model_ops.hpp"
+#include "backends/cpu/rope_cache.hpp"
 #include "backends/cpu/quant_matmul.hpp"
 
 using flashscope::cpu::CpuIsa;
@@ -85,5 +89,57 @@ TEST_CASE("cpu model ops: geglu_tanh's builds agree with gelu_tanh(g)·u in doub
       CHECK(bad == 0);
     }
     flashscope::cpu::set_cpu_isa(flashscope::cpu::detected_cpu_isa());
+  }
+}
+
+TEST_CASE("cpu model ops: RoPE rows from the position cache equal rope_table's bit for bit, from several threads") {
+  // Gemma 3's head (256 → 128 pairs) with Llama 3-style frequency factors and a scale.
+  const int rope_dim = 256, half = rope_dim / 2;
+  std::vector<float> factors(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) factors[static_cast<size_t>(i)] = 1.0f + 7.0f * static_cast<float>(i) / half;
+  flashscope::cpu::RopeTableCache cache(rope_dim, 1e6f, 0.5f, factors.data());
+  auto want = [&](const std::vector<int32_t>& pos, std::vector<float>& c, std::vector<float>& s) {
+    c.assign(pos.size() * half, 0.0f);
+    s.assign(pos.size() * half, 0.0f);
+    flashscope::cpu::rope_table(pos.data(), static_cast<int64_t>(pos.size()), rope_dim, 1e6f, 0.5f, factors.data(),
+                                c.data(), s.data());
+  };
+  auto check = [&](const std::vector<int32_t>& pos) {
+    std::vector<float> wc, ws, gc(pos.size() * half, -9.0f), gs(pos.size() * half, -9.0f);
+    want(pos, wc, ws);
+    cache.rows(pos.data(), static_cast<int64_t>(pos.size()), gc.data(), gs.data());
+    return std::memcmp(wc.data(), gc.data(), wc.size() * sizeof(float)) == 0 &&
+           std::memcmp(ws.data(), gs.data(), ws.size() * sizeof(float)) == 0;
+  };
+  // Growth (300 past the first 256 rows), repeats, out of order, past the
+  // cached range (computed each time) and a negative position.
+  const int64_t past = flashscope::cpu::RopeTableCache::kMaxCachedPositions;
+  CHECK(check({0, 1, 5}));
+  CHECK(check({300, 299, 5, 4095, 17}));
+  CHECK(check({static_cast<int32_t>(past - 1), static_cast<int32_t>(past), static_cast<int32_t>(past + 12345), -3, 2}));
+  std::vector<int> ok(4, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      std::mt19937 rng(static_cast<uint32_t>(k));
+      std::uniform_int_distribution<int32_t> position(0, 20000);
+      int good = 0;
+      for (int round = 0; round < 20; ++round) {
+        std::vector<int32_t> pos(37);
+        for (int32_t& p : pos) p = position(rng);
+        good += check(pos) ? 1 : 0;
+      }
+      ok[static_cast<size_t>(k)] = good;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  CHECK(ok == std::vector<int>(4, 20));
+  // And rope_table is the formula: a spot check against long double.
+  std::vector<float> c, s;
+  want({1000}, c, s);
+  for (int i = 0; i < half; i += 17) {
+    const long double angle = 1000.0L * std::pow(1e6L, -2.0L * i / rope_dim) * 0.5L / factors[static_cast<size_t>(i)];
+    CHECK(std::fabs(static_cast<double>(c[static_cast<size_t>(i)] - static_cast<float>(std::cos(angle)))) <= 1e-7);
+    CHECK(std::fabs(static_cast<double>(s[static_cast<size_t>(i)] - static_cast<float>(std::sin(angle)))) <= 1e-7);
   }
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FLASHSCOPE_X86_KERNELS 1
@@ -130,18 +131,29 @@ void rope_table(const int32_t* positions, int64_t n, int rope_dim, float base, f
   rope_table(positions, n, rope_dim, base, 1.0f, nullptr, cos_out, sin_out);
 }
 
+std::vector<double> rope_inv_freq(int rope_dim, float base, float scale, const float* factors) {
+  std::vector<double> inv_freq(static_cast<size_t>(std::max(rope_dim / 2, 0)));
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] = std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / rope_dim) *
+                  static_cast<double>(scale);
+    if (factors != nullptr) inv_freq[i] /= static_cast<double>(factors[i]);
+  }
+  return inv_freq;
+}
+
+void rope_row(int32_t position, const double* inv_freq, int half, float* cos_out, float* sin_out) {
+  for (int i = 0; i < half; ++i) {
+    const double angle = static_cast<double>(position) * inv_freq[i];
+    cos_out[i] = static_cast<float>(std::cos(angle));
+    sin_out[i] = static_cast<float>(std::sin(angle));
+  }
+}
+
 void rope_table(const int32_t* positions, int64_t n, int rope_dim, float base, float scale, const float* factors,
                 float* cos_out, float* sin_out) {
   const int half = rope_dim / 2;
-  for (int64_t t = 0; t < n; ++t) {
-    for (int i = 0; i < half; ++i) {
-      double inv_freq = std::pow(static_cast<double>(base), -2.0 * i / rope_dim) * static_cast<double>(scale);
-      if (factors != nullptr) inv_freq /= static_cast<double>(factors[i]);
-      const double angle = static_cast<double>(positions[t]) * inv_freq;
-      cos_out[t * half + i] = static_cast<float>(std::cos(angle));
-      sin_out[t * half + i] = static_cast<float>(std::sin(angle));
-    }
-  }
+  const std::vector<double> inv_freq = rope_inv_freq(rope_dim, base, scale, factors);
+  for (int64_t t = 0; t < n; ++t) rope_row(positions[t], inv_freq.data(), half, cos_out + t * half, sin_out + t * half);
 }
 
 void rope_pairs(float* x, int64_t n, int heads, int head_dim, int rope_dim, const float* cos_t,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace flashscope::cpu {
 
@@ -23,6 +24,11 @@ void rope_table(const int32_t* positions, int64_t n, int rope_dim, float base, f
 // rope_freqs), as llama.cpp's rope with freq_scale and freq_factors.
 void rope_table(const int32_t* positions, int64_t n, int rope_dim, float base, float scale, const float* factors,
                 float* cos_out, float* sin_out);
+
+// rope_table's two halves: inv_freq [rope_dim / 2] = scale · base^(−2i/rope_dim)
+// / factors[i], and one position's row cos/sin [half] of position · inv_freq[i].
+std::vector<double> rope_inv_freq(int rope_dim, float base, float scale, const float* factors);
+void rope_row(int32_t position, const double* inv_freq, int half, float* cos_out, float* sin_out);
 
 // Rotates consecutive pairs (x[2i], x[2i+1]) of the first rope_dim elements
 // of every head ("normal" RoPE, the layout of llama GGUFs, whose converter

@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/rope_cache.hpp"
 #include "backends/cuda/cuda_backend.hpp"
 #include "model/model_impl.hpp"
 
@@ -240,10 +241,12 @@ struct CudaModel {
   };
   // The distinct RoPE angle sets of the layers (gemma3: global and local
   // base), each one table of the step block; Llama 3's frequency factors
-  // are folded into every table on the host.
+  // are folded into every table on the host, whose rows come from `table`
+  // (computed once per position).
   struct Rope {
     float base = 10000.0f;
     float scale = 1.0f;
+    std::shared_ptr<cpu::RopeTableCache> table;
   };
   std::vector<Rope> ropes;
 
@@ -345,8 +348,8 @@ struct StepLayout {
   size_t bytes = 0;
 };
 StepLayout step_layout(int seqs, int tokens, int rope_half, int table_stride, int rope_tables);
-// Writes the step's RoPE tables (cm.ropes, in double, with the model's
-// frequency factors) for `positions` [n] into the host staging block at `at`.
+// Writes the step's RoPE tables (cm.ropes' rows: cpu::rope_table's values)
+// for `positions` [n] into the host staging block at `at`.
 void pack_rope_tables(const Model::Impl& m, const CudaModel& cm, const int32_t* positions, int n, char* host,
                       const StepLayout& at);
 

@@ -25,7 +25,8 @@
 //
 // RoPE tables: one per distinct (base, scale) of the layers (CudaModel::ropes;
 // gemma3 has two), computed on the host in double with Llama 3's frequency
-// factors folded in, so the kernels only read angles.
+// factors folded in (once per position: cpu::RopeTableCache), so the kernels
+// only read angles.
 //
 // A step of at most kSkinnyRows tokens (a decode step, a small batch) runs
 // each layer as four fused few-token GEMMs (cuda::skinny_gemm) around the
@@ -171,13 +172,10 @@ StepLayout step_layout(int seqs, int tokens, int rope_half, int table_stride, in
 
 void pack_rope_tables(const Model::Impl& m, const CudaModel& cm, const int32_t* positions, int n, char* host,
                       const StepLayout& at) {
-  const ModelConfig& c = m.config;
-  if (c.rope_dim / 2 <= 0) return;
-  const float* factors = m.weights.rope_freqs.empty() ? nullptr : m.weights.rope_freqs.data();
+  if (m.config.rope_dim / 2 <= 0) return;
   for (size_t r = 0; r < cm.ropes.size(); ++r) {
-    cpu::rope_table(positions, n, c.rope_dim, cm.ropes[r].base, cm.ropes[r].scale, factors,
-                    reinterpret_cast<float*>(host + at.cos + r * at.rope_stride),
-                    reinterpret_cast<float*>(host + at.sin + r * at.rope_stride));
+    cm.ropes[r].table->rows(positions, n, reinterpret_cast<float*>(host + at.cos + r * at.rope_stride),
+                            reinterpret_cast<float*>(host + at.sin + r * at.rope_stride));
   }
 }
 

@@ -220,8 +220,9 @@ Status check_loadable(const Model::Impl& m) {
   return Status::ok_status();
 }
 
-// Each layer's RoPE table (one per distinct base and scale) and window.
-Status make_layers(const ModelConfig& c, CudaModel* cm) {
+// Each layer's RoPE table (one per distinct base and scale; factors: the
+// model's rope_freqs or null) and window.
+Status make_layers(const ModelConfig& c, const float* factors, CudaModel* cm) {
   try {
     cm->layers.resize(static_cast<size_t>(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) {
@@ -230,7 +231,10 @@ Status make_layers(const ModelConfig& c, CudaModel* cm) {
       D.window_left = lc.window > 0 ? lc.window - 1 : -1;  // keys (p − window, p]
       auto same = [&](const CudaModel::Rope& r) { return r.base == lc.rope_base && r.scale == lc.rope_scale; };
       auto it = std::find_if(cm->ropes.begin(), cm->ropes.end(), same);
-      if (it == cm->ropes.end()) it = cm->ropes.insert(cm->ropes.end(), CudaModel::Rope{lc.rope_base, lc.rope_scale});
+      if (it == cm->ropes.end()) {
+        auto table = std::make_shared<cpu::RopeTableCache>(c.rope_dim, lc.rope_base, lc.rope_scale, factors);
+        it = cm->ropes.insert(cm->ropes.end(), CudaModel::Rope{lc.rope_base, lc.rope_scale, std::move(table)});
+      }
       D.rope = static_cast<int>(it - cm->ropes.begin());
     }
   } catch (const std::bad_alloc&) {
@@ -465,7 +469,8 @@ Result<std::shared_ptr<CudaModel>> cuda_load(const Model::Impl& m) {
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, "cannot allocate the CUDA model");
   }
-  FLASHSCOPE_RETURN_IF_ERROR(make_layers(m.config, cm.get()));
+  FLASHSCOPE_RETURN_IF_ERROR(
+      make_layers(m.config, m.weights.rope_freqs.empty() ? nullptr : m.weights.rope_freqs.data(), cm.get()));
   FLASHSCOPE_RETURN_IF_ERROR(check_attention(m.config, cm->layers));
   FLASHSCOPE_RETURN_IF_ERROR(cuda_check(cudaGetDevice(&cm->device), "cudaGetDevice"));
   WeightPlan plan;
