@@ -14,11 +14,10 @@
 //    are held to (test_model_families_cuda.cpp: the paths round the same
 //    values to bf16 after fp32 sums in another order; a wrong residual or
 //    norm moves logits by tens of percent);
-//  * q/k norms + RoPE + K/V append run by the QKV GEMM's last CTA (bf16
-//    weights) or last unit (quantized: the int8 GEMV's one-row steps) per
-//    head (FLASHSCOPE_CUDA_FUSE_ROPE) give the rope_append launches' logits
-//    bit for bit (the same arithmetic on the same values): the Qwen3 shape,
-//    which has no post-norms, must match exactly.
+//  * q/k norms + RoPE + K/V append run by the QKV GEMM's last CTA per head
+//    (FLASHSCOPE_CUDA_FUSE_ROPE, bf16 weights) give the rope_append
+//    launches' logits bit for bit (the same arithmetic on the same values):
+//    the Qwen3 shape, which has no post-norms, must match exactly.
 //
 // Each model decodes past its sliding window and across a KV page from CUDA
 // graphs, then runs a step of 3 tokens (the fused kernels without a graph).
@@ -35,7 +34,6 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.hpp"
-#include "backends/cuda/model_ops_cuda.hpp"
 #include "device_facts.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/gguf.hpp"
@@ -217,11 +215,8 @@ TEST_CASE("cuda decode step: post-norms and q/k-norm RoPE folded into the few-to
       if (post_norms) CHECK(fused.norm_fused_enqueues == fused.fused_enqueues);
       if (!post_norms) CHECK(fused.norm_fused_enqueues == 0);
       CHECK(unfused.rope_fused_enqueues == 0);
-      // Both shapes have q/k norms; with bf16 weights every few-token step folds
-      // rope_append, with quantized weights the one-row steps the int8 GEMV
-      // runs (all but the 3-token step).
-      const uint64_t quant_folds = cuda::quant_gemv_q8_max_rows() >= 1 ? fused.fused_enqueues - 1 : 0;
-      CHECK(fused.rope_fused_enqueues == (weights == WeightFormat::kBf16 ? fused.fused_enqueues : quant_folds));
+      // Both shapes have q/k norms; with bf16 weights every few-token step folds rope_append.
+      CHECK(fused.rope_fused_enqueues == (weights == WeightFormat::kBf16 ? fused.fused_enqueues : 0));
       CHECK(fused.fused_enqueues >= 3);
       REQUIRE(unfused.logits.size() == fused.logits.size());
       double max_abs = 0, ss = 0;

@@ -192,9 +192,7 @@ enum class SkinnyOutput : int {
 // (bias, q/k norms, NeoX pairs) included: once all CTAs of a head have stored
 // its rows, the last of them (an atomic count in rope_counters [H + 2·KV],
 // zero before the launch and left zero) runs the head for every token. bf16
-// weights where skinny_gemm_rope_heads_supported(n_out, head_dim); quantized
-// weights where skinny_gemm_quant_rope_heads_supported (the int8 GEMV, which
-// counts units of two rows where the bf16 kernel counts CTAs).
+// weights only, and skinny_gemm_rope_heads_supported(n_out, head_dim).
 // Weights kept in their GGUF blocks (kernels/quant/quant_blocks.h) instead
 // of the bf16 `w`: type 0 means bf16 (w is read, the rest unused).
 //   data     rows [row_begin, row_end) of the output space, row_bytes each (kSwiglu, kGegluTanh: the gate
@@ -238,11 +236,6 @@ struct SkinnyGemmKernelParams {
 // each CTA's rows lie in one head (head_dim a multiple of 8) and each warp
 // has one unit (n_out up to 8184).
 bool skinny_gemm_rope_heads_supported(int n_out, int head_dim);
-// Whether kRopeHeads runs over quantized weights: a one-row step the int8
-// GEMV takes (quant_gemv_q8_max_rows, its shared memory) whose rows [row_begin,
-// row_end) of the n_out are whole heads of head_dim (a launch per run of
-// one type: a Q4_K_M file's Q4_K Q and K heads, then its Q6_K V heads).
-bool skinny_gemm_quant_rope_heads_supported(int rows, int k, int n_out, int head_dim, int row_begin, int row_end);
 // Tokens the kernel is instantiated for at `rows` (1, 2, 4 or 8): the shared
 // memory holds that many input rows.
 int skinny_gemm_tokens(int rows);

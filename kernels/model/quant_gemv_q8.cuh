@@ -272,42 +272,6 @@ __host__ __device__ constexpr int q8_row_parts(int k) {
   return k / quant::kGroup / quant::part_groups(T);
 }
 
-// kRopeHeads, after a warp's units (units_per_warp of them, ul lanes each)
-// stored their rows of qkv: each unit counts itself in its head's counter
-// (its lanes' stores released first). The unit whose count completes the
-// head (head_dim / 2 units) sets the counter back to zero and its warp runs
-// rope_append's arithmetic on that head for every token (rope_head.cuh),
-// the reads acquired after the count: the bf16 kernel's rope_heads_epilogue
-// with a unit where it has a CTA. The launch's rows are whole heads
-// (skinny_gemm_quant_rope_heads_supported), so a head is counted by one
-// launch only. Every lane of the warp calls it.
-__device__ __forceinline__ void q8_rope_heads(const SkinnyGemmKernelParams& p, int warp_unit, int ul, int units) {
-  const int lane = threadIdx.x % 32;
-  const int unit = warp_unit + lane / ul;
-  const RopeAppendKernelParams& q = p.rope;
-  fence_acq_rel_gpu();  // this lane's stores of qkv before its unit is counted
-  __syncwarp();         // every lane's stores (and fences) before the unit's first lane counts
-  int completed = -1;   // at a unit's first lane: the head its count completed
-  if (lane % ul == 0 && unit < units) {
-    const int head = (p.wq.row_begin + 2 * unit) / q.head_dim;
-    if (atomicAdd(p.rope_counters + head, 1) + 1 == q.head_dim / 2) {
-      p.rope_counters[head] = 0;
-      fence_acq_rel_gpu();  // the other units' stores, counted before ours, are visible to the reads below
-      completed = head;
-    }
-  }
-  __syncwarp();
-  for (int i = 0; i < 32 / ul; ++i) {
-    const int head = __shfl_sync(0xffffffffu, completed, i * ul);
-    if (head < 0) continue;
-    for (int t = 0; t < p.rows; ++t) {
-      rope_head::Lane r;
-      rope_head::prepare(q, t, head, lane, r);
-      rope_head::finish(q, t, head, lane, r);
-    }
-  }
-}
-
 // kWarpsQ8 warps a CTA: 4, or 16 (one CTA an SM), where each CTA's staging
 // and quantization of the input, which every CTA repeats, is a quarter as
 // many instructions a thread.
@@ -420,9 +384,6 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
         if (lane_part == t && t < p.rows && unit < units) store_unit(p, t, rows, acc[0][t], acc[1][t], epi);
         acc[0][t] = acc[1][t] = 0.0f;
       }
-      if constexpr (kTok == 1) {  // one-row steps: in the wider kernels it costs stack (bench/TUNING.md#engine)
-        if (p.output == SkinnyOutput::kRopeHeads) q8_rope_heads(p, it.unit, ul, units);  // uniform over the warp
-      }
       load_epi(next.unit);
     }
     cur[0] = nxt[0];
@@ -495,14 +456,6 @@ constexpr int kQuantGemvQ8DefaultRows = 1;
 bool quant_gemv_q8_takes(int rows, int k) {
   return rows <= quant_gemv_q8_max_rows() &&
          q8_smem_bytes(skinny_gemm_tokens(rows), k) <= skinny_gemm_quant_smem_limit();
-}
-
-// kRopeHeads over quantized weights: the int8 GEMV's one-row steps (the
-// others have no such epilogue), on rows [row_begin, row_end) that are whole heads.
-bool quant_gemv_q8_rope_heads(int rows, int k, int n_out, int head_dim, int row_begin, int row_end) {
-  return rows == 1 && quant_gemv_q8_takes(rows, k) && head_dim >= 2 && head_dim % 2 == 0 && n_out % head_dim == 0 &&
-         row_begin >= 0 && row_begin < row_end && row_end <= n_out && row_begin % head_dim == 0 &&
-         row_end % head_dim == 0;
 }
 
 }  // namespace

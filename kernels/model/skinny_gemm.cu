@@ -1048,10 +1048,6 @@ int skinny_gemm_tokens(int rows) { return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <
 
 size_t skinny_gemm_smem_bytes(int rows, int k) { return size_t(skinny_gemm_tokens(rows)) * k * sizeof(uint16_t); }
 
-bool skinny_gemm_quant_rope_heads_supported(int rows, int k, int n_out, int head_dim, int row_begin, int row_end) {
-  return quant_gemv_q8_rope_heads(rows, k, n_out, head_dim, row_begin, row_end);
-}
-
 bool skinny_gemm_rope_heads_supported(int n_out, int head_dim) {
   return head_dim >= 2 * kWarps && head_dim % (2 * kWarps) == 0 && n_out > 0 && n_out % head_dim == 0 &&
          units_per_warp_for(n_out / 2) == 1;
@@ -1059,9 +1055,7 @@ bool skinny_gemm_rope_heads_supported(int n_out, int head_dim) {
 
 cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   if (p.rows <= 0) return cudaSuccess;
-  if (p.output == SkinnyOutput::kRopeHeads && p.wq.type != 0 &&
-      !quant_gemv_q8_rope_heads(p.rows, p.k, p.n_out, p.rope.head_dim, p.wq.row_begin, p.wq.row_end))
-    return cudaErrorInvalidValue;  // the int8 GEMV's epilogue, whole heads
+  if (p.output == SkinnyOutput::kRopeHeads && p.wq.type != 0) return cudaErrorInvalidValue;  // bf16 kernel only
   if (p.wq.type != 0) {
     if (quant_gemv_q8_takes(p.rows, p.k)) return launch_quant_gemv_q8(p, stream, programmatic);
     if (quant_gemv_takes(p.rows, p.k)) return launch_quant_gemv(p, stream, programmatic);

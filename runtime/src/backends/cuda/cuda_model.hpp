@@ -273,9 +273,8 @@ struct CudaModel {
   bool fuse_norms = true;
   // And the q/k norms, RoPE and K/V append of a family the QKV GEMM's own
   // epilogue cannot rotate (NeoX pairs, biases, q/k norms) ride at the end
-  // of that GEMM (kRopeHeads) instead of a rope_append launch (bf16 weights,
-  // or quantized ones in the int8 GEMV's one-row steps), when
-  // FLASHSCOPE_CUDA_FUSE_ROPE=1 (opt-in: measured slower, bench/TUNING.md#engine).
+  // of that GEMM (kRopeHeads) instead of a rope_append launch, with bf16
+  // weights, when FLASHSCOPE_CUDA_FUSE_ROPE=1 (opt-in: measured slower).
   bool fuse_rope = false;
   // The O product merges the split-KV partials as it stages its input for
   // calls of up to this many splits; above it the combine kernel merges them

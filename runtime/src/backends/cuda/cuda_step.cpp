@@ -32,10 +32,8 @@
 // each layer as four fused few-token GEMMs (cuda::skinny_gemm) around the
 // attention instead of nine launches:
 //     q, K/V pages = rope(rms_norm(x) · Wqkvᵀ)        kRmsNorm → kRopeAppend (llama: adjacent pairs,
-//                                                      no bias or norm); the other families
-//                                                      kRopeHeads (bf16, or quantized in the
-//                                                      int8 GEMV), else kStore into qkv, then
-//                                                      rope_append
+//                                                      no bias or norm; the other families kStore
+//                                                      into qkv, then rope_append)
 //     x += o · Woᵀ                                     kBf16 → kAccumulate, or kSplitKv:
 //                                                      the attention's split-KV partials merged
 //                                                      here (no combine launch) [gemma3: kStore into
@@ -387,8 +385,6 @@ class StepEnqueue {
   void norm_input(cuda::SkinnyGemmOp& op, const float* norm_weight, bool store) const;
   void settle();
   Status fused_store_runs(const MatrixRuns& runs, const float* norm_weight, float* out, int64_t ldy);
-  // Whether kRopeHeads takes every run of a layer's QKV (quantized runs: whole heads, a step the int8 GEMV takes).
-  bool rope_heads_fold(const MatrixRuns& qkv) const;
   Status swiglu_rows();
   Status keep_q(int l);
   cuda::RopeAppendOp rope_op(int l) const;
@@ -441,14 +437,11 @@ void StepEnqueue::choose_path() {
   if (fold_norms_) totals().norm_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
   // The families whose RoPE the QKV epilogue cannot do in registers: the
   // kRopeHeads GEMM runs rope_append on each head once its rows are stored
-  // (cm.fuse_rope): bf16 weights in one run, or quantized runs of whole heads
-  // in the int8 GEMV (one launch a run), where every layer's runs allow it.
+  // (cm.fuse_rope), where every layer's QKV is one bf16 run.
   fold_rope_ = [&] {
-    if (!skinny_ || rope_in_gemm_ || !cm_.fuse_rope) return false;
-    if (sc_.rope_counters.size() < static_cast<size_t>(c_.n_heads + 2 * c_.n_kv_heads) * sizeof(int32_t))
-      return false;
-    return std::all_of(cm_.layers.begin(), cm_.layers.end(),
-                       [&](const CudaModel::Layer& L) { return rope_heads_fold(L.qkv); });
+    if (!skinny_ || rope_in_gemm_ || !cm_.fuse_rope || cm_.quantized) return false;
+    if (!cuda::skinny_rope_heads_supported(qkv_dim_, c_.head_dim)) return false;
+    return sc_.rope_counters.size() >= static_cast<size_t>(c_.n_heads + 2 * c_.n_kv_heads) * sizeof(int32_t);
   }();
   if (fold_rope_) totals().rope_fused_enqueues.fetch_add(1, std::memory_order_relaxed);
 }
@@ -619,18 +612,6 @@ cuda::RopeAppendOp StepEnqueue::rope_op(int l) const {
   return ra;
 }
 
-bool StepEnqueue::rope_heads_fold(const MatrixRuns& qkv) const {
-  for (int i = 0; i < qkv.count; ++i) {
-    if (!qkv.run[i].quantized()) {  // bf16: a stack with a bf16 part is one run
-      if (qkv.count != 1 || !cuda::skinny_rope_heads_supported(qkv_dim_, c_.head_dim)) return false;
-      continue;
-    }
-    if (!cuda::skinny_quant_rope_heads_supported(n_, H_, qkv_dim_, c_.head_dim, qkv.begin[i], qkv.run[i].rows))
-      return false;
-  }
-  return true;
-}
-
 // q and the K/V pages from the normed residual: RoPE in the GEMM's epilogue
 // (adjacent pairs), in its last CTA per head (kRopeHeads), or rope_append
 // after a stored product.
@@ -645,18 +626,15 @@ Status StepEnqueue::fused_qkv(const CudaModel::Layer& L, const cuda::RopeAppendO
       FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s_));
     }
     settle();
-  } else if (fold_rope_) {  // each run's GEMM runs rope_append on its heads at its end
-    for (int i = 0; i < L.qkv.count; ++i) {
-      cuda::SkinnyGemmOp qkv_op =
-          fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeHeads, L.qkv.run[i], qkv_dim_, H_);
-      qkv_op.row_begin = L.qkv.begin[i];
-      norm_input(qkv_op, L.attn_norm, i == 0);
-      qkv_op.y = qkv_;
-      qkv_op.ldy = qkv_dim_;
-      qkv_op.rope = ra;
-      qkv_op.rope_counters = static_cast<int*>(sc_.rope_counters.data());
-      FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s_));
-    }
+  } else if (fold_rope_) {  // one bf16 run: the GEMM runs rope_append at its end
+    cuda::SkinnyGemmOp qkv_op =
+        fused(cuda::SkinnyInput::kRmsNorm, cuda::SkinnyOutput::kRopeHeads, L.qkv.run[0], qkv_dim_, H_);
+    norm_input(qkv_op, L.attn_norm, true);
+    qkv_op.y = qkv_;
+    qkv_op.ldy = qkv_dim_;
+    qkv_op.rope = ra;
+    qkv_op.rope_counters = static_cast<int*>(sc_.rope_counters.data());
+    FLASHSCOPE_RETURN_IF_ERROR(cuda::skinny_gemm(qkv_op, s_));
     settle();
   } else {
     FLASHSCOPE_RETURN_IF_ERROR(fused_store_runs(L.qkv, L.attn_norm, qkv_, qkv_dim_));

@@ -209,11 +209,6 @@ bool skinny_rope_heads_supported(int n_out, int head_dim) {
   return kernels::skinny_gemm_rope_heads_supported(n_out, head_dim);
 }
 
-bool skinny_quant_rope_heads_supported(int rows, int k, int n_out, int head_dim, int row_begin, int run_rows) {
-  return skinny_quant_supported(rows, k) &&
-         kernels::skinny_gemm_quant_rope_heads_supported(rows, k, n_out, head_dim, row_begin, row_begin + run_rows);
-}
-
 bool skinny_quant_supported(int rows, int k) {
   return rows >= 1 && rows <= kernels::kSkinnyMaxRows && k >= 32 && k % 32 == 0 &&
          kernels::skinny_gemm_smem_bytes(rows, k) <= kernels::skinny_gemm_quant_smem_limit();
@@ -338,15 +333,12 @@ Status skinny_gemm(const SkinnyGemmOp& op_in, void* stream) {
       break;
     case SkinnyOutput::kRopeHeads: {
       FLASHSCOPE_RETURN_IF_ERROR(check_rope_target(op.rope, name));
+      if (quant) return bad(name, "kRopeHeads takes bf16 weights (store the product, then rope_append)");
       const int64_t row = int64_t(op.rope.q_heads + 2 * op.rope.kv_heads) * op.rope.head_dim;
       if (op.n_out != row)
         return bad(name, "n_out " + std::to_string(op.n_out) + " must be (q_heads + 2·kv_heads)·head_dim = " +
                              std::to_string(row) + " for kRopeHeads");
-      if (quant && !skinny_quant_rope_heads_supported(op.rows, op.k, op.n_out, op.rope.head_dim, op.row_begin,
-                                                      op.matrix->rows))
-        return unsupported("skinny_gemm: kRopeHeads over quantized weights runs in the int8 GEMV's one-row steps "
-                           "(FLASHSCOPE_QUANT_GEMV) on runs of whole heads; store the product, then rope_append");
-      if (!quant && !skinny_rope_heads_supported(op.n_out, op.rope.head_dim))
+      if (!skinny_rope_heads_supported(op.n_out, op.rope.head_dim))
         return unsupported("skinny_gemm: kRopeHeads needs head_dim a multiple of 8 and n_out <= 8184");
       if (!op.y || op.ldy < op.n_out || op.ldy % 2 != 0 || !aligned(op.y, 8))
         return bad(name, "kRopeHeads: y must be non-null and 8-byte aligned, ldy >= n_out and even");
@@ -895,7 +887,6 @@ Status gemm_bf16(void*, const GemmOp&) { return no_cuda(); }
 bool skinny_gemm_supported(int, int) { return false; }
 bool skinny_quant_supported(int, int) { return false; }
 bool skinny_rope_heads_supported(int, int) { return false; }
-bool skinny_quant_rope_heads_supported(int, int, int, int, int, int) { return false; }
 int quant_gemv_max_rows() { return 0; }
 void set_quant_gemv_max_rows(int) {}
 int quant_gemv_q8_max_rows() { return 0; }

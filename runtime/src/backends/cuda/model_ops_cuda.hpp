@@ -209,9 +209,8 @@ struct SkinnySplitKv {
 };
 //          kRopeHeads: y = in · wᵀ as kStore (the QKV product: rope.qkv and qkv_stride are y and
 //                      ldy), then rope_append(`rope`) on it in the same launch, every option
-//                      of rope_append allowed; bf16 weights where skinny_rope_heads_supported(),
-//                      quantized (matrix, row_begin: one run of whole heads) where
-//                      skinny_quant_rope_heads_supported(); rope_counters as below
+//                      of rope_append allowed; bf16 weights only and
+//                      skinny_rope_heads_supported(); rope_counters as below
 enum class SkinnyOutput { kStore, kAccumulate, kRopeAppend, kSwiglu, kGegluTanh, kRopeHeads };
 struct SkinnyGemmOp {
   SkinnyInput input = SkinnyInput::kBf16;
@@ -253,10 +252,6 @@ struct SkinnyGemmOp {
 bool skinny_gemm_supported(int rows, int k);
 // Whether kRopeHeads takes a QKV product of n_out rows of heads of head_dim.
 bool skinny_rope_heads_supported(int n_out, int head_dim);
-// Whether kRopeHeads takes quantized weights for a step of `rows` rows of k:
-// the int8 GEMV runs it in one-row steps (where quant_gemv_q8_max_rows() >= 1 and its shared memory fits),
-// on a run of rows [row_begin, row_begin + run_rows) of the n_out that is whole heads.
-bool skinny_quant_rope_heads_supported(int rows, int k, int n_out, int head_dim, int row_begin, int run_rows);
 // With quantized weights (SkinnyGemmOp::matrix) the input rows may take up
 // to 96 KiB of shared memory: 4 rows of k = 12288, 8 of 6144.
 bool skinny_quant_supported(int rows, int k);
