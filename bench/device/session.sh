@@ -15,7 +15,7 @@
 #   tests     the after build's whole suite (TESTS_FILTER: a doctest -tc filter) -> $OUT/tests.log
 #   variant   NAME MACRO VALUE...: after's cli rebuilt with `#define MACRO VALUE` in FILE (VARIANT_FILE),
 #             kept as /tmp/w/cli-NAME; the tree is put back after (runs in the background: wait on "variant")
-#   matrix    decode tok/s of CLIS ("before", "after", or variant names; NAME@VAR=VALUE runs NAME's cli
+#   matrix    prompt and decode tok/s of CLIS ("before", "after", or variant names; NAME@VAR=VALUE runs NAME's cli
 #             with VAR=VALUE in its environment) on MX_MODELS, MX_ROUNDS interleaved rounds, batches
 #             E2E_BATCH (default 1), more `bench e2e` flags in E2E_ARGS -> $OUT/matrix.txt
 #   llama     llama-bench -fa 1 -p 512 -n 128 on LL_MODELS (default: MX_MODELS) -> $OUT/llama.txt
@@ -115,7 +115,7 @@ while (($#)); do
             [[ $c == *@* ]] && env_of=("${c#*@}")
             got=$(env "${env_of[@]}" $(cli_of $c) bench e2e -m $m --batch ${E2E_BATCH:-1} --runs ${E2E_RUNS:-3} \
               ${E2E_ARGS:-} --json 2>&1 |
-              grep -o '"batch":[0-9]*\|"decode_tokens_per_s":[0-9.]*' | paste -sd' ')
+              grep -o '"batch":[0-9]*\|"prompt_tokens_per_s":[0-9.]*\|"decode_tokens_per_s":[0-9.]*' | paste -sd' ')
             echo "round $r | $c | $(basename $m) | $got"
           done
         done
