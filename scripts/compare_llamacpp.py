@@ -11,6 +11,14 @@ llama.cpp on the CPU while ours runs on --device cuda: the reference is the
 same file's logits either way. Exits 1 when top-1 agreement over
 all prompts is below --min-top1 (the #18 bar: 95%).
 
+Where llama-cpp-python is not installed (the GPU machine reaches no
+registry), split the run: --save-ours DIR there writes our side (each
+prompt's tokens and logits, the greedy texts) and stops; --ours-from DIR
+here compares it against llama.cpp on this machine.
+
+    python3 scripts/compare_llamacpp.py --cli build/cli/flashscope-cli -m M --device cuda --save-ours out/
+    python3 scripts/compare_llamacpp.py -m M --device cuda --llama-device cpu --ours-from out/
+
     python3 scripts/compare_llamacpp.py --cli build/cli/flashscope-cli \
         -m assets/models/gemma-3-270m-q4_k_m.gguf --device cpu
 """
@@ -57,6 +65,19 @@ def ours_greedy(cli: str, model: str, prompt: str, device: str, n: int) -> str:
     return out.stdout.rstrip("\n")
 
 
+def save_ours(args) -> int:
+    out = pathlib.Path(args.save_ours)
+    for i, prompt in enumerate(PROMPTS):
+        d = out / f"p{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        subprocess.run([args.cli, "logits", "-m", args.model, "-p", prompt, "--device", args.device, "--out", str(d),
+                        "--chunk", str(args.chunk)], check=True, stderr=subprocess.DEVNULL)
+        if i < 3 and args.greedy > 0:
+            (out / f"greedy{i}.txt").write_text(ours_greedy(args.cli, args.model, prompt, args.device, args.greedy))
+    print(f"our side of {len(PROMPTS)} prompts in {out}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", default="build/cli/flashscope-cli")
@@ -67,7 +88,12 @@ def main() -> int:
     ap.add_argument("--min-top1", type=float, default=0.95)
     ap.add_argument("--greedy", type=int, default=16, help="tokens of greedy continuation to compare")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--save-ours", metavar="DIR", help="write our side only (no llama.cpp) and stop")
+    ap.add_argument("--ours-from", metavar="DIR", help="read our side from a --save-ours directory")
     args = ap.parse_args()
+    if args.save_ours:
+        return save_ours(args)
+    saved = pathlib.Path(args.ours_from) if args.ours_from else None
 
     from llama_cpp import Llama
 
@@ -79,8 +105,11 @@ def main() -> int:
           f"{'cuda' if gpu else 'cpu'}")
     print("| prompt | tokens | top-1 equal | normalized error | first near-tie split |")
     print("|---|---|---|---|---|")
-    for prompt in PROMPTS:
-        ids, mine = ours(args.cli, args.model, prompt, args.device, args.chunk)
+    for i, prompt in enumerate(PROMPTS):
+        if saved:
+            ids, mine = np.load(saved / f"p{i}" / "tokens.npy"), np.load(saved / f"p{i}" / "logits.npy")
+        else:
+            ids, mine = ours(args.cli, args.model, prompt, args.device, args.chunk)
         llm.reset()
         llm.eval(ids.tolist())
         ref = np.array(llm.scores[: len(ids)], dtype=np.float64)
@@ -101,8 +130,11 @@ def main() -> int:
     if args.greedy > 0:
         print("\n| prompt | FlashScope greedy | llama.cpp greedy |")
         print("|---|---|---|")
-        for prompt in PROMPTS[:3]:
-            mine = ours_greedy(args.cli, args.model, prompt, args.device, args.greedy)
+        for i, prompt in enumerate(PROMPTS[:3]):
+            if saved:
+                mine = (saved / f"greedy{i}.txt").read_text()
+            else:
+                mine = ours_greedy(args.cli, args.model, prompt, args.device, args.greedy)
             llm.reset()
             theirs = llm.create_completion(prompt, max_tokens=args.greedy, temperature=0.0, top_k=1)["choices"][0]["text"]
             mine_tail = mine[len(prompt):] if mine.startswith(prompt) else mine
