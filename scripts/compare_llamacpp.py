@@ -12,12 +12,14 @@ same file's logits either way. Exits 1 when top-1 agreement over
 all prompts is below --min-top1 (the #18 bar: 95%).
 
 Where llama-cpp-python is not installed (the GPU machine reaches no
-registry), split the run: --save-ours DIR there writes our side (each
-prompt's tokens and logits, the greedy texts) and stops; --ours-from DIR
-here compares it against llama.cpp on this machine.
+registry), split the run: --save-ours FILE.npz there writes our side (each
+prompt's token ids and top-1 ids, the greedy texts: 10 KB where the logits
+of a 262,144-token vocabulary would be 240 MB) and stops; --ours-from
+FILE.npz here compares it against llama.cpp on this machine (top-1 and
+greedy; no normalized error without the logits).
 
-    python3 scripts/compare_llamacpp.py --cli build/cli/flashscope-cli -m M --device cuda --save-ours out/
-    python3 scripts/compare_llamacpp.py -m M --device cuda --llama-device cpu --ours-from out/
+    python3 scripts/compare_llamacpp.py --cli build/cli/flashscope-cli -m M --device cuda --save-ours ours.npz
+    python3 scripts/compare_llamacpp.py -m M --device cuda --llama-device cpu --ours-from ours.npz
 
     python3 scripts/compare_llamacpp.py --cli build/cli/flashscope-cli \
         -m assets/models/gemma-3-270m-q4_k_m.gguf --device cpu
@@ -66,15 +68,15 @@ def ours_greedy(cli: str, model: str, prompt: str, device: str, n: int) -> str:
 
 
 def save_ours(args) -> int:
-    out = pathlib.Path(args.save_ours)
+    saved = {}
     for i, prompt in enumerate(PROMPTS):
-        d = out / f"p{i}"
-        d.mkdir(parents=True, exist_ok=True)
-        subprocess.run([args.cli, "logits", "-m", args.model, "-p", prompt, "--device", args.device, "--out", str(d),
-                        "--chunk", str(args.chunk)], check=True, stderr=subprocess.DEVNULL)
+        ids, mine = ours(args.cli, args.model, prompt, args.device, args.chunk)
+        saved[f"tokens{i}"] = ids
+        saved[f"top1_{i}"] = mine.argmax(axis=1).astype(np.int32)
         if i < 3 and args.greedy > 0:
-            (out / f"greedy{i}.txt").write_text(ours_greedy(args.cli, args.model, prompt, args.device, args.greedy))
-    print(f"our side of {len(PROMPTS)} prompts in {out}")
+            saved[f"greedy{i}"] = np.array(ours_greedy(args.cli, args.model, prompt, args.device, args.greedy))
+    np.savez(args.save_ours, **saved)
+    print(f"our side of {len(PROMPTS)} prompts in {args.save_ours}")
     return 0
 
 
@@ -88,12 +90,12 @@ def main() -> int:
     ap.add_argument("--min-top1", type=float, default=0.95)
     ap.add_argument("--greedy", type=int, default=16, help="tokens of greedy continuation to compare")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--save-ours", metavar="DIR", help="write our side only (no llama.cpp) and stop")
-    ap.add_argument("--ours-from", metavar="DIR", help="read our side from a --save-ours directory")
+    ap.add_argument("--save-ours", metavar="NPZ", help="write our side only (no llama.cpp) and stop")
+    ap.add_argument("--ours-from", metavar="NPZ", help="read our side from a --save-ours file")
     args = ap.parse_args()
     if args.save_ours:
         return save_ours(args)
-    saved = pathlib.Path(args.ours_from) if args.ours_from else None
+    saved = np.load(args.ours_from) if args.ours_from else None
 
     from llama_cpp import Llama
 
@@ -106,17 +108,18 @@ def main() -> int:
     print("| prompt | tokens | top-1 equal | normalized error | first near-tie split |")
     print("|---|---|---|---|---|")
     for i, prompt in enumerate(PROMPTS):
-        if saved:
-            ids, mine = np.load(saved / f"p{i}" / "tokens.npy"), np.load(saved / f"p{i}" / "logits.npy")
+        if saved is not None:
+            ids, a, mine = saved[f"tokens{i}"], saved[f"top1_{i}"], None
         else:
             ids, mine = ours(args.cli, args.model, prompt, args.device, args.chunk)
+            a = mine.argmax(axis=1)
         llm.reset()
         llm.eval(ids.tolist())
         ref = np.array(llm.scores[: len(ids)], dtype=np.float64)
-        a, b = mine.argmax(axis=1), ref.argmax(axis=1)
+        b = ref.argmax(axis=1)
         agree += int((a == b).sum())
         total += len(ids)
-        err = float(np.linalg.norm(mine - ref) / np.linalg.norm(ref))
+        err = float(np.linalg.norm(mine - ref) / np.linalg.norm(ref)) if mine is not None else float("nan")
         # Where the two disagree, how close llama.cpp's own top two were.
         gaps = []
         for i in np.nonzero(a != b)[0]:
@@ -131,8 +134,10 @@ def main() -> int:
         print("\n| prompt | FlashScope greedy | llama.cpp greedy |")
         print("|---|---|---|")
         for i, prompt in enumerate(PROMPTS[:3]):
-            if saved:
-                mine = (saved / f"greedy{i}.txt").read_text()
+            if saved is not None:
+                if f"greedy{i}" not in saved:
+                    continue
+                mine = str(saved[f"greedy{i}"])
             else:
                 mine = ours_greedy(args.cli, args.model, prompt, args.device, args.greedy)
             llm.reset()
