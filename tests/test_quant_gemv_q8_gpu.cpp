@@ -7,7 +7,9 @@
 //   kStore and kAccumulate, against the CPU dequantizer;
 //   the fused inputs (kRmsNorm, kAddRmsNorm, kSplitKv) against the tiles;
 //   the epilogues (kRopeAppend, kSwiglu, kGegluTanh, a row range) against
-//   the same kernel's stored products with the epilogue applied on the host.
+//   the same kernel's stored products with the epilogue applied on the host;
+//   Q6_K's one-row kernel (its parts staged in shared memory) against the
+//   two-row kernel (loaded from global memory), bit for bit.
 //
 // Bounds. The kernel multiplies the exact dequantized weights by inputs
 // rounded to int8 per block of 32: x̃ = d·q, d = amax/127, q = round(x/d).
@@ -271,6 +273,55 @@ TEST_CASE("quant gemv q8 gpu: every block type, rows 1..8, odd k and n, equal th
           CHECK(nan_kept == rows * 3);
         }
       }
+    }
+  }
+}
+
+TEST_CASE("quant gemv q8 gpu: Q6_K's one-row kernel (parts through shared memory) gives the two-row kernel's bits") {
+  // The one-row kernel copies each item's Q6_K row segments into shared
+  // memory (cp.async, 16-byte aligned around 2-byte aligned super-blocks)
+  // and reads the lanes' parts there; the wider kernels load them from
+  // global memory. A row's sum does not depend on the step's row count, so
+  // row 0 of a two-row step (row 1 another input) must be the one-row
+  // step's bits. Rows of 210 bytes (k 256: every other row starts 2 bytes
+  // past 4-byte alignment), a matrix 4 bytes past 16-byte alignment, units
+  // of 16 and 32 lanes, several warp steps, a last unit of one row, more
+  // units than warps; CTAs of 16 and 4 warps.
+  if (skip_without_gpu()) return;
+  Paths paths;
+  paths.use_q8(true);
+  std::mt19937_64 rng(6606);
+  struct Shape {
+    int n, k, offset;
+  };
+  const Shape shapes[] = {{37, 256, 4}, {1030, 1024, 0}, {151, 2048, 4}, {64, 3072, 0}, {9, 8448, 4}, {4099, 1024, 0}};
+  for (const Shape& sh : shapes) {
+    QuantMatrix w(GgmlType::kQ6_K, sh.n, sh.k, rng, sh.offset);
+    const std::vector<uint16_t> x = random_bf16(size_t(2) * sh.k, rng);
+    DeviceBuffer d_x = upload(x);
+    for (int warps : {16, 4}) {
+      INFO("n ", sh.n, " k ", sh.k, " offset ", sh.offset, " warps ", warps);
+      cuda::set_quant_gemv_q8_warps(warps);
+      std::vector<float> got[2];
+      for (int rows = 1; rows <= 2; ++rows) {
+        DeviceBuffer d_y = poisoned(size_t(rows) * sh.n * 4);
+        cuda::SkinnyGemmOp op;
+        op.matrix = &w.m;
+        op.rows = rows;
+        op.n_out = sh.n;
+        op.k = sh.k;
+        op.x = static_cast<const uint16_t*>(d_x.data());
+        op.ldx = sh.k;
+        op.y = static_cast<float*>(d_y.data());
+        op.ldy = sh.n;
+        const Status s = cuda::skinny_gemm(op, nullptr);
+        REQUIRE_MESSAGE(s.ok(), s.to_string());
+        got[rows - 1] = download<float>(d_y, size_t(sh.n));  // row 0
+      }
+      int nan = 0;
+      for (float v : got[0]) nan += std::isnan(v) ? 1 : 0;
+      CHECK(nan == 0);
+      CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)) == 0);
     }
   }
 }

@@ -1,6 +1,7 @@
 // Thin wrappers over the PTX the attention kernels are built from, so no
 // kernel writes inline asm itself (sm80+):
 //   cp.async        global -> shared, 16 bytes, bypassing registers and L1
+//   ld.shared       32- and 16-bit loads by shared address (bytes cp.async put there)
 //   ldmatrix        shared -> registers in the mma fragment layout (x2, x4, .trans)
 //   mma.m16n8k16    D[16x8] += A[16x16] * B[16x8], f32 accumulate, bf16 or f16 inputs
 //   griddepcontrol  programmatic dependent launch (sm_90+; nothing on older targets)
@@ -36,6 +37,18 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// 32- and 16-bit loads from a shared-memory address (4- and 2-byte aligned).
+__device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds_u16(uint32_t addr) {
+  unsigned short v;
+  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
+  return v;
+}
 
 // Waits until at most N committed groups are still in flight.
 template <int N>

@@ -280,7 +280,58 @@ constexpr int q8_min_ctas() {
   return kWarpsQ8 >= 16 ? 1 : kQ8CtasPerSm;
 }
 
-template <int kTok, int kType, int kWarpsQ8>
+// Q6_K's parts come through shared memory in one-row steps: each warp copies
+// its items' row segments there with coalesced 16-byte cp.async, kQ8Stages − 1
+// items ahead, and its lanes read their parts from the copy. Why: a Q6_K
+// super-block is 210 bytes, so a lane's part is 2-byte aligned and came in
+// about twenty 4-byte loads a row, each of a warp's spread over a dozen cache
+// lines: the load/store unit, not DRAM, set the pace (the Q6_K LM head of a
+// Q4_K_M file at 1.8 TB/s on an H200, bench/TUNING.md#engine). The copy is
+// 4 instructions a row segment, its shared reads conflict-free (the lanes'
+// 210-byte strides fall on distinct banks). The wider steps' input rows
+// leave no room for the stages (k = 8192 at 8 rows: 147 KiB).
+//   stage: up to 4 row segments (two units of 16 lanes: 4 super-blocks a row;
+//          one unit of 32 lanes: 2 rows of 8), each padded for its copy's
+//          16-byte alignment: a segment starting at byte b of the row lies at
+//          b % 16 of its slot.
+constexpr int kQ8Stages = 3;
+constexpr int kQ6KBlockBytes = 210;
+__host__ __device__ constexpr int q8_stage_slot_bytes(int ul) { return (ul / 4 * kQ6KBlockBytes + 32 + 15) / 16 * 16; }
+constexpr int kQ8StageBytes = 4 * q8_stage_slot_bytes(16) > 2 * q8_stage_slot_bytes(32) ? 4 * q8_stage_slot_bytes(16)
+                                                                                         : 2 * q8_stage_slot_bytes(32);
+template <int T, int kTok>
+constexpr bool q8_stageable() {
+  return T == quant::kQ6_K && kTok == 1;
+}
+// The staged kernel's shared memory: the input's, rounded to 16 bytes, then each warp's stages.
+constexpr size_t q8_staged_smem_bytes(int tok, int k, int warps) {
+  return (q8_smem_bytes(tok, k) + 15) / 16 * 16 + size_t(warps) * kQ8Stages * kQ8StageBytes;
+}
+
+// 4·N bytes at a 2-byte aligned shared address as N little-endian words
+// (quant::load_words_a2 for shared memory: one aligned load more, shifted).
+template <int N>
+__device__ __forceinline__ void lds_words_a2(uint32_t addr, uint32_t (&w)[N]) {
+  const uint32_t base = addr & ~3u, shift = (addr & 3u) * 8;
+  uint32_t prev = lds_u32(base);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t next = lds_u32(base + 4 * (i + 1));
+    w[i] = __funnelshift_r(prev, next, shift);
+    prev = next;
+  }
+}
+
+// quant::load_part<kQ6_K> of the super-block at shared address sb: the same words.
+__device__ __forceinline__ void q6k_part_from_smem(uint32_t sb, int part, quant::PartBytes& b) {
+  const int h = part / 2, r0 = part % 2;
+  lds_words_a2(sb + 32 * part, b.qs);  // ql: 64h + 32r0
+  lds_words_a2(sb + 128 + 32 * h, b.qh);
+  b.head[1] = lds_u16(sb + 192 + 8 * h + 2 * r0) | (lds_u16(sb + 192 + 8 * h + 2 * r0 + 4) << 16);
+  b.head[0] = lds_u16(sb + 208);
+}
+
+template <int kTok, int kType, int kWarpsQ8, bool kStaged>
 __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
     quant_gemv_q8_kernel(const __grid_constant__ SkinnyGemmKernelParams p) {
   extern __shared__ uint4 x_smem[];  // bf16 [kTok][k] staged, then int8 [kTok][k] over its first half; Q8Meta after
@@ -317,16 +368,51 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
     load_unit_part<kType>(unit_of(unit), j / 4, j % 4, true, b);
   };
 
+  // kStaged: this warp's stages (shared addresses), the item each holds
+  // copied by every lane of the warp (rows that do not exist are not read;
+  // an item past the last is an empty group, so a wait counts items).
+  const int slot_bytes = q8_stage_slot_bytes(ul);
+  const uint32_t stages = smem_addr(x_smem) + uint32_t((q8_smem_bytes(kTok, p.k) + 15) / 16 * 16) +
+                          uint32_t(warp * kQ8Stages * kQ8StageBytes);
+  auto segment = [&](const Item& item, const uint8_t* row) {
+    return row + int64_t(ul * item.ws / 4) * kQ6KBlockBytes;  // the item's first super-block of the row
+  };
+  auto stage_item = [&](const Item& item, int stage) {
+    const int bytes = min(ul, parts - ul * item.ws) / 4 * kQ6KBlockBytes;
+    for (int u = 0; u < units_per_warp && item.unit + u < units; ++u) {
+      const QuantUnit q = unit_of(item.unit + u);
+      for (int r = 0; r < 2; ++r) {
+        if (!(r == 0 ? q.rows.has0 : q.rows.has1)) continue;
+        const uintptr_t src = reinterpret_cast<uintptr_t>(segment(item, r == 0 ? q.w0 : q.w1));
+        const uintptr_t first = src & ~uintptr_t(15);
+        const int chunks = int((src + bytes + 15 - first) / 16);
+        const uint32_t dst = stages + uint32_t(stage * kQ8StageBytes + (2 * u + r) * slot_bytes);
+        for (int c = lane; c < chunks; c += 32)
+          cp_async_16(dst + 16 * c, reinterpret_cast<const void*>(first + 16 * c), true);
+      }
+    }
+    cp_async_commit();
+  };
+
   // The weights do not depend on the kernel before this one: the warp's
   // first kQ8PrefetchUnits units are requested into L2 (no registers held
-  // across the staging below), then that kernel's outputs waited for.
+  // across the staging below), or its first stages copied, then that
+  // kernel's outputs waited for.
   Item it = {(int(blockIdx.x) * kWarpsQ8 + warp) * units_per_warp, 0};
-  for (int i = 0; i < kQ8PrefetchUnits * units_per_warp; ++i) {
-    const int unit = it.unit + (i / units_per_warp) * unit_stride + i % units_per_warp;
-    if (unit >= units) break;
-    const QuantUnit u = unit_of(unit);
-    prefetch_row_l2(u.w0, p.wq.row_bytes, u.rows.has0);
-    prefetch_row_l2(u.w1, p.wq.row_bytes, u.rows.has1);
+  Item staged = it;  // the next item to copy
+  if constexpr (kStaged) {
+    for (int s = 0; s < kQ8Stages - 1; ++s) {
+      stage_item(staged, s);
+      staged = advance(staged);
+    }
+  } else {
+    for (int i = 0; i < kQ8PrefetchUnits * units_per_warp; ++i) {
+      const int unit = it.unit + (i / units_per_warp) * unit_stride + i % units_per_warp;
+      if (unit >= units) break;
+      const QuantUnit u = unit_of(unit);
+      prefetch_row_l2(u.w0, p.wq.row_bytes, u.rows.has0);
+      prefetch_row_l2(u.w1, p.wq.row_bytes, u.rows.has1);
+    }
   }
   pdl_wait();
   pdl_launch_dependents();
@@ -346,14 +432,37 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   const uint8_t* xq = reinterpret_cast<const uint8_t*>(x_smem);
   const Q8Meta* meta = reinterpret_cast<const Q8Meta*>(xq + size_t(kTok) * p.k * sizeof(uint16_t));
   quant::PartBytes cur[2], nxt[2];
-  load(it, cur);
+  if constexpr (!kStaged) load(it, cur);
+  // kStaged: the lane's parts of the item in stage `stage` into cur.
+  auto read_staged = [&](const Item& item, int stage) {
+    cur[0] = quant::PartBytes{};
+    cur[1] = quant::PartBytes{};
+    const int j = ul * item.ws + lane_part, unit = item.unit + lane_unit;
+    if (unit >= units || j >= parts) return;
+    const QuantUnit q = unit_of(unit);
+    const uint32_t slot = stages + uint32_t(stage * kQ8StageBytes + 2 * lane_unit * slot_bytes + lane_part / 4 * kQ6KBlockBytes);
+    auto in_slot = [&](const uint8_t* row) { return uint32_t(reinterpret_cast<uintptr_t>(segment(item, row)) & 15); };
+    if (q.rows.has0) q6k_part_from_smem(slot + in_slot(q.w0), j % 4, cur[0]);
+    if (q.rows.has1) q6k_part_from_smem(slot + slot_bytes + in_slot(q.w1), j % 4, cur[1]);
+  };
+  int stage = 0;  // kStaged: the stage holding item `it`
 
   float acc[2][kTok];
 #pragma unroll
   for (int t = 0; t < kTok; ++t) acc[0][t] = acc[1][t] = 0.0f;
   while (it.unit < units) {
     const Item next = advance(it);
-    load(next, nxt);
+    if constexpr (kStaged) {
+      __syncwarp();  // every lane has read the stage the copy below refills (the previous item's)
+      stage_item(staged, (stage + kQ8Stages - 1) % kQ8Stages);
+      staged = advance(staged);
+      cp_async_wait<kQ8Stages - 1>();  // this lane's copies of item `it` are in
+      __syncwarp();                    // and every lane's
+      read_staged(it, stage);
+      stage = (stage + 1) % kQ8Stages;
+    } else {
+      load(next, nxt);
+    }
     const int j = ul * it.ws + lane_part;
     if (j < parts) {
 #pragma unroll
@@ -386,21 +495,35 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
       }
       load_epi(next.unit);
     }
-    cur[0] = nxt[0];
-    cur[1] = nxt[1];
+    if constexpr (!kStaged) {
+      cur[0] = nxt[0];
+      cur[1] = nxt[1];
+    }
     it = next;
   }
+  if constexpr (kStaged) cp_async_wait<0>();  // no copy outlives the CTA's shared memory
 }
 
-template <int kTok, int kType, int kWarpsQ8>
-cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
+// The device's opt-in shared memory a CTA, less the kernels' static (0 without a device).
+size_t q8_smem_optin() {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return size_t(optin) > kQuantStaticSmem ? size_t(optin) - kQuantStaticSmem : 0;
+}
+
+template <int kTok, int kType, int kWarpsQ8, bool kStaged>
+cudaError_t launch_gemv_q8_kernel(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
   const int units = gated_units ? p.n_out : (p.wq.row_end - p.wq.row_begin + 1) / 2;
-  const size_t smem = q8_smem_bytes(kTok, p.k);
-  auto kernel = quant_gemv_q8_kernel<kTok, kType, kWarpsQ8>;
+  const size_t smem = kStaged ? q8_staged_smem_bytes(kTok, p.k, kWarpsQ8) : q8_smem_bytes(kTok, p.k);
+  auto kernel = quant_gemv_q8_kernel<kTok, kType, kWarpsQ8, kStaged>;
   if (smem + kQuantStaticSmem > 48 * 1024) {
-    const cudaError_t e =
-        opt_in_dynamic_smem<quant_gemv_q8_kernel<kTok, kType, kWarpsQ8>>(int(skinny_gemm_quant_smem_limit()));
+    const cudaError_t e = opt_in_dynamic_smem<quant_gemv_q8_kernel<kTok, kType, kWarpsQ8, kStaged>>(
+        int(kStaged ? q8_smem_optin() : skinny_gemm_quant_smem_limit()));
     if (e != cudaSuccess) return e;
   }
   // Up to q8_min_ctas CTAs an SM (fewer where the shared memory or
@@ -409,6 +532,16 @@ cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream,
   const int warps = ceil_div(units, 32 / q8_unit_lanes(q8_row_parts<kType>(p.k)));
   return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min(ceil_div(warps, kWarpsQ8), ctas))),
                                    dim3(kWarpsQ8 * 32), smem, stream, programmatic, p);
+}
+
+// The staged kernel where the type has one and its shared memory fits the device, else the plain one.
+template <int kTok, int kType, int kWarpsQ8>
+cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
+  if constexpr (q8_stageable<kType, kTok>()) {
+    if (q8_staged_smem_bytes(kTok, p.k, kWarpsQ8) <= q8_smem_optin())
+      return launch_gemv_q8_kernel<kTok, kType, kWarpsQ8, true>(p, stream, programmatic);
+  }
+  return launch_gemv_q8_kernel<kTok, kType, kWarpsQ8, false>(p, stream, programmatic);
 }
 
 template <int kTok, int kWarpsQ8>
