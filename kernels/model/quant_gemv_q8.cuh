@@ -47,9 +47,10 @@
 // the two K-quant groups that share their bytes: one super-block per 4
 // lanes, contiguous bytes across the warp). A warp takes units
 // w, w + warps, ... and, across units, has the next item's (unit, step)
-// bytes in flight while it computes the current one; the first item's
-// bytes are requested before pdl_wait (the weights do not depend on the
-// kernel before). At a unit's last step its lanes' sums are reduced by
+// bytes in flight while it computes the current one (Q6_K in one-row steps:
+// the next two items' bytes, copied into shared memory, see q8_stageable);
+// the first item's bytes are requested before pdl_wait (the weights do not
+// depend on the kernel before). At a unit's last step its lanes' sums are reduced by
 // shuffles (a fixed order: results do not depend on the grid) and lane t
 // of the unit stores input row t. CTAs of 16 warps, one an SM (quant_gemv_q8_warps:
 // each CTA stages and quantizes the whole input, so the wide CTA gives each
@@ -285,8 +286,8 @@ constexpr int q8_min_ctas() {
 // items ahead, and its lanes read their parts from the copy. Why: a Q6_K
 // super-block is 210 bytes, so a lane's part is 2-byte aligned and came in
 // about twenty 4-byte loads a row, each of a warp's spread over a dozen cache
-// lines: the load/store unit, not DRAM, set the pace (the Q6_K LM head of a
-// Q4_K_M file at 1.8 TB/s on an H200, bench/TUNING.md#engine). The copy is
+// lines: the load/store unit, not DRAM, set the pace of the Q6_K launches
+// (a Q4_K_M file's LM head among them; bench/TUNING.md#engine). The copy is
 // 4 instructions a row segment, its shared reads conflict-free (the lanes'
 // 210-byte strides fall on distinct banks). The wider steps' input rows
 // leave no room for the stages (k = 8192 at 8 rows: 147 KiB).
