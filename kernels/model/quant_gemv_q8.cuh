@@ -505,17 +505,6 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   if constexpr (kStaged) cp_async_wait<0>();  // no copy outlives the CTA's shared memory
 }
 
-// The device's opt-in shared memory a CTA, less the kernels' static (0 without a device).
-size_t q8_smem_optin() {
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return size_t(optin) > kQuantStaticSmem ? size_t(optin) - kQuantStaticSmem : 0;
-}
-
 template <int kTok, int kType, int kWarpsQ8, bool kStaged>
 cudaError_t launch_gemv_q8_kernel(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   const bool gated_units = p.output == SkinnyOutput::kSwiglu || p.output == SkinnyOutput::kGegluTanh;
@@ -524,7 +513,7 @@ cudaError_t launch_gemv_q8_kernel(const SkinnyGemmKernelParams& p, cudaStream_t 
   auto kernel = quant_gemv_q8_kernel<kTok, kType, kWarpsQ8, kStaged>;
   if (smem + kQuantStaticSmem > 48 * 1024) {
     const cudaError_t e = opt_in_dynamic_smem<quant_gemv_q8_kernel<kTok, kType, kWarpsQ8, kStaged>>(
-        int(kStaged ? q8_smem_optin() : skinny_gemm_quant_smem_limit()));
+        int(kStaged ? quant_smem_optin() : skinny_gemm_quant_smem_limit()));
     if (e != cudaSuccess) return e;
   }
   // Up to q8_min_ctas CTAs an SM (fewer where the shared memory or
@@ -539,7 +528,7 @@ cudaError_t launch_gemv_q8_kernel(const SkinnyGemmKernelParams& p, cudaStream_t 
 template <int kTok, int kType, int kWarpsQ8>
 cudaError_t launch_gemv_q8(const SkinnyGemmKernelParams& p, cudaStream_t stream, bool programmatic) {
   if constexpr (q8_stageable<kType, kTok>()) {
-    if (q8_staged_smem_bytes(kTok, p.k, kWarpsQ8) <= q8_smem_optin())
+    if (q8_staged_smem_bytes(kTok, p.k, kWarpsQ8) <= quant_smem_optin())
       return launch_gemv_q8_kernel<kTok, kType, kWarpsQ8, true>(p, stream, programmatic);
   }
   return launch_gemv_q8_kernel<kTok, kType, kWarpsQ8, false>(p, stream, programmatic);

@@ -782,6 +782,18 @@ constexpr int kTileUnits = 8;  // units per tile: 16 weight rows, the mma's M
 // sums: 2.3 KiB at 8 rows), rounded up: what its input rows leave of a CTA's.
 constexpr size_t kQuantStaticSmem = 4 * 1024;
 
+// What the current device lets a quantized kernel's CTA opt into beyond
+// kQuantStaticSmem (0 without a device).
+size_t quant_smem_optin() {
+  int dev = 0, optin = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();  // no device: nothing fits, and no error is left for the next call to find
+    return 0;
+  }
+  return size_t(optin) > kQuantStaticSmem ? size_t(optin) - kQuantStaticSmem : 0;
+}
+
 struct QuantUnit {
   UnitRows rows;
   const uint8_t* w0;  // row0's bytes
@@ -1074,15 +1086,7 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmKernelParams& p, cudaStream_t str
   }
 }
 
-size_t skinny_gemm_quant_smem_limit() {
-  int dev = 0, optin = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();  // no device: nothing fits, and no error is left for the next call to find
-    return 0;
-  }
-  return size_t(optin) > kQuantStaticSmem ? std::min(kSkinnyQuantSmemLimit, size_t(optin) - kQuantStaticSmem) : 0;
-}
+size_t skinny_gemm_quant_smem_limit() { return std::min(kSkinnyQuantSmemLimit, quant_smem_optin()); }
 
 cudaError_t skinny_gemm_waits_on_producer(bool* waits) {
   cudaFuncAttributes attr{};

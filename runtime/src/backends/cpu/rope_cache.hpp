@@ -2,9 +2,9 @@
 // cpu::rope_table's values bit for bit (the same formula, rope_row).
 //
 // Why: the CUDA step uploads a table row per token and layer base, and
-// computing it is a pow, a cos and a sin in double per pair: a 512-token
-// prompt of Gemma 3 (two bases, 128 pairs) spent about 4 ms of host time in
-// it, more than that prompt's GPU work (bench/TUNING.md#engine). Positions
+// computing it is a pow, a cos and a sin in double per pair, which for a
+// prompt took longer on the host than the prompt's kernels on the GPU
+// (bench/TUNING.md#engine). Positions
 // repeat across steps and sessions, so rows are computed the first time a
 // position is seen (the cache grows in powers of two up to kMaxCachedPositions;
 // past it rows are computed each time) and copied from then on.
