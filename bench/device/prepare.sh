@@ -42,6 +42,21 @@ if [[ ! -f $out/llama.tar.gz ]]; then
   rm -rf "$tmp"
 fi
 
+# LLAMA_BUILD=1: llama.cpp's CUDA llama-bench built here (sm_90, one static
+# binary; nvcc needs no GPU), so a lease spends none of its time on it: about
+# an hour on 2 cores, in /tmp/llama-cuda (kept between sessions of this machine).
+if [[ ${LLAMA_BUILD:-0} == 1 && ! -f $out/llama-bench.tar.gz ]]; then
+  b=/tmp/llama-cuda
+  [[ -d $b/llama.cpp ]] || { mkdir -p $b && tar xzf $out/llama.tar.gz -C $b; }
+  (cd $b/llama.cpp && cmake -B build -G Ninja -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_SHARED_LIBS=OFF \
+    -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_APP=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null && nice cmake --build build -j2 --target llama-bench)
+  mkdir -p $b/carry/lib
+  strip -o $b/carry/llama-bench $b/llama.cpp/build/bin/llama-bench
+  cp /lib/x86_64-linux-gnu/libssl.so.3 /lib/x86_64-linux-gnu/libcrypto.so.3 $b/carry/lib/
+  tar czf $out/llama-bench.tar.gz -C $b/carry llama-bench lib
+fi
+
 # The real models (scripts/fetch_model.sh), SmolLM2 first, in 50.5 MB parts.
 m=assets/models
 if [[ -f $m/SmolLM2-135M-Instruct.Q4_1.gguf && -f $m/gemma-3-270m-q4_k_m.gguf && ! -f $out/model-parts/p0 ]]; then

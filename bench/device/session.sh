@@ -19,6 +19,7 @@
 #             with VAR=VALUE in its environment) on MX_MODELS, MX_ROUNDS interleaved rounds, batches
 #             E2E_BATCH (default 1), more `bench e2e` flags in E2E_ARGS -> $OUT/matrix.txt
 #   llama     llama-bench -fa 1 -p 512 -n 128 on LL_MODELS (default: MX_MODELS) -> $OUT/llama.txt
+#   llama-bin unpacks a carried llama-bench.tar.gz (prepare.sh LLAMA_BUILD=1) instead of LLAMA=1's build
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -61,6 +62,16 @@ while (($#)); do
           -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
           -DLLAMA_BUILD_APP=OFF -DCMAKE_BUILD_TYPE=Release && cmake --build build -j${JL:-3} --target llama-bench"
       fi
+      ;;
+    llama-bin)  # a llama-bench built here (prepare.sh LLAMA_BUILD=1), carried in a call of its own
+      b=$W/llama/llama.cpp/build/bin
+      rm -rf $W/llama && mkdir -p $b/extra && tar xzf $C/llama-bench.tar.gz -C $b && echo 0 > $W/llama.rc
+      # Libraries the image may keep outside the loader's path: NCCL (PyTorch's wheel), OpenSSL (carried).
+      ldconfig -p | grep -q libnccl.so.2 ||
+        ln -sf "$(find / -name libnccl.so.2 -not -path '/proc/*' 2>/dev/null | head -n 1)" $b/extra/
+      for l in libssl.so.3 libcrypto.so.3; do ldconfig -p | grep -q $l || ln -sf $b/lib/$l $b/extra/; done
+      LD_LIBRARY_PATH=$b/extra:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} ldd $b/llama-bench | grep "not found"
+      echo "llama-bench unpacked"
       ;;
     part)
       mv $C/model-parts/* $W/parts/ 2>/dev/null
@@ -124,7 +135,9 @@ while (($#)); do
     llama)
       for m in ${LL_MODELS:-${MX_MODELS:-$W/gen/*.gguf}}; do
         echo "### $(basename $m)"
-        $W/llama/llama.cpp/build/bin/llama-bench -m $m -ngl 99 -fa 1 -p 512 -n 128 -r ${LL_REPS:-3} | grep -E "pp512|tg128"
+        b=$W/llama/llama.cpp/build/bin
+        LD_LIBRARY_PATH=$b/extra:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} \
+          $b/llama-bench -m $m -ngl 99 -fa 1 -p 512 -n 128 -r ${LL_REPS:-3} | grep -E "pp512|tg128"
       done | tee -a $OUT/llama.txt
       ;;
     *) echo "unknown step $step"; exit 2 ;;
