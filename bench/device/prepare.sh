@@ -44,7 +44,7 @@ fi
 
 # LLAMA_BUILD=1: llama.cpp's CUDA llama-bench built here (sm_90, one static
 # binary; nvcc needs no GPU), so a lease spends none of its time on it: about
-# an hour on 2 cores, in /tmp/llama-cuda (kept between sessions of this machine).
+# half an hour on 2 cores, in /tmp/llama-cuda (kept between sessions of this machine).
 if [[ ${LLAMA_BUILD:-0} == 1 && ! -f $out/llama-bench.tar.gz ]]; then
   b=/tmp/llama-cuda
   [[ -d $b/llama.cpp ]] || { mkdir -p $b && tar xzf $out/llama.tar.gz -C $b; }
