@@ -122,8 +122,8 @@ def main() -> int:
         err = float(np.linalg.norm(mine - ref) / np.linalg.norm(ref)) if mine is not None else float("nan")
         # Where the two disagree, how close llama.cpp's own top two were.
         gaps = []
-        for i in np.nonzero(a != b)[0]:
-            top2 = np.sort(ref[i])[-2:]
+        for pos in np.nonzero(a != b)[0]:
+            top2 = np.sort(ref[pos])[-2:]
             gaps.append(f"{top2[1] - top2[0]:.3f}")
         print(f"| {prompt[:40]!r} | {len(ids)} | {int((a == b).sum())}/{len(ids)} | {err:.4f} | "
               f"{', '.join(gaps) if gaps else '-'} |")

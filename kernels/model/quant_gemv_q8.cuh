@@ -296,7 +296,7 @@ constexpr int q8_min_ctas() {
 //          16-byte alignment: a segment starting at byte b of the row lies at
 //          b % 16 of its slot.
 constexpr int kQ8Stages = 3;
-constexpr int kQ6KBlockBytes = 210;
+constexpr int kQ6KBlockBytes = quant::block_bytes(quant::kQ6_K);
 __host__ __device__ constexpr int q8_stage_slot_bytes(int ul) { return (ul / 4 * kQ6KBlockBytes + 32 + 15) / 16 * 16; }
 constexpr int kQ8StageBytes = 4 * q8_stage_slot_bytes(16) > 2 * q8_stage_slot_bytes(32) ? 4 * q8_stage_slot_bytes(16)
                                                                                          : 2 * q8_stage_slot_bytes(32);

@@ -74,7 +74,7 @@ inline constexpr int kGroup = 32;        // elements per group
 inline constexpr int kQuantTailPad = 16;  // bytes an allocation keeps after its last row (see above)
 
 // Bytes per block and elements per block of a type; 0 for a type not listed.
-FS_QUANT_HD int block_bytes(int type) {
+FS_QUANT_HD constexpr int block_bytes(int type) {
   switch (type) {
     case kQ4_0: return 18;
     case kQ4_1: return 20;
