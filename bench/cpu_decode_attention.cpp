@@ -16,7 +16,8 @@
 // [kv_heads, 256, D], head-major). QLEN=N: N new tokens a call (causal), as
 // a short turn or a prompt chunk runs. CHECKSUM=1: run each layer once and
 // print Σ|O| and a few outputs instead of timing (two builds give the same
-// line when their kernels give the same bits).
+// line when their kernels give the same bits). HUGE=1: the q8 pools on 2 MB
+// pages (madvise), to see what TLB misses cost (nothing measurable here).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 #include <time.h>
+#include <sys/mman.h>
 #include "attention/cpu/decode_attention.hpp"
 #include "attention/cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
@@ -49,7 +51,18 @@ int main(int argc, char** argv) {
   const bool q8 = getenv("KV") && std::string(getenv("KV")) == "q8";
   const int P = 256, pages = ceil_div(L, P);
   const int64_t hb = cpu::kv_q8_head_bytes(P, D), page_bytes = hb * kvh, pool = page_bytes * pages;
-  std::vector<uint8_t> K8(q8 ? pool * layers : 0), V8(q8 ? pool * layers : 0);
+  struct Pool {  // 2 MB aligned, so HUGE=1 can ask for huge pages
+    uint8_t* p = nullptr;
+    explicit Pool(size_t n) {
+      const size_t sz = (n + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1);
+      if (sz == 0) return;
+      p = static_cast<uint8_t*>(aligned_alloc(size_t{2} << 20, sz));
+      if (getenv("HUGE")) madvise(p, sz, MADV_HUGEPAGE);
+    }
+    ~Pool() { free(p); }
+    uint8_t* data() { return p; }
+  };
+  Pool K8(q8 ? pool * layers : 0), V8(q8 ? pool * layers : 0);
   std::vector<int32_t> table(pages);
   for (int i = 0; i < pages; ++i) table[i] = i;
   if (q8) {
@@ -101,7 +114,7 @@ int main(int argc, char** argv) {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
   double cpu_ms = ((c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) * 1e-6) / iters;
   double bytes = q8 ? 2.0 * pool * layers * L / (pages * P) : 2.0 * per * 2 * layers;
-  printf("L=%d isa=%s: best %.2f ms mean %.2f ms cpu %.2f ms/token  %.1f GB/s at best  (O[0]=%g)\n", L,
+  printf("L=%d isa=%s: best %.3f ms mean %.3f ms cpu %.3f ms/token  %.1f GB/s at best  (O[0]=%g)\n", L,
          cpu::decode_isa_name(isa_i < 0 ? cpu::decode_isa_for(D, q8) : (cpu::DecodeIsa)isa_i), best, sum / iters, cpu_ms,
          bytes / best / 1e6, bf16_to_float(O[0]));
 }

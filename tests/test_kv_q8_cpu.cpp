@@ -3,17 +3,19 @@
 //
 // 1. Against an FP64 reference of the quantized problem: K and V as the
 //    cache holds them (int8 × fp16 scale) and q as the kernel quantizes it
-//    (per 32-block, in log2 units). Integer q·k is exact, so what is left is
-//    float32 arithmetic and the store of O: the bf16 decode test's bounds
-//    (PagedProblem::tolerance() less one rounding, P kept in float).
+//    (15 bits per 32-block, in log2 units). Integer q·k is exact; P·V runs
+//    in int16 × int8 with P rounded to 15 bits under its block's largest, so
+//    what is left is float32 arithmetic, that rounding (~2^-16 of the
+//    block's largest term) and the store of O: the bf16 decode test's bounds
+//    (PagedProblem::tolerance() less one rounding).
 // 2. Against the FP64 reference of the bf16 problem itself (what a user
 //    compares with): the q8_0 rounding. Each quantized element (K, V and q)
-//    is off by at most d/2, d = max|x| / 127 of its 32-block; uniform
-//    rounding, RMS d/√12. For N(0, 1) data max|x| of 32 is about 2.5, so
-//    each operand carries ε ≈ 2.5 / (127 · √12) ≈ 0.0057 relative RMS
-//    error; the output's normalized error is their root-sum-square, √3 · ε
-//    ≈ 0.01, plus bf16's own (< 1e-2 in the bf16 test). Bound: 3e-2, about
-//    twice their sum, which a wrong scale, block or key (errors of order 1)
+//    is off by at most d/2, d = max|x| / 127 of its 32-block (q: / 16383);
+//    uniform rounding, RMS d/√12. For N(0, 1) data max|x| of 32 is about
+//    2.5, so K and V carry ε ≈ 2.5 / (127 · √12) ≈ 0.0057 relative RMS
+//    error each; the output's normalized error is at most √3 · ε ≈ 0.01,
+//    plus bf16's own (< 1e-2 in the bf16 test). Bound: 3e-2, about twice
+//    their sum, which a wrong scale, block or key (errors of order 1)
 //    cannot meet.
 // 3. The engine: SmolLM2 with a q8_0 cache answers as with bf16.
 //
@@ -120,10 +122,10 @@ void quantized_reference(const PagedProblem& prob, const Q8Cache& c, std::vector
             x[i] = prob.q_at(b, t, hq, blk * 32 + i) * scale_log2;
             amax = std::max(amax, std::fabs(x[i]));
           }
-          const float d = amax / 127.0f;
+          const float d = amax / 16383.0f;  // 15 bits (decode_attention_q8.inc)
           const float inv = d > 0.0f ? 1.0f / d : 0.0f;
           for (int i = 0; i < 32; ++i)
-            q[size_t(blk * 32 + i)] = double(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f)) * d;
+            q[size_t(blk * 32 + i)] = double(std::clamp(std::nearbyint(x[i] * inv), -16383.0f, 16383.0f)) * d;
         }
         const int64_t pos = int64_t{kv_len} - s.q_len + t;
         const int64_t lo = s.window_left >= 0 ? std::max<int64_t>(0, pos - s.window_left) : 0;
@@ -175,7 +177,7 @@ void check_q8(PagedProblem& prob) {
   }
   const double u = std::ldexp(1.0, -8);  // bf16 output
   auto tol = prob.tolerance();
-  const double max_abs_tol = tol.max_abs / prob.max_abs_v() * max_v - u * max_v;  // P not rounded
+  const double max_abs_tol = tol.max_abs / prob.max_abs_v() * max_v - u * max_v;  // P rounded to 15 bits only (2^-16 ≪ u)
   int ran = 0;
   for (cpu::DecodeIsa isa : kIsas) {
     const std::string name = cpu::decode_isa_name(isa);
@@ -363,12 +365,16 @@ TEST_CASE("engine q8_0 KV cache: SmolLM2 still names Paris, and picks bf16's top
   // Top-1 agreement with the bf16 cache: a 40-token prompt, then every
   // position decoded one token at a time (the decode path) along the same
   // text, so both see the same tokens. A flip needs bf16's top-2 margin
-  // below the change the q8_0 rounding makes to it. On this text 187 of 308
+  // below the change the q8_0 rounding makes to it. On this text 274 of 448
   // positions sit within 1 logit of a tie (~0.6 positions per logit of
-  // margin) and the logits move by 0.24 RMS, the top-2 margin by ~0.1, so
+  // margin) and the logits move by 0.22 RMS, the top-2 margin by ~0.1, so
   // about 6% of positions may flip: bound 93%. And no flip where bf16's own
   // margin is 1 logit or more (a confident token never changes).
-  // Measured: 295/308 (95.8%), 1 and 2 threads.
+  // The count moves by a few positions with any last-bit change of the
+  // arithmetic (the 8-bit activations of the next matmul round the other
+  // way): 1 and 2 threads split a long context differently and measured
+  // 421/448 (94.0%) and 427/448 (95.3%). The third paragraph is there so
+  // that this wobble is a smaller share of the count.
   const char* text =
       "The history of mathematics spans thousands of years. Early civilizations in Mesopotamia and Egypt used "
       "arithmetic and geometry for trade, astronomy and building. Greek mathematicians such as Euclid and "
@@ -386,7 +392,13 @@ TEST_CASE("engine q8_0 KV cache: SmolLM2 still names Paris, and picks bf16's top
       "a journey of about two hours, to walk the river path, visit the stone bridge built in the fourteenth "
       "century and eat at the inns near the square. When the floods came three winters ago, the whole town "
       "worked for a week to clear the mud from the streets, and the bridge, which had survived six hundred "
-      "years, stood firm once again.";
+      "years, stood firm once again. "
+      "A good loaf of bread needs only flour, water, salt and yeast, but the baker's patience matters as much as "
+      "the recipe. The dough is mixed in the evening and left to rise slowly overnight in a cool room, which gives "
+      "the bread more flavour and a softer crumb. In the morning it is shaped into rounds, dusted with flour and "
+      "baked in a very hot oven until the crust turns deep brown and sounds hollow when tapped. Many families in "
+      "the town still bake once a week, and the smell drifts down the lanes on Saturday mornings while the market "
+      "stalls are being set up. Children are sent to buy butter and jam, and by noon most of the loaves are gone.";
   const std::vector<int32_t> ids = bf->tokenizer().encode(text, true);
   REQUIRE(ids.size() > 250);
   const size_t prompt = 40;
@@ -536,3 +548,4 @@ TEST_CASE("attention capture (CPU): over a q8_0 cache, the keys are the cache's,
     CHECK(bad == 0);
   }
 }
+

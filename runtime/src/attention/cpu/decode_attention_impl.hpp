@@ -8,9 +8,21 @@
 
 #include "attention/cpu/decode_attention.hpp"
 
+// On the kernels' prefetch lambdas. A function whose only effect is
+// __builtin_prefetch counts as "const" in GCC's interprocedural passes, and a
+// call of it whose result is unused is then deleted: GCC 12 built the q8_0
+// item without one request (and the bf16 items' only at -O3, where the early
+// inliner got there first). Inlined before those passes, the requests stay.
+#if defined(__GNUC__) || defined(__clang__)
+#define FS_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define FS_ALWAYS_INLINE
+#endif
+
 namespace flashscope::cpu::decode {
 
 constexpr int kBlock = 64;  // keys per online-softmax step, blocks aligned to absolute positions
+constexpr int kQkRowsQ8 = 4;  // rows scored together over a q8_0 cache (each K line loaded once for them)
 
 // Resolved shapes of one call.
 struct Problem {

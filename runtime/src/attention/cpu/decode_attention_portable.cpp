@@ -108,22 +108,74 @@ struct Simd {
     return r;
   }
   // q8_0 (decode_attention_q8.inc), in int32 as the vector kernels.
-  static void qk16_q8(const uint8_t* k, int64_t gstride, const int8_t* q, const float* qd, const int32_t* qbias,
-                      const uint16_t* ks, int64_t sstride, int nb, float* out) {
-    for (int i = 0; i < 16; ++i) {
-      float s = 0.0f;
-      for (int c = 0; c < nb; ++c) {
-        int32_t acc = qbias[c];
-        for (int d = c * 32; d < c * 32 + 32; ++d) acc += int32_t{k[(d / 4) * gstride + i * 4 + d % 4]} * q[d];
-        s += static_cast<float>(acc) * (fp16_to_float(ks[c * sstride + i]) * qd[c]);
+  static void qk16_q8(const uint8_t* k, int64_t gstride, int nr, const int8_t* const* qhi, const int8_t* const* qlo,
+                      const float* const* qd, const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb,
+                      float* out, int64_t ostride) {
+    for (int r = 0; r < nr; ++r)
+      for (int i = 0; i < 16; ++i) {
+        float s = 0.0f;
+        for (int c = 0; c < nb; ++c) {
+          int32_t hi = 0, lo = 0;
+          for (int d = c * 32; d < c * 32 + 32; ++d) {
+            const int32_t kd = k[(d / 4) * gstride + i * 4 + d % 4];
+            hi += kd * qhi[r][d];
+            lo += kd * qlo[r][d];
+          }
+          s += static_cast<float>(hi * 128 + lo + qbias[r][c]) * (fp16_to_float(ks[c * sstride + i]) * qd[r][c]);
+        }
+        out[r * ostride + i] = s;
       }
-      out[i] = s;
-    }
   }
-  static V load_q8(const int8_t* p) {
+  static V max(const V& a, const V& b) {
     V r;
-    for (int i = 0; i < W; ++i) r.x[i] = static_cast<float>(p[i]);
+    for (int i = 0; i < W; ++i) r.x[i] = std::max(a.x[i], b.x[i]);
     return r;
+  }
+  static float hmax(const V& a) {
+    float m = a.x[0];
+    for (int i = 1; i < W; ++i) m = std::max(m, a.x[i]);
+    return m;
+  }
+  struct I {
+    int32_t x[W];
+  };
+  struct X {
+    int16_t k0[W], k1[W];
+  };
+  static I izero() { return I{}; }
+  static X load_pairs(const int8_t* v) {
+    X r;
+    for (int i = 0; i < W; ++i) {
+      r.k0[i] = v[2 * i];
+      r.k1[i] = v[2 * i + 1];
+    }
+    return r;
+  }
+  static I dot_pairs(I a, const X& x, const int16_t* p) {
+    for (int i = 0; i < W; ++i) a.x[i] += int32_t{x.k0[i]} * p[0] + int32_t{x.k1[i]} * p[1];
+    return a;
+  }
+  static V to_float(const I& a) {
+    V r;
+    for (int i = 0; i < W; ++i) r.x[i] = static_cast<float>(a.x[i]);
+    return r;
+  }
+  static float quant_p16(const float* p, const float* dv, int16_t* q) {
+    float x[kBlock];
+    float m = 0.0f;
+    bool nan = false;
+    for (int j = 0; j < kBlock; ++j) {
+      x[j] = p[j] * dv[j];
+      nan = nan || std::isnan(x[j]);
+      m = std::max(m, x[j]);
+    }
+    if (nan || !(m > 0.0f)) {
+      std::fill(q, q + kBlock, int16_t{0});
+      return nan ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    }
+    const float inv = 32767.0f / m;
+    for (int j = 0; j < kBlock; ++j) q[j] = static_cast<int16_t>(std::min(std::nearbyint(x[j] * inv), 32767.0f));
+    return m / 32767.0f;
   }
   static void widen_fp16x16(const uint16_t* src, float* dst) {
     for (int i = 0; i < 16; ++i) dst[i] = fp16_to_float(src[i]);

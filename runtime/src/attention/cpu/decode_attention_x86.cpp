@@ -79,33 +79,81 @@ struct Simd {
   // q8_0 (decode_attention_q8.inc). 8 keys per ymm: K's bytes back to signed
   // (xor 0x80, so qbias is not needed), then maddubs(|q|, k · sign(q)):
   // |q|, |k| <= 127 keep its int16 pair sums from saturating.
-  FS_TARGET static void qk16_q8(const uint8_t* k, int64_t gstride, const int8_t* q, const float* qd,
-                                const int32_t* /*qbias*/, const uint16_t* ks, int64_t sstride, int nb, float* out) {
+  FS_TARGET static void qk16_q8(const uint8_t* k, int64_t gstride, int nr, const int8_t* const* qhi,
+                                const int8_t* const* qlo, const float* const* qd, const int32_t* const* /*qbias*/,
+                                const uint16_t* ks, int64_t sstride, int nb, float* out, int64_t ostride) {
+    for (int r = 0; r < nr; ++r) qk16_row(k, gstride, qhi[r], qlo[r], qd[r], ks, sstride, nb, out + r * ostride);
+  }
+  // 8 keys per ymm: K's bytes back to signed (xor 0x80, so qbias is not
+  // needed); qhi by maddubs(|qhi|, k · sign(qhi)), qlo (0..127) by
+  // maddubs(qlo, k): every int16 pair sum stays within ±32,512.
+  FS_TARGET static void qk16_row(const uint8_t* k, int64_t gstride, const int8_t* qhi, const int8_t* qlo,
+                                 const float* qd, const uint16_t* ks, int64_t sstride, int nb, float* out) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     const __m256i ones = _mm256_set1_epi16(1);
     for (int half = 0; half < 2; ++half) {
       __m256 s = _mm256_setzero_ps();
       for (int c = 0; c < nb; ++c) {
-        __m256i acc = _mm256_setzero_si256();
+        __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
         for (int g = 0; g < 8; ++g) {
-          int32_t word;
-          std::memcpy(&word, q + c * 32 + g * 4, sizeof word);
-          const __m256i qb = _mm256_set1_epi32(word);
+          int32_t wh, wl;
+          std::memcpy(&wh, qhi + c * 32 + g * 4, sizeof wh);
+          std::memcpy(&wl, qlo + c * 32 + g * 4, sizeof wl);
+          const __m256i qh = _mm256_set1_epi32(wh);
           const __m256i kv = _mm256_xor_si256(
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + (int64_t{c} * 8 + g) * gstride + half * 32)), flip);
-          const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(qb), _mm256_sign_epi8(kv, qb));
-          acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, ones));
+          hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(qh), _mm256_sign_epi8(kv, qh)), ones));
+          lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(wl), kv), ones));
         }
+        const __m256i dot = _mm256_add_epi32(_mm256_slli_epi32(hi, 7), lo);
         const __m256 sc = _mm256_mul_ps(
             _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ks + c * sstride + half * 8))),
             _mm256_set1_ps(qd[c]));
-        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), sc, s);
+        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), sc, s);
       }
       _mm256_storeu_ps(out + half * 8, s);
     }
   }
-  FS_TARGET static V load_q8(const int8_t* p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  FS_TARGET static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  FS_TARGET static float hmax(V a) {
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+  }
+  using I = __m256i;
+  using X = __m256i;
+  FS_TARGET static I izero() { return _mm256_setzero_si256(); }
+  FS_TARGET static X load_pairs(const int8_t* v) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v)));
+  }
+  FS_TARGET static I dot_pairs(I a, X x, const int16_t* p) {
+    int32_t w;
+    std::memcpy(&w, p, sizeof w);
+    return _mm256_add_epi32(a, _mm256_madd_epi16(x, _mm256_set1_epi32(w)));
+  }
+  FS_TARGET static V to_float(I a) { return _mm256_cvtepi32_ps(a); }
+  FS_TARGET static float quant_p16(const float* p, const float* dv, int16_t* q) {
+    constexpr int kN = kBlock / 8;
+    __m256 x[kN];
+    __m256 mx = _mm256_setzero_ps();
+    int nan = 0;
+    for (int k = 0; k < kN; ++k) {
+      x[k] = _mm256_mul_ps(_mm256_loadu_ps(p + 8 * k), _mm256_loadu_ps(dv + 8 * k));
+      nan |= _mm256_movemask_ps(_mm256_cmp_ps(x[k], x[k], _CMP_UNORD_Q));
+      mx = _mm256_max_ps(mx, x[k]);
+    }
+    const float m = hmax(mx);
+    if (nan != 0 || !(m > 0.0f)) {
+      std::memset(q, 0, sizeof(int16_t) * kBlock);
+      return nan != 0 ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    }
+    const __m256 inv = _mm256_set1_ps(32767.0f / m);
+    for (int k = 0; k < kN; k += 2) {  // packs interleaves 128-bit halves; the permute puts them back in order
+      const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(x[k], inv)), b = _mm256_cvtps_epi32(_mm256_mul_ps(x[k + 1], inv));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 8 * k),
+                          _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+    return m / 32767.0f;
   }
   FS_TARGET static void widen_fp16x16(const uint16_t* src, float* dst) {
     _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
@@ -218,29 +266,87 @@ struct Simd : avx512::Simd {
 namespace avx512vnni {
 #define FS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 struct Simd : avx512::Simd {
-  FS_TARGET static void qk16_q8(const uint8_t* k, int64_t gstride, const int8_t* q, const float* qd,
-                                const int32_t* qbias, const uint16_t* ks, int64_t sstride, int nb, float* out) {
-    V s = _mm512_setzero_ps();
-    for (int c = 0; c < nb; ++c) {
-      // Two chains of 4 dependent vpdpbusd each, the bias in the first.
-      __m512i a0 = _mm512_set1_epi32(qbias[c]), a1 = _mm512_setzero_si512();
-      const uint8_t* kc = k + int64_t{c} * 8 * gstride;
-      const int8_t* qc = q + c * 32;
-      for (int g = 0; g < 8; g += 2) {
-        int32_t w0, w1;
-        std::memcpy(&w0, qc + g * 4, sizeof w0);
-        std::memcpy(&w1, qc + g * 4 + 4, sizeof w1);
-        a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512(kc + g * gstride), _mm512_set1_epi32(w0));
-        a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512(kc + (g + 1) * gstride), _mm512_set1_epi32(w1));
-      }
-      const V sc = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ks + c * sstride))),
-                                 _mm512_set1_ps(qd[c]));
-      s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), sc, s);
-    }
-    _mm512_storeu_ps(out, s);
+  // acc[r] += k (u8) · q[r] (s8, four bytes broadcast from memory): in asm for
+  // the embedded broadcast (GCC 12 loads each q word with a separate
+  // vpbroadcastd) and an accumulator that stays in its register.
+  FS_TARGET static __m512i dpbusd_bcast(__m512i acc, __m512i k, const int8_t* q) {
+    asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(k), "m"(*reinterpret_cast<const int32_t*>(q)));
+    return acc;
   }
-  FS_TARGET static V load_q8(const int8_t* p) {
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  template <int kNr>
+  FS_TARGET static void qk16_rows(const uint8_t* k, int64_t gstride, const int8_t* const* qhi, const int8_t* const* qlo,
+                                  const float* const* qd, const int32_t* const* qbias, const uint16_t* ks,
+                                  int64_t sstride, int nb, float* out, int64_t ostride) {
+    V s[kNr];
+    for (int r = 0; r < kNr; ++r) s[r] = _mm512_setzero_ps();
+    for (int c = 0; c < nb; ++c) {
+      __m512i hi[kNr], lo[kNr];
+      for (int r = 0; r < kNr; ++r) {
+        hi[r] = _mm512_setzero_si512();
+        lo[r] = _mm512_set1_epi32(qbias[r][c]);
+      }
+      const uint8_t* kc = k + int64_t{c} * 8 * gstride;
+      for (int g = 0; g < 8; ++g) {
+        const __m512i kg = _mm512_loadu_si512(kc + g * gstride);
+        for (int r = 0; r < kNr; ++r) {
+          hi[r] = dpbusd_bcast(hi[r], kg, qhi[r] + c * 32 + g * 4);
+          lo[r] = dpbusd_bcast(lo[r], kg, qlo[r] + c * 32 + g * 4);
+        }
+      }
+      const V sc = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ks + c * sstride)));
+      for (int r = 0; r < kNr; ++r)
+        s[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(hi[r], 7), lo[r])),
+                               _mm512_mul_ps(sc, _mm512_set1_ps(qd[r][c])), s[r]);
+    }
+    for (int r = 0; r < kNr; ++r) _mm512_storeu_ps(out + r * ostride, s[r]);
+  }
+  FS_TARGET static void qk16_q8(const uint8_t* k, int64_t gstride, int nr, const int8_t* const* qhi,
+                                const int8_t* const* qlo, const float* const* qd, const int32_t* const* qbias,
+                                const uint16_t* ks, int64_t sstride, int nb, float* out, int64_t ostride) {
+    static_assert(kQkRowsQ8 == 4, "one case per row count");
+    switch (nr) {
+      case 1: return qk16_rows<1>(k, gstride, qhi, qlo, qd, qbias, ks, sstride, nb, out, ostride);
+      case 2: return qk16_rows<2>(k, gstride, qhi, qlo, qd, qbias, ks, sstride, nb, out, ostride);
+      case 3: return qk16_rows<3>(k, gstride, qhi, qlo, qd, qbias, ks, sstride, nb, out, ostride);
+      default: return qk16_rows<4>(k, gstride, qhi, qlo, qd, qbias, ks, sstride, nb, out, ostride);
+    }
+  }
+  FS_TARGET static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  FS_TARGET static float hmax(V a) { return _mm512_reduce_max_ps(a); }
+  using I = __m512i;
+  using X = __m512i;
+  FS_TARGET static I izero() { return _mm512_setzero_si512(); }
+  FS_TARGET static X load_pairs(const int8_t* v) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v)));
+  }
+  // In asm for the embedded broadcast of the P pair and an accumulator that
+  // stays in its register (GCC 12 copied each one out and back around every
+  // vpdpwssd of the intrinsic: two moves a product).
+  FS_TARGET static I dot_pairs(I a, X x, const int16_t* p) {
+    asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(a) : "v"(x), "m"(*reinterpret_cast<const int32_t*>(p)));
+    return a;
+  }
+  FS_TARGET static V to_float(I a) { return _mm512_cvtepi32_ps(a); }
+  FS_TARGET static float quant_p16(const float* p, const float* dv, int16_t* q) {
+    constexpr int kN = kBlock / 16;
+    __m512 x[kN];
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 nan = 0;
+    for (int k = 0; k < kN; ++k) {
+      x[k] = _mm512_mul_ps(_mm512_loadu_ps(p + 16 * k), _mm512_loadu_ps(dv + 16 * k));
+      nan |= _mm512_cmp_ps_mask(x[k], x[k], _CMP_UNORD_Q);
+      mx = _mm512_max_ps(mx, x[k]);
+    }
+    const float m = hmax(mx);
+    if (nan != 0 || !(m > 0.0f)) {
+      std::memset(q, 0, sizeof(int16_t) * kBlock);
+      return nan != 0 ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    }
+    const __m512 inv = _mm512_set1_ps(32767.0f / m);
+    for (int k = 0; k < kN; ++k)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16 * k),
+                          _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(x[k], inv))));
+    return m / 32767.0f;
   }
   FS_TARGET static void widen_fp16x16(const uint16_t* src, float* dst) {
     _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))));

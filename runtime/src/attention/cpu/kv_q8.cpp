@@ -58,7 +58,8 @@ void kv_q8_store(const float* k, const float* v, int kv_heads, int head_dim, int
       }
       const float dv = quantize_block(vr + c * kKvQ8Block, q);
       scales(vb, head_dim, page_size)[int64_t{c} * page_size + row] = float_to_fp16(dv);
-      std::copy_n(q, kKvQ8Block, reinterpret_cast<int8_t*>(vb) + int64_t{row} * head_dim + c * kKvQ8Block);
+      for (int i = 0; i < kKvQ8Block; ++i)
+        reinterpret_cast<int8_t*>(vb)[kv_q8_v_offset(row, c * kKvQ8Block + i, head_dim)] = q[i];
     }
   }
 }
@@ -73,9 +74,10 @@ void kv_q8_load_k(const uint8_t* head_block, int head_dim, int page_size, int ro
 
 void kv_q8_load_v(const uint8_t* head_block, int head_dim, int page_size, int row, float* out) {
   const uint16_t* s = scales(head_block, head_dim, page_size);
-  const auto* q = reinterpret_cast<const int8_t*>(head_block) + int64_t{row} * head_dim;
+  const auto* q = reinterpret_cast<const int8_t*>(head_block);
   for (int d = 0; d < head_dim; ++d)
-    out[d] = static_cast<float>(q[d]) * fp16_to_float(s[int64_t{d / kKvQ8Block} * page_size + row]);
+    out[d] = static_cast<float>(q[kv_q8_v_offset(row, d, head_dim)]) *
+             fp16_to_float(s[int64_t{d / kKvQ8Block} * page_size + row]);
 }
 
 }  // namespace flashscope::cpu

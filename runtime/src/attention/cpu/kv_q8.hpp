@@ -9,7 +9,7 @@
 //   K  uint8 [P/16][D/4][16][4]  k + 128: dims 4g..4g+3 of token i at
 //                               ((i/16)·D/4 + g)·64 + (i%16)·4
 //      fp16  [D/32][P]    at byte P·D: block c of token i at (c·P + i)·2
-//   V  int8  [P][D]       token i's row at i·D
+//   V  int8  [P/2][D][2]  tokens in pairs: dim d of token i at ((i/2)·D + d)·2 + i%2
 //      fp16  [D/32][P]    as for K
 // Why: 16 consecutive tokens' bytes of 4 dims are one 64-byte line, so a
 // vpdpbusd against 4 broadcast q bytes gives 16 keys' partial dots in its 16
@@ -18,10 +18,14 @@
 // as its V rows are, so reading a page is a few sequential streams the
 // hardware prefetchers follow (dim groups a page apart were 16 streams a
 // head, which they did not). K biased to unsigned is vpdpbusd's u8 operand (q is the
-// signed one; the bias comes back as −128·Σq, once per row and block). V is
-// read a row at a time for P·V (widened and scaled in registers), its scales
-// apart for the same one-load-per-16-tokens reason. P is a multiple of 16
-// so no 16-token group straddles a page.
+// signed one; the bias comes back as −128·Σq, once per row and block). V's
+// pairs of tokens meet P in integers: two tokens' int8 of 16 dims widen to
+// one vector of int16 pairs, and vpdpwssd / pmaddwd against a broadcast pair
+// of int16 P (V's scale folded in) adds both tokens' products in each dim's
+// lane. A 16-token group's V is still D·16 consecutive bytes (it starts
+// where row-major rows would), its scales apart for the same
+// one-load-per-16-tokens reason. P is a multiple of 16 so no 16-token group
+// straddles a page.
 //
 // Rounding: a block's scale d = fp16(max|x| / 127), x ↦ round(x / d)
 // clamped to ±127, so |x − q·d| <= d/2 <= max|x| / 254 (1 + 2^-11).
@@ -41,6 +45,11 @@ constexpr int64_t kv_q8_head_bytes(int page_size, int head_dim) {
 // Byte of K's dim d of token `row` in a head block (the layout above).
 constexpr int64_t kv_q8_k_offset(int row, int d, int head_dim) {
   return (int64_t{row / 16} * (head_dim / 4) + d / 4) * 64 + (row % 16) * 4 + d % 4;
+}
+
+// Byte of V's dim d of token `row` in a head block.
+constexpr int64_t kv_q8_v_offset(int row, int d, int head_dim) {
+  return (int64_t{row / 2} * head_dim + d) * 2 + row % 2;
 }
 
 // Whether a q8_0 cache can hold rows of head_dim (whole blocks of 32).
