@@ -9,8 +9,11 @@ with it on, then `flashscope-cli bench e2e --device cpu`, each measuring
   decode @ N       decode tokens/s of --gen tokens after N context tokens
                    (llama-bench -p 0 -n GEN -d N; ours --prompt-len N --gen-len GEN)
 
+With --kv-type q8_0 (ours), llama-bench also runs with its own q8_0 cache
+(-fa 1 -ctk q8_0 -ctv q8_0), so the same cache type is beside ours.
+
 Medians over the rounds go into a markdown table with the ratio ours / the
-better of llama.cpp's two figures and the issue's targets, written to
+best of llama.cpp's figures and the issue's targets, written to
 bench/results/cpu-<host>-<date>-vs-llamacpp.md (-2, -3 ... after an earlier run that day) with every round's raw
 numbers and how busy the machine was (on a shared machine that decides more
 than the code: read those columns first).
@@ -160,13 +163,16 @@ def llama_env(build):
     return env
 
 
-def run_llama(build, model, threads, fa, prompt, gen, depths):
-    """{test: tok/s} of one llama-bench pass per kind (prompt at depth 0; decode at each depth)."""
+def run_llama(build, model, threads, fa, prompt, gen, depths, cache_q8=False):
+    """{test: tok/s} of one llama-bench pass per kind (prompt at depth 0; decode at each depth); cache_q8:
+    its K and V cache in q8_0 (-ctk/-ctv, which llama.cpp runs with flash attention only)."""
     bench = str(build / "bin/llama-bench")
     out = {}
     calls = [["-p", str(prompt), "-n", "0"], ["-p", "0", "-n", str(gen), "-d", ",".join(str(d) for d in depths)]]
     for extra in calls:
         cmd = [bench, "-m", str(model), "-t", str(threads), "-fa", str(fa), "-r", "1", "-o", "jsonl"] + extra
+        if cache_q8:
+            cmd += ["-ctk", "q8_0", "-ctv", "q8_0"]
         r = subprocess.run(cmd, capture_output=True, text=True, env=llama_env(build))
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
@@ -246,6 +252,8 @@ def main():
         meter = OthersMeter()
         row["fa0"] = run_llama(build, model, threads, 0, a.prompt, a.gen, depths)
         row["fa1"] = run_llama(build, model, threads, 1, a.prompt, a.gen, depths)
+        if a.kv_type == "q8_0":  # the same cache type beside ours
+            row["fa1q8"] = run_llama(build, model, threads, 1, a.prompt, a.gen, depths, cache_q8=True)
         row["ours"] = run_ours(cli, model, threads, a.prompt, a.gen, depths, a.kv_type)
         row["others_during"] = meter.stop()
         row["load_after"] = loadavg()
@@ -273,7 +281,8 @@ def report_path(out_dir, stem):
 
 def write_report(a, rounds, build, cli, model, threads, depths, final):
     tests = [f"prompt {a.prompt}"] + [f"decode @ {d}" for d in depths]
-    med = {k: {t: statistics.median(r[k][t] for r in rounds) for t in tests} for k in ("ours", "fa0", "fa1")}
+    peers = ["fa0", "fa1"] + (["fa1q8"] if a.kv_type == "q8_0" else [])
+    med = {k: {t: statistics.median(r[k][t] for r in rounds) for t in tests} for k in ["ours"] + peers}
     targets = {f"prompt {a.prompt}": 1.3}
     targets.update({f"decode @ {d}": 1.2 for d in depths})
 
@@ -321,30 +330,34 @@ def write_report(a, rounds, build, cli, model, threads, depths, final):
         "",
         f"    llama-bench -m MODEL -t {threads} -fa 0|1 -r 1 -p {a.prompt} -n 0",
         f"    llama-bench -m MODEL -t {threads} -fa 0|1 -r 1 -p 0 -n {a.gen} -d {a.depths}",
+    ] + ([f"    llama-bench ... -fa 1 -ctk q8_0 -ctv q8_0   # both again, llama.cpp's own q8_0 KV cache"]
+         if "fa1q8" in peers else []) + [
         f"    flashscope-cli bench e2e --device cpu -m MODEL --batch 1 --runs 1 -t {threads} "
         f"--kv-type {a.kv_type} --prompt-len {a.prompt} --gen-len 1    # prompt",
         f"    flashscope-cli bench e2e --device cpu -m MODEL --batch 1 --runs 1 -t {threads} "
         f"--kv-type {a.kv_type} --prompt-len N --gen-len {a.gen}   # decode @ N",
         "",
-        "| test (tok/s) | FlashScope | llama.cpp fa off | llama.cpp fa on | ours / better | target | met |",
-        "|---|---|---|---|---|---|---|",
+        "| test (tok/s) | FlashScope | llama.cpp fa off | llama.cpp fa on |"
+        + (" llama.cpp fa on, q8_0 KV |" if "fa1q8" in peers else "") + " ours / best | target | met |",
+        "|---" * (6 + (len(peers) - 2)) + "|",
     ]
     for t in tests:
-        best = max(med["fa0"][t], med["fa1"][t])
+        best = max(med[k][t] for k in peers)
         ratio = med["ours"][t] / best if best > 0 else float("nan")
         met = "yes" if ratio >= targets[t] else "no"
-        lines.append(f"| {t} | {med['ours'][t]:.1f} | {med['fa0'][t]:.1f} | {med['fa1'][t]:.1f} | {ratio:.2f}× | "
-                     f"≥ {targets[t]:.1f}× | {met + ' (loaded)' if loaded else met} |")
+        lines.append(f"| {t} | {med['ours'][t]:.1f} | " + " | ".join(f"{med[k][t]:.1f}" for k in peers) +
+                     f" | {ratio:.2f}× | ≥ {targets[t]:.1f}× | {met + ' (loaded)' if loaded else met} |")
     last = f"decode @ {depths[-1]}"
     if f"decode @ {depths[0]}" in med["ours"] and len(depths) > 1:
         keep = med["ours"][last] / med["ours"][f"decode @ {depths[0]}"]
-        lines.append(f"| ours {last} / ours decode @ {depths[0]} | {keep:.2f}× | | | | ≥ 0.8× | "
+        lines.append(f"| ours {last} / ours decode @ {depths[0]} | {keep:.2f}× |" + " |" * len(peers) + " | ≥ 0.8× | "
                      f"{('yes' if keep >= 0.8 else 'no') + (' (loaded)' if loaded else '')} |")
-    lines += ["", "Every round (FlashScope / llama.cpp fa off / fa on):", "",
+    lines += ["", "Every round (FlashScope / llama.cpp fa off / fa on" + (" / fa on q8_0 KV" if "fa1q8" in peers else "")
+              + "):", "",
               "| round | others' CPU before, during | load avg before, after | " + " | ".join(tests) + " |",
               "|---" * (len(tests) + 3) + "|"]
     for i, r in enumerate(rounds):
-        cells = [f"{r['ours'][t]:.1f} / {r['fa0'][t]:.1f} / {r['fa1'][t]:.1f}" for t in tests]
+        cells = [" / ".join(f"{r[k][t]:.1f}" for k in ["ours"] + peers) for t in tests]
         lines.append(f"| {i + 1} | {r['others_before']:.0%}, {r['others_during']:.0%} (waited {r['waited_s']} s) | "
                      f"{r['load_before']:.1f}, {r['load_after']:.1f} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"

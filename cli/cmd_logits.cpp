@@ -25,12 +25,13 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli logits [-m PATH] (-p TEXT | --tokens FILE.npy) --out DIR [--chunk N]\n"
-    "                             [--device cpu|cuda] [--weights auto|quantized|bf16] [-t N]\n"
+    "                             [--device cpu|cuda] [--weights auto|quantized|bf16] [--kv-type bf16|q8_0] [-t N]\n"
     "  -p, --prompt TEXT     the prompt, encoded with the model's tokenizer (BOS as the file says)\n"
     "  --tokens FILE.npy     int32 or int64 token ids to run instead of a prompt\n"
     "  --out DIR             writes DIR/tokens.npy (int32 [n]) and DIR/logits.npy (float32 [n, vocab])\n"
     "  --chunk N             tokens per forward call (default 0: the whole prompt in one call; 1: decode steps)\n"
-    "  --device cpu|cuda     where to run (default: cuda when a device is present)\n";
+    "  --device cpu|cuda     where to run (default: cuda when a device is present)\n"
+    "  --kv-type bf16|q8_0   cpu: the KV cache's element type (default bf16), to see what q8_0 changes\n";
 
 Result<std::vector<int32_t>> read_tokens(const std::string& path) {
   auto arr = read_npy(path);
@@ -59,7 +60,7 @@ int cmd_logits(int argc, char** argv) {
   std::vector<char*> av;
   for (std::string& s : storage) av.push_back(s.data());
   Args args(static_cast<int>(av.size()), av.data(),
-            {"model", "prompt", "tokens", "out", "chunk", "device", "weights", "threads"}, {"help"});
+            {"model", "prompt", "tokens", "out", "chunk", "device", "weights", "threads", "kv-type"}, {"help"});
   if (!args.ok() || args.has("help")) {
     const bool usage_error = !args.ok();
     std::fprintf(usage_error ? stderr : stdout, "%s%s%s", args.error().c_str(), args.error().empty() ? "" : "\n",
@@ -74,6 +75,7 @@ int cmd_logits(int argc, char** argv) {
   const int threads = parse_threads(args, "logits");
   const std::string device = args.get("device", cuda_available() ? "cuda" : "cpu");
   const WeightFormat weights = parse_weights(args);
+  const KvType kv_type = parse_kv_type_flag(args);
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n%s", args.error().c_str(), kUsage);
     return 2;
@@ -86,6 +88,7 @@ int cmd_logits(int argc, char** argv) {
   }
   mo.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   mo.weights = weights;
+  mo.kv_type = kv_type;
 
   const std::string path = resolve_model_path(args);
   if (path.empty()) {
