@@ -339,7 +339,7 @@ def write_report(a, rounds, build, cli, model, threads, depths, final):
         "",
         "| test (tok/s) | FlashScope | llama.cpp fa off | llama.cpp fa on |"
         + (" llama.cpp fa on, q8_0 KV |" if "fa1q8" in peers else "") + " ours / best | target | met |",
-        "|---" * (6 + (len(peers) - 2)) + "|",
+        "|---" * (5 + len(peers)) + "|",
     ]
     for t in tests:
         best = max(med[k][t] for k in peers)
