@@ -111,20 +111,21 @@ struct Simd {
   static void qk16_q8(const uint8_t* k, int64_t gstride, int nr, const int8_t* const* qhi, const int8_t* const* qlo,
                       const float* const* qd, const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb,
                       float* out, int64_t ostride) {
-    for (int r = 0; r < nr; ++r)
-      for (int i = 0; i < 16; ++i) {
-        float s = 0.0f;
-        for (int c = 0; c < nb; ++c) {
-          int32_t hi = 0, lo = 0;
-          for (int d = c * 32; d < c * 32 + 32; ++d) {
-            const int32_t kd = k[(d / 4) * gstride + i * 4 + d % 4];
-            hi += kd * qhi[r][d];
-            lo += kd * qlo[r][d];
-          }
-          s += static_cast<float>(hi * 128 + lo + qbias[r][c]) * (fp16_to_float(ks[c * sstride + i]) * qd[r][c]);
+    for (int r = 0; r < nr; ++r) {
+      float s[16] = {};
+      for (int c = 0; c < nb; ++c) {
+        int32_t acc[16];
+        for (int i = 0; i < 16; ++i) acc[i] = qbias[r][c];
+        for (int d = c * 32; d < c * 32 + 32; ++d) {  // the 16 keys' bytes of dim d, 4 apart
+          const int32_t qv = qhi[r][d] * 128 + qlo[r][d];
+          const uint8_t* kd = k + (d / 4) * gstride + d % 4;
+          for (int i = 0; i < 16; ++i) acc[i] += int32_t{kd[i * 4]} * qv;
         }
-        out[r * ostride + i] = s;
+        for (int i = 0; i < 16; ++i)
+          s[i] += static_cast<float>(acc[i]) * (fp16_to_float(ks[c * sstride + i]) * qd[r][c]);
       }
+      for (int i = 0; i < 16; ++i) out[r * ostride + i] = s[i];
+    }
   }
   static V max(const V& a, const V& b) {
     V r;
