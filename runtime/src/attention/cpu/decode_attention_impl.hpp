@@ -44,9 +44,13 @@ struct Item {
 // Rows of an item's partial state: every kv-head's rows, row h · rows + r.
 inline size_t item_rows(const Problem& pr) { return static_cast<size_t>(pr.p->kv_heads) * pr.rows; }
 
-// Floats of per-thread scratch an item needs: q [item_rows, D] and scores [item_rows, kBlock].
+// Floats of one q row in an item's scratch: D (bf16 items: q as float); the
+// q8_0 item's row takes 4.25·D bytes (decode_attention_q8.inc: QRowQ8).
+inline size_t q_row_floats(int head_dim) { return static_cast<size_t>(head_dim) + static_cast<size_t>(head_dim) / 8; }
+
+// Floats of per-thread scratch an item needs: q [item_rows, q_row_floats] and scores [item_rows, kBlock].
 inline size_t item_scratch_floats(const Problem& pr) {
-  return item_rows(pr) * (static_cast<size_t>(pr.p->head_dim) + kBlock);
+  return item_rows(pr) * (q_row_floats(pr.p->head_dim) + kBlock);
 }
 
 // Runs one item into its partial state: m [item_rows] (running max, log2 units),

@@ -108,16 +108,17 @@ struct Simd {
     return r;
   }
   // q8_0 (decode_attention_q8.inc), in int32 as the vector kernels.
-  static void qk16_q8(const uint8_t* k, int64_t gstride, int nr, const int8_t* const* qhi, const int8_t* const* qlo,
-                      const float* const* qd, const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb,
-                      float* out, int64_t ostride) {
+  static void qk16_q8(const uint8_t* k, int64_t gstride, int nr, const int8_t* const* /*qhi*/,
+                      const int8_t* const* /*qlo*/, const int16_t* const* qw, const float* const* qd,
+                      const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb, float* out,
+                      int64_t ostride) {
     for (int r = 0; r < nr; ++r) {
       float s[16] = {};
       for (int c = 0; c < nb; ++c) {
         int32_t acc[16];
         for (int i = 0; i < 16; ++i) acc[i] = qbias[r][c];
         for (int d = c * 32; d < c * 32 + 32; ++d) {  // the 16 keys' bytes of dim d, 4 apart
-          const int32_t qv = qhi[r][d] * 128 + qlo[r][d];
+          const int32_t qv = qw[r][d];
           const uint8_t* kd = k + (d / 4) * gstride + d % 4;
           for (int i = 0; i < 16; ++i) acc[i] += int32_t{kd[i * 4]} * qv;
         }

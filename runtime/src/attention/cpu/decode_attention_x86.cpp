@@ -79,39 +79,57 @@ struct Simd {
   // q8_0 (decode_attention_q8.inc). 8 keys per ymm: K's bytes back to signed
   // (xor 0x80, so qbias is not needed), then maddubs(|q|, k · sign(q)):
   // |q|, |k| <= 127 keep its int16 pair sums from saturating.
-  FS_TARGET static void qk16_q8(const uint8_t* k, int64_t gstride, int nr, const int8_t* const* qhi,
-                                const int8_t* const* qlo, const float* const* qd, const int32_t* const* /*qbias*/,
-                                const uint16_t* ks, int64_t sstride, int nb, float* out, int64_t ostride) {
-    for (int r = 0; r < nr; ++r) qk16_row(k, gstride, qhi[r], qlo[r], qd[r], ks, sstride, nb, out + r * ostride);
-  }
-  // 8 keys per ymm: K's bytes back to signed (xor 0x80, so qbias is not
-  // needed); qhi by maddubs(|qhi|, k · sign(qhi)), qlo (0..127) by
-  // maddubs(qlo, k): every int16 pair sum stays within ±32,512.
-  FS_TARGET static void qk16_row(const uint8_t* k, int64_t gstride, const int8_t* qhi, const int8_t* qlo,
-                                 const float* qd, const uint16_t* ks, int64_t sstride, int nb, float* out) {
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    const __m256i ones = _mm256_set1_epi16(1);
+  // Q·K in int16: a K line (16 keys × 4 dims, u8) widens to four ymm of
+  // int16, lane pairs (2i, 2i + 1) holding key i's dims (0, 1) and (2, 3);
+  // pmaddwd against the dims' four q words (a 64-bit broadcast) leaves each
+  // key's dot in two int32 lanes, added at the block's end (hadd). u8 K
+  // (k + 128, so qbias undoes the bias) and 15-bit q fit int16 exactly. Half
+  // a group (8 keys, two ymm) a pass keeps kNr rows' sums in registers.
+  template <int kNr>
+  FS_TARGET static void qk16_rows(const uint8_t* k, int64_t gstride, const int16_t* const* qw, const float* const* qd,
+                                  const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb,
+                                  float* out, int64_t ostride) {
     for (int half = 0; half < 2; ++half) {
-      __m256 s = _mm256_setzero_ps();
+      __m256 s[kNr];
+      for (int r = 0; r < kNr; ++r) s[r] = _mm256_setzero_ps();
       for (int c = 0; c < nb; ++c) {
-        __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+        __m256i a0[kNr], a1[kNr];
+        for (int r = 0; r < kNr; ++r) a0[r] = a1[r] = _mm256_setzero_si256();
         for (int g = 0; g < 8; ++g) {
-          int32_t wh, wl;
-          std::memcpy(&wh, qhi + c * 32 + g * 4, sizeof wh);
-          std::memcpy(&wl, qlo + c * 32 + g * 4, sizeof wl);
-          const __m256i qh = _mm256_set1_epi32(wh);
-          const __m256i kv = _mm256_xor_si256(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + (int64_t{c} * 8 + g) * gstride + half * 32)), flip);
-          hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(qh), _mm256_sign_epi8(kv, qh)), ones));
-          lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(wl), kv), ones));
+          const uint8_t* line = k + (int64_t{c} * 8 + g) * gstride + half * 32;
+          const __m256i k0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(line)));
+          const __m256i k1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(line + 16)));
+          for (int r = 0; r < kNr; ++r) {
+            int64_t w;
+            std::memcpy(&w, qw[r] + c * 32 + g * 4, sizeof w);
+            const __m256i q4 = _mm256_set1_epi64x(w);
+            a0[r] = _mm256_add_epi32(a0[r], _mm256_madd_epi16(k0, q4));
+            a1[r] = _mm256_add_epi32(a1[r], _mm256_madd_epi16(k1, q4));
+          }
         }
-        const __m256i dot = _mm256_add_epi32(_mm256_slli_epi32(hi, 7), lo);
-        const __m256 sc = _mm256_mul_ps(
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ks + c * sstride + half * 8))),
-            _mm256_set1_ps(qd[c]));
-        s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), sc, s);
+        const __m256 sc =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ks + c * sstride + half * 8)));
+        for (int r = 0; r < kNr; ++r) {
+          // hadd: keys 0, 1, 4, 5 | 2, 3, 6, 7 by 64-bit pairs; the permute puts them in order.
+          const __m256i dot = _mm256_add_epi32(
+              _mm256_permute4x64_epi64(_mm256_hadd_epi32(a0[r], a1[r]), _MM_SHUFFLE(3, 1, 2, 0)),
+              _mm256_set1_epi32(qbias[r][c]));
+          s[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sc, _mm256_set1_ps(qd[r][c])), s[r]);
+        }
       }
-      _mm256_storeu_ps(out + half * 8, s);
+      for (int r = 0; r < kNr; ++r) _mm256_storeu_ps(out + r * ostride + half * 8, s[r]);
+    }
+  }
+  FS_TARGET static void qk16_q8(const uint8_t* k, int64_t gstride, int nr, const int8_t* const* /*qhi*/,
+                                const int8_t* const* /*qlo*/, const int16_t* const* qw, const float* const* qd,
+                                const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb, float* out,
+                                int64_t ostride) {
+    static_assert(kQkRowsQ8 == 4, "one case per row count");
+    switch (nr) {
+      case 1: return qk16_rows<1>(k, gstride, qw, qd, qbias, ks, sstride, nb, out, ostride);
+      case 2: return qk16_rows<2>(k, gstride, qw, qd, qbias, ks, sstride, nb, out, ostride);
+      case 3: return qk16_rows<3>(k, gstride, qw, qd, qbias, ks, sstride, nb, out, ostride);
+      default: return qk16_rows<4>(k, gstride, qw, qd, qbias, ks, sstride, nb, out, ostride);
     }
   }
   FS_TARGET static V max(V a, V b) { return _mm256_max_ps(a, b); }
@@ -301,8 +319,9 @@ struct Simd : avx512::Simd {
     for (int r = 0; r < kNr; ++r) _mm512_storeu_ps(out + r * ostride, s[r]);
   }
   FS_TARGET static void qk16_q8(const uint8_t* k, int64_t gstride, int nr, const int8_t* const* qhi,
-                                const int8_t* const* qlo, const float* const* qd, const int32_t* const* qbias,
-                                const uint16_t* ks, int64_t sstride, int nb, float* out, int64_t ostride) {
+                                const int8_t* const* qlo, const int16_t* const* /*qw*/, const float* const* qd,
+                                const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb, float* out,
+                                int64_t ostride) {
     static_assert(kQkRowsQ8 == 4, "one case per row count");
     switch (nr) {
       case 1: return qk16_rows<1>(k, gstride, qhi, qlo, qd, qbias, ks, sstride, nb, out, ostride);
