@@ -162,22 +162,8 @@ struct Simd {
     for (int i = 0; i < W; ++i) r.x[i] = static_cast<float>(a.x[i]);
     return r;
   }
-  static float quant_p16(const float* p, const float* dv, int16_t* q) {
-    float x[kBlock];
-    float m = 0.0f;
-    bool nan = false;
-    for (int j = 0; j < kBlock; ++j) {
-      x[j] = p[j] * dv[j];
-      nan = nan || std::isnan(x[j]);
-      m = std::max(m, x[j]);
-    }
-    if (nan || !(m > 0.0f)) {
-      std::fill(q, q + kBlock, int16_t{0});
-      return nan ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
-    }
-    const float inv = 32767.0f / m;
-    for (int j = 0; j < kBlock; ++j) q[j] = static_cast<int16_t>(std::min(std::nearbyint(x[j] * inv), 32767.0f));
-    return m / 32767.0f;
+  static void store_i16(int16_t* q, const V& x) {
+    for (int i = 0; i < W; ++i) q[i] = static_cast<int16_t>(std::clamp(std::nearbyint(x.x[i]), -32768.0f, 32767.0f));
   }
   static void widen_fp16x16(const uint16_t* src, float* dst) {
     for (int i = 0; i < 16; ++i) dst[i] = fp16_to_float(src[i]);

@@ -150,28 +150,11 @@ struct Simd {
     return _mm256_add_epi32(a, _mm256_madd_epi16(x, _mm256_set1_epi32(w)));
   }
   FS_TARGET static V to_float(I a) { return _mm256_cvtepi32_ps(a); }
-  FS_TARGET static float quant_p16(const float* p, const float* dv, int16_t* q) {
-    constexpr int kN = kBlock / 8;
-    __m256 x[kN];
-    __m256 mx = _mm256_setzero_ps();
-    int nan = 0;
-    for (int k = 0; k < kN; ++k) {
-      x[k] = _mm256_mul_ps(_mm256_loadu_ps(p + 8 * k), _mm256_loadu_ps(dv + 8 * k));
-      nan |= _mm256_movemask_ps(_mm256_cmp_ps(x[k], x[k], _CMP_UNORD_Q));
-      mx = _mm256_max_ps(mx, x[k]);
-    }
-    const float m = hmax(mx);
-    if (nan != 0 || !(m > 0.0f)) {
-      std::memset(q, 0, sizeof(int16_t) * kBlock);
-      return nan != 0 ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
-    }
-    const __m256 inv = _mm256_set1_ps(32767.0f / m);
-    for (int k = 0; k < kN; k += 2) {  // packs interleaves 128-bit halves; the permute puts them back in order
-      const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(x[k], inv)), b = _mm256_cvtps_epi32(_mm256_mul_ps(x[k + 1], inv));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 8 * k),
-                          _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), _MM_SHUFFLE(3, 1, 2, 0)));
-    }
-    return m / 32767.0f;
+  // W lanes rounded to the nearest int16 (saturating) at q.
+  FS_TARGET static void store_i16(int16_t* q, V x) {
+    const __m256i i = _mm256_cvtps_epi32(x);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q),
+                     _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1)));
   }
   FS_TARGET static void widen_fp16x16(const uint16_t* src, float* dst) {
     _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
@@ -346,26 +329,8 @@ struct Simd : avx512::Simd {
     return a;
   }
   FS_TARGET static V to_float(I a) { return _mm512_cvtepi32_ps(a); }
-  FS_TARGET static float quant_p16(const float* p, const float* dv, int16_t* q) {
-    constexpr int kN = kBlock / 16;
-    __m512 x[kN];
-    __m512 mx = _mm512_setzero_ps();
-    __mmask16 nan = 0;
-    for (int k = 0; k < kN; ++k) {
-      x[k] = _mm512_mul_ps(_mm512_loadu_ps(p + 16 * k), _mm512_loadu_ps(dv + 16 * k));
-      nan |= _mm512_cmp_ps_mask(x[k], x[k], _CMP_UNORD_Q);
-      mx = _mm512_max_ps(mx, x[k]);
-    }
-    const float m = hmax(mx);
-    if (nan != 0 || !(m > 0.0f)) {
-      std::memset(q, 0, sizeof(int16_t) * kBlock);
-      return nan != 0 ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
-    }
-    const __m512 inv = _mm512_set1_ps(32767.0f / m);
-    for (int k = 0; k < kN; ++k)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16 * k),
-                          _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(x[k], inv))));
-    return m / 32767.0f;
+  FS_TARGET static void store_i16(int16_t* q, V x) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(x)));
   }
   FS_TARGET static void widen_fp16x16(const uint16_t* src, float* dst) {
     _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))));
