@@ -483,6 +483,25 @@ void print_prefill_header(const PrefillOptions& o, const PrefillInputs& in, doub
               "TFLOPS");
 }
 
+// The FLOPs of the tiles the Hopper kernel computes, causal or windowed: each
+// q-tile of block_q rows visits the keys from its first row's window start
+// to its last row's end (attention_views.cuh, hopper_schedule.cuh's windowed
+// view) in whole tiles of block_kv, masked ones included. "TFLOPS counted on
+// the computed tiles": what the tensor cores did, where the pairs kept are
+// fewer (the diagonal's and the window edges' masked halves).
+double hopper_tile_flops(const PrefillParams& p, int block_q, int block_kv) {
+  const int64_t diag = int64_t(p.kv_len) - p.q_len;
+  int64_t key_tiles = 0;
+  for (int64_t q0 = 0; q0 < p.q_len; q0 += block_q) {
+    int64_t begin = 0, end = p.causal ? std::min<int64_t>(p.kv_len, std::max<int64_t>(0, q0 + block_q + diag)) : p.kv_len;
+    if (p.window_left >= 0) begin = std::max<int64_t>(begin, q0 + diag - p.window_left);
+    if (!p.causal && p.window_right >= 0)
+      end = std::min<int64_t>(end, std::min<int64_t>(q0 + block_q, p.q_len) + diag + p.window_right);
+    if (end > begin) key_tiles += (end - begin + block_kv - 1) / block_kv;
+  }
+  return 4.0 * double(key_tiles) * block_q * block_kv * p.head_dim * p.q_heads * p.batch;
+}
+
 // Times kernel k and prints its line (JSON or the table's); false when it failed.
 bool bench_prefill_kernel(PrefillOptions* o, const PrefillInputs& in, PrefillKernel k, double flops) {
   PrefillParams& p = o->p;
@@ -503,6 +522,19 @@ bool bench_prefill_kernel(PrefillOptions* o, const PrefillInputs& in, PrefillKer
   const double tflops = flops / (t->median_ms * 1e-3) / 1e12;
   const double stream_tflops = flops / (t->stream_ms * 1e-3) / 1e12;
   const double pct = in.sol_tflops > 0 ? 100.0 * tflops / in.sol_tflops : 0.0;
+  // Causal or windowed Hopper runs: TFLOPS on the computed tiles as well (0: not such a run).
+  double tile_tflops = 0, tile_stream_tflops = 0;
+  int block_q = 0, block_kv = 0;
+  if (p.device == Device::kCuda && resolve_prefill_kernel(p) == PrefillKernel::kHopper && p.cu_seqlens_q == nullptr &&
+      (p.causal || p.window_left >= 0 || p.window_right >= 0)) {
+    if (auto plan = plan_prefill(p); plan.ok()) {
+      block_q = plan->block_q;
+      block_kv = plan->block_kv;
+      const double tile_flops = hopper_tile_flops(p, block_q, block_kv);
+      tile_tflops = tile_flops / (t->median_ms * 1e-3) / 1e12;
+      tile_stream_tflops = tile_flops / (t->stream_ms * 1e-3) / 1e12;
+    }
+  }
   if (o->json) {
     print_json_line({{"kind", "prefill"},
                      {"kernel", name},
@@ -527,12 +559,19 @@ bool bench_prefill_kernel(PrefillOptions* o, const PrefillInputs& in, PrefillKer
                      {"device", in.device_name},
                      {"workspace_bytes", p.workspace != nullptr ? prefill_workspace_bytes(p) : size_t(0)},
                      {"ms_stream", rounded(t->stream_ms, 5)},
-                     {"tflops_stream", rounded(stream_tflops, 2)}});
+                     {"tflops_stream", rounded(stream_tflops, 2)},
+                     {"tile_tflops", rounded(tile_tflops, 2)},
+                     {"tile_tflops_stream", rounded(tile_stream_tflops, 2)},
+                     {"block_q", block_q},
+                     {"block_kv", block_kv}});
   } else {
     std::string label = name;
     if (k == PrefillKernel::kAuto && p.device == Device::kCuda) label += "=" + resolved;
     std::printf("  %-8s %10.4f %10.4f %9.1f %7.1f%% %10.4f %9.1f\n", label.c_str(), t->median_ms, t->min_ms, tflops,
                 pct, t->stream_ms, stream_tflops);
+    if (tile_tflops > 0)
+      std::printf("  %-8s %21s %9.1f %8s %10s %9.1f   (on the computed %dx%d tiles)\n", "", "", tile_tflops, "", "",
+                  tile_stream_tflops, block_q, block_kv);
   }
   std::fflush(stdout);
   return true;

@@ -195,6 +195,41 @@ TEST_CASE("gpu window: sliding windows over the reference, every head_dim, GQA, 
   }
 }
 
+// More work tiles than any GPU has SMs, so the Hopper kernel runs its
+// persistent CTAs (window_grid's shapes all fit one wave): each CTA walks
+// several windowed work tiles in turn (at head_dim 128 with short windows,
+// the window tiles: 128 keys, the next work tile's Q in a second buffer),
+// including runs of work tiles whose rows see no key beside ones that do.
+TEST_CASE("gpu window: persistent CTAs over many windowed work tiles") {
+  if (skip_without_gpu()) return;
+  struct Case {
+    int batch, q_heads, kv_heads, q_len, kv_len, dim, left, right;
+    bool causal;
+    float cap;
+  };
+  const Case cases[] = {
+      {2, 16, 4, 2048, 2048, 128, 512, -1, true, 0.0f},     // 512 work tiles, five key tiles each
+      {1, 32, 8, 1536, 1536, 128, 1000, -1, true, 30.0f},   // a wider window, capped
+      {2, 16, 2, 1024, 1024, 128, 200, 77, false, 0.0f},    // two-sided
+      {1, 64, 8, 900, 3000, 128, 300, -1, true, 0.0f},      // a chunk at the end of a longer context
+      {1, 64, 8, 2000, 300, 128, 100, -1, true, 0.0f},      // rows 0..1699 see nothing: keyless tiles first
+      {2, 16, 4, 2048, 2048, 64, 512, -1, true, 0.0f},      // the other head_dims' persistent window kernels
+      {1, 16, 4, 2048, 2048, 256, 512, -1, true, 0.0f},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    AttentionShape s = dense_shape(c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.dim, c.causal, uint64_t(6150 + i));
+    s.window_left = c.left;
+    s.window_right = c.right;
+    s.softcap = c.cap;
+    s.dtype = i % 3 == 1 ? DType::kFP16 : DType::kBF16;
+    ++i;
+    AttentionProblem prob(s);
+    poison_invisible_keys(prob);
+    check_on_gpu(prob, PrefillKernel::kAuto);
+  }
+}
+
 TEST_CASE("gpu window: soft-cap without a window, causal and not, every head_dim") {
   if (skip_without_gpu()) return;
   int i = 0;

@@ -198,3 +198,31 @@ TEST_CASE("prefill plan: a sliding window takes no split tail and sizes its L2 g
   both.window_right = 200;
   CHECK(k::hopper_keys_per_q_tile(batch, both, kD128, false) == 300 + 200 + 128 + 176);
 }
+
+TEST_CASE("prefill plan: short windows at head_dim 128 take the window tiles, longer ones and other head_dims do not") {
+  auto window = [](int left, int right = -1) {
+    k::HopperExtras x;
+    x.window_left = left;
+    x.window_right = right;
+    return x;
+  };
+  // Causal: W + 128 keys a q-tile, up to 2048 + 128.
+  CHECK(k::use_window_config(128, true, window(512)));
+  CHECK(k::use_window_config(128, true, window(0)));
+  CHECK(k::use_window_config(128, true, window(2048)));
+  CHECK_FALSE(k::use_window_config(128, true, window(2049)));
+  CHECK_FALSE(k::use_window_config(128, true, window(4096)));
+  // A right width means nothing to causal; non-causal counts both sides, and
+  // a side without a bound reads the whole range.
+  CHECK(k::use_window_config(128, true, window(512, 100000)));
+  CHECK(k::use_window_config(128, false, window(1000, 1000)));
+  CHECK_FALSE(k::use_window_config(128, false, window(1500, 1000)));
+  CHECK_FALSE(k::use_window_config(128, false, window(512)));
+  CHECK_FALSE(k::use_window_config(128, false, window(-1, 512)));
+  // No window (a soft-cap alone), or another head_dim: the usual tiles.
+  k::HopperExtras cap;
+  cap.softcap = 30.0f;
+  CHECK_FALSE(k::use_window_config(128, true, cap));
+  CHECK_FALSE(k::use_window_config(64, true, window(512)));
+  CHECK_FALSE(k::use_window_config(256, true, window(512)));
+}

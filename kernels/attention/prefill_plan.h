@@ -33,13 +33,14 @@ struct DeviceLaunchFacts {
 
 enum class PrefillFamily : uint8_t { kSm80, kHopper };
 
-// The Hopper kernel's tile configurations (hopper_config.cuh): the five the
+// The Hopper kernel's tile configurations (hopper_config.cuh): the six the
 // production launch chooses from, and the research variants' (the lab's).
 enum class HopperConfig : uint8_t {
   kDefault64,
   kShortCausal64,
   kDefault128,
   kLongKv128,
+  kWindow128,
   kDefault256,  // the last production one
   kTwoConsumersPingPong64,
   kThreeConsumers64,

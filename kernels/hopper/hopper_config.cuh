@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/hopper/hopper_launch.h"
+#include "kernels/hopper/hopper_plan.h"
 #include "kernels/hopper/hopper_prefill_kernel.cuh"
 
 namespace flashscope::kernels {
@@ -44,10 +45,27 @@ using DefaultConfig = std::conditional_t<
 using LongKvConfig128 = HopperPrefillConfig<128, 2, 2, true, 192>;
 inline bool use_long_kv_config(int head_dim, int kv_len) { return head_dim == 128 && kv_len >= 4096; }
 
+// Short windows at 128 (a q-tile reads W + 128 keys, whatever the context):
+// 128-key tiles, two stages and two Q buffers (Q 2 x 32 KiB + 4 tiles of
+// 32 KiB = 192 KiB). A work tile is then a handful of key tiles, so what it
+// costs apart from them counts: the tiles cover W + 128 keys with less past
+// the window's edges (W = 512: 640 keys in five tiles, against 704 in four
+// of 176 and 768 in four of 192), and the next work tile's Q lands while the
+// current one runs instead of after its last Q·Kᵀ. Window kernels only (EXTRAS).
+// Which windows take it: use_window_config (hopper_plan.h).
+using WindowConfig128 = HopperPrefillConfig<128, 2, 2, true, 128, 2>;
+// Configurations only the window and soft-cap launches run: the kernels
+// without them are not instantiated for these.
+template <typename Cfg>
+inline constexpr bool kExtrasOnlyConfig = std::is_same_v<Cfg, WindowConfig128>;
+
 // The production choice, the one place it is made (the plan records it).
-inline HopperConfig production_hopper_config(int head_dim, bool causal, int q_len, int kv_len) {
+// x: the window and soft-cap (a short window at 128 takes its own tiles).
+inline HopperConfig production_hopper_config(int head_dim, bool causal, int q_len, int kv_len,
+                                             const HopperExtras& x = {}) {
   if (head_dim == 64) return use_short_causal_config(64, causal, q_len) ? HopperConfig::kShortCausal64 : HopperConfig::kDefault64;
   if (head_dim == 256) return HopperConfig::kDefault256;
+  if (use_window_config(head_dim, causal, x)) return HopperConfig::kWindow128;
   return use_long_kv_config(128, kv_len) ? HopperConfig::kLongKv128 : HopperConfig::kDefault128;
 }
 
@@ -68,6 +86,7 @@ cudaError_t visit_hopper_config(HopperConfig c, Fn&& fn) {
       case HopperConfig::kShortCausal64: return fn(ShortCausalConfig64{}, std::true_type{});
       case HopperConfig::kDefault128: return fn(DefaultConfig<128>{}, std::true_type{});
       case HopperConfig::kLongKv128: return fn(LongKvConfig128{}, std::true_type{});
+      case HopperConfig::kWindow128: return fn(WindowConfig128{}, std::true_type{});
       case HopperConfig::kDefault256: return fn(DefaultConfig<256>{}, std::true_type{});
       default: break;
     }

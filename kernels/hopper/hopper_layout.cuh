@@ -21,7 +21,10 @@ namespace flashscope::kernels {
 // BLOCK_KV: keys per tile, the N of S = Q·Kᵀ (a multiple of 16, at most 256
 // for one wgmma and one TMA box): wider tiles spread the per-tile softmax
 // bookkeeping (row max, O rescale, barriers) over more keys.
-template <int DIM, int STAGES, int CONSUMERS = 2, bool PINGPONG = false, int BLOCK_KV = 128>
+// Q_SLOTS: Q buffers, so a persistent CTA loads the next work tile's Q while
+// the current one still reads its own (see kQSlots).
+template <int DIM, int STAGES, int CONSUMERS = 2, bool PINGPONG = false, int BLOCK_KV = 128,
+          int Q_SLOTS = (DIM == 64 && CONSUMERS == 2 ? 2 : 1)>
 struct HopperPrefillConfig {
   static constexpr int kDim = DIM;
   static constexpr int kConsumerWarpgroups = CONSUMERS;
@@ -46,13 +49,15 @@ struct HopperPrefillConfig {
   static constexpr int kColumnBlocks = DIM / 64;
   static constexpr int kQBytes = kBlockQ * DIM * 2;
   static constexpr int kKVTileBytes = kBlockKV * DIM * 2;
-  // Q buffers: two for two consumer warpgroups at head_dim 64 (the short
-  // causal tiles of SmolLM2's prompts: about nine work tiles of 1-8 key
-  // tiles per CTA), so a persistent CTA loads the next work tile's Q while
-  // the current one still reads its own; the three-warpgroup tiles of long
-  // problems lose with it (bench/TUNING.md#hopper-prefill). One at 128 and
-  // 256, where the K/V ring takes the rest of shared memory.
-  static constexpr int kQSlots = DIM == 64 && CONSUMERS == 2 ? 2 : 1;
+  // Q buffers: by default two for two consumer warpgroups at head_dim 64
+  // (the short causal tiles of SmolLM2's prompts: about nine work tiles of
+  // 1-8 key tiles per CTA), so a persistent CTA loads the next work tile's Q
+  // while the current one still reads its own; the three-warpgroup tiles of
+  // long problems lose with it (bench/TUNING.md#hopper-prefill). One at 128
+  // and 256, where the K/V ring takes the rest of shared memory, except in
+  // the short-window tiles (hopper_config.cuh), whose ring leaves room.
+  static constexpr int kQSlots = Q_SLOTS;
+  static_assert(Q_SLOTS == 1 || Q_SLOTS == 2, "one or two Q buffers");
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQBytes * kQSlots;
   static constexpr int kVOffset = kKOffset + STAGES * kKVTileBytes;

@@ -51,7 +51,7 @@ PrefillLaunchPlan plan_prefill_hopper_config(ElemType type, int head_dim, bool c
 PrefillLaunchPlan plan_prefill_hopper(ElemType type, int head_dim, bool causal, const PrefillKernelParams& p,
                                       const DeviceLaunchFacts& dev, const HopperExtras& x) {
   return plan_prefill_hopper_config(type, head_dim, causal, p, dev,
-                                    production_hopper_config(head_dim, causal, p.q_len, p.kv_len), /*tma=*/true,
+                                    production_hopper_config(head_dim, causal, p.q_len, p.kv_len, x), /*tma=*/true,
                                     /*one_cta=*/false, x);
 }
 

@@ -116,8 +116,12 @@ cudaError_t launch_hopper_typed(const PrefillLaunchPlan& plan, const PrefillKern
   return visit_hopper_config<kSet>(plan.hopper_config, [&](auto config, auto production) {
     using Cfg = decltype(config);
     constexpr bool kMayPersist = decltype(production)::value;
-    return plan.causal ? launch_dense<Cfg, kMayPersist, T, true, Probe, kExtras>(plan, p, probe, stream, x)
-                       : launch_dense<Cfg, kMayPersist, T, false, Probe, kExtras>(plan, p, probe, stream, x);
+    if constexpr (kExtrasOnlyConfig<Cfg> && !kExtras) {
+      return cudaErrorInvalidValue;  // never planned without a window
+    } else {
+      return plan.causal ? launch_dense<Cfg, kMayPersist, T, true, Probe, kExtras>(plan, p, probe, stream, x)
+                         : launch_dense<Cfg, kMayPersist, T, false, Probe, kExtras>(plan, p, probe, stream, x);
+    }
   });
 }
 
