@@ -142,19 +142,24 @@ struct Simd {
     int32_t x[W];
   };
   struct X {
-    int16_t k0[W], k1[W];
+    int16_t k[4][W];
+  };
+  using PWord = int16_t;
+  struct PB {
+    int32_t p[4];
   };
   static I izero() { return I{}; }
-  static X load_pairs(const int8_t* v) {
+  static X load_quads(const int8_t* v) {
     X r;
-    for (int i = 0; i < W; ++i) {
-      r.k0[i] = v[2 * i];
-      r.k1[i] = v[2 * i + 1];
-    }
+    for (int i = 0; i < W; ++i)
+      for (int k = 0; k < 4; ++k) r.k[k][i] = v[4 * i + k];
     return r;
   }
-  static I dot_pairs(I a, const X& x, const int16_t* p) {
-    for (int i = 0; i < W; ++i) a.x[i] += int32_t{x.k0[i]} * p[0] + int32_t{x.k1[i]} * p[1];
+  static PB bcast_p(const PWord* p) { return PB{{p[0], p[1], p[2], p[3]}}; }
+  static I dot_quads(I a, const X& x, const PB& p) {
+    for (int i = 0; i < W; ++i)
+      a.x[i] += int32_t{x.k[0][i]} * p.p[0] + int32_t{x.k[1][i]} * p.p[1] + int32_t{x.k[2][i]} * p.p[2] +
+                int32_t{x.k[3][i]} * p.p[3];
     return a;
   }
   static V to_float(const I& a) {
@@ -162,8 +167,8 @@ struct Simd {
     for (int i = 0; i < W; ++i) r.x[i] = static_cast<float>(a.x[i]);
     return r;
   }
-  static void store_i16(int16_t* q, const V& x) {
-    for (int i = 0; i < W; ++i) q[i] = static_cast<int16_t>(std::clamp(std::nearbyint(x.x[i]), -32768.0f, 32767.0f));
+  static void store_p(PWord* q, const V& x) {
+    for (int i = 0; i < W; ++i) q[i] = static_cast<int16_t>(std::clamp(std::nearbyint(x.x[i]), 0.0f, 255.0f));
   }
   static void widen_fp16x16(const uint16_t* src, float* dst) {
     for (int i = 0; i < 16; ++i) dst[i] = fp16_to_float(src[i]);

@@ -138,21 +138,39 @@ struct Simd {
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     return _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
   }
-  using I = __m256i;
-  using X = __m256i;
-  FS_TARGET static I izero() { return _mm256_setzero_si256(); }
-  FS_TARGET static X load_pairs(const int8_t* v) {
-    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v)));
+  // P·V (decode_attention_q8.inc): a V quad line of 8 dims widens to two
+  // ymm of int16, lane pairs holding one dim's keys (0, 1) and (2, 3);
+  // pmaddwd against the four P words (a 64-bit broadcast) leaves each dim's
+  // sum in two int32 lanes, added when the tile is read (to_float).
+  struct I {
+    __m256i lo, hi;  // dims 0-3 and 4-7, two lanes each
+  };
+  struct X {
+    __m256i lo, hi;
+  };
+  using PWord = int16_t;
+  using PB = __m256i;
+  FS_TARGET static I izero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+  FS_TARGET static X load_quads(const int8_t* v) {
+    return {_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v))),
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 16)))};
   }
-  FS_TARGET static I dot_pairs(I a, X x, const int16_t* p) {
-    int32_t w;
+  FS_TARGET static PB bcast_p(const PWord* p) {
+    int64_t w;
     std::memcpy(&w, p, sizeof w);
-    return _mm256_add_epi32(a, _mm256_madd_epi16(x, _mm256_set1_epi32(w)));
+    return _mm256_set1_epi64x(w);
   }
-  FS_TARGET static V to_float(I a) { return _mm256_cvtepi32_ps(a); }
-  // W lanes rounded to the nearest int16 (saturating) at q.
-  FS_TARGET static void store_i16(int16_t* q, V x) {
-    const __m256i i = _mm256_cvtps_epi32(x);
+  FS_TARGET static I dot_quads(I a, const X& x, PB p) {
+    return {_mm256_add_epi32(a.lo, _mm256_madd_epi16(x.lo, p)), _mm256_add_epi32(a.hi, _mm256_madd_epi16(x.hi, p))};
+  }
+  // hadd: dims 0, 1, 4, 5 | 2, 3, 6, 7 by 64-bit pairs; the permute puts them in order.
+  FS_TARGET static V to_float(const I& a) {
+    return _mm256_cvtepi32_ps(_mm256_permute4x64_epi64(_mm256_hadd_epi32(a.lo, a.hi), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  // W lanes rounded to the nearest integer in [0, 255] at q.
+  FS_TARGET static void store_p(PWord* q, V x) {
+    const __m256i i = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(x), _mm256_setzero_si256()),
+                                       _mm256_set1_epi32(255));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q),
                      _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1)));
   }
@@ -317,20 +335,27 @@ struct Simd : avx512::Simd {
   FS_TARGET static float hmax(V a) { return _mm512_reduce_max_ps(a); }
   using I = __m512i;
   using X = __m512i;
+  using PWord = uint8_t;
+  using PB = __m512i;
   FS_TARGET static I izero() { return _mm512_setzero_si512(); }
-  FS_TARGET static X load_pairs(const int8_t* v) {
-    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v)));
+  // 16 dims × 4 keys: one line, V's int8 as they are (vpdpbusd's signed operand).
+  FS_TARGET static X load_quads(const int8_t* v) { return _mm512_loadu_si512(v); }
+  FS_TARGET static PB bcast_p(const PWord* p) {
+    int32_t w;
+    std::memcpy(&w, p, sizeof w);
+    return _mm512_set1_epi32(w);
   }
-  // In asm for the embedded broadcast of the P pair and an accumulator that
-  // stays in its register (GCC 12 copied each one out and back around every
-  // vpdpwssd of the intrinsic: two moves a product).
-  FS_TARGET static I dot_pairs(I a, X x, const int16_t* p) {
-    asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(a) : "v"(x), "m"(*reinterpret_cast<const int32_t*>(p)));
+  // In asm so the accumulator stays in its register (GCC 12 copied each one
+  // out and back around every product of the intrinsic: two moves a product).
+  FS_TARGET static I dot_quads(I a, X x, PB p) {
+    asm("vpdpbusd %2, %1, %0" : "+v"(a) : "v"(p), "v"(x));
     return a;
   }
   FS_TARGET static V to_float(I a) { return _mm512_cvtepi32_ps(a); }
-  FS_TARGET static void store_i16(int16_t* q, V x) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(x)));
+  // W lanes rounded to the nearest integer in [0, 255] at q (vpmovusdb saturates).
+  FS_TARGET static void store_p(PWord* q, V x) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q),
+                     _mm512_cvtusepi32_epi8(_mm512_max_epi32(_mm512_cvtps_epi32(x), _mm512_setzero_si512())));
   }
   FS_TARGET static void widen_fp16x16(const uint16_t* src, float* dst) {
     _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src))));

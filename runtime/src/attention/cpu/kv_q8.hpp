@@ -9,7 +9,7 @@
 //   K  uint8 [P/16][D/4][16][4]  k + 128: dims 4g..4g+3 of token i at
 //                               ((i/16)·D/4 + g)·64 + (i%16)·4
 //      fp16  [D/32][P]    at byte P·D: block c of token i at (c·P + i)·2
-//   V  int8  [P/2][D][2]  tokens in pairs: dim d of token i at ((i/2)·D + d)·2 + i%2
+//   V  int8  [P/4][D][4]  tokens in quads: dim d of token i at ((i/4)·D + d)·4 + i%4
 //      fp16  [D/32][P]    as for K
 // Why: 16 consecutive tokens' bytes of 4 dims are one 64-byte line, so a
 // vpdpbusd against 4 broadcast q bytes gives 16 keys' partial dots in its 16
@@ -19,10 +19,10 @@
 // hardware prefetchers follow (dim groups a page apart were 16 streams a
 // head, which they did not). K biased to unsigned is vpdpbusd's u8 operand (q is the
 // signed one; the bias comes back as −128·Σq, once per row and block). V's
-// pairs of tokens meet P in integers: two tokens' int8 of 16 dims widen to
-// one vector of int16 pairs, and vpdpwssd / pmaddwd against a broadcast pair
-// of int16 P (V's scale folded in) adds both tokens' products in each dim's
-// lane. A 16-token group's V is still D·16 consecutive bytes (it starts
+// quads of tokens meet P in integers: four tokens' int8 of 16 dims are one
+// 64-byte line, and vpdpbusd against a broadcast quad of 8-bit P (V's scale
+// folded in) adds the four tokens' products in each dim's lane (AVX2 and
+// the portable kernel widen the line to int16 first). A 16-token group's V is still D·16 consecutive bytes (it starts
 // where row-major rows would), its scales apart for the same
 // one-load-per-16-tokens reason. P is a multiple of 16 so no 16-token group
 // straddles a page.
@@ -49,7 +49,7 @@ constexpr int64_t kv_q8_k_offset(int row, int d, int head_dim) {
 
 // Byte of V's dim d of token `row` in a head block.
 constexpr int64_t kv_q8_v_offset(int row, int d, int head_dim) {
-  return (int64_t{row / 2} * head_dim + d) * 2 + row % 2;
+  return (int64_t{row / 4} * head_dim + d) * 4 + row % 4;
 }
 
 // Whether a q8_0 cache can hold rows of head_dim (whole blocks of 32).
