@@ -26,13 +26,15 @@
 #include "flashscope/model.hpp"
 #include "flashscope/synthetic_model.hpp"
 #include "support/synthetic_llama.hpp"
+#include "support/temp_path.hpp"
 
 namespace {
 
-// A model file of the synthetic spec (written once per test binary run).
+// A model file of the synthetic spec, named for this process: ctest runs
+// each test case as a process of its own, side by side, and one rewriting a
+// file another has mapped ends that one with SIGBUS.
 std::string synthetic_model_path() {
-  const char* dir = std::getenv("TMPDIR");
-  const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/flashscope_test_c_api_batch.gguf";
+  const std::string path = flashscope::testing::temp_path("test_c_api", "batch.gguf");
   flashscope::SyntheticModelSpec spec;
   spec.vocab = 128;
   spec.context = 256;
@@ -224,8 +226,7 @@ TEST_CASE("c api batch: a full session and a cancel from another thread end only
 }
 
 TEST_CASE("c api: the model's recommended sampling, read at load, fills only the fields it names") {
-  const char* dir = std::getenv("TMPDIR");
-  const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/flashscope_test_c_api_sampling.gguf";
+  const std::string path = flashscope::testing::temp_path("test_c_api", "sampling.gguf");
   flashscope::testing::SyntheticLlama spec;
   spec.extra = [](flashscope::testing::GgufBuilder& b) {
     b.add_f32("general.sampling.temp", 0.3f).add_i32("general.sampling.top_k", 17).add_f32("general.sampling.penalty_repeat", 1.2f);
