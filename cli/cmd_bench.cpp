@@ -485,15 +485,19 @@ void print_prefill_header(const PrefillOptions& o, const PrefillInputs& in, doub
 
 // The FLOPs of the tiles the Hopper kernel computes, causal or windowed: each
 // q-tile of block_q rows visits the keys from its first row's window start
-// to its last row's end (attention_views.cuh, hopper_schedule.cuh's windowed
-// view) in whole tiles of block_kv, masked ones included. "TFLOPS counted on
+// to its last row's end in whole tiles of block_kv, masked ones included
+// (the dense view's range in attention_views.cuh, narrowed as
+// hopper_schedule.cuh's `windowed` does: the two are device code, so this
+// host count restates them; its window start is unaligned, unlike
+// window_range.h's sm80 one). "TFLOPS counted on
 // the computed tiles": what the tensor cores did, where the pairs kept are
 // fewer (the diagonal's and the window edges' masked halves).
 double hopper_tile_flops(const PrefillParams& p, int block_q, int block_kv) {
   const int64_t diag = int64_t(p.kv_len) - p.q_len;
   int64_t key_tiles = 0;
   for (int64_t q0 = 0; q0 < p.q_len; q0 += block_q) {
-    int64_t begin = 0, end = p.causal ? std::min<int64_t>(p.kv_len, std::max<int64_t>(0, q0 + block_q + diag)) : p.kv_len;
+    int64_t begin = 0;
+    int64_t end = p.causal ? std::min<int64_t>(p.kv_len, std::max<int64_t>(0, q0 + block_q + diag)) : p.kv_len;
     if (p.window_left >= 0) begin = std::max<int64_t>(begin, q0 + diag - p.window_left);
     if (!p.causal && p.window_right >= 0)
       end = std::min<int64_t>(end, std::min<int64_t>(q0 + block_q, p.q_len) + diag + p.window_right);

@@ -148,23 +148,24 @@ void quantized_reference(const PagedProblem& prob, const Q8Cache& c, std::vector
         // running maximum), times V's int8 values.
         double l = 0;
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t j = lo; j < hi; ++j) l += std::exp2(sc[size_t(j - lo)] - mx);
+        for (int64_t j = lo; j < hi; ++j) {
+          sc[size_t(j - lo)] = std::exp2(sc[size_t(j - lo)] - mx);  // scores to p, in place
+          l += sc[size_t(j - lo)];
+        }
         for (int64_t bs = lo / kKeyBlock * kKeyBlock; bs < hi; bs += kKeyBlock) {
           const int64_t js = std::max(lo, bs), je = std::min(hi, bs + kKeyBlock);
-          std::vector<std::vector<float>> rows;  // the block's V rows (float), V's scales and P' [key][c]
-          std::vector<std::vector<double>> dvs, pv;
+          std::vector<const int8_t*> vq;        // each key's head block: its int8 V at kv_q8_v_offset
+          std::vector<int> vrow;                // its row in the page
+          std::vector<std::vector<double>> pv;  // P' [key][c]
           for (int64_t j = js; j < je; ++j) {
             const int64_t page = prob.block_tables()[size_t(int64_t{b} * prob.block_table_stride() + j / P)];
             const uint8_t* block = c.v.data() + page * c.page_bytes + h * c.head_bytes;
-            cpu::kv_q8_load_v(block, D, P, int(j % P), row.data());
-            rows.push_back(row);
             const auto* scales = reinterpret_cast<const uint16_t*>(block + int64_t{P} * D);  // kv_q8.hpp
-            std::vector<double> dv(size_t(D / 32)), pj(size_t(D / 32));
-            for (int cb = 0; cb < D / 32; ++cb) {
-              dv[size_t(cb)] = fp16_to_float(scales[int64_t{cb} * P + j % P]);
-              pj[size_t(cb)] = std::exp2(sc[size_t(j - lo)] - mx) * dv[size_t(cb)];
-            }
-            dvs.push_back(dv);
+            vq.push_back(reinterpret_cast<const int8_t*>(block));
+            vrow.push_back(int(j % P));
+            std::vector<double> pj(size_t(D / 32));
+            for (int cb = 0; cb < D / 32; ++cb)
+              pj[size_t(cb)] = sc[size_t(j - lo)] * fp16_to_float(scales[int64_t{cb} * P + j % P]);
             pv.push_back(pj);
           }
           for (int cb = 0; cb < D / 32; ++cb) {
@@ -172,10 +173,9 @@ void quantized_reference(const PagedProblem& prob, const Q8Cache& c, std::vector
             for (const auto& pj : pv) top = std::max(top, pj[size_t(cb)]);
             if (!(top > 0)) continue;
             for (size_t k = 0; k < pv.size(); ++k) {
-              const double dv = dvs[k][size_t(cb)];
               const double pq = std::nearbyint(pv[k][size_t(cb)] / top * 255.0) * top / 255.0;  // P' as rounded
               for (int d = cb * 32; d < cb * 32 + 32; ++d)
-                acc[size_t(d)] += dv > 0 ? pq * (rows[k][size_t(d)] / dv) : 0.0;  // × V's int8
+                acc[size_t(d)] += pq * vq[k][cpu::kv_q8_v_offset(vrow[k], d, D)];
             }
           }
         }

@@ -54,6 +54,7 @@ inline bool use_long_kv_config(int head_dim, int kv_len) { return head_dim == 12
 // current one runs instead of after its last Q·Kᵀ. Window kernels only (EXTRAS).
 // Which windows take it: use_window_config (hopper_plan.h).
 using WindowConfig128 = HopperPrefillConfig<128, 2, 2, true, 128, 2>;
+static_assert(WindowConfig128::kBlockQ == kWindowBlockQ, "use_window_config counts these rows");
 // Configurations only the window and soft-cap launches run: the kernels
 // without them are not instantiated for these.
 template <typename Cfg>

@@ -26,16 +26,17 @@ struct HopperTileShape {
 
 // Whether a launch at head_dim 128 takes the short-window tiles
 // (hopper_config.cuh's WindowConfig128): a window whose q-tiles read at most
-// 2048 + 128 keys (W + 128 rows, both sides' widths when non-causal). Against
-// the 176- and 192-key tiles on an H200: W = 512 +16%, 2048 +6%, 1024 level;
-// 4096 keeps the 192-key tiles (bench/TUNING.md#sliding-windows-and-the-soft-cap-issue-20).
-inline constexpr int64_t kShortWindowKeys = 2048 + 128;
+// kShortWindowKeys keys (its width, both sides' when non-causal, plus the
+// tile's rows). Wider windows keep the wide key tiles, which measured as fast
+// from there on (bench/TUNING.md#sliding-windows-and-the-soft-cap-issue-20).
+inline constexpr int kWindowBlockQ = 128;  // WindowConfig128's rows (asserted there)
+inline constexpr int64_t kShortWindowKeys = 2048 + kWindowBlockQ;
 inline bool use_window_config(int head_dim, bool causal, const HopperExtras& x) {
   if (head_dim != 128 || !x.windowed(causal)) return false;
   const int64_t unbounded = kShortWindowKeys + 1;
   const int64_t left = x.window_left >= 0 ? x.window_left : unbounded;
   const int64_t right = causal ? 0 : x.window_right >= 0 ? x.window_right : unbounded;
-  return left + right + 128 <= kShortWindowKeys;
+  return left + right + kWindowBlockQ <= kShortWindowKeys;
 }
 
 // The keys a q-tile of t.block_q rows reads at most: the whole range, or

@@ -142,9 +142,8 @@ struct Simd {
     int32_t x[W];
   };
   // A quad line (W dims × 4 keys, as stored) widened to int32: the compiler
-  // vectorizes the four-key sums from it better than from int16 (on x86's
-  // baseline SSE2 0.64 ms a 1024-key layer against 0.72 for int16 pairs;
-  // the pair layout before the quads took 0.51: bench/TUNING.md#cpu).
+  // vectorizes the four-key sums from it better than from int16 (the forms
+  // measured: bench/TUNING.md#cpu).
   struct X {
     int32_t v[4 * W];
   };

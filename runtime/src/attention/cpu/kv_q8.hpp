@@ -21,10 +21,10 @@
 // signed one; the bias comes back as −128·Σq, once per row and block). V's
 // quads of tokens meet P in integers: four tokens' int8 of 16 dims are one
 // 64-byte line, and vpdpbusd against a broadcast quad of 8-bit P (V's scale
-// folded in) adds the four tokens' products in each dim's lane (AVX2 and
-// the portable kernel widen the line to int16 first). A 16-token group's V is still D·16 consecutive bytes (it starts
-// where row-major rows would), its scales apart for the same
-// one-load-per-16-tokens reason. P is a multiple of 16 so no 16-token group
+// folded in) adds the four tokens' products in each dim's lane (AVX2 widens
+// the line to int16 for pmaddwd, the portable kernel to int32). A 16-token
+// group's V is still D·16 consecutive bytes (it starts where row-major rows
+// would), its scales apart for the same one-load-per-16-tokens reason. P is a multiple of 16 so no 16-token group
 // straddles a page.
 //
 // Rounding: a block's scale d = fp16(max|x| / 127), x ↦ round(x / d)
