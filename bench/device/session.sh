@@ -14,7 +14,7 @@
 #   models    make-model files in /tmp/w/gen (MODELS="preset:type ...", default: #18's and #21's shapes)
 #   tests     the after build's whole suite (TESTS_FILTER: a doctest -tc filter) -> $OUT/tests.log
 #   variant   NAME MACRO VALUE...: after's cli rebuilt with `#define MACRO VALUE` in FILE (VARIANT_FILE),
-#             kept as /tmp/w/cli-NAME; the tree is put back after (runs in the background: wait on "variant")
+#             kept with its library in /tmp/w/var-NAME (run as /tmp/w/cli-NAME); the tree is put back after (runs in the background: wait on "variant")
 #   matrix    prompt and decode tok/s of CLIS ("before", "after", or variant names; NAME@VAR=VALUE runs NAME's cli
 #             with VAR=VALUE in its environment) on MX_MODELS, MX_ROUNDS interleaved rounds, batches
 #             E2E_BATCH (default 1), more `bench e2e` flags in E2E_ARGS -> $OUT/matrix.txt
@@ -33,6 +33,11 @@ cli_of() { case ${1%%@*} in before) echo $W/before/build/cli/flashscope-cli ;; a
 configure() {  # source dir, build dir
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DCMAKE_PREFIX_PATH="$C/prefix" -DFLASHSCOPE_BUILD_APP=OFF
+}
+keep_variant() {  # name: after's cli and its library into $W/var-NAME, run as $W/cli-NAME
+  local v=$W/var-$1
+  rm -rf $v && mkdir -p $v && cp $W/after/build/cli/flashscope-cli $W/after/build/runtime/libflashscope.so* $v/ &&
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s/flashscope-cli "$@"\n' $v $v > $W/cli-$1 && chmod +x $W/cli-$1
 }
 detach() {  # name, command: runs on after this call returns (a new session); rc in $W/NAME.rc
   rm -f $W/$1.rc
@@ -114,9 +119,14 @@ while (($#)); do
       name=$1 macro=$2 value=$3
       shift 3
       f=$W/after/src/${VARIANT_FILE:-kernels/model/quant_gemv_q8.cuh}
-      detach variant "cp $f $f.orig && sed -i 's/^#define $macro .*/#define $macro $value/' $f &&
-        ninja -C $W/after/build -j16 flashscope-cli && cp $(cli_of after) $W/cli-$name;
-        mv $f.orig $f && ninja -C $W/after/build -j16 flashscope-cli"
+      # The kernels live in libflashscope.so, which the cli finds by its RUNPATH (after's build folder):
+      # a copied cli alone runs whatever library after's folder holds by then. So the variant keeps its
+      # own library beside its cli (a wrapper sets LD_LIBRARY_PATH), and the put-back file is touched:
+      # `mv` keeps the older mtime, and ninja would leave after's build as the variant.
+      detach variant "$(declare -f keep_variant); W=$W; cp $f $f.orig &&
+        sed -i 's/^#define $macro .*/#define $macro $value/' $f &&
+        ninja -C $W/after/build -j16 flashscope-cli && keep_variant $name;
+        mv $f.orig $f && touch $f && ninja -C $W/after/build -j16 flashscope-cli"
       ;;
     matrix)
       for r in $(seq 1 ${MX_ROUNDS:-2}); do
