@@ -4,8 +4,8 @@
 // K/V, so a "token" reads what a decode step's attention reads (94 MB at
 // 4096). Prints the best and mean wall time per token, the process CPU time
 // per token (steadier than wall time on a shared machine) and K/V GB/s.
-// ISA: -1 the dispatched one, else a DecodeIsa value (3 avx512, 5 avx512-bf16,
-// 2 avx2, 6 avx512-vnni). KV=q8 runs the q8_0 cache (kv_q8.hpp) in the
+// ISA: -1 the dispatched one, else a DecodeIsa value (1 portable, 2 avx2,
+// 3 avx512, 4 neon, 5 avx512-bf16, 6 avx512-vnni, 7 neon-dotprod). KV=q8 runs the q8_0 cache (kv_q8.hpp) in the
 // engine's 256-token pages instead: 1.06 bytes an element against 2.
 //
 //   W=$PWD; g++ -std=c++20 -O3 -fopenmp -I$W/runtime/src -I$W/runtime/include -I$W \

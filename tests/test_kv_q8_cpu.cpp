@@ -59,7 +59,8 @@ using flashscope::testing::PagedShape;
 namespace {
 
 constexpr int kKeyBlock = 64;  // the kernels' online-softmax block (decode_attention_impl.hpp's kBlock)
-const cpu::DecodeIsa kIsas[] = {cpu::DecodeIsa::kPortable, cpu::DecodeIsa::kAvx2, cpu::DecodeIsa::kAvx512Vnni};
+const cpu::DecodeIsa kIsas[] = {cpu::DecodeIsa::kPortable, cpu::DecodeIsa::kAvx2, cpu::DecodeIsa::kAvx512Vnni,
+                                 cpu::DecodeIsa::kNeonDot};
 
 // The problem's K/V in q8_0 pools with its own page ids and block tables.
 struct Q8Cache {
@@ -319,6 +320,63 @@ TEST_CASE("cpu decode attention q8_0: every kernel matches the FP64 reference ov
     PagedProblem prob(shape(context_sweep(c.q_len), c.hq, c.hkv, c.q_len, c.dim, c.page, ++seed));
     check_q8(prob);
   }
+}
+
+// Without the FP64 references, so it is quick under an emulator (scripts/test_arm64.sh runs it on
+// arm64 under qemu): each vector kernel takes the same int32 sums as the portable one, so their
+// outputs differ only by the order of float additions.
+TEST_CASE("cpu decode attention q8_0: every kernel gives the portable kernel's outputs") {
+  struct Case {
+    std::vector<int> lens;
+    int hq, hkv, q_len, dim, page;
+  };
+  const Case cases[] = {
+      {{1, 17, 300, 1000}, 9, 3, 1, 64, 256},  // SmolLM2's heads, the engine's page size
+      {{63, 64, 65, 700}, 8, 2, 3, 128, 16},    // GQA 4, a few new tokens, small pages
+      {{129, 2000}, 6, 2, 1, 96, 64},           // head_dim 96: three blocks of 32
+      {{33}, 4, 1, 2, 256, 16},                 // head_dim 256
+  };
+  uint64_t seed = 900;
+  int compared = 0;
+  for (const Case& c : cases) {
+    PagedProblem prob(shape(c.lens, c.hq, c.hkv, c.q_len, c.dim, c.page, ++seed));
+    INFO("case: ", prob.shape().describe());
+    const Q8Cache cache = quantize(prob);
+    prob.reset_outputs();
+    REQUIRE(cpu::decode_attention(q8_params(prob, cache), cpu::DecodeIsa::kPortable).ok());
+    const std::vector<float> want = prob.output_as_float();
+    for (cpu::DecodeIsa isa : kIsas) {
+      if (isa == cpu::DecodeIsa::kPortable || !cpu::decode_isa_runnable(isa, c.dim, true)) continue;
+      const std::string name = cpu::decode_isa_name(isa);
+      CAPTURE(name);
+      prob.reset_outputs();
+      REQUIRE(cpu::decode_attention(q8_params(prob, cache), isa).ok());
+      CHECK_MESSAGE(prob.guards_intact(), "a write landed outside o or lse");
+      const std::vector<float> got = prob.output_as_float();
+      REQUIRE(got.size() == want.size());
+      // P is rounded to 8 bits (PQ8): a p that differs in its last float bit between two kernels'
+      // exp2 can land on the other side of a step, which moves an output by a 255th of that
+      // block's largest p·v; elsewhere only the order of float additions differs. So: the RMS
+      // difference well under a bf16 step, and no output further off than 2^-6 of its row's largest.
+      double diff2 = 0, want2 = 0;
+      int off = 0;
+      for (size_t r0 = 0; r0 < got.size(); r0 += size_t(c.dim)) {
+        float row_max = 0.0f;
+        for (int d = 0; d < c.dim; ++d) row_max = std::max(row_max, std::fabs(want[r0 + size_t(d)]));
+        for (int d = 0; d < c.dim; ++d) {
+          const double e = double(got[r0 + size_t(d)]) - want[r0 + size_t(d)];
+          diff2 += e * e;
+          want2 += double(want[r0 + size_t(d)]) * want[r0 + size_t(d)];
+          if (!(std::fabs(e) <= std::ldexp(row_max, -6))) ++off;
+        }
+      }
+      const double nerr = std::sqrt(diff2 / std::max(want2, 1e-300));
+      CHECK_MESSAGE(nerr < std::ldexp(1.0, -10), "normalized difference from the portable kernel's ", nerr);
+      CHECK_MESSAGE(off == 0, off, " of ", got.size(), " outputs further than 2^-6 of their row's largest");
+      ++compared;
+    }
+  }
+  if (compared == 0) MESSAGE("skipped: no vector q8_0 decode kernel runs on this machine (the portable one alone)");
 }
 
 TEST_CASE("cpu decode attention q8_0: a sliding window and a prompt-sized q_len") {

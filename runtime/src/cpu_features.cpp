@@ -6,6 +6,15 @@
 #include <cpuid.h>
 #endif
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)  // the kernel's bit for the dot-product instructions
+#endif
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
+
 namespace flashscope::cpu {
 
 #ifdef FLASHSCOPE_X86_CPUID
@@ -61,5 +70,24 @@ bool cpu_has_avx512() { return false; }
 bool cpu_has_avx512_vnni() { return false; }
 bool cpu_has_avx512_bf16() { return false; }
 #endif
+
+namespace {
+bool detect_neon_dotprod() {
+#if defined(__aarch64__) && defined(__linux__)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#elif defined(__aarch64__) && defined(__APPLE__)
+  int has = 0;
+  size_t size = sizeof has;
+  return sysctlbyname("hw.optional.arm.FEAT_DotProd", &has, &size, nullptr, 0) == 0 && has != 0;
+#else
+  return false;  // other arm64 systems: the NEON kernels without it
+#endif
+}
+}  // namespace
+
+bool cpu_has_neon_dotprod() {
+  static const bool has = detect_neon_dotprod();
+  return has;
+}
 
 }  // namespace flashscope::cpu

@@ -20,4 +20,9 @@ bool cpu_has_avx512_vnni();
 // float32). False elsewhere.
 bool cpu_has_avx512_bf16();
 
+// arm64: the dot-product instructions (SDOT/UDOT, Armv8.2's FEAT_DotProd: Apple
+// M1 on, Graviton 2 on, Neoverse N1, Cortex-A55/A76 on; not the Cortex-A72 of a
+// Raspberry Pi 4), asked of the OS (Linux's HWCAP, macOS's sysctl). False elsewhere.
+bool cpu_has_neon_dotprod();
+
 }  // namespace flashscope::cpu

@@ -62,6 +62,7 @@ int vector_width(DecodeIsa isa) {
     case DecodeIsa::kNeon: return 4;
     case DecodeIsa::kAvx512Bf16: return 32;
     case DecodeIsa::kAvx512Vnni: return 32;
+    case DecodeIsa::kNeonDot: return 4;
   }
   return 1;
 }
@@ -73,6 +74,7 @@ ItemFn item_fn(DecodeIsa isa, bool kv_q8) {
       case DecodeIsa::kPortable: return decode::kItemQ8Portable;
       case DecodeIsa::kAvx2: return cpu_has_avx2() ? decode::kItemQ8Avx2 : nullptr;
       case DecodeIsa::kAvx512Vnni: return cpu_has_avx512_vnni() ? decode::kItemQ8Avx512Vnni : nullptr;
+      case DecodeIsa::kNeonDot: return cpu_has_neon_dotprod() ? decode::kItemQ8NeonDot : nullptr;
       default: return nullptr;
     }
   }
@@ -83,7 +85,8 @@ ItemFn item_fn(DecodeIsa isa, bool kv_q8) {
     case DecodeIsa::kAvx512: return cpu_has_avx512() ? decode::kItemAvx512 : nullptr;
     case DecodeIsa::kNeon: return decode::kItemNeon;
     case DecodeIsa::kAvx512Bf16: return cpu_has_avx512_bf16() ? decode::kItemAvx512Bf16 : nullptr;
-    case DecodeIsa::kAvx512Vnni: return nullptr;
+    case DecodeIsa::kAvx512Vnni:
+    case DecodeIsa::kNeonDot: return nullptr;
   }
   return nullptr;
 }
@@ -162,6 +165,7 @@ const char* decode_isa_name(DecodeIsa isa) {
     case DecodeIsa::kNeon: return "neon";
     case DecodeIsa::kAvx512Bf16: return "avx512-bf16";
     case DecodeIsa::kAvx512Vnni: return "avx512-vnni";
+    case DecodeIsa::kNeonDot: return "neon-dotprod";
   }
   return "?";
 }
@@ -173,7 +177,7 @@ bool decode_isa_runnable(DecodeIsa isa, int head_dim, bool kv_q8) {
 
 DecodeIsa decode_isa_for(int head_dim, bool kv_q8) {
   for (DecodeIsa isa : {DecodeIsa::kAvx512Vnni, DecodeIsa::kAvx512Bf16, DecodeIsa::kAvx512, DecodeIsa::kAvx2,
-                        DecodeIsa::kNeon, DecodeIsa::kPortable})
+                        DecodeIsa::kNeonDot, DecodeIsa::kNeon, DecodeIsa::kPortable})
     if (decode_isa_runnable(isa, head_dim, kv_q8)) return isa;
   return DecodeIsa::kScalar;
 }

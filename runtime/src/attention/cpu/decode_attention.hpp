@@ -85,9 +85,10 @@ constexpr int kDecodeMaxRows = 64;
 // Instruction sets a decode kernel is built for.
 // kAvx512Bf16 is AVX-512 F with bf16 q·k by vdpbf16ps (bf16 tensors; fp16
 // runs its AVX-512 F path).
-// kAvx512Vnni runs the q8_0 cache only (vpdpbusd); a q8_0 cache also runs
-// on kAvx2 (maddubs) and kPortable / kScalar (one portable kernel).
-enum class DecodeIsa { kScalar, kPortable, kAvx2, kAvx512, kNeon, kAvx512Bf16, kAvx512Vnni };
+// kAvx512Vnni runs the q8_0 cache only (vpdpbusd), as kNeonDot (arm64's
+// SDOT/UDOT); a q8_0 cache also runs on kAvx2 (maddubs) and kPortable /
+// kScalar (one portable kernel).
+enum class DecodeIsa { kScalar, kPortable, kAvx2, kAvx512, kNeon, kAvx512Bf16, kAvx512Vnni, kNeonDot };
 
 const char* decode_isa_name(DecodeIsa isa);
 // Whether this build and this CPU can run `isa` for head_dim (the vector

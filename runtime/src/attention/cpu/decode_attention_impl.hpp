@@ -69,5 +69,6 @@ extern const ItemFn kItemNeon;
 extern const ItemFn kItemQ8Portable;
 extern const ItemFn kItemQ8Avx2;
 extern const ItemFn kItemQ8Avx512Vnni;
+extern const ItemFn kItemQ8NeonDot;
 
 }  // namespace flashscope::cpu::decode
