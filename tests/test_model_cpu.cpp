@@ -290,7 +290,7 @@ TEST_CASE("model load: the weight format kAuto resolves by the model's size, a n
 
 // --- quantized matmul kernels --------------------------------------------------------
 
-TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable and AVX2") {
+TEST_CASE("quant matmul: every weight type against dequantize-then-dot, every build this CPU runs") {
   using flashscope::cpu::BlockQ8;
   std::mt19937_64 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -335,8 +335,9 @@ TEST_CASE("quant matmul: every weight type against dequantize-then-dot, portable
       std::vector<flashscope::cpu::TileQ8> tiles(static_cast<size_t>(n / 4 * cols / 32));
       flashscope::cpu::pack_q8_tiles(xq.data(), n, cols / 32, tiles.data());
       for (auto isa : {flashscope::cpu::CpuIsa::kPortable, flashscope::cpu::CpuIsa::kAvx2,
-                       flashscope::cpu::CpuIsa::kAvx512Vnni}) {
+                       flashscope::cpu::CpuIsa::kAvx512Vnni, flashscope::cpu::CpuIsa::kNeonDot}) {
         flashscope::cpu::set_cpu_isa(isa);
+        if (flashscope::cpu::active_cpu_isa() != isa) continue;  // not on this CPU
         const std::string isa_name = flashscope::cpu::cpu_isa_name(flashscope::cpu::active_cpu_isa());
         CAPTURE(isa_name);
         for (bool use_tiles : {false, true}) {
@@ -444,7 +445,7 @@ TEST_CASE("quant matmul: each build of the Q8 activation quantizer gives the por
 TEST_CASE("quant matmul: the AVX-512 VNNI kernels give the AVX2 kernels' bits") {
   using flashscope::cpu::CpuIsa;
   using flashscope::cpu::BlockQ8;
-  if (flashscope::cpu::detected_cpu_isa() < CpuIsa::kAvx512Vnni) {
+  if (flashscope::cpu::detected_cpu_isa() != CpuIsa::kAvx512Vnni) {
     MESSAGE("skipped: this CPU has no AVX-512 VNNI");
     return;
   }
@@ -485,6 +486,41 @@ TEST_CASE("quant matmul: the AVX-512 VNNI kernels give the AVX2 kernels' bits") 
     }
   }
   flashscope::cpu::set_cpu_isa(flashscope::cpu::detected_cpu_isa());
+}
+
+TEST_CASE("quant matmul: the arm64 dot-product kernels give the portable kernels' bits") {
+  using flashscope::cpu::BlockQ8;
+  using flashscope::cpu::CpuIsa;
+  if (flashscope::cpu::detected_cpu_isa() != CpuIsa::kNeonDot) {
+    MESSAGE("skipped: this CPU has no arm64 dot-product instructions (scripts/test_arm64.sh runs it under qemu)");
+    return;
+  }
+  std::mt19937_64 rng(19);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t rows = 37, cols = 1280;
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1}) {
+    const std::string type_name = flashscope::ggml_type_name(type);
+    CAPTURE(type_name);
+    const auto bytes = SyntheticLlama::random_blocks(type, rows * cols, 1.0f, rng);
+    flashscope::cpu::QuantMatrix w{type, rows, cols, bytes.size() / static_cast<uint64_t>(rows), bytes.data()};
+    for (int n : {1, 5}) {
+      std::vector<float> x(static_cast<size_t>(n * cols));
+      for (float& v : x) v = normal(rng);
+      std::vector<BlockQ8> xq(static_cast<size_t>(n * cols / 32));
+      for (int t = 0; t < n; ++t) flashscope::cpu::quantize_row_q8(x.data() + t * cols, xq.data() + t * cols / 32, cols);
+      std::vector<float> y[2];
+      int i = 0;
+      for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kNeonDot}) {
+        flashscope::cpu::set_cpu_isa(isa);
+        REQUIRE(flashscope::cpu::active_cpu_isa() == isa);
+        y[i].assign(static_cast<size_t>(n * rows), -1.0f);
+        REQUIRE(flashscope::cpu::matmul(w, x.data(), cols, xq.data(), nullptr, n, y[i].data(), rows).ok());
+        ++i;
+      }
+      flashscope::cpu::set_cpu_isa(flashscope::cpu::detected_cpu_isa());
+      CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 TEST_CASE("thread advisor: answers within [1, max] and 1 for a single thread") {

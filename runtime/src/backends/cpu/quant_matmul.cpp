@@ -9,6 +9,9 @@
 //             Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K kernels with one vpdpbusd per 32
 //             products where AVX2 takes maddubs + madd (one body each, in the
 //             quant_matmul_*.inc files, the dot as a trait); the rest as avx2.
+//   neon_dot  arm64 with SDOT (Armv8.2's dot products, picked at run time):
+//             Q8_0, Q4_0 and Q4_1 per token, two sdot per block; the other
+//             types, and arm64 CPUs without it, run the portable kernels.
 // Two shapes of kernel:
 //   per token  one weight row · one token's blocks (decode, and prefill tails)
 //   tile       one weight row · a 4-token TileQ8 run: the weight block is
@@ -34,6 +37,10 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FLASHSCOPE_X86_KERNELS 1
 #include <immintrin.h>
+#endif
+#if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define FLASHSCOPE_NEON_DOT_KERNELS 1
+#include <arm_neon.h>
 #endif
 
 #ifdef _OPENMP
@@ -532,6 +539,62 @@ struct Dot {
 
 #endif  // FLASHSCOPE_X86_KERNELS
 
+#ifdef FLASHSCOPE_NEON_DOT_KERNELS
+// A block's 32 int8 products in two sdot (four lanes of four products each),
+// the lanes summed once: the portable kernels' integer sums, then their float
+// steps in their order, so the same bits.
+namespace neon_dot {
+#if defined(__clang__)
+#define FS_TARGET __attribute__((target("dotprod")))
+#else
+#define FS_TARGET __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+FS_TARGET inline int32_t dot32(int8x16_t w_lo, int8x16_t w_hi, const int8_t* x) {
+  const int32x4_t s = vdotq_s32(vdupq_n_s32(0), w_lo, vld1q_s8(x));
+  return vaddvq_s32(vdotq_s32(s, w_hi, vld1q_s8(x + 16)));
+}
+
+FS_TARGET void dot_q8_0(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = w + b * kQ8_0Bytes;
+      const auto* wq = reinterpret_cast<const int8_t*>(blk + 2);
+      const BlockQ8& xb = x[t * xs + b];
+      const int32_t isum = dot32(vld1q_s8(wq), vld1q_s8(wq + 16), xb.qs);
+      acc += load_fp16(blk) * xb.d * static_cast<float>(isum);
+    }
+    out[t] = acc;
+  }
+}
+
+// Q4_0 / Q4_1: the low nibbles are elements 0..15, the high ones 16..31 (0..15 fit int8).
+template <bool kHasMin>
+FS_TARGET void dot_q4(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
+  const uint8x16_t low = vdupq_n_u8(0x0F);
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = w + b * kBytes;
+      const uint8x16_t qs = vld1q_u8(blk + (kHasMin ? 4 : 2));
+      const BlockQ8& xb = x[t * xs + b];
+      const int32_t isum =
+          dot32(vreinterpretq_s8_u8(vandq_u8(qs, low)), vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), xb.qs);
+      const float dd = load_fp16(blk) * xb.d;
+      if (kHasMin) {
+        acc += dd * static_cast<float>(isum) + load_fp16(blk + 2) * xb.d * static_cast<float>(xb.sum);
+      } else {
+        acc += dd * static_cast<float>(isum - 8 * xb.sum);
+      }
+    }
+    out[t] = acc;
+  }
+}
+#undef FS_TARGET
+}  // namespace neon_dot
+#endif  // FLASHSCOPE_NEON_DOT_KERNELS
+
 CpuIsa& isa_setting() {
   static CpuIsa isa = detected_cpu_isa();
   return isa;
@@ -559,6 +622,12 @@ DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
       case GgmlType::kQ6_K: return dot_each<dot_q6_k_avx2>;
       default: break;  // the portable kernel below
     }
+  }
+#elif defined(FLASHSCOPE_NEON_DOT_KERNELS)
+  if (isa == CpuIsa::kNeonDot) {
+    if (type == GgmlType::kQ8_0) return neon_dot::dot_q8_0;
+    if (type == GgmlType::kQ4_0) return neon_dot::dot_q4<false>;
+    if (type == GgmlType::kQ4_1) return neon_dot::dot_q4<true>;
   }
 #else
   (void)isa;
@@ -667,13 +736,24 @@ bool matmul_uses_q8(GgmlType type) {
 bool matmul_supports(GgmlType type) { return matmul_uses_q8(type) || ggml_type_can_dequantize(type); }
 
 CpuIsa detected_cpu_isa() {
+#ifdef FLASHSCOPE_NEON_DOT_KERNELS
+  if (cpu_has_neon_dotprod()) return CpuIsa::kNeonDot;
+#endif
   if (!cpu_has_avx2()) return CpuIsa::kPortable;
   return cpu_has_avx512_vnni() ? CpuIsa::kAvx512Vnni : CpuIsa::kAvx2;
 }
 CpuIsa active_cpu_isa() { return isa_setting(); }
-void set_cpu_isa(CpuIsa isa) { isa_setting() = std::min(isa, detected_cpu_isa()); }
+void set_cpu_isa(CpuIsa isa) {
+  const CpuIsa detected = detected_cpu_isa();
+  if (isa == CpuIsa::kNeonDot || detected == CpuIsa::kNeonDot) {
+    isa_setting() = isa == detected ? isa : CpuIsa::kPortable;  // arm64's builds: dot products or portable
+  } else {
+    isa_setting() = std::min(isa, detected);  // x86's nest: VNNI over AVX2 over portable
+  }
+}
 const char* cpu_isa_name(CpuIsa isa) {
   switch (isa) {
+    case CpuIsa::kNeonDot: return "neon-dotprod";
     case CpuIsa::kAvx512Vnni: return "avx512vnni";
     case CpuIsa::kAvx2: return "avx2";
     default: return "portable";

@@ -102,8 +102,8 @@ inline bool is_k_quant(GgmlType type) {
 Status matmul(const QuantMatrix& w, const float* x, int64_t ldx, const BlockQ8* xq, const TileQ8* tiles, int64_t n,
               float* y, int64_t ldy);
 
-// Which instruction set the integer kernels use, each a superset of the one
-// before. Detected once; tests force the lower ones to check each build
+// Which instruction set the integer kernels use; on x86 each a superset of
+// the one before. Detected once; tests force the lower ones to check each build
 // against the portable one.
 //   kAvx2        AVX2 + FMA + F16C
 //   kAvx512Vnni  also AVX-512 F/VL/BW + VNNI: the Q4_0/Q4_1/Q5_0/Q5_1/
@@ -112,7 +112,9 @@ Status matmul(const QuantMatrix& w, const float* x, int64_t ldx, const BlockQ8* 
 //                except the one-token Q4_K/Q5_K kernel, which adds its min
 //                terms in another order); Q5's fifth bits go in through a byte
 //                mask
-enum class CpuIsa { kPortable, kAvx2, kAvx512Vnni };
+//   kNeonDot     arm64 with SDOT: the Q8_0, Q4_0 and Q4_1 products per token (the
+//                portable kernels' bits); not ordered against the x86 ones
+enum class CpuIsa { kPortable, kAvx2, kAvx512Vnni, kNeonDot };
 CpuIsa detected_cpu_isa();
 CpuIsa active_cpu_isa();
 // Uses `isa` from now on (clamped to what the CPU supports). Not thread-safe
