@@ -14,6 +14,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "engine_args.hpp"
+#include "flashscope/cpu_kernels.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/device.hpp"
 #include "flashscope/model.hpp"
@@ -26,7 +27,8 @@ constexpr const char* kUsage =
     "usage: flashscope-cli info [--device N] [-m MODEL [--weights auto|quantized|bf16] [--kv-type bf16|q8_0]] [--json]\n"
     "  -m, --model PATH  also load MODEL (on the GPU when there is one) and show its memory:\n"
     "                    weights on the device and the KV cache\n"
-    "Also the CPU: its cores as this process sees them and the engine's default thread count.\n";
+    "Also the CPU: its cores as this process sees them, the engine's default thread count and the\n"
+    "instruction sets its kernels run (picked at run time).\n";
 
 double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
@@ -43,9 +45,14 @@ std::string cpu_name() {
   return "";
 }
 
-// The CPU this process may run on and the engine's default thread count.
+// The head_dim the kernel line names: the default model's (SmolLM2, 64).
+constexpr int kKernelsHeadDim = 64;
+
+// The CPU this process may run on, the engine's default thread count and
+// the instruction sets its kernels picked.
 void print_cpu(bool json) {
   const CpuThreads& t = cpu_threads();
+  const CpuKernels k = cpu_kernels(kKernelsHeadDim);
   const std::string name = cpu_name();
   const char* from = t.from_environment ? "OMP_NUM_THREADS" : "physical cores";
   if (json) {
@@ -56,7 +63,10 @@ void print_cpu(bool json) {
                      {"cpu_quota", t.quota_cpus},
                      {"default_threads", t.default_threads},
                      {"default_threads_from", from},
-                     {"openmp_wait", t.wait == OpenMpWait::kSleep ? "sleep" : "spin"}});
+                     {"openmp_wait", t.wait == OpenMpWait::kSleep ? "sleep" : "spin"},
+                     {"kernel_matmul", k.matmul},
+                     {"kernel_decode_attention", k.decode_attention},
+                     {"kernel_decode_attention_q8", k.decode_attention_q8}});
     return;
   }
   std::printf("cpu: %s\n", name.empty() ? "CPU" : name.c_str());
@@ -79,6 +89,8 @@ void print_cpu(bool json) {
   } else {
     std::printf("  at barriers       threads spin, then sleep (libgomp's default; OMP_WAIT_POLICY=passive: sleep)\n");
   }
+  std::printf("  kernels           matmuls %s; decode attention %s (bf16 cache), %s (q8_0 cache) at head_dim %d\n",
+              k.matmul, k.decode_attention, k.decode_attention_q8, kKernelsHeadDim);
 }
 
 // The model's recommended sampling (read at load), under print_model's lines.

@@ -16,6 +16,7 @@
 
 #include "attention/cpu/decode_attention.hpp"
 #include "attention/cpu/paged_attention_cpu.hpp"
+#include "flashscope/cpu_kernels.hpp"
 #include "flashscope/half.hpp"
 #include "support/paged_problem.hpp"
 
@@ -187,4 +188,33 @@ TEST_CASE("cpu decode attention: bad params get a status, not a crash") {
   bad = p;
   bad.head_dim = 60;
   CHECK(cpu::decode_attention(bad, cpu::DecodeIsa::kPortable).code() == StatusCode::kUnsupported);
+}
+
+TEST_CASE("cpu kernels: what info names is what the dispatch runs, and each named kernel can run here") {
+  // flashscope-cli info prints these names; a user reads them to learn why decoding is as fast as it is.
+  auto isa_named = [](const char* name, bool kv_q8, int dim) {
+    for (cpu::DecodeIsa isa : {cpu::DecodeIsa::kScalar, cpu::DecodeIsa::kPortable, cpu::DecodeIsa::kAvx2,
+                               cpu::DecodeIsa::kAvx512, cpu::DecodeIsa::kNeon, cpu::DecodeIsa::kAvx512Bf16,
+                               cpu::DecodeIsa::kAvx512Vnni, cpu::DecodeIsa::kNeonDot})
+      if (std::string(cpu::decode_isa_name(isa)) == name) return cpu::decode_isa_runnable(isa, dim, kv_q8);
+    return false;
+  };
+  for (int dim : {40, 64, 96, 128, 256}) {
+    CAPTURE(dim);
+    const CpuKernels k = cpu_kernels(dim);
+    CHECK(std::string(k.decode_attention) == cpu::decode_isa_name(cpu::decode_isa_for(dim)));
+    CHECK(isa_named(k.decode_attention, false, dim));
+    if (dim % 32 == 0) {
+      CHECK(std::string(k.decode_attention_q8) == cpu::decode_isa_name(cpu::decode_isa_for(dim, true)));
+      CHECK(isa_named(k.decode_attention_q8, true, dim));
+    } else {
+      CHECK(std::string(k.decode_attention_q8) == "none");  // a q8_0 cache needs whole 32-dim blocks
+    }
+    const std::string matmul = k.matmul;
+    CHECK((matmul == "portable" || matmul == "avx2" || matmul == "avx512vnni" || matmul == "neon-dotprod"));
+  }
+  // 40 dims are no multiple of AVX-512's 16 or 32 lanes: a narrower kernel, never the wide one.
+  const std::string narrow = cpu_kernels(40).decode_attention;
+  CHECK(narrow != "avx512");
+  CHECK(narrow != "avx512-bf16");
 }
