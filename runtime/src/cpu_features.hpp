@@ -25,4 +25,12 @@ bool cpu_has_avx512_bf16();
 // Raspberry Pi 4), asked of the OS (Linux's HWCAP, macOS's sysctl). False elsewhere.
 bool cpu_has_neon_dotprod();
 
+// The attribute of a function that uses them (SDOT/UDOT intrinsics): its
+// callers check cpu_has_neon_dotprod first. Clang and GCC spell it apart.
+#if defined(__aarch64__) && defined(__clang__)
+#define FLASHSCOPE_TARGET_DOTPROD __attribute__((target("dotprod")))
+#elif defined(__aarch64__) && defined(__GNUC__)
+#define FLASHSCOPE_TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+
 }  // namespace flashscope::cpu

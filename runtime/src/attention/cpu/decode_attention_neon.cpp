@@ -11,6 +11,7 @@
 
 #include "attention/cpu/decode_attention_impl.hpp"
 #include "attention/cpu/kv_q8.hpp"
+#include "cpu_features.hpp"
 #include "flashscope/half.hpp"
 
 #if defined(__aarch64__)
@@ -81,11 +82,7 @@ struct Simd {
 // product then carries 128·p, taken off once per quad). The int32 sums are
 // those of the x86 kernels, bit for bit.
 namespace neon_dot {
-#if defined(__clang__)
-#define FS_TARGET __attribute__((target("dotprod")))
-#else
-#define FS_TARGET __attribute__((target("arch=armv8.2-a+dotprod")))
-#endif
+#define FS_TARGET FLASHSCOPE_TARGET_DOTPROD
 struct Simd : neon::Simd {
   // Dim group g's four dims of four keys (16 bytes) against row r's q bytes
   // for the same dims: lane g % 4 of the block's q vector g / 4.

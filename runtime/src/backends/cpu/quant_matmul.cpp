@@ -544,11 +544,7 @@ struct Dot {
 // the lanes summed once: the portable kernels' integer sums, then their float
 // steps in their order, so the same bits.
 namespace neon_dot {
-#if defined(__clang__)
-#define FS_TARGET __attribute__((target("dotprod")))
-#else
-#define FS_TARGET __attribute__((target("arch=armv8.2-a+dotprod")))
-#endif
+#define FS_TARGET FLASHSCOPE_TARGET_DOTPROD
 FS_TARGET inline int32_t dot32(int8x16_t w_lo, int8x16_t w_hi, const int8_t* x) {
   const int32x4_t s = vdotq_s32(vdupq_n_s32(0), w_lo, vld1q_s8(x));
   return vaddvq_s32(vdotq_s32(s, w_hi, vld1q_s8(x + 16)));
