@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
-
 #include <cstring>
+#include <limits>
 
 #include "attention/cpu/decode_attention_impl.hpp"
 #include "attention/cpu/kv_q8.hpp"
