@@ -10,8 +10,9 @@
 //             products where AVX2 takes maddubs + madd (one body each, in the
 //             quant_matmul_*.inc files, the dot as a trait); the rest as avx2.
 //   neon_dot  arm64 with SDOT (Armv8.2's dot products, picked at run time):
-//             Q8_0, Q4_0 and Q4_1 per token, two sdot per block; the other
-//             types, and arm64 CPUs without it, run the portable kernels.
+//             Q8_0, Q4_0 and Q4_1, two sdot a block per token, and their
+//             4-token tiles; the other types, and arm64 CPUs without it, run
+//             the portable kernels.
 // Two shapes of kernel:
 //   per token  one weight row · one token's blocks (decode, and prefill tails)
 //   tile       one weight row · a 4-token TileQ8 run: the weight block is
@@ -587,6 +588,45 @@ FS_TARGET void dot_q4(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, in
     out[t] = acc;
   }
 }
+// The four tokens' int32 sums of one block ([t0 t1 t2 t3]): the weight bytes
+// are loaded and unpacked once for all four.
+FS_TARGET inline int32x4_t tile_sums(int8x16_t w_lo, int8x16_t w_hi, const TileQ8& t) {
+  int32x4_t s[kTileTokens];
+  for (int k = 0; k < kTileTokens; ++k)
+    s[k] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w_lo, vld1q_s8(t.qs[k])), w_hi, vld1q_s8(t.qs[k] + 16));
+  return vpaddq_s32(vpaddq_s32(s[0], s[1]), vpaddq_s32(s[2], s[3]));
+}
+
+FS_TARGET void tile_q8_0(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  float32x4_t acc = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kQ8_0Bytes;
+    const auto* wq = reinterpret_cast<const int8_t*>(blk + 2);
+    const int32x4_t sums = tile_sums(vld1q_s8(wq), vld1q_s8(wq + 16), tiles[b]);
+    acc = vfmaq_f32(acc, vmulq_n_f32(vld1q_f32(tiles[b].d), load_fp16(blk)), vcvtq_f32_s32(sums));
+  }
+  vst1q_f32(out, acc);
+}
+
+// Σ d_w·d_x·(nib · x_q) + m_w·s_x per token, m_w = −8·d_w for Q4_0 (TileQ8::s = d_x·Σx_q).
+template <bool kHasMin>
+FS_TARGET void tile_q4(const uint8_t* w, const TileQ8* tiles, int64_t nb, float* out) {
+  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
+  const uint8x16_t low = vdupq_n_u8(0x0F);
+  float32x4_t acc = vdupq_n_f32(0.0f), offset = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + b * kBytes;
+    const TileQ8& t = tiles[b];
+    const float dw = load_fp16(blk);
+    const float mw = kHasMin ? load_fp16(blk + 2) : -8.0f * dw;
+    const uint8x16_t qs = vld1q_u8(blk + (kHasMin ? 4 : 2));
+    const int32x4_t sums =
+        tile_sums(vreinterpretq_s8_u8(vandq_u8(qs, low)), vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), t);
+    acc = vfmaq_f32(acc, vmulq_n_f32(vld1q_f32(t.d), dw), vcvtq_f32_s32(sums));
+    offset = vfmaq_n_f32(offset, vld1q_f32(t.s), mw);
+  }
+  vst1q_f32(out, vaddq_f32(acc, offset));
+}
 #undef FS_TARGET
 }  // namespace neon_dot
 #endif  // FLASHSCOPE_NEON_DOT_KERNELS
@@ -665,6 +705,12 @@ TileKernel pick_tile_kernel(GgmlType type, CpuIsa isa) {
       case GgmlType::kQ6_K: return tile_q6_k_avx2;
       default: break;
     }
+  }
+#elif defined(FLASHSCOPE_NEON_DOT_KERNELS)
+  if (isa == CpuIsa::kNeonDot) {
+    if (type == GgmlType::kQ8_0) return neon_dot::tile_q8_0;
+    if (type == GgmlType::kQ4_0) return neon_dot::tile_q4<false>;
+    if (type == GgmlType::kQ4_1) return neon_dot::tile_q4<true>;
   }
 #else
   (void)type;
