@@ -70,43 +70,23 @@ using TileKernel = void (*)(const uint8_t* w, const TileQ8* tiles, int64_t nb, f
 
 // --- portable kernels ---------------------------------------------------------
 
-void dot_q8_0_portable(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = w + b * kQ8_0Bytes;
-      const auto* wq = reinterpret_cast<const int8_t*>(blk + 2);
-      const BlockQ8& xb = x[t * xs + b];
-      int32_t isum = 0;
-      for (int j = 0; j < kQ8Block; ++j) isum += wq[j] * xb.qs[j];
-      acc += load_fp16(blk) * xb.d * static_cast<float>(isum);
-    }
-    out[t] = acc;
+namespace portable {
+#define FS_TARGET
+struct Sum {
+  static int32_t q8_0(const int8_t* w, const int8_t* x) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQ8Block; ++j) isum += w[j] * x[j];
+    return isum;
   }
-}
-
-// Q4_0 / Q4_1: low nibble of byte j is element j, high nibble element j+16.
-template <bool kHasMin>
-void dot_q4_portable(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = w + b * kBytes;
-      const uint8_t* qs = blk + (kHasMin ? 4 : 2);
-      const BlockQ8& xb = x[t * xs + b];
-      int32_t isum = 0;
-      for (int j = 0; j < kQ8Block / 2; ++j) isum += (qs[j] & 0x0F) * xb.qs[j] + (qs[j] >> 4) * xb.qs[j + 16];
-      const float dd = load_fp16(blk) * xb.d;
-      if (kHasMin) {
-        acc += dd * static_cast<float>(isum) + load_fp16(blk + 2) * xb.d * static_cast<float>(xb.sum);
-      } else {
-        acc += dd * static_cast<float>(isum - 8 * xb.sum);
-      }
-    }
-    out[t] = acc;
+  static int32_t q4(const uint8_t* qs, const int8_t* x) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQ8Block / 2; ++j) isum += (qs[j] & 0x0F) * x[j] + (qs[j] >> 4) * x[j + 16];
+    return isum;
   }
-}
+};
+#include "backends/cpu/quant_matmul_token.inc"
+#undef FS_TARGET
+}  // namespace portable
 
 // Q5_0 / Q5_1: as Q4 plus a fifth bit per element, bit j of the u32 qh.
 template <bool kHasMin>
@@ -541,53 +521,23 @@ struct Dot {
 #endif  // FLASHSCOPE_X86_KERNELS
 
 #ifdef FLASHSCOPE_NEON_DOT_KERNELS
-// A block's 32 int8 products in two sdot (four lanes of four products each),
-// the lanes summed once: the portable kernels' integer sums, then their float
-// steps in their order, so the same bits.
+// Per token (quant_matmul_token.inc) and in 4-token tiles.
 namespace neon_dot {
 #define FS_TARGET FLASHSCOPE_TARGET_DOTPROD
-FS_TARGET inline int32_t dot32(int8x16_t w_lo, int8x16_t w_hi, const int8_t* x) {
-  const int32x4_t s = vdotq_s32(vdupq_n_s32(0), w_lo, vld1q_s8(x));
-  return vaddvq_s32(vdotq_s32(s, w_hi, vld1q_s8(x + 16)));
-}
-
-FS_TARGET void dot_q8_0(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = w + b * kQ8_0Bytes;
-      const auto* wq = reinterpret_cast<const int8_t*>(blk + 2);
-      const BlockQ8& xb = x[t * xs + b];
-      const int32_t isum = dot32(vld1q_s8(wq), vld1q_s8(wq + 16), xb.qs);
-      acc += load_fp16(blk) * xb.d * static_cast<float>(isum);
-    }
-    out[t] = acc;
+struct Sum {
+  FS_TARGET static int32_t q8_0(const int8_t* w, const int8_t* x) { return dot32(vld1q_s8(w), vld1q_s8(w + 16), x); }
+  FS_TARGET static int32_t q4(const uint8_t* qs, const int8_t* x) {
+    const uint8x16_t q = vld1q_u8(qs);
+    return dot32(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), x);
   }
-}
-
-// Q4_0 / Q4_1: the low nibbles are elements 0..15, the high ones 16..31 (0..15 fit int8).
-template <bool kHasMin>
-FS_TARGET void dot_q4(const uint8_t* w, const BlockQ8* x, int64_t xs, int nt, int64_t nb, float* out) {
-  constexpr int kBytes = kHasMin ? kQ4_1Bytes : kQ4_0Bytes;
-  const uint8x16_t low = vdupq_n_u8(0x0F);
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = w + b * kBytes;
-      const uint8x16_t qs = vld1q_u8(blk + (kHasMin ? 4 : 2));
-      const BlockQ8& xb = x[t * xs + b];
-      const int32_t isum =
-          dot32(vreinterpretq_s8_u8(vandq_u8(qs, low)), vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), xb.qs);
-      const float dd = load_fp16(blk) * xb.d;
-      if (kHasMin) {
-        acc += dd * static_cast<float>(isum) + load_fp16(blk + 2) * xb.d * static_cast<float>(xb.sum);
-      } else {
-        acc += dd * static_cast<float>(isum - 8 * xb.sum);
-      }
-    }
-    out[t] = acc;
+  // 32 int8 products in two sdot (four lanes of four products each), the lanes summed once.
+  FS_TARGET static int32_t dot32(int8x16_t w_lo, int8x16_t w_hi, const int8_t* x) {
+    const int32x4_t s = vdotq_s32(vdupq_n_s32(0), w_lo, vld1q_s8(x));
+    return vaddvq_s32(vdotq_s32(s, w_hi, vld1q_s8(x + 16)));
   }
-}
+};
+#include "backends/cpu/quant_matmul_token.inc"
+
 // The four tokens' int32 sums of one block ([t0 t1 t2 t3]): the weight bytes
 // are loaded and unpacked once for all four.
 FS_TARGET inline int32x4_t tile_sums(int8x16_t w_lo, int8x16_t w_hi, const TileQ8& t) {
@@ -669,9 +619,9 @@ DotKernel pick_kernel(GgmlType type, CpuIsa isa) {
   (void)isa;
 #endif
   switch (type) {
-    case GgmlType::kQ8_0: return dot_q8_0_portable;
-    case GgmlType::kQ4_0: return dot_q4_portable<false>;
-    case GgmlType::kQ4_1: return dot_q4_portable<true>;
+    case GgmlType::kQ8_0: return portable::dot_q8_0;
+    case GgmlType::kQ4_0: return portable::dot_q4<false>;
+    case GgmlType::kQ4_1: return portable::dot_q4<true>;
     case GgmlType::kQ5_0: return dot_q5_portable<false>;
     case GgmlType::kQ5_1: return dot_q5_portable<true>;
     case GgmlType::kQ4_K: return dot_q45_k_portable<false>;
@@ -786,12 +736,17 @@ CpuIsa detected_cpu_isa() {
 }
 CpuIsa active_cpu_isa() { return isa_setting(); }
 void set_cpu_isa(CpuIsa isa) {
-  const CpuIsa detected = detected_cpu_isa();
-  if (isa == CpuIsa::kNeonDot || detected == CpuIsa::kNeonDot) {
-    isa_setting() = isa == detected ? isa : CpuIsa::kPortable;  // arm64's builds: dot products or portable
-  } else {
-    isa_setting() = std::min(isa, detected);  // x86's nest: VNNI over AVX2 over portable
-  }
+  auto runs = [](CpuIsa i) {
+    switch (i) {
+      case CpuIsa::kAvx2: return cpu_has_avx2();
+      case CpuIsa::kAvx512Vnni: return cpu_has_avx512_vnni();
+      case CpuIsa::kNeonDot: return detected_cpu_isa() == CpuIsa::kNeonDot;
+      default: return true;
+    }
+  };
+  // x86's builds nest (VNNI over AVX2): one wider than the CPU has gives the widest it has; elsewhere portable.
+  while (!runs(isa)) isa = isa == CpuIsa::kAvx512Vnni ? CpuIsa::kAvx2 : CpuIsa::kPortable;
+  isa_setting() = isa;
 }
 const char* cpu_isa_name(CpuIsa isa) {
   switch (isa) {
