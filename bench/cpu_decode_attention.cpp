@@ -6,11 +6,12 @@
 // per token (steadier than wall time on a shared machine) and K/V GB/s.
 // ISA: -1 the dispatched one, else a DecodeIsa value (1 portable, 2 avx2,
 // 3 avx512, 4 neon, 5 avx512-bf16, 6 avx512-vnni, 7 neon-dotprod). KV=q8 runs the q8_0 cache (kv_q8.hpp) in the
-// engine's 256-token pages instead: 1.06 bytes an element against 2.
+// engine's 256-token pages instead: 1.06 bytes an element against 2; KV=q4
+// the q4_0 cache (kv_q4.hpp): 0.56 bytes an element.
 //
 //   W=$PWD; g++ -std=c++20 -O3 -fopenmp -I$W/runtime/src -I$W/runtime/include -I$W \
 //     -o /tmp/dabench bench/cpu_decode_attention.cpp runtime/src/attention/cpu/decode_attention*.cpp \
-//     runtime/src/cpu_features.cpp runtime/src/attention/cpu/kv_q8.cpp
+//     runtime/src/cpu_features.cpp runtime/src/attention/cpu/kv_q8.cpp runtime/src/attention/cpu/kv_q4.cpp
 //   OMP_NUM_THREADS=1 /tmp/dabench 4096 10 [ISA]     # LAYERS=1 keeps it in L3: the arithmetic alone
 // PAGED=1: the engine's bf16 cache layout instead (256-token pages, each
 // [kv_heads, 256, D], head-major). QLEN=N: N new tokens a call (causal), as
@@ -29,6 +30,7 @@
 #include <time.h>
 #include <sys/mman.h>
 #include "attention/cpu/decode_attention.hpp"
+#include "attention/cpu/kv_q4.hpp"
 #include "attention/cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 #include "util/math.hpp"
@@ -48,9 +50,11 @@ int main(int argc, char** argv) {
   for (auto& x : K) x = float_to_bf16(nd(rng));
   for (auto& x : V) x = float_to_bf16(nd(rng));
   for (auto& x : Q) x = float_to_bf16(nd(rng));
-  const bool q8 = getenv("KV") && std::string(getenv("KV")) == "q8";
+  const bool q4 = getenv("KV") && std::string(getenv("KV")) == "q4";
+  const bool q8 = q4 || (getenv("KV") && std::string(getenv("KV")) == "q8");  // a quantized cache
   const int P = 256, pages = ceil_div(L, P);
-  const int64_t hb = cpu::kv_q8_head_bytes(P, D), page_bytes = hb * kvh, pool = page_bytes * pages;
+  const int64_t hb = q4 ? cpu::kv_q4_head_bytes(P, D) : cpu::kv_q8_head_bytes(P, D), page_bytes = hb * kvh,
+                pool = page_bytes * pages;
   struct Pool {  // 2 MB aligned, so HUGE=1 can ask for huge pages
     uint8_t* p = nullptr;
     explicit Pool(size_t n) {
@@ -73,8 +77,9 @@ int main(int argc, char** argv) {
           kr[i] = bf16_to_float(K[l * per + (size_t)t * kvh * D + i]);
           vr[i] = bf16_to_float(V[l * per + (size_t)t * kvh * D + i]);
         }
-        cpu::kv_q8_store(kr.data(), vr.data(), kvh, D, P, K8.data() + l * pool + (t / P) * page_bytes,
-                         V8.data() + l * pool + (t / P) * page_bytes, t % P);
+        (q4 ? cpu::kv_q4_store : cpu::kv_q8_store)(kr.data(), vr.data(), kvh, D, P,
+                                                   K8.data() + l * pool + (t / P) * page_bytes,
+                                                   V8.data() + l * pool + (t / P) * page_bytes, t % P);
       }
   }
   auto run = [&](int l) {
@@ -90,7 +95,7 @@ int main(int argc, char** argv) {
     }
     p.kv_lens = &L;
     if (q8) {
-      p.kv_q8 = true; p.kv.k = K8.data() + l * pool; p.kv.v = V8.data() + l * pool; p.kv.page_size = P;
+      p.kv_q8 = !q4; p.kv_q4 = q4; p.kv.k = K8.data() + l * pool; p.kv.v = V8.data() + l * pool; p.kv.page_size = P;
       p.kv.page_stride = page_bytes; p.kv.head_stride = hb; p.kv.block_tables = table.data(); p.kv.block_table_stride = pages;
     }
     Status s = isa_i < 0 ? cpu::decode_attention(p) : cpu::decode_attention(p, (cpu::DecodeIsa)isa_i);

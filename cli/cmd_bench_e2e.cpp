@@ -42,7 +42,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: flashscope-cli bench e2e [-m PATH] [--device cpu|cuda] [--batch 1,8,64] [--prompt-len N] [--gen-len N]\n"
     "                                [--runs N] [-t N] [--weights auto|quantized|bf16]\n"
-    "                                [--kv-type bf16|q8_0] [--json]\n"
+    "                                [--kv-type bf16|q8_0|q4_0] [--json]\n"
     "  -m, --model PATH   GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --device cpu|cuda  where to run (default: cuda when a device is present)\n"
     "  --batch LIST       batch sizes, comma-separated (default 1,8,64)\n"

@@ -41,7 +41,7 @@ constexpr const char* kUsage =
     "                           [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ctx N] [-t N]\n"
     "                           [--presence-penalty P] [--frequency-penalty F] [--dry-multiplier D]\n"
     "                           [--device cpu|cuda]\n"
-    "                           [--weights auto|quantized|bf16] [--kv-type bf16|q8_0]\n"
+    "                           [--weights auto|quantized|bf16] [--kv-type bf16|q8_0|q4_0]\n"
     "  -n N                 tokens per reply at most (default 512)\n"
     "  --system TEXT        system prompt (default: the one in the model's chat template)\n"
     "  --chat-template FILE a Jinja chat template to use instead of the model's\n"

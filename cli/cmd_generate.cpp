@@ -23,7 +23,7 @@ constexpr const char* kUsage =
     "                               [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
     "                               [--presence-penalty P] [--frequency-penalty F] [--dry-multiplier D] [--seed S]\n"
     "                               [--ctx N] [-t N]\n"
-    "                               [--device cpu|cuda] [--weights auto|quantized|bf16] [--kv-type bf16|q8_0]\n"
+    "                               [--device cpu|cuda] [--weights auto|quantized|bf16] [--kv-type bf16|q8_0|q4_0]\n"
     "  -m, --model PATH      GGUF model (default: assets/models/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  -p, --prompt TEXT     the prompt; with --chat, the user's message\n"
     "  --chat                render the prompt with the model's chat template and answer it\n"
@@ -46,8 +46,9 @@ constexpr const char* kUsage =
     "  --device cpu|cuda     where to run (default: cuda when a device is present; cuda: CUDA graphs)\n"
     "  --weights auto|quantized|bf16  cuda: weights kept in their GGUF blocks or expanded to bf16; auto\n"
     "                            (default): bf16 for a small model, the blocks for a larger one\n"
-    "  --kv-type bf16|q8_0   cpu: KV cache elements in bf16 (default) or q8_0 (int8 blocks of 32 with a\n"
-    "                        scale: about half the bytes a long context's decode step reads)\n";
+    "  --kv-type bf16|q8_0|q4_0  cpu: KV cache elements in bf16 (default), q8_0 (int8 blocks of 32 with a\n"
+    "                        scale: about half the bytes a long context's decode step reads) or q4_0\n"
+    "                        (4-bit codes: a quarter, at some cost in agreement with bf16)\n";
 
 }  // namespace
 

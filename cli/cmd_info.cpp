@@ -24,7 +24,7 @@ namespace flashscope::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: flashscope-cli info [--device N] [-m MODEL [--weights auto|quantized|bf16] [--kv-type bf16|q8_0]] [--json]\n"
+    "usage: flashscope-cli info [--device N] [-m MODEL [--weights auto|quantized|bf16] [--kv-type bf16|q8_0|q4_0]] [--json]\n"
     "  -m, --model PATH  also load MODEL (on the GPU when there is one) and show its memory:\n"
     "                    weights on the device and the KV cache\n"
     "Also the CPU: its cores as this process sees them, the engine's default thread count and the\n"
@@ -89,7 +89,7 @@ void print_cpu(bool json) {
   } else {
     std::printf("  at barriers       threads spin, then sleep (libgomp's default; OMP_WAIT_POLICY=passive: sleep)\n");
   }
-  std::printf("  kernels           matmuls %s; decode attention %s (bf16 cache), %s (q8_0 cache) at head_dim %d\n",
+  std::printf("  kernels           matmuls %s; decode attention %s (bf16 cache), %s (q8_0 and q4_0 caches) at head_dim %d\n",
               k.matmul, k.decode_attention, k.decode_attention_q8, kKernelsHeadDim);
 }
 
@@ -130,7 +130,7 @@ void print_model_sampling(const Model& model, const std::string& path, bool json
 // The model's memory, then its sampling; 0 when printed, 1 when it does not load.
 int print_model(const std::string& path, WeightFormat weights, KvType kv_type, bool json) {
   ModelOptions mo;
-  // q8_0 is the CPU engine's cache: show it where it runs.
+  // q8_0 and q4_0 are the CPU engine's caches: show them where they run.
   mo.device = cuda_available() && kv_type == KvType::kBF16 ? Device::kCuda : Device::kCpu;
   mo.kv_type = kv_type;
   mo.weights = weights;

@@ -25,13 +25,14 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashscope-cli logits [-m PATH] (-p TEXT | --tokens FILE.npy) --out DIR [--chunk N]\n"
-    "                             [--device cpu|cuda] [--weights auto|quantized|bf16] [--kv-type bf16|q8_0] [-t N]\n"
+    "                             [--device cpu|cuda] [--weights auto|quantized|bf16] [--kv-type bf16|q8_0|q4_0] [-t N]\n"
     "  -p, --prompt TEXT     the prompt, encoded with the model's tokenizer (BOS as the file says)\n"
     "  --tokens FILE.npy     int32 or int64 token ids to run instead of a prompt\n"
     "  --out DIR             writes DIR/tokens.npy (int32 [n]) and DIR/logits.npy (float32 [n, vocab])\n"
     "  --chunk N             tokens per forward call (default 0: the whole prompt in one call; 1: decode steps)\n"
     "  --device cpu|cuda     where to run (default: cuda when a device is present)\n"
-    "  --kv-type bf16|q8_0   cpu: the KV cache's element type (default bf16), to see what q8_0 changes\n";
+    "  --kv-type bf16|q8_0|q4_0  cpu: the KV cache's element type (default bf16), to see what q8_0 or\n"
+    "                        q4_0 changes\n";
 
 Result<std::vector<int32_t>> read_tokens(const std::string& path) {
   auto arr = read_npy(path);

@@ -23,7 +23,7 @@ namespace {
 const char* const kUsage =
     "usage: flashscope-cli serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--parallel N] [--queue N]\n"
     "                            [--ctx N] [--device cpu|cuda] [-t N] [--api-key KEY] [--chat-template FILE]\n"
-    "                            [--max-body BYTES] [--model-id NAME] [--kv-type bf16|q8_0]\n\n"
+    "                            [--max-body BYTES] [--model-id NAME] [--kv-type bf16|q8_0|q4_0]\n\n"
     "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health,\n"
     "/metrics (Prometheus). Point any OpenAI client at http://HOST:PORT/v1.\n\n"
     "  -m, --model PATH       GGUF model (default: the SmolLM2-135M-Instruct in assets/models)\n"
@@ -38,7 +38,8 @@ const char* const kUsage =
     "  --chat-template FILE   a Jinja chat template instead of the model's\n"
     "  --max-body BYTES       largest request body (default 1048576; larger: 413)\n"
     "  --model-id NAME        the model's name in /v1/models and replies (default: the file's name)\n"
-    "  --kv-type bf16|q8_0    cpu: KV cache elements in bf16 (default) or q8_0 (int8 blocks of 32 with a scale)\n";
+    "  --kv-type bf16|q8_0|q4_0  cpu: KV cache elements in bf16 (default), q8_0 (int8 blocks of 32 with a\n"
+    "                         scale) or q4_0 (4-bit codes: half q8_0's bytes, at some cost in agreement)\n";
 
 std::string read_file(const std::string& path, bool* ok) {
   std::ifstream f(path, std::ios::binary);

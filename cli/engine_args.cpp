@@ -135,7 +135,7 @@ WeightFormat parse_weights(Args& args) {
 KvType parse_kv_type_flag(Args& args) {
   KvType t = KvType::kBF16;
   const std::string text = args.get("kv-type", "bf16");
-  if (!parse_kv_type(text, &t)) args.fail("--kv-type must be bf16 or q8_0, not '" + text + "'");
+  if (!parse_kv_type(text, &t)) args.fail("--kv-type must be bf16, q8_0 or q4_0, not '" + text + "'");
   return t;
 }
 

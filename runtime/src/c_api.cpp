@@ -515,9 +515,10 @@ flashscope_status flashscope_model_load_kv(const char* path, const flashscope_mo
     switch (kv_type) {
       case FLASHSCOPE_KV_BF16: options.kv_type = flashscope::KvType::kBF16; break;
       case FLASHSCOPE_KV_Q8_0: options.kv_type = flashscope::KvType::kQ8_0; break;
+      case FLASHSCOPE_KV_Q4_0: options.kv_type = flashscope::KvType::kQ4_0; break;
       default:
         return fail(FLASHSCOPE_INVALID_ARGUMENT, fn,
-                    "unknown KV cache type " + std::to_string(kv_type) + " (FLASHSCOPE_KV_BF16 or _Q8_0)");
+                    "unknown KV cache type " + std::to_string(kv_type) + " (FLASHSCOPE_KV_BF16, _Q8_0 or _Q4_0)");
     }
     auto model = flashscope::Model::load(path, options);
     if (!model.ok()) return fail(fn, model.status());

@@ -13,7 +13,7 @@ namespace flashscope {
 struct CpuKernels {
   const char* matmul = "";               // the quantized weights' products: "avx512vnni", "avx2", "neon-dotprod", "portable"
   const char* decode_attention = "";     // decode over the bf16 cache at this head_dim
-  const char* decode_attention_q8 = "";  // over a q8_0 cache (KvCacheType::kQ8_0); "none" where it cannot run
+  const char* decode_attention_q8 = "";  // over a q8_0 or q4_0 cache (KvType::kQ8_0, kQ4_0); "none" where it cannot run
 };
 
 // For heads of head_dim (the attention kernels' vector widths must divide it).

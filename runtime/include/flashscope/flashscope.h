@@ -187,12 +187,16 @@ typedef enum flashscope_kv_type {
   /* Blocks of 32 along head_dim, 32 int8 and one fp16 scale each (1.0625
    * bytes an element, llama.cpp's q8_0 cache): about half the bytes a long
    * context's decode step reads. FLASHSCOPE_DEVICE_CPU only. */
-  FLASHSCOPE_KV_Q8_0 = 1
+  FLASHSCOPE_KV_Q8_0 = 1,
+  /* Blocks of 32, 32 four-bit codes and one fp16 scale each (0.5625 bytes
+   * an element, llama.cpp's q4_0 cache): a quarter of bf16's bytes, at a cost
+   * in agreement with the bf16 cache. FLASHSCOPE_DEVICE_CPU only. */
+  FLASHSCOPE_KV_Q4_0 = 2
 } flashscope_kv_type;
 
 /* flashscope_model_load_weights with the KV cache's element type (a
  * flashscope_kv_type). INVALID_ARGUMENT for an unknown type; UNSUPPORTED
- * for FLASHSCOPE_KV_Q8_0 on FLASHSCOPE_DEVICE_CUDA or for a model whose
+ * for FLASHSCOPE_KV_Q8_0 or _Q4_0 on FLASHSCOPE_DEVICE_CUDA or for a model whose
  * head_dim is not a multiple of 32; else as flashscope_model_load_weights. */
 FLASHSCOPE_API flashscope_status flashscope_model_load_kv(const char* path, const flashscope_model_params* params,
                                                           int32_t weights, int32_t kv_type,

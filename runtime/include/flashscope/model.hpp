@@ -191,8 +191,14 @@ enum class KvType : uint8_t {
   // bytes an element, llama.cpp's q8_0 cache): about half the bytes a long
   // context's decode step reads. CPU only, head_dim a multiple of 32.
   kQ8_0,
+  // Blocks of 32, 32 four-bit codes and one fp16 scale each (0.5625 bytes an
+  // element, llama.cpp's q4_0 cache): a quarter of bf16's bytes, for long
+  // contexts on a machine whose decode is bound by memory, at a cost in
+  // agreement with the bf16 cache (tests/test_kv_q4_cpu.cpp measures it).
+  // CPU only, head_dim a multiple of 32.
+  kQ4_0,
 };
-// "bf16" / "q8_0", and back (false for other text).
+// "bf16" / "q8_0" / "q4_0", and back (false for other text).
 const char* kv_type_name(KvType t);
 bool parse_kv_type(const std::string& text, KvType* out);
 // Bytes of one token's K and V in every layer, for a config and cache type.
@@ -210,8 +216,8 @@ struct ModelOptions {
   // and on a busy machine a preempted thread costs the others a whole time
   // slice at each one (bench/TUNING.md#cpu). At most kMaxThreads.
   int threads = 0;
-  // Element type of every sequence's KV cache. kQ8_0 on kCuda, or for a
-  // head_dim not a multiple of 32, is kUnsupported at load.
+  // Element type of every sequence's KV cache. kQ8_0 or kQ4_0 on kCuda, or
+  // for a head_dim not a multiple of 32, is kUnsupported at load.
   KvType kv_type = KvType::kBF16;
   // The NaN/inf check of the weights at load (check_tensor_finite, gguf.hpp):
   // a fraction of the load's own time (bench/TUNING.md#load); a failure is

@@ -51,10 +51,12 @@ struct CpuLayerCache {
   const int32_t* block_table = nullptr;  // covers [0, capacity)
   int page_size = 0;
   int capacity = 0;
-  // A q8_0 cache instead (k_pages, v_pages null): pools in the layout of
-  // attention/cpu/kv_q8.hpp, [pages, n_kv_heads, kv_q8_head_bytes].
-  const uint8_t* k_q8 = nullptr;
-  const uint8_t* v_q8 = nullptr;
+  // A q8_0 or q4_0 cache instead (kv_type; k_pages, v_pages null): pools in
+  // the layout of attention/cpu/kv_q8.hpp or kv_q4.hpp, [pages, n_kv_heads,
+  // kv_q8_head_bytes or kv_q4_head_bytes].
+  KvType kv_type = KvType::kBF16;
+  const uint8_t* k_quant = nullptr;
+  const uint8_t* v_quant = nullptr;
 };
 CpuLayerCache cpu_layer_cache(const Sequence::State& st, int layer);
 

@@ -64,11 +64,12 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
   if (options.device != Device::kCpu && options.device != Device::kCuda) {
     return invalid_argument("ModelOptions.device is not a known device (kCpu, kCuda)");
   }
-  if (options.kv_type != KvType::kBF16 && options.kv_type != KvType::kQ8_0) {
-    return invalid_argument("ModelOptions.kv_type is not a known KV cache type (kBF16, kQ8_0)");
+  if (options.kv_type != KvType::kBF16 && options.kv_type != KvType::kQ8_0 && options.kv_type != KvType::kQ4_0) {
+    return invalid_argument("ModelOptions.kv_type is not a known KV cache type (kBF16, kQ8_0, kQ4_0)");
   }
-  if (options.kv_type == KvType::kQ8_0 && options.device != Device::kCpu) {
-    return unsupported("a q8_0 KV cache runs on the CPU engine only; the CUDA engine keeps bf16 (--kv-type bf16)");
+  if (options.kv_type != KvType::kBF16 && options.device != Device::kCpu) {
+    return unsupported(std::string("a ") + kv_type_name(options.kv_type) +
+                       " KV cache runs on the CPU engine only; the CUDA engine keeps bf16 (--kv-type bf16)");
   }
   std::shared_ptr<Impl> impl;
   try {
@@ -86,8 +87,9 @@ Result<Model> Model::from_gguf(GgufFile file, const ModelOptions& options) {
                        (options.device == Device::kCuda ? "CUDA" : "the CPU") + " (supported: " +
                        supported_head_dims_text(options.device) + ")");
   }
-  if (options.kv_type == KvType::kQ8_0 && impl->config.head_dim % 32 != 0) {
-    return unsupported("a q8_0 KV cache needs head_dim a multiple of 32, this model's is " +
+  if (options.kv_type != KvType::kBF16 && impl->config.head_dim % 32 != 0) {
+    return unsupported(std::string("a ") + kv_type_name(options.kv_type) +
+                       " KV cache needs head_dim a multiple of 32, this model's is " +
                        std::to_string(impl->config.head_dim) + " (--kv-type bf16)");
   }
 
@@ -168,13 +170,17 @@ const char* weight_format_name(WeightFormat f) {
   return f == WeightFormat::kBf16 ? "bf16" : f == WeightFormat::kAuto ? "auto" : "quantized";
 }
 
-const char* kv_type_name(KvType t) { return t == KvType::kQ8_0 ? "q8_0" : "bf16"; }
+const char* kv_type_name(KvType t) {
+  return t == KvType::kQ8_0 ? "q8_0" : t == KvType::kQ4_0 ? "q4_0" : "bf16";
+}
 
 bool parse_kv_type(const std::string& text, KvType* out) {
   if (text == "bf16") {
     *out = KvType::kBF16;
   } else if (text == "q8_0") {
     *out = KvType::kQ8_0;
+  } else if (text == "q4_0") {
+    *out = KvType::kQ4_0;
   } else {
     return false;
   }
@@ -184,7 +190,9 @@ bool parse_kv_type(const std::string& text, KvType* out) {
 uint64_t kv_bytes_per_token(const ModelConfig& c, KvType t) {
   const uint64_t elems = 2ull * static_cast<uint64_t>(c.n_layers) * static_cast<uint64_t>(c.n_kv_heads) *
                          static_cast<uint64_t>(c.head_dim);
-  return t == KvType::kQ8_0 ? elems + elems / 32 * 2 : elems * 2;  // q8_0: 32 int8 and an fp16 scale per 32
+  if (t == KvType::kQ8_0) return elems + elems / 32 * 2;  // 32 int8 and an fp16 scale per 32
+  if (t == KvType::kQ4_0) return elems / 2 + elems / 32 * 2;  // 32 four-bit codes and an fp16 scale per 32
+  return elems * 2;
 }
 
 bool parse_weight_format(const std::string& text, WeightFormat* out) {

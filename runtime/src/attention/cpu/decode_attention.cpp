@@ -67,8 +67,8 @@ int vector_width(DecodeIsa isa) {
   return 1;
 }
 
-ItemFn item_fn(DecodeIsa isa, bool kv_q8) {
-  if (kv_q8) {
+ItemFn item_fn(DecodeIsa isa, bool kv_quantized) {
+  if (kv_quantized) {
     switch (isa) {
       case DecodeIsa::kScalar:
       case DecodeIsa::kPortable: return decode::kItemQ8Portable;
@@ -170,19 +170,21 @@ const char* decode_isa_name(DecodeIsa isa) {
   return "?";
 }
 
-bool decode_isa_runnable(DecodeIsa isa, int head_dim, bool kv_q8) {
-  if (kv_q8) return item_fn(isa, true) != nullptr && head_dim > 0 && head_dim % 32 == 0 && head_dim <= 256;
+bool decode_isa_runnable(DecodeIsa isa, int head_dim, bool kv_quantized) {
+  if (kv_quantized) return item_fn(isa, true) != nullptr && head_dim > 0 && head_dim % 32 == 0 && head_dim <= 256;
   return item_fn(isa, false) != nullptr && head_dim > 0 && head_dim % vector_width(isa) == 0;
 }
 
-DecodeIsa decode_isa_for(int head_dim, bool kv_q8) {
+DecodeIsa decode_isa_for(int head_dim, bool kv_quantized) {
   for (DecodeIsa isa : {DecodeIsa::kAvx512Vnni, DecodeIsa::kAvx512Bf16, DecodeIsa::kAvx512, DecodeIsa::kAvx2,
                         DecodeIsa::kNeonDot, DecodeIsa::kNeon, DecodeIsa::kPortable})
-    if (decode_isa_runnable(isa, head_dim, kv_q8)) return isa;
+    if (decode_isa_runnable(isa, head_dim, kv_quantized)) return isa;
   return DecodeIsa::kScalar;
 }
 
-Status decode_attention(const DecodeParams& p) { return decode_attention(p, decode_isa_for(p.head_dim, p.kv_q8)); }
+Status decode_attention(const DecodeParams& p) {
+  return decode_attention(p, decode_isa_for(p.head_dim, p.kv_q8 || p.kv_q4));
+}
 
 Status decode_attention(const DecodeParams& p, DecodeIsa isa) {
   if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
@@ -193,12 +195,15 @@ Status decode_attention(const DecodeParams& p, DecodeIsa isa) {
   if (p.q.data == nullptr || p.o.data == nullptr || p.kv.k == nullptr || p.kv.v == nullptr || p.kv_lens == nullptr ||
       (p.kv.page_size > 0 && p.kv.block_tables == nullptr))
     return invalid_argument("CPU decode attention: a pointer is null");
-  if (p.kv_q8 && (p.kv.page_size <= 0 || p.kv.page_size % 16 != 0))
-    return invalid_argument("CPU decode attention: a q8_0 cache is paged, page_size a multiple of 16");
-  if (!decode_isa_runnable(isa, p.head_dim, p.kv_q8))
+  if (p.kv_q8 && p.kv_q4) return invalid_argument("CPU decode attention: kv_q8 and kv_q4 both set");
+  const bool quantized = p.kv_q8 || p.kv_q4;
+  const char* cache = p.kv_q4 ? "a q4_0 cache" : "a q8_0 cache";
+  if (quantized && (p.kv.page_size <= 0 || p.kv.page_size % 16 != 0))
+    return invalid_argument(std::string("CPU decode attention: ") + cache + " is paged, page_size a multiple of 16");
+  if (!decode_isa_runnable(isa, p.head_dim, quantized))
     return unsupported(std::string("CPU decode attention: the ") + decode_isa_name(isa) + " kernel cannot run " +
-                       (p.kv_q8 ? "a q8_0 cache" : "here") + " for head_dim " + std::to_string(p.head_dim));
-  const ItemFn run = item_fn(isa, p.kv_q8);
+                       (quantized ? cache : "here") + " for head_dim " + std::to_string(p.head_dim));
+  const ItemFn run = item_fn(isa, quantized);
 
   Problem pr;
   pr.p = &p;

@@ -54,13 +54,19 @@ struct DecodeKv {
 };
 
 struct DecodeParams {
-  DType dtype = DType::kBF16;  // of q and o, and of K and V unless kv_q8: bf16 or fp16
+  DType dtype = DType::kBF16;  // of q and o, and of K and V unless kv_q8 / kv_q4: bf16 or fp16
   // K and V in the q8_0 layout of kv_q8.hpp: kv.k / kv.v are the byte pools,
   // kv.page_stride and kv.head_stride in bytes (head_stride =
   // kv_q8_head_bytes), row_stride unused, paged only (page_size a multiple
   // of 16), head_dim a multiple of 32 up to 256. q is quantized per row and
   // block of 32 as the cache is, and q·k summed in integers.
   bool kv_q8 = false;
+  // K and V in the q4_0 layout of kv_q4.hpp (K's blocks rotated), otherwise
+  // as kv_q8 (the same kernels and limits; q rotated as K and rounded to 8
+  // bits; AVX-512 VNNI reads the nibbles in its registers, the others unpack
+  // each 16-key group to kv_q8.hpp's layout in L1; head_stride =
+  // kv_q4_head_bytes). Not with kv_q8.
+  bool kv_q4 = false;
   int batch = 1;
   int q_heads = 0;
   int kv_heads = 0;
@@ -85,18 +91,19 @@ constexpr int kDecodeMaxRows = 64;
 // Instruction sets a decode kernel is built for.
 // kAvx512Bf16 is AVX-512 F with bf16 q·k by vdpbf16ps (bf16 tensors; fp16
 // runs its AVX-512 F path).
-// kAvx512Vnni runs the q8_0 cache only (vpdpbusd), as kNeonDot (arm64's
-// SDOT/UDOT); a q8_0 cache also runs on kAvx2 (maddubs) and kPortable /
-// kScalar (one portable kernel).
+// kAvx512Vnni runs the quantized caches only (q8_0 and q4_0, vpdpbusd), as
+// kNeonDot (arm64's SDOT/UDOT); they also run on kAvx2 (pmaddwd) and
+// kPortable / kScalar (one portable kernel).
 enum class DecodeIsa { kScalar, kPortable, kAvx2, kAvx512, kNeon, kAvx512Bf16, kAvx512Vnni, kNeonDot };
 
 const char* decode_isa_name(DecodeIsa isa);
 // Whether this build and this CPU can run `isa` for head_dim (the vector
 // kernels need head_dim to be a multiple of their width: 8 portable and
-// AVX2, 16 AVX-512, 32 AVX-512 BF16, 4 NEON; scalar runs any).
-bool decode_isa_runnable(DecodeIsa isa, int head_dim, bool kv_q8 = false);
+// AVX2, 16 AVX-512, 32 AVX-512 BF16, 4 NEON; scalar runs any); kv_quantized:
+// over a q8_0 or q4_0 cache (head_dim a multiple of 32 up to 256).
+bool decode_isa_runnable(DecodeIsa isa, int head_dim, bool kv_quantized = false);
 // The best runnable one (what decode_attention(p) uses).
-DecodeIsa decode_isa_for(int head_dim, bool kv_q8 = false);
+DecodeIsa decode_isa_for(int head_dim, bool kv_quantized = false);
 
 // Runs p with the best kernel for this CPU. p is not validated beyond what
 // memory safety needs (the callers have validated their own params):

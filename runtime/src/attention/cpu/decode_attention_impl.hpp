@@ -65,7 +65,7 @@ extern const ItemFn kItemAvx2;
 extern const ItemFn kItemAvx512;
 extern const ItemFn kItemAvx512Bf16;
 extern const ItemFn kItemNeon;
-// Over a q8_0 cache (DecodeParams::kv_q8).
+// Over a q8_0 or q4_0 cache (DecodeParams::kv_q8, kv_q4).
 extern const ItemFn kItemQ8Portable;
 extern const ItemFn kItemQ8Avx2;
 extern const ItemFn kItemQ8Avx512Vnni;

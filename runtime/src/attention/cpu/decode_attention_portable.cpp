@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "attention/cpu/decode_attention_impl.hpp"
+#include "attention/cpu/kv_q4.hpp"
 #include "attention/cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "attention/cpu/decode_attention_impl.hpp"
+#include "attention/cpu/kv_q4.hpp"
 #include "attention/cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 
@@ -331,6 +333,47 @@ struct Simd : avx512::Simd {
       default: return qk16_rows<4>(k, gstride, qhi, qlo, qd, qbias, ks, sstride, nb, out, ostride);
     }
   }
+  // q4_0 in place (decode_attention_q8.inc): a 64-byte line of a group's K
+  // is dims 8n..8n+3 in its low nibbles and 8n+4..8n+7 in its high ones
+  // (kv_q4.hpp), each a u8 operand as it is; 8-bit q, qbias = −8·Σq.
+  static constexpr bool kQ4Native = true;
+  template <int kNr>
+  FS_TARGET static void qk16_q4_rows(const uint8_t* k, const int8_t* const* q8, const float* const* qd,
+                                     const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb,
+                                     float* out, int64_t ostride) {
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    V s[kNr];
+    for (int r = 0; r < kNr; ++r) s[r] = _mm512_setzero_ps();
+    for (int c = 0; c < nb; ++c) {
+      __m512i a[kNr];
+      for (int r = 0; r < kNr; ++r) a[r] = _mm512_set1_epi32(qbias[r][c]);
+      const uint8_t* kc = k + int64_t{c} * 4 * 64;
+      for (int n = 0; n < 4; ++n) {
+        const __m512i line = _mm512_loadu_si512(kc + n * 64);
+        const __m512i lo = _mm512_and_si512(line, low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(line, 4), low);
+        for (int r = 0; r < kNr; ++r) {
+          a[r] = dpbusd_bcast(a[r], lo, q8[r] + c * 32 + n * 8);
+          a[r] = dpbusd_bcast(a[r], hi, q8[r] + c * 32 + n * 8 + 4);
+        }
+      }
+      const V sc = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ks + c * sstride)));
+      for (int r = 0; r < kNr; ++r)
+        s[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r]), _mm512_mul_ps(sc, _mm512_set1_ps(qd[r][c])), s[r]);
+    }
+    for (int r = 0; r < kNr; ++r) _mm512_storeu_ps(out + r * ostride, s[r]);
+  }
+  FS_TARGET static void qk16_q4(const uint8_t* k, int nr, const int8_t* const* q8, const float* const* qd,
+                                const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb, float* out,
+                                int64_t ostride) {
+    static_assert(kQkRowsQ8 == 4, "one case per row count");
+    switch (nr) {
+      case 1: return qk16_q4_rows<1>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
+      case 2: return qk16_q4_rows<2>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
+      case 3: return qk16_q4_rows<3>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
+      default: return qk16_q4_rows<4>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
+    }
+  }
   FS_TARGET static V max(V a, V b) { return _mm512_max_ps(a, b); }
   FS_TARGET static float hmax(V a) { return _mm512_reduce_max_ps(a); }
   using I = __m512i;
@@ -340,6 +383,12 @@ struct Simd : avx512::Simd {
   FS_TARGET static I izero() { return _mm512_setzero_si512(); }
   // 16 dims × 4 keys: one line, V's int8 as they are (vpdpbusd's signed operand).
   FS_TARGET static X load_quads(const int8_t* v) { return _mm512_loadu_si512(v); }
+  // A q4_0 V line: dims 0..15 of four keys in the low nibbles, 16..31 in the high (kv_q4.hpp), codes − 8.
+  FS_TARGET static void load_quads_q4(const uint8_t* v, X* lo, X* hi) {
+    const __m512i line = _mm512_loadu_si512(v), low = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    *lo = _mm512_sub_epi8(_mm512_and_si512(line, low), eight);
+    *hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(line, 4), low), eight);
+  }
   FS_TARGET static PB bcast_p(const PWord* p) {
     int32_t w;
     std::memcpy(&w, p, sizeof w);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/capture_backend.hpp"
+#include "attention/cpu/kv_q4.hpp"
 #include "attention/cpu/kv_q8.hpp"
 #include "flashscope/half.hpp"
 #include "flashscope/trace_capture.hpp"
@@ -55,21 +56,24 @@ void gather_rows(const CpuLayerCache& cache, const uint16_t* pool, int keys, int
   }
 }
 
-// The same from a q8_0 cache, widened to bf16 (what the capture's
+// The same from a q8_0 or q4_0 cache, widened to bf16 (what the capture's
 // attention and the app read).
-void gather_rows_q8(const CpuLayerCache& cache, int keys, int kv_heads, int head_dim, uint16_t* k_out,
-                    uint16_t* v_out) {
+void gather_rows_quant(const CpuLayerCache& cache, int keys, int kv_heads, int head_dim, uint16_t* k_out,
+                       uint16_t* v_out) {
   const int P = cache.page_size;
-  const int64_t head_bytes = cpu::kv_q8_head_bytes(P, head_dim);
+  const bool q4 = cache.kv_type == KvType::kQ4_0;
+  const int64_t head_bytes = q4 ? cpu::kv_q4_head_bytes(P, head_dim) : cpu::kv_q8_head_bytes(P, head_dim);
+  const auto load_k = q4 ? cpu::kv_q4_load_k : cpu::kv_q8_load_k;
+  const auto load_v = q4 ? cpu::kv_q4_load_v : cpu::kv_q8_load_v;
   float row[256];  // head_dim <= 256 (head_dim_supported)
   for (int t = 0; t < keys; ++t) {
     const int64_t page = cache.block_table[t / P];
     for (int h = 0; h < kv_heads; ++h) {
       const int64_t at = (page * kv_heads + h) * head_bytes;
       const int64_t dst = (static_cast<int64_t>(t) * kv_heads + h) * head_dim;
-      cpu::kv_q8_load_k(cache.k_q8 + at, head_dim, P, t % P, row);
+      load_k(cache.k_quant + at, head_dim, P, t % P, row);
       for (int d = 0; d < head_dim; ++d) k_out[dst + d] = float_to_bf16(row[d]);
-      cpu::kv_q8_load_v(cache.v_q8 + at, head_dim, P, t % P, row);
+      load_v(cache.v_quant + at, head_dim, P, t % P, row);
       for (int d = 0; d < head_dim; ++d) v_out[dst + d] = float_to_bf16(row[d]);
     }
   }
@@ -98,8 +102,8 @@ Status cpu_capture_layer(const Model::Impl& m, Sequence::State& st, const LayerC
   } catch (const std::bad_alloc&) {
     return {StatusCode::kOutOfMemory, "capture_attention: cannot allocate the capture's buffers"};
   }
-  if (cache.k_q8 != nullptr) {
-    gather_rows_q8(cache, job.keys, c.n_kv_heads, c.head_dim, o.k.data(), v.data());
+  if (cache.k_quant != nullptr) {
+    gather_rows_quant(cache, job.keys, c.n_kv_heads, c.head_dim, o.k.data(), v.data());
   } else {
     gather_rows(cache, cache.k_pages, job.keys, c.n_kv_heads, c.head_dim, o.k.data());
     gather_rows(cache, cache.v_pages, job.keys, c.n_kv_heads, c.head_dim, v.data());

@@ -54,12 +54,12 @@
 // only when a token is written into it: a full 8k context is reserved, not
 // paid for.
 //
-// A q8_0 cache (ModelOptions::kv_type) keeps its pools itself, in the
-// layout of attention/cpu/kv_q8.hpp (its pages the block table's identity), K/V
-// quantized from the float rows as they are appended; attention then runs
-// the decode kernel over it for every chunk, prompts included
-// (attention/cpu/decode_attention.hpp, kv_q8): it reads the int8 rows where they lie,
-// so a prompt needs no bf16 copy of the cache.
+// A q8_0 or q4_0 cache (ModelOptions::kv_type) keeps its pools itself, in
+// the layout of attention/cpu/kv_q8.hpp or kv_q4.hpp (its pages the block
+// table's identity), K/V quantized from the float rows as they are appended;
+// attention then runs the decode kernel over it for every chunk, prompts
+// included (attention/cpu/decode_attention.hpp, kv_q8 / kv_q4): it reads the
+// codes where they lie, so a prompt needs no bf16 copy of the cache.
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -80,6 +80,7 @@
 #include "backends/cpu/quant_matmul_kdot.hpp"
 #include "backends/cpu/quant_matmul_kquant.hpp"
 #include "attention/cpu/decode_attention.hpp"
+#include "attention/cpu/kv_q4.hpp"
 #include "attention/cpu/kv_q8.hpp"
 #include "flashscope/cpu_threads.hpp"
 #include "flashscope/half.hpp"
@@ -156,35 +157,42 @@ struct Scratch {
   std::vector<cpu::BlockQ8K> kx;         // per-256 blocks of each token for K-quant weights (decode)
 };
 
-// One layer's q8_0 pool (K or V): [pages, kv_heads, kv_q8_head_bytes],
-// left unwritten at creation as the bf16 pools are.
-struct Q8Pool {
+// One layer's quantized pool (K or V): [pages, kv_heads, kv_q8_head_bytes
+// or kv_q4_head_bytes], left unwritten at creation as the bf16 pools are.
+struct QuantPool {
   uint8_t* data = nullptr;
-  Q8Pool() = default;
-  Q8Pool(const Q8Pool&) = delete;
-  Q8Pool& operator=(const Q8Pool&) = delete;
-  Q8Pool(Q8Pool&& o) noexcept : data(std::exchange(o.data, nullptr)) {}
-  Q8Pool& operator=(Q8Pool&&) = delete;
-  ~Q8Pool() { std::free(data); }
+  QuantPool() = default;
+  QuantPool(const QuantPool&) = delete;
+  QuantPool& operator=(const QuantPool&) = delete;
+  QuantPool(QuantPool&& o) noexcept : data(std::exchange(o.data, nullptr)) {}
+  QuantPool& operator=(QuantPool&&) = delete;
+  ~QuantPool() { std::free(data); }
 };
+
+// Bytes of one (page, kv-head) block of a quantized cache.
+int64_t quant_head_bytes(KvType t, int head_dim) {
+  return t == KvType::kQ4_0 ? cpu::kv_q4_head_bytes(kPageSize, head_dim) : cpu::kv_q8_head_bytes(kPageSize, head_dim);
+}
 
 struct CpuState final : Sequence::State {
   // K and V of every layer (see the top of this file): pools
   // [pages, kv_heads, kPageSize, head_dim] bf16, one sequence (kv_seq);
-  // with a q8_0 cache, k8/v8 instead (kv unused).
+  // with a q8_0 or q4_0 cache, kq/vq instead (kv unused).
   PagedKvCache kv;
   int kv_seq = -1;
   std::vector<int32_t> pages;  // kv's block table of kv_seq: every page of capacity, fixed for its life
-  bool q8 = false;
-  std::vector<Q8Pool> k8, v8;  // [layers]
-  int64_t q8_page_bytes = 0;   // kv_heads · kv_q8_head_bytes
+  KvType kv_type = KvType::kBF16;
+  std::vector<QuantPool> kq, vq;  // [layers]
+  int64_t quant_page_bytes = 0;   // kv_heads · quant_head_bytes
+
+  bool quantized() const { return kv_type != KvType::kBF16; }
   Scratch scratch;
   cpu::ThreadAdvisor thread_advisor;  // team size under the machine's load (options.threads == 0)
 
   // The cache slot of the sequence's token t.
   Slot slot(int64_t t) const { return Slot{pages[static_cast<size_t>(t / kPageSize)]} * kPageSize + t % kPageSize; }
   uint64_t cache_bytes() const override {
-    if (q8) return 2ull * k8.size() * pages.size() * static_cast<uint64_t>(q8_page_bytes);
+    if (quantized()) return 2ull * kq.size() * pages.size() * static_cast<uint64_t>(quant_page_bytes);
     const KvCacheConfig& c = kv.config();
     return 2ull * static_cast<uint64_t>(c.num_layers) * pages.size() * kPageSize * static_cast<uint64_t>(c.kv_heads) *
            static_cast<uint64_t>(c.head_dim) * sizeof(uint16_t);
@@ -305,20 +313,21 @@ struct ChunkRows {
 Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int q_row0, int q_len, int kv_len) {
   const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
   const int window = c.layer(l).window;
-  if (seq.q8) {
+  if (seq.quantized()) {
     cpu::DecodeParams d;
     d.dtype = DType::kBF16;
-    d.kv_q8 = true;
+    d.kv_q8 = seq.kv_type == KvType::kQ8_0;
+    d.kv_q4 = seq.kv_type == KvType::kQ4_0;
     d.q_heads = c.n_heads;
     d.kv_heads = c.n_kv_heads;
     d.q_len = q_len;
     d.head_dim = c.head_dim;
     d.q = bshd(s.q_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
     d.o = bshd(s.o_bf16.data() + q_row0 * q_dim, q_len, c.n_heads, c.head_dim);
-    d.kv.k = seq.k8[static_cast<size_t>(l)].data;
-    d.kv.v = seq.v8[static_cast<size_t>(l)].data;
-    d.kv.page_stride = seq.q8_page_bytes;
-    d.kv.head_stride = cpu::kv_q8_head_bytes(kPageSize, c.head_dim);
+    d.kv.k = seq.kq[static_cast<size_t>(l)].data;
+    d.kv.v = seq.vq[static_cast<size_t>(l)].data;
+    d.kv.page_stride = seq.quant_page_bytes;
+    d.kv.head_stride = quant_head_bytes(seq.kv_type, c.head_dim);
     d.kv.page_size = kPageSize;
     d.kv.block_tables = seq.pages.data();
     d.kv.block_table_stride = static_cast<int>(seq.pages.size());
@@ -357,14 +366,14 @@ Status attend(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int 
 // seq's cache of layer l at its positions [pos0, pos0 + n).
 Status append_rows(const ModelConfig& c, Scratch& s, const CpuState& seq, int l, int row0, int n, int64_t pos0) {
   const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-  if (seq.q8) {  // from the float rows: one rounding, not bf16's and then q8_0's
+  if (seq.quantized()) {  // from the float rows: one rounding, not bf16's and then the cache's
+    const auto store = seq.kv_type == KvType::kQ4_0 ? cpu::kv_q4_store : cpu::kv_q8_store;
     for (int i = 0; i < n; ++i) {
       const int64_t t = pos0 + i;
       const int64_t page = seq.pages[static_cast<size_t>(t / kPageSize)];
-      cpu::kv_q8_store(s.k.data() + (row0 + i) * kv_dim, s.v.data() + (row0 + i) * kv_dim, c.n_kv_heads, c.head_dim,
-                       kPageSize, seq.k8[static_cast<size_t>(l)].data + page * seq.q8_page_bytes,
-                       seq.v8[static_cast<size_t>(l)].data + page * seq.q8_page_bytes,
-                       static_cast<int>(t % kPageSize));
+      store(s.k.data() + (row0 + i) * kv_dim, s.v.data() + (row0 + i) * kv_dim, c.n_kv_heads, c.head_dim, kPageSize,
+            seq.kq[static_cast<size_t>(l)].data + page * seq.quant_page_bytes,
+            seq.vq[static_cast<size_t>(l)].data + page * seq.quant_page_bytes, static_cast<int>(t % kPageSize));
     }
     return Status::ok_status();
   }
@@ -468,7 +477,7 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
                                                s.q_bf16.data() + i * q_dim, 1));
       }
     }
-    if (m.options.kv_type != KvType::kQ8_0) {  // a q8_0 cache quantizes the float rows (append_rows)
+    if (m.options.kv_type == KvType::kBF16) {  // a quantized cache quantizes the float rows (append_rows)
       to_bf16(s.k.data(), s.k_bf16.data(), static_cast<size_t>(n * kv_dim));
       to_bf16(s.v.data(), s.v_bf16.data(), static_cast<size_t>(n * kv_dim));
     }
@@ -527,10 +536,11 @@ Status forward_chunk(const Model::Impl& m, Scratch& s, const ChunkRows& rows, co
 
 CpuLayerCache cpu_layer_cache(const Sequence::State& state, int layer) {
   const auto& st = static_cast<const CpuState&>(state);
-  if (st.q8) {
+  if (st.quantized()) {
     CpuLayerCache q;
-    q.k_q8 = st.k8[static_cast<size_t>(layer)].data;
-    q.v_q8 = st.v8[static_cast<size_t>(layer)].data;
+    q.kv_type = st.kv_type;
+    q.k_quant = st.kq[static_cast<size_t>(layer)].data;
+    q.v_quant = st.vq[static_cast<size_t>(layer)].data;
     q.block_table = st.pages.data();
     q.page_size = kPageSize;
     q.capacity = st.capacity;
@@ -546,27 +556,28 @@ Result<std::unique_ptr<Sequence::State>> cpu_new_state(const Model::Impl& m, int
   if (!st) return Status(StatusCode::kOutOfMemory, "cannot allocate a sequence");
   st->owner = &m;
   st->capacity = capacity;
-  if (m.options.kv_type == KvType::kQ8_0) {
+  if (m.options.kv_type != KvType::kBF16) {
     const int num_pages = static_cast<int>(ceil_div<int64_t>(capacity, kPageSize));
-    st->q8 = true;
-    st->q8_page_bytes = c.n_kv_heads * cpu::kv_q8_head_bytes(kPageSize, c.head_dim);
-    const size_t pool = static_cast<size_t>(st->q8_page_bytes) * static_cast<size_t>(num_pages);
+    const std::string name = kv_type_name(m.options.kv_type);
+    st->kv_type = m.options.kv_type;
+    st->quant_page_bytes = c.n_kv_heads * quant_head_bytes(st->kv_type, c.head_dim);
+    const size_t pool = static_cast<size_t>(st->quant_page_bytes) * static_cast<size_t>(num_pages);
     try {
-      st->k8.resize(static_cast<size_t>(c.n_layers));
-      st->v8.resize(static_cast<size_t>(c.n_layers));
+      st->kq.resize(static_cast<size_t>(c.n_layers));
+      st->vq.resize(static_cast<size_t>(c.n_layers));
       st->pages.resize(static_cast<size_t>(num_pages));
       for (int i = 0; i < num_pages; ++i) st->pages[static_cast<size_t>(i)] = i;
       st->tokens.reserve(static_cast<size_t>(capacity));
     } catch (const std::bad_alloc&) {
-      return Status(StatusCode::kOutOfMemory, "cannot allocate a sequence's q8_0 cache bookkeeping");
+      return Status(StatusCode::kOutOfMemory, "cannot allocate a sequence's " + name + " cache bookkeeping");
     }
     for (int l = 0; l < c.n_layers; ++l) {
-      st->k8[static_cast<size_t>(l)].data = static_cast<uint8_t*>(std::malloc(pool));
-      st->v8[static_cast<size_t>(l)].data = static_cast<uint8_t*>(std::malloc(pool));
-      if (st->k8[static_cast<size_t>(l)].data == nullptr || st->v8[static_cast<size_t>(l)].data == nullptr)
-        return Status(StatusCode::kOutOfMemory, "cannot reserve a q8_0 KV cache of " + std::to_string(capacity) +
-                                                    " tokens (" + std::to_string((2 * pool * c.n_layers) >> 20) +
-                                                    " MiB)");
+      st->kq[static_cast<size_t>(l)].data = static_cast<uint8_t*>(std::malloc(pool));
+      st->vq[static_cast<size_t>(l)].data = static_cast<uint8_t*>(std::malloc(pool));
+      if (st->kq[static_cast<size_t>(l)].data == nullptr || st->vq[static_cast<size_t>(l)].data == nullptr)
+        return Status(StatusCode::kOutOfMemory, "cannot reserve a " + name + " KV cache of " +
+                                                    std::to_string(capacity) + " tokens (" +
+                                                    std::to_string((2 * pool * c.n_layers) >> 20) + " MiB)");
     }
     return std::unique_ptr<Sequence::State>(std::move(st));
   }
