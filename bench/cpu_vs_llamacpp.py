@@ -9,8 +9,8 @@ with it on, then `flashscope-cli bench e2e --device cpu`, each measuring
   decode @ N       decode tokens/s of --gen tokens after N context tokens
                    (llama-bench -p 0 -n GEN -d N; ours --prompt-len N --gen-len GEN)
 
-With --kv-type q8_0 (ours), llama-bench also runs with its own q8_0 cache
-(-fa 1 -ctk q8_0 -ctv q8_0), so the same cache type is beside ours.
+With --kv-type q8_0 or q4_0 (ours), llama-bench also runs with its own cache
+of that type (-fa 1 -ctk T -ctv T), so the same cache type is beside ours.
 
 Medians over the rounds go into a markdown table with the ratio ours / the
 best of llama.cpp's figures and the issue's targets, written to
@@ -163,16 +163,16 @@ def llama_env(build):
     return env
 
 
-def run_llama(build, model, threads, fa, prompt, gen, depths, cache_q8=False):
-    """{test: tok/s} of one llama-bench pass per kind (prompt at depth 0; decode at each depth); cache_q8:
-    its K and V cache in q8_0 (-ctk/-ctv, which llama.cpp runs with flash attention only)."""
+def run_llama(build, model, threads, fa, prompt, gen, depths, cache_type=None):
+    """{test: tok/s} of one llama-bench pass per kind (prompt at depth 0; decode at each depth); cache_type:
+    its K and V cache in that type (-ctk/-ctv, which llama.cpp runs with flash attention only)."""
     bench = str(build / "bin/llama-bench")
     out = {}
     calls = [["-p", str(prompt), "-n", "0"], ["-p", "0", "-n", str(gen), "-d", ",".join(str(d) for d in depths)]]
     for extra in calls:
         cmd = [bench, "-m", str(model), "-t", str(threads), "-fa", str(fa), "-r", "1", "-o", "jsonl"] + extra
-        if cache_q8:
-            cmd += ["-ctk", "q8_0", "-ctv", "q8_0"]
+        if cache_type:
+            cmd += ["-ctk", cache_type, "-ctv", cache_type]
         r = subprocess.run(cmd, capture_output=True, text=True, env=llama_env(build))
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
@@ -211,7 +211,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--gen", type=int, default=32, help="decode tokens per measurement")
     ap.add_argument("--depths", default="8,512,4096")
-    ap.add_argument("--kv-type", default="bf16", choices=["bf16", "q8_0"],
+    ap.add_argument("--kv-type", default="bf16", choices=["bf16", "q8_0", "q4_0"],
                     help="FlashScope's KV cache (llama-bench keeps its default f16 cache)")
     ap.add_argument("--cli", default=str(ROOT / "build/cli/flashscope-cli"))
     ap.add_argument("--llama-build", default=os.environ.get("FLASHSCOPE_LLAMA_BUILD", ""),
@@ -252,8 +252,8 @@ def main():
         meter = OthersMeter()
         row["fa0"] = run_llama(build, model, threads, 0, a.prompt, a.gen, depths)
         row["fa1"] = run_llama(build, model, threads, 1, a.prompt, a.gen, depths)
-        if a.kv_type == "q8_0":  # the same cache type beside ours
-            row["fa1q8"] = run_llama(build, model, threads, 1, a.prompt, a.gen, depths, cache_q8=True)
+        if a.kv_type != "bf16":  # the same cache type beside ours
+            row["fa1kv"] = run_llama(build, model, threads, 1, a.prompt, a.gen, depths, cache_type=a.kv_type)
         row["ours"] = run_ours(cli, model, threads, a.prompt, a.gen, depths, a.kv_type)
         row["others_during"] = meter.stop()
         row["load_after"] = loadavg()
@@ -281,7 +281,7 @@ def report_path(out_dir, stem):
 
 def write_report(a, rounds, build, cli, model, threads, depths, final):
     tests = [f"prompt {a.prompt}"] + [f"decode @ {d}" for d in depths]
-    peers = ["fa0", "fa1"] + (["fa1q8"] if a.kv_type == "q8_0" else [])
+    peers = ["fa0", "fa1"] + (["fa1kv"] if a.kv_type != "bf16" else [])
     med = {k: {t: statistics.median(r[k][t] for r in rounds) for t in tests} for k in ["ours"] + peers}
     targets = {f"prompt {a.prompt}": 1.3}
     targets.update({f"decode @ {d}": 1.2 for d in depths})
@@ -330,15 +330,15 @@ def write_report(a, rounds, build, cli, model, threads, depths, final):
         "",
         f"    llama-bench -m MODEL -t {threads} -fa 0|1 -r 1 -p {a.prompt} -n 0",
         f"    llama-bench -m MODEL -t {threads} -fa 0|1 -r 1 -p 0 -n {a.gen} -d {a.depths}",
-    ] + ([f"    llama-bench ... -fa 1 -ctk q8_0 -ctv q8_0   # both again, llama.cpp's own q8_0 KV cache"]
-         if "fa1q8" in peers else []) + [
+    ] + ([f"    llama-bench ... -fa 1 -ctk {a.kv_type} -ctv {a.kv_type}   # both again, llama.cpp's own {a.kv_type} KV cache"]
+         if "fa1kv" in peers else []) + [
         f"    flashscope-cli bench e2e --device cpu -m MODEL --batch 1 --runs 1 -t {threads} "
         f"--kv-type {a.kv_type} --prompt-len {a.prompt} --gen-len 1    # prompt",
         f"    flashscope-cli bench e2e --device cpu -m MODEL --batch 1 --runs 1 -t {threads} "
         f"--kv-type {a.kv_type} --prompt-len N --gen-len {a.gen}   # decode @ N",
         "",
         "| test (tok/s) | FlashScope | llama.cpp fa off | llama.cpp fa on |"
-        + (" llama.cpp fa on, q8_0 KV |" if "fa1q8" in peers else "") + " ours / best | target | met |",
+        + (f" llama.cpp fa on, {a.kv_type} KV |" if "fa1kv" in peers else "") + " ours / best | target | met |",
         "|---" * (5 + len(peers)) + "|",
     ]
     for t in tests:
@@ -352,7 +352,7 @@ def write_report(a, rounds, build, cli, model, threads, depths, final):
         keep = med["ours"][last] / med["ours"][f"decode @ {depths[0]}"]
         lines.append(f"| ours {last} / ours decode @ {depths[0]} | {keep:.2f}× |" + " |" * len(peers) + " | ≥ 0.8× | "
                      f"{('yes' if keep >= 0.8 else 'no') + (' (loaded)' if loaded else '')} |")
-    lines += ["", "Every round (FlashScope / llama.cpp fa off / fa on" + (" / fa on q8_0 KV" if "fa1q8" in peers else "")
+    lines += ["", "Every round (FlashScope / llama.cpp fa off / fa on" + (f" / fa on {a.kv_type} KV" if "fa1kv" in peers else "")
               + "):", "",
               "| round | others' CPU before, during | load avg before, after | " + " | ".join(tests) + " |",
               "|---" * (len(tests) + 3) + "|"]
