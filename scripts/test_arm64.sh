@@ -2,8 +2,8 @@
 # The CPU engine on arm64, checked from an x86-64 Debian 12 machine: cross-builds
 # the library and the test suite with Debian's aarch64 toolchain (CUDA off) and
 # runs the CPU kernels' quick cases under qemu-user twice: as a CPU with the
-# dot-product instructions (qemu's "max": the neon-dotprod q8_0 kernel runs) and
-# as a Cortex-A72 without them (the portable q8_0 kernel; NEON for bf16). An
+# dot-product instructions (qemu's "max": the neon-dotprod kernel runs the q8_0 and q4_0 caches) and
+# as a Cortex-A72 without them (the portable kernel for those; NEON for bf16). An
 # emulator says nothing about speed: this checks that arm64 builds and computes
 # what the other kernels compute. Not part of scripts/test.sh (the cross
 # packages and the second build would add about ten minutes to every run).
@@ -55,7 +55,7 @@ bash scripts/fetch_model.sh
 
 # Quick cases: the FP64 references of the full sweeps take tens of minutes under an emulator;
 # each vector kernel is compared with the portable one instead, whose own FP64 checks run natively.
-tests=${ARM64_TESTS:-"cpu kernels*,cpu decode attention q8_0: every kernel gives the portable*,cpu decode attention q8_0: bad*,cpu decode attention: bad*,kv q8_0*,kv type*,quant matmul: Q8 activations*,quant matmul: the arm64*,quant matmul: every weight type*,forward: a synthetic model matches*,forward: incremental decode*,forward: prefill longer*"}
+tests=${ARM64_TESTS:-"cpu kernels*,cpu decode attention q8_0 and q4_0: every kernel gives the portable*,cpu decode attention q8_0: bad*,cpu decode attention: bad*,kv q8_0*,kv q4_0*,kv type*,quant matmul: Q8 activations*,quant matmul: the arm64*,quant matmul: every weight type*,forward: a synthetic model matches*,forward: incremental decode*,forward: prefill longer*"}
 # One OpenMP thread: threads that wait for each other crawl under qemu (the same case takes 0.7 s on
 # one thread and over 5 minutes on two); the split across threads is arch-independent code, tested natively.
 export OMP_NUM_THREADS=1
@@ -64,8 +64,8 @@ for cpu in max cortex-a72; do
   echo "== arm64 ($cpu) under qemu"
   qemu-aarch64 -cpu $cpu -L /usr/aarch64-linux-gnu $build/tests/flashscope-tests -tc="$tests" 2>&1 |
     grep -E "MESSAGE|ERROR|^\[doctest\] (test cases|assertions)" || status=1  # pipefail: doctest's status
-  # The whole CPU forward end to end, over both caches: the default model still names Paris, greedily.
-  for kv in bf16 q8_0; do
+  # The whole CPU forward end to end, over each cache: the default model still names Paris, greedily.
+  for kv in bf16 q8_0 q4_0; do
     reply=$(qemu-aarch64 -cpu $cpu -L /usr/aarch64-linux-gnu $build/cli/flashscope-cli generate \
       -m assets/models/SmolLM2-135M-Instruct.Q4_1.gguf -p "The capital of France is" -n 4 --temp 0 \
       --kv-type $kv -t 1 2>/dev/null) || status=1
