@@ -591,7 +591,13 @@ int argmax(const float* x, int n) { return int(std::max_element(x, x + n) - x); 
 // with the bf16 cache along a long text (the rates and their reasons at the
 // two test cases below). min_rate: the agreement asked for; confident_margin:
 // bf16's top-2 margin (logits) above which no position may flip.
-void check_engine_cache(const std::string& path, KvType type, double min_rate, float confident_margin) {
+void check_engine_cache(KvType type, double min_rate, float confident_margin) {
+  const std::string path = testing::default_model_path();
+  if (!std::ifstream(path).good()) {
+    MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
+    flashscope::testing::mark_skipped();
+    return;
+  }
   const std::string type_name = kv_type_name(type);
   CAPTURE(type_name);
   ModelOptions o8;
@@ -706,13 +712,7 @@ void check_engine_cache(const std::string& path, KvType type, double min_rate, f
 // with P at 8 (the kernels' now). The third paragraph is there so that this
 // wobble is a smaller share of the count.
 TEST_CASE("engine q8_0 KV cache: SmolLM2 still names Paris, and picks bf16's top-1 token almost everywhere") {
-  const std::string path = testing::default_model_path();
-  if (!std::ifstream(path).good()) {
-    MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
-    flashscope::testing::mark_skipped();
-    return;
-  }
-  check_engine_cache(path, KvType::kQ8_0, 0.93, 1.0f);
+  check_engine_cache(KvType::kQ8_0, 0.93, 1.0f);
 }
 
 // 4-bit K and V (K's blocks rotated, kv_q4.hpp) move the logits by 0.94
@@ -721,13 +721,7 @@ TEST_CASE("engine q8_0 KV cache: SmolLM2 still names Paris, and picks bf16's top
 // no flip where bf16's margin is 2.5 logits or more. (Without the rotation
 // the same text measured 72%.)
 TEST_CASE("engine q4_0 KV cache: SmolLM2 still names Paris, and picks bf16's top-1 token at most positions") {
-  const std::string path = testing::default_model_path();
-  if (!std::ifstream(path).good()) {
-    MESSAGE("skipped: " << path << " is absent (run scripts/fetch_model.sh)");
-    flashscope::testing::mark_skipped();
-    return;
-  }
-  check_engine_cache(path, KvType::kQ4_0, 0.80, 2.5f);
+  check_engine_cache(KvType::kQ4_0, 0.80, 2.5f);
 }
 
 TEST_CASE("kv type: names, and q8_0 where it cannot run is a status") {
