@@ -264,7 +264,7 @@ int main(void) {
   /* The KV cache's type: an unknown one is refused before the file is opened,
    * as are NULL path and out pointers; the known ones reach the file. */
   model = (flashscope_model*)&g_failures;
-  CHECK_STATUS(flashscope_model_load_kv(missing, NULL, FLASHSCOPE_WEIGHTS_AUTO, 2, &model),
+  CHECK_STATUS(flashscope_model_load_kv(missing, NULL, FLASHSCOPE_WEIGHTS_AUTO, FLASHSCOPE_KV_Q4_0 + 1, &model),
                FLASHSCOPE_INVALID_ARGUMENT);
   CHECK(strstr(flashscope_last_error(), "KV cache type") != NULL);
   CHECK(model == NULL);
@@ -276,6 +276,8 @@ int main(void) {
   CHECK_STATUS(flashscope_model_load_kv(missing, NULL, FLASHSCOPE_WEIGHTS_AUTO, FLASHSCOPE_KV_Q8_0, NULL),
                FLASHSCOPE_INVALID_ARGUMENT);
   CHECK_STATUS(flashscope_model_load_kv(missing, NULL, FLASHSCOPE_WEIGHTS_AUTO, FLASHSCOPE_KV_Q8_0, &model),
+               FLASHSCOPE_IO_ERROR);
+  CHECK_STATUS(flashscope_model_load_kv(missing, NULL, FLASHSCOPE_WEIGHTS_AUTO, FLASHSCOPE_KV_Q4_0, &model),
                FLASHSCOPE_IO_ERROR);
   CHECK_STATUS(flashscope_model_load_kv(missing, NULL, FLASHSCOPE_WEIGHTS_AUTO, FLASHSCOPE_KV_BF16, &model),
                FLASHSCOPE_IO_ERROR);
@@ -768,32 +770,36 @@ int main(void) {
     g_follow_up_session = NULL;
   }
 
-  /* A q8_0 KV cache: refused on CUDA (the CUDA engine keeps bf16), else the
-   * CPU engine's; its session answers a question as the bf16 one does, and
-   * with the same greedy reply as the bf16 model's session when the
-   * cache's rounding does not flip a near-tie (not asserted: the engine
-   * test measures the agreement). */
+  /* The q8_0 and q4_0 KV caches: refused on CUDA (the CUDA engine keeps
+   * bf16), else the CPU engine's; a session over each answers a question as
+   * the bf16 one does, and with the same greedy reply as the bf16 model's
+   * session when the cache's rounding does not flip a near-tie (not
+   * asserted: the engine tests measure the agreement). */
   {
-    flashscope_model_params kvp = flashscope_model_default_params();
-    kvp.device = FLASHSCOPE_DEVICE_CUDA;
-    flashscope_model* q8 = (flashscope_model*)&g_failures;
-    CHECK_STATUS(flashscope_model_load_kv(path, &kvp, FLASHSCOPE_WEIGHTS_AUTO, FLASHSCOPE_KV_Q8_0, &q8),
-                 FLASHSCOPE_UNSUPPORTED);
-    CHECK(strstr(flashscope_last_error(), "q8_0") != NULL);
-    CHECK(q8 == NULL);
-    kvp.device = FLASHSCOPE_DEVICE_CPU;
-    REQUIRE(flashscope_model_load_kv(path, &kvp, FLASHSCOPE_WEIGHTS_AUTO, FLASHSCOPE_KV_Q8_0, &q8) == FLASHSCOPE_OK);
-    REQUIRE(q8 != NULL);
-    CHECK(flashscope_model_n_layers(q8) == 30);
-    flashscope_session* s = NULL;
-    REQUIRE(flashscope_session_create(q8, NULL, &s) == FLASHSCOPE_OK);
-    reply_buf r;
-    CHECK_STATUS(chat_turn(s, "What is 2+2?", 12, &r, &stats), FLASHSCOPE_OK);
-    CHECK(r.bad_events == 0 && stats.generated_tokens >= 1);
-    CHECK(strstr(r.text, "4") != NULL);
-    printf("c_api_test: q8_0 KV cache: \"%s\"\n", r.text);
-    flashscope_session_free(s);
-    flashscope_model_free(q8);
+    const int32_t kv_types[2] = {FLASHSCOPE_KV_Q8_0, FLASHSCOPE_KV_Q4_0};
+    const char* kv_names[2] = {"q8_0", "q4_0"};
+    for (int k = 0; k < 2; ++k) {
+      flashscope_model_params kvp = flashscope_model_default_params();
+      kvp.device = FLASHSCOPE_DEVICE_CUDA;
+      flashscope_model* qm = (flashscope_model*)&g_failures;
+      CHECK_STATUS(flashscope_model_load_kv(path, &kvp, FLASHSCOPE_WEIGHTS_AUTO, kv_types[k], &qm),
+                   FLASHSCOPE_UNSUPPORTED);
+      CHECK(strstr(flashscope_last_error(), kv_names[k]) != NULL);
+      CHECK(qm == NULL);
+      kvp.device = FLASHSCOPE_DEVICE_CPU;
+      REQUIRE(flashscope_model_load_kv(path, &kvp, FLASHSCOPE_WEIGHTS_AUTO, kv_types[k], &qm) == FLASHSCOPE_OK);
+      REQUIRE(qm != NULL);
+      CHECK(flashscope_model_n_layers(qm) == 30);
+      flashscope_session* s = NULL;
+      REQUIRE(flashscope_session_create(qm, NULL, &s) == FLASHSCOPE_OK);
+      reply_buf r;
+      CHECK_STATUS(chat_turn(s, "What is 2+2?", 12, &r, &stats), FLASHSCOPE_OK);
+      CHECK(r.bad_events == 0 && stats.generated_tokens >= 1);
+      CHECK(strstr(r.text, "4") != NULL);
+      printf("c_api_test: %s KV cache: \"%s\"\n", kv_names[k], r.text);
+      flashscope_session_free(s);
+      flashscope_model_free(qm);
+    }
   }
 
   /* Sessions outlive the model handle. */
