@@ -63,9 +63,9 @@ struct DecodeParams {
   bool kv_q8 = false;
   // K and V in the q4_0 layout of kv_q4.hpp (K's blocks rotated), otherwise
   // as kv_q8 (the same kernels and limits; q rotated as K and rounded to 8
-  // bits; AVX-512 VNNI reads the nibbles in its registers, the others unpack
-  // each 16-key group to kv_q8.hpp's layout in L1; head_stride =
-  // kv_q4_head_bytes). Not with kv_q8.
+  // bits; AVX-512 VNNI and AVX2 read the nibbles in their registers, the
+  // portable and NEON builds unpack each 16-key group to kv_q8.hpp's layout
+  // in L1; head_stride = kv_q4_head_bytes). Not with kv_q8.
   bool kv_q4 = false;
   int batch = 1;
   int q_heads = 0;

@@ -134,6 +134,55 @@ struct Simd {
       default: return qk16_rows<4>(k, gstride, qw, qd, qbias, ks, sstride, nb, out, ostride);
     }
   }
+  // q4_0 in place (decode_attention_q8.inc): 8 keys' 32 bytes of a K line
+  // (dims 8n..8n+3 in the low nibbles, 8n+4..8n+7 in the high, kv_q4.hpp)
+  // meet 8-bit q by pmaddubsw, codes <= 15 keeping the int16 sums far from
+  // saturating; pmaddwd by ones gives each key's int32. qbias = −8·Σq.
+  static constexpr bool kQ4Native = true;
+  template <int kNr>
+  FS_TARGET static void qk16_q4_rows(const uint8_t* k, const int8_t* const* q8, const float* const* qd,
+                                     const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb,
+                                     float* out, int64_t ostride) {
+    const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    for (int half = 0; half < 2; ++half) {
+      __m256 s[kNr];
+      for (int r = 0; r < kNr; ++r) s[r] = _mm256_setzero_ps();
+      for (int c = 0; c < nb; ++c) {
+        __m256i a[kNr];
+        for (int r = 0; r < kNr; ++r) a[r] = _mm256_set1_epi32(qbias[r][c]);
+        for (int n = 0; n < 4; ++n) {
+          const __m256i line =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + (int64_t{c} * 4 + n) * 64 + half * 32));
+          const __m256i lo = _mm256_and_si256(line, low);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(line, 4), low);
+          for (int r = 0; r < kNr; ++r) {
+            int32_t wl, wh;
+            std::memcpy(&wl, q8[r] + c * 32 + n * 8, sizeof wl);
+            std::memcpy(&wh, q8[r] + c * 32 + n * 8 + 4, sizeof wh);
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(wl)),
+                                               _mm256_maddubs_epi16(hi, _mm256_set1_epi32(wh)));
+            a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(p, ones));
+          }
+        }
+        const __m256 sc =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ks + c * sstride + half * 8)));
+        for (int r = 0; r < kNr; ++r)
+          s[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[r]), _mm256_mul_ps(sc, _mm256_set1_ps(qd[r][c])), s[r]);
+      }
+      for (int r = 0; r < kNr; ++r) _mm256_storeu_ps(out + r * ostride + half * 8, s[r]);
+    }
+  }
+  FS_TARGET static void qk16_q4(const uint8_t* k, int nr, const int8_t* const* q8, const float* const* qd,
+                                const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb, float* out,
+                                int64_t ostride) {
+    static_assert(kQkRowsQ8 == 4, "one case per row count");
+    switch (nr) {
+      case 1: return qk16_q4_rows<1>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
+      case 2: return qk16_q4_rows<2>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
+      case 3: return qk16_q4_rows<3>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
+      default: return qk16_q4_rows<4>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
+    }
+  }
   FS_TARGET static V max(V a, V b) { return _mm256_max_ps(a, b); }
   FS_TARGET static float hmax(V a) {
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -156,6 +205,16 @@ struct Simd {
   FS_TARGET static X load_quads(const int8_t* v) {
     return {_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v))),
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 16)))};
+  }
+  // Dims [first, first + 8) of a q4_0 V line (kv_q4.hpp: byte 4·e + key holds dims e and 16 + e), codes − 8.
+  FS_TARGET static __m256i dims4_q4(const uint8_t* at, bool high) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+    const __m128i codes = _mm_and_si128(high ? _mm_srli_epi16(b, 4) : b, _mm_set1_epi8(0x0F));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(codes, _mm_set1_epi8(8)));
+  }
+  FS_TARGET static X load_quads_q4(const uint8_t* v, int first) {
+    const uint8_t* at = v + (first % 16) * 4;
+    return {dims4_q4(at, first >= 16), dims4_q4(at + 16, first >= 16)};
   }
   FS_TARGET static PB bcast_p(const PWord* p) {
     int64_t w;
@@ -384,10 +443,10 @@ struct Simd : avx512::Simd {
   // 16 dims × 4 keys: one line, V's int8 as they are (vpdpbusd's signed operand).
   FS_TARGET static X load_quads(const int8_t* v) { return _mm512_loadu_si512(v); }
   // A q4_0 V line: dims 0..15 of four keys in the low nibbles, 16..31 in the high (kv_q4.hpp), codes − 8.
-  FS_TARGET static void load_quads_q4(const uint8_t* v, X* lo, X* hi) {
-    const __m512i line = _mm512_loadu_si512(v), low = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-    *lo = _mm512_sub_epi8(_mm512_and_si512(line, low), eight);
-    *hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(line, 4), low), eight);
+  FS_TARGET static X load_quads_q4(const uint8_t* v, int first) {
+    const __m512i line = _mm512_loadu_si512(v), low = _mm512_set1_epi8(0x0F);
+    const __m512i codes = _mm512_and_si512(first == 0 ? line : _mm512_srli_epi16(line, 4), low);
+    return _mm512_sub_epi8(codes, _mm512_set1_epi8(8));
   }
   FS_TARGET static PB bcast_p(const PWord* p) {
     int32_t w;
