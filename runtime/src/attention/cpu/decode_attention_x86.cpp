@@ -172,17 +172,6 @@ struct Simd {
       for (int r = 0; r < kNr; ++r) _mm256_storeu_ps(out + r * ostride + half * 8, s[r]);
     }
   }
-  FS_TARGET static void qk16_q4(const uint8_t* k, int nr, const int8_t* const* q8, const float* const* qd,
-                                const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb, float* out,
-                                int64_t ostride) {
-    static_assert(kQkRowsQ8 == 4, "one case per row count");
-    switch (nr) {
-      case 1: return qk16_q4_rows<1>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
-      case 2: return qk16_q4_rows<2>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
-      case 3: return qk16_q4_rows<3>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
-      default: return qk16_q4_rows<4>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
-    }
-  }
   FS_TARGET static V max(V a, V b) { return _mm256_max_ps(a, b); }
   FS_TARGET static float hmax(V a) {
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -421,17 +410,6 @@ struct Simd : avx512::Simd {
         s[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a[r]), _mm512_mul_ps(sc, _mm512_set1_ps(qd[r][c])), s[r]);
     }
     for (int r = 0; r < kNr; ++r) _mm512_storeu_ps(out + r * ostride, s[r]);
-  }
-  FS_TARGET static void qk16_q4(const uint8_t* k, int nr, const int8_t* const* q8, const float* const* qd,
-                                const int32_t* const* qbias, const uint16_t* ks, int64_t sstride, int nb, float* out,
-                                int64_t ostride) {
-    static_assert(kQkRowsQ8 == 4, "one case per row count");
-    switch (nr) {
-      case 1: return qk16_q4_rows<1>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
-      case 2: return qk16_q4_rows<2>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
-      case 3: return qk16_q4_rows<3>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
-      default: return qk16_q4_rows<4>(k, q8, qd, qbias, ks, sstride, nb, out, ostride);
-    }
   }
   FS_TARGET static V max(V a, V b) { return _mm512_max_ps(a, b); }
   FS_TARGET static float hmax(V a) { return _mm512_reduce_max_ps(a); }
