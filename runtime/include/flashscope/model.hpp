@@ -194,7 +194,7 @@ enum class KvType : uint8_t {
   // Blocks of 32, 32 four-bit codes and one fp16 scale each (0.5625 bytes an
   // element, llama.cpp's q4_0 cache): a quarter of bf16's bytes, for long
   // contexts on a machine whose decode is bound by memory, at a cost in
-  // agreement with the bf16 cache (tests/test_kv_q4_cpu.cpp measures it).
+  // agreement with the bf16 cache (tests/test_kv_q8_cpu.cpp measures it).
   // CPU only, head_dim a multiple of 32.
   kQ4_0,
 };

@@ -1,30 +1,23 @@
 // q4_0 KV rows in and out (layout: kv_q4.hpp).
 #include "attention/cpu/kv_q4.hpp"
 
+#include "attention/cpu/kv_block_scale.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu {
 namespace {
 
-constexpr float kFp16Max = 65504.0f;
-
-// Block of 32: its scale, and the codes 0..15 against it.
+// Block of 32: its scale, and the codes 0..15 against it (zeros, code 8, under a NaN scale).
 float quantize_block(const float* x, uint8_t* code) {
-  float amax = 0.0f;
-  bool nan = false;
-  for (int i = 0; i < kKvQ4Block; ++i) {
-    amax = std::max(amax, std::fabs(x[i]));
-    nan = nan || std::isnan(x[i]);
-  }
-  if (nan) {  // no code holds a NaN: a NaN scale carries it to the output, as a bf16 cache would
+  const float d = kv_block_scale(x, kKvQ4Block, kKvQ4Steps);
+  if (std::isnan(d)) {
     std::fill(code, code + kKvQ4Block, uint8_t{8});
-    return std::numeric_limits<float>::quiet_NaN();
+    return d;
   }
-  const float d = fp16_to_float(float_to_fp16(std::min(amax / kKvQ4Steps, kFp16Max)));
   const float inv = d > 0.0f ? 1.0f / d : 0.0f;
   for (int i = 0; i < kKvQ4Block; ++i)
     code[i] = static_cast<uint8_t>(std::clamp(std::nearbyint(x[i] * inv) + 8.0f, 0.0f, 15.0f));

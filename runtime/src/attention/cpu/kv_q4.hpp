@@ -10,15 +10,14 @@
 // it is quantized, and the decode kernel rotates q's blocks the same way, so
 // (Hq)·(Hk) = q·k. Keys have channels far larger than the rest; at 4 bits
 // such a channel sets its block's step and the others round to a few
-// levels. H spreads it over the block. SmolLM2's top-1 agreement with the
-// bf16 cache, the rounding emulated in float: 75% with K's blocks as they
-// are, 85% rotated (V gains ~1 point, and is stored as it is).
+// levels. H spreads it over the block; V, which gains little from it, is
+// stored as it is (SmolLM2's agreement with the bf16 cache: bench/TUNING.md#cpu).
 //
 // The layout is kv_q8.hpp's with two codes a byte, chosen so that splitting
 // a 64-byte line into its low and high nibbles gives two of kv_q8.hpp's
-// lines (the decode kernel unpacks a 16-key group into that layout in L1 and
-// runs the q8_0 kernels on it: decode_attention_q8.inc). Per (page,
-// kv-head) block of P tokens × D dims:
+// lines (the decode kernel splits them in its registers, or unpacks a
+// 16-key group into that layout in L1 and runs the q8_0 kernels on it:
+// decode_attention_q8.inc). Per (page, kv-head) block of P tokens × D dims:
 //   K  [P/16][D/8][16][4]  token i's byte 4·(i%16) + e of line (i/16, g):
 //                          low nibble dim 8g + e, high nibble dim 8g + 4 + e
 //      fp16 [D/32][P]      at byte P·D/2: block c of token i at (c·P + i)·2
@@ -27,13 +26,14 @@
 //      fp16 [D/32][P]      as for K
 // A 16-token group's K and V are each 8·D consecutive bytes.
 //
-// Rounding (of K's rotated blocks, V's as they are): d = fp16(max|x| / 7.5), code = clamp(round(x / d) + 8, 0, 15), so
-// x / d in [−7.5, 7.5] rounds to −8..8 and only 8 (x within half a step of
-// +max) is clamped, to 7: |x − d·(code − 8)| <= max|x| / 15 · (1 + 2^-7)
-// for every element (d/2, or at the clamp max − 7d with d rounded down). llama.cpp's q4_0 signs d (m / −8, m the
-// element of largest magnitude), which holds m exactly but is off by up to
-// |d| at the other end; the kernels here need d >= 0 (V's scale is folded
-// into P, rounded to unsigned steps: decode_attention_q8.inc).
+// Rounding (of K's rotated blocks, V's as they are): d = fp16(max|x| / 7.5),
+// code = clamp(round(x / d) + 8, 0, 15), so x / d in [−7.5, 7.5] rounds to
+// −8..8 and only 8 (x within half a step of +max) is clamped, to 7:
+// |x − d·(code − 8)| <= max|x| / 15 · (1 + 2^-7) for every element (d/2, or
+// at the clamp max − 7d with d rounded down). llama.cpp's q4_0 signs d
+// (m / −8, m the element of largest magnitude), which holds m exactly but is
+// off by up to |d| at the other end; the kernels here need d >= 0 (V's scale
+// is folded into P, rounded to unsigned steps: decode_attention_q8.inc).
 #pragma once
 
 #include <cstdint>
@@ -59,9 +59,6 @@ constexpr int64_t kv_q4_v_offset(int row, int d, int head_dim) {
   return (int64_t{row / 4} * (head_dim / kKvQ4Block) + d / kKvQ4Block) * 64 + (d % 16) * 4 + row % 4;
 }
 constexpr bool kv_q4_v_high(int d) { return d % kKvQ4Block >= 16; }
-
-// Whether a q4_0 cache can hold rows of head_dim (whole blocks of 32).
-constexpr bool kv_q4_supported(int head_dim) { return head_dim > 0 && head_dim % kKvQ4Block == 0; }
 
 // Quantizes one token's K and V rows (kv_heads × head_dim floats each, head
 // h at h · head_dim) into row `row` (< page_size) of a page: k_page and

@@ -1,30 +1,23 @@
 // q8_0 KV rows in and out (layout: kv_q8.hpp).
 #include "attention/cpu/kv_q8.hpp"
 
+#include "attention/cpu/kv_block_scale.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "flashscope/half.hpp"
 
 namespace flashscope::cpu {
 namespace {
 
-constexpr float kFp16Max = 65504.0f;
-
-// Block c of a row: its scale, and the 32 values quantized against it.
+// Block c of a row: its scale, and the 32 values quantized against it (zeros under a NaN scale).
 float quantize_block(const float* x, int8_t* q) {
-  float amax = 0.0f;
-  bool nan = false;
-  for (int i = 0; i < kKvQ8Block; ++i) {
-    amax = std::max(amax, std::fabs(x[i]));
-    nan = nan || std::isnan(x[i]);
-  }
-  if (nan) {  // no int8 holds a NaN: zeros under a NaN scale carry it to the output, as a bf16 cache would
+  const float d = kv_block_scale(x, kKvQ8Block, 127.0f);
+  if (std::isnan(d)) {
     std::fill(q, q + kKvQ8Block, int8_t{0});
-    return std::numeric_limits<float>::quiet_NaN();
+    return d;
   }
-  const float d = fp16_to_float(float_to_fp16(std::min(amax / 127.0f, kFp16Max)));
   const float inv = d > 0.0f ? 1.0f / d : 0.0f;
   for (int i = 0; i < kKvQ8Block; ++i)
     q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
