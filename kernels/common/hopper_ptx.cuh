@@ -7,7 +7,8 @@
 //   proxies    fence.proxy.async: ordinary (generic-proxy) writes to shared
 //              memory, cp.async included, must be fenced before the tensor
 //              cores (async proxy) read them
-//   TMA        cp.async.bulk.tensor 4-D loads completing on an mbarrier
+//   TMA        cp.async.bulk.tensor 4-D loads completing on an mbarrier, and
+//              4-D stores from shared memory in bulk async-groups
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,12 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(bar),
                "r"(bytes)
+               : "memory");
+}
+
+// `count` arrivals at once: one thread arriving for its warpgroup's warps.
+__device__ __forceinline__ void mbarrier_arrive_count(uint32_t bar, uint32_t count) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(bar), "r"(count)
                : "memory");
 }
 
@@ -171,6 +178,23 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* tensor_map
       "[%6];\n" ::"r"(dst),
       "l"(tensor_map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
+}
+
+// Stores a box of shared memory (the map's layout and swizzle) at
+// coordinates (c0 innermost .. c3) of a 4-D tensor map; rows outside the
+// tensor are not written. Joins this thread's open bulk async-group.
+__device__ __forceinline__ void tma_store_4d(const void* tensor_map, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                   tensor_map),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's bulk async-groups still read their
+// shared memory (which may then be written again).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 
 }  // namespace flashscope::kernels::sm90

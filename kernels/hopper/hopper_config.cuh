@@ -5,6 +5,7 @@
 
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/hopper/hopper_launch.h"
@@ -53,12 +54,28 @@ inline bool use_long_kv_config(int head_dim, int kv_len) { return head_dim == 12
 // of 176 and 768 in four of 192), and the next work tile's Q lands while the
 // current one runs instead of after its last Q·Kᵀ. Window kernels only (EXTRAS).
 // Which windows take it: use_window_config (hopper_plan.h).
-using WindowConfig128 = HopperPrefillConfig<128, 2, 2, true, 128, 2>;
+template <int TURNOVER>
+using WindowConfig128T = HopperPrefillConfig<128, 2, 2, true, 128, 2, TURNOVER>;
+#ifndef FLASHSCOPE_HOPPER_WINDOW_TURNOVER
+#define FLASHSCOPE_HOPPER_WINDOW_TURNOVER 0
+#endif
+using WindowConfig128 = WindowConfig128T<FLASHSCOPE_HOPPER_WINDOW_TURNOVER>;
 static_assert(WindowConfig128::kBlockQ == kWindowBlockQ, "use_window_config counts these rows");
 // Configurations only the window and soft-cap launches run: the kernels
 // without them are not instantiated for these.
 template <typename Cfg>
-inline constexpr bool kExtrasOnlyConfig = std::is_same_v<Cfg, WindowConfig128>;
+inline constexpr bool kExtrasOnlyConfig =
+    std::is_same_v<Cfg, WindowConfig128T<0>> || std::is_same_v<Cfg, WindowConfig128T<1>> ||
+    std::is_same_v<Cfg, WindowConfig128T<2>> || std::is_same_v<Cfg, WindowConfig128T<3>>;
+
+// EXPERIMENT: FLASHSCOPE_WINDOW_TURNOVER=0..3 picks the window tiles' turnover at run time.
+inline int window_turnover_variant() {
+  static const int v = [] {
+    const char* e = std::getenv("FLASHSCOPE_WINDOW_TURNOVER");
+    return e != nullptr ? std::atoi(e) : -1;
+  }();
+  return v;
+}
 
 // The production choice, the one place it is made (the plan records it).
 // x: the window and soft-cap (a short window at 128 takes its own tiles).
@@ -87,7 +104,14 @@ cudaError_t visit_hopper_config(HopperConfig c, Fn&& fn) {
       case HopperConfig::kShortCausal64: return fn(ShortCausalConfig64{}, std::true_type{});
       case HopperConfig::kDefault128: return fn(DefaultConfig<128>{}, std::true_type{});
       case HopperConfig::kLongKv128: return fn(LongKvConfig128{}, std::true_type{});
-      case HopperConfig::kWindow128: return fn(WindowConfig128{}, std::true_type{});
+      case HopperConfig::kWindow128:
+        switch (window_turnover_variant()) {
+          case 0: return fn(WindowConfig128T<0>{}, std::true_type{});
+          case 1: return fn(WindowConfig128T<1>{}, std::true_type{});
+          case 2: return fn(WindowConfig128T<2>{}, std::true_type{});
+          case 3: return fn(WindowConfig128T<3>{}, std::true_type{});
+          default: return fn(WindowConfig128{}, std::true_type{});
+        }
       case HopperConfig::kDefault256: return fn(DefaultConfig<256>{}, std::true_type{});
       default: break;
     }
@@ -178,6 +202,9 @@ inline constexpr bool kHasCpAsync = Cfg::kDim != 256;
 template <typename Cfg, typename Params>
 bool encode_dense_maps(ElemType type, const PrefillKernelParams& p, Params* hp) {
   if (p.cu_seqlens_q != nullptr) return false;
+  if constexpr (Cfg::kStoreThroughQSlot)
+    hp->o_map_ok = encode_map(&hp->o_map, type, p.o, Cfg::kDim, p.q_len, p.q_heads, p.batch, p.o_seq_stride,
+                              p.o_head_stride, p.o_batch_stride, Cfg::kWarpgroupRows);
   return encode_map(&hp->q_map, type, p.q, Cfg::kDim, p.q_len, p.q_heads, p.batch, p.q_seq_stride, p.q_head_stride,
                     p.q_batch_stride, Cfg::kBlockQ) &&
          encode_map(&hp->k_map, type, p.k, Cfg::kDim, p.kv_len, p.kv_heads, p.batch, p.k_seq_stride, p.k_head_stride,

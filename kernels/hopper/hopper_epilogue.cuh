@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/common/hopper_ptx.cuh"
 #include "kernels/common/math.h"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/row_ops.cuh"
+#include "kernels/hopper/hopper_cta.cuh"
 
 namespace flashscope::kernels::hopper_detail {
 
@@ -103,6 +105,59 @@ __device__ __forceinline__ void store_output(const Consumer& c, const View& view
       rows::store_row<Mma>(c.O_rmem, h, inv_l, view.o_ptr(row), lane_id);
       if (lane_id % 4 == 0) view.store_lse(row, lse);
     }
+  }
+}
+
+// kStoreThroughQSlot (hopper_layout.cuh): the warpgroup's normalized O into
+// its own 64 rows of the Q slot at `slot` (the 128-byte swizzle layout TMA
+// reads; a warp's 4-byte writes of one n8 tile land in 32 distinct banks),
+// then one thread stores them as DIM/64 boxes of 64 rows through hp.o_map
+// and commits them as a bulk group, whose read it waits for before the slot
+// is released (release_stored_q_slot). The LSE as store_output. Dense views
+// only (no split partials).
+template <typename Consumer, typename View>
+__device__ __forceinline__ void store_output_through_q_slot(const Consumer& c, const View& view, int warp_row0,
+                                                            uint32_t slot) {
+  using Cfg = typename Consumer::Cfg;
+  using Mma = typename Consumer::Mma;
+  constexpr int DIM = Cfg::kDim;
+  const auto& cta = c.cta;
+  const int lane_id = cta.lane_id;
+  const int tile_row0 = warp_row0 - view.q0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = rows::quad_sum(c.l_rmem[h]);
+    const float inv_l = l > 0.0f ? fast_rcp(l) : 0.0f;  // no visible key: output 0
+    const int row = warp_row0 + lane_id / 4 + h * 8;
+    if (row < view.rows && lane_id % 4 == 0)
+      view.store_lse(row, l > 0.0f ? (c.m_rmem[h] + fast_log2(l)) * kLn2 : -INFINITY);
+    const int r = tile_row0 + lane_id / 4 + h * 8;
+#pragma unroll
+    for (int j = 0; j < DIM / 8; ++j)
+      sts_u32(slot + sw128_offset<Cfg::kBlockQ>(r, j * 8) + (lane_id % 4) * 4,
+              Mma::pack(rows::at(c.O_rmem, j, 2 * h) * inv_l, rows::at(c.O_rmem, j, 2 * h + 1) * inv_l));
+  }
+  sm90::fence_proxy_async_shared();  // the writes above, before TMA (the async proxy) reads them
+  sm90::named_barrier_sync(Consumer::kStoreBarrier + c.warpgroup, 128);
+  if (cta.warp_id % 4 == 0 && lane_id == 0) {
+    const TmaCoords at = cta.coords_of(view);
+    const int rows0 = c.warpgroup * Cfg::kWarpgroupRows;
+#pragma unroll
+    for (int cb = 0; cb < Cfg::kColumnBlocks; ++cb)
+      sm90::tma_store_4d(&cta.hp.o_map, slot + cb * Cfg::kBlockQ * 128 + rows0 * 128, cb * 64, view.q0 + rows0,
+                         at.q_head, at.seq);
+    sm90::bulk_commit_group();
+  }
+}
+
+// The thread that stored a warpgroup's O (store_output_through_q_slot):
+// once the store has read the Q slot, the slot is released for the
+// warpgroup's four warps (persistent CTAs: the producer's next Q there).
+template <typename Consumer>
+__device__ __forceinline__ void release_stored_q_slot(const Consumer& c, int q_slot) {
+  if (c.cta.warp_id % 4 == 0 && c.cta.lane_id == 0) {
+    sm90::bulk_wait_group_read<0>();
+    if constexpr (Consumer::CtaType::kIsPersistent) sm90::mbarrier_arrive_count(c.cta.q_empty_bar + 8 * q_slot, 4);
   }
 }
 
