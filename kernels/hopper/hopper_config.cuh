@@ -5,7 +5,6 @@
 
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/hopper/hopper_launch.h"
@@ -30,8 +29,12 @@ namespace flashscope::kernels {
 //        224 KiB of the 227 (96-key tiles would need 256).
 // Short causal sequences at 64 (SmolLM2's prompts): 192-row q-tiles leave
 // much of the last tile idle and the causal work per CTA uneven, so two
-// consumer warpgroups (128-row tiles), still taking turns, up to 1024 queries.
-using ShortCausalConfig64 = HopperPrefillConfig<64, 4, 2, true>;
+// consumer warpgroups (128-row tiles), still taking turns, up to 1024 queries;
+// work tiles of 1-8 key tiles, so O leaves through the Q slot.
+#ifndef FLASHSCOPE_HOPPER_SHORT64_O_THROUGH_Q_SLOT
+#define FLASHSCOPE_HOPPER_SHORT64_O_THROUGH_Q_SLOT 1
+#endif
+using ShortCausalConfig64 = HopperPrefillConfig<64, 4, 2, true, 128, 2, FLASHSCOPE_HOPPER_SHORT64_O_THROUGH_Q_SLOT != 0>;
 inline bool use_short_causal_config(int head_dim, bool causal, int q_len) {
   return head_dim == 64 && causal && q_len <= 1024;
 }
@@ -51,31 +54,16 @@ inline bool use_long_kv_config(int head_dim, int kv_len) { return head_dim == 12
 // 32 KiB = 192 KiB). A work tile is then a handful of key tiles, so what it
 // costs apart from them counts: the tiles cover W + 128 keys with less past
 // the window's edges (W = 512: 640 keys in five tiles, against 704 in four
-// of 176 and 768 in four of 192), and the next work tile's Q lands while the
-// current one runs instead of after its last Q·Kᵀ. Window kernels only (EXTRAS).
+// of 176 and 768 in four of 192), the next work tile's Q lands while the
+// current one runs instead of after its last Q·Kᵀ, and O leaves through the
+// Q slot. Window kernels only (EXTRAS).
 // Which windows take it: use_window_config (hopper_plan.h).
-template <int TURNOVER>
-using WindowConfig128T = HopperPrefillConfig<128, 2, 2, true, 128, 2, TURNOVER>;
-#ifndef FLASHSCOPE_HOPPER_WINDOW_TURNOVER
-#define FLASHSCOPE_HOPPER_WINDOW_TURNOVER 0
-#endif
-using WindowConfig128 = WindowConfig128T<FLASHSCOPE_HOPPER_WINDOW_TURNOVER>;
+using WindowConfig128 = HopperPrefillConfig<128, 2, 2, true, 128, 2, true>;
 static_assert(WindowConfig128::kBlockQ == kWindowBlockQ, "use_window_config counts these rows");
 // Configurations only the window and soft-cap launches run: the kernels
 // without them are not instantiated for these.
 template <typename Cfg>
-inline constexpr bool kExtrasOnlyConfig =
-    std::is_same_v<Cfg, WindowConfig128T<0>> || std::is_same_v<Cfg, WindowConfig128T<1>> ||
-    std::is_same_v<Cfg, WindowConfig128T<2>> || std::is_same_v<Cfg, WindowConfig128T<3>>;
-
-// EXPERIMENT: FLASHSCOPE_WINDOW_TURNOVER=0..3 picks the window tiles' turnover at run time.
-inline int window_turnover_variant() {
-  static const int v = [] {
-    const char* e = std::getenv("FLASHSCOPE_WINDOW_TURNOVER");
-    return e != nullptr ? std::atoi(e) : -1;
-  }();
-  return v;
-}
+inline constexpr bool kExtrasOnlyConfig = std::is_same_v<Cfg, WindowConfig128>;
 
 // The production choice, the one place it is made (the plan records it).
 // x: the window and soft-cap (a short window at 128 takes its own tiles).
@@ -104,14 +92,7 @@ cudaError_t visit_hopper_config(HopperConfig c, Fn&& fn) {
       case HopperConfig::kShortCausal64: return fn(ShortCausalConfig64{}, std::true_type{});
       case HopperConfig::kDefault128: return fn(DefaultConfig<128>{}, std::true_type{});
       case HopperConfig::kLongKv128: return fn(LongKvConfig128{}, std::true_type{});
-      case HopperConfig::kWindow128:
-        switch (window_turnover_variant()) {
-          case 0: return fn(WindowConfig128T<0>{}, std::true_type{});
-          case 1: return fn(WindowConfig128T<1>{}, std::true_type{});
-          case 2: return fn(WindowConfig128T<2>{}, std::true_type{});
-          case 3: return fn(WindowConfig128T<3>{}, std::true_type{});
-          default: return fn(WindowConfig128{}, std::true_type{});
-        }
+      case HopperConfig::kWindow128: return fn(WindowConfig128{}, std::true_type{});
       case HopperConfig::kDefault256: return fn(DefaultConfig<256>{}, std::true_type{});
       default: break;
     }
@@ -202,7 +183,8 @@ inline constexpr bool kHasCpAsync = Cfg::kDim != 256;
 template <typename Cfg, typename Params>
 bool encode_dense_maps(ElemType type, const PrefillKernelParams& p, Params* hp) {
   if (p.cu_seqlens_q != nullptr) return false;
-  if constexpr (Cfg::kStoreThroughQSlot)
+  // O in 64-row boxes, a warpgroup's; where it does not encode, the threads store O themselves.
+  if constexpr (Cfg::kOThroughQSlot)
     hp->o_map_ok = encode_map(&hp->o_map, type, p.o, Cfg::kDim, p.q_len, p.q_heads, p.batch, p.o_seq_stride,
                               p.o_head_stride, p.o_batch_stride, Cfg::kWarpgroupRows);
   return encode_map(&hp->q_map, type, p.q, Cfg::kDim, p.q_len, p.q_heads, p.batch, p.q_seq_stride, p.q_head_stride,

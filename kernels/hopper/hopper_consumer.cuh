@@ -51,10 +51,11 @@ struct HopperConsumer {
   static constexpr int DIM = Cfg::kDim;
   static constexpr int BLOCK_Q = Cfg::kBlockQ;
   static constexpr int BLOCK_KV = Cfg::kBlockKV;
-  // Named barriers: 0 the CTA's, 1 + g warpgroup g's turn, kVoteBarrier + g its vote.
+  // Named barriers: 0 the CTA's, 1 + g warpgroup g's turn, kVoteBarrier + g
+  // its vote, kStoreBarrier + g its O written to shared memory.
   static constexpr int kRing = Cfg::kConsumerWarpgroups;
   static constexpr int kVoteBarrier = 1 + kRing;
-  static constexpr int kStoreBarrier = kVoteBarrier + kRing;  // + g: warpgroup g's O written (kStoreThroughQSlot)
+  static constexpr int kStoreBarrier = kVoteBarrier + kRing;
 
   const Cta& cta;
   const int& warpgroup;
@@ -111,16 +112,18 @@ struct HopperConsumer {
     if (cta.lane_id == 0) mbarrier_arrive(empty_bar + 8 * stage);
   }
 
+  // Whether O leaves through the Q slot (kOThroughQSlot; hopper_epilogue.cuh):
+  // the same for every work tile of a launch.
+  __device__ __forceinline__ bool o_through_q_slot() const {
+    if constexpr (Cfg::kOThroughQSlot) return cta.hp.o_map_ok;
+    else return false;
+  }
+
   // Ping-pong: warpgroup g issues its wgmmas only after g-1 has issued its
   // own (named barrier 1 + g, 256 threads: g syncs, g-1 arrives); the last
   // warpgroup opens the ring for the first once, and leaves out its final
   // arrive (on the last work tile with keys) so every barrier sees as many
   // arrivals as syncs. Both warpgroups take the same turns on every work tile.
-  // Whether O leaves through the Q slot (hopper_epilogue.cuh), decided once per launch.
-  __device__ __forceinline__ bool o_through_q_slot() const {
-    if constexpr (Cfg::kStoreThroughQSlot) return cta.hp.o_map_ok;
-    else return false;
-  }
   __device__ __forceinline__ void take_turn() const {
     if constexpr (Cfg::kPingPong) named_barrier_sync(1 + warpgroup, 256);
   }
@@ -329,22 +332,25 @@ struct HopperKeyPipeline {
   const int& q_round;
   const int& num_kv_tiles;
   const uint32_t& Q_rows;  // this warpgroup's rows' offset in a Q slot
-  uint64_t& Q_desc;        // c.Q_desc: set to the work tile's Q slot by first_tile (or the last turn before)
+  uint64_t& Q_desc;        // c.Q_desc: set to the work tile's Q slot by first_tile
   float (&rescale)[2];     // softmax(t)'s factor for O, applied once P(t-1)·V(t-1) is done
-  int& stored_q_slot;      // the Q slot an earlier work tile's O is leaving through (-1: none)
 
   // Ring slot of tile t: its stage, and the parity of that stage's barriers.
   __device__ __forceinline__ int stage_of(int t) const { return (ring + t) % STAGES; }
   __device__ __forceinline__ uint32_t parity_of(int t) const { return uint32_t(((ring + t) / STAGES) & 1); }
 
   // Persistent: after the work tile's last Q·Kᵀ, Q's buffer may take the
-  // next tile's (unless O leaves through it: then once that has read it).
+  // next tile's; when O leaves through it, once the store has read it.
   __device__ __forceinline__ void release_q_after(int t) const {
-    if constexpr (kPersistent)
-      if (t == num_kv_tiles - 1 && !c.o_through_q_slot()) c.release(c.cta.q_empty_bar, q_round % Cfg::kQSlots);
+    if constexpr (kPersistent) {
+      if constexpr (Cfg::kOThroughQSlot) {
+        if (t == num_kv_tiles - 1 && !c.o_through_q_slot()) c.release(c.cta.q_empty_bar, q_round % Cfg::kQSlots);
+      } else {
+        // (kept apart: the condition above, folded, still moves ptxas to spill in other configurations)
+        if (t == num_kv_tiles - 1) c.release(c.cta.q_empty_bar, q_round % Cfg::kQSlots);
+      }
+    }
   }
-  // The slot of the next work tile's Q, and the parity its barrier completes with.
-  __device__ __forceinline__ int next_q_slot() const { return (q_round + 1) % Cfg::kQSlots; }
   // P(t)·V(t) into O, issued once V(t) has landed (O has taken
   // softmax(t)'s rescale already).
   __device__ __forceinline__ void issue_PV_after_V(int t) const {
@@ -357,30 +363,23 @@ struct HopperKeyPipeline {
     wgmma_commit();
   }
 
-  // Tile 0: nothing in O to rescale (P(0)·V(0) overwrites it). `opened`:
-  // S(0) was issued in the last turn of the work tile before (last_PV).
-  __device__ __forceinline__ void first_tile(bool opened) const {
+  // Tile 0: nothing in O to rescale (P(0)·V(0) overwrites it).
+  __device__ __forceinline__ void first_tile() const {
     const auto& cta = c.cta;
     uint64_t ts = probe_time(cta.probe);
-    if (!opened) {
-      const int q_slot = q_round % Cfg::kQSlots;
-      Q_desc = smem_desc_sw128(cta.Q_smem + q_slot * Cfg::kQBytes + Q_rows, 0, 1024);
-      mbarrier_wait(cta.q_full_bar + 8 * q_slot, (q_round / Cfg::kQSlots) & 1);
-      mbarrier_wait(cta.full_k_bar + 8 * stage_of(0), parity_of(0));  // K(0)
-      cta.span(ProbeSpanKind::kLoadWaitK, 0, ts);
-      c.take_turn();
-      ts = probe_time(cta.probe);
-      wgmma_fence();
-      c.issue_S(stage_of(0));
-      wgmma_commit();
-      c.pass_turn(false);
-      wgmma_wait<0>();
-      fence_operands(c.S_rmem);
-    }  // else S(0) has been waited for at the end of the work tile before
-    if (Cfg::kStoreThroughQSlot && stored_q_slot >= 0) {  // long since read: the store went out before this S(0) was waited for
-      release_stored_q_slot(c, stored_q_slot);
-      stored_q_slot = -1;
-    }
+    const int q_slot = q_round % Cfg::kQSlots;
+    Q_desc = smem_desc_sw128(cta.Q_smem + q_slot * Cfg::kQBytes + Q_rows, 0, 1024);
+    mbarrier_wait(cta.q_full_bar + 8 * q_slot, (q_round / Cfg::kQSlots) & 1);
+    mbarrier_wait(cta.full_k_bar + 8 * stage_of(0), parity_of(0));  // K(0)
+    cta.span(ProbeSpanKind::kLoadWaitK, 0, ts);
+    c.take_turn();
+    ts = probe_time(cta.probe);
+    wgmma_fence();
+    c.issue_S(stage_of(0));
+    wgmma_commit();
+    c.pass_turn(false);
+    wgmma_wait<0>();
+    fence_operands(c.S_rmem);
     c.release(cta.empty_k_bar, stage_of(0));
     release_q_after(0);
     cta.span(ProbeSpanKind::kQK, 0, ts);
@@ -431,32 +430,15 @@ struct HopperKeyPipeline {
   }
 
   // The last P·V; the work tile's last turn (last_item: the CTA's last work
-  // tile with keys) is not passed on. open_next (kOpenNextTile): the next
-  // work tile's S(0) is issued in the same turn, from its Q slot and the
-  // ring slot after this tile's last, so it runs under this tile's epilogue.
-  __device__ __forceinline__ void last_PV(bool last_item, bool open_next) const {
+  // tile with keys) is not passed on.
+  __device__ __forceinline__ void last_PV(bool last_item) const {
     const auto& cta = c.cta;
     const int last = num_kv_tiles - 1;
-    if (open_next) {
-      const int slot = next_q_slot();
-      mbarrier_wait(cta.q_full_bar + 8 * slot, ((q_round + 1) / Cfg::kQSlots) & 1);
-      mbarrier_wait(cta.full_k_bar + 8 * stage_of(num_kv_tiles), parity_of(num_kv_tiles));
-    }
     c.take_turn();
     const uint64_t ts = probe_time(cta.probe);
     issue_PV_after_V(last);
-    if (open_next) {
-      Q_desc = smem_desc_sw128(cta.Q_smem + next_q_slot() * Cfg::kQBytes + Q_rows, 0, 1024);
-      wgmma_fence();
-      c.issue_S(stage_of(num_kv_tiles));
-      wgmma_commit();
-    }
     c.pass_turn(last_item);
-    if (open_next) {
-      wgmma_wait<1>();  // P(last)·V(last) is done; the next S(0) may still run
-    } else {
-      wgmma_wait<0>();
-    }
+    wgmma_wait<0>();
     fence_operands(c.O_rmem);
     cta.span(ProbeSpanKind::kPV, last, ts);
     c.release(cta.empty_v_bar, stage_of(last));
@@ -516,24 +498,12 @@ __device__ __forceinline__ void hopper_consumer(const Cta& cta) {
   }
 
   int ring = 0, q_round = 0;  // as the producer counts them
-  int stored_q_slot = -1;     // kStoreThroughQSlot: the slot an O is leaving through
-  bool opened = false;        // kOpenNextTile: this work tile's S(0) went out in the last turn
+  int stored_q_slot = -1;
   for (int item = cta.first_item; item < sched.items; ++item) {
     if (!sched.has_work(item)) continue;
     const View view = kPersistent && item > cta.first_item ? sched.work_view(item) : cta.first_view;
     const int num_kv_tiles =
         kPersistent && item > cta.first_item ? Cta::Schedule::kv_tiles_of(view) : cta.first_kv_tiles;
-    // The next item with work, opened in this one's last turn when it has keys.
-    bool open_next = false;
-    if constexpr (Cfg::kOpenNextTile && kPersistent) {
-      int next = item + 1;
-      while (next < sched.items && !sched.has_work(next)) ++next;
-      open_next = num_kv_tiles > 0 && next < sched.items && Cta::Schedule::kv_tiles_of(sched.work_view(next)) > 0;
-    }
-    if (Cfg::kStoreThroughQSlot && num_kv_tiles == 0 && stored_q_slot >= 0) {
-      release_stored_q_slot(c, stored_q_slot);
-      stored_q_slot = -1;
-    }
     const int kv_begin = view.kv_begin;
     const int kv_end = view.kv_end;
     const int warp_row0 = view.q0 + warpgroup * Cfg::kWarpgroupRows + warp_in_group * 16;
@@ -546,75 +516,47 @@ __device__ __forceinline__ void hopper_consumer(const Cta& cta) {
     for (int h = 0; h < 2; ++h) m_rmem[h] = -INFINITY, l_rmem[h] = 0.0f, m_traced[h] = -INFINITY;
     const HopperTileSoftmax<Cta> tile{c, view, kv_begin, kv_end, warp_row0};
     float rescale[2] = {1.0f, 1.0f};  // softmax(t)'s factor for O, applied once P(t-1)·V(t-1) is done
-    const HopperKeyPipeline<Cta> keys{c,       tile,   ring,         q_round, num_kv_tiles,
-                                      Q_rows, Q_desc, rescale,      stored_q_slot};
-    if (num_kv_tiles > 0) keys.first_tile(Cfg::kOpenNextTile && opened);
-    for (int t = 1; t < num_kv_tiles; ++t) keys.next_tile(t);
-    // The epilogue: O stored (or, split tail, left for the tile's last
-    // holder), the Q slot given back.
-    const bool through_q_slot = c.o_through_q_slot() && num_kv_tiles > 0;
-    auto epilogue = [&] {
-      const uint64_t epilogue_start = probe_time(cta.probe);
-      if constexpr (kMaySplit) {
-        if (item >= sched.whole_rounds) {
-          const SplitTail::Piece piece = cta.hp.split.piece_in_order(blockIdx.x, item - sched.whole_rounds);
-          if (piece.shared && !merge_shared_piece(c, piece.tile)) {
-            if (through_q_slot) c.release(cta.q_empty_bar, q_round % Cfg::kQSlots);  // as release_q_after would have
-            return;
-          }
-        }
-      }
-      if (through_q_slot) {
-        const int q_slot = q_round % Cfg::kQSlots;
-        store_output_through_q_slot(c, view, warp_row0, cta.Q_smem + q_slot * Cfg::kQBytes);
-        stored_q_slot = q_slot;
-      } else {
-        store_output(c, view, warp_row0);
-      }
-      cta.span(ProbeSpanKind::kEpilogue, -1, epilogue_start);
-    };
-    // Two whole paths, each closing every wgmma it issued: ptxas follows
-    // wgmma groups through branches path-insensitively, and a wait that
-    // depends on a branch taken earlier makes it serialize them.
-    if constexpr (Cfg::kOpenNextTile) {
-      if (open_next) {
-        keys.last_PV(item == last_keyed_item, true);
-        epilogue();  // under the next work tile's S(0)
-        wgmma_wait<0>();
-        fence_operands(S_rmem);
-      } else {
-        if (num_kv_tiles > 0) keys.last_PV(item == last_keyed_item, false);
-        epilogue();
-      }
-      opened = open_next;
-    } else {
-      if (num_kv_tiles > 0) keys.last_PV(item == last_keyed_item, false);
-      const uint64_t epilogue_start = probe_time(cta.probe);
-      if constexpr (kMaySplit) {
-        if (item >= sched.whole_rounds) {
-          const SplitTail::Piece piece = cta.hp.split.piece_in_order(blockIdx.x, item - sched.whole_rounds);
-          if (piece.shared && !merge_shared_piece(c, piece.tile)) {
-            if (through_q_slot) c.release(cta.q_empty_bar, q_round % Cfg::kQSlots);  // as release_q_after would have
-            ring += num_kv_tiles;
-            q_round += num_kv_tiles > 0;
-            continue;
-          }
-        }
-      }
-      if (through_q_slot) {
-        const int q_slot = q_round % Cfg::kQSlots;
-        store_output_through_q_slot(c, view, warp_row0, cta.Q_smem + q_slot * Cfg::kQBytes);
-        stored_q_slot = q_slot;
-      } else {
-        store_output(c, view, warp_row0);
-      }
-      cta.span(ProbeSpanKind::kEpilogue, -1, epilogue_start);
+    const HopperKeyPipeline<Cta> keys{c, tile, ring, q_round, num_kv_tiles, Q_rows, Q_desc, rescale};
+    if (num_kv_tiles > 0) keys.first_tile();
+    if constexpr (Cfg::kOThroughQSlot) {
+      // The last work tile's O has left its Q slot long since (the store
+      // went out before this work tile's first Q·Kᵀ): the wait costs nothing.
+      if (stored_q_slot >= 0) release_stored_q_slot(c, stored_q_slot);
+      stored_q_slot = -1;
     }
+    for (int t = 1; t < num_kv_tiles; ++t) keys.next_tile(t);
+    if (num_kv_tiles > 0) keys.last_PV(item == last_keyed_item);
+    const uint64_t epilogue_start = probe_time(cta.probe);
+    if constexpr (kMaySplit) {
+      if (item >= sched.whole_rounds) {
+        const SplitTail::Piece piece = cta.hp.split.piece_in_order(blockIdx.x, item - sched.whole_rounds);
+        if (piece.shared && !merge_shared_piece(c, piece.tile)) {
+          if constexpr (Cfg::kOThroughQSlot)
+            if (c.o_through_q_slot() && num_kv_tiles > 0) c.release(cta.q_empty_bar, q_round % Cfg::kQSlots);
+          ring += num_kv_tiles;
+          q_round += num_kv_tiles > 0;
+          continue;
+        }
+      }
+    }
+    if constexpr (Cfg::kOThroughQSlot) {
+      if (c.o_through_q_slot() && num_kv_tiles > 0) {
+        const int q_slot = q_round % Cfg::kQSlots;
+        store_output_through_q_slot(c, view, warp_row0, cta.Q_smem + q_slot * Cfg::kQBytes);
+        stored_q_slot = q_slot;
+      } else {
+        store_output(c, view, warp_row0);
+      }
+    } else {
+      store_output(c, view, warp_row0);
+    }
+    cta.span(ProbeSpanKind::kEpilogue, -1, epilogue_start);
     ring += num_kv_tiles;
     q_round += num_kv_tiles > 0;
   }
-  if (Cfg::kStoreThroughQSlot && stored_q_slot >= 0)
-    release_stored_q_slot(c, stored_q_slot);  // the shared memory outlives the store's read
+  if constexpr (Cfg::kOThroughQSlot) {
+    if (stored_q_slot >= 0) release_stored_q_slot(c, stored_q_slot);  // shared memory outlives the store's read
+  }
   cta.cta_end();
 }
 

@@ -108,7 +108,7 @@ __device__ __forceinline__ void store_output(const Consumer& c, const View& view
   }
 }
 
-// kStoreThroughQSlot (hopper_layout.cuh): the warpgroup's normalized O into
+// kOThroughQSlot (hopper_layout.cuh): the warpgroup's normalized O into
 // its own 64 rows of the Q slot at `slot` (the 128-byte swizzle layout TMA
 // reads; a warp's 4-byte writes of one n8 tile land in 32 distinct banks),
 // then one thread stores them as DIM/64 boxes of 64 rows through hp.o_map

@@ -23,9 +23,9 @@ namespace flashscope::kernels {
 // bookkeeping (row max, O rescale, barriers) over more keys.
 // Q_SLOTS: Q buffers, so a persistent CTA loads the next work tile's Q while
 // the current one still reads its own (see kQSlots).
-// TURNOVER: how a work tile hands over to the next (kTurnover* below).
+// O_THROUGH_Q_SLOT: see kOThroughQSlot.
 template <int DIM, int STAGES, int CONSUMERS = 2, bool PINGPONG = false, int BLOCK_KV = 128,
-          int Q_SLOTS = (DIM == 64 && CONSUMERS == 2 ? 2 : 1), int TURNOVER = 0>
+          int Q_SLOTS = (DIM == 64 && CONSUMERS == 2 ? 2 : 1), bool O_THROUGH_Q_SLOT = false>
 struct HopperPrefillConfig {
   static constexpr int kDim = DIM;
   static constexpr int kConsumerWarpgroups = CONSUMERS;
@@ -59,18 +59,15 @@ struct HopperPrefillConfig {
   // the short-window tiles (hopper_config.cuh), whose ring leaves room.
   static constexpr int kQSlots = Q_SLOTS;
   static_assert(Q_SLOTS == 1 || Q_SLOTS == 2, "one or two Q buffers");
-  // Turnover (work tiles of a few key tiles, where it is a large share):
-  //   kStoreThroughQSlot: a warpgroup writes its normalized O into its own
-  //   rows of the Q slot it was computed from (its last Q·Kᵀ has read them)
-  //   and one thread stores them with TMA, instead of every thread storing
-  //   4-byte pieces of eight rows; the slot is released once the store has
-  //   read it.
-  //   kOpenNextTile: a persistent warpgroup issues the next work tile's
-  //   first Q·Kᵀ in the turn of its last P·V, so it runs under the epilogue
-  //   (two Q slots: the next Q is already loaded).
-  static constexpr bool kStoreThroughQSlot = (TURNOVER & 1) != 0;
-  static constexpr bool kOpenNextTile = (TURNOVER & 2) != 0;
-  static_assert(!kOpenNextTile || Q_SLOTS == 2, "the next work tile's Q in a slot of its own");
+  // O_THROUGH_Q_SLOT (TMA launches; two Q slots): a warpgroup writes its
+  // normalized O into its own rows of the Q slot it was computed from (its
+  // last Q·Kᵀ has read them) and one thread stores them with TMA, instead of
+  // every thread storing 4-byte pieces of eight rows to global memory, whose
+  // register reads held the warps for the next work tile; the slot goes back
+  // to the producer once the store has read it. Pays where work tiles are a
+  // few key tiles (bench/TUNING.md#hopper-prefill).
+  static constexpr bool kOThroughQSlot = O_THROUGH_Q_SLOT;
+  static_assert(!O_THROUGH_Q_SLOT || Q_SLOTS == 2, "the next work tile's Q loads while O leaves through this one's");
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQBytes * kQSlots;
   static constexpr int kVOffset = kKOffset + STAGES * kKVTileBytes;
@@ -139,7 +136,7 @@ struct HopperParams {
   SplitTail split;
   float* split_partials;
   int* split_arrivals;
-  // kStoreThroughQSlot configurations: O as a 4-D map of 64-row boxes
+  // kOThroughQSlot configurations: O as a 4-D map of 64-row boxes
   // (o_map_ok false: not encodable, the threads store O themselves).
   CUtensorMap o_map;
   bool o_map_ok;
