@@ -334,6 +334,7 @@ struct HopperKeyPipeline {
   const uint32_t& Q_rows;  // this warpgroup's rows' offset in a Q slot
   uint64_t& Q_desc;        // c.Q_desc: set to the work tile's Q slot by first_tile
   float (&rescale)[2];     // softmax(t)'s factor for O, applied once P(t-1)·V(t-1) is done
+  int& stored_q_slot;      // kOThroughQSlot: the Q slot the last work tile's O left through (-1: none)
 
   // Ring slot of tile t: its stage, and the parity of that stage's barriers.
   __device__ __forceinline__ int stage_of(int t) const { return (ring + t) % STAGES; }
@@ -380,6 +381,12 @@ struct HopperKeyPipeline {
     c.pass_turn(false);
     wgmma_wait<0>();
     fence_operands(c.S_rmem);
+    if constexpr (Cfg::kOThroughQSlot) {
+      // The last work tile's O went out before this S(0) was issued: its
+      // store has read the slot by now, so the wait costs nothing.
+      if (stored_q_slot >= 0) release_stored_q_slot(c, stored_q_slot);
+      stored_q_slot = -1;
+    }
     c.release(cta.empty_k_bar, stage_of(0));
     release_q_after(0);
     cta.span(ProbeSpanKind::kQK, 0, ts);
@@ -516,14 +523,14 @@ __device__ __forceinline__ void hopper_consumer(const Cta& cta) {
     for (int h = 0; h < 2; ++h) m_rmem[h] = -INFINITY, l_rmem[h] = 0.0f, m_traced[h] = -INFINITY;
     const HopperTileSoftmax<Cta> tile{c, view, kv_begin, kv_end, warp_row0};
     float rescale[2] = {1.0f, 1.0f};  // softmax(t)'s factor for O, applied once P(t-1)·V(t-1) is done
-    const HopperKeyPipeline<Cta> keys{c, tile, ring, q_round, num_kv_tiles, Q_rows, Q_desc, rescale};
-    if (num_kv_tiles > 0) keys.first_tile();
     if constexpr (Cfg::kOThroughQSlot) {
-      // The last work tile's O has left its Q slot long since (the store
-      // went out before this work tile's first Q·Kᵀ): the wait costs nothing.
-      if (stored_q_slot >= 0) release_stored_q_slot(c, stored_q_slot);
-      stored_q_slot = -1;
+      if (num_kv_tiles == 0 && stored_q_slot >= 0) {  // no S(0) to release it behind (first_tile)
+        release_stored_q_slot(c, stored_q_slot);
+        stored_q_slot = -1;
+      }
     }
+    const HopperKeyPipeline<Cta> keys{c, tile, ring, q_round, num_kv_tiles, Q_rows, Q_desc, rescale, stored_q_slot};
+    if (num_kv_tiles > 0) keys.first_tile();
     for (int t = 1; t < num_kv_tiles; ++t) keys.next_tile(t);
     if (num_kv_tiles > 0) keys.last_PV(item == last_keyed_item);
     const uint64_t epilogue_start = probe_time(cta.probe);
