@@ -30,8 +30,8 @@ namespace flashscope::kernels {
 // Short causal sequences at 64 (SmolLM2's prompts): 192-row q-tiles leave
 // much of the last tile idle and the causal work per CTA uneven, so two
 // consumer warpgroups (128-row tiles), still taking turns, up to 1024 queries.
-// O is stored by the threads: through the Q slot it measured 0.84-0.86x at
-// 1024 queries (bench/TUNING.md#hopper-prefill).
+// O is stored by the threads: through the Q slot (kOThroughQSlot) these
+// tiles ran slower (bench/TUNING.md#hopper-prefill).
 using ShortCausalConfig64 = HopperPrefillConfig<64, 4, 2, true>;
 inline bool use_short_causal_config(int head_dim, bool causal, int q_len) {
   return head_dim == 64 && causal && q_len <= 1024;
