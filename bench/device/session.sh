@@ -16,7 +16,7 @@
 #   variant   NAME MACRO VALUE...: after's cli rebuilt with `#define MACRO VALUE` in FILE (VARIANT_FILE),
 #             kept with its library in /tmp/w/var-NAME (run as /tmp/w/cli-NAME); the tree is put back after (runs in the background: wait on "variant")
 #   matrix    prompt and decode tok/s of CLIS ("before", "after", or variant names; NAME@VAR=VALUE runs NAME's cli
-#             with VAR=VALUE in its environment) on MX_MODELS, MX_ROUNDS interleaved rounds, batches
+#             with VAR=VALUE in its environment, NAME@A=1+B=2 with both) on MX_MODELS, MX_ROUNDS interleaved rounds, batches
 #             E2E_BATCH (default 1), more `bench e2e` flags in E2E_ARGS -> $OUT/matrix.txt
 #   llama     llama-bench -fa 1 -p 512 -n 128 on LL_MODELS (default: MX_MODELS) -> $OUT/llama.txt
 #   llama-bin unpacks a carried llama-bench.tar.gz (prepare.sh LLAMA_BUILD=1) instead of LLAMA=1's build
@@ -133,7 +133,7 @@ while (($#)); do
         for m in ${MX_MODELS:-$W/gen/*.gguf}; do
           for c in ${CLIS:-before after}; do
             env_of=()
-            [[ $c == *@* ]] && env_of=("${c#*@}")
+            [[ $c == *@* ]] && IFS=+ read -ra env_of <<< "${c#*@}"  # NAME@A=1+B=2
             got=$(env "${env_of[@]}" $(cli_of $c) bench e2e -m $m --batch ${E2E_BATCH:-1} --runs ${E2E_RUNS:-3} \
               ${E2E_ARGS:-} --json 2>&1 |
               grep -o '"batch":[0-9]*\|"prompt_tokens_per_s":[0-9.]*\|"decode_tokens_per_s":[0-9.]*' | paste -sd' ')
