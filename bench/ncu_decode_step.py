@@ -93,24 +93,28 @@ def main():
     if not os.path.exists(gemv):
         return
     shapes = collections.OrderedDict()
+    sms = 0
     for r in rows(gemv):
-        key = (short_name(r["Kernel Name"]), r["Grid Size"].strip("()").split(",")[0])
-        shapes.setdefault(key, collections.defaultdict(list))[r["Metric Name"]].append(number(r["Metric Value"]))
-    wanted = ["Duration", "Achieved Occupancy", "Warp Cycles Per Issued Instruction", "Issue Slots Busy",
-              "Memory Throughput", "DRAM Throughput", "Registers Per Thread"]
-    print("\n# The int8 GEMV by launch shape (medians over the profiled launches)\n")
-    print("| kernel | grid | launches | " + " | ".join(wanted) + " |\n|---|---|---|" + "---|" * len(wanted))
-    stall_names = set()
-    for m in shapes.values():
-        stall_names.update(n for n in m if n.startswith("Stall") or "stall" in n.lower())
-    for (name, grid), m in shapes.items():
-        cells = []
-        for w in wanted:
-            v = sorted(x for x in m.get(w, []) if x is not None)
-            cells.append(f"{v[len(v) // 2]:.2f}" if v else "")
-        n = len(m.get("Duration", []))
-        print(f"| {name} | {grid} | {n} | " + " | ".join(cells) + " |")
+        key = (short_name(r["Kernel Name"]), int(r["Grid Size"].strip("()").split(",")[0]))
+        v = number(r["Metric Value"])
+        if r["Metric Name"] == "# SMs" and v:
+            sms = int(v)
+        shapes.setdefault(key, collections.defaultdict(list))[r["Metric Name"]].append(v)
 
+    def med(m, name):
+        v = sorted(x for x in m.get(name, []) if x is not None)
+        return v[len(v) // 2] if v else float("nan")
+
+    print("\n# The int8 GEMV by launch shape (medians over the profiled launches)\n")
+    print("| kernel | grid | launches | elapsed cycles | SM active cycles (mean over SMs) | a CTA's life "
+          "(active x SMs / grid) | issued warps a scheduler a cycle | no eligible warp | achieved occupancy |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (name, grid), m in shapes.items():
+        active = med(m, "SM Active Cycles")
+        life = active * sms / min(grid, sms) if sms else float("nan")
+        print(f"| {name} | {grid} | {len(m.get('Duration', []))} | {med(m, 'Elapsed Cycles'):,.0f} | {active:,.0f} | "
+              f"{life:,.0f} | {med(m, 'Issued Warp Per Scheduler'):.2f} | {med(m, 'No Eligible'):.1f}% | "
+              f"{med(m, 'Achieved Occupancy'):.1f}% |")
 
 if __name__ == "__main__":
     main()

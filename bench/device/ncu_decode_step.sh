@@ -13,15 +13,18 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-steps=${STEPS:-4}
-gen=("$CLI" generate -m "$MODEL" -p "The capital of France is" -n "$steps" --temp 0 --device cuda)
-ncu --graph-profiling node --clock-control none --cache-control none --csv \
+# ncu with the options after N over `generate` of N tokens.
+profile() {
+  local n=$1
+  shift
+  ncu "$@" "$CLI" generate -m "$MODEL" -p "The capital of France is" -n "$n" --temp 0 --device cuda
+}
+profile "${STEPS:-4}" --graph-profiling node --clock-control none --cache-control none --csv \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
-  "${gen[@]}" > "$OUT/ncu-times.csv" 2> "$OUT/ncu-times.err"
+  > "$OUT/ncu-times.csv" 2> "$OUT/ncu-times.err"
 echo "pass 1 exit $? ($(grep -c '"gpu__time_duration.sum"' "$OUT/ncu-times.csv") kernel rows)"
 # Every int8 GEMV launch of two decode steps (the prompt's rows take the tiles, not this kernel).
-gen[${#gen[@]}-5]=3
-ncu --graph-profiling node --clock-control none --cache-control none --csv --page details -k regex:quant_gemv_q8 \
+profile 3 --graph-profiling node --clock-control none --cache-control none --csv --page details -k regex:quant_gemv_q8 \
   --section WarpStateStats --section Occupancy --section SpeedOfLight --section LaunchStats --section SchedulerStats \
-  "${gen[@]}" > "$OUT/ncu-gemv.csv" 2> "$OUT/ncu-gemv.err"
+  > "$OUT/ncu-gemv.csv" 2> "$OUT/ncu-gemv.err"
 echo "pass 2 exit $?"
