@@ -85,6 +85,18 @@ __device__ __forceinline__ bool merge_shared_piece(const Consumer& c, int tile) 
   return true;
 }
 
+// Row half h of a thread's rows: the factor that normalizes O, and the LSE
+// (a quad's shuffle: every lane of the warp calls it).
+struct RowFinish {
+  float inv_l, lse;
+};
+template <typename Consumer>
+__device__ __forceinline__ RowFinish finish_row(const Consumer& c, int h) {
+  const float l = rows::quad_sum(c.l_rmem[h]);
+  if (l > 0.0f) return {fast_rcp(l), (c.m_rmem[h] + fast_log2(l)) * kLn2};
+  return {0.0f, -INFINITY};  // no visible key: output 0
+}
+
 // Normalize, store O and the LSE (or split partials) of this warp's rows
 // warp_row0 + lane/4 (+ 8) of the work tile's view.
 template <typename Consumer, typename View>
@@ -93,11 +105,9 @@ __device__ __forceinline__ void store_output(const Consumer& c, const View& view
   const int lane_id = c.cta.lane_id;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float l = rows::quad_sum(c.l_rmem[h]);
-    const float inv_l = l > 0.0f ? fast_rcp(l) : 0.0f;  // no visible key: output 0
+    const auto [inv_l, lse] = finish_row(c, h);  // every lane: the quad's shuffles
     const int row = warp_row0 + lane_id / 4 + h * 8;
     if (row >= view.rows) continue;
-    const float lse = l > 0.0f ? (c.m_rmem[h] + fast_log2(l)) * kLn2 : -INFINITY;
     if (view.partial()) {
       rows::store_row_f32(c.O_rmem, h, inv_l, view.partial_o(row), lane_id);
       if (lane_id % 4 == 0) view.store_partial_lse(row, lse);
@@ -126,11 +136,9 @@ __device__ __forceinline__ void store_output_through_q_slot(const Consumer& c, c
   const int tile_row0 = warp_row0 - view.q0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float l = rows::quad_sum(c.l_rmem[h]);
-    const float inv_l = l > 0.0f ? fast_rcp(l) : 0.0f;  // no visible key: output 0
+    const auto [inv_l, lse] = finish_row(c, h);
     const int row = warp_row0 + lane_id / 4 + h * 8;
-    if (row < view.rows && lane_id % 4 == 0)
-      view.store_lse(row, l > 0.0f ? (c.m_rmem[h] + fast_log2(l)) * kLn2 : -INFINITY);
+    if (row < view.rows && lane_id % 4 == 0) view.store_lse(row, lse);
     const int r = tile_row0 + lane_id / 4 + h * 8;
 #pragma unroll
     for (int j = 0; j < DIM / 8; ++j)
