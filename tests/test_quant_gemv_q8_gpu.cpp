@@ -463,8 +463,9 @@ TEST_CASE("quant gemv q8 gpu: RoPE + K/V, SwiGLU, GeGLU, accumulate and row rang
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
                         GgmlType::kQ6_K}) {
     for (int rows : {1, 2, 5, 8}) {
-      INFO(ggml_type_name(type), " rows ", rows);
-      const int k = 1024;
+      // k 4096 at even rows: two warp steps a row, which two warps share where the units are few (q8_unit_warps)
+      const int k = rows % 2 == 0 ? 4096 : 1024;
+      INFO(ggml_type_name(type), " rows ", rows, " k ", k);
       const std::vector<float> xf = random_f32(size_t(rows) * k, rng, 3.0f);
       const std::vector<float> norm_weight = random_f32(size_t(k), rng, 0.5f);
       DeviceBuffer d_xf = upload(xf), d_norm = upload(norm_weight);

@@ -46,7 +46,9 @@
 // decodes part L·S + j of each row (quant_blocks.h: a 32-element block, or
 // the two K-quant groups that share their bytes: one super-block per 4
 // lanes, contiguous bytes across the warp). A warp takes units
-// w, w + warps, ... and, across units, has the next item's (unit, step)
+// w, w + warps, ... (where a Q6_K launch has few units of many steps, wpu warps
+// share them, q8_unit_warps: each takes every wpu-th step, and the first adds
+// the others' sums in warp order before it stores) and, across units, has the next item's (unit, step)
 // bytes in flight while it computes the current one (Q6_K in one-row steps:
 // the next two items' bytes, copied into shared memory, see q8_stageable);
 // the first item's bytes are requested before pdl_wait (the weights do not
@@ -273,6 +275,33 @@ __host__ __device__ constexpr int q8_row_parts(int k) {
   return k / quant::kGroup / quant::part_groups(T);
 }
 
+// Warps that share a unit's warp steps, each taking every wpu-th step, their
+// sums added through shared memory in warp order: 1, or 2, 4, ... while the
+// row has the steps and the launch's warps stay within kQ8SplitWarps; at
+// most 4, the narrower CTA's width. Why: a Q6_K down product of a 1B (1024
+// units of four steps) would otherwise fill 64 of 132 SMs. Q6_K rows only
+// (q8_splits): split, the other types' launches measured slower and the
+// Q6_K ones faster (bench/TUNING.md#engine). From the type and shape alone,
+// so the sums' order is the same on every device, grid, CTA width and row
+// count.
+constexpr int kQ8SplitWarps = 2048;  // about the warps that fill an H100 or H200 (132 SMs of 16)
+constexpr int kQ8MaxUnitWarps = 4;
+__host__ __device__ constexpr int q8_unit_warps(int unit_warps, int wsteps) {
+  int w = 1;
+  while (2 * w <= wsteps && 2 * w <= kQ8MaxUnitWarps && int64_t(unit_warps) * 2 * w <= kQ8SplitWarps) w *= 2;
+  return w;
+}
+
+template <int T>
+__host__ __device__ constexpr bool q8_splits() {
+  return T == quant::kQ6_K;
+}
+
+// bar.sync among the `threads` threads of one unit's warps (named barrier id, 1..15).
+__device__ __forceinline__ void q8_group_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // kWarpsQ8 warps a CTA: 4, or 16 (one CTA an SM), where each CTA's staging
 // and quantization of the input, which every CTA repeats, is a quarter as
 // many instructions a thread.
@@ -347,14 +376,20 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   const int wsteps = ceil_div(parts, ul);  // warp steps of a row
   const int lane_unit = lane / ul, lane_part = lane % ul;  // the lane's unit of the warp's, and its part in a step
   const int units_per_warp = 32 / ul;
-  const int unit_stride = int(gridDim.x) * kWarpsQ8 * units_per_warp;
+  constexpr bool kSplit = q8_splits<kType>();
+  const int wpu = kSplit ? q8_unit_warps(ceil_div(units, units_per_warp), wsteps) : 1;  // warps a unit
+  const int group = warp / wpu, sub = warp % wpu;  // the warp's units of the CTA's, and its share of their steps
+  const int unit_stride = int(gridDim.x) * (kWarpsQ8 / wpu) * units_per_warp;
+  // kSplit: a warp's sums [lane_unit][input row], its unit's rows 0 and 1
+  __shared__ float2 partial_smem[kSplit ? kWarpsQ8 : 1][2][kTok];
 
   struct Item {
     int unit, ws;  // the warp's first unit, and the warp step of its rows
   };
   auto advance = [&](Item it) {
-    if (++it.ws == wsteps) {
-      it.ws = 0;
+    it.ws += wpu;
+    if (it.ws >= wsteps) {
+      it.ws = sub;
       it.unit += unit_stride;
     }
     return it;
@@ -399,7 +434,7 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   // first kQ8PrefetchUnits units are requested into L2 (no registers held
   // across the staging below), or its first stages copied, then that
   // kernel's outputs waited for.
-  Item it = {(int(blockIdx.x) * kWarpsQ8 + warp) * units_per_warp, 0};
+  Item it = {(int(blockIdx.x) * (kWarpsQ8 / wpu) + group) * units_per_warp, sub};
   Item staged = it;  // the next item to copy
   if constexpr (kStaged) {
     for (int s = 0; s < kQ8Stages - 1; ++s) {
@@ -411,8 +446,13 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
       const int unit = it.unit + (i / units_per_warp) * unit_stride + i % units_per_warp;
       if (unit >= units) break;
       const QuantUnit u = unit_of(unit);
-      prefetch_row_l2(u.w0, p.wq.row_bytes, u.rows.has0);
-      prefetch_row_l2(u.w1, p.wq.row_bytes, u.rows.has1);
+      for (int ws = sub; ws < wsteps; ws += wpu) {  // the row, or this warp's steps of it
+        const int64_t b0 = wpu == 1 ? 0 : p.wq.row_bytes * (ul * ws) / parts;
+        const int64_t b1 = wpu == 1 ? p.wq.row_bytes : p.wq.row_bytes * min(parts, ul * (ws + 1)) / parts;
+        prefetch_row_l2(u.w0 + b0, b1 - b0, u.rows.has0);
+        prefetch_row_l2(u.w1 + b0, b1 - b0, u.rows.has1);
+        if (wpu == 1) break;
+      }
     }
   }
   pdl_wait();
@@ -421,7 +461,7 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   EpilogueInputs epi;
   auto load_epi = [&](int warp_unit) {
     const int unit = warp_unit + lane_unit;
-    if (swiglu || unit >= units || lane_part >= kTok || lane_part >= p.rows) return;
+    if (sub != 0 || swiglu || unit >= units || lane_part >= kTok || lane_part >= p.rows) return;
     const UnitRows r = unit_of(unit).rows;
     epi = load_epilogue_inputs(p, lane_part, r.row0, r.has1);
   };
@@ -476,7 +516,7 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
                               meta + w * kQ8WindowGroups + slot, p.k, groups, p.rows, acc);
       }
     }
-    if (it.ws == wsteps - 1) {  // the units' last step: reduce, lane t of a unit stores row t
+    if (it.ws + wpu >= wsteps) {  // the warp's last step of its units: reduce, lane t of a unit stores row t
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
         if (t >= p.rows) break;
@@ -487,11 +527,31 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
           acc[1][t] += __shfl_xor_sync(0xffffffffu, acc[1][t], offset);
         }
       }
+      if (kSplit && wpu > 1) {  // the other warps' sums to the first, added in warp order
+        if (sub != 0) {
+#pragma unroll
+          for (int t = 0; t < kTok; ++t)
+            if (lane_part == t) partial_smem[warp][lane_unit][t] = make_float2(acc[0][t], acc[1][t]);
+        }
+        q8_group_sync(1 + group, 32 * wpu);
+        if (sub == 0) {
+          for (int s = 1; s < wpu; ++s) {
+#pragma unroll
+            for (int t = 0; t < kTok; ++t) {
+              if (lane_part != t) continue;
+              const float2 v = partial_smem[warp + s][lane_unit][t];
+              acc[0][t] += v.x;
+              acc[1][t] += v.y;
+            }
+          }
+        }
+        q8_group_sync(1 + group, 32 * wpu);  // read before the next units' sums are written
+      }
       const int unit = it.unit + lane_unit;
       const UnitRows rows = unit_of(unit).rows;
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
-        if (lane_part == t && t < p.rows && unit < units) store_unit(p, t, rows, acc[0][t], acc[1][t], epi);
+        if (sub == 0 && lane_part == t && t < p.rows && unit < units) store_unit(p, t, rows, acc[0][t], acc[1][t], epi);
         acc[0][t] = acc[1][t] = 0.0f;
       }
       load_epi(next.unit);
@@ -519,7 +579,9 @@ cudaError_t launch_gemv_q8_kernel(const SkinnyGemmKernelParams& p, cudaStream_t 
   // Up to q8_min_ctas CTAs an SM (fewer where the shared memory or
   // registers allow fewer), none without a unit to compute.
   const int ctas = resident_ctas(kernel, smem, p.sm_count, q8_min_ctas<kWarpsQ8>());
-  const int warps = ceil_div(units, 32 / q8_unit_lanes(q8_row_parts<kType>(p.k)));
+  const int parts = q8_row_parts<kType>(p.k), ul = q8_unit_lanes(parts);
+  const int unit_warps = ceil_div(units, 32 / ul);
+  const int warps = unit_warps * (q8_splits<kType>() ? q8_unit_warps(unit_warps, ceil_div(parts, ul)) : 1);
   return launch_maybe_programmatic(kernel, dim3(std::max(1, std::min(ceil_div(warps, kWarpsQ8), ctas))),
                                    dim3(kWarpsQ8 * 32), smem, stream, programmatic, p);
 }

@@ -778,8 +778,9 @@ __global__ void __launch_bounds__(kThreads, skinny_min_ctas(kTok, kFolds)) skinn
 //           row r at data + (r − row_begin)·row_bytes; kSwiglu / kGegluTanh gate row u
 //           at data, up row u at up_data.
 constexpr int kTileUnits = 8;  // units per tile: 16 weight rows, the mma's M
-// The quantized kernel's static shared memory (frag_smem, stage_rms_norm's
-// sums: 2.3 KiB at 8 rows), rounded up: what its input rows leave of a CTA's.
+// The quantized kernels' static shared memory (frag_smem, stage_rms_norm's
+// sums: 2.3 KiB at 8 rows; the int8 GEMV's partial_smem and those sums:
+// 2.5 KiB), rounded up: what its input rows leave of a CTA's.
 constexpr size_t kQuantStaticSmem = 4 * 1024;
 
 // What the current device lets a quantized kernel's CTA opt into beyond
