@@ -51,7 +51,7 @@
 // the others' sums in warp order before it stores) and, across units, has the next item's (unit, step)
 // bytes in flight while it computes the current one (Q6_K in one-row steps:
 // the next two items' bytes, copied into shared memory, see q8_stageable);
-// the first item's bytes are requested before pdl_wait (the weights do not
+// the first item's bytes are requested (q8_loads_early) before pdl_wait (the weights do not
 // depend on the kernel before). At a unit's last step its lanes' sums are reduced by
 // shuffles (a fixed order: results do not depend on the grid) and lane t
 // of the unit stores input row t. CTAs of 16 warps, one an SM (quant_gemv_q8_warps:
@@ -255,6 +255,17 @@ __device__ __forceinline__ void q8_group(const quant::PartBytes (&b)[2], int par
 // Units a warp requests into L2 before it waits for the kernel before it.
 constexpr int kQ8PrefetchUnits = 2;
 
+// Whether a warp loads its first item's bytes into registers before that
+// wait (so they arrive during the wait and the input's staging, not after):
+// one-row steps of every type but Q5_K and Q6_K, whose plain kernels spill
+// ~340 bytes a thread on sm_90a holding them (Q6_K's one-row kernel copies
+// its first items into shared memory instead), as the wider steps' kernels
+// spill more. bench/TUNING.md#engine.
+template <int T, int kTok>
+constexpr bool q8_loads_early() {
+  return kTok == 1 && T != quant::kQ5_K && T != quant::kQ6_K;
+}
+
 // A row's bytes requested into L2, one 128-byte line a lane at a time.
 __device__ __forceinline__ void prefetch_row_l2(const uint8_t* row, int64_t bytes, bool has) {
   if (!has) return;
@@ -431,11 +442,14 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   };
 
   // The weights do not depend on the kernel before this one: the warp's
-  // first kQ8PrefetchUnits units are requested into L2 (no registers held
-  // across the staging below), or its first stages copied, then that
-  // kernel's outputs waited for.
+  // first item is loaded into registers where the type allows it
+  // (q8_loads_early: held across the staging below) and its first
+  // kQ8PrefetchUnits units requested into L2, or its first stages copied,
+  // then that kernel's outputs waited for.
   Item it = {(int(blockIdx.x) * (kWarpsQ8 / wpu) + group) * units_per_warp, sub};
   Item staged = it;  // the next item to copy
+  quant::PartBytes cur[2], nxt[2];
+  if constexpr (!kStaged && q8_loads_early<kType, kTok>()) load(it, cur);
   if constexpr (kStaged) {
     for (int s = 0; s < kQ8Stages - 1; ++s) {
       stage_item(staged, s);
@@ -472,8 +486,7 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
   __syncthreads();  // every block is quantized before any warp reads one
   const uint8_t* xq = reinterpret_cast<const uint8_t*>(x_smem);
   const Q8Meta* meta = reinterpret_cast<const Q8Meta*>(xq + size_t(kTok) * p.k * sizeof(uint16_t));
-  quant::PartBytes cur[2], nxt[2];
-  if constexpr (!kStaged) load(it, cur);
+  if constexpr (!kStaged && !q8_loads_early<kType, kTok>()) load(it, cur);
   // kStaged: the lane's parts of the item in stage `stage` into cur.
   auto read_staged = [&](const Item& item, int stage) {
     cur[0] = quant::PartBytes{};
