@@ -7,6 +7,8 @@ Each step begins at an embedding launch. Per launch of a step:
   exposed   how far its end moves the step's frontier (end - the latest end before it, at least 0):
             what the step would lose if this launch took no time at all, to first order
 Medians over the steps between --skip and the last, grouped by kernel and grid.
+Between steps the GPU waits for the host (the token read back, the next step
+packed and launched): the step's period less its span is that gap.
 
   usage: python3 bench/decode_timeline.py timeline.csv [--skip N] [--steps N]
 """
@@ -48,14 +50,19 @@ def main():
     ks = sorted(({"start": int(r["start_ns"]), "end": int(r["end_ns"]), "grid": int(r["grid"]),
                   "name": short(names[r["name"]])} for r in rows), key=lambda k: k["start"])
     starts = [i for i, k in enumerate(ks) if k["name"].startswith("embedding")]
-    steps = [ks[b:e] for b, e in zip(starts, starts[1:])][a.skip:]
+    bounds = list(zip(starts, starts[1:]))[a.skip:]
     if a.steps:
-        steps = steps[:a.steps]
+        bounds = bounds[:a.steps]
+    steps = [ks[b:e] for b, e in bounds]
     if not steps:
         raise SystemExit("no whole decode step in the file (is there an embedding launch a step?)")
     walls = [s[-1]["end"] - s[0]["start"] for s in steps]
+    periods = [ks[e]["start"] - ks[b]["start"] for b, e in bounds]  # this step's first launch to the next's
+    gaps = [p - w for p, w in zip(periods, walls)]
     print(f"# {len(steps)} decode steps: {statistics.median(walls) / 1e3:.1f} µs a step (median; "
-          f"{min(walls) / 1e3:.1f}-{max(walls) / 1e3:.1f}), {len(steps[0])} launches a step\n")
+          f"{min(walls) / 1e3:.1f}-{max(walls) / 1e3:.1f}), {len(steps[0])} launches a step; one every "
+          f"{statistics.median(periods) / 1e3:.1f} µs, the GPU idle {statistics.median(gaps) / 1e3:.1f} µs "
+          f"between steps (median)\n")
     groups = collections.OrderedDict()
     for s in steps:
         frontier, prev_end = s[0]["start"], None

@@ -19,7 +19,8 @@
 #             with VAR=VALUE in its environment, NAME@A=1+B=2 with both) on MX_MODELS, MX_ROUNDS interleaved rounds, batches
 #             E2E_BATCH (default 1), more `bench e2e` flags in E2E_ARGS -> $OUT/matrix.txt
 #   llama     llama-bench -fa 1 -p 512 -n 128 on LL_MODELS (default: MX_MODELS) -> $OUT/llama.txt
-#   timeline  the kernels' own start and end times (CUPTI) of a few decode steps: TL_MODEL, TL_STEPS, TL_ENV
+#   timeline  the kernels' own start and end times (CUPTI) of a few decode steps: TL_MODEL, TL_STEPS, TL_ENV,
+#             TL_CMD (generate, the default, or e2e: bench e2e's loop)
 #             -> $OUT/timeline.csv (bench/decode_timeline.py)
 #   llama-bin unpacks a carried llama-bench.tar.gz (prepare.sh LLAMA_BUILD=1) instead of LLAMA=1's build
 set -uo pipefail
@@ -150,9 +151,13 @@ while (($#)); do
       lib=$(dirname "$(find -L "$cuda" -name 'libcupti.so*' 2>/dev/null | head -n 1)")
       g++ -std=c++17 -O2 -shared -fPIC -I"$cuda/include" -I"$cuda/extras/CUPTI/include" "$here/bench/cupti_timeline.cpp" \
         -L"$lib" -lcupti -Wl,-rpath,"$lib" -o $W/libcupti_timeline.so &&
+        if [[ ${TL_CMD:-generate} == e2e ]]; then  # bench e2e's loop (greedy, a 512-token prompt, no printing)
+          tl_args=(bench e2e -m "$TL_MODEL" --batch 1 --runs 1 --prompt-len 512 --gen-len ${TL_STEPS:-64} --device cuda)
+        else
+          tl_args=(generate -m "$TL_MODEL" -p "The capital of France is" -n ${TL_STEPS:-64} --temp 0 --device cuda)
+        fi &&
         env ${TL_ENV:-} CUDA_INJECTION64_PATH=$W/libcupti_timeline.so FLASHSCOPE_TIMELINE=$OUT/timeline.csv \
-          $(cli_of after) generate -m "$TL_MODEL" -p "The capital of France is" -n ${TL_STEPS:-64} --temp 0 \
-          --device cuda > $OUT/timeline.log 2>&1
+          $(cli_of after) "${tl_args[@]}" > $OUT/timeline.log 2>&1
       echo "timeline exit $?"
       tail -n 3 $OUT/timeline.log
       ;;
