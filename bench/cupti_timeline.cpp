@@ -12,7 +12,11 @@
 //
 // bench/device/session.sh's `timeline` step does both on the GPU machine.
 // The CSV: start_ns, end_ns, grid, block, stream, graph, graph_node, name
-// (mangled), one kernel a line in the order CUPTI delivered them.
+// (mangled), one kernel a line in the order CUPTI delivered them; then the
+// CUDA runtime calls the host made, on the same clock, named "api:" and the
+// function (cudaGraphLaunch, cudaStreamSynchronize, ...), grid 0 and the
+// calling thread's id in `stream`: what the host does while the GPU waits
+// between decode steps.
 #include <cupti.h>
 
 #include <cstdio>
@@ -55,6 +59,13 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
   std::vector<KernelRecord> got;
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+      const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      const char* fn = nullptr;
+      if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid, &fn) != CUPTI_SUCCESS || fn == nullptr) fn = "?";
+      got.push_back({a->start, a->end, 0, 0, a->threadId, 0, 0, std::string("api:") + fn});
+      continue;
+    }
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
     const auto* k = reinterpret_cast<const KernelActivity*>(record);
     got.push_back({k->start, k->end, k->gridX * k->gridY * k->gridZ, k->blockX * k->blockY * k->blockZ, k->streamId,
@@ -80,7 +91,7 @@ void write_records() {
                  static_cast<unsigned long long>(r.end), r.grid, r.block, r.stream, r.graph,
                  static_cast<unsigned long long>(r.graph_node), r.name.c_str());
   std::fclose(f);
-  std::fprintf(stderr, "cupti_timeline: %zu kernels (%zu records dropped) -> %s\n", g_records.size(), g_dropped,
+  std::fprintf(stderr, "cupti_timeline: %zu records (%zu dropped) -> %s\n", g_records.size(), g_dropped,
                path != nullptr ? path : "timeline.csv");
 }
 
@@ -91,6 +102,9 @@ extern "C" int InitializeInjection() {
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) return 0;
   // CONCURRENT_KERNEL keeps kernels overlapping as they run (KERNEL would serialize them).
   if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) return 0;
+  // The host's side: optional (FLASHSCOPE_TIMELINE_API=0 leaves it out, for the kernels' times alone).
+  const char* api = std::getenv("FLASHSCOPE_TIMELINE_API");
+  if (api == nullptr || std::strcmp(api, "0") != 0) cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
   std::atexit(write_records);
   return 1;
 }

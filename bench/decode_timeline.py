@@ -8,7 +8,10 @@ Each step begins at an embedding launch. Per launch of a step:
             what the step would lose if this launch took no time at all, to first order
 Medians over the steps between --skip and the last, grouped by kernel and grid.
 Between steps the GPU waits for the host (the token read back, the next step
-packed and launched): the step's period less its span is that gap.
+packed and launched): the step's period less its span is that gap. Where the
+file has the host's CUDA calls ("api:" rows), the gap is split by call: the
+time each call spends inside the gap (medians), and the rest, the host's own
+work between calls.
 
   usage: python3 bench/decode_timeline.py timeline.csv [--skip N] [--steps N]
 """
@@ -46,6 +49,8 @@ def main():
     a = ap.parse_args()
     with open(a.csv, newline="") as f:
         rows = list(csv.DictReader(f))
+    api = sorted(((int(r["start_ns"]), int(r["end_ns"]), r["name"][4:]) for r in rows if r["name"].startswith("api:")))
+    rows = [r for r in rows if not r["name"].startswith("api:")]
     names = demangle(sorted({r["name"] for r in rows}))
     ks = sorted(({"start": int(r["start_ns"]), "end": int(r["end_ns"]), "grid": int(r["grid"]),
                   "name": short(names[r["name"]])} for r in rows), key=lambda k: k["start"])
@@ -88,6 +93,33 @@ def main():
         lag = f"{statistics.median(g['lag']) / 1e3:.2f}" if g["lag"] else ""
         print(f"| {name} | {grid} | {n:g} | {statistics.median(g['dur']) / 1e3:.2f} | {lag} | {exp:.2f} | {exp * n:.1f} |")
     print(f"\nExposed time summed: {total_exp:.1f} µs a step (medians, so near the step's span, not equal to it).")
+    if api:
+        gap_split(api, [(s[-1]["end"], ks[e]["start"]) for s, (b, e) in zip(steps, bounds)])
+
+
+def gap_split(api, gaps):
+    """The host's CUDA calls inside each gap [end of a step's last kernel, start of the next step's first]."""
+    per_call = collections.defaultdict(list)
+    outside = []
+    for g0, g1 in gaps:
+        inside = collections.Counter()
+        covered, frontier = 0, g0
+        for a0, a1, fn in api:
+            if a1 <= g0 or a0 >= g1:
+                continue
+            lo, hi = max(a0, g0), min(a1, g1)
+            inside[fn] += hi - lo
+            if hi > frontier:  # the union of the calls' spans within the gap
+                covered += hi - max(lo, frontier)
+                frontier = hi
+        for fn in set(per_call) | set(inside):
+            per_call[fn].append(inside.get(fn, 0))
+        outside.append((g1 - g0) - covered)
+    print("\n| host call in the gap | µs (median a gap) |\n|---|---|")
+    for fn, v in sorted(per_call.items(), key=lambda kv: -statistics.median(kv[1])):
+        if statistics.median(v) > 0:
+            print(f"| {fn} | {statistics.median(v) / 1e3:.1f} |")
+    print(f"| (no CUDA call: the host's own work) | {statistics.median(outside) / 1e3:.1f} |")
 
 
 if __name__ == "__main__":
