@@ -18,6 +18,7 @@
 #   matrix    prompt and decode tok/s of CLIS ("before", "after", or variant names; NAME@VAR=VALUE runs NAME's cli
 #             with VAR=VALUE in its environment, NAME@A=1+B=2 with both) on MX_MODELS, MX_ROUNDS interleaved rounds, batches
 #             E2E_BATCH (default 1), more `bench e2e` flags in E2E_ARGS -> $OUT/matrix.txt
+#   gen       `generate`'s decode rate (what a chat user sees) of CLIS on MX_MODELS, MX_ROUNDS rounds -> $OUT/gen.txt
 #   llama     llama-bench -fa 1 -p 512 -n 128 on LL_MODELS (default: MX_MODELS) -> $OUT/llama.txt
 #   timeline  the kernels' own start and end times (CUPTI) of a few decode steps: TL_MODEL, TL_STEPS, TL_ENV,
 #             TL_CMD (generate, the default, or e2e: bench e2e's loop)
@@ -144,6 +145,20 @@ while (($#)); do
           done
         done
       done | tee -a $OUT/matrix.txt
+      ;;
+    gen)  # what a user of `generate` sees: its decode rate (Session::generate, the CLI's sampling defaults,
+      # printing to /dev/null) for CLIS on MX_MODELS, MX_ROUNDS interleaved rounds, GEN_TOKENS tokens -> $OUT/gen.txt
+      for r in $(seq 1 ${MX_ROUNDS:-2}); do
+        for m in ${MX_MODELS:-$W/gen/*.gguf}; do
+          for c in ${CLIS:-before after}; do
+            env_of=()
+            [[ $c == *@* ]] && IFS=+ read -ra env_of <<< "${c#*@}"
+            got=$(env "${env_of[@]}" $(cli_of $c) generate -m $m -p "The capital of France is" -n ${GEN_TOKENS:-128} \
+              --temp 0 --device cuda 2>&1 >/dev/null | grep -o 'decode .*tokens/s')
+            echo "round $r | $c | $(basename $m) | $got"
+          done
+        done
+      done | tee -a $OUT/gen.txt
       ;;
     timeline)  # the GPU's own kernel timeline (bench/cupti_timeline.cpp) of TL_STEPS decode steps of TL_MODEL under
       # after's cli (TL_ENV: more variables for it) -> $OUT/timeline.csv; python3 bench/decode_timeline.py reads it
