@@ -46,13 +46,14 @@
 // decodes part L·S + j of each row (quant_blocks.h: a 32-element block, or
 // the two K-quant groups that share their bytes: one super-block per 4
 // lanes, contiguous bytes across the warp). A warp takes units
-// w, w + warps, ... (where a Q6_K launch has few units of many steps, wpu warps
-// share them, q8_unit_warps: each takes every wpu-th step, and the first adds
-// the others' sums in warp order before it stores) and, across units, has the next item's (unit, step)
-// bytes in flight while it computes the current one (Q6_K in one-row steps:
-// the next two items' bytes, copied into shared memory, see q8_stageable);
-// the first item's bytes are requested (q8_loads_early) before pdl_wait (the weights do not
-// depend on the kernel before). At a unit's last step its lanes' sums are reduced by
+// w, w + warps, ... (where a Q6_K launch has few units of many steps, wpu
+// warps share them, q8_unit_warps: each takes every wpu-th step, and the
+// first adds the others' sums in warp order before it stores) and, across
+// units, has the next item's (unit, step) bytes in flight while it computes
+// the current one (Q6_K in one-row steps: the next two items' bytes, copied
+// into shared memory, see q8_stageable); the first item's bytes are
+// requested before pdl_wait (q8_loads_early; the weights do not depend on
+// the kernel before). At a unit's last step its lanes' sums are reduced by
 // shuffles (a fixed order: results do not depend on the grid) and lane t
 // of the unit stores input row t. CTAs of 16 warps, one an SM (quant_gemv_q8_warps:
 // each CTA stages and quantizes the whole input, so the wide CTA gives each
@@ -291,8 +292,8 @@ __host__ __device__ constexpr int q8_row_parts(int k) {
 // row has the steps and the launch's warps stay within kQ8SplitWarps; at
 // most 4, the narrower CTA's width. Why: a Q6_K down product of a 1B (1024
 // units of four steps) would otherwise fill 64 of 132 SMs. Q6_K rows only
-// (q8_splits): split, the other types' launches measured slower and the
-// Q6_K ones faster (bench/TUNING.md#engine). From the type and shape alone,
+// (q8_splits): split so, its launches measured faster and the other types'
+// slower (bench/TUNING.md#engine). From the type and shape alone,
 // so the sums' order is the same on every device, grid, CTA width and row
 // count.
 constexpr int kQ8SplitWarps = 2048;  // about the warps that fill an H100 or H200 (132 SMs of 16)
