@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/ptx.cuh"
+
 namespace flashscope::kernels::sm90 {
 
 // --- mbarrier ---------------------------------------------------------------------
@@ -64,17 +66,9 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// bar.sync on a named barrier among `threads` threads (a multiple of 32):
-// syncs one warpgroup, or the consumers, without stopping the producer.
-__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// bar.arrive: counts this warp toward the named barrier without waiting (the
-// other side of a named_barrier_sync with the same thread count).
-__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
+// Named barriers (ptx.cuh): a warpgroup, or the consumers, sync without stopping the producer.
+using kernels::named_barrier_arrive;
+using kernels::named_barrier_sync;
 
 // bar.red.and on a named barrier among `threads` threads (a multiple of 32):
 // waits for all of them like bar.sync and returns whether `pred` held in every

@@ -6,6 +6,7 @@
 //   mma.m16n8k16    D[16x8] += A[16x16] * B[16x8], f32 accumulate, bf16 or f16 inputs
 //   griddepcontrol  programmatic dependent launch (sm_90+; nothing on older targets)
 //   fence.acq_rel   device-scope ordering of global writes and reads around an atomic flag
+//   bar.sync        named barriers among some of a CTA's warps (bar.arrive: without waiting)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,6 +23,18 @@ namespace flashscope::kernels {
 // sees the count, and reads after it see what the others wrote before theirs.
 // Lighter than __threadfence() (fence.sc), whose total order nothing here needs.
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
+// bar.sync on named barrier `id` (1..15; 0 is __syncthreads') among
+// `threads` threads of the CTA (a multiple of 32).
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// bar.arrive: counts this warp toward the named barrier without waiting (the
+// other side of a named_barrier_sync with the same thread count).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // Shared-memory address as the 32-bit value PTX instructions take.
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {

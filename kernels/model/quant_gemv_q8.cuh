@@ -259,9 +259,9 @@ constexpr int kQ8PrefetchUnits = 2;
 // Whether a warp loads its first item's bytes into registers before that
 // wait (so they arrive during the wait and the input's staging, not after):
 // one-row steps of every type but Q5_K and Q6_K, whose plain kernels spill
-// ~340 bytes a thread on sm_90a holding them (Q6_K's one-row kernel copies
-// its first items into shared memory instead), as the wider steps' kernels
-// spill more. bench/TUNING.md#engine.
+// holding them (Q6_K's one-row kernel copies its first items into shared
+// memory instead), as the wider steps' kernels spill more
+// (bench/TUNING.md#engine).
 template <int T, int kTok>
 constexpr bool q8_loads_early() {
   return kTok == 1 && T != quant::kQ5_K && T != quant::kQ6_K;
@@ -307,11 +307,6 @@ __host__ __device__ constexpr int q8_unit_warps(int unit_warps, int wsteps) {
 template <int T>
 __host__ __device__ constexpr bool q8_splits() {
   return T == quant::kQ6_K;
-}
-
-// bar.sync among the `threads` threads of one unit's warps (named barrier id, 1..15).
-__device__ __forceinline__ void q8_group_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // kWarpsQ8 warps a CTA: 4, or 16 (one CTA an SM), where each CTA's staging
@@ -547,7 +542,7 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
           for (int t = 0; t < kTok; ++t)
             if (lane_part == t) partial_smem[warp][lane_unit][t] = make_float2(acc[0][t], acc[1][t]);
         }
-        q8_group_sync(1 + group, 32 * wpu);
+        named_barrier_sync(1 + group, 32 * wpu);  // the unit's warps
         if (sub == 0) {
           for (int s = 1; s < wpu; ++s) {
 #pragma unroll
@@ -559,7 +554,7 @@ __global__ void __launch_bounds__(kWarpsQ8 * 32, q8_min_ctas<kWarpsQ8>())
             }
           }
         }
-        q8_group_sync(1 + group, 32 * wpu);  // read before the next units' sums are written
+        named_barrier_sync(1 + group, 32 * wpu);  // read before the next units' sums are written
       }
       const int unit = it.unit + lane_unit;
       const UnitRows rows = unit_of(unit).rows;
